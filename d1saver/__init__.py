@@ -1,0 +1,51 @@
+"""d1saver: LangGraph checkpoints in Cloudflare D1, over D1's REST API."""
+
+from d1saver._client import D1Client, Result, Statement, TraceEvent
+from d1saver._errors import (
+    AuthenticationError,
+    CheckpointConflictError,
+    ConfigError,
+    ConnectionError,
+    D1APIError,
+    D1Error,
+    LeaseHeldError,
+    MissingConfigKeyError,
+    NotFoundError,
+    QueryError,
+    RateLimitError,
+    ResponseError,
+    SerializationError,
+    ServerError,
+    TimeoutError,
+    TransportError,
+)
+from d1saver._retry import RetryPolicy
+from d1saver._settings import D1Settings, load_settings
+from d1saver.saver import D1Saver
+
+__all__ = [
+    "AuthenticationError",
+    "CheckpointConflictError",
+    "ConfigError",
+    "ConnectionError",
+    "D1APIError",
+    "D1Client",
+    "D1Error",
+    "D1Saver",
+    "D1Settings",
+    "LeaseHeldError",
+    "MissingConfigKeyError",
+    "NotFoundError",
+    "QueryError",
+    "RateLimitError",
+    "ResponseError",
+    "Result",
+    "RetryPolicy",
+    "SerializationError",
+    "ServerError",
+    "Statement",
+    "TimeoutError",
+    "TraceEvent",
+    "TransportError",
+    "load_settings",
+]

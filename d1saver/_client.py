@@ -1,0 +1,351 @@
+"""The D1 REST client: one request per call, sync and async, over any httpx transport.
+
+The protocol (building the request, reading D1's envelope, mapping failures to the error tree,
+deciding retries) is written once, as a generator that yields `Send` and `Sleep` actions; the
+sync and async shells only perform them. Transports are injected, so the same client talks
+to Cloudflare, to Wrangler's real local engine, or in-process to d1saver's local D1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import threading
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import httpx
+
+from d1saver._errors import (
+    AuthenticationError,
+    ConnectionError,
+    D1APIError,
+    D1Error,
+    QueryError,
+    RateLimitError,
+    ResponseError,
+    ServerError,
+    TimeoutError,
+    TransportError,
+)
+from d1saver._retry import RetryPolicy
+
+Param = Union[str, int, float, None]
+
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # D1 cuts every request at 30 s anyway
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One SQL statement and its positional parameters."""
+
+    sql: str
+    params: Sequence[Param] = ()
+
+
+@dataclass
+class Result:
+    """The rows and meta of one statement, as D1's /raw endpoint returns them."""
+
+    columns: list[str]
+    rows: list[list[Any]]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def changes(self) -> int:
+        return int(self.meta.get("changes") or 0)
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One HTTP attempt, for tracers: what was sent and what came of it. Never the token."""
+
+    statements: tuple[Statement, ...]
+    attempt: int
+    status: int | None
+    error: D1Error | None
+    seconds: float
+    bytes_sent: int
+    bytes_received: int
+
+
+Tracer = Callable[[TraceEvent], None]
+
+
+@dataclass(frozen=True)
+class Send:
+    request: httpx.Request
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+Exchange = Generator[Union[Send, Sleep], Any, list[Result]]
+
+
+class D1Client:
+    """Sends statements to one D1 database; a list of several goes as one atomic batch."""
+
+    def __init__(
+        self,
+        *,
+        account_id: str,
+        database_id: str,
+        api_token: str,
+        api_base_url: str,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+        tracer: Tracer | None = None,
+    ) -> None:
+        self.url = (
+            f"{api_base_url.rstrip('/')}/accounts/{account_id}/d1/database/{database_id}/raw"
+        )
+        self._headers = {
+            "Authorization": f"Bearer {api_token}",
+            "Content-Type": "application/json",
+            "User-Agent": "d1saver",
+        }
+        self.timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+        self.retry = retry or RetryPolicy()
+        self.tracer = tracer
+        self.requests = 0  # HTTP attempts made, retries included
+        self._sync_transport = transport if isinstance(transport, httpx.BaseTransport) else None
+        if async_transport is None and isinstance(transport, httpx.AsyncBaseTransport):
+            async_transport = transport
+        self._async_transport = async_transport
+        self._sync: httpx.Client | None = None
+        self._async: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"D1Client(url={self.url!r})"
+
+    # --- the protocol, once ---------------------------------------------------------------
+
+    def build_request(self, statements: Sequence[Statement]) -> httpx.Request:
+        """One statement as {"sql", "params"}; several as {"batch": [...]}, run atomically."""
+        if not statements:
+            raise ValueError("no statements to send")
+        items = [{"sql": s.sql, "params": list(s.params)} for s in statements]
+        body = items[0] if len(items) == 1 else {"batch": items}
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return httpx.Request("POST", self.url, headers=self._headers, content=content)
+
+    def exchange(self, statements: Sequence[Statement]) -> Exchange:
+        """Send with retries; yields Send/Sleep, receives responses, returns the results."""
+        request = self.build_request(statements)
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            t0 = time.monotonic()
+            status: int | None = None
+            received = 0
+            try:
+                response: httpx.Response = yield Send(request)
+                status, received = response.status_code, len(response.content)
+                results = parse_response(response, len(statements))
+                self._trace(statements, attempt, status, None, t0, request, received)
+                return results
+            except D1Error as exc:
+                self._trace(statements, attempt, status, exc, t0, request, received)
+                wait = self.retry.delay(exc, attempt, time.monotonic() - started)
+                if wait is None:
+                    raise
+                yield Sleep(wait)
+
+    def _trace(self, statements, attempt, status, error, t0, request, received) -> None:
+        self.requests += 1
+        if self.tracer is not None:
+            self.tracer(TraceEvent(tuple(statements), attempt, status, error,
+                                   time.monotonic() - t0, len(request.content), received))
+
+    # --- sync shell -------------------------------------------------------------------------
+
+    def execute(self, statements: Sequence[Statement]) -> list[Result]:
+        """Run statements in one HTTP request (a batch if several) and return their results."""
+        return self.drive(self.exchange(statements))
+
+    def drive(self, gen: Generator[Any, Any, Any]) -> Any:
+        """Perform a protocol generator's Send/Sleep actions synchronously."""
+        client = self._sync_client()
+        reply: Any = None
+        failure: D1Error | None = None
+        while True:
+            try:
+                action = gen.throw(failure) if failure is not None else gen.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            reply, failure = None, None
+            if isinstance(action, Sleep):
+                time.sleep(action.seconds)
+            else:
+                try:
+                    reply = client.send(action.request)
+                except httpx.HTTPError as exc:
+                    failure = map_transport_error(exc)
+
+    def _sync_client(self) -> httpx.Client:
+        with self._lock:
+            if self._sync is None:
+                self._sync = httpx.Client(transport=self._sync_transport, timeout=self.timeout)
+            return self._sync
+
+    # --- async shell ------------------------------------------------------------------------
+
+    async def aexecute(self, statements: Sequence[Statement]) -> list[Result]:
+        return await self.adrive(self.exchange(statements))
+
+    async def adrive(self, gen: Generator[Any, Any, Any]) -> Any:
+        """Perform a protocol generator's Send/Sleep actions asynchronously."""
+        client = self._async_client()
+        reply: Any = None
+        failure: D1Error | None = None
+        while True:
+            try:
+                action = gen.throw(failure) if failure is not None else gen.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            reply, failure = None, None
+            if isinstance(action, Sleep):
+                await asyncio.sleep(action.seconds)
+            else:
+                try:
+                    reply = await client.send(action.request)
+                except httpx.HTTPError as exc:
+                    failure = map_transport_error(exc)
+
+    def _async_client(self) -> httpx.AsyncClient:
+        # An AsyncClient's connections belong to one event loop; keep one client per loop.
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            for old in [lp for lp in self._async if lp.is_closed()]:
+                del self._async[old]
+            client = self._async.get(loop)
+            if client is None:
+                client = httpx.AsyncClient(transport=self._async_transport, timeout=self.timeout)
+                self._async[loop] = client
+            return client
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sync is not None:
+                self._sync.close()
+                self._sync = None
+
+    async def aclose(self) -> None:
+        self.close()
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._async.pop(loop, None)
+        if client is not None:
+            await client.aclose()
+
+
+# --- the one boundary where foreign failures become ours ----------------------------------
+
+
+def map_transport_error(exc: httpx.HTTPError) -> D1Error:
+    """Translate an httpx failure; the message names the kind, never headers or the token."""
+    if isinstance(exc, httpx.TimeoutException):
+        err: TransportError = TimeoutError(f"D1 request timed out ({type(exc).__name__})")
+    elif isinstance(exc, httpx.TransportError):
+        err = ConnectionError(f"D1 request failed: {type(exc).__name__}: {exc}")
+    else:
+        err = ConnectionError(f"D1 request failed: {type(exc).__name__}")
+    err.__cause__ = exc
+    return err
+
+
+def parse_response(response: httpx.Response, expected: int) -> list[Result]:
+    """Read D1's envelope into one Result per statement, or raise the matching D1Error."""
+    status = response.status_code
+    try:
+        envelope = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        envelope = None
+    if not isinstance(envelope, dict):
+        if status == 429:
+            raise RateLimitError("rate limited by Cloudflare's API", status=status,
+                                 retry_after=retry_after(response))
+        if status >= 500:
+            raise ServerError(f"D1 answered HTTP {status} without D1's JSON envelope",
+                              status=status)
+        raise ResponseError(f"D1 answered HTTP {status} with a body that is not D1's JSON "
+                            f"envelope ({_sniff(response)})", status=status)
+    errors = envelope.get("errors") or []
+    first = errors[0] if errors and isinstance(errors[0], dict) else {}
+    code = first.get("code") if isinstance(first.get("code"), int) else None
+    message = str(first.get("message") or f"D1 request failed with HTTP {status}")
+    if status == 429:
+        raise RateLimitError(message, status=status, code=code, retry_after=retry_after(response))
+    if status in (401, 403) or code == 10000:
+        raise AuthenticationError(
+            f"{message}: check CLOUDFLARE_API_TOKEN (a token with D1 edit permission)",
+            status=status, code=code)
+    if status >= 500:
+        raise ServerError(message, status=status, code=code)
+    if status >= 400:
+        raise QueryError(message, status=status, code=code)
+    if envelope.get("success") is not True:
+        raise ResponseError(f"D1 answered HTTP {status} but success is not true: {message}",
+                            status=status, code=code)
+    raw = envelope.get("result")
+    if not isinstance(raw, list) or len(raw) != expected:
+        raise ResponseError(
+            f"D1 returned {len(raw) if isinstance(raw, list) else 'no'} results for "
+            f"{expected} statements", status=status)
+    return [_result(item, status) for item in raw]
+
+
+def _result(item: Any, status: int) -> Result:
+    if not isinstance(item, dict):
+        raise ResponseError("D1 result entry is not an object", status=status)
+    if item.get("success") is False:
+        raise QueryError(str(item.get("error") or "statement failed"), status=status)
+    body = item.get("results")
+    meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
+    if isinstance(body, dict):  # /raw
+        return Result(list(body.get("columns") or []), list(body.get("rows") or []), meta)
+    if isinstance(body, list):  # /query, rows as objects
+        columns = list(body[0].keys()) if body else []
+        return Result(columns, [list(r.values()) for r in body], meta)
+    if body is None:
+        return Result([], [], meta)
+    raise ResponseError("D1 result rows are neither /raw nor /query shaped", status=status)
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Retry-After in seconds (delta-seconds or an HTTP date), or None when absent or bad."""
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _sniff(response: httpx.Response) -> str:
+    kind = response.headers.get("content-type", "unknown content type")
+    return f"{kind}, {len(response.content)} bytes"
+
+
+__all__ = ["D1Client", "Param", "Result", "Statement", "TraceEvent", "Tracer", "D1APIError"]

@@ -1,0 +1,108 @@
+"""The exception tree of d1saver: everything raised on purpose derives from `D1Error`.
+
+    D1Error
+    ├── ConfigError                 a setting or a config key is missing or wrong
+    │   └── MissingConfigKeyError   (also a KeyError, as other savers raise)
+    ├── D1APIError                  D1 answered, and the answer is a failure
+    │   ├── AuthenticationError     401/403, Cloudflare code 10000
+    │   ├── RateLimitError          429; carries retry_after
+    │   ├── QueryError              the SQL failed (4xx with code 7500 and friends)
+    │   ├── ServerError             5xx
+    │   └── ResponseError           not D1's envelope (HTML, truncated JSON, success: false on 200)
+    ├── TransportError              no answer at all
+    │   ├── ConnectTimeoutError / ReadTimeoutError (TimeoutError)
+    │   └── ConnectionError
+    ├── SerializationError          a value the serializer or JSON cannot carry
+    ├── CheckpointConflictError     the opt-in head guard refused a put
+    ├── NotFoundError               tagging a checkpoint that does not exist
+    └── LeaseHeldError              another compaction run holds the lease
+
+No message ever contains the API token: errors are built from D1's JSON envelope and from
+the request URL, which holds account and database ids only.
+"""
+
+from __future__ import annotations
+
+
+class D1Error(Exception):
+    """Base class of every error d1saver raises on purpose."""
+
+
+class ConfigError(D1Error, ValueError):
+    """A setting or a config key is missing or invalid."""
+
+
+class MissingConfigKeyError(ConfigError, KeyError):
+    """A RunnableConfig lacks a required `configurable` key (a KeyError, as other savers raise)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class D1APIError(D1Error):
+    """D1's REST API answered with a failure."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+
+    def __str__(self) -> str:
+        parts = [f"HTTP {self.status}" if self.status is not None else None,
+                 f"code {self.code}" if self.code is not None else None]
+        prefix = ", ".join(p for p in parts if p)
+        return f"{self.message} ({prefix})" if prefix else self.message
+
+
+class AuthenticationError(D1APIError):
+    """The API token was refused: check CLOUDFLARE_API_TOKEN and its D1 edit permission."""
+
+
+class RateLimitError(D1APIError):
+    """Cloudflare's API budget (1200 requests per 5 minutes per user) is spent."""
+
+    def __init__(self, message: str, *, status: int | None = 429, code: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, status=status, code=code)
+        self.retry_after = retry_after
+
+
+class QueryError(D1APIError):
+    """D1 refused or failed the SQL; the whole request was rolled back."""
+
+
+class ServerError(D1APIError):
+    """D1 or Cloudflare's API failed on its side (5xx)."""
+
+
+class ResponseError(D1APIError):
+    """The answer was not D1's JSON envelope, or it said success: false with a 2xx status."""
+
+
+class TransportError(D1Error):
+    """The request got no answer: connection refused, dropped, or timed out."""
+
+
+class ConnectionError(TransportError):  # noqa: A001 - deliberately mirrors the builtin's meaning
+    """The connection failed or was dropped before an answer arrived."""
+
+
+class TimeoutError(TransportError):  # noqa: A001
+    """A connect, write or read timed out."""
+
+
+class SerializationError(D1Error, TypeError):
+    """A value cannot be serialized (by the serde, or as JSON metadata)."""
+
+
+class CheckpointConflictError(D1Error):
+    """`put` refused: the checkpoint's parent is no longer the thread's head (opt-in guard)."""
+
+
+class NotFoundError(D1Error, LookupError):
+    """The named checkpoint (or tag) does not exist."""
+
+
+class LeaseHeldError(D1Error):
+    """Another compaction run holds the lease; try later or wait for it to expire."""

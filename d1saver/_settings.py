@@ -1,0 +1,49 @@
+"""Connection settings, read from the environment with pydantic-settings (names as wrangler uses)."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from d1saver._errors import ConfigError
+
+DEFAULT_API_BASE_URL = "https://api.cloudflare.com/client/v4"
+
+
+class D1Settings(BaseSettings):
+    """Where the database is and how to reach it. The token is a SecretStr: it never prints."""
+
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", populate_by_name=True)
+
+    account_id: str = Field(validation_alias=AliasChoices("CLOUDFLARE_ACCOUNT_ID", "account_id"))
+    api_token: SecretStr = Field(validation_alias=AliasChoices("CLOUDFLARE_API_TOKEN", "api_token"))
+    database_id: str = Field(validation_alias=AliasChoices("D1_DATABASE_ID", "database_id"))
+    api_base_url: str = Field(
+        default=DEFAULT_API_BASE_URL,
+        validation_alias=AliasChoices("D1_API_BASE_URL", "api_base_url"),
+    )
+
+
+_ENV_NAMES = {
+    "account_id": "CLOUDFLARE_ACCOUNT_ID",
+    "api_token": "CLOUDFLARE_API_TOKEN",
+    "database_id": "D1_DATABASE_ID",
+    "api_base_url": "D1_API_BASE_URL",
+}
+
+
+def load_settings(**overrides: str | None) -> D1Settings:
+    """Read settings from the environment, with non-None overrides; a missing one names its variable."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return D1Settings(**given)
+    except ValidationError as exc:
+        missing = []
+        for err in exc.errors(include_input=False, include_url=False):
+            loc = str(err["loc"][0]) if err["loc"] else "?"
+            name = next((env for field, env in _ENV_NAMES.items() if loc in (field, env)), loc)
+            missing.append(f"{name} ({err['msg'].lower()})")
+        raise ConfigError(
+            "D1 settings incomplete: set " + ", ".join(missing)
+            + " in the environment (or pass them as arguments)"
+        ) from None

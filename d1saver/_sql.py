@@ -1,0 +1,374 @@
+"""Every SQL statement d1saver sends, as named constants, and the schema migrations.
+
+Statements take only bound parameters. Lists (thread ids, run ids, channels, writes, metadata
+filters) travel as ONE JSON parameter read with json_each(), so no statement is ever assembled
+from user input and none comes near D1's 100-parameter limit.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+# --- schema -------------------------------------------------------------------------------
+
+
+def _schema_text() -> str:
+    """schema.sql, shipped in the package (a link to the top-level file in the repo)."""
+    try:
+        return resources.files("d1saver").joinpath("schema.sql").read_text(encoding="utf-8")
+    except FileNotFoundError:  # a source tree without the link
+        return (Path(__file__).resolve().parent.parent / "schema.sql").read_text(encoding="utf-8")
+
+
+def split_script(script: str) -> list[str]:
+    """Split an SQL script into statements: `--` comments dropped, `;` ends a statement at a line end."""
+    statements, current = [], []
+    for line in script.splitlines():
+        if line.lstrip().startswith("--"):
+            continue
+        stripped = line.split("--", 1)[0].rstrip() if "'" not in line else line.rstrip()
+        if not stripped.strip():
+            continue
+        current.append(stripped)
+        if stripped.endswith(";"):
+            statements.append("\n".join(current).rstrip(";").strip())
+            current = []
+    if current:
+        statements.append("\n".join(current).strip())
+    return statements
+
+
+SCHEMA_SQL = _schema_text()
+
+# Index = schema version - 1. Append only: a released entry never changes. Version 1 is
+# schema.sql itself (idempotent); later entries are lists of statements run once, in order.
+MIGRATIONS: list[list[str]] = [split_script(SCHEMA_SQL)]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+SELECT_SCHEMA_VERSION = "SELECT COALESCE(MAX(version), 0) AS version FROM d1saver_schema"
+RECORD_SCHEMA_VERSION = (
+    "INSERT OR IGNORE INTO d1saver_schema (version, applied_at) "
+    "VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))"
+)
+
+# --- put and put_writes -------------------------------------------------------------------
+
+# Idempotent: a retried put rewrites the same row (INSERT OR REPLACE semantics, as SqliteSaver).
+UPSERT_CHECKPOINT = """
+INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+                         type, checkpoint, metadata, channels, run_id, ts)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    parent_checkpoint_id = excluded.parent_checkpoint_id, type = excluded.type,
+    checkpoint = excluded.checkpoint, metadata = excluded.metadata,
+    channels = excluded.channels, run_id = excluded.run_id, ts = excluded.ts"""
+
+# Opt-in head guard, sent before UPSERT_CHECKPOINT in the same batch: ?4 is the parent the
+# caller built on; if the thread's newest checkpoint is another one, the insert trips the
+# CHECK on d1saver_guard and D1 rolls the batch back.
+GUARD_HEAD = """
+INSERT INTO d1saver_guard (head_moved)
+SELECT 1 FROM (
+    SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2
+    ORDER BY checkpoint_id DESC LIMIT 1
+) AS head
+WHERE head.checkpoint_id IS NOT ?4 AND head.checkpoint_id IS NOT ?3"""
+
+# Writes: ?6 is a JSON array of [idx, channel, type, value] rows for one task.
+# REPLACE for special writes (errors, interrupts: the latest wins), IGNORE for regular ones
+# (a retry or a replayed task must not change what was stored), as WRITES_IDX_MAP intends.
+_INSERT_WRITES = """
+INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
+                              idx, channel, type, value)
+SELECT ?1, ?2, ?3, ?4, ?5, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'),
+       json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]')
+FROM json_each(?6) AS j"""
+INSERT_WRITES_REPLACE = _INSERT_WRITES.format(verb="REPLACE")
+INSERT_WRITES_IGNORE = _INSERT_WRITES.format(verb="IGNORE")
+
+# Values over D1's 2 MB limit: the owner row holds "c:<n>", the pieces live here.
+DELETE_CHUNKS_OF = """
+DELETE FROM chunks WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+    AND owner = ?4"""
+INSERT_CHUNK = """
+INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)"""
+
+# --- reads --------------------------------------------------------------------------------
+
+# One page of checkpoints together with their writes and chunks, in ONE statement: rows are
+# tagged 'c' (checkpoint), 'w' (write) or 'k' (chunk). Parameters:
+#   ?1 thread_id   ?2 checkpoint_ns (NULL: any)   ?3 checkpoint_id (NULL: any)
+#   ?4 before: checkpoint_id upper bound (NULL: none)
+#   ?5 metadata filter as a JSON object {path: value} (NULL: none); keys are validated paths
+#   ?6 ?7 ?8 keyset cursor (checkpoint_id, thread_id, checkpoint_ns) of the previous page's
+#      last row (NULL: first page)   ?9 page size
+_PAGE = """
+WITH page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata
+    FROM checkpoints AS c
+    WHERE {scope}
+      AND (?3 IS NULL OR checkpoint_id = ?3)
+      AND (?4 IS NULL OR checkpoint_id < ?4)
+      AND (?5 IS NULL OR NOT EXISTS (
+            SELECT 1 FROM json_each(?5) AS f
+            WHERE json_extract(c.metadata, '$.' || f.key) IS NOT f.value))
+      AND (?6 IS NULL OR (checkpoint_id, thread_id, checkpoint_ns) < (?6, ?7, ?8))
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT ?9
+)
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
+       checkpoint, metadata, NULL, NULL
+FROM page
+UNION ALL
+SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
+       w.channel, w.type, w.value
+FROM page AS p JOIN writes AS w ON w.thread_id = p.thread_id
+    AND w.checkpoint_ns = p.checkpoint_ns AND w.checkpoint_id = p.checkpoint_id
+UNION ALL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
+       NULL
+FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id"""
+
+# Three scopes so that each uses the primary key index: one namespace of a thread (get_tuple,
+# and list with a namespace), every namespace of a thread, or every thread (list(None)).
+SELECT_PAGE_THREAD_NS = _PAGE.format(scope="thread_id = ?1 AND checkpoint_ns = ?2")
+SELECT_PAGE_THREAD = _PAGE.format(scope="thread_id = ?1 AND ?2 IS NULL")
+SELECT_PAGE_ALL = _PAGE.format(scope="?1 IS NULL AND ?2 IS NULL")
+
+# get_delta_channel_history in one statement. Walks parent links from the target
+# (?3, or the thread's newest when NULL) and carries, per step, the JSON array of requested
+# channels (?4) still without a seed; a checkpoint whose `channels` holds one seeds it.
+# Rows: 'a' (ancestor: depth, id, channels still sought on arrival, type, checkpoint),
+# 'w' (write of a sought channel at an ancestor), 'k' (chunk of an ancestor's value).
+# The depth bound stops a corrupt parent loop; LangGraph snapshots every 5000 steps at most.
+DELTA_HISTORY = """
+WITH RECURSIVE
+target AS (
+    SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints
+    WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND (?3 IS NULL OR checkpoint_id = ?3)
+    ORDER BY checkpoint_id DESC LIMIT 1
+),
+chain(checkpoint_id, depth, sought) AS (
+    SELECT parent_checkpoint_id, 1, json(?4) FROM target
+    UNION ALL
+    SELECT p.parent_checkpoint_id, chain.depth + 1,
+           (SELECT json_group_array(s.value) FROM json_each(chain.sought) AS s
+            WHERE s.value NOT IN (SELECT value FROM json_each(p.channels)))
+    FROM chain JOIN checkpoints AS p ON p.thread_id = ?1 AND p.checkpoint_ns = ?2
+        AND p.checkpoint_id = chain.checkpoint_id
+    WHERE json_array_length(chain.sought) > 0 AND chain.depth < 20000
+),
+ancestors AS (
+    SELECT chain.depth, chain.sought, p.checkpoint_id, p.channels, p.type, p.checkpoint
+    FROM chain JOIN checkpoints AS p ON p.thread_id = ?1 AND p.checkpoint_ns = ?2
+        AND p.checkpoint_id = chain.checkpoint_id
+    WHERE json_array_length(chain.sought) > 0
+)
+SELECT 'a' AS kind, a.depth, a.checkpoint_id, a.sought, a.type,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(a.channels)))
+            THEN a.checkpoint END, NULL, NULL, NULL
+FROM ancestors AS a
+UNION ALL
+SELECT 'w', a.depth, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value
+FROM ancestors AS a JOIN writes AS w ON w.thread_id = ?1 AND w.checkpoint_ns = ?2
+    AND w.checkpoint_id = a.checkpoint_id
+WHERE w.channel IN (SELECT value FROM json_each(a.sought))
+UNION ALL
+SELECT 'k', a.depth, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM ancestors AS a JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?2
+    AND k.checkpoint_id = a.checkpoint_id"""
+
+# --- tags ---------------------------------------------------------------------------------
+
+# ?1 thread, ?2 ns, ?3 checkpoint_id (NULL: the newest), ?4 name. Returns a row only if the
+# checkpoint exists; a name already used in the namespace moves to this checkpoint.
+TAG = """
+INSERT INTO tags (thread_id, checkpoint_ns, checkpoint_id, name, created_at)
+SELECT thread_id, checkpoint_ns, checkpoint_id, ?4, strftime('%Y-%m-%dT%H:%M:%SZ', 'now')
+FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2
+    AND checkpoint_id = COALESCE(?3, (SELECT MAX(checkpoint_id) FROM checkpoints
+                                      WHERE thread_id = ?1 AND checkpoint_ns = ?2))
+ON CONFLICT (thread_id, checkpoint_ns, name) DO UPDATE SET
+    checkpoint_id = excluded.checkpoint_id, created_at = excluded.created_at
+RETURNING checkpoint_id"""
+UNTAG = "DELETE FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND name = ?3"
+LIST_TAGS = """
+SELECT name, checkpoint_id FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2
+ORDER BY checkpoint_id DESC, name"""
+
+# --- deletes and copies -------------------------------------------------------------------
+
+# ?1: JSON array of thread ids. Children first, checkpoints last.
+DELETE_THREADS = [
+    "DELETE FROM writes WHERE thread_id IN (SELECT value FROM json_each(?1))",
+    "DELETE FROM chunks WHERE thread_id IN (SELECT value FROM json_each(?1))",
+    "DELETE FROM tags WHERE thread_id IN (SELECT value FROM json_each(?1))",
+    "DELETE FROM checkpoints WHERE thread_id IN (SELECT value FROM json_each(?1))",
+]
+
+# ?1 source thread, ?2 target thread. Rows already on the target are replaced.
+COPY_THREAD = [
+    """
+INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
+SELECT ?2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+       metadata, channels, run_id, ts
+FROM checkpoints WHERE thread_id = ?1""",
+    """
+INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
+    idx, channel, type, value)
+SELECT ?2, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
+FROM writes WHERE thread_id = ?1""",
+    """
+INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
+SELECT ?2, checkpoint_ns, checkpoint_id, owner, seq, data FROM chunks WHERE thread_id = ?1""",
+    """
+INSERT OR REPLACE INTO tags (thread_id, checkpoint_ns, checkpoint_id, name, created_at)
+SELECT ?2, checkpoint_ns, checkpoint_id, name, created_at FROM tags WHERE thread_id = ?1""",
+]
+
+# --- retention: shared by prune(), delete_for_runs() and the compaction job --------------
+#
+# One batch: fill d1saver_scope with the threads concerned and d1saver_keep with what must
+# survive in them, relink survivors whose parent goes, delete the rest, empty the scratch
+# tables. D1 runs a batch as one transaction, so nobody ever sees a half-pruned thread.
+
+CLEAR_SCRATCH = [
+    "DELETE FROM d1saver_scope",
+    "DELETE FROM d1saver_keep",
+    "DELETE FROM d1saver_relink",
+]
+
+SCOPE_THREADS = "INSERT OR IGNORE INTO d1saver_scope (thread_id) SELECT value FROM json_each(?1)"
+SCOPE_RUNS = """
+INSERT OR IGNORE INTO d1saver_scope (thread_id)
+SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN (SELECT value FROM json_each(?1))"""
+
+_IN_SCOPE = "thread_id IN (SELECT thread_id FROM d1saver_scope)"
+
+# ?1: N. Keeps, per (thread_id, checkpoint_ns) in scope, the N newest checkpoints, every
+# tagged one, and, for each of those, the ancestors its DeltaChannels replay from: a delta
+# channel is a key of metadata.counters_since_delta_snapshot that the checkpoint does not hold
+# in channel_values; ancestors are kept up to and including the nearest one holding it (the
+# seed), with their writes. N = 0 keeps only tagged checkpoints (and what they need).
+PLAN_KEEP = f"""
+INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
+WITH RECURSIVE
+ranked AS (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.channels,
+           c.metadata,
+           ROW_NUMBER() OVER (PARTITION BY c.thread_id, c.checkpoint_ns
+                              ORDER BY c.checkpoint_id DESC) AS rn
+    FROM checkpoints AS c
+    WHERE c.{_IN_SCOPE}
+),
+base AS (
+    SELECT * FROM ranked AS r
+    WHERE r.rn <= ?1 OR EXISTS (
+        SELECT 1 FROM tags AS g WHERE g.thread_id = r.thread_id
+            AND g.checkpoint_ns = r.checkpoint_ns AND g.checkpoint_id = r.checkpoint_id)
+),
+need(thread_id, checkpoint_ns, checkpoint_id, depth, sought) AS (
+    SELECT b.thread_id, b.checkpoint_ns, b.parent_checkpoint_id, 1,
+           (SELECT json_group_array(d.key)
+            FROM json_each(b.metadata, '$.counters_since_delta_snapshot') AS d
+            WHERE d.key NOT IN (SELECT value FROM json_each(b.channels)))
+    FROM base AS b
+    UNION
+    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id, need.depth + 1,
+           (SELECT json_group_array(s.value) FROM json_each(need.sought) AS s
+            WHERE s.value NOT IN (SELECT value FROM json_each(p.channels)))
+    FROM need JOIN checkpoints AS p ON p.thread_id = need.thread_id
+        AND p.checkpoint_ns = need.checkpoint_ns AND p.checkpoint_id = need.checkpoint_id
+    WHERE json_array_length(need.sought) > 0 AND need.depth < 20000
+)
+SELECT thread_id, checkpoint_ns, checkpoint_id FROM base
+UNION
+SELECT thread_id, checkpoint_ns, checkpoint_id FROM need
+WHERE checkpoint_id IS NOT NULL AND json_array_length(sought) > 0"""
+
+# ?1: JSON array of run ids. Keeps every checkpoint in scope that no listed run made.
+PLAN_KEEP_OTHER_RUNS = f"""
+INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
+SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints
+WHERE {_IN_SCOPE}
+  AND (run_id IS NULL OR run_id NOT IN (SELECT value FROM json_each(?1)))"""
+
+# For every kept checkpoint whose parent is not kept, walk up to the nearest kept ancestor
+# (or none) and record it, so that no parent_config ever names a deleted checkpoint.
+PLAN_RELINK = """
+INSERT OR REPLACE INTO d1saver_relink (thread_id, checkpoint_ns, checkpoint_id, new_parent)
+WITH RECURSIVE
+walk(thread_id, checkpoint_ns, origin, cur, depth) AS (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, 0
+    FROM d1saver_keep AS k JOIN checkpoints AS c ON c.thread_id = k.thread_id
+        AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id
+    WHERE c.parent_checkpoint_id IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM d1saver_keep AS k2 WHERE k2.thread_id = c.thread_id
+            AND k2.checkpoint_ns = c.checkpoint_ns AND k2.checkpoint_id = c.parent_checkpoint_id)
+    UNION ALL
+    SELECT w.thread_id, w.checkpoint_ns, w.origin, p.parent_checkpoint_id, w.depth + 1
+    FROM walk AS w JOIN checkpoints AS p ON p.thread_id = w.thread_id
+        AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.cur
+    WHERE w.depth < 20000 AND NOT EXISTS (
+        SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+            AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)
+)
+SELECT o.thread_id, o.checkpoint_ns, o.origin, (
+    SELECT w.cur FROM walk AS w
+    WHERE w.thread_id = o.thread_id AND w.checkpoint_ns = o.checkpoint_ns
+      AND w.origin = o.origin AND EXISTS (
+        SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+            AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)
+    LIMIT 1)
+FROM (SELECT DISTINCT thread_id, checkpoint_ns, origin FROM walk) AS o"""
+
+APPLY_RELINK = """
+UPDATE checkpoints SET parent_checkpoint_id = r.new_parent
+FROM d1saver_relink AS r
+WHERE checkpoints.thread_id = r.thread_id AND checkpoints.checkpoint_ns = r.checkpoint_ns
+  AND checkpoints.checkpoint_id = r.checkpoint_id"""
+
+_NOT_KEPT = _IN_SCOPE + """ AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
+        AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id)"""
+
+# Deletes, in scope, what d1saver_keep does not hold. Children before checkpoints.
+DELETE_UNKEPT = [
+    "DELETE FROM writes WHERE " + _NOT_KEPT.format(t="writes"),
+    "DELETE FROM chunks WHERE " + _NOT_KEPT.format(t="chunks"),
+    "DELETE FROM tags WHERE " + _NOT_KEPT.format(t="tags"),
+    "DELETE FROM checkpoints WHERE " + _NOT_KEPT.format(t="checkpoints"),
+]
+
+# What the plan would delete, for dry runs and reports: one row.
+SUMMARIZE_PLAN = f"""
+SELECT
+  (SELECT COUNT(DISTINCT thread_id) FROM checkpoints WHERE {_IN_SCOPE}) AS threads,
+  (SELECT COUNT(*) FROM checkpoints WHERE {_IN_SCOPE}) AS checkpoints_total,
+  (SELECT COUNT(*) FROM checkpoints WHERE {_NOT_KEPT.format(t="checkpoints")}) AS checkpoints,
+  (SELECT COUNT(*) FROM writes WHERE {_NOT_KEPT.format(t="writes")}) AS writes,
+  (SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints
+     WHERE {_NOT_KEPT.format(t="checkpoints")})
+  + (SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE {_NOT_KEPT.format(t="writes")})
+  + (SELECT COALESCE(SUM(LENGTH(data)), 0) FROM chunks WHERE {_NOT_KEPT.format(t="chunks")})
+  AS bytes"""
+
+
+def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = True) -> list[str]:
+    """The statements of one retention batch: scope and keep-plan statements, then the rest.
+
+    `plan` are the statements that fill d1saver_scope and d1saver_keep; they share the
+    batch's parameters. The rest take none.
+    """
+    stmts = [*CLEAR_SCRATCH, *plan]
+    if summarize:
+        stmts.append(SUMMARIZE_PLAN)
+    if delete:
+        stmts += [PLAN_RELINK, APPLY_RELINK, *DELETE_UNKEPT]
+    return [*stmts, *CLEAR_SCRATCH]
