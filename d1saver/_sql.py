@@ -372,3 +372,13 @@ def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = 
     if delete:
         stmts += [PLAN_RELINK, APPLY_RELINK, *DELETE_UNKEPT]
     return [*stmts, *CLEAR_SCRATCH]
+
+# --- inspection ---------------------------------------------------------------------------
+
+# Rows and stored bytes per table (the demo's "what is stored" and `d1saver threads`' totals).
+STORAGE_SUMMARY = """
+SELECT 'checkpoints', COUNT(*), COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0)
+FROM checkpoints
+UNION ALL SELECT 'writes', COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM writes
+UNION ALL SELECT 'chunks', COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM chunks
+UNION ALL SELECT 'tags', COUNT(*), 0 FROM tags"""

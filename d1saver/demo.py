@@ -1,0 +1,195 @@
+"""`d1saver demo`: a tool-calling agent on the embedded local D1 that crashes, resumes and pauses.
+
+No account, no network, no LLM: the "model" is scripted so every run tells the same story.
+1. The agent calls three tools in parallel; one of them crashes the process mid-step.
+2. A new saver (as a restarted process would make) resumes the thread from its last
+   checkpoint; the two tools that had finished are not run again (their writes were saved).
+3. The agent asks a human to approve a booking with `interrupt()`; the run pauses.
+4. `Command(resume=...)` approves; the agent finishes.
+Then it prints the thread's history and what D1 holds, with the HTTP requests each step cost.
+"""
+
+from __future__ import annotations
+
+import operator
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, Send, interrupt
+
+from d1saver import D1Saver, TraceEvent
+from d1saver.local import LocalD1, LocalD1Transport
+
+ACCOUNT_ID = "local-account"
+DATABASE_ID = "demo"
+BASE_URL = "http://d1.local/client/v4"
+
+TOOLS = {
+    "weather": lambda city: f"{city}: 22°C and sunny all week, light wind from the Atlantic.",
+    "flights": lambda city: f"Direct flights to {city}: TP1337 at 09:40, FR8842 at 17:05.",
+    "hotels": lambda city: f"Hotels in {city}: Casa Alfama (4.7, 140 EUR), Baixa Loft (4.5, 110 EUR).",
+}
+
+
+APPROVED = "Human answered:"
+
+
+class State(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    tool_runs: Annotated[list[str], operator.add]
+
+
+class CrashOnce:
+    """Kills the 'process' the first time the named tool runs, as a pod eviction would."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+        self.armed = True
+
+    def __call__(self, name: str) -> None:
+        if self.armed and name == self.tool:
+            self.armed = False
+            raise RuntimeError(f"simulated crash while running tool {name!r}")
+
+
+def build_graph(crash: CrashOnce, executions: Counter) -> StateGraph:
+    """agent -> 3 parallel tools -> agent -> approval (interrupt) -> agent -> END."""
+
+    def agent(state: State) -> dict[str, Any]:
+        executions["agent"] += 1
+        last = state["messages"][-1]
+        if isinstance(last, HumanMessage) and not last.content.startswith(APPROVED):
+            calls = [{"name": t, "args": {"city": "Lisbon"}, "id": f"call_{t}"} for t in TOOLS]
+            return {"messages": [AIMessage("Let me check weather, flights and hotels.",
+                                           tool_calls=calls)]}
+        if isinstance(last, ToolMessage):
+            return {"messages": [AIMessage("Casa Alfama fits best. Shall I book it?")]}
+        return {"messages": [AIMessage("Booked Casa Alfama, 3 nights. Enjoy Lisbon!")]}
+
+    def tool(call: dict[str, Any]) -> dict[str, Any]:
+        executions[call["name"]] += 1
+        crash(call["name"])
+        result = TOOLS[call["name"]](**call["args"])
+        return {"messages": [ToolMessage(result, tool_call_id=call["id"])],
+                "tool_runs": [call["name"]]}
+
+    def approval(state: State) -> dict[str, Any]:
+        executions["approval"] += 1
+        answer = interrupt({"question": "Book Casa Alfama for 3 nights at 140 EUR/night?"})
+        return {"messages": [HumanMessage(f"{APPROVED} {answer}")]}
+
+    def route(state: State) -> Any:
+        last = state["messages"][-1]
+        if isinstance(last, AIMessage) and last.tool_calls:
+            return [Send("tool", call) for call in last.tool_calls]
+        if isinstance(last, AIMessage) and last.content.endswith("?"):
+            return "approval"
+        return END
+
+    builder = StateGraph(State)
+    builder.add_node("agent", agent)
+    builder.add_node("tool", tool)
+    builder.add_node("approval", approval)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tool", "approval", END])
+    builder.add_edge("tool", "agent")
+    builder.add_edge("approval", "agent")
+    return builder
+
+
+class Meter:
+    """Counts the HTTP requests the savers make, per demo step."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.mark = 0
+
+    def __call__(self, event: TraceEvent) -> None:
+        self.total += 1
+
+    def since_mark(self) -> int:
+        n, self.mark = self.total - self.mark, self.total
+        return n
+
+
+def run(data_dir: Path | None = None, echo: Any = print) -> dict[str, Any]:
+    """Run the demo story; returns figures for tests."""
+    engine = LocalD1(data_dir)
+    transport = LocalD1Transport(engine)
+    meter = Meter()
+
+    def new_saver() -> D1Saver:
+        return D1Saver(account_id=ACCOUNT_ID, database_id=DATABASE_ID, api_token="local",
+                       api_base_url=BASE_URL, transport=transport, tracer=meter)
+
+    crash, executions = CrashOnce("hotels"), Counter()
+    builder = build_graph(crash, executions)
+    config = {"configurable": {"thread_id": f"trip-{uuid.uuid4().hex[:8]}"}}
+    echo(f"thread {config['configurable']['thread_id']} on the embedded local D1"
+         f" ({'in memory' if data_dir is None else data_dir})\n")
+
+    echo("1. The agent calls weather, flights and hotels in parallel; 'hotels' crashes.")
+    first = new_saver()
+    graph = builder.compile(checkpointer=first)
+    try:
+        graph.invoke({"messages": [HumanMessage("Plan a trip to Lisbon next week.")]}, config)
+    except RuntimeError as exc:
+        echo(f"   crashed: {exc}")
+    state = graph.get_state(config)
+    saved = [w for t in state.tasks for w in ([t.name] if t.result else [])]
+    echo(f"   last checkpoint: step {state.metadata['step']}, next {list(state.next)}; "
+         f"finished tasks saved as pending writes: {len(saved)}")
+    echo(f"   HTTP requests so far: {meter.since_mark()}\n")
+    first.close()
+
+    echo("2. A new process (a new D1Saver) resumes the same thread from its last checkpoint.")
+    before = dict(executions)
+    second = new_saver()
+    graph = builder.compile(checkpointer=second)
+    graph.invoke(None, config)
+    reran = {k: executions[k] - before.get(k, 0) for k in TOOLS}
+    echo(f"   tool runs on resume: {reran} (only the crashed one ran again)")
+    state = graph.get_state(config)
+    echo(f"   paused at {list(state.next)} with interrupt: "
+         f"{state.tasks[0].interrupts[0].value['question']}")
+    echo(f"   HTTP requests for this step: {meter.since_mark()}\n")
+
+    echo("3. The human approves: Command(resume='yes').")
+    graph.invoke(Command(resume="yes"), config)
+    state = graph.get_state(config)
+    echo(f"   final answer: {state.values['messages'][-1].content}")
+    echo(f"   HTTP requests for this step: {meter.since_mark()}\n")
+
+    echo("4. History (newest first), read with get_state_history:")
+    history = list(graph.get_state_history(config))
+    for snap in history:
+        md = snap.metadata or {}
+        echo(f"   step {md.get('step'):>2}  {md.get('source'):<6} next={list(snap.next)!s:<28}"
+             f" messages={len(snap.values.get('messages', []))}"
+             f"  {snap.config['configurable']['checkpoint_id']}")
+    echo(f"   HTTP requests for the whole history: {meter.since_mark()}\n")
+
+    echo("5. What D1 holds:")
+    stored = storage_summary(second)
+    for table, (rows, size) in stored.items():
+        echo(f"   {table:<12} {rows:>4} rows {size:>8} bytes")
+    echo(f"\nHTTP requests in all: {meter.total}; node executions: {dict(executions)}")
+    second.close()
+    engine.close()
+    return {"executions": dict(executions), "reran": reran, "history": len(history),
+            "final": state.values["messages"][-1].content, "stored": stored,
+            "requests": meter.total, "tool_runs": state.values["tool_runs"]}
+
+
+def storage_summary(saver: D1Saver) -> dict[str, tuple[int, int]]:
+    """Rows and stored bytes per table, read through the saver's own client."""
+    from d1saver._sql import STORAGE_SUMMARY
+    from d1saver._client import Statement
+
+    (result,) = saver.client.execute([Statement(STORAGE_SUMMARY)])
+    return {row[0]: (int(row[1]), int(row[2])) for row in result.rows}
