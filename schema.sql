@@ -89,10 +89,13 @@ CREATE TABLE IF NOT EXISTS d1saver_relink (
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
 );
 
--- The opt-in head guard inserts here only when a put's parent is no longer the thread's head;
--- the CHECK then fails and D1 rolls the whole batch back ("CHECK constraint failed: head_moved").
+-- Guards: a statement inserts here only when its batch must not commit; the named CHECK then
+-- fails and D1 rolls the whole batch back ("CHECK constraint failed: head_moved"). head_moved:
+-- the opt-in put guard (the parent is no longer the thread's head); lease_lost: a compaction
+-- batch whose run no longer holds the lease.
 CREATE TABLE IF NOT EXISTS d1saver_guard (
-    head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL)
+    head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL),
+    lease_lost INTEGER CONSTRAINT lease_lost CHECK (lease_lost IS NULL)
 );
 
 CREATE TABLE IF NOT EXISTS d1saver_schema (

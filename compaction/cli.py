@@ -1,9 +1,241 @@
-"""Compaction commands, mounted on `d1saver` (placeholder until the compaction job lands)."""
+"""Compaction, tag and inspection commands; mounted on `d1saver` and on `python -m compaction`.
+
+Each command parses its options, calls one library function, and reports. Exit codes:
+0 done, 1 a D1 error (message on stderr), 2 bad usage, 3 another run holds the lease,
+4 not found (tagging a checkpoint that does not exist).
+"""
 
 from __future__ import annotations
 
+import json
+import re
+import sys
+from datetime import timedelta
+from typing import Any, List, Optional
+
 import typer
+
+from d1saver import ConfigError, D1Error, D1Saver, LeaseHeldError, NotFoundError, Statement
+from d1saver import _sql
+from compaction.job import compact, list_threads
+
+EXIT_D1, EXIT_USAGE, EXIT_LEASE, EXIT_NOT_FOUND = 1, 2, 3, 4
+
+_DURATION = re.compile(r"^(\d+)([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(text: str) -> timedelta:
+    """'90m', '12h', '30d', '2w' -> timedelta."""
+    m = _DURATION.match(text.strip())
+    if not m:
+        raise typer.BadParameter("use a number and a unit: 3600s, 90m, 12h, 30d, 2w")
+    return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+
+
+def _saver(account_id: Optional[str], database_id: Optional[str], api_base_url: Optional[str]) -> D1Saver:
+    from d1saver._settings import load_settings
+
+    settings = load_settings(account_id=account_id, database_id=database_id,
+                             api_base_url=api_base_url)
+    return D1Saver(account_id=settings.account_id, database_id=settings.database_id,
+                   api_token=settings.api_token.get_secret_value(),
+                   api_base_url=settings.api_base_url)
+
+
+class _Conn:
+    """The connection options every command shares (flags override the environment)."""
+
+    account_id = typer.Option(None, "--account-id", help="Default: $CLOUDFLARE_ACCOUNT_ID.")
+    database_id = typer.Option(None, "--database-id", help="Default: $D1_DATABASE_ID.")
+    api_base_url = typer.Option(None, "--api-base-url", help="Default: $D1_API_BASE_URL or Cloudflare's API.")
+
+
+def _fail(exc: Exception) -> None:
+    code = EXIT_D1
+    if isinstance(exc, LeaseHeldError):
+        code = EXIT_LEASE
+    elif isinstance(exc, NotFoundError):
+        code = EXIT_NOT_FOUND
+    elif isinstance(exc, ConfigError):
+        code = EXIT_USAGE
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(code)
+
+
+def compact_cmd(
+    keep: int = typer.Option(..., "--keep", min=1, help="Checkpoints to keep per thread and namespace (>= 1)."),
+    thread: Optional[List[str]] = typer.Option(None, "--thread", help="A thread to compact (repeatable)."),
+    all_threads: bool = typer.Option(False, "--all", help="Compact every thread."),
+    max_age: Optional[str] = typer.Option(None, "--max-age", help="Also delete threads idle longer than this (30d, 12h): all but their tags."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Change nothing; print what would go."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    lease_ttl: int = typer.Option(300, help="Seconds the run's lease lives unless renewed (by each batch)."),
+    break_lease: bool = typer.Option(False, "--break-lease", help="Remove a stale lease first (only if no run is active)."),
+    batch_checkpoints: int = typer.Option(2000, help="Most checkpoints deleted per request."),
+    account_id: Optional[str] = _Conn.account_id,
+    database_id: Optional[str] = _Conn.database_id,
+    api_base_url: Optional[str] = _Conn.api_base_url,
+) -> None:
+    """Keep the latest N checkpoints of each thread plus the tagged ones; delete the rest."""
+    if bool(thread) == all_threads:
+        typer.echo("error: name threads with --thread ID (repeatable) or pass --all", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    age = parse_duration(max_age) if max_age else None
+    bar: Any = None
+    try:
+        with _saver(account_id, database_id, api_base_url) as saver:
+            def progress(done: int, total: int) -> None:
+                nonlocal bar
+                if as_json or not sys.stderr.isatty():
+                    return
+                if bar is None:
+                    bar = typer.progressbar(length=total, label="compacting", file=sys.stderr)
+                    bar.__enter__()
+                bar.update(done - bar.pos)
+
+            summary = compact(saver, keep=keep, threads=thread or None, max_age=age,
+                              dry_run=dry_run, lease_ttl=lease_ttl, break_lease=break_lease,
+                              batch_checkpoints=batch_checkpoints, progress=progress)
+    except D1Error as exc:
+        _fail(exc)
+        return
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    if as_json:
+        typer.echo(json.dumps(summary.as_dict(with_plan=dry_run), indent=2))
+        return
+    if dry_run:
+        typer.echo("dry run: nothing was changed. Plan:")
+        for p in summary.plan:
+            if p["checkpoints_deleted"] or p["writes_deleted"]:
+                typer.echo(f"  {p['thread_id']}: {p['checkpoints_deleted']} of {p['checkpoints']}"
+                           f" checkpoints, {p['writes_deleted']} writes, {p['bytes_freed']} bytes"
+                           f"{' (idle: expired)' if p['expired'] else ''}")
+    verb = "would delete" if dry_run else "deleted"
+    typer.echo(f"{summary.threads_scanned} threads scanned; {verb} {summary.checkpoints_deleted}"
+               f" checkpoints and {summary.writes_deleted} writes ({summary.bytes_freed} bytes);"
+               f" {summary.checkpoints_kept} checkpoints kept; {summary.threads_expired} idle"
+               f" threads expired; {summary.requests} requests in {summary.seconds:.1f} s")
+
+
+def tag_cmd(
+    thread_id: str = typer.Argument(..., help="Thread id."),
+    checkpoint_id: str = typer.Argument(..., help="Checkpoint id (see `d1saver history`)."),
+    name: str = typer.Argument(..., help="Tag name, unique per thread and namespace."),
+    ns: str = typer.Option("", "--ns", help="Checkpoint namespace (subgraph)."),
+    account_id: Optional[str] = _Conn.account_id,
+    database_id: Optional[str] = _Conn.database_id,
+    api_base_url: Optional[str] = _Conn.api_base_url,
+) -> None:
+    """Tag a checkpoint so that compaction keeps it."""
+    try:
+        with _saver(account_id, database_id, api_base_url) as saver:
+            saver.tag(_config(thread_id, ns, checkpoint_id), name)
+    except D1Error as exc:
+        _fail(exc)
+    typer.echo(f"tagged {thread_id}/{checkpoint_id} as {name!r}")
+
+
+def untag_cmd(
+    thread_id: str = typer.Argument(..., help="Thread id."),
+    name: str = typer.Argument(..., help="Tag name."),
+    ns: str = typer.Option("", "--ns", help="Checkpoint namespace (subgraph)."),
+    account_id: Optional[str] = _Conn.account_id,
+    database_id: Optional[str] = _Conn.database_id,
+    api_base_url: Optional[str] = _Conn.api_base_url,
+) -> None:
+    """Remove a tag; the checkpoint becomes subject to compaction again."""
+    try:
+        with _saver(account_id, database_id, api_base_url) as saver:
+            existed = saver.untag(_config(thread_id, ns, None), name)
+    except D1Error as exc:
+        _fail(exc)
+        return
+    if not existed:
+        typer.echo(f"error: thread {thread_id!r} has no tag {name!r}", err=True)
+        raise typer.Exit(EXIT_NOT_FOUND)
+    typer.echo(f"untagged {name!r} in {thread_id}")
+
+
+def threads_cmd(
+    sort: str = typer.Option("updated", "--sort", help="updated | checkpoints | bytes | id."),
+    limit: int = typer.Option(50, "--limit", help="Rows to show (0: all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    account_id: Optional[str] = _Conn.account_id,
+    database_id: Optional[str] = _Conn.database_id,
+    api_base_url: Optional[str] = _Conn.api_base_url,
+) -> None:
+    """List threads: checkpoints, namespaces, last update, stored bytes."""
+    keys = {"updated": lambda t: t.updated or "", "checkpoints": lambda t: t.checkpoints,
+            "bytes": lambda t: t.bytes, "id": lambda t: t.thread_id}
+    if sort not in keys:
+        raise typer.BadParameter(f"--sort takes one of {', '.join(keys)}")
+    try:
+        with _saver(account_id, database_id, api_base_url) as saver:
+            infos = list_threads(saver)
+    except D1Error as exc:
+        _fail(exc)
+        return
+    infos.sort(key=keys[sort], reverse=sort != "id")
+    if limit:
+        infos = infos[:limit]
+    if as_json:
+        typer.echo(json.dumps([i.__dict__ for i in infos], indent=2))
+        return
+    typer.echo(f"{'thread_id':<40} {'checkpoints':>11} {'ns':>3} {'bytes':>10}  updated")
+    for i in infos:
+        typer.echo(f"{i.thread_id:<40} {i.checkpoints:>11} {i.namespaces:>3} {i.bytes:>10}  {i.updated}")
+
+
+def history_cmd(
+    thread_id: str = typer.Argument(..., help="Thread id."),
+    limit: int = typer.Option(100, "--limit", help="Newest checkpoints to show."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    account_id: Optional[str] = _Conn.account_id,
+    database_id: Optional[str] = _Conn.database_id,
+    api_base_url: Optional[str] = _Conn.api_base_url,
+) -> None:
+    """A thread's checkpoints, newest first: ids, parents, step, source, writes, tags."""
+    try:
+        with _saver(account_id, database_id, api_base_url) as saver:
+            (res,) = saver.client.drive(saver._exchange(
+                [Statement(_sql.HISTORY, (thread_id, limit))]))
+    except D1Error as exc:
+        _fail(exc)
+        return
+    rows = res.dicts()
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo(f"thread {thread_id!r} has no checkpoints", err=True)
+        raise typer.Exit(EXIT_NOT_FOUND)
+    for r in rows:
+        ns = f" ns={r['checkpoint_ns']}" if r["checkpoint_ns"] else ""
+        tags = f" tags={r['tags']}" if r["tags"] else ""
+        typer.echo(f"{r['checkpoint_id']}  step {r['step']!s:>3} {r['source'] or '':<6} "
+                   f"writes={r['writes']:<3} bytes={r['bytes']:<7} parent={r['parent_checkpoint_id']}{ns}{tags}")
+
+
+def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if checkpoint_id:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
 
 
 def register(app: typer.Typer) -> None:
     """Add the compaction commands to a Typer app."""
+    app.command("compact")(compact_cmd)
+    app.command("tag")(tag_cmd)
+    app.command("untag")(untag_cmd)
+    app.command("threads")(threads_cmd)
+    app.command("history")(history_cmd)
+
+
+app = typer.Typer(help="Compaction of d1saver checkpoints.", no_args_is_help=True,
+                  add_completion=False)
+register(app)
+

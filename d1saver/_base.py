@@ -382,22 +382,22 @@ class D1SaverBase(BaseCheckpointSaver[str]):
         params = (str(source), str(target))
         yield from self._exchange([Statement(s, params) for s in _sql.COPY_THREAD])
 
-    def _op_retain(self, thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
-                   delete: bool = True) -> Op:
-        """Keep `keep` newest per namespace (plus tagged, plus DeltaChannel ancestors)."""
-        ids = json.dumps([str(t) for t in thread_ids])
-        stmts = _sql.retention_batch([_sql.SCOPE_THREADS, _sql.PLAN_KEEP],
-                                     summarize=summarize, delete=delete)
+    @staticmethod
+    def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
+                             delete: bool = True) -> list[Statement]:
+        """One retention batch over `thread_ids`: keep the `keep` newest per namespace, every
+        tagged checkpoint, and the ancestors their DeltaChannels replay from; relink; delete."""
+        ids = json.dumps([str(t) for t in thread_ids], ensure_ascii=False)
         bound = []
-        for s in stmts:
+        for s in _sql.retention_batch([_sql.SCOPE_THREADS, _sql.PLAN_KEEP],
+                                      summarize=summarize, delete=delete):
             if s == _sql.SCOPE_THREADS:
                 bound.append(Statement(s, (ids,)))
             elif s == _sql.PLAN_KEEP:
-                bound.append(Statement(s, (keep,)))
+                bound.append(Statement(s, (int(keep),)))
             else:
                 bound.append(Statement(s))
-        results = yield from self._exchange(bound)
-        return {stmt.sql: res for stmt, res in zip(bound, results)}
+        return bound
 
     def _op_prune(self, thread_ids: Sequence[str], strategy: str) -> Op:
         if not thread_ids:
@@ -406,7 +406,7 @@ class D1SaverBase(BaseCheckpointSaver[str]):
             ids = json.dumps([str(t) for t in thread_ids])
             yield from self._exchange([Statement(s, (ids,)) for s in _sql.DELETE_THREADS])
         elif strategy == "keep_latest":
-            yield from self._op_retain(thread_ids, 1)
+            yield from self._exchange(self.retention_statements(thread_ids, 1))
         else:
             raise ConfigError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
 

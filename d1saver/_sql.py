@@ -346,18 +346,78 @@ DELETE_UNKEPT = [
     "DELETE FROM checkpoints WHERE " + _NOT_KEPT.format(t="checkpoints"),
 ]
 
-# What the plan would delete, for dry runs and reports: one row.
+_UNKEPT = """NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
+        AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id)"""
+
+# What the plan deletes, per thread in scope (dry runs and reports). Rows: thread_id,
+# checkpoints before, checkpoints to delete, writes to delete, stored bytes to free.
 SUMMARIZE_PLAN = f"""
-SELECT
-  (SELECT COUNT(DISTINCT thread_id) FROM checkpoints WHERE {_IN_SCOPE}) AS threads,
-  (SELECT COUNT(*) FROM checkpoints WHERE {_IN_SCOPE}) AS checkpoints_total,
-  (SELECT COUNT(*) FROM checkpoints WHERE {_NOT_KEPT.format(t="checkpoints")}) AS checkpoints,
-  (SELECT COUNT(*) FROM writes WHERE {_NOT_KEPT.format(t="writes")}) AS writes,
-  (SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints
-     WHERE {_NOT_KEPT.format(t="checkpoints")})
-  + (SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE {_NOT_KEPT.format(t="writes")})
-  + (SELECT COALESCE(SUM(LENGTH(data)), 0) FROM chunks WHERE {_NOT_KEPT.format(t="chunks")})
-  AS bytes"""
+SELECT s.thread_id,
+  (SELECT COUNT(*) FROM checkpoints AS c WHERE c.thread_id = s.thread_id) AS checkpoints_total,
+  (SELECT COUNT(*) FROM checkpoints AS c
+     WHERE c.thread_id = s.thread_id AND {_UNKEPT.format(t="c")}) AS checkpoints,
+  (SELECT COUNT(*) FROM writes AS w
+     WHERE w.thread_id = s.thread_id AND {_UNKEPT.format(t="w")}) AS writes,
+  (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
+     WHERE c.thread_id = s.thread_id AND {_UNKEPT.format(t="c")})
+  + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w
+     WHERE w.thread_id = s.thread_id AND {_UNKEPT.format(t="w")})
+  + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k
+     WHERE k.thread_id = s.thread_id AND {_UNKEPT.format(t="k")}) AS bytes
+FROM d1saver_scope AS s ORDER BY s.thread_id"""
+
+
+# --- compaction: thread listing, lease -----------------------------------------------------
+
+# Keyset pages of threads: ?1 the last thread_id of the previous page ('' first), ?2 size.
+# Rows: thread_id, checkpoints, namespaces, last ts, stored bytes of its checkpoints.
+THREADS_PAGE = """
+SELECT thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT checkpoint_ns) AS namespaces,
+       MAX(ts) AS updated, SUM(LENGTH(checkpoint) + LENGTH(metadata)) AS bytes
+FROM checkpoints WHERE thread_id > ?1
+GROUP BY thread_id ORDER BY thread_id LIMIT ?2"""
+
+# The same figures for named threads: ?1 JSON array of thread ids.
+THREADS_INFO = """
+SELECT thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT checkpoint_ns) AS namespaces,
+       MAX(ts) AS updated, SUM(LENGTH(checkpoint) + LENGTH(metadata)) AS bytes
+FROM checkpoints WHERE thread_id IN (SELECT value FROM json_each(?1))
+GROUP BY thread_id ORDER BY thread_id"""
+
+# One thread's checkpoints, newest first (`d1saver history`): ?1 thread_id, ?2 limit.
+HISTORY = """
+SELECT c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+       json_extract(c.metadata, '$.step') AS step, json_extract(c.metadata, '$.source') AS source,
+       c.ts, LENGTH(c.checkpoint) + LENGTH(c.metadata) AS bytes,
+       (SELECT COUNT(*) FROM writes AS w WHERE w.thread_id = c.thread_id
+          AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id) AS writes,
+       (SELECT group_concat(g.name, ',') FROM tags AS g WHERE g.thread_id = c.thread_id
+          AND g.checkpoint_ns = c.checkpoint_ns AND g.checkpoint_id = c.checkpoint_id) AS tags
+FROM checkpoints AS c WHERE c.thread_id = ?1
+ORDER BY c.checkpoint_id DESC, c.checkpoint_ns LIMIT ?2"""
+
+# Leases keep compaction runs from overlapping; time is the database's clock, so clients'
+# clocks need not agree. ?1 name, ?2 holder, ?3 seconds to live. Returns a row if acquired.
+ACQUIRE_LEASE = """
+INSERT INTO leases (name, holder, expires_at)
+VALUES (?1, ?2, CAST(strftime('%s', 'now') AS INTEGER) + ?3)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE leases.expires_at < CAST(strftime('%s', 'now') AS INTEGER)
+   OR leases.holder = excluded.holder
+RETURNING holder"""
+# Sent first in every compaction batch: fails the batch if the lease was lost, else renews it.
+CHECK_LEASE = """
+INSERT INTO d1saver_guard (lease_lost)
+SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM leases WHERE name = ?1 AND holder = ?2)"""
+RENEW_LEASE = """
+UPDATE leases SET expires_at = CAST(strftime('%s', 'now') AS INTEGER) + ?3
+WHERE name = ?1 AND holder = ?2"""
+RELEASE_LEASE = "DELETE FROM leases WHERE name = ?1 AND holder = ?2"
+BREAK_LEASE = "DELETE FROM leases WHERE name = ?1"
+LEASE_HOLDER = """
+SELECT holder, expires_at - CAST(strftime('%s', 'now') AS INTEGER) AS seconds_left
+FROM leases WHERE name = ?1"""
 
 
 def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = True) -> list[str]:

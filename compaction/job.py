@@ -1,0 +1,180 @@
+"""The compaction job as a library function: keep the latest N checkpoints of every thread.
+
+Per (thread_id, checkpoint_ns) it keeps the N newest checkpoints, every tagged one, and the
+ancestors their DeltaChannels replay from; it deletes the rest with their writes and relinks
+parents. Threads idle longer than `max_age` lose everything but their tags. The work goes in
+batches of whole threads, one request each, atomic: killed midway, a rerun finishes the job.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, Statement
+from d1saver import _sql
+from compaction import lease as leases
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    thread_id: str
+    checkpoints: int
+    namespaces: int
+    updated: str | None
+    bytes: int
+
+
+@dataclass
+class Summary:
+    """What a run did (or, dry, would do); `--json` prints this."""
+
+    dry_run: bool
+    keep: int
+    threads_scanned: int = 0
+    threads_compacted: int = 0
+    threads_expired: int = 0
+    checkpoints_deleted: int = 0
+    writes_deleted: int = 0
+    checkpoints_kept: int = 0
+    bytes_freed: int = 0
+    batches: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+    plan: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self, *, with_plan: bool = True) -> dict[str, Any]:
+        out = asdict(self)
+        if not with_plan:
+            out.pop("plan")
+        return out
+
+
+def list_threads(saver: D1Saver, *, page_size: int = 1000) -> list[ThreadInfo]:
+    """Every thread with its figures, in keyset pages (one request each)."""
+    out: list[ThreadInfo] = []
+    after = ""
+    while True:
+        (page,) = saver.client.drive(saver._exchange(
+            [Statement(_sql.THREADS_PAGE, (after, page_size))]))
+        out += [_info(row) for row in page.rows]
+        if len(page.rows) < page_size:
+            return out
+        after = page.rows[-1][0]
+
+
+def thread_infos(saver: D1Saver, thread_ids: Sequence[str]) -> list[ThreadInfo]:
+    (res,) = saver.client.drive(saver._exchange(
+        [Statement(_sql.THREADS_INFO, (json.dumps(list(thread_ids)),))]))
+    return [_info(row) for row in res.rows]
+
+
+def _info(row: list[Any]) -> ThreadInfo:
+    return ThreadInfo(str(row[0]), int(row[1]), int(row[2]), row[3], int(row[4] or 0))
+
+
+def compact(
+    saver: D1Saver,
+    *,
+    keep: int,
+    threads: Sequence[str] | None = None,
+    max_age: timedelta | None = None,
+    dry_run: bool = False,
+    lease_ttl: int = 300,
+    break_lease: bool = False,
+    batch_checkpoints: int = 2000,
+    batch_threads: int = 100,
+    progress: Progress | None = None,
+) -> Summary:
+    """Compact `threads` (all when None). Returns a Summary; raises D1Error subclasses.
+
+    `batch_checkpoints` bounds the deletions of one request (D1 stops a request at 30 s) and
+    `batch_threads` its thread list. Dry runs change nothing and take no lease.
+    """
+    if keep < 1:
+        raise ConfigError("--keep must be at least 1: every thread keeps its head, so it stays resumable")
+    started, requests0 = time.monotonic(), saver.client.requests
+    summary = Summary(dry_run=dry_run, keep=keep)
+    saver.setup()
+    infos = list_threads(saver) if threads is None else thread_infos(saver, threads)
+    summary.threads_scanned = len(infos)
+    cutoff = _cutoff(max_age)
+    expired = [i for i in infos if cutoff is not None and (i.updated or "") < cutoff]
+    expired_ids = {i.thread_id for i in expired}
+    # A thread with no more checkpoints than N has nothing to lose: skip it without a request.
+    to_trim = [i for i in infos if i.thread_id not in expired_ids and i.checkpoints > keep]
+    summary.checkpoints_kept = sum(i.checkpoints for i in infos
+                                   if i.thread_id not in expired_ids and i.checkpoints <= keep)
+    held = None
+    if not dry_run:
+        if break_lease:
+            leases.break_lease(saver)
+        held = leases.acquire(saver, ttl=lease_ttl)
+    try:
+        total, done = len(expired) + len(to_trim), 0
+        for policy_keep, group in ((0, expired), (keep, to_trim)):
+            for batch in _batches(group, policy_keep, batch_checkpoints, batch_threads):
+                _run_batch(saver, batch, policy_keep, summary, held, expired=policy_keep == 0)
+                done += len(batch)
+                if progress is not None:
+                    progress(done, total)
+    finally:
+        if held is not None:
+            leases.release(saver, held)
+    summary.requests = saver.client.requests - requests0
+    summary.seconds = round(time.monotonic() - started, 3)
+    return summary
+
+
+def _cutoff(max_age: timedelta | None) -> str | None:
+    if max_age is None:
+        return None
+    # Checkpoint ts are UTC ISO 8601 strings, so they compare as text.
+    return (datetime.now(timezone.utc) - max_age).isoformat()
+
+
+def _batches(infos: list[ThreadInfo], keep: int, max_checkpoints: int, max_threads: int):
+    batch: list[ThreadInfo] = []
+    weight = 0
+    for info in infos:
+        w = max(info.checkpoints - keep, 1)
+        if batch and (weight + w > max_checkpoints or len(batch) >= max_threads):
+            yield batch
+            batch, weight = [], 0
+        batch.append(info)
+        weight += w
+    if batch:
+        yield batch
+
+
+def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summary,
+               held: leases.Lease | None, *, expired: bool) -> None:
+    stmts = saver.retention_statements([i.thread_id for i in batch], keep, summarize=True,
+                                       delete=not summary.dry_run)
+    prefix = held.guard_statements() if held is not None else []
+    try:
+        results = saver.client.drive(saver._exchange([*prefix, *stmts]))
+    except QueryError as exc:
+        if "lease_lost" in str(exc):
+            raise LeaseHeldError("this run lost its lease (it expired and another run took it);"
+                                 " nothing of this batch was applied") from exc
+        raise
+    plan = next(r for s, r in zip([*prefix, *stmts], results) if s.sql == _sql.SUMMARIZE_PLAN)
+    summary.batches += 1
+    for thread_id, total, gone, writes, size in plan.rows:
+        summary.checkpoints_deleted += int(gone)
+        summary.writes_deleted += int(writes)
+        summary.checkpoints_kept += int(total) - int(gone)
+        summary.bytes_freed += int(size)
+        summary.threads_compacted += 1 if gone and not expired else 0
+        summary.threads_expired += 1 if expired else 0
+        if summary.dry_run:
+            summary.plan.append({"thread_id": thread_id, "checkpoints": int(total),
+                                 "checkpoints_deleted": int(gone), "writes_deleted": int(writes),
+                                 "bytes_freed": int(size), "expired": expired})

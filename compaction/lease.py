@@ -1,0 +1,56 @@
+"""A lease in the database that keeps two compaction runs from overlapping.
+
+Acquired with the database's clock, renewed by every compaction batch (which also fails if
+the lease was lost), released at the end. A run killed outright leaves it to expire.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+
+from d1saver import D1Saver, LeaseHeldError, Statement
+from d1saver import _sql
+
+LEASE_NAME = "compaction"
+
+
+@dataclass(frozen=True)
+class Lease:
+    name: str
+    holder: str
+    ttl: int
+
+    def guard_statements(self) -> list[Statement]:
+        """Prefix for each batch: refuse to commit without the lease, and extend it."""
+        return [Statement(_sql.CHECK_LEASE, (self.name, self.holder)),
+                Statement(_sql.RENEW_LEASE, (self.name, self.holder, self.ttl))]
+
+
+def new_holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def acquire(saver: D1Saver, *, ttl: int, name: str = LEASE_NAME) -> Lease:
+    """Take the lease or raise LeaseHeldError naming its holder and when it expires."""
+    holder = new_holder()
+    (taken,) = saver.client.drive(saver._exchange(
+        [Statement(_sql.ACQUIRE_LEASE, (name, holder, int(ttl)))]))
+    if taken.rows:
+        return Lease(name, holder, int(ttl))
+    (held,) = saver.client.execute([Statement(_sql.LEASE_HOLDER, (name,))])
+    who, left = (held.rows[0] if held.rows else ("?", "?"))
+    raise LeaseHeldError(
+        f"another compaction run holds the lease ({who}, {left} s left); it expires on its "
+        "own if that run died; or pass --break-lease if you are sure no run is active")
+
+
+def release(saver: D1Saver, lease: Lease) -> None:
+    saver.client.execute([Statement(_sql.RELEASE_LEASE, (lease.name, lease.holder))])
+
+
+def break_lease(saver: D1Saver, name: str = LEASE_NAME) -> None:
+    """Remove the lease whoever holds it (for an operator who knows no run is active)."""
+    saver.client.execute([Statement(_sql.BREAK_LEASE, (name,))])
