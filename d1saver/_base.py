@@ -32,7 +32,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from d1saver import _codec, _sql
-from d1saver._client import D1Client, Param, Result, Statement
+from d1saver._client import Commit, D1Client, Once, Param, Result, Statement
 from d1saver._errors import (
     CheckpointConflictError,
     ConfigError,
@@ -309,10 +309,23 @@ class D1SaverBase(BaseCheckpointSaver[str]):
         try:
             return (yield from self.client.exchange(statements))
         except QueryError as exc:
-            if not self.auto_setup or self.is_setup or "no such table" not in str(exc):
+            if not self.auto_setup or "no such table" not in str(exc):
                 raise
-        yield from self._op_setup()
+        yield Once("setup", self._op_setup)
         return (yield from self.client.exchange(statements))
+
+    def _commit(self, statements: Sequence[Statement]) -> Op:
+        """Like _exchange, for writes that may ride in one batch with concurrent writes."""
+        try:
+            return (yield Commit(statements))
+        except QueryError as exc:
+            if not self.auto_setup or "no such table" not in str(exc):
+                raise
+        yield Once("setup", self._op_setup)
+        return (yield Commit(statements))
+
+    def _op_setup_once(self) -> Op:
+        yield Once("setup", self._op_setup)
 
     def _op_setup(self) -> Op:
         stmts = [Statement(s) for s in _sql.MIGRATIONS[0]]
@@ -350,7 +363,7 @@ class D1SaverBase(BaseCheckpointSaver[str]):
                 metadata: CheckpointMetadata) -> Op:
         stmts, next_config = self.put_statements(config, checkpoint, metadata)
         try:
-            yield from self._exchange(stmts)
+            yield from self._commit(stmts)
         except QueryError as exc:
             if self.guard_head and "head_moved" in str(exc):
                 raise CheckpointConflictError(
@@ -365,7 +378,7 @@ class D1SaverBase(BaseCheckpointSaver[str]):
                        task_id: str, task_path: str) -> Op:
         stmts = self.put_writes_statements(config, writes, task_id, task_path)
         if stmts:
-            yield from self._exchange(stmts)
+            yield from self._commit(stmts)
 
     def _op_delete_thread(self, thread_id: str) -> Op:
         ids = json.dumps([str(thread_id)])

@@ -21,6 +21,7 @@ import httpx
 
 from d1saver._errors import (
     AuthenticationError,
+    ConfigError,
     ConnectionError,
     D1APIError,
     D1Error,
@@ -88,7 +89,22 @@ class Sleep:
     seconds: float
 
 
-Exchange = Generator[Union[Send, Sleep], Any, list[Result]]
+@dataclass(frozen=True)
+class Once:
+    """Run a protocol generator at most once per client (schema setup), however many ask."""
+
+    key: str
+    op: Callable[[], Generator[Any, Any, Any]]
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Write statements that may share a batch with other callers' (group commit)."""
+
+    statements: Sequence[Statement]
+
+
+Exchange = Generator[Union[Send, Sleep, Commit], Any, list[Result]]
 
 
 class D1Client:
@@ -106,7 +122,19 @@ class D1Client:
         transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
         tracer: Tracer | None = None,
+        group_commit: bool = True,
     ) -> None:
+        from d1saver._group_commit import GroupCommit
+
+        self.group = GroupCommit(self.execute, self.aexecute) if group_commit else None
+        api_token = api_token.strip()  # a token read from a file often ends in a newline
+        if not api_token or any(ord(c) < 0x20 or ord(c) > 0x7E for c in api_token):
+            raise ConfigError("the API token is empty or holds characters that cannot go in an "
+                              "HTTP header: check CLOUDFLARE_API_TOKEN")
+        self._token = api_token
+        self._done: set[str] = set()
+        self._once_lock = threading.Lock()
+        self._aonce: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self.url = (
             f"{api_base_url.rstrip('/')}/accounts/{account_id}/d1/database/{database_id}/raw"
         )
@@ -189,11 +217,25 @@ class D1Client:
             reply, failure = None, None
             if isinstance(action, Sleep):
                 time.sleep(action.seconds)
+            elif isinstance(action, Once):
+                try:
+                    with self._once_lock:
+                        if action.key not in self._done:
+                            self.drive(action.op())
+                            self._done.add(action.key)
+                except D1Error as exc:
+                    failure = exc
+            elif isinstance(action, Commit):
+                try:
+                    reply = (self.group.submit(action.statements) if self.group
+                             else self.execute(action.statements))
+                except D1Error as exc:
+                    failure = exc
             else:
                 try:
                     reply = client.send(action.request)
                 except httpx.HTTPError as exc:
-                    failure = map_transport_error(exc)
+                    failure = map_transport_error(exc, self._token)
 
     def _sync_client(self) -> httpx.Client:
         with self._lock:
@@ -219,11 +261,25 @@ class D1Client:
             reply, failure = None, None
             if isinstance(action, Sleep):
                 await asyncio.sleep(action.seconds)
+            elif isinstance(action, Once):
+                try:
+                    async with self._aonce.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
+                        if action.key not in self._done:
+                            await self.adrive(action.op())
+                            self._done.add(action.key)
+                except D1Error as exc:
+                    failure = exc
+            elif isinstance(action, Commit):
+                try:
+                    reply = await (self.group.asubmit(action.statements) if self.group
+                                   else self.aexecute(action.statements))
+                except D1Error as exc:
+                    failure = exc
             else:
                 try:
                     reply = await client.send(action.request)
                 except httpx.HTTPError as exc:
-                    failure = map_transport_error(exc)
+                    failure = map_transport_error(exc, self._token)
 
     def _async_client(self) -> httpx.AsyncClient:
         # An AsyncClient's connections belong to one event loop; keep one client per loop.
@@ -257,12 +313,19 @@ class D1Client:
 # --- the one boundary where foreign failures become ours ----------------------------------
 
 
-def map_transport_error(exc: httpx.HTTPError) -> D1Error:
+def map_transport_error(exc: httpx.HTTPError, token: str = "") -> D1Error:
     """Translate an httpx failure; the message names the kind, never headers or the token."""
+    if isinstance(exc, httpx.LocalProtocolError):
+        # The request could not even be written (a bad header value): retrying cannot help,
+        # and h11's message quotes the header, so it is not repeated.
+        local = ConfigError(f"D1 request could not be built ({type(exc).__name__}): check "
+                            "CLOUDFLARE_API_TOKEN and the ids for invalid characters")
+        return local
     if isinstance(exc, httpx.TimeoutException):
         err: TransportError = TimeoutError(f"D1 request timed out ({type(exc).__name__})")
     elif isinstance(exc, httpx.TransportError):
-        err = ConnectionError(f"D1 request failed: {type(exc).__name__}: {exc}")
+        detail = str(exc).replace(token, "[redacted]") if token else str(exc)
+        err = ConnectionError(f"D1 request failed: {type(exc).__name__}: {detail}")
     else:
         err = ConnectionError(f"D1 request failed: {type(exc).__name__}")
     err.__cause__ = exc

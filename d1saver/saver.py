@@ -56,14 +56,18 @@ class _ListPlan:
         if self.remaining is not None:
             size = min(size, self.remaining)
         self.size = size
+        # One row more than the page: if it comes, there is a next page; if not, no request
+        # is wasted on an empty one.
         return self.saver.page_statement(
             thread_id=self.thread_id, ns=self.ns, checkpoint_id=self.checkpoint_id,
-            before=self.before, filter_json=self.filter_json, cursor=self.cursor, size=size)
+            before=self.before, filter_json=self.filter_json, cursor=self.cursor, size=size + 1)
 
     def consume(self, tuples: list[CheckpointTuple]) -> list[CheckpointTuple]:
+        more = len(tuples) > self.size
+        tuples = tuples[: self.size]
         if self.remaining is not None:
             self.remaining -= len(tuples)
-        if len(tuples) < self.size or self.remaining == 0 or not tuples:
+        if not more or self.remaining == 0:
             self.done = True
         else:
             last = tuples[-1].config["configurable"]
@@ -79,7 +83,8 @@ class D1Saver(D1SaverBase):
     `retry` bounds retries; `guard_head=True` refuses a `put` whose parent is no longer the
     thread's newest checkpoint (`CheckpointConflictError`), catching accidental forks when
     two writers resume one thread. `page_size` is how many checkpoints one `list` request
-    reads. The schema is created on first use (one extra request, once) unless
+    reads. `group_commit` sends writes that queue up while one is in flight together, in
+    one batch (see d1saver/_group_commit.py). The schema is created on first use (one extra request, once) unless
     `auto_setup=False`; `setup()` does it explicitly.
     """
 
@@ -99,6 +104,7 @@ class D1Saver(D1SaverBase):
         guard_head: bool = False,
         page_size: int = 100,
         auto_setup: bool = True,
+        group_commit: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         kwargs: dict[str, Any] = {}
@@ -107,7 +113,8 @@ class D1Saver(D1SaverBase):
         self.client = D1Client(
             account_id=account_id, database_id=database_id, api_token=api_token,
             api_base_url=api_base_url, retry=retry, transport=transport,
-            async_transport=async_transport, tracer=tracer, **kwargs)
+            async_transport=async_transport, tracer=tracer, group_commit=group_commit,
+            **kwargs)
         self.account_id = account_id
         self.database_id = database_id
         self.guard_head = guard_head
@@ -151,12 +158,10 @@ class D1Saver(D1SaverBase):
 
     def setup(self) -> None:
         """Create the schema (schema.sql) if missing; idempotent, one request."""
-        if not self.is_setup:
-            self.client.drive(self._op_setup())
+        self.client.drive(self._op_setup_once())
 
     async def asetup(self) -> None:
-        if not self.is_setup:
-            await self.client.adrive(self._op_setup())
+        await self.client.adrive(self._op_setup_once())
 
     # --- BaseCheckpointSaver, sync --------------------------------------------------------
 
