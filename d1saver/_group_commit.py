@@ -72,6 +72,7 @@ class GroupCommit:
         self._busy = False
         self._apending: dict[asyncio.AbstractEventLoop, list[_Ticket]] = {}
         self._abusy: set[asyncio.AbstractEventLoop] = set()
+        self._tasks: set[asyncio.Task] = set()
         self.batches = 0  # requests sent for merged writes (for tests and benchmarks)
         self.merged = 0  # writes that rode along in another's batch
 
@@ -128,34 +129,47 @@ class GroupCommit:
     async def asubmit(self, statements: Sequence[Statement]) -> list[Result]:
         loop = asyncio.get_running_loop()
         ticket = _Ticket(statements, future=loop.create_future())
-        pending = self._apending.setdefault(loop, [])
         if loop in self._abusy:
-            pending.append(ticket)
-            lead = await ticket.future
-            if lead is None:
-                return ticket.outcome()
-            batch = lead
-        else:
-            self._abusy.add(loop)
-            batch = [ticket]
+            self._apending.setdefault(loop, []).append(ticket)
+            # Settled by whoever sends the batch this ticket rides in. If this caller is
+            # cancelled meanwhile, the write is still sent; only the wait is abandoned.
+            await ticket.future
+            return ticket.outcome()
+        self._abusy.add(loop)
         try:
-            await self._arun(batch, ticket)
+            await self._arun([ticket])
         finally:
-            nxt = _take(pending)
-            if nxt:
-                nxt[0].future.set_result(nxt)  # hand the lead over
-            else:
-                self._abusy.discard(loop)
+            self._ahandover(loop)
         return ticket.outcome()
 
-    async def _arun(self, batch: list[_Ticket], me: _Ticket) -> None:
+    def _ahandover(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Send what queued meanwhile from a task of its own, so no caller's fate blocks it."""
+        batch = _take(self._apending.get(loop, []))
+        if not batch:
+            self._abusy.discard(loop)
+            return
+        try:
+            task = loop.create_task(self._alead(batch, loop))
+        except RuntimeError:  # the loop is closing: nobody is left to wait for these
+            self._abusy.discard(loop)
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _alead(self, batch: list[_Ticket], loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            await self._arun(batch)
+        finally:
+            self._ahandover(loop)
+
+    async def _arun(self, batch: list[_Ticket]) -> None:
         self.batches += 1
         self.merged += len(batch) - 1
         try:
             _settle(batch, await self._asend([s for t in batch for s in t.statements]))
         except D1Error as exc:
             if len(batch) == 1:
-                me.error = exc
+                batch[0].error = exc
             else:
                 for t in batch:
                     try:
@@ -165,14 +179,11 @@ class GroupCommit:
         except BaseException as exc:
             for t in batch:
                 t.error = exc
-            if not isinstance(exc, Exception):
-                for t in batch:
-                    if t is not me and t.future is not None and not t.future.done():
-                        t.future.set_result(None)
-                raise
-        for t in batch:
-            if t is not me and t.future is not None and not t.future.done():
-                t.future.set_result(None)
+            raise
+        finally:
+            for t in batch:
+                if t.future is not None and not t.future.done():
+                    t.future.set_result(None)
 
 
 __all__ = ["GroupCommit", "MAX_OPS", "MAX_STATEMENTS"]

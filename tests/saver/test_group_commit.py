@@ -93,3 +93,21 @@ def test_unserializable_value_raises_before_any_request() -> None:
     with pytest.raises(SerializationError):
         saver.put_writes(config, [("ch", object())], "task")
     assert len(events) == before
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_waiter_neither_loses_its_write_nor_blocks_later_ones() -> None:
+    """Cancelling a caller queued behind an in-flight write: its write still lands, later writes flow."""
+    saver, engine, events = make(latency_ms=50)
+    config = seeded(saver)
+    first = asyncio.create_task(saver.aput_writes(config, [("ch", "first")], "task-first"))
+    await asyncio.sleep(0.01)  # first is in flight
+    queued = asyncio.create_task(saver.aput_writes(config, [("ch", "queued")], "task-queued"))
+    await asyncio.sleep(0.01)
+    queued.cancel()
+    await first
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    await asyncio.wait_for(saver.aput_writes(config, [("ch", "later")], "task-later"), 5)
+    tup = await saver.aget_tuple(config)
+    assert sorted(w[2] for w in tup.pending_writes) == ["first", "later", "queued"]
