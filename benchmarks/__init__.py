@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m benchmarks` (agent workload) and `python -m benchmarks compaction`."""
