@@ -315,6 +315,16 @@ def test_wrong_token_exit_1_without_token(command: str) -> None:
         assert "CLOUDFLARE_API_TOKEN" in result.stderr
 
 
+def test_flags_override_the_environment(saver: D1Saver, env: dict[str, str]) -> None:
+    """--api-base-url and --database-id win over D1_API_BASE_URL and D1_DATABASE_ID."""
+    seed(saver, "a")
+    wrong = {**env, "D1_API_BASE_URL": f"http://127.0.0.1:{unused_port()}/client/v4",
+             "D1_DATABASE_ID": "another-database"}
+    result = cli(wrong, "threads", "--json", "--api-base-url", env["D1_API_BASE_URL"],
+                 "--database-id", env["D1_DATABASE_ID"])
+    assert [r["thread_id"] for r in json.loads(result.stdout)] == ["a"]
+
+
 def test_missing_settings_exit_2(env: dict[str, str]) -> None:
     """Without CLOUDFLARE_API_TOKEN: exit 2, and the message names it."""
     result = cli({**env, "CLOUDFLARE_API_TOKEN": None}, "threads")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -35,10 +35,10 @@ from tests.conftest import Backend, local_backend
 
 
 def build_fleet(saver: D1Saver, threads: int, *, root: int = 8, child: int = 4,
-                tag_every: int = 3) -> list[str]:
+                tag_every: int = 3, prefix: str = "fleet") -> list[str]:
     """Deterministic threads: `root` checkpoints in '' and `child` in 'child:1'; every
-    `tag_every`-th thread tags its 2nd root checkpoint. Returns the thread ids."""
-    ids = [f"fleet-{i:03d}" for i in range(threads)]
+    `tag_every`-th thread (the first included) tags its 2nd root checkpoint. Returns the ids."""
+    ids = [f"{prefix}-{i:03d}" for i in range(threads)]
     for i, tid in enumerate(ids):
         configs = put_chain(saver, tid, root)
         if child:
@@ -188,13 +188,22 @@ class Chat(TypedDict):
     n: int
 
 
-def delta_graph(saver: BaseCheckpointSaver, steps: int = 13) -> CompiledStateGraph:
-    """One node looping `steps` super-steps, each appending a message to a DeltaChannel."""
+class ChatWithNotes(Chat):
+    notes: Annotated[list, DeltaChannel(append_batch, snapshot_frequency=4)]
+
+
+def delta_graph(saver: BaseCheckpointSaver, steps: int = 13, note_at: int | None = None
+                ) -> CompiledStateGraph:
+    """One node looping `steps` super-steps, each appending a message to a DeltaChannel
+    (and, at step `note_at`, one note to a second DeltaChannel)."""
 
     def step(state: Chat) -> dict:
-        return {"messages": [f"m{state['n']}"], "n": state["n"] + 1}
+        out: dict[str, Any] = {"messages": [f"m{state['n']}"], "n": state["n"] + 1}
+        if state["n"] == note_at:
+            out["notes"] = [f"note@{note_at}"]
+        return out
 
-    g = StateGraph(Chat)
+    g = StateGraph(Chat if note_at is None else ChatWithNotes)
     g.add_node("step", step)
     g.add_edge(START, "step")
     g.add_conditional_edges("step", lambda s: END if s["n"] >= steps else "step", ["step", END])
@@ -415,6 +424,23 @@ def test_delta_channel_state_survives_prune(backend: Backend) -> None:
     assert sorted(ids_in(saver, config["configurable"]["thread_id"])) == sorted(chain)
     assert len(chain) > 1
     assert graph.get_state(config).values == before
+
+
+def test_delta_channel_without_seed_keeps_its_whole_history(backend: Backend) -> None:
+    """A DeltaChannel written once and never snapshotted replays from the thread's start, so
+    keep=1 keeps every checkpoint: nothing is deleted that the state needs."""
+    saver = backend.saver()
+    graph, config = delta_graph(saver, note_at=2), cfg(new_thread())
+    graph.invoke({"messages": ["hi"], "n": 0}, config)
+    before = graph.get_state(config).values
+    tid = config["configurable"]["thread_id"]
+    count = len(ids_in(saver, tid))
+
+    summary = compact(saver, keep=1, threads=[tid])
+
+    assert summary.checkpoints_deleted == 0 and len(ids_in(saver, tid)) == count
+    assert graph.get_state(config).values == before
+    assert before["notes"] == ["note@2"]
 
 
 def test_delta_channel_graph_goes_on_after_compaction(backend: Backend) -> None:
@@ -659,55 +685,67 @@ def test_dry_run_reports_what_the_real_run_deletes(local: Backend) -> None:
 # --- the lease ------------------------------------------------------------------------------
 
 
-def test_overlapping_run_is_refused(local: Backend) -> None:
+@pytest.fixture
+def leased(backend: Backend) -> Iterator[Backend]:
+    """The backend; the compaction lease is removed afterwards (the real engine's database is
+    shared by every test, so a lease left behind would block the next ones)."""
+    yield backend
+    with backend.saver() as saver:
+        lease.break_lease(saver)
+
+
+def fleet_sizes(saver: D1Saver, threads: list[str]) -> list[int]:
+    return [len(ids_in(saver, t)) for t in threads]
+
+
+def test_overlapping_run_is_refused(leased: Backend) -> None:
     """While another run holds the lease, compact() raises LeaseHeldError and deletes nothing."""
-    saver = local.saver()
-    build_fleet(saver, 3)
-    before = dump(saver)
+    saver = leased.saver()
+    threads = build_fleet(saver, 3, prefix=new_thread())
     held = lease.acquire(saver, ttl=300)
     with pytest.raises(LeaseHeldError, match="another compaction run holds the lease"):
-        compact(saver, keep=1)
-    assert dump(saver) == before
+        compact(saver, keep=1, threads=threads)
+    assert fleet_sizes(saver, threads) == [8, 8, 8]
     assert leases_held(saver) == [["compaction", held.holder]]
 
 
-def test_dry_run_ignores_the_lease(local: Backend) -> None:
+def test_dry_run_ignores_the_lease(leased: Backend) -> None:
     """A dry run works while another run holds the lease (it changes nothing)."""
-    saver = local.saver()
-    build_fleet(saver, 3)
+    saver = leased.saver()
+    threads = build_fleet(saver, 3, prefix=new_thread())
     lease.acquire(saver, ttl=300)
-    assert compact(saver, keep=1, dry_run=True).checkpoints_deleted > 0
+    assert compact(saver, keep=1, threads=threads, dry_run=True).checkpoints_deleted > 0
 
 
 @pytest.mark.parametrize("how", ["ttl=-1", "expired row"])
-def test_stale_lease_does_not_block(local: Backend, how: str) -> None:
+def test_stale_lease_does_not_block(leased: Backend, how: str) -> None:
     """A lease past its expiry (its run died) is taken over, and released at the end."""
-    saver = local.saver()
-    threads = build_fleet(saver, 3, tag_every=0)
+    saver = leased.saver()
+    threads = build_fleet(saver, 3, prefix=new_thread())
     if how == "ttl=-1":
         lease.acquire(saver, ttl=-1)
     else:
         query(saver, "INSERT INTO leases (name, holder, expires_at) VALUES ('compaction', 'ghost',"
                      " CAST(strftime('%s', 'now') AS INTEGER) - 60)")
-    compact(saver, keep=1)
-    assert all(len(ids_in(saver, t)) == 1 for t in threads)
+    compact(saver, keep=1, threads=threads)
+    assert fleet_sizes(saver, threads) == [2, 1, 1]  # the first thread is tagged
     assert leases_held(saver) == []
 
 
-def test_break_lease_removes_a_live_lease(local: Backend) -> None:
+def test_break_lease_removes_a_live_lease(leased: Backend) -> None:
     """break_lease=True removes a live lease first, then runs."""
-    saver = local.saver()
-    threads = build_fleet(saver, 3, tag_every=0)
+    saver = leased.saver()
+    threads = build_fleet(saver, 3, prefix=new_thread())
     lease.acquire(saver, ttl=300)
-    compact(saver, keep=1, break_lease=True)
-    assert all(len(ids_in(saver, t)) == 1 for t in threads)
+    compact(saver, keep=1, threads=threads, break_lease=True)
+    assert fleet_sizes(saver, threads) == [2, 1, 1]
     assert leases_held(saver) == []
 
 
-def test_lost_lease_stops_the_run(local: Backend) -> None:
+def test_lost_lease_stops_the_run(leased: Backend) -> None:
     """If another run takes the lease midway, the next batch is refused whole and the run stops."""
-    saver, intruder = local.saver(), local.saver()
-    threads = build_fleet(saver, 6, tag_every=0)
+    saver, intruder = leased.saver(), leased.saver()
+    threads = build_fleet(saver, 6, tag_every=0, prefix=new_thread())
     taken: list[lease.Lease] = []
 
     def steal(done: int, total: int) -> None:
@@ -716,10 +754,10 @@ def test_lost_lease_stops_the_run(local: Backend) -> None:
             taken.append(lease.acquire(intruder, ttl=300))
 
     with pytest.raises(LeaseHeldError, match="lost its lease"):
-        compact(saver, keep=2, batch_checkpoints=20, progress=steal)
-    counts = [len(ids_in(saver, t)) for t in threads]
-    assert counts == [2, 2, 8, 8, 8, 8]  # batch 1 (2 threads) applied, batch 2 not at all
-    assert leases_held(saver) == [["compaction", taken[0].holder]]  # the intruder's, untouched
+        compact(saver, keep=2, threads=threads, batch_checkpoints=20, progress=steal)
+    # Batch 1 (2 threads) was applied, batch 2 not at all; the intruder's lease is untouched.
+    assert fleet_sizes(saver, threads) == [2, 2, 8, 8, 8, 8]
+    assert leases_held(saver) == [["compaction", taken[0].holder]]
 
 
 # --- --max-age ------------------------------------------------------------------------------
@@ -771,6 +809,16 @@ def test_requests_are_bounded_by_batches(local: Backend) -> None:
     assert summary.batches == 5  # 15 deletions a thread: 6 threads (90) a batch
     assert summary.requests == saver.client.requests == 1 + 1 + 1 + summary.batches + 1
     assert remaining[-1] == 30 * 5 and summary.checkpoints_deleted == 30 * 15
+
+
+def test_named_threads_batches_within_limits(backend: Backend) -> None:
+    """The same on named threads, on both engines: thread info + acquire + 5 batches + release,
+    every batch accepted by the engine (D1's limits on parameters, SQL size and time)."""
+    saver = backend.saver()
+    threads = build_fleet(saver, 30, root=20, child=0, tag_every=0, prefix=new_thread())
+    summary = compact(saver, keep=5, threads=threads, batch_checkpoints=100)
+    assert (summary.batches, summary.requests) == (5, 1 + 1 + 5 + 1)
+    assert fleet_sizes(saver, threads) == [5] * 30
 
 
 def test_threads_within_keep_cost_no_batch(local: Backend) -> None:
