@@ -138,6 +138,11 @@ class D1Client:
         self.url = (
             f"{api_base_url.rstrip('/')}/accounts/{account_id}/d1/database/{database_id}/raw"
         )
+        try:
+            httpx.URL(self.url)
+        except (httpx.InvalidURL, TypeError, ValueError):
+            raise ConfigError(f"invalid D1 API URL {self.url!r}: check D1_API_BASE_URL and the "
+                              "account and database ids") from None
         self._headers = {
             "Authorization": f"Bearer {api_token}",
             "Content-Type": "application/json",

@@ -332,9 +332,6 @@ def test_missing_settings_exit_2(env: dict[str, str]) -> None:
     assert "CLOUDFLARE_API_TOKEN" in result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a malformed D1_API_BASE_URL escapes as httpx.InvalidURL"
-                   " (traceback, not an `error:` line): D1Client.build_request is outside the"
-                   " httpx.HTTPError mapping and the CLI catches only D1Error")
 def test_malformed_base_url_is_a_clean_error() -> None:
     """A malformed D1_API_BASE_URL: a one-line `error:` and a usage or D1 exit code, no traceback."""
     result = cli(env_for("http://[::1"), "threads")
