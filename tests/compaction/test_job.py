@@ -815,6 +815,7 @@ def test_named_threads_batches_within_limits(backend: Backend) -> None:
     """The same on named threads, on both engines: thread info + acquire + 5 batches + release,
     every batch accepted by the engine (D1's limits on parameters, SQL size and time)."""
     saver = backend.saver()
+    saver.setup()  # so the count below has no setup request, whatever the database held before
     threads = build_fleet(saver, 30, root=20, child=0, tag_every=0, prefix=new_thread())
     summary = compact(saver, keep=5, threads=threads, batch_checkpoints=100)
     assert (summary.batches, summary.requests) == (5, 1 + 1 + 5 + 1)
