@@ -333,10 +333,11 @@ def test_missing_settings_exit_2(env: dict[str, str]) -> None:
 
 
 def test_malformed_base_url_is_a_clean_error() -> None:
-    """A malformed D1_API_BASE_URL: a one-line `error:` and a usage or D1 exit code, no traceback."""
+    """A malformed D1_API_BASE_URL is a usage error: exit 2, one `error:` line naming it."""
     result = cli(env_for("http://[::1"), "threads")
-    assert result.exit_code in (1, 2)
-    assert result.stderr.startswith("error:")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error:") and "D1_API_BASE_URL" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 # --- help -----------------------------------------------------------------------------------
