@@ -140,7 +140,7 @@ function statement(s, where) {
 function param(p, where) {
   if (p === null || typeof p === "string" || typeof p === "number") return p;
   if (typeof p === "boolean") return p ? 1 : 0;
-  if (Array.isArray(p) && p.every((b) => Number.isInteger(b) && b >= 0 && b < 256)) return p;
+  // D1's REST API types params as scalars; arrays are refused, as the local D1 does.
   throw new Error(`${where}: type ${Array.isArray(p) ? "array" : typeof p} not supported`);
 }
 

@@ -171,19 +171,29 @@ def _unhex(text: Any, ignore: str = "") -> bytes | None:
     return bytes(out)
 
 
+_JS_SAFE = 2**53
+
+
 def _json_value(value: Any) -> Any:
+    """A result value as D1 (JavaScript) serializes it: numbers are doubles."""
     if isinstance(value, bytes):
         return list(value)  # D1 returns BLOBs as arrays of byte values
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        # A double with an integral value prints as an integer in JSON: REAL 2.0 -> 2.
+        return int(value) if value.is_integer() and abs(value) <= _JS_SAFE else value
+    if isinstance(value, int) and abs(value) > _JS_SAFE:
+        return int(float(value))  # beyond 2**53 a JavaScript number loses precision
     return value
 
 
 def _bind_value(value: Any) -> Any:
-    # JSON numbers are JavaScript numbers on D1: integers beyond int64 become doubles.
-    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+    """A JSON parameter as D1 binds it: every number is a JavaScript double, so it binds as REAL
+    (probed on workerd: typeof(?) is 'real' for 5). INTEGER columns turn 5.0 back into 5."""
+    if isinstance(value, (bool, int)):
         return float(value)
-    return int(value) if isinstance(value, bool) else value
+    return value
 
 
 class _Database:
@@ -238,12 +248,20 @@ class _Database:
         finally:
             self._trusted = False
 
-    def run(self, statements: list[tuple[str, list[Any]]], raw: bool) -> list[dict[str, Any]]:
-        """Run all statements as one transaction; any failure rolls all of them back."""
+    def run(self, statements: list[tuple[str, list[Any], bool]], raw: bool) -> list[dict[str, Any]]:
+        """Run all statements as one transaction; any failure rolls all of them back.
+
+        A statement whose third item is False runs without answering (the leading statements of
+        a multi-statement sql sent with params, as on D1)."""
         try:
             self._trusted_execute("BEGIN IMMEDIATE")
             try:
-                results = [self._run_one(sql, params, raw) for sql, params in statements]
+                results = []
+                for sql, params, answers in statements:
+                    if answers:
+                        results.append(self._run_one(sql, params, raw))
+                    else:
+                        self._run_silent(sql)
                 self._trusted_execute("COMMIT")  # can fail too, e.g. on deferred foreign keys
             except BaseException:
                 if self.conn.in_transaction:
@@ -252,6 +270,18 @@ class _Database:
         except sqlite3.Error as exc:
             raise self._translate(exc) from None
         return results
+
+    def _run_silent(self, sql: str) -> None:
+        self._ddl, self._refusal = False, None
+        try:
+            self.conn.execute(sql).fetchall()
+        except sqlite3.ProgrammingError as exc:
+            if "number of bindings" not in str(exc):
+                raise
+            raise _d1_error("When executing multiple SQL statements in a single call, only the "
+                            "last statement can have parameters.", None) from None
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from None
 
     def _run_one(self, sql: str, params: list[Any], raw: bool) -> dict[str, Any]:
         self._ddl, self._refusal = False, None
@@ -345,9 +375,12 @@ def _parse_body(body: bytes) -> list[tuple[str, list[Any]]]:
     return [_parse_entry(entry, f"batch[{i}]") for i, entry in enumerate(batch)]
 
 
-def _expand(entries: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
-    """One (statement, params) pair per statement, applying D1's length and multi-statement rules."""
-    statements: list[tuple[str, list[Any]]] = []
+def _expand(entries: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any], bool]]:
+    """(statement, params, answers) per statement, applying D1's length and multi-statement rules.
+
+    Several statements in one sql answer one result each; with params, as on D1, only the last
+    may use them and only the last answers."""
+    statements: list[tuple[str, list[Any], bool]] = []
     for sql, params in entries:
         if len(sql.encode("utf-8", "surrogatepass")) > MAX_SQL_BYTES:
             raise _d1_error("statement too long", "SQLITE_TOOBIG")
@@ -355,8 +388,10 @@ def _expand(entries: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]
         if not pieces:
             raise _d1_error("No SQL statements detected.", None)
         if len(pieces) > 1 and params:
-            raise _d1_error(f"a query with parameters must be a single statement, got {len(pieces)}")
-        statements.extend((piece, params) for piece in pieces)
+            statements.extend((piece, [], False) for piece in pieces[:-1])
+            statements.append((pieces[-1], params, True))
+        else:
+            statements.extend((piece, params, True) for piece in pieces)
     return statements
 
 
