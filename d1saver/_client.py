@@ -123,10 +123,12 @@ class D1Client:
         async_transport: httpx.AsyncBaseTransport | None = None,
         tracer: Tracer | None = None,
         group_commit: bool = True,
+        group_commit_window: float | None = None,
     ) -> None:
-        from d1saver._group_commit import GroupCommit
+        from d1saver._group_commit import DEFAULT_WINDOW, GroupCommit
 
-        self.group = GroupCommit(self.execute, self.aexecute) if group_commit else None
+        window = DEFAULT_WINDOW if group_commit_window is None else group_commit_window
+        self.group = GroupCommit(self.execute, self.aexecute, window) if group_commit else None
         api_token = api_token.strip()  # a token read from a file often ends in a newline
         if not api_token or any(ord(c) < 0x20 or ord(c) > 0x7E for c in api_token):
             raise ConfigError("the API token is empty or holds characters that cannot go in an "

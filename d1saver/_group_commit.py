@@ -1,20 +1,27 @@
-"""Group commit: writes queued while one request is in flight leave together, in one batch.
+"""Group commit: writes that arrive while one is in flight leave together, in one batch.
 
-The first write is sent at once. Writes that arrive while it is in flight wait; when it
-returns, the first of them sends all of them as one D1 batch (one transaction), and so on.
+The first write is sent at once. A write arriving while another is in flight joins a queue;
+the first to queue opens a short collection window (`window`, 10 ms by default), then
+everything queued by then leaves as one D1 batch (one transaction), without waiting for the
+in-flight request to return. So a burst (parallel tasks finishing together, a `put` arriving
+with `put_writes`) costs two overlapping requests instead of one per write, and no write waits
+a whole round trip for another. Measured on the benchmark's agent at 50 ms per request
+(10 turns x 3 tools): one request in flight at a time gave 39 requests in 2.06 s; no grouping
+60 requests in 1.19 s; this windowed grouping gives the fewer requests at the lower time
+(README, Figures).
+
 Each caller returns once its own statements have committed. If a merged batch fails, D1 has
 rolled all of it back, so each write is sent again alone and gets its own outcome: one
-caller's bad write never fails another's. Parallel tasks finishing together, and a `put`
-arriving while `put_writes` is in flight, so cost one request instead of several.
+caller's bad write never fails another's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-
 
 from d1saver._client import Result, Statement
 from d1saver._errors import D1Error
@@ -22,6 +29,7 @@ from d1saver._errors import D1Error
 # Bounds on one merged batch, well inside D1's 30 s per request.
 MAX_OPS = 64
 MAX_STATEMENTS = 400
+DEFAULT_WINDOW = 0.010
 
 
 @dataclass(eq=False)
@@ -29,7 +37,6 @@ class _Ticket:
     statements: Sequence[Statement]
     results: list[Result] | None = None
     error: BaseException | None = None
-    lead: list[_Ticket] | None = None
     done: threading.Event = field(default_factory=threading.Event)
     future: asyncio.Future | None = None
 
@@ -60,20 +67,31 @@ def _settle(batch: list[_Ticket], results: list[Result]) -> None:
         at += len(t.statements)
 
 
+@dataclass
+class _LoopState:
+    """The async committer's state for one event loop."""
+
+    inflight: int = 0
+    pending: list[_Ticket] = field(default_factory=list)
+    collecting: bool = False
+    tasks: set[asyncio.Task] = field(default_factory=set)
+
+
 class GroupCommit:
-    """Merges concurrent write requests of one client; sync (threads) and async (one loop)."""
+    """Merges concurrent write requests of one client; sync (threads) and async (per loop)."""
 
     def __init__(self, send: Callable[[list[Statement]], list[Result]],
-                 asend: Callable[[list[Statement]], Awaitable[list[Result]]]) -> None:
+                 asend: Callable[[list[Statement]], Awaitable[list[Result]]],
+                 window: float = DEFAULT_WINDOW) -> None:
         self._send = send
         self._asend = asend
+        self.window = window
         self._lock = threading.Lock()
+        self._inflight = 0
         self._pending: list[_Ticket] = []
-        self._busy = False
-        self._apending: dict[asyncio.AbstractEventLoop, list[_Ticket]] = {}
-        self._abusy: set[asyncio.AbstractEventLoop] = set()
-        self._tasks: set[asyncio.Task] = set()
-        self.batches = 0  # requests sent for merged writes (for tests and benchmarks)
+        self._collecting = False
+        self._loops: dict[asyncio.AbstractEventLoop, _LoopState] = {}
+        self.batches = 0  # requests sent for writes (for tests and benchmarks)
         self.merged = 0  # writes that rode along in another's batch
 
     # --- sync ---------------------------------------------------------------------------
@@ -81,86 +99,109 @@ class GroupCommit:
     def submit(self, statements: Sequence[Statement]) -> list[Result]:
         ticket = _Ticket(statements)
         with self._lock:
-            if self._busy:
-                self._pending.append(ticket)
+            if self._inflight == 0 and not self._collecting:
+                self._inflight += 1
+                role = "alone"
             else:
-                self._busy = True
-                ticket.lead = [ticket]
-        if ticket.lead is None:
+                self._pending.append(ticket)
+                role = "waiter" if self._collecting else "collector"
+                self._collecting = True
+        if role == "alone":
+            try:
+                self._run([ticket])
+            finally:
+                with self._lock:
+                    self._inflight -= 1
+        elif role == "collector":
+            self._collect()
+        else:
             ticket.done.wait()
-            if ticket.lead is None:  # another caller committed it
-                return ticket.outcome()
-        try:
-            self._run(ticket.lead, ticket)
-        finally:
-            with self._lock:
-                nxt = _take(self._pending)
-                if nxt:
-                    nxt[0].lead = nxt
-                    nxt[0].done.set()  # hand the lead over: it sends the queued batch
-                else:
-                    self._busy = False
         return ticket.outcome()
 
-    def _run(self, batch: list[_Ticket], me: _Ticket) -> None:
+    def _collect(self) -> None:
+        time.sleep(self.window)
+        while True:
+            with self._lock:
+                batch = _take(self._pending)
+                more = bool(self._pending)  # over the bounds: another batch follows at once
+                self._collecting = more
+                if not batch:
+                    return
+                self._inflight += 1
+            try:
+                self._run(batch)
+            finally:
+                with self._lock:
+                    self._inflight -= 1
+                for t in batch:
+                    t.done.set()
+            if not more:
+                return
+
+    def _run(self, batch: list[_Ticket]) -> None:
         self.batches += 1
         self.merged += len(batch) - 1
         try:
             _settle(batch, self._send([s for t in batch for s in t.statements]))
         except D1Error as exc:
             if len(batch) == 1:
-                me.error = exc
-            else:
-                for t in batch:
-                    try:
-                        t.results = self._send(list(t.statements))
-                    except D1Error as one:
-                        t.error = one
+                batch[0].error = exc
+                return
+            for t in batch:
+                try:
+                    t.results = self._send(list(t.statements))
+                except D1Error as one:
+                    t.error = one
         except BaseException as exc:
             for t in batch:
                 t.error = exc
-        for t in batch:
-            if t is not me:
-                t.lead = None
-                t.done.set()
+            raise
 
     # --- async --------------------------------------------------------------------------
 
     async def asubmit(self, statements: Sequence[Statement]) -> list[Result]:
         loop = asyncio.get_running_loop()
+        state = self._loops.setdefault(loop, _LoopState())
         ticket = _Ticket(statements, future=loop.create_future())
-        if loop in self._abusy:
-            self._apending.setdefault(loop, []).append(ticket)
-            # Settled by whoever sends the batch this ticket rides in. If this caller is
-            # cancelled meanwhile, the write is still sent; only the wait is abandoned.
-            await ticket.future
+        if state.inflight == 0 and not state.collecting:
+            state.inflight += 1
+            try:
+                await self._arun([ticket])
+            finally:
+                state.inflight -= 1
             return ticket.outcome()
-        self._abusy.add(loop)
-        try:
-            await self._arun([ticket])
-        finally:
-            self._ahandover(loop)
+        state.pending.append(ticket)
+        if not state.collecting:
+            # The collector is a task of its own, so a cancelled caller strands no one.
+            state.collecting = True
+            task = loop.create_task(self._acollect(state))
+            state.tasks.add(task)
+            task.add_done_callback(state.tasks.discard)
+        await ticket.future
         return ticket.outcome()
 
-    def _ahandover(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Send what queued meanwhile from a task of its own, so no caller's fate blocks it."""
-        batch = _take(self._apending.get(loop, []))
-        if not batch:
-            self._abusy.discard(loop)
-            return
+    async def _acollect(self, state: _LoopState) -> None:
         try:
-            task = loop.create_task(self._alead(batch, loop))
-        except RuntimeError:  # the loop is closing: nobody is left to wait for these
-            self._abusy.discard(loop)
-            return
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _alead(self, batch: list[_Ticket], loop: asyncio.AbstractEventLoop) -> None:
-        try:
-            await self._arun(batch)
+            await asyncio.sleep(self.window)
         finally:
-            self._ahandover(loop)
+            while True:
+                batch = _take(state.pending)
+                if not batch:
+                    state.collecting = False
+                    break
+                state.inflight += 1
+                try:
+                    await self._arun(batch)
+                except BaseException:
+                    for t in state.pending:
+                        t.error = t.error or D1Error("group commit stopped: the event loop is closing")
+                        if t.future is not None and not t.future.done():
+                            t.future.set_result(None)
+                    state.pending.clear()
+                    state.collecting = False
+                    raise
+                finally:
+                    state.inflight -= 1
 
     async def _arun(self, batch: list[_Ticket]) -> None:
         self.batches += 1
@@ -186,5 +227,4 @@ class GroupCommit:
                     t.future.set_result(None)
 
 
-__all__ = ["GroupCommit", "MAX_OPS", "MAX_STATEMENTS"]
-
+__all__ = ["DEFAULT_WINDOW", "GroupCommit", "MAX_OPS", "MAX_STATEMENTS"]

@@ -83,8 +83,9 @@ class D1Saver(D1SaverBase):
     `retry` bounds retries; `guard_head=True` refuses a `put` whose parent is no longer the
     thread's newest checkpoint (`CheckpointConflictError`), catching accidental forks when
     two writers resume one thread. `page_size` is how many checkpoints one `list` request
-    reads. `group_commit` sends writes that queue up while one is in flight together, in
-    one batch (see d1saver/_group_commit.py). The schema is created on first use (one extra request, once) unless
+    reads. `group_commit` sends writes that arrive while one is in flight together, in
+    one batch, after a window of `group_commit_window` seconds (10 ms; see
+    d1saver/_group_commit.py). The schema is created on first use (one extra request, once) unless
     `auto_setup=False`; `setup()` does it explicitly.
     """
 
@@ -105,6 +106,7 @@ class D1Saver(D1SaverBase):
         page_size: int = 100,
         auto_setup: bool = True,
         group_commit: bool = True,
+        group_commit_window: float | None = None,
     ) -> None:
         super().__init__(serde=serde)
         kwargs: dict[str, Any] = {}
@@ -114,7 +116,7 @@ class D1Saver(D1SaverBase):
             account_id=account_id, database_id=database_id, api_token=api_token,
             api_base_url=api_base_url, retry=retry, transport=transport,
             async_transport=async_transport, tracer=tracer, group_commit=group_commit,
-            **kwargs)
+            group_commit_window=group_commit_window, **kwargs)
         self.account_id = account_id
         self.database_id = database_id
         self.guard_head = guard_head
