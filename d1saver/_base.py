@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections import defaultdict
+import threading
+import time
+from collections import OrderedDict, defaultdict
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -97,8 +99,42 @@ class _Value:
     pieces: list[str] | None
 
 
+class DeltaCache:
+    """Histories prefetched with a page, until LangGraph asks for them (once, soon).
+
+    Bounded in entries and age; an entry is removed when used, so it is never served stale
+    after a later prune or write.
+    """
+
+    def __init__(self, max_entries: int = 512, ttl: float = 30.0) -> None:
+        self._items: OrderedDict[tuple, tuple[float, dict[str, DeltaChannelHistory]]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_entries, self.ttl = max_entries, ttl
+        self.hits = 0
+
+    def put(self, key: tuple, histories: dict[str, DeltaChannelHistory]) -> None:
+        with self._lock:
+            self._items[key] = (time.monotonic(), histories)
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_entries:
+                self._items.popitem(last=False)
+
+    def take(self, key: tuple, channels: Sequence[str]) -> dict[str, DeltaChannelHistory] | None:
+        with self._lock:
+            item = self._items.pop(key, None)
+        if item is None or time.monotonic() - item[0] > self.ttl:
+            return None
+        stored, histories = item
+        if not all(ch in histories for ch in channels):
+            return None
+        self.hits += 1
+        return {ch: histories[ch] for ch in channels}
+
+
 class D1SaverBase(BaseCheckpointSaver[str]):
     """The saver's logic: statements, decoding, and the operations as generators."""
+
+    _delta_cache: DeltaCache
 
     client: D1Client
     guard_head: bool
@@ -217,6 +253,14 @@ class D1SaverBase(BaseCheckpointSaver[str]):
         c = cursor or (None, None, None)
         return Statement(sql, (thread_id, ns, checkpoint_id, before, filter_json, *c, size))
 
+    @staticmethod
+    def delta_statement(page: Statement) -> Statement:
+        """The DeltaChannel prefetch that rides with a page statement (same parameters)."""
+        sql = {_sql.SELECT_PAGE_THREAD_NS: _sql.SELECT_PAGE_DELTA_THREAD_NS,
+               _sql.SELECT_PAGE_THREAD: _sql.SELECT_PAGE_DELTA_THREAD,
+               _sql.SELECT_PAGE_ALL: _sql.SELECT_PAGE_DELTA_ALL}[page.sql]
+        return Statement(sql, page.params)
+
     # --- decoding -------------------------------------------------------------------------
 
     def tuples_from_page(self, result: Result) -> list[CheckpointTuple]:
@@ -253,6 +297,73 @@ class D1SaverBase(BaseCheckpointSaver[str]):
         ordered = sorted(rows, key=lambda r: writes_sort_key(r[5] or "", r[4], int(r[6])))
         return [(r[4], r[7], self._load(r[8], r[9], pieces, f"{r[4]}/{int(r[6])}"))
                 for r in ordered]
+
+    def prefetch_deltas(self, result: Result, tuples: Sequence[CheckpointTuple]) -> None:
+        """Build each tuple's DeltaChannel histories from a page's walk rows, and cache them.
+
+        A tuple whose walk leaves the fetched rows (a missing ancestor) is not cached; its
+        get_delta_channel_history then asks D1 as usual.
+        """
+        parents: dict[tuple, str | None] = {}
+        channels: dict[tuple, set[str]] = {}
+        blobs: dict[tuple, tuple[str, str]] = {}
+        writes: dict[tuple, list[list[Any]]] = defaultdict(list)
+        pieces: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+        for row in result.rows:
+            kind, key = row[0], (row[1], row[2], row[3])
+            if kind == "a":
+                parents[key] = row[4]
+                channels[key] = set(json.loads(row[5]))
+                if row[7] is not None:
+                    blobs[key] = (row[6], row[7])
+            elif kind == "w":
+                writes[key].append(row)
+            elif kind == "k":
+                pieces[key][row[4]].append((row[5], row[6]))
+        decoded: dict[tuple, dict[str, Any]] = {}
+        loaded: dict[tuple, list[PendingWrite]] = {}
+
+        def values_at(key: tuple) -> dict[str, Any]:
+            if key not in decoded:
+                type_, blob = blobs[key]
+                decoded[key] = self._load(type_, blob, pieces.get(key), "")["channel_values"]
+            return decoded[key]
+
+        def writes_at(key: tuple) -> list[PendingWrite]:
+            if key not in loaded:
+                loaded[key] = self._pending_writes(writes.get(key, []), pieces.get(key))
+            return loaded[key]
+
+        for tup in tuples:
+            conf = tup.config["configurable"]
+            counters = (tup.metadata or {}).get("counters_since_delta_snapshot") or {}
+            sought = [ch for ch in counters if ch not in tup.checkpoint["channel_values"]]
+            if not sought:
+                continue
+            thread_id, ns = conf["thread_id"], conf["checkpoint_ns"]
+            parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+            histories: dict[str, DeltaChannelHistory] = {}
+            complete = True
+            for ch in sought:
+                collected: list[PendingWrite] = []
+                entry: DeltaChannelHistory = {"writes": collected}
+                seen: set[str] = set()
+                cur = parent
+                while cur is not None and cur not in seen:
+                    key = (thread_id, ns, cur)
+                    if key not in parents:
+                        complete = False
+                        break
+                    seen.add(cur)
+                    collected.extend(w for w in reversed(writes_at(key)) if w[1] == ch)
+                    if ch in channels[key]:
+                        entry["seed"] = values_at(key)[ch]
+                        break
+                    cur = parents[key]
+                collected.reverse()
+                histories[ch] = entry
+            if complete:
+                self._delta_cache.put((thread_id, ns, conf["checkpoint_id"]), histories)
 
     def delta_history(self, result: Result, channels: Sequence[str]
                       ) -> dict[str, DeltaChannelHistory]:
@@ -347,8 +458,9 @@ class D1SaverBase(BaseCheckpointSaver[str]):
         stmt = self.page_statement(
             thread_id=thread_id, ns=str(config["configurable"].get("checkpoint_ns", "")),
             checkpoint_id=cid, before=None, filter_json=None, cursor=None, size=1)
-        (result,) = yield from self._exchange([stmt])
+        result, deltas = yield from self._exchange([stmt, self.delta_statement(stmt)])
         tuples = self.tuples_from_page(result)
+        self.prefetch_deltas(deltas, tuples)
         if not tuples:
             return None
         if cid:  # as other savers do: a config naming the checkpoint comes back as given
@@ -356,8 +468,10 @@ class D1SaverBase(BaseCheckpointSaver[str]):
         return tuples[0]
 
     def _op_page(self, stmt: Statement) -> Op:
-        (result,) = yield from self._exchange([stmt])
-        return self.tuples_from_page(result)
+        result, deltas = yield from self._exchange([stmt, self.delta_statement(stmt)])
+        tuples = self.tuples_from_page(result)
+        self.prefetch_deltas(deltas, tuples)
+        return tuples
 
     def _op_put(self, config: RunnableConfig, checkpoint: Checkpoint,
                 metadata: CheckpointMetadata) -> Op:
@@ -427,6 +541,12 @@ class D1SaverBase(BaseCheckpointSaver[str]):
         if not channels:
             return {}
         channels = list(channels)
+        cid = get_checkpoint_id(config)
+        if cid:
+            key = (thread_id_of(config), str(config["configurable"].get("checkpoint_ns", "")), str(cid))
+            hit = self._delta_cache.take(key, channels)
+            if hit is not None:
+                return hit
         stmt = Statement(_sql.DELTA_HISTORY, (
             thread_id_of(config), str(config["configurable"].get("checkpoint_ns", "")),
             get_checkpoint_id(config), json.dumps(channels, ensure_ascii=False)))

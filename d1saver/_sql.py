@@ -104,10 +104,10 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6)"""
 #   ?5 metadata filter as a JSON object {path: value} (NULL: none); keys are validated paths
 #   ?6 ?7 ?8 keyset cursor (checkpoint_id, thread_id, checkpoint_ns) of the previous page's
 #      last row (NULL: first page)   ?9 page size
-_PAGE = """
-WITH page AS (
+_PAGE_CTE = """
+page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
-           metadata
+           metadata, channels
     FROM checkpoints AS c
     WHERE {scope}
       AND (?3 IS NULL OR checkpoint_id = ?3)
@@ -118,7 +118,9 @@ WITH page AS (
       AND (?6 IS NULL OR (checkpoint_id, thread_id, checkpoint_ns) < (?6, ?7, ?8))
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT ?9
-)
+)"""
+
+_PAGE = "WITH" + _PAGE_CTE + """
 SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
        checkpoint, metadata, NULL, NULL
 FROM page
@@ -133,11 +135,62 @@ SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.dat
 FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id"""
 
+# Sent with each page, same parameters: what the page's DeltaChannels replay from, so that
+# LangGraph's get_delta_channel_history after get_tuple/list costs no request. A checkpoint's
+# delta channels are the keys of metadata.counters_since_delta_snapshot it does not hold in
+# channel_values; the walk follows parents while some are still without a seed. UNION (not
+# UNION ALL) ends a corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and
+# the checkpoint when it holds a sought channel), 'w' (its writes of sought channels), 'k'
+# (chunks of both).
+_PAGE_DELTA = "WITH RECURSIVE" + _PAGE_CTE + """,
+walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
+    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id,
+           (SELECT json_group_array(d.key)
+            FROM json_each(p.metadata, '$.counters_since_delta_snapshot') AS d
+            WHERE d.key NOT IN (SELECT value FROM json_each(p.channels)))
+    FROM page AS p
+    UNION
+    SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
+           (SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+            WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))
+    FROM walk AS w JOIN checkpoints AS c ON c.thread_id = w.thread_id
+        AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id
+    WHERE json_array_length(w.sought) > 0
+),
+visited AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id,
+           json_group_array(DISTINCT s.value) AS sought
+    FROM walk, json_each(walk.sought) AS s
+    WHERE checkpoint_id IS NOT NULL
+    GROUP BY thread_id, checkpoint_ns, checkpoint_id
+)
+SELECT 'a' AS kind, c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+       c.channels, c.type,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.checkpoint END, NULL, NULL
+FROM visited AS v JOIN checkpoints AS c ON c.thread_id = v.thread_id
+    AND c.checkpoint_ns = v.checkpoint_ns AND c.checkpoint_id = v.checkpoint_id
+UNION ALL
+SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
+       w.channel, w.type, w.value
+FROM visited AS v JOIN writes AS w ON w.thread_id = v.thread_id
+    AND w.checkpoint_ns = v.checkpoint_ns AND w.checkpoint_id = v.checkpoint_id
+WHERE w.channel IN (SELECT value FROM json_each(v.sought))
+UNION ALL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
+       NULL
+FROM visited AS v JOIN chunks AS k ON k.thread_id = v.thread_id
+    AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id"""
+
 # Three scopes so that each uses the primary key index: one namespace of a thread (get_tuple,
 # and list with a namespace), every namespace of a thread, or every thread (list(None)).
 SELECT_PAGE_THREAD_NS = _PAGE.format(scope="thread_id = ?1 AND checkpoint_ns = ?2")
 SELECT_PAGE_THREAD = _PAGE.format(scope="thread_id = ?1 AND ?2 IS NULL")
 SELECT_PAGE_ALL = _PAGE.format(scope="?1 IS NULL AND ?2 IS NULL")
+SELECT_PAGE_DELTA_THREAD_NS = _PAGE_DELTA.format(scope="thread_id = ?1 AND checkpoint_ns = ?2")
+SELECT_PAGE_DELTA_THREAD = _PAGE_DELTA.format(scope="thread_id = ?1 AND ?2 IS NULL")
+SELECT_PAGE_DELTA_ALL = _PAGE_DELTA.format(scope="?1 IS NULL AND ?2 IS NULL")
 
 # get_delta_channel_history in one statement. Walks parent links from the target
 # (?3, or the thread's newest when NULL) and carries, per step, the JSON array of requested

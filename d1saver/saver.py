@@ -24,7 +24,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from d1saver import _sql
-from d1saver._base import D1SaverBase, thread_id_of, validate_filter
+from d1saver._base import D1SaverBase, DeltaCache, thread_id_of, validate_filter
 from d1saver._client import D1Client, Statement, Tracer
 from d1saver._errors import NotFoundError
 from d1saver._retry import RetryPolicy
@@ -123,6 +123,7 @@ class D1Saver(D1SaverBase):
         self.page_size = max(1, int(page_size))
         self.auto_setup = auto_setup
         self.is_setup = False
+        self._delta_cache = DeltaCache()
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> D1Saver:

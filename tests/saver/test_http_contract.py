@@ -114,7 +114,8 @@ def write_row(saver: D1Saver, cid: str, task_id: str, task_path: str, idx: int, 
 
 
 def page_response(rows: list[list[Any]]) -> httpx.Response:
-    return httpx.Response(200, json=envelope(raw(PAGE_COLUMNS, rows)))
+    """A page read's answer: the page, then its DeltaChannel prefetch (empty here)."""
+    return httpx.Response(200, json=envelope(raw(PAGE_COLUMNS, rows), raw()))
 
 
 # --- request shape --------------------------------------------------------------------------
@@ -141,7 +142,7 @@ def test_request_is_json(raw_route: respx.Route) -> None:
 
 def test_one_statement_is_sent_as_sql_and_params(raw_route: respx.Route) -> None:
     """A single statement goes as {"sql", "params"}."""
-    make_saver().get_tuple(CONFIG)
+    make_saver().tags(CONFIG)
     body = sent_body(raw_route)
     assert (set(body), body["params"][:2]) == ({"sql", "params"}, [THREAD, ""])
 
@@ -276,7 +277,7 @@ ERROR_CASES: dict[str, tuple[Callable[[], Any], type[D1Error], int]] = {
         ResponseError, 1),
     "200-success-false": (lambda: httpx.Response(200, json=failure(7500, "nope")),
                           ResponseError, 1),
-    "200-result-count-mismatch": (lambda: httpx.Response(200, json=envelope(raw(), raw())),
+    "200-result-count-mismatch": (lambda: httpx.Response(200, json=envelope(raw(), raw(), raw())),
                                   ResponseError, 1),
 }
 
