@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -171,7 +173,7 @@ class D1Client:
         """One statement as {"sql", "params"}; several as {"batch": [...]}, run atomically."""
         if not statements:
             raise ValueError("no statements to send")
-        items = [{"sql": s.sql, "params": list(s.params)} for s in statements]
+        items = [{"sql": compact_sql(s.sql), "params": list(s.params)} for s in statements]
         body = items[0] if len(items) == 1 else {"batch": items}
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         return httpx.Request("POST", self.url, headers=self._headers, content=content)
@@ -315,6 +317,19 @@ class D1Client:
             client = self._async.pop(loop, None)
         if client is not None:
             await client.aclose()
+
+
+@functools.lru_cache(maxsize=512)
+def compact_sql(sql: str) -> str:
+    """The statement with runs of white space outside string literals folded to one space.
+
+    SQL text travels with every statement; the named statements are laid out for reading, and
+    folding them cut the bytes a 30-turn agent sends by about a sixth (README, Figures).
+    """
+    parts = sql.split("'")
+    for i in range(0, len(parts), 2):  # even parts lie outside '...' literals
+        parts[i] = re.sub(r"\s+", " ", parts[i])
+    return "'".join(parts).strip()
 
 
 # --- the one boundary where foreign failures become ours ----------------------------------

@@ -54,15 +54,13 @@ RECORD_SCHEMA_VERSION = (
 
 # --- put and put_writes -------------------------------------------------------------------
 
-# Idempotent: a retried put rewrites the same row (INSERT OR REPLACE semantics, as SqliteSaver).
+# Idempotent: a retried put rewrites the same row (INSERT OR REPLACE, as SqliteSaver; nothing
+# references a checkpoint row and there are no triggers, so replacing equals updating, in a
+# third of the text of an upsert, which travels with every put).
 UPSERT_CHECKPOINT = """
-INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
-                         type, checkpoint, metadata, channels, run_id, ts)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-    parent_checkpoint_id = excluded.parent_checkpoint_id, type = excluded.type,
-    checkpoint = excluded.checkpoint, metadata = excluded.metadata,
-    channels = excluded.channels, run_id = excluded.run_id, ts = excluded.ts"""
+INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"""
 
 # Opt-in head guard, sent before UPSERT_CHECKPOINT in the same batch: ?4 is the parent the
 # caller built on; if the thread's newest checkpoint is another one, the insert trips the
@@ -81,8 +79,7 @@ WHERE head.checkpoint_id IS NOT ?4 AND head.checkpoint_id IS NOT ?3"""
 _INSERT_WRITES = """
 INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
                               idx, channel, type, value)
-SELECT ?1, ?2, ?3, ?4, ?5, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'),
-       json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]')
+SELECT ?1, ?2, ?3, ?4, ?5, j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3
 FROM json_each(?6) AS j"""
 INSERT_WRITES_REPLACE = _INSERT_WRITES.format(verb="REPLACE")
 INSERT_WRITES_IGNORE = _INSERT_WRITES.format(verb="IGNORE")
