@@ -1,13 +1,20 @@
 """How serialized bytes travel and rest in D1: as TEXT "<codec>:<payload>", marked per value.
 
 D1's REST API carries parameters as JSON and returns BLOB columns as arrays of integers (about
-4 bytes per byte), so bytes go as base64 text (4/3). Codecs:
-  "b:" base64 of the raw bytes;
-  "z:" base64 of zlib-compressed bytes, used above COMPRESS_MIN when it saves at least 10%
-       (serialized messages compress 3-5x: most of a checkpoint is repeated English text);
+4 bytes per byte), so bytes go as text. Codecs:
+  "b:" base64 of the raw bytes (values too small or too random to compress);
+  "d:" base85 of zlib-compressed bytes with the preset dictionary DICT_V1 (the default above
+       COMPRESS_MIN, when it saves at least 10%). Most writes are single small messages that
+       compress poorly alone; the dictionary holds the serializer's own framing (LangChain
+       message and checkpoint skeletons, no user text), so each value need not spell it out
+       again. base85 costs 5/4 instead of base64's 4/3, and its alphabet needs no escaping in
+       JSON. Measured on the 30-turn DeltaChannel agent: write values 88.7 KB -> 65.6 KB.
+  "z:" base64 of zlib-compressed bytes without a dictionary (rows of d1saver 0.1.0; read only);
   "c:" the value was over D1's 2 MB limit and lives in the `chunks` table as pieces of
-       "b:"/"z:" text; the marker records the piece count.
+       encoded text; the marker records the piece count.
 The marker makes every stored row self-describing, so the format can evolve row by row.
+DICT_V1 must never change: rows written with it are decoded with it. A new dictionary is a
+new codec letter.
 """
 
 from __future__ import annotations
@@ -15,17 +22,65 @@ from __future__ import annotations
 import base64
 import zlib
 
-COMPRESS_MIN = 512
+COMPRESS_MIN = 128
 # D1 refuses strings, BLOBs and rows over 2,000,000 bytes; stay clear of it with row overhead.
 CHUNK_SIZE = 1_800_000
 
 
+DICT_V1 = base64.b64decode(
+    "h6F2BKJ0c9kgMjAyNi0wMS0wMVQwMDowMDowMC4wMDAwMDArMDA6MDCiaWTZJDFmMDAwMDAwLTAwMDAtNjAwMC04MDAwLTAw"
+    "MDAwMDAwMDAwMK5jaGFubmVsX3ZhbHVlc4OpX19zdGFydF9fgahtZXNzYWdlc5CobWVzc2FnZXOQr2JyYW5jaDp0bzphZ2Vu"
+    "dMCwY2hhbm5lbF92ZXJzaW9uc4WpX19zdGFydF9fsTAwMDAwMDAwMDEuMDAwMDAwqG1lc3NhZ2VzsTAwMDAwMDAwMDIuMDAw"
+    "MDAwr2JyYW5jaDp0bzphZ2VudLEwMDAwMDAwMDAyLjAwMDAwMK9icmFuY2g6dG86dG9vbHOxMDAwMDAwMDAwMy4wMDAwMDCu"
+    "X19wcmVnZWxfdGFza3OxMDAwMDAwMDAwMy4wMDAwMDCtdmVyc2lvbnNfc2VlboSpX19pbnB1dF9fgKlfX3N0YXJ0X1+BqV9f"
+    "c3RhcnRfX7EwMDAwMDAwMDAxLjAwMDAwMKVhZ2VudIGvYnJhbmNoOnRvOmFnZW50sTAwMDAwMDAwMDIuMDAwMDAwpXRvb2xz"
+    "ga9icmFuY2g6dG86dG9vbHOxMDAwMDAwMDAwMy4wMDAwMDCwdXBkYXRlZF9jaGFubmVsc5OobWVzc2FnZXOvYnJhbmNoOnRv"
+    "OmFnZW50rl9fcHJlZ2VsX3Rhc2tzkceuBZS+bGFuZ2NoYWluX2NvcmUubWVzc2FnZXMuc3lzdGVtrVN5c3RlbU1lc3NhZ2WG"
+    "p2NvbnRlbnSheLFhZGRpdGlvbmFsX2t3YXJnc4CxcmVzcG9uc2VfbWV0YWRhdGGApHR5cGWmc3lzdGVtpG5hbWXAomlk2SQw"
+    "MDAwMDAwMC0wMDAwLTAwMDAtMDAwMC0wMDAwMDAwMDAwMDCzbW9kZWxfdmFsaWRhdGVfanNvbpHHqwWUvWxhbmdjaGFpbl9j"
+    "b3JlLm1lc3NhZ2VzLmh1bWFurEh1bWFuTWVzc2FnZYanY29udGVudKF4sWFkZGl0aW9uYWxfa3dhcmdzgLFyZXNwb25zZV9t"
+    "ZXRhZGF0YYCkdHlwZaVodW1hbqRuYW1lwKJpZNkkMDAwMDAwMDAtMDAwMC0wMDAwLTAwMDAtMDAwMDAwMDAwMDAws21vZGVs"
+    "X3ZhbGlkYXRlX2pzb26RyAFkBZS6bGFuZ2NoYWluX2NvcmUubWVzc2FnZXMuYWmpQUlNZXNzYWdliadjb250ZW50oXixYWRk"
+    "aXRpb25hbF9rd2FyZ3OAsXJlc3BvbnNlX21ldGFkYXRhgq1maW5pc2hfcmVhc29uqnRvb2xfY2FsbHOqbW9kZWxfbmFtZaF4"
+    "pHR5cGWiYWmkbmFtZcCiaWTZKnJ1bi0wMDAwMDAwMC0wMDAwLTAwMDAtMDAwMC0wMDAwMDAwMDAwMDAtMKp0b29sX2NhbGxz"
+    "kYSkbmFtZaZzZWFyY2ikYXJnc4GlcXVlcnmheKJpZK1jYWxsXzAwMDAwMDAwpHR5cGWpdG9vbF9jYWxssmludmFsaWRfdG9v"
+    "bF9jYWxsc5CudXNhZ2VfbWV0YWRhdGGDrGlucHV0X3Rva2VucwGtb3V0cHV0X3Rva2VucwGsdG90YWxfdG9rZW5zArNtb2Rl"
+    "bF92YWxpZGF0ZV9qc29ukcfiBZS8bGFuZ2NoYWluX2NvcmUubWVzc2FnZXMudG9vbKtUb29sTWVzc2FnZYmnY29udGVudKF4"
+    "sWFkZGl0aW9uYWxfa3dhcmdzgLFyZXNwb25zZV9tZXRhZGF0YYCkdHlwZaR0b29spG5hbWWmc2VhcmNoomlk2SQwMDAwMDAw"
+    "MC0wMDAwLTAwMDAtMDAwMC0wMDAwMDAwMDAwMDCsdG9vbF9jYWxsX2lkrWNhbGxfMDAwMDAwMDCoYXJ0aWZhY3TApnN0YXR1"
+    "c6dzdWNjZXNzs21vZGVsX3ZhbGlkYXRlX2pzb27HrgWUvmxhbmdjaGFpbl9jb3JlLm1lc3NhZ2VzLnN5c3Rlba1TeXN0ZW1N"
+    "ZXNzYWdlhqdjb250ZW50oXixYWRkaXRpb25hbF9rd2FyZ3OAsXJlc3BvbnNlX21ldGFkYXRhgKR0eXBlpnN5c3RlbaRuYW1l"
+    "wKJpZNkkMDAwMDAwMDAtMDAwMC0wMDAwLTAwMDAtMDAwMDAwMDAwMDAws21vZGVsX3ZhbGlkYXRlX2pzb27HqwWUvWxhbmdj"
+    "aGFpbl9jb3JlLm1lc3NhZ2VzLmh1bWFurEh1bWFuTWVzc2FnZYanY29udGVudKF4sWFkZGl0aW9uYWxfa3dhcmdzgLFyZXNw"
+    "b25zZV9tZXRhZGF0YYCkdHlwZaVodW1hbqRuYW1lwKJpZNkkMDAwMDAwMDAtMDAwMC0wMDAwLTAwMDAtMDAwMDAwMDAwMDAw"
+    "s21vZGVsX3ZhbGlkYXRlX2pzb27IAWQFlLpsYW5nY2hhaW5fY29yZS5tZXNzYWdlcy5haalBSU1lc3NhZ2WJp2NvbnRlbnSh"
+    "eLFhZGRpdGlvbmFsX2t3YXJnc4CxcmVzcG9uc2VfbWV0YWRhdGGCrWZpbmlzaF9yZWFzb26qdG9vbF9jYWxsc6ptb2RlbF9u"
+    "YW1loXikdHlwZaJhaaRuYW1lwKJpZNkqcnVuLTAwMDAwMDAwLTAwMDAtMDAwMC0wMDAwLTAwMDAwMDAwMDAwMC0wqnRvb2xf"
+    "Y2FsbHORhKRuYW1lpnNlYXJjaKRhcmdzgaVxdWVyeaF4omlkrWNhbGxfMDAwMDAwMDCkdHlwZal0b29sX2NhbGyyaW52YWxp"
+    "ZF90b29sX2NhbGxzkK51c2FnZV9tZXRhZGF0YYOsaW5wdXRfdG9rZW5zAa1vdXRwdXRfdG9rZW5zAax0b3RhbF90b2tlbnMC"
+    "s21vZGVsX3ZhbGlkYXRlX2pzb27H4gWUvGxhbmdjaGFpbl9jb3JlLm1lc3NhZ2VzLnRvb2yrVG9vbE1lc3NhZ2WJp2NvbnRl"
+    "bnSheLFhZGRpdGlvbmFsX2t3YXJnc4CxcmVzcG9uc2VfbWV0YWRhdGGApHR5cGWkdG9vbKRuYW1lpnNlYXJjaKJpZNkkMDAw"
+    "MDAwMDAtMDAwMC0wMDAwLTAwMDAtMDAwMDAwMDAwMDAwrHRvb2xfY2FsbF9pZK1jYWxsXzAwMDAwMDAwqGFydGlmYWN0wKZz"
+    "dGF0dXOnc3VjY2Vzc7Ntb2RlbF92YWxpZGF0ZV9qc29u"
+)
+
+
+def _deflate(data: bytes) -> bytes:
+    packer = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS, zdict=DICT_V1)
+    return packer.compress(data) + packer.flush()
+
+
+def _inflate(data: bytes) -> bytes:
+    unpacker = zlib.decompressobj(zlib.MAX_WBITS, zdict=DICT_V1)
+    return unpacker.decompress(data) + unpacker.flush()
+
+
 def encode(data: bytes) -> str:
-    """Encode bytes as codec-marked base64 text, compressed when that pays."""
+    """Encode bytes as codec-marked text, compressed when that pays."""
     if len(data) >= COMPRESS_MIN:
-        packed = zlib.compress(data, 6)
+        packed = _deflate(data)
         if len(packed) <= len(data) * 0.9:
-            return "z:" + base64.b64encode(packed).decode("ascii")
+            return "d:" + base64.b85encode(packed).decode("ascii")
     return "b:" + base64.b64encode(data).decode("ascii")
 
 
@@ -34,6 +89,8 @@ def decode(text: str) -> bytes:
     codec, _, payload = text.partition(":")
     if codec == "b":
         return base64.b64decode(payload)
+    if codec == "d":
+        return _inflate(base64.b85decode(payload))
     if codec == "z":
         return zlib.decompress(base64.b64decode(payload))
     raise ValueError(f"unknown value codec {codec!r}: written by a newer d1saver?")

@@ -57,10 +57,14 @@ RECORD_SCHEMA_VERSION = (
 # Idempotent: a retried put rewrites the same row (INSERT OR REPLACE, as SqliteSaver; nothing
 # references a checkpoint row and there are no triggers, so replacing equals updating, in a
 # third of the text of an upsert, which travels with every put).
-UPSERT_CHECKPOINT = """
-INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-    parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"""
+# The two hottest statements name no columns: they supply every column in table order
+# (CHECKPOINT_COLUMNS, WRITE_COLUMNS; a test holds the schema to them), because their text
+# travels with every put and put_writes.
+CHECKPOINT_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id",
+                      "type", "checkpoint", "metadata", "channels", "run_id", "ts")
+WRITE_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx",
+                 "channel", "type", "value")
+UPSERT_CHECKPOINT = "INSERT OR REPLACE INTO checkpoints VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"
 
 # Opt-in head guard, sent before UPSERT_CHECKPOINT in the same batch: ?4 is the parent the
 # caller built on; if the thread's newest checkpoint is another one, the insert trips the
@@ -77,10 +81,8 @@ WHERE head.checkpoint_id IS NOT ?4 AND head.checkpoint_id IS NOT ?3"""
 # REPLACE for special writes (errors, interrupts: the latest wins), IGNORE for regular ones
 # (a retry or a replayed task must not change what was stored), as WRITES_IDX_MAP intends.
 _INSERT_WRITES = """
-INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
-                              idx, channel, type, value)
-SELECT ?1, ?2, ?3, ?4, ?5, j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3
-FROM json_each(?6) AS j"""
+INSERT OR {verb} INTO writes
+SELECT ?1,?2,?3,?4,?5,value->>0,value->>1,value->>2,value->>3 FROM json_each(?6)"""
 INSERT_WRITES_REPLACE = _INSERT_WRITES.format(verb="REPLACE")
 INSERT_WRITES_IGNORE = _INSERT_WRITES.format(verb="IGNORE")
 
