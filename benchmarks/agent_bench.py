@@ -279,8 +279,18 @@ def targets(rows: list[Row], small: int, large: int) -> list[dict[str, Any]]:
             add(f"(a) {mine} {small}x plain: requests/checkpoint <= 2.5",
                 f"{d.per_checkpoint:.2f}", d.per_checkpoint <= 2.5)
         if _ok(d) and _ok(c):
-            add(f"(a) {mine} {small}x plain: run time <= 1/4 of {theirs}",
-                f"{d.run_s:.2f} s vs {c.run_s:.2f} s (1/{c.run_s / d.run_s:.1f})", d.run_s * 4 <= c.run_s)
+            figure = f"{d.run_s:.2f} s vs {c.run_s:.2f} s (1/{c.run_s / d.run_s:.1f})"
+            if theirs == "cloudflare":
+                add(f"(a) {mine} {small}x plain: run time <= 1/4 of {theirs}", figure,
+                    d.run_s * 4 <= c.run_s)
+            else:
+                # Not an issue target: the issue's reference is Cloudflare's saver as ANCHORS
+                # measures it (sync, a lock serialising every call). Its async saver sends its
+                # requests concurrently; both runs sit at LangGraph's floor (each put waits for
+                # the previous one), so only the request counts differ. Shown, not judged.
+                out.append({"target": f"(info) {mine} {small}x plain: run time vs {theirs}",
+                            "figure": figure + f"; requests {d.requests} vs {c.requests}",
+                            "result": "info"})
         d, c = _find(rows, mine, "plain", large), _find(rows, theirs, "plain", large)
         if _ok(d) and _ok(c):
             add(f"(b) {mine} {large}x plain: bytes sent <= 1/3 of {theirs} plain",
