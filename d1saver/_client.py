@@ -163,6 +163,7 @@ class D1Client:
         self._sync: httpx.Client | None = None
         self._async: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
         self._lock = threading.Lock()
+        self._blocked_until = 0.0  # monotonic time until which the API budget is spent
 
     def __repr__(self) -> str:
         return f"D1Client(url={self.url!r})"
@@ -185,12 +186,16 @@ class D1Client:
         attempt = 0
         while True:
             attempt += 1
+            pause = self._rate_limit_pause()
+            if pause > 0:
+                yield Sleep(pause)
             t0 = time.monotonic()
             status: int | None = None
             received = 0
             try:
                 response: httpx.Response = yield Send(request)
                 status, received = response.status_code, len(response.content)
+                self._note_rate_limit(response)
                 results = parse_response(response, len(statements))
                 self._trace(statements, attempt, status, None, t0, request, received)
                 return results
@@ -200,6 +205,35 @@ class D1Client:
                 if wait is None:
                     raise
                 yield Sleep(wait)
+
+    # Cloudflare allows 1200 requests per 5 minutes per user; past that, every call gets 429
+    # for 5 minutes. When the API says the budget is spent (429 with Retry-After, or
+    # X-RateLimit-Remaining: 0 with X-RateLimit-Reset), every request of this client, however
+    # concurrent, waits until then rather than prolonging the lockout: up to the retry
+    # policy's max_retry_after; a longer wait raises RateLimitError at once.
+
+    def _note_rate_limit(self, response: httpx.Response) -> None:
+        wait = None
+        if response.status_code == 429:
+            wait = retry_after(response)
+        remaining = response.headers.get("X-RateLimit-Remaining")
+        if wait is None and remaining is not None and remaining.strip() == "0":
+            wait = rate_limit_reset(response)
+        if wait:
+            with self._lock:
+                self._blocked_until = max(self._blocked_until, time.monotonic() + wait)
+
+    def _rate_limit_pause(self) -> float:
+        with self._lock:
+            pause = self._blocked_until - time.monotonic()
+        if pause <= 0:
+            return 0.0
+        if pause > self.retry.max_retry_after:
+            raise RateLimitError(
+                f"Cloudflare's API budget is spent for another {pause:.0f} s (over "
+                f"max_retry_after={self.retry.max_retry_after:.0f} s): not sending",
+                status=None, retry_after=pause)
+        return pause
 
     def _trace(self, statements, attempt, status, error, t0, request, received) -> None:
         self.requests += 1
@@ -426,6 +460,20 @@ def retry_after(response: httpx.Response) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def rate_limit_reset(response: httpx.Response) -> float | None:
+    """X-RateLimit-Reset in seconds from now: given as seconds, or as a Unix time."""
+    value = response.headers.get("X-RateLimit-Reset")
+    try:
+        reset = float(value) if value is not None else None
+    except ValueError:
+        return None
+    if reset is None:
+        return None
+    if reset > 1_000_000_000:  # a Unix timestamp
+        reset -= time.time()
+    return max(0.0, reset)
 
 
 def _sniff(response: httpx.Response) -> str:
