@@ -17,6 +17,7 @@ from typing import Any
 
 from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, Statement
 from d1saver import _sql
+from d1saver._base import id_list
 from compaction import lease as leases
 
 Progress = Callable[[int, int], None]
@@ -71,7 +72,7 @@ def list_threads(saver: D1Saver, *, page_size: int = 1000) -> list[ThreadInfo]:
 
 def thread_infos(saver: D1Saver, thread_ids: Sequence[str]) -> list[ThreadInfo]:
     (res,) = saver.client.drive(saver._exchange(
-        [Statement(_sql.THREADS_INFO, (json.dumps(list(thread_ids)),))]))
+        [Statement(_sql.THREADS_INFO, (id_list(thread_ids),))]))
     return [_info(row) for row in res.rows]
 
 

@@ -16,6 +16,7 @@ from d1saver._errors import (
     ResponseError,
     SerializationError,
     ServerError,
+    StoredValueError,
     TimeoutError,
     TransportError,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "SerializationError",
     "ServerError",
     "Statement",
+    "StoredValueError",
     "TimeoutError",
     "TraceEvent",
     "TransportError",

@@ -38,11 +38,13 @@ from d1saver._client import Commit, D1Client, Once, Param, Result, Statement
 from d1saver._errors import (
     CheckpointConflictError,
     ConfigError,
+    D1Error,
     MissingConfigKeyError,
     NotFoundError,
     QueryError,
     ResponseError,
     SerializationError,
+    StoredValueError,
 )
 
 Op = Generator[Any, Any, Any]
@@ -56,7 +58,10 @@ _WRITES_PARAM_MAX = 1_500_000
 
 def thread_id_of(config: RunnableConfig) -> str:
     try:
-        return str(config["configurable"]["thread_id"])
+        value = config["configurable"]["thread_id"]
+        if value is None:
+            raise KeyError("thread_id")
+        return str(value)
     except (KeyError, TypeError):
         raise MissingConfigKeyError(
             "config['configurable']['thread_id'] is required: pass "
@@ -85,9 +90,30 @@ def validate_filter(filter: Mapping[str, Any] | None) -> str | None:
                 "with '.' between the parts of a nested key"
             )
     try:
-        return json.dumps(dict(filter), ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(dict(filter), ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise SerializationError(f"metadata filter values must be JSON: {exc}") from None
+
+
+def id_list(ids: Iterable[Any]) -> str:
+    """Ids as the JSON parameter the list statements read: hex of their UTF-8, so that no id
+    is cut short by a JSON decoder that stops at "\\u0000" (SQLite 3.40's does)."""
+    try:
+        return json.dumps([str(i).encode("utf-8").hex() for i in ids])
+    except UnicodeEncodeError as exc:
+        raise SerializationError(f"an id is not valid Unicode ({exc.reason})") from None
+
+
+def read_rows(decode: Any, *args: Any) -> Any:
+    """Run a row decoder; rows that are not the shape asked for are D1's fault, not ours."""
+    try:
+        return decode(*args)
+    except D1Error:
+        raise
+    except (IndexError, KeyError, TypeError, ValueError) as exc:
+        raise ResponseError(
+            f"D1 returned rows d1saver cannot read ({type(exc).__name__}: {exc})") from exc
 
 
 @dataclass
@@ -167,7 +193,13 @@ class D1SaverBase(BaseCheckpointSaver[str]):
             if len(parts) != expected:
                 raise ResponseError(f"value stored in {expected} chunks, {len(parts)} found")
             text = "".join(p for _, p in parts)
-        return self.serde.loads_typed((cast(str, type_), _codec.decode(text)))
+        try:
+            return self.serde.loads_typed((cast(str, type_), _codec.decode(text)))
+        except D1Error:
+            raise
+        except Exception as exc:  # the serde's and codec's refusals vary by kind
+            raise StoredValueError(
+                f"a stored value cannot be read ({type(exc).__name__}: {exc})") from exc
 
     @staticmethod
     def _chunk_statements(thread_id: str, ns: str, cid: str, owner: str, value: _Value,
@@ -190,22 +222,23 @@ class D1SaverBase(BaseCheckpointSaver[str]):
         parent_id = config["configurable"].get("checkpoint_id")
         md = get_serializable_checkpoint_metadata(config, metadata)
         try:
-            md_json = json.dumps(md, ensure_ascii=False, separators=(",", ":"))
+            md_json = json.dumps(md, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise SerializationError(f"checkpoint metadata must be JSON: {exc}") from None
         value = self._dump(checkpoint)
         channels = json.dumps(sorted(checkpoint["channel_values"]), ensure_ascii=False)
         run_id = md.get("run_id")
-        params: list[Param] = [thread_id, ns, checkpoint["id"], parent_id, value.type,
+        parent_id = None if parent_id is None else str(parent_id)
+        params: list[Param] = [thread_id, ns, str(checkpoint["id"]), parent_id, value.type,
                                value.text, md_json, channels,
                                None if run_id is None else str(run_id), checkpoint.get("ts")]
         stmts: list[Statement] = []
         if self.guard_head:
             stmts.append(Statement(_sql.GUARD_HEAD, params[:4]))
         stmts.append(Statement(_sql.UPSERT_CHECKPOINT, params))
-        stmts += self._chunk_statements(thread_id, ns, checkpoint["id"], "", value)
+        stmts += self._chunk_statements(thread_id, ns, str(checkpoint["id"]), "", value)
         next_config: RunnableConfig = {"configurable": {
-            "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
+            "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": str(checkpoint["id"])}}
         return stmts, next_config
 
     def put_writes_statements(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
@@ -459,8 +492,8 @@ class D1SaverBase(BaseCheckpointSaver[str]):
             thread_id=thread_id, ns=str(config["configurable"].get("checkpoint_ns", "")),
             checkpoint_id=cid, before=None, filter_json=None, cursor=None, size=1)
         result, deltas = yield from self._exchange([stmt, self.delta_statement(stmt)])
-        tuples = self.tuples_from_page(result)
-        self.prefetch_deltas(deltas, tuples)
+        tuples = read_rows(self.tuples_from_page, result)
+        read_rows(self.prefetch_deltas, deltas, tuples)
         if not tuples:
             return None
         if cid:  # as other savers do: a config naming the checkpoint comes back as given
@@ -469,8 +502,8 @@ class D1SaverBase(BaseCheckpointSaver[str]):
 
     def _op_page(self, stmt: Statement) -> Op:
         result, deltas = yield from self._exchange([stmt, self.delta_statement(stmt)])
-        tuples = self.tuples_from_page(result)
-        self.prefetch_deltas(deltas, tuples)
+        tuples = read_rows(self.tuples_from_page, result)
+        read_rows(self.prefetch_deltas, deltas, tuples)
         return tuples
 
     def _op_put(self, config: RunnableConfig, checkpoint: Checkpoint,
@@ -495,13 +528,13 @@ class D1SaverBase(BaseCheckpointSaver[str]):
             yield from self._commit(stmts)
 
     def _op_delete_thread(self, thread_id: str) -> Op:
-        ids = json.dumps([str(thread_id)])
+        ids = id_list([thread_id])
         yield from self._exchange([Statement(s, (ids,)) for s in _sql.DELETE_THREADS])
 
     def _op_delete_for_runs(self, run_ids: Sequence[str]) -> Op:
         if not run_ids:
             return
-        ids = json.dumps([str(r) for r in run_ids])
+        ids = id_list(run_ids)
         stmts = _sql.retention_batch([_sql.SCOPE_RUNS, _sql.PLAN_KEEP_OTHER_RUNS])
         yield from self._exchange([Statement(s, (ids,) if "?1" in s else ()) for s in stmts])
 
@@ -514,7 +547,7 @@ class D1SaverBase(BaseCheckpointSaver[str]):
                              delete: bool = True) -> list[Statement]:
         """One retention batch over `thread_ids`: keep the `keep` newest per namespace, every
         tagged checkpoint, and the ancestors their DeltaChannels replay from; relink; delete."""
-        ids = json.dumps([str(t) for t in thread_ids], ensure_ascii=False)
+        ids = id_list(thread_ids)
         bound = []
         for s in _sql.retention_batch([_sql.SCOPE_THREADS, _sql.PLAN_KEEP],
                                       summarize=summarize, delete=delete):
@@ -530,7 +563,7 @@ class D1SaverBase(BaseCheckpointSaver[str]):
         if not thread_ids:
             return
         if strategy == "delete":
-            ids = json.dumps([str(t) for t in thread_ids])
+            ids = id_list(thread_ids)
             yield from self._exchange([Statement(s, (ids,)) for s in _sql.DELETE_THREADS])
         elif strategy == "keep_latest":
             yield from self._exchange(self.retention_statements(thread_ids, 1))
@@ -551,7 +584,7 @@ class D1SaverBase(BaseCheckpointSaver[str]):
             thread_id_of(config), str(config["configurable"].get("checkpoint_ns", "")),
             get_checkpoint_id(config), json.dumps(channels, ensure_ascii=False)))
         (result,) = yield from self._exchange([stmt])
-        return self.delta_history(result, channels)
+        return read_rows(self.delta_history, result, channels)
 
     # --- versions -------------------------------------------------------------------------
 

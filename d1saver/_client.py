@@ -30,6 +30,7 @@ from d1saver._errors import (
     QueryError,
     RateLimitError,
     ResponseError,
+    SerializationError,
     ServerError,
     TimeoutError,
     TransportError,
@@ -176,7 +177,12 @@ class D1Client:
             raise ValueError("no statements to send")
         items = [{"sql": compact_sql(s.sql), "params": list(s.params)} for s in statements]
         body = items[0] if len(items) == 1 else {"batch": items}
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        try:
+            content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise SerializationError(
+                f"a value is not valid Unicode ({exc.reason}, e.g. a lone surrogate from a bad "
+                "decode): nothing was sent") from None
         return httpx.Request("POST", self.url, headers=self._headers, content=content)
 
     def exchange(self, statements: Sequence[Statement]) -> Exchange:
@@ -196,7 +202,7 @@ class D1Client:
                 response: httpx.Response = yield Send(request)
                 status, received = response.status_code, len(response.content)
                 self._note_rate_limit(response)
-                results = parse_response(response, len(statements))
+                results = parse_response(response, len(statements), self._token)
                 self._trace(statements, attempt, status, None, t0, request, received)
                 return results
             except D1Error as exc:
@@ -366,6 +372,11 @@ def compact_sql(sql: str) -> str:
     return "'".join(parts).strip()
 
 
+# Tokens shorter than this are test values ("t"); replacing them would garble every message.
+# Cloudflare's API tokens are 40 characters.
+_REDACT_MIN = 8
+
+
 # --- the one boundary where foreign failures become ours ----------------------------------
 
 
@@ -380,16 +391,22 @@ def map_transport_error(exc: httpx.HTTPError, token: str = "") -> D1Error:
     if isinstance(exc, httpx.TimeoutException):
         err: TransportError = TimeoutError(f"D1 request timed out ({type(exc).__name__})")
     elif isinstance(exc, httpx.TransportError):
-        detail = str(exc).replace(token, "[redacted]") if token else str(exc)
+        redact = len(token) >= _REDACT_MIN
+        detail = str(exc).replace(token, "[redacted]") if redact else str(exc)
         err = ConnectionError(f"D1 request failed: {type(exc).__name__}: {detail}")
+        if redact and token in str(exc):
+            return err  # not chained: a printed traceback would show the original text
     else:
         err = ConnectionError(f"D1 request failed: {type(exc).__name__}")
     err.__cause__ = exc
     return err
 
 
-def parse_response(response: httpx.Response, expected: int) -> list[Result]:
-    """Read D1's envelope into one Result per statement, or raise the matching D1Error."""
+def parse_response(response: httpx.Response, expected: int, token: str = "") -> list[Result]:
+    """Read D1's envelope into one Result per statement, or raise the matching D1Error.
+
+    A message that echoes the token (a proxy repeating the Authorization header) is redacted.
+    """
     status = response.status_code
     try:
         envelope = response.json()
@@ -408,6 +425,8 @@ def parse_response(response: httpx.Response, expected: int) -> list[Result]:
     first = errors[0] if errors and isinstance(errors[0], dict) else {}
     code = first.get("code") if isinstance(first.get("code"), int) else None
     message = str(first.get("message") or f"D1 request failed with HTTP {status}")
+    if len(token) >= _REDACT_MIN:
+        message = message.replace(token, "[redacted]")
     if status == 429:
         raise RateLimitError(message, status=status, code=code, retry_after=retry_after(response))
     if status in (401, 403) or code == 10000:

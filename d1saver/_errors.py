@@ -13,6 +13,7 @@
     │   ├── ConnectTimeoutError / ReadTimeoutError (TimeoutError)
     │   └── ConnectionError
     ├── SerializationError          a value the serializer or JSON cannot carry
+    ├── StoredValueError            a stored value cannot be read back (refused type, codec)
     ├── CheckpointConflictError     the opt-in head guard refused a put
     ├── NotFoundError               tagging a checkpoint that does not exist
     └── LeaseHeldError              another compaction run holds the lease
@@ -94,6 +95,11 @@ class TimeoutError(TransportError):  # noqa: A001
 
 class SerializationError(D1Error, TypeError):
     """A value cannot be serialized (by the serde, or as JSON metadata)."""
+
+
+class StoredValueError(D1Error, ValueError):
+    """A stored value cannot be read back: a type outside the serializer's allowlist, an
+    unknown codec (written by a newer d1saver), or damaged data."""
 
 
 class CheckpointConflictError(D1Error):

@@ -13,7 +13,8 @@ DEFAULT_API_BASE_URL = "https://api.cloudflare.com/client/v4"
 class D1Settings(BaseSettings):
     """Where the database is and how to reach it. The token is a SecretStr: it never prints."""
 
-    model_config = SettingsConfigDict(env_file=None, extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", populate_by_name=True,
+                                      hide_input_in_errors=True)
 
     account_id: str = Field(validation_alias=AliasChoices("CLOUDFLARE_ACCOUNT_ID", "account_id"))
     api_token: SecretStr = Field(validation_alias=AliasChoices("CLOUDFLARE_API_TOKEN", "api_token"))

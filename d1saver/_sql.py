@@ -255,12 +255,16 @@ ORDER BY checkpoint_id DESC, name"""
 
 # --- deletes and copies -------------------------------------------------------------------
 
+# Lists of ids (threads, runs) arrive as a JSON array of the hex of their UTF-8: a JSON decoder
+# that stops at "\u0000" (SQLite 3.40's, the local D1's) cannot cut an id short.
+_IDS = "(SELECT CAST(unhex(value) AS TEXT) FROM json_each(?1))"
+
 # ?1: JSON array of thread ids. Children first, checkpoints last.
 DELETE_THREADS = [
-    "DELETE FROM writes WHERE thread_id IN (SELECT value FROM json_each(?1))",
-    "DELETE FROM chunks WHERE thread_id IN (SELECT value FROM json_each(?1))",
-    "DELETE FROM tags WHERE thread_id IN (SELECT value FROM json_each(?1))",
-    "DELETE FROM checkpoints WHERE thread_id IN (SELECT value FROM json_each(?1))",
+    f"DELETE FROM writes WHERE thread_id IN {_IDS}",
+    f"DELETE FROM chunks WHERE thread_id IN {_IDS}",
+    f"DELETE FROM tags WHERE thread_id IN {_IDS}",
+    f"DELETE FROM checkpoints WHERE thread_id IN {_IDS}",
 ]
 
 # ?1 source thread, ?2 target thread. Rows already on the target are replaced.
@@ -296,10 +300,10 @@ CLEAR_SCRATCH = [
     "DELETE FROM d1saver_relink",
 ]
 
-SCOPE_THREADS = "INSERT OR IGNORE INTO d1saver_scope (thread_id) SELECT value FROM json_each(?1)"
-SCOPE_RUNS = """
+SCOPE_THREADS = "INSERT OR IGNORE INTO d1saver_scope (thread_id) SELECT CAST(unhex(value) AS TEXT) FROM json_each(?1)"
+SCOPE_RUNS = f"""
 INSERT OR IGNORE INTO d1saver_scope (thread_id)
-SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN (SELECT value FROM json_each(?1))"""
+SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN {_IDS}"""
 
 _IN_SCOPE = "thread_id IN (SELECT thread_id FROM d1saver_scope)"
 
@@ -349,7 +353,7 @@ PLAN_KEEP_OTHER_RUNS = f"""
 INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
 SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints
 WHERE {_IN_SCOPE}
-  AND (run_id IS NULL OR run_id NOT IN (SELECT value FROM json_each(?1)))"""
+  AND (run_id IS NULL OR run_id NOT IN {_IDS})"""
 
 # For every kept checkpoint whose parent is not kept, walk up to the nearest kept ancestor
 # (or none) and record it, so that no parent_config ever names a deleted checkpoint.
@@ -431,10 +435,10 @@ FROM checkpoints WHERE thread_id > ?1
 GROUP BY thread_id ORDER BY thread_id LIMIT ?2"""
 
 # The same figures for named threads: ?1 JSON array of thread ids.
-THREADS_INFO = """
+THREADS_INFO = f"""
 SELECT thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT checkpoint_ns) AS namespaces,
        MAX(ts) AS updated, SUM(LENGTH(checkpoint) + LENGTH(metadata)) AS bytes
-FROM checkpoints WHERE thread_id IN (SELECT value FROM json_each(?1))
+FROM checkpoints WHERE thread_id IN {_IDS}
 GROUP BY thread_id ORDER BY thread_id"""
 
 # One thread's checkpoints, newest first (`d1saver history`): ?1 thread_id, ?2 limit.

@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from d1saver import _sql
 from d1saver._base import D1SaverBase, DeltaCache, thread_id_of, validate_filter
@@ -108,7 +109,10 @@ class D1Saver(D1SaverBase):
         group_commit: bool = True,
         group_commit_window: float | None = None,
     ) -> None:
-        super().__init__(serde=serde)
+        # Strict by default: a row naming a type outside LangGraph's allowlist of safe types
+        # is not constructed (anyone who can write the database could otherwise run code in
+        # every reader). langgraph-checkpoint 4.3's own default is permissive.
+        super().__init__(serde=serde or JsonPlusSerializer(allowed_msgpack_modules=None))
         kwargs: dict[str, Any] = {}
         if timeout is not None:
             kwargs["timeout"] = timeout
