@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, List, Optional
 
@@ -49,6 +51,17 @@ class _Conn:
     account_id = typer.Option(None, "--account-id", help="Default: $CLOUDFLARE_ACCOUNT_ID.")
     database_id = typer.Option(None, "--database-id", help="Default: $D1_DATABASE_ID.")
     api_base_url = typer.Option(None, "--api-base-url", help="Default: $D1_API_BASE_URL or Cloudflare's API.")
+
+
+@contextmanager
+def _connected(account_id: Optional[str], database_id: Optional[str],
+               api_base_url: Optional[str]) -> Iterator[D1Saver]:
+    """A saver for one command; a D1Error ends the command with its exit code and one line."""
+    try:
+        with _saver(account_id, database_id, api_base_url) as saver:
+            yield saver
+    except D1Error as exc:
+        _fail(exc)
 
 
 def _fail(exc: Exception) -> None:
@@ -130,11 +143,8 @@ def tag_cmd(
     api_base_url: Optional[str] = _Conn.api_base_url,
 ) -> None:
     """Tag a checkpoint so that compaction keeps it."""
-    try:
-        with _saver(account_id, database_id, api_base_url) as saver:
-            saver.tag(_config(thread_id, ns, checkpoint_id), name)
-    except D1Error as exc:
-        _fail(exc)
+    with _connected(account_id, database_id, api_base_url) as saver:
+        saver.tag(_config(thread_id, ns, checkpoint_id), name)
     typer.echo(f"tagged {thread_id}/{checkpoint_id} as {name!r}")
 
 
@@ -147,12 +157,8 @@ def untag_cmd(
     api_base_url: Optional[str] = _Conn.api_base_url,
 ) -> None:
     """Remove a tag; the checkpoint becomes subject to compaction again."""
-    try:
-        with _saver(account_id, database_id, api_base_url) as saver:
-            existed = saver.untag(_config(thread_id, ns, None), name)
-    except D1Error as exc:
-        _fail(exc)
-        return
+    with _connected(account_id, database_id, api_base_url) as saver:
+        existed = saver.untag(_config(thread_id, ns, None), name)
     if not existed:
         typer.echo(f"error: thread {thread_id!r} has no tag {name!r}", err=True)
         raise typer.Exit(EXIT_NOT_FOUND)
@@ -172,12 +178,8 @@ def threads_cmd(
             "bytes": lambda t: t.bytes, "id": lambda t: t.thread_id}
     if sort not in keys:
         raise typer.BadParameter(f"--sort takes one of {', '.join(keys)}")
-    try:
-        with _saver(account_id, database_id, api_base_url) as saver:
-            infos = list_threads(saver)
-    except D1Error as exc:
-        _fail(exc)
-        return
+    with _connected(account_id, database_id, api_base_url) as saver:
+        infos = list_threads(saver)
     infos.sort(key=keys[sort], reverse=sort != "id")
     if limit:
         infos = infos[:limit]
@@ -198,13 +200,9 @@ def history_cmd(
     api_base_url: Optional[str] = _Conn.api_base_url,
 ) -> None:
     """A thread's checkpoints, newest first: ids, parents, step, source, writes, tags."""
-    try:
-        with _saver(account_id, database_id, api_base_url) as saver:
-            (res,) = saver.client.drive(saver._exchange(
-                [Statement(_sql.HISTORY, (thread_id, limit))]))
-    except D1Error as exc:
-        _fail(exc)
-        return
+    with _connected(account_id, database_id, api_base_url) as saver:
+        (res,) = saver.client.drive(saver._exchange(
+            [Statement(_sql.HISTORY, (thread_id, limit))]))
     rows = res.dicts()
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
