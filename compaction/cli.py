@@ -201,8 +201,7 @@ def history_cmd(
 ) -> None:
     """A thread's checkpoints, newest first: ids, parents, step, source, writes, tags."""
     with _connected(account_id, database_id, api_base_url) as saver:
-        (res,) = saver.client.drive(saver._exchange(
-            [Statement(_sql.HISTORY, (thread_id, limit))]))
+        (res,) = saver.execute([Statement(_sql.HISTORY, (thread_id, limit))])
     rows = res.dicts()
     if as_json:
         typer.echo(json.dumps(rows, indent=2))

@@ -62,8 +62,7 @@ def list_threads(saver: D1Saver, *, page_size: int = 1000) -> list[ThreadInfo]:
     out: list[ThreadInfo] = []
     after = ""
     while True:
-        (page,) = saver.client.drive(saver._exchange(
-            [Statement(_sql.THREADS_PAGE, (after, page_size))]))
+        (page,) = saver.execute([Statement(_sql.THREADS_PAGE, (after, page_size))])
         out += [_info(row) for row in page.rows]
         if len(page.rows) < page_size:
             return out
@@ -71,8 +70,7 @@ def list_threads(saver: D1Saver, *, page_size: int = 1000) -> list[ThreadInfo]:
 
 
 def thread_infos(saver: D1Saver, thread_ids: Sequence[str]) -> list[ThreadInfo]:
-    (res,) = saver.client.drive(saver._exchange(
-        [Statement(_sql.THREADS_INFO, (id_list(thread_ids),))]))
+    (res,) = saver.execute([Statement(_sql.THREADS_INFO, (id_list(thread_ids),))])
     return [_info(row) for row in res.rows]
 
 
@@ -160,7 +158,7 @@ def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summ
                                        delete=not summary.dry_run)
     prefix = held.guard_statements() if held is not None else []
     try:
-        results = saver.client.drive(saver._exchange([*prefix, *stmts]))
+        results = saver.execute([*prefix, *stmts])
     except QueryError as exc:
         if "lease_lost" in str(exc):
             raise LeaseHeldError("this run lost its lease (it expired and another run took it);"

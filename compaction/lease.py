@@ -36,11 +36,10 @@ def new_holder() -> str:
 def acquire(saver: D1Saver, *, ttl: int, name: str = LEASE_NAME) -> Lease:
     """Take the lease or raise LeaseHeldError naming its holder and when it expires."""
     holder = new_holder()
-    (taken,) = saver.client.drive(saver._exchange(
-        [Statement(_sql.ACQUIRE_LEASE, (name, holder, int(ttl)))]))
+    (taken,) = saver.execute([Statement(_sql.ACQUIRE_LEASE, (name, holder, int(ttl)))])
     if taken.rows:
         return Lease(name, holder, int(ttl))
-    (held,) = saver.client.execute([Statement(_sql.LEASE_HOLDER, (name,))])
+    (held,) = saver.execute([Statement(_sql.LEASE_HOLDER, (name,))])
     who, left = (held.rows[0] if held.rows else ("?", "?"))
     raise LeaseHeldError(
         f"another compaction run holds the lease ({who}, {left} s left); it expires on its "
@@ -48,9 +47,9 @@ def acquire(saver: D1Saver, *, ttl: int, name: str = LEASE_NAME) -> Lease:
 
 
 def release(saver: D1Saver, lease: Lease) -> None:
-    saver.client.execute([Statement(_sql.RELEASE_LEASE, (lease.name, lease.holder))])
+    saver.execute([Statement(_sql.RELEASE_LEASE, (lease.name, lease.holder))])
 
 
 def break_lease(saver: D1Saver, name: str = LEASE_NAME) -> None:
     """Remove the lease whoever holds it (for an operator who knows no run is active)."""
-    saver.client.execute([Statement(_sql.BREAK_LEASE, (name,))])
+    saver.execute([Statement(_sql.BREAK_LEASE, (name,))])

@@ -207,9 +207,8 @@ class D1SaverBase(BaseCheckpointSaver[str]):
         if value.pieces is None:
             return []
         stmts = [Statement(_sql.DELETE_CHUNKS_OF, (thread_id, ns, cid, owner))] if verb_replace else []
-        stmts += [Statement(_sql.INSERT_CHUNK if verb_replace else
-                            _sql.INSERT_CHUNK.replace("OR REPLACE", "OR IGNORE"),
-                            (thread_id, ns, cid, owner, seq, piece))
+        sql = _sql.INSERT_CHUNK if verb_replace else _sql.INSERT_CHUNK_IGNORE
+        stmts += [Statement(sql, (thread_id, ns, cid, owner, seq, piece))
                   for seq, piece in enumerate(value.pieces)]
         return stmts
 
@@ -449,24 +448,26 @@ class D1SaverBase(BaseCheckpointSaver[str]):
     # --- operations -----------------------------------------------------------------------
 
     def _exchange(self, statements: Sequence[Statement]) -> Op:
-        """Send statements; on a fresh database, create the schema once and send again."""
-        try:
-            return (yield from self.client.exchange(statements))
-        except QueryError as exc:
-            if not self.auto_setup or "no such table" not in str(exc):
-                raise
-        yield Once("setup", self._op_setup)
-        return (yield from self.client.exchange(statements))
+        """Send statements in one request (with retries)."""
+        return (yield from self._set_up_if_missing(lambda: self.client.exchange(statements)))
 
     def _commit(self, statements: Sequence[Statement]) -> Op:
         """Like _exchange, for writes that may ride in one batch with concurrent writes."""
+        return (yield from self._set_up_if_missing(lambda: self._one(Commit(statements))))
+
+    @staticmethod
+    def _one(action: Any) -> Op:
+        return (yield action)
+
+    def _set_up_if_missing(self, send: Any) -> Op:
+        """Run `send()`; on a fresh database, create the schema once (per client) and resend."""
         try:
-            return (yield Commit(statements))
+            return (yield from send())
         except QueryError as exc:
             if not self.auto_setup or "no such table" not in str(exc):
                 raise
         yield Once("setup", self._op_setup)
-        return (yield Commit(statements))
+        return (yield from send())
 
     def _op_setup_once(self) -> Op:
         yield Once("setup", self._op_setup)

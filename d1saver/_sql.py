@@ -90,9 +90,12 @@ INSERT_WRITES_IGNORE = _INSERT_WRITES.format(verb="IGNORE")
 DELETE_CHUNKS_OF = """
 DELETE FROM chunks WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
     AND owner = ?4"""
-INSERT_CHUNK = """
-INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
+_INSERT_CHUNK = """
+INSERT OR {verb} INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6)"""
+INSERT_CHUNK = _INSERT_CHUNK.format(verb="REPLACE")
+# Pieces of a regular write, which is INSERT OR IGNORE: a replayed write keeps the first value.
+INSERT_CHUNK_IGNORE = _INSERT_CHUNK.format(verb="IGNORE")
 
 # --- reads --------------------------------------------------------------------------------
 

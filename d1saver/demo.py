@@ -191,5 +191,5 @@ def storage_summary(saver: D1Saver) -> dict[str, tuple[int, int]]:
     from d1saver._sql import STORAGE_SUMMARY
     from d1saver._client import Statement
 
-    (result,) = saver.client.execute([Statement(STORAGE_SUMMARY)])
+    (result,) = saver.execute([Statement(STORAGE_SUMMARY)])
     return {row[0]: (int(row[1]), int(row[2])) for row in result.rows}

@@ -26,7 +26,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from d1saver import _sql
 from d1saver._base import D1SaverBase, DeltaCache, thread_id_of, validate_filter
-from d1saver._client import D1Client, Statement, Tracer
+from d1saver._client import D1Client, Result, Statement, Tracer
 from d1saver._errors import NotFoundError
 from d1saver._retry import RetryPolicy
 from d1saver._settings import DEFAULT_API_BASE_URL, load_settings
@@ -169,6 +169,13 @@ class D1Saver(D1SaverBase):
 
     async def asetup(self) -> None:
         await self.client.adrive(self._op_setup_once())
+
+    def execute(self, statements: Sequence[Statement]) -> list[Result]:
+        """Run d1saver's own named statements in one request (schema created if missing).
+
+        For the compaction job and the CLI, which send statements of d1saver._sql.
+        """
+        return self.client.drive(self._exchange(statements))
 
     # --- BaseCheckpointSaver, sync --------------------------------------------------------
 
