@@ -1,6 +1,8 @@
 """d1saver: LangGraph checkpoints in Cloudflare D1, over D1's REST API."""
 
-from d1saver._client import D1Client, Result, Statement, TraceEvent
+from d1saver import admin
+from d1saver._client import D1Client
+from d1saver._protocol import Result, Statement, TraceEvent
 from d1saver._errors import (
     AuthenticationError,
     CheckpointConflictError,

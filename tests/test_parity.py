@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from d1saver import D1Error, QueryError, Statement
-from d1saver._client import Result
+from d1saver import Result
 
 S = Statement
 
