@@ -1,14 +1,16 @@
 """Generate the frozen 0.1.0 database: tests/data/v0_1_0.jsonl and v0_1_0_expected.json.
 
 Run ONCE, with the released 0.1.0 code first on the path (tag v0.1.0 = commit
-6669e6bc, checked out at /work/v010), from the repository root:
+6669e6b55beb22588a9b6e0f69325f87978717d6, checked out at /work/v010), from the repository root:
 
     PYTHONPATH=/work/v010 /work/main/.venv/bin/python tests/data/make_v0_1_0.py
 
-The committed files were made that way on 2026-11 with langgraph 1.2.22, langgraph-checkpoint
-4.3.2, langchain-core 1.7.2 and Python 3.11 (recorded in the expected file's "generated_by").
-Never regenerate them for a later version: they are what 0.1.0 wrote and read, and every later
-version must read, resume and compact them (tests/saver/test_v0_1_0_data.py).
+The committed files were made exactly so, on 2026-11-23, by this script as committed with them,
+with langgraph 1.2.22, langgraph-checkpoint 4.3.2, langchain-core 1.7.2, Python 3.11.7 and
+zlib 1.2.13 (the versions are also in the expected file's "generated_by"). Never regenerate
+them for a later version: they are what 0.1.0 wrote and read, and every later version must
+read, resume and compact them (tests/saver/test_v0_1_0_data.py). The script refuses to run
+with any d1saver but 0.1.0's.
 
 It runs the scenarios of v0_1_0_graphs.py (real LangGraph graphs) on a 0.1.0 D1Saver over the
 in-process local D1, then dumps every row of the data tables and d1saver_schema (one JSON object
@@ -21,6 +23,7 @@ fixed (message ids, inputs, seeds of the version counters and of the 2.1 MB text
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -132,9 +135,12 @@ def main() -> None:
     seen = read_back(saver)
     check_scenarios(rows, seen)
 
-    # The loader the tests use gives a database that 0.1.0 reads back identically.
+    # The loader the tests use, on the schema as 0.1.0 creates it (the frozen copy in
+    # tests/data, checked byte for byte), gives a database that 0.1.0 reads back identically.
+    schema = Path(d1saver.__file__).resolve().parent.parent / "schema.sql"
+    assert fixture.SCHEMA_PATH.read_bytes() == schema.read_bytes(), "copy 0.1.0's schema.sql"
     fresh = new_saver(LocalD1())
-    fresh.setup()
+    fixture.create_v010_schema(fresh)
     fixture.load_rows(fresh, rows)
     assert read_back(fresh) == seen, "the loaded dump reads back differently"
 
@@ -146,6 +152,7 @@ def main() -> None:
                 for p in ("langgraph", "langgraph-checkpoint", "langchain-core")}
     out = {"generated_by": {"d1saver_commit": commit, "python": platform.python_version(),
                             **versions,
+                            "schema_sql_sha256": hashlib.sha256(schema.read_bytes()).hexdigest(),
                             "command": "PYTHONPATH=/work/v010 /work/main/.venv/bin/python "
                                        "tests/data/make_v0_1_0.py"},
            "row_counts": dict(Counter(t for t, _ in rows)),

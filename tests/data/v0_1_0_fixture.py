@@ -6,6 +6,9 @@ This module is shared by the generator (run with the 0.1.0 code) and by the test
 current code), so it uses only d1saver's public API: `D1Saver.setup()`, `D1Saver.execute()` with
 `Statement`s, and the BaseCheckpointSaver methods. Loaded as a pytest plugin from
 tests/conftest.py, it provides the `v010` fixture.
+
+`v0_1_0_schema.sql` is 0.1.0's schema.sql byte for byte (its sha256 is in the expected file),
+so a database can also be built as 0.1.0 left it and then upgraded by the current code.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from d1saver import D1Saver, Statement
 HERE = Path(__file__).resolve().parent
 ROWS_PATH = HERE / "v0_1_0.jsonl"
 EXPECTED_PATH = HERE / "v0_1_0_expected.json"
+SCHEMA_PATH = HERE / "v0_1_0_schema.sql"
 
 # The tables 0.1.0 keeps data in, with their columns as 0.1.0 created them (schema version 1).
 # The loader builds its INSERTs from these names only, never from the file's keys.
@@ -78,6 +82,15 @@ def insert_statement(table: str, row: Mapping[str, Any], thread_suffix: str = ""
     sql = (f"INSERT INTO {table} ({', '.join(columns)}) "
            f"VALUES ({', '.join('?' * len(columns))})")
     return Statement(sql, values)
+
+
+def create_v010_schema(saver: D1Saver) -> None:
+    """Create the schema exactly as 0.1.0 did (version 1), in one request, without setup()."""
+    lines = [ln for ln in SCHEMA_PATH.read_text(encoding="utf-8").splitlines()
+             if not ln.lstrip().startswith("--")]
+    # 0.1.0's schema.sql ends each statement with ";" at a line end, and has no other ";\n".
+    script = "\n".join(lines)
+    saver.execute([Statement(sql.strip()) for sql in script.split(";\n") if sql.strip()])
 
 
 def load_rows(saver: D1Saver, rows: Iterable[tuple[str, Mapping[str, Any]]], *,
@@ -284,10 +297,14 @@ def v010(backend: Any) -> Iterator[Callable[..., V010Db]]:
     """
     savers: list[D1Saver] = []
 
-    def load(*names: str, **saver_kwargs: Any) -> V010Db:
+    def load(*names: str, schema: str = "current", **saver_kwargs: Any) -> V010Db:
+        """schema="current": setup() first; schema="v0.1.0": 0.1.0's schema, not upgraded."""
         saver = backend.saver(**saver_kwargs)
         savers.append(saver)
-        saver.setup()
+        if schema == "v0.1.0":
+            create_v010_schema(saver)
+        else:
+            saver.setup()
         suffix = "" if backend.name == "local" else f"@{uuid.uuid4().hex[:12]}"
         stored = sorted({row["thread_id"] for table, row in _rows() if table == "checkpoints"})
         chosen = list(names) or stored

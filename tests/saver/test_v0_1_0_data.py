@@ -8,6 +8,7 @@ script run in one go on InMemorySaver ends, running only the nodes that had not 
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from typing import Any
 
@@ -86,6 +87,16 @@ async def test_reads_back_identically_async(v010: Any, name: str) -> None:
     graph = g.graph_for(name, db.saver)
     snap = await graph.aget_state(db.config(name), subgraphs=True)
     assert fx.snapshot_entry(snap, db.subst) == expected_graph(name)["state"]
+
+
+def test_reads_back_identically_after_upgrading_its_schema(v010: Any) -> None:
+    """Built as 0.1.0 left it (its schema.sql, not upgraded), then set up by the current code."""
+    sha = hashlib.sha256(fx.SCHEMA_PATH.read_bytes()).hexdigest()
+    assert sha == fx.expected()["generated_by"]["schema_sql_sha256"]
+    db = v010(schema="v0.1.0")
+    db.saver.setup()  # upgrades through every migration since version 1
+    for name in g.THREADS:
+        assert fx.read_thread(db.saver, db.thread_ids[name], db.subst) == expected(name)
 
 
 # --- (b) every thread resumes ---------------------------------------------------------------------
