@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Interrupt, StateSnapshot
+from langgraph.types import StateSnapshot
 
 from compaction import compact
 from tests.data import v0_1_0_fixture as fx
@@ -112,7 +112,7 @@ def outcome(result: Any) -> Any:
 def view(snap: StateSnapshot) -> dict[str, Any]:
     """What a user sees of a state, without ids: values, next, tasks and their interrupts."""
     return {"values": fx.fingerprint(snap.values), "next": list(snap.next),
-            "tasks": [(t.name, [i.value for i in t.interrupts if isinstance(i, Interrupt)],
+            "tasks": [(t.name, [i.value for i in t.interrupts],
                        view(t.state) if isinstance(t.state, StateSnapshot) else None)
                       for t in snap.tasks]}
 
