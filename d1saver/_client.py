@@ -35,6 +35,7 @@ from d1saver._errors import (
     TimeoutError,
     TransportError,
 )
+from d1saver._ids import validate_account_id, validate_database_id
 from d1saver._retry import RetryPolicy
 
 Param = Union[str, int, float, None]
@@ -140,6 +141,9 @@ class D1Client:
         self._done: set[str] = set()
         self._once_lock = threading.Lock()
         self._aonce: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        # The ids go into the URL path, where '/' or '..' would reach another database.
+        validate_account_id(account_id)
+        validate_database_id(database_id)
         self.url = (
             f"{api_base_url.rstrip('/')}/accounts/{account_id}/d1/database/{database_id}/raw"
         )

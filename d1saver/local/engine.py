@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from d1saver._errors import ConfigError
+from d1saver._ids import validate_account_id, validate_database_id
+
 from .envelope import ApiError, LocalResponse, encode, error_envelope, success_envelope
 from .faults import RATE_LIMIT, DroppedConnection, Fault, FaultPlan
 from .registry import Registry
@@ -25,15 +28,15 @@ from .stats import EngineStats
 
 __all__ = ["DroppedConnection", "EngineStats", "LocalD1", "LocalResponse", "split_statements"]
 
-_ROUTE = re.compile(r"^/client/v4/accounts/([^/]+)/d1/database/([^/]+)/(query|raw)/?$")
-_DATABASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")  # also keeps ids safe as file names
+_ROUTE = re.compile(r"/client/v4/accounts/([^/]+)/d1/database/([^/]+)/(query|raw)/?\Z")
 
 
 class LocalD1:
     """D1's REST API over local SQLite: one database per database id, in memory or in `data_dir`.
 
     `handle()` takes a raw HTTP request and returns a `LocalResponse`; it raises `DroppedConnection`
-    when the fault plan drops the connection.
+    when the fault plan drops the connection. A request naming an invalid account or database id
+    (see `d1saver._ids`) gets a 404 and never reaches the file system.
     """
 
     def __init__(
@@ -88,7 +91,7 @@ class LocalD1:
     ) -> tuple[int, dict[str, Any]]:
         path = path.split("?", 1)[0]
         match = _ROUTE.match(path)
-        if match is None or not _DATABASE_ID.match(match.group(2)):
+        if match is None or not _valid_ids(match.group(1), match.group(2)):
             return 404, error_envelope(7003, f"Could not route to {path}, perhaps your object identifier is invalid?")
         if method.upper() != "POST":
             return 405, error_envelope(7001, f"Method {method.upper()} not allowed for {path}")
@@ -115,3 +118,12 @@ class LocalD1:
             return True
         return hmac.compare_digest(token.encode(), self._api_token.encode())
 
+
+def _valid_ids(account_id: str, database_id: str) -> bool:
+    """True if both ids pass d1saver's id rules, the same the client applies before sending."""
+    try:
+        validate_account_id(account_id)
+        validate_database_id(database_id)
+    except ConfigError:
+        return False
+    return True
