@@ -24,6 +24,7 @@ import httpx
 from d1saver._envelope import map_transport_error, parse_response, rate_limit_reset, retry_after
 from d1saver._errors import ConfigError, D1Error, RateLimitError, SerializationError
 from d1saver._protocol import Action, Result, Send, Sleep, Statement, TraceEvent, Tracer
+from d1saver._ids import validate_account_id, validate_database_id
 from d1saver._retry import RetryPolicy
 
 T = TypeVar("T")
@@ -54,7 +55,9 @@ class D1Client:
             raise ConfigError("the API token is empty or holds characters that cannot go in an "
                               "HTTP header: check CLOUDFLARE_API_TOKEN")
         self._token = api_token
-        self.database_id = database_id
+        # The ids go into the URL path, where '/' or '..' would reach another database.
+        self.database_id = validate_database_id(database_id)
+        validate_account_id(account_id)
         self.url = (
             f"{api_base_url.rstrip('/')}/accounts/{account_id}/d1/database/{database_id}/raw"
         )
