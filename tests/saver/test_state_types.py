@@ -157,6 +157,14 @@ def thread() -> dict[str, Any]:
 
 Scenario = Callable[[BaseCheckpointSaver, Drive], Awaitable[dict]]
 
+
+def linear(schema: type, nodes: list[Callable], saver: BaseCheckpointSaver, **kw: Any) -> Any:
+    """START -> nodes in order -> END, compiled on `saver`."""
+    g = StateGraph(schema).add_sequence(nodes)
+    g.add_edge(START, nodes[0].__name__)
+    g.add_edge(nodes[-1].__name__, END)
+    return g.compile(checkpointer=saver, **kw)
+
 # --- 1. a pydantic v2 model as the state schema, with nested models and messages --------------
 
 
@@ -181,13 +189,7 @@ async def pydantic_state(saver: BaseCheckpointSaver, d: Drive) -> dict:
         verdict = interrupt(f"{len(state.plan.steps)} steps?")
         return {"reviewed": verdict, "messages": [AIMessage("done", id="m4")]}
 
-    g = StateGraph(PlanState)
-    g.add_node("propose", propose)
-    g.add_node("review", review)
-    g.add_edge(START, "propose")
-    g.add_edge("propose", "review")
-    g.add_edge("review", END)
-    graph, config = g.compile(checkpointer=saver), thread()
+    graph, config = linear(PlanState, [propose, review], saver), thread()
     await d.invoke(graph, {"messages": []}, config)
     paused = await d.state(graph, config)
     final = await d.invoke(graph, Command(resume="ok"), config)  # channels loaded from storage
@@ -220,13 +222,7 @@ async def dataclass_state(saver: BaseCheckpointSaver, d: Drive) -> dict:
     def more(state: Bag) -> dict:
         return {"actions": [Action("answer", {"text": f"{len(state['actions'])} so far"})]}
 
-    g = StateGraph(Bag)
-    g.add_node("fill", fill)
-    g.add_node("more", more)
-    g.add_edge(START, "fill")
-    g.add_edge("fill", "more")
-    g.add_edge("more", END)
-    graph, config = g.compile(checkpointer=saver, interrupt_before=["more"]), thread()
+    graph, config = linear(Bag, [fill, more], saver, interrupt_before=["more"]), thread()
     await d.invoke(graph, {"actions": []}, config)
     paused = await d.state(graph, config)
     final = await d.invoke(graph, None, config)  # resumes from the stored checkpoint
@@ -250,11 +246,7 @@ async def custom_interrupts(saver: BaseCheckpointSaver, d: Drive) -> dict:
         return {"seen": [type(first).__name__, type(second).__name__],
                 "answers": [first, second]}
 
-    g = StateGraph(AskState)
-    g.add_node("ask", ask)
-    g.add_edge(START, "ask")
-    g.add_edge("ask", END)
-    graph, config = g.compile(checkpointer=saver), thread()
+    graph, config = linear(AskState, [ask], saver), thread()
     await d.invoke(graph, {"seen": []}, config)
     first_pause = await d.state(graph, config)
     await d.invoke(graph, Command(resume=Answer(choice="a", confidence=0.9)), config)
