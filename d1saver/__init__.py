@@ -10,9 +10,11 @@ from d1saver._errors import (
     ConnectionError,
     D1APIError,
     D1Error,
+    IntegrityError,
     LeaseHeldError,
     MissingConfigKeyError,
     NotFoundError,
+    PlaintextValueError,
     QueryError,
     RateLimitError,
     ResponseError,
@@ -21,6 +23,7 @@ from d1saver._errors import (
     StoredValueError,
     TimeoutError,
     TransportError,
+    UnknownKeyError,
 )
 from d1saver._retry import RetryPolicy
 from d1saver._settings import D1Settings, load_settings
@@ -36,9 +39,11 @@ __all__ = [
     "D1Error",
     "D1Saver",
     "D1Settings",
+    "IntegrityError",
     "LeaseHeldError",
     "MissingConfigKeyError",
     "NotFoundError",
+    "PlaintextValueError",
     "QueryError",
     "RateLimitError",
     "ResponseError",
@@ -51,5 +56,6 @@ __all__ = [
     "TimeoutError",
     "TraceEvent",
     "TransportError",
+    "UnknownKeyError",
     "load_settings",
 ]
