@@ -24,13 +24,13 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from d1saver._client import D1Client
 from d1saver._driver import Driver
 from d1saver._ops import ListPlan, Operations
 from d1saver._protocol import Result, Statement, Tracer
 from d1saver._retry import RetryPolicy
+from d1saver._serde import default_serde
 from d1saver._settings import DEFAULT_API_BASE_URL, load_settings
 from d1saver._values import Values
 
@@ -68,10 +68,10 @@ class D1Saver(BaseCheckpointSaver[str]):
         group_commit: bool = True,
         group_commit_window: float | None = None,
     ) -> None:
-        # Strict by default: a row naming a type outside LangGraph's allowlist of safe types
-        # is not constructed (anyone who can write the database could otherwise run code in
-        # every reader). langgraph-checkpoint 4.3's own default is permissive.
-        super().__init__(serde=serde or JsonPlusSerializer(allowed_msgpack_modules=None))
+        # Compatible by default, exactly as LangGraph's own savers (d1saver/_serde.py): every
+        # type that round-trips through SqliteSaver round-trips here, and
+        # LANGGRAPH_STRICT_MSGPACK is honoured as LangGraph honours it.
+        super().__init__(serde=serde or default_serde())
         kwargs: dict[str, Any] = {}
         if timeout is not None:
             kwargs["timeout"] = timeout
