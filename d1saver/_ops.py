@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -74,6 +75,13 @@ class ListPlan:
         return tuples
 
 
+@dataclass
+class SchemaState:
+    """Whether this instance knows its database's schema to be one it can use."""
+
+    checked: bool = False
+
+
 class Operations:
     """Every operation of the saver, as generators over one values codec and one cache.
 
@@ -87,7 +95,11 @@ class Operations:
         self.guard_head = guard_head
         self.auto_setup = auto_setup
         self.delta_cache = DeltaCache()
-        self.is_setup = False
+        self.schema = SchemaState()  # shared with copies (with_values)
+
+    @property
+    def is_setup(self) -> bool:
+        return self.schema.checked
 
     def with_values(self, values: Values) -> Operations:
         """The same operations (cache and setup state shared) over another values codec."""
@@ -98,38 +110,84 @@ class Operations:
     # --- sending ------------------------------------------------------------------------
 
     def exchange(self, statements: Sequence[Statement]) -> Op[list[Result]]:
-        """Send statements in one request (with retries), setting the schema up if missing."""
-        return (yield from self._set_up_if_missing(lambda: self._send(statements)))
+        """Send statements in one request (with retries), the schema checked on first use."""
+        return (yield from self._checked(statements, self._send))
 
     def commit(self, statements: Sequence[Statement]) -> Op[list[Result]]:
         """Like exchange, for writes that may ride in one batch with concurrent writes."""
-        return (yield from self._set_up_if_missing(lambda: _one(Commit(statements))))
+        return (yield from self._checked(statements, lambda stmts: _one(Commit(stmts))))
 
-    def _set_up_if_missing(self, send: Callable[[], Op[list[Result]]]) -> Op[list[Result]]:
-        """Run `send()`; on a fresh database, create the schema once (per driver) and resend."""
+    def _checked(self, statements: Sequence[Statement],
+                 send: Callable[[Sequence[Statement]], Op[list[Result]]]) -> Op[list[Result]]:
+        """Send; until this instance knows its database's schema, with READ_SCHEMA riding along
+        (bytes, not a request): an older schema is then migrated once per driver, and one this
+        d1saver cannot use refused. A statement failing for a missing table or column (a fresh
+        database, or one older than the statement) sets the schema up, then is resent."""
+        if not self.auto_setup:
+            return (yield from send(statements))
+        probe = not self.schema.checked
         try:
-            return (yield from send())
+            results = yield from send([*statements, st.read_schema()] if probe else statements)
         except QueryError as exc:
-            if not self.auto_setup or "no such table" not in str(exc):
+            if not _schema_missing(exc):
                 raise
-        yield Once("setup", self._setup)
-        return (yield from send())
+            yield Once("setup", self._setup)
+            return (yield from send(statements))
+        if probe:
+            info = _rows.read_rows(_rows.schema_info, results[-1])
+            results = results[:-1]
+            if info.version < _sql.SCHEMA_VERSION:
+                yield Once("setup", lambda: self._upgrade(info))
+            else:
+                self._accept(info)
+        return results
 
     # --- schema -------------------------------------------------------------------------
 
     def setup_once(self) -> Op[None]:
-        yield Once("setup", self._setup)
+        if not self.schema.checked:
+            yield Once("setup", self._setup)
 
     def _setup(self) -> Op[None]:
-        results = yield from self._send(st.setup_statements())
-        current = int(results[-1].rows[0][0])
-        if current > _sql.SCHEMA_VERSION:
+        """Create the schema on a fresh database, or migrate an older one (docs/MIGRATIONS.md)."""
+        try:
+            results = yield from self._send(st.setup_statements())
+            info = _rows.read_rows(_rows.schema_info, results[-1])
+        except QueryError as exc:
+            # schema.sql stopped on a database it must not touch (D1 rolled it back): read it.
+            if "schema_outdated" not in str(exc) and "schema_too_new" not in str(exc):
+                raise
+            (result,) = yield from self._send([st.read_schema()])
+            info = _rows.read_rows(_rows.schema_info, result)
+        yield from self._upgrade(info)
+
+    def _upgrade(self, info: _rows.SchemaInfo) -> Op[None]:
+        """Apply each migration after `info.version`, one atomic batch each.
+
+        Two instances may run the same step at once, and a step whose response was lost is
+        retried: the batch's first statement claims the version, so the later batch fails on
+        it, rolls back whole, and the step counts as applied.
+        """
+        self._refuse_unusable(info)
+        for version in range(max(info.version, 1) + 1, _sql.SCHEMA_VERSION + 1):
+            try:
+                yield from self._send(st.migration_statements(version))
+            except QueryError as exc:
+                if "d1saver_schema.version" not in str(exc):  # UNIQUE: applied already
+                    raise
+        self.schema.checked = True
+
+    def _accept(self, info: _rows.SchemaInfo) -> None:
+        """A database at this version or a newer one this d1saver can still use."""
+        self._refuse_unusable(info)
+        self.schema.checked = True
+
+    @staticmethod
+    def _refuse_unusable(info: _rows.SchemaInfo) -> None:
+        if info.min_reader > _sql.SCHEMA_VERSION:
             raise ConfigError(
-                f"the database has d1saver schema v{current}, newer than this d1saver's "
-                f"v{_sql.SCHEMA_VERSION}: upgrade d1saver")
-        for version in range(max(current, 1) + 1, _sql.SCHEMA_VERSION + 1):
-            yield from self._send(st.migration_statements(version))
-        self.is_setup = True
+                f"database schema v{info.version} requires d1saver schema >= "
+                f"v{info.min_reader}; this d1saver knows v{_sql.SCHEMA_VERSION}: upgrade d1saver")
 
     # --- reads --------------------------------------------------------------------------
 
@@ -238,3 +296,8 @@ class Operations:
 
 def _one(action: Any) -> Op[Any]:
     return (yield action)
+
+
+def _schema_missing(exc: QueryError) -> bool:
+    """A statement met a database without a table or column it needs: fresh, or older."""
+    return "no such table" in str(exc) or "no such column" in str(exc)

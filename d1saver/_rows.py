@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from langgraph.checkpoint.base import (
@@ -209,11 +210,30 @@ def delta_history(result: Result, channels: Sequence[str], load: Load
     return out
 
 
+@dataclass(frozen=True)
+class SchemaInfo:
+    """What a database's d1saver_schema says: its newest version, and the oldest schema
+    version whose d1saver can use it."""
+
+    version: int
+    min_reader: int
+
+
+def schema_info(result: Result) -> SchemaInfo:
+    """SchemaInfo from READ_SCHEMA's rows, by column name: rows of version 1 have no
+    min_reader (1), and rows of later versions may hold columns this code does not know."""
+    if "version" not in result.columns and result.rows:
+        raise ResponseError(f"d1saver_schema has columns {result.columns}, no version")
+    rows = result.dicts()
+    return SchemaInfo(version=max((int(r["version"]) for r in rows), default=0),
+                      min_reader=max((int(r.get("min_reader") or 1) for r in rows), default=1))
+
+
 def tags_from(result: Result) -> dict[str, str]:
     """{name: checkpoint_id} from LIST_TAGS."""
     check_columns(result, _sql.LIST_TAGS_COLUMNS)
     return {row[0]: row[1] for row in result.rows}
 
 
-__all__ = ["Load", "check_columns", "delta_history", "histories_from_walk", "pending_writes",
-           "read_rows", "tags_from", "tuples_from_page"]
+__all__ = ["Load", "SchemaInfo", "check_columns", "delta_history", "histories_from_walk",
+           "pending_writes", "read_rows", "schema_info", "tags_from", "tuples_from_page"]

@@ -10,7 +10,13 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-# --- schema -------------------------------------------------------------------------------
+# --- schema and migrations ----------------------------------------------------------------
+#
+# Forward-only steps, as Alembic's and Django's: MIGRATIONS[k - 1] takes a database from
+# version k - 1 to k, and a database records each version applied, one row in d1saver_schema.
+# A fresh database is created whole from schema.sql (the current schema, recording
+# SCHEMA_VERSION); an older one is brought up by the steps after its version, each in one
+# batch (d1saver/_ops.py, docs/MIGRATIONS.md). A released step never changes.
 
 
 def _schema_text() -> str:
@@ -40,37 +46,155 @@ def split_script(script: str) -> list[str]:
 
 
 SCHEMA_SQL = _schema_text()
+SCHEMA_STATEMENTS = split_script(SCHEMA_SQL)
 
-# Index = schema version - 1. Append only: a released entry never changes. Version 1 is
-# schema.sql itself (idempotent); later entries are lists of statements run once, in order.
-MIGRATIONS: list[list[str]] = [split_script(SCHEMA_SQL)]
+# Version 1 as d1saver 0.1.0 released it: its schema.sql without comments, frozen (a test holds
+# it to tests/data/v0_1_0_schema.sql). This code never runs it (schema.sql creates fresh
+# databases); it is the base every later step starts from.
+_V1 = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    parent_checkpoint_id TEXT,
+    type TEXT,
+    checkpoint TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    channels TEXT NOT NULL DEFAULT '[]',
+    run_id TEXT,
+    ts TEXT,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+);
+CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints (run_id);
+CREATE TABLE IF NOT EXISTS writes (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    idx INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    type TEXT,
+    value TEXT,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, owner, seq)
+);
+CREATE TABLE IF NOT EXISTS tags (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, name)
+);
+CREATE INDEX IF NOT EXISTS tags_checkpoint ON tags (thread_id, checkpoint_ns, checkpoint_id);
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS d1saver_scope (
+    thread_id TEXT PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS d1saver_keep (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+);
+CREATE TABLE IF NOT EXISTS d1saver_relink (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    new_parent TEXT,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+);
+CREATE TABLE IF NOT EXISTS d1saver_guard (
+    head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL),
+    lease_lost INTEGER CONSTRAINT lease_lost CHECK (lease_lost IS NULL)
+);
+CREATE TABLE IF NOT EXISTS d1saver_schema (
+    version INTEGER PRIMARY KEY,
+    applied_at TEXT NOT NULL
+);
+INSERT OR IGNORE INTO d1saver_schema (version, applied_at) VALUES (1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));
+"""
+
+MIGRATIONS: list[list[str]] = [
+    # 1: d1saver 0.1.0.
+    split_script(_V1),
+    # 2: guards that every version-1 database can use (d1saver_guard.lease_lost was added to
+    # version 1 in place, so databases created before lack it), and min_reader for rolling
+    # deploys. Additive: d1saver_guard stays for 0.1.0's instances.
+    [
+        """
+CREATE TABLE IF NOT EXISTS d1saver_guards (
+    head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL),
+    lease_lost INTEGER CONSTRAINT lease_lost CHECK (lease_lost IS NULL),
+    schema_outdated INTEGER CONSTRAINT schema_outdated CHECK (schema_outdated IS NULL),
+    schema_too_new INTEGER CONSTRAINT schema_too_new CHECK (schema_too_new IS NULL)
+)""",
+        "ALTER TABLE d1saver_schema ADD COLUMN min_reader INTEGER NOT NULL DEFAULT 1",
+    ],
+    # Append the next step here, as a list of statements; never edit one above, and update
+    # schema.sql to match (docs/MIGRATIONS.md).
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
-SELECT_SCHEMA_VERSION = "SELECT COALESCE(MAX(version), 0) AS version FROM d1saver_schema"
-RECORD_SCHEMA_VERSION = (
-    "INSERT OR IGNORE INTO d1saver_schema (version, applied_at) "
+# Contract steps, which code of older versions cannot use: version -> the oldest schema version
+# whose d1saver still works once that step is applied. A step not listed is additive.
+MIN_READER: dict[int, int] = {}
+
+
+def min_reader(version: int) -> int:
+    """The oldest schema version whose d1saver can use a database at `version`."""
+    return max([1, *(m for v, m in MIN_READER.items() if v <= version)])
+
+
+# Every version the database records, whole rows. It must run on every version, past and future
+# (version 1's rows have no min_reader), so it selects what the rows hold and the reader
+# (_rows.schema_info) takes columns by name. It rides along with an instance's first request.
+READ_SCHEMA = "SELECT * FROM d1saver_schema"
+# First in a migration's batch: records the version, and fails the batch ("UNIQUE constraint
+# failed: d1saver_schema.version") when it is recorded already: another instance applied the
+# step, or this one did before its response was lost. ?1 version.
+CLAIM_VERSION = (
+    "INSERT INTO d1saver_schema (version, applied_at) "
     "VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))"
 )
+# Last in a migration's batch (the column exists from version 2 on): ?1 version, ?2 min_reader.
+SET_MIN_READER = "UPDATE d1saver_schema SET min_reader = ?2 WHERE version = ?1"
 
 # --- put and put_writes -------------------------------------------------------------------
 
 # Idempotent: a retried put rewrites the same row (INSERT OR REPLACE, as SqliteSaver; nothing
 # references a checkpoint row and there are no triggers, so replacing equals updating, in a
 # third of the text of an upsert, which travels with every put).
-# The two hottest statements name no columns: they supply every column in table order
-# (CHECKPOINT_COLUMNS, WRITE_COLUMNS; a test holds the schema to them), because their text
-# travels with every put and put_writes.
+# Both hot inserts name their columns, although their text travels with every put and
+# put_writes (about 100 bytes each): a statement that supplies every column in table order
+# breaks as soon as a migration adds one, in every instance of the older release still
+# running during a rolling deploy (0.1.0's did). A column added later must have a default:
+# an older instance's REPLACE of the same row resets it.
 CHECKPOINT_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id",
                       "type", "checkpoint", "metadata", "channels", "run_id", "ts")
 WRITE_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx",
                  "channel", "type", "value")
-UPSERT_CHECKPOINT = "INSERT OR REPLACE INTO checkpoints VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"
+UPSERT_CHECKPOINT = (f"INSERT OR REPLACE INTO checkpoints ({','.join(CHECKPOINT_COLUMNS)}) "
+                     "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)")
 
 # Opt-in head guard, sent before UPSERT_CHECKPOINT in the same batch: ?4 is the parent the
 # caller built on; if the thread's newest checkpoint is another one, the insert trips the
-# CHECK on d1saver_guard and D1 rolls the batch back.
+# CHECK on d1saver_guards and D1 rolls the batch back.
 GUARD_HEAD = """
-INSERT INTO d1saver_guard (head_moved)
+INSERT INTO d1saver_guards (head_moved)
 SELECT 1 FROM (
     SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2
     ORDER BY checkpoint_id DESC LIMIT 1
@@ -80,8 +204,8 @@ WHERE head.checkpoint_id IS NOT ?4 AND head.checkpoint_id IS NOT ?3"""
 # Writes: ?6 is a JSON array of [idx, channel, type, value] rows for one task.
 # REPLACE for special writes (errors, interrupts: the latest wins), IGNORE for regular ones
 # (a retry or a replayed task must not change what was stored), as WRITES_IDX_MAP intends.
-_INSERT_WRITES = """
-INSERT OR {verb} INTO writes
+_INSERT_WRITES = f"""
+INSERT OR {{verb}} INTO writes ({','.join(WRITE_COLUMNS)})
 SELECT ?1,?2,?3,?4,?5,value->>0,value->>1,value->>2,value->>3 FROM json_each(?6)"""
 INSERT_WRITES_REPLACE = _INSERT_WRITES.format(verb="REPLACE")
 INSERT_WRITES_IGNORE = _INSERT_WRITES.format(verb="IGNORE")
@@ -486,7 +610,7 @@ WHERE leases.expires_at < CAST(strftime('%s', 'now') AS INTEGER)
 RETURNING holder"""
 # Sent first in every compaction batch: fails the batch if the lease was lost, else renews it.
 CHECK_LEASE = """
-INSERT INTO d1saver_guard (lease_lost)
+INSERT INTO d1saver_guards (lease_lost)
 SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM leases WHERE name = ?1 AND holder = ?2)"""
 RENEW_LEASE = """
 UPDATE leases SET expires_at = CAST(strftime('%s', 'now') AS INTEGER) + ?3

@@ -222,12 +222,23 @@ def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: boo
     return bound
 
 
+def read_schema() -> Statement:
+    """The versions the database records (rides along with an instance's first request)."""
+    return Statement(_sql.READ_SCHEMA)
+
+
 def setup_statements() -> list[Statement]:
-    """Schema version 1 (idempotent) and the stored version, in one batch."""
-    return [*(Statement(s) for s in _sql.MIGRATIONS[0]), Statement(_sql.SELECT_SCHEMA_VERSION)]
+    """schema.sql and the stored versions, in one batch: creates a fresh database whole,
+    changes nothing on one at this version, and fails (schema_outdated, schema_too_new) on a
+    database it must not touch."""
+    return [*(Statement(s) for s in _sql.SCHEMA_STATEMENTS), read_schema()]
 
 
 def migration_statements(version: int) -> list[Statement]:
-    """The statements that take a database to `version`, recording it, in one batch."""
-    return [*(Statement(s) for s in _sql.MIGRATIONS[version - 1]),
-            Statement(_sql.RECORD_SCHEMA_VERSION, (version,))]
+    """The step to `version` (2 or later), in one batch: claim the version (the batch fails if
+    it is recorded already), the step's statements, and the oldest code it still serves."""
+    if not 2 <= version <= len(_sql.MIGRATIONS):
+        raise ValueError(f"no migration to version {version}")
+    return [Statement(_sql.CLAIM_VERSION, (version,)),
+            *(Statement(s) for s in _sql.MIGRATIONS[version - 1]),
+            Statement(_sql.SET_MIN_READER, (version, _sql.min_reader(version)))]
