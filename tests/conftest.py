@@ -90,5 +90,4 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         b.engine.close()
         return
     real = request.getfixturevalue("wrangler_d1")
-    yield Backend("wrangler", real.base_url, real.api_token, real.account_id,
-                  real.new_database_id())
+    yield Backend("wrangler", real.base_url, real.api_token, real.account_id, real.database_id)

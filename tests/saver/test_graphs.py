@@ -22,7 +22,7 @@ from tests.saver import graphs
 
 
 def thread() -> dict[str, Any]:
-    # Unique per call: the real engine's dev Worker puts every database id in one database.
+    # Unique per call: the real-engine tests all share one database (tests/realengine.py).
     return {"configurable": {"thread_id": f"t-{uuid.uuid4().hex}"}}
 
 
