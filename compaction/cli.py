@@ -17,8 +17,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from d1saver import ConfigError, D1Error, D1Saver, LeaseHeldError, NotFoundError, Statement
-from d1saver import _sql
+from d1saver import ConfigError, D1Error, D1Saver, LeaseHeldError, NotFoundError, admin
 from compaction.job import compact, list_threads
 
 EXIT_D1, EXIT_USAGE, EXIT_LEASE, EXIT_NOT_FOUND = 1, 2, 3, 4
@@ -36,13 +35,8 @@ def parse_duration(text: str) -> timedelta:
 
 
 def _saver(account_id: Optional[str], database_id: Optional[str], api_base_url: Optional[str]) -> D1Saver:
-    from d1saver._settings import load_settings
-
-    settings = load_settings(account_id=account_id, database_id=database_id,
-                             api_base_url=api_base_url)
-    return D1Saver(account_id=settings.account_id, database_id=settings.database_id,
-                   api_token=settings.api_token.get_secret_value(),
-                   api_base_url=settings.api_base_url)
+    return D1Saver.from_env(account_id=account_id, database_id=database_id,
+                            api_base_url=api_base_url)
 
 
 class _Conn:
@@ -201,7 +195,7 @@ def history_cmd(
 ) -> None:
     """A thread's checkpoints, newest first: ids, parents, step, source, writes, tags."""
     with _connected(account_id, database_id, api_base_url) as saver:
-        (res,) = saver.execute([Statement(_sql.HISTORY, (thread_id, limit))])
+        (res,) = saver.execute([admin.history(thread_id, limit)])
     rows = res.dicts()
     if as_json:
         typer.echo(json.dumps(rows, indent=2))

@@ -15,9 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, Statement
-from d1saver import _sql
-from d1saver._base import id_list
+from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, admin
 from compaction import lease as leases
 
 Progress = Callable[[int, int], None]
@@ -62,7 +60,7 @@ def list_threads(saver: D1Saver, *, page_size: int = 1000) -> list[ThreadInfo]:
     out: list[ThreadInfo] = []
     after = ""
     while True:
-        (page,) = saver.execute([Statement(_sql.THREADS_PAGE, (after, page_size))])
+        (page,) = saver.execute([admin.threads_page(after, page_size)])
         out += [_info(row) for row in page.rows]
         if len(page.rows) < page_size:
             return out
@@ -70,7 +68,7 @@ def list_threads(saver: D1Saver, *, page_size: int = 1000) -> list[ThreadInfo]:
 
 
 def thread_infos(saver: D1Saver, thread_ids: Sequence[str]) -> list[ThreadInfo]:
-    (res,) = saver.execute([Statement(_sql.THREADS_INFO, (id_list(thread_ids),))])
+    (res,) = saver.execute([admin.thread_infos(thread_ids)])
     return [_info(row) for row in res.rows]
 
 
@@ -154,8 +152,8 @@ def _batches(infos: list[ThreadInfo], keep: int, max_checkpoints: int, max_threa
 
 def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summary,
                held: leases.Lease | None, *, expired: bool) -> None:
-    stmts = saver.retention_statements([i.thread_id for i in batch], keep, summarize=True,
-                                       delete=not summary.dry_run)
+    stmts = admin.retention([i.thread_id for i in batch], keep, summarize=True,
+                            delete=not summary.dry_run)
     prefix = held.guard_statements() if held is not None else []
     try:
         results = saver.execute([*prefix, *stmts])
@@ -164,7 +162,7 @@ def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summ
             raise LeaseHeldError("this run lost its lease (it expired and another run took it);"
                                  " nothing of this batch was applied") from exc
         raise
-    plan = next(r for s, r in zip([*prefix, *stmts], results) if s.sql == _sql.SUMMARIZE_PLAN)
+    plan = admin.retention_summary([*prefix, *stmts], results)
     summary.batches += 1
     for thread_id, total, gone, writes, size in plan.rows:
         summary.checkpoints_deleted += int(gone)

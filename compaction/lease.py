@@ -11,8 +11,7 @@ import socket
 import uuid
 from dataclasses import dataclass
 
-from d1saver import D1Saver, LeaseHeldError, Statement
-from d1saver import _sql
+from d1saver import D1Saver, LeaseHeldError, Statement, admin
 
 LEASE_NAME = "compaction"
 
@@ -25,8 +24,7 @@ class Lease:
 
     def guard_statements(self) -> list[Statement]:
         """Prefix for each batch: refuse to commit without the lease, and extend it."""
-        return [Statement(_sql.CHECK_LEASE, (self.name, self.holder)),
-                Statement(_sql.RENEW_LEASE, (self.name, self.holder, self.ttl))]
+        return admin.lease_guard(self.name, self.holder, self.ttl)
 
 
 def new_holder() -> str:
@@ -36,10 +34,10 @@ def new_holder() -> str:
 def acquire(saver: D1Saver, *, ttl: int, name: str = LEASE_NAME) -> Lease:
     """Take the lease or raise LeaseHeldError naming its holder and when it expires."""
     holder = new_holder()
-    (taken,) = saver.execute([Statement(_sql.ACQUIRE_LEASE, (name, holder, int(ttl)))])
+    (taken,) = saver.execute([admin.acquire_lease(name, holder, ttl)])
     if taken.rows:
         return Lease(name, holder, int(ttl))
-    (held,) = saver.execute([Statement(_sql.LEASE_HOLDER, (name,))])
+    (held,) = saver.execute([admin.lease_holder(name)])
     who, left = (held.rows[0] if held.rows else ("?", "?"))
     raise LeaseHeldError(
         f"another compaction run holds the lease ({who}, {left} s left); it expires on its "
@@ -47,9 +45,9 @@ def acquire(saver: D1Saver, *, ttl: int, name: str = LEASE_NAME) -> Lease:
 
 
 def release(saver: D1Saver, lease: Lease) -> None:
-    saver.execute([Statement(_sql.RELEASE_LEASE, (lease.name, lease.holder))])
+    saver.execute([admin.release_lease(lease.name, lease.holder)])
 
 
 def break_lease(saver: D1Saver, name: str = LEASE_NAME) -> None:
     """Remove the lease whoever holds it (for an operator who knows no run is active)."""
-    saver.execute([Statement(_sql.BREAK_LEASE, (name,))])
+    saver.execute([admin.break_lease(name)])

@@ -1,6 +1,8 @@
 """d1saver: LangGraph checkpoints in Cloudflare D1, over D1's REST API."""
 
-from d1saver._client import D1Client, Result, Statement, TraceEvent
+from d1saver import admin
+from d1saver._client import D1Client
+from d1saver._protocol import Result, Statement, TraceEvent
 from d1saver._errors import (
     AuthenticationError,
     CheckpointConflictError,
@@ -8,9 +10,11 @@ from d1saver._errors import (
     ConnectionError,
     D1APIError,
     D1Error,
+    IntegrityError,
     LeaseHeldError,
     MissingConfigKeyError,
     NotFoundError,
+    PlaintextValueError,
     QueryError,
     RateLimitError,
     ResponseError,
@@ -19,6 +23,7 @@ from d1saver._errors import (
     StoredValueError,
     TimeoutError,
     TransportError,
+    UnknownKeyError,
 )
 from d1saver._retry import RetryPolicy
 from d1saver._settings import D1Settings, load_settings
@@ -34,9 +39,11 @@ __all__ = [
     "D1Error",
     "D1Saver",
     "D1Settings",
+    "IntegrityError",
     "LeaseHeldError",
     "MissingConfigKeyError",
     "NotFoundError",
+    "PlaintextValueError",
     "QueryError",
     "RateLimitError",
     "ResponseError",
@@ -49,5 +56,6 @@ __all__ = [
     "TimeoutError",
     "TraceEvent",
     "TransportError",
+    "UnknownKeyError",
     "load_settings",
 ]

@@ -12,6 +12,11 @@ D1's REST API carries parameters as JSON and returns BLOB columns as arrays of i
   "z:" base64 of zlib-compressed bytes without a dictionary (rows of d1saver 0.1.0; read only);
   "c:" the value was over D1's 2 MB limit and lives in the `chunks` table as pieces of
        encoded text; the marker records the piece count.
+  "e:" base64 of a value sealed with a key (d1saver/_crypto.py): key id, nonce, then the
+       AES-256-GCM ciphertext and tag of `pack(data)`, which is one codec byte ("d" as above,
+       "b" raw) and its payload. Compressed before sealing, since ciphertext does not compress.
+       base64, not base85: Python's base85 is pure Python, about 0.5 us a byte (a 100 KB
+       value took 56 ms to seal and open in base85, 0.2 ms in base64 on this machine).
 The marker makes every stored row self-describing, so the format can evolve row by row.
 DICT_V1 must never change: rows written with it are decoded with it. A new dictionary is a
 new codec letter.
@@ -75,12 +80,20 @@ def _inflate(data: bytes) -> bytes:
     return unpacker.decompress(data) + unpacker.flush()
 
 
-def encode(data: bytes) -> str:
-    """Encode bytes as codec-marked text, compressed when that pays."""
+def _compressed(data: bytes) -> bytes | None:
+    """`data` deflated with DICT_V1 when that pays (saves 10% or more), else None."""
     if len(data) >= COMPRESS_MIN:
         packed = _deflate(data)
         if len(packed) <= len(data) * 0.9:
-            return "d:" + base64.b85encode(packed).decode("ascii")
+            return packed
+    return None
+
+
+def encode(data: bytes) -> str:
+    """Encode bytes as codec-marked text, compressed when that pays."""
+    packed = _compressed(data)
+    if packed is not None:
+        return "d:" + base64.b85encode(packed).decode("ascii")
     return "b:" + base64.b64encode(data).decode("ascii")
 
 
@@ -93,7 +106,30 @@ def decode(text: str) -> bytes:
         return _inflate(base64.b85decode(payload))
     if codec == "z":
         return zlib.decompress(base64.b64decode(payload))
+    if codec == "e":
+        raise ValueError("the value is encrypted: give the saver its encryption keys "
+                         "(encryption_keys, or D1SAVER_ENCRYPTION_KEYS)")
     raise ValueError(f"unknown value codec {codec!r}: written by a newer d1saver?")
+
+
+def pack(data: bytes) -> bytes:
+    """One codec byte and its payload, compressed when that pays: the plaintext a key seals."""
+    packed = _compressed(data)
+    return b"d" + packed if packed is not None else b"b" + data
+
+
+def unpack(packed: bytes) -> bytes:
+    """The bytes `pack` was given."""
+    codec, payload = packed[:1], packed[1:]
+    if codec == b"b":
+        return payload
+    if codec == b"d":
+        return _inflate(payload)
+    raise ValueError(f"unknown packed codec {codec!r}: written by a newer d1saver?")
+
+
+def is_sealed(text: str | None) -> bool:
+    return text is not None and text.startswith("e:")
 
 
 def split(text: str) -> list[str] | None:

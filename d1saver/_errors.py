@@ -14,12 +14,16 @@
     │   └── ConnectionError
     ├── SerializationError          a value the serializer or JSON cannot carry
     ├── StoredValueError            a stored value cannot be read back (refused type, codec)
+    │   └── IntegrityError          a value failed authentication under the encryption keys
+    │       ├── UnknownKeyError     sealed under a key the saver does not hold
+    │       └── PlaintextValueError a plaintext row where keys require a sealed one
     ├── CheckpointConflictError     the opt-in head guard refused a put
     ├── NotFoundError               tagging a checkpoint that does not exist
     └── LeaseHeldError              another compaction run holds the lease
 
 No message ever contains the API token: errors are built from D1's JSON envelope and from
-the request URL, which holds account and database ids only.
+the request URL, which holds account and database ids only. No message contains an
+encryption key either: key errors name the key's position, integrity errors the stored row.
 """
 
 from __future__ import annotations
@@ -100,6 +104,28 @@ class SerializationError(D1Error, TypeError):
 class StoredValueError(D1Error, ValueError):
     """A stored value cannot be read back: a type outside the serializer's allowlist, an
     unknown codec (written by a newer d1saver), or damaged data."""
+
+
+class IntegrityError(StoredValueError):
+    """A stored value failed authentication: altered, truncated, or moved or copied from
+    another thread, checkpoint or write slot. Nothing of it is returned."""
+
+    def __init__(self, message: str, *, thread_id: str | None = None,
+                 checkpoint_ns: str | None = None, checkpoint_id: str | None = None) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+
+
+class UnknownKeyError(IntegrityError):
+    """A value sealed under a key the saver does not hold (dropped too early after a rotation,
+    or written by someone else's key): add that key to the saver's keys."""
+
+
+class PlaintextValueError(IntegrityError):
+    """A plaintext value where the saver's keys require a sealed one: planted by someone
+    without the key, or written before keys were set (`d1saver rekey` seals such rows)."""
 
 
 class CheckpointConflictError(D1Error):

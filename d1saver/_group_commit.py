@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from d1saver._client import Result, Statement
+from d1saver._protocol import Result, Statement
 from d1saver._errors import D1Error
 
 # Bounds on one merged batch, well inside D1's 30 s per request.

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from d1saver._errors import ConfigError
+from d1saver._ids import validate_account_id, validate_database_id
 
 DEFAULT_API_BASE_URL = "https://api.cloudflare.com/client/v4"
 
@@ -24,6 +25,9 @@ class D1Settings(BaseSettings):
         validation_alias=AliasChoices("D1_API_BASE_URL", "api_base_url"),
     )
 
+    _check_account_id = field_validator("account_id")(validate_account_id)
+    _check_database_id = field_validator("database_id")(validate_database_id)
+
 
 _ENV_NAMES = {
     "account_id": "CLOUDFLARE_ACCOUNT_ID",
@@ -39,8 +43,12 @@ def load_settings(**overrides: str | None) -> D1Settings:
     try:
         return D1Settings(**given)
     except ValidationError as exc:
+        errors = exc.errors(include_input=False, include_url=False)
+        for err in errors:  # an id refused by d1saver._ids: its own message, unchanged
+            if isinstance(err.get("ctx", {}).get("error"), ConfigError):
+                raise err["ctx"]["error"] from None
         missing = []
-        for err in exc.errors(include_input=False, include_url=False):
+        for err in errors:
             loc = str(err["loc"][0]) if err["loc"] else "?"
             name = next((env for field, env in _ENV_NAMES.items() if loc in (field, env)), loc)
             missing.append(f"{name} ({err['msg'].lower()})")

@@ -123,8 +123,8 @@ page AS (
 )"""
 
 _PAGE = "WITH" + _PAGE_CTE + """
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
-       checkpoint, metadata, NULL, NULL
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
+       type AS f2, checkpoint AS f3, metadata AS f4, NULL AS f5, NULL AS f6
 FROM page
 UNION ALL
 SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
@@ -166,11 +166,12 @@ visited AS (
     WHERE checkpoint_id IS NOT NULL
     GROUP BY thread_id, checkpoint_ns, checkpoint_id
 )
-SELECT 'a' AS kind, c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
-       c.channels, c.type,
+SELECT 'a' AS kind, c.thread_id AS thread_id, c.checkpoint_ns AS checkpoint_ns,
+       c.checkpoint_id AS checkpoint_id, c.parent_checkpoint_id AS f1, c.channels AS f2,
+       c.type AS f3,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END, NULL, NULL
+            THEN c.checkpoint END AS f4, NULL AS f5, NULL AS f6
 FROM visited AS v JOIN checkpoints AS c ON c.thread_id = v.thread_id
     AND c.checkpoint_ns = v.checkpoint_ns AND c.checkpoint_id = v.checkpoint_id
 UNION ALL
@@ -184,6 +185,16 @@ SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.dat
        NULL
 FROM visited AS v JOIN chunks AS k ON k.thread_id = v.thread_id
     AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id"""
+
+# Columns of every page statement. A UNION's columns carry a meaning per row kind:
+#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata
+#   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
+#   'k' chunk:      f1 owner, f2 seq, f3 data
+#   'a' ancestor (delta walk): f1 parent_checkpoint_id, f2 channels, f3 type,
+#                   f4 checkpoint (only when it seeds a sought channel)
+PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
+                "f1", "f2", "f3", "f4", "f5", "f6")
+PAGE_DELTA_COLUMNS = PAGE_COLUMNS
 
 # Three scopes so that each uses the primary key index: one namespace of a thread (get_tuple,
 # and list with a namespace), every namespace of a thread, or every thread (list(None)).
@@ -223,10 +234,11 @@ ancestors AS (
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0
 )
-SELECT 'a' AS kind, a.depth, a.checkpoint_id, a.sought, a.type,
+SELECT 'a' AS kind, a.depth AS depth, a.checkpoint_id AS checkpoint_id, a.sought AS f1,
+       a.type AS f2,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(a.channels)))
-            THEN a.checkpoint END, NULL, NULL, NULL
+            THEN a.checkpoint END AS f3, NULL AS f4, NULL AS f5, NULL AS f6
 FROM ancestors AS a
 UNION ALL
 SELECT 'w', a.depth, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value
@@ -237,6 +249,12 @@ UNION ALL
 SELECT 'k', a.depth, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
 FROM ancestors AS a JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?2
     AND k.checkpoint_id = a.checkpoint_id"""
+
+# Columns of DELTA_HISTORY, per row kind:
+#   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint (if a seed)
+#   'w' write:    checkpoint_id, f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
+#   'k' chunk:    checkpoint_id, f1 owner, f2 seq, f3 data
+DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "f1", "f2", "f3", "f4", "f5", "f6")
 
 # --- tags ---------------------------------------------------------------------------------
 
@@ -252,6 +270,7 @@ ON CONFLICT (thread_id, checkpoint_ns, name) DO UPDATE SET
     checkpoint_id = excluded.checkpoint_id, created_at = excluded.created_at
 RETURNING checkpoint_id"""
 UNTAG = "DELETE FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND name = ?3"
+LIST_TAGS_COLUMNS = ("name", "checkpoint_id")
 LIST_TAGS = """
 SELECT name, checkpoint_id FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2
 ORDER BY checkpoint_id DESC, name"""
@@ -496,7 +515,8 @@ def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = 
 
 # Rows and stored bytes per table (the demo's "what is stored" and `d1saver threads`' totals).
 STORAGE_SUMMARY = """
-SELECT 'checkpoints', COUNT(*), COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0)
+SELECT 'checkpoints' AS tbl, COUNT(*) AS row_count,
+       COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) AS bytes
 FROM checkpoints
 UNION ALL SELECT 'writes', COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM writes
 UNION ALL SELECT 'chunks', COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM chunks

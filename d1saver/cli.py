@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Optional
 
@@ -54,13 +55,15 @@ def demo(
     run(data_dir)
 
 
-def _mount_compaction() -> None:
-    from compaction.cli import register
+def _mount_plugins() -> None:
+    """Add the commands of installed packages that register under "d1saver.commands" (the
+    compaction package does: compact, tag, untag, threads, history). An entry point, not an
+    import, so d1saver depends on nothing above it."""
+    for entry in entry_points(group="d1saver.commands"):
+        entry.load()(app)
 
-    register(app)
 
-
-_mount_compaction()
+_mount_plugins()
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, Send, interrupt
 
-from d1saver import D1Saver, TraceEvent
+from d1saver import D1Saver, TraceEvent, admin
 from d1saver.local import LocalD1, LocalD1Transport
 
 ACCOUNT_ID = "local-account"
@@ -188,8 +188,6 @@ def run(data_dir: Path | None = None, echo: Any = print) -> dict[str, Any]:
 
 def storage_summary(saver: D1Saver) -> dict[str, tuple[int, int]]:
     """Rows and stored bytes per table, read through the saver's own client."""
-    from d1saver._sql import STORAGE_SUMMARY
-    from d1saver._client import Statement
 
-    (result,) = saver.execute([Statement(STORAGE_SUMMARY)])
+    (result,) = saver.execute([admin.storage_summary()])
     return {row[0]: (int(row[1]), int(row[2])) for row in result.rows}

@@ -12,7 +12,8 @@ import pytest
 from d1saver import D1Saver, TraceEvent
 from d1saver.local import LocalD1, LocalD1Transport
 
-pytest_plugins = ["tests.realengine"]
+# tests.data.v0_1_0_fixture: the `v010` fixture (the database d1saver 0.1.0 wrote).
+pytest_plugins = ["tests.realengine", "tests.data.v0_1_0_fixture"]
 
 LOCAL_BASE_URL = "http://d1.local/client/v4"
 

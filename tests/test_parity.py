@@ -1,7 +1,7 @@
 """Parity: the same probes on the local D1 and on Wrangler's real D1 engine give the same outcome.
 
 Every test runs twice through the ``backend`` fixture (tests/conftest.py): on the in-process local
-D1 (d1saver/local/engine.py) and on workerd's D1 behind the gateway Worker (tests/realengine.py). A
+D1 (d1saver/local/) and on workerd's D1 behind the gateway Worker (tests/realengine.py). A
 test states ONE expected outcome (success and the returned values, or the error class and the key
 part of D1's message), so passing on both backends means both engines agree.
 
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from d1saver import D1Error, QueryError, Statement
-from d1saver._client import Result
+from d1saver import Result
 
 S = Statement
 

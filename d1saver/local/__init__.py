@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .engine import EngineStats, LocalD1, LocalResponse
+from .engine import LocalD1
+from .envelope import LocalResponse
 from .faults import DroppedConnection, Fault, FaultPlan
+from .stats import EngineStats
 from .transport import LocalD1Transport
 
 __all__ = [

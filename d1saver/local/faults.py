@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from .envelope import error_envelope
+
 __all__ = ["DroppedConnection", "Fault", "FaultPlan", "InjectedFault", "RATE_LIMIT"]
 
 RATE_LIMIT = 1200
@@ -45,14 +47,10 @@ class InjectedFault:
         if self.kind is Fault.RATE_LIMITED:
             wait = str(max(1, math.ceil(self.retry_after_s)))
             headers = {"Retry-After": wait, "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": wait}
-            return 429, headers, _envelope(971, "Please wait and consider throttling your request speed")
+            return 429, headers, error_envelope(971, "Please wait and consider throttling your request speed")
         if self.kind is Fault.SERVER_ERROR:
-            return self.status or 500, {}, _envelope(7500, "Internal error")
+            return self.status or 500, {}, error_envelope(7500, "Internal error")
         raise ValueError(f"{self.kind.value} has no HTTP response")
-
-
-def _envelope(code: int, message: str) -> dict[str, Any]:
-    return {"success": False, "errors": [{"code": code, "message": message}], "messages": [], "result": None}
 
 
 @dataclass

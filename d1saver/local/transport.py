@@ -9,7 +9,8 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from .engine import LocalD1, LocalResponse
+from .engine import LocalD1
+from .envelope import LocalResponse
 from .faults import DroppedConnection
 
 __all__ = ["LocalD1Transport"]

@@ -160,7 +160,7 @@ async def test_50_threads_at_once_on_local_with_latency(local: Backend) -> None:
     saver = local.saver()
     await drive_threads(saver, THREADS_LOCAL, f"c50-{uuid.uuid4().hex[:8]}")
     # Grouped commits really happened: fewer write requests than writes.
-    assert saver.client.group is not None and saver.client.group.merged > 0
+    assert saver.driver.group is not None and saver.driver.group.merged > 0
     await saver.aclose()
 
 

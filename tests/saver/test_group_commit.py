@@ -44,7 +44,7 @@ async def test_failed_write_in_a_merged_batch_fails_alone() -> None:
     saver, engine, events = make()
     config = seeded(saver)
     bad = dict(config, configurable=dict(config["configurable"]))
-    real_asend = saver.client.group._asend
+    real_asend = saver.driver.group._asend
 
     async def asend(statements):
         # Make the batch holding task-bad fail in D1, as a refused statement would.
@@ -53,7 +53,7 @@ async def test_failed_write_in_a_merged_batch_fails_alone() -> None:
             statements = [*statements, Statement("SELECT * FROM no_such_table")]
         return await real_asend(statements)
 
-    saver.client.group._asend = asend
+    saver.driver.group._asend = asend
     results = await asyncio.gather(
         saver.aput_writes(config, [("ch", "first")], "task-first"),
         saver.aput_writes(bad, [("ch", "x")], "task-bad"),

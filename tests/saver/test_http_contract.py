@@ -91,9 +91,9 @@ def raw_route(api: respx.MockRouter) -> respx.Route:
     return api.post(RAW_PATH).mock(side_effect=echo_ok)
 
 
-# Page rows, as SELECT_PAGE_* returns them: 10 columns, tagged 'c', 'w' or 'k'.
-PAGE_COLUMNS = ["kind", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id",
-                "type", "checkpoint", "metadata", "NULL", "NULL"]
+# Page rows, as SELECT_PAGE_* returns them: 10 named columns, tagged 'c', 'w' or 'k'.
+PAGE_COLUMNS = ["kind", "thread_id", "checkpoint_ns", "checkpoint_id",
+                "f1", "f2", "f3", "f4", "f5", "f6"]
 
 
 def stored(saver: D1Saver, obj: Any) -> tuple[str, str]:
@@ -212,6 +212,31 @@ def test_get_tuple_parses_checkpoint(raw_route: respx.Route, stored_thread: dict
                                         "checkpoint_id": stored_thread["parent_id"]}},
         pending_writes=[("task-a", "messages", "first"), ("task-b", "messages", "second")],
     )
+
+
+def test_page_with_columns_in_another_order_is_refused(raw_route: respx.Route,
+                                                       stored_thread: dict) -> None:
+    """Rows are read by position: a page whose columns are not the statement's named ones,
+    in order (a reordered SELECT, or /query's collapsed names), is a ResponseError, never a
+    misread checkpoint."""
+    saver = make_saver()
+    rows = page_rows(saver, stored_thread)
+    swapped = [PAGE_COLUMNS[:4] + [PAGE_COLUMNS[5], PAGE_COLUMNS[4]] + PAGE_COLUMNS[6:]]
+    for columns in (*swapped, [c if not c.startswith("f") else "NULL" for c in PAGE_COLUMNS]):
+        raw_route.side_effect = None
+        raw_route.return_value = httpx.Response(200, json=envelope(raw(columns, rows), raw()))
+        with pytest.raises(ResponseError, match="columns"):
+            saver.get_tuple(CONFIG)
+
+
+def test_query_shaped_rows_are_refused(raw_route: respx.Route) -> None:
+    """/query's rows-as-objects are not accepted: duplicate column names would collapse."""
+    saver = make_saver()
+    raw_route.side_effect = None
+    raw_route.return_value = httpx.Response(200, json=envelope(
+        {"results": [{"kind": "c"}], "success": True, "meta": {}}, raw()))
+    with pytest.raises(ResponseError, match="raw"):
+        saver.get_tuple(CONFIG)
 
 
 def test_get_tuple_joins_chunked_value(raw_route: respx.Route) -> None:

@@ -1,0 +1,270 @@
+"""Authenticated encryption of stored values: AES-256-GCM under keys given newest first.
+
+A sealed value is  key id (4) || nonce (12) || ciphertext || tag (16): 32 bytes more than
+its plaintext. The key id, the first 4 bytes of HMAC-SHA256(key, "d1saver key id"), lets a
+reader pick the key without trial decryption and says nothing about the key. New values are
+sealed with the newest key; any key held opens (rotation). Nonces are random 96-bit values:
+NIST SP 800-38D allows 2^32 seals per key that way, far more than one database's rows.
+
+The associated data (a `Binding`) is where the value is stored: its kind (checkpoint,
+metadata, write, chunk), the row's identity (thread, namespace, checkpoint; task, index and
+channel for a write) and the serializer's type tag, as length-prefixed fields. A value that
+was altered, or moved or copied to another row, fails authentication (`IntegrityError`),
+and so does a plaintext row where keys are set (`PlaintextValueError`); nothing of it is
+returned. The codec compresses before sealing (see d1saver/_codec.py), so a value's stored
+length still tracks how well its plaintext compresses.
+
+Key ids and the chunk-hash subkey use the standard library (HMAC, HKDF per RFC 5869); only
+AES-GCM needs the `cryptography` package, the `encryption` extra.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from d1saver import _codec
+from d1saver._errors import ConfigError, IntegrityError, PlaintextValueError, UnknownKeyError
+
+KEY_SIZE = 32
+KEY_ID_SIZE = 4
+NONCE_SIZE = 12
+TAG_SIZE = 16
+OVERHEAD = KEY_ID_SIZE + NONCE_SIZE + TAG_SIZE
+ENV_KEYS = "D1SAVER_ENCRYPTION_KEYS"
+SEALED = "e:"
+
+_KEY_ID_LABEL = b"d1saver key id"
+_CHUNK_ID_INFO = b"d1saver chunk id v1"
+_AAD_VERSION = b"d1saver aad v1\x00"
+_KINDS = {"checkpoint": b"C", "metadata": b"M", "write": b"W", "chunk": b"K"}
+_GENERATE = ("generate one with: python -c \"import base64, os; "
+             "print(base64.b64encode(os.urandom(32)).decode())\"")
+
+Key = bytes | str
+
+
+# --- keys -------------------------------------------------------------------------------------
+
+
+def new_key() -> str:
+    """A fresh random key, as the base64 text D1SAVER_ENCRYPTION_KEYS holds."""
+    return base64.b64encode(os.urandom(KEY_SIZE)).decode("ascii")
+
+
+def parse_key(key: Key, position: int = 1, label: str = "encryption key") -> bytes:
+    """A key as 32 bytes, from bytes or base64 text (standard or URL-safe alphabet).
+    Errors name it by `label` and `position` (1 = newest), never by its value."""
+    name = f"{label} {position}"
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        raw: bytes | None = bytes(key)
+        where = f"{name} ({len(raw)} bytes given)"
+    elif isinstance(key, str):
+        raw = _b64decode(key.strip())
+        if raw is None:
+            raise ConfigError(f"{name} is not base64 text; {_GENERATE}")
+        where = f"{name} (base64 of {len(raw)} bytes)"
+    else:
+        raise ConfigError(f"{name} is a {type(key).__name__}: give bytes or base64 text")
+    if len(raw) != KEY_SIZE:
+        raise ConfigError(f"{where}: AES-256 needs exactly {KEY_SIZE} bytes; {_GENERATE}")
+    return raw
+
+
+def _b64decode(text: str) -> bytes | None:
+    # No exception escapes with the key text in its context: failure is None.
+    try:
+        return base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def parse_keys(keys: Sequence[Key], label: str = "encryption key") -> list[bytes]:
+    """Keys newest first, each 32 bytes; at least one, no two with the same key id."""
+    if isinstance(keys, (str, bytes)):
+        keys = [keys]  # one key given bare
+    parsed = [parse_key(k, i, label) for i, k in enumerate(keys, start=1)]
+    if not parsed:
+        raise ConfigError(f"no encryption keys given; {_GENERATE}")
+    seen: dict[bytes, int] = {}
+    for i, k in enumerate(parsed, start=1):
+        kid = key_id(k)
+        if kid in seen:
+            raise ConfigError(f"{label}s {seen[kid]} and {i} have the same key id "
+                              "(the same key twice?): give each key once")
+        seen[kid] = i
+    return parsed
+
+
+def keys_from_env(environ: Mapping[str, str] | None = None) -> list[bytes] | None:
+    """The keys in D1SAVER_ENCRYPTION_KEYS (comma-separated base64, newest first), or None
+    when it is unset or blank."""
+    text = (os.environ if environ is None else environ).get(ENV_KEYS, "")
+    if not text.strip():
+        return None
+    items = [item.strip() for item in text.split(",")]
+    for i, item in enumerate(items, start=1):
+        if not item:
+            raise ConfigError(f"{ENV_KEYS} key {i} is empty (a stray comma?)")
+    return parse_keys(items, label=f"{ENV_KEYS} key")
+
+
+def key_id(key: bytes) -> bytes:
+    """The 4-byte id stored with every value sealed under `key`."""
+    return hmac.new(key, _KEY_ID_LABEL, hashlib.sha256).digest()[:KEY_ID_SIZE]
+
+
+def _hkdf_sha256(key: bytes, info: bytes) -> bytes:
+    """HKDF-SHA256 (RFC 5869), no salt, one 32-byte block."""
+    prk = hmac.new(b"\x00" * hashlib.sha256().digest_size, key, hashlib.sha256).digest()
+    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
+
+
+def keyed_hash(key: bytes, data: bytes) -> bytes:
+    """HMAC-SHA256 of `data` under a subkey derived from `key`: chunk identities that do not
+    reveal equal content to someone without the key."""
+    return hmac.new(_hkdf_sha256(key, _CHUNK_ID_INFO), data, hashlib.sha256).digest()
+
+
+# --- associated data --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where a value is stored: the associated data that binds it there, and how an error
+    names the row. Build one with the aad_for_* functions."""
+
+    kind: str
+    fields: tuple[str | None, ...]
+    thread_id: str | None = None
+    checkpoint_ns: str | None = None
+    checkpoint_id: str | None = None
+
+    def __bytes__(self) -> bytes:
+        # Every field is tagged and length-prefixed, so no two bindings encode alike.
+        out = [_AAD_VERSION, _KINDS[self.kind], struct.pack(">I", len(self.fields))]
+        for f in self.fields:
+            if f is None:
+                out.append(b"\x00")
+            else:
+                raw = f.encode("utf-8")
+                out += [b"\x01", struct.pack(">I", len(raw)), raw]
+        return b"".join(out)
+
+    def describe(self) -> str:
+        if self.thread_id is None:
+            return f"stored {self.kind} {self.fields[0]!r}"
+        return (f"stored {self.kind} of thread {self.thread_id!r}, checkpoint "
+                f"{self.checkpoint_id!r} (namespace {self.checkpoint_ns!r})")
+
+    def fail(self, cls: type[IntegrityError], why: str) -> IntegrityError:
+        return cls(f"{self.describe()} {why}", thread_id=self.thread_id,
+                   checkpoint_ns=self.checkpoint_ns, checkpoint_id=self.checkpoint_id)
+
+
+def aad_for_checkpoint(thread_id: str, ns: str, checkpoint_id: str,
+                       part: Literal["checkpoint", "metadata"], *,
+                       type_: str | None) -> Binding:
+    """The binding of a checkpoint's value or metadata; `type_` is the serializer's type tag
+    stored beside the value (None for metadata), so the tag cannot be swapped either."""
+    if part not in ("checkpoint", "metadata"):
+        raise ValueError(f"part must be 'checkpoint' or 'metadata', not {part!r}")
+    return Binding(part, (thread_id, ns, checkpoint_id, type_), thread_id, ns, checkpoint_id)
+
+
+def aad_for_write(thread_id: str, ns: str, checkpoint_id: str, task_id: str, idx: int,
+                  channel: str, *, type_: str | None) -> Binding:
+    """The binding of one pending write: its checkpoint, slot (task_id, idx) and channel."""
+    return Binding("write", (thread_id, ns, checkpoint_id, task_id, str(int(idx)), channel, type_),
+                   thread_id, ns, checkpoint_id)
+
+
+def aad_for_chunk(chunk_id: str) -> Binding:
+    """The binding of a content-addressed chunk: its keyed-hash id (shared across threads)."""
+    return Binding("chunk", (chunk_id,))
+
+
+# --- sealing ----------------------------------------------------------------------------------
+
+
+def _aesgcm() -> tuple[Any, type[Exception]]:
+    """cryptography's AESGCM class and its InvalidTag error, or a ConfigError naming the fix."""
+    try:
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ImportError:
+        pass  # raised below, outside the handler
+    else:
+        return AESGCM, InvalidTag
+    raise ConfigError("encryption keys need the 'cryptography' package: "
+                      "pip install 'd1saver[encryption]'")
+
+
+class Sealer:
+    """Seals values with the newest key and opens values sealed under any of `keys`
+    (newest first; each 32 bytes, as bytes or base64 text)."""
+
+    def __init__(self, keys: Sequence[Key]) -> None:
+        aesgcm, self._invalid_tag = _aesgcm()
+        parsed = parse_keys(keys)
+        self._ciphers = {key_id(k): aesgcm(k) for k in parsed}
+        self._newest = key_id(parsed[0])
+        self._chunk_subkey = _hkdf_sha256(parsed[0], _CHUNK_ID_INFO)
+
+    def __repr__(self) -> str:
+        return f"Sealer(keys={len(self._ciphers)}, newest={self._newest.hex()})"
+
+    @property
+    def key_ids(self) -> list[str]:
+        """The held keys' ids in hex, newest first (as error messages show them)."""
+        return [kid.hex() for kid in self._ciphers]
+
+    def seal(self, plaintext: bytes, aad: Binding) -> bytes:
+        nonce = os.urandom(NONCE_SIZE)
+        return self._newest + nonce + self._ciphers[self._newest].encrypt(
+            nonce, plaintext, bytes(aad))
+
+    def open(self, blob: bytes, aad: Binding) -> bytes:
+        """The plaintext of `blob`, or IntegrityError (UnknownKeyError for a key not held)."""
+        if len(blob) < OVERHEAD:
+            raise aad.fail(IntegrityError, "is truncated: nothing was returned")
+        kid, nonce = blob[:KEY_ID_SIZE], blob[KEY_ID_SIZE:KEY_ID_SIZE + NONCE_SIZE]
+        cipher = self._ciphers.get(kid)
+        if cipher is None:
+            raise aad.fail(UnknownKeyError, (
+                f"was sealed under key id {kid.hex()}, which this saver does not hold "
+                f"(it holds {', '.join(self.key_ids)}): add that key to the encryption keys"))
+        try:
+            return cipher.decrypt(nonce, blob[KEY_ID_SIZE + NONCE_SIZE:], bytes(aad))
+        except self._invalid_tag:
+            pass  # raised below, outside the handler: no chained context
+        raise aad.fail(IntegrityError, (
+            "failed authentication: it was altered, or moved or copied from another row; "
+            "nothing was returned"))
+
+    def seal_text(self, data: bytes, aad: Binding) -> str:
+        """`data` packed (compressed when that pays), sealed, as "e:" text for a D1 row."""
+        return SEALED + base64.b64encode(self.seal(_codec.pack(data), aad)).decode("ascii")
+
+    def open_text(self, text: str, aad: Binding) -> bytes:
+        """The bytes `seal_text` was given; a row that is not sealed is refused."""
+        if not _codec.is_sealed(text):
+            raise aad.fail(PlaintextValueError, (
+                "is not encrypted, but this saver has keys: planted by someone without the "
+                "key, or written before keys were set (`d1saver rekey` seals old rows)"))
+        try:
+            blob = base64.b64decode(text[len(SEALED):], validate=True)
+        except (binascii.Error, ValueError):
+            blob = b""  # not base64: damaged, refused as truncated
+        return _codec.unpack(self.open(blob, aad))
+
+    def keyed_hash(self, data: bytes) -> bytes:
+        """`keyed_hash` under the newest key (its subkey derived once)."""
+        return hmac.new(self._chunk_subkey, data, hashlib.sha256).digest()

@@ -1,0 +1,157 @@
+"""D1's answers, read: the REST envelope into Results or the matching D1Error, and httpx's
+failures into the error tree. The one boundary where foreign failures become ours. Pure:
+the caller passes the wall-clock time where a header names a date.
+
+Only /raw's row shape ({"columns", "rows"}) is accepted: /query's rows-as-objects collapse
+duplicate column names, and positional reads of them would misalign silently.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+from typing import Any
+
+import httpx
+
+from d1saver._errors import (
+    AuthenticationError,
+    ConfigError,
+    ConnectionError,
+    D1Error,
+    QueryError,
+    RateLimitError,
+    ResponseError,
+    ServerError,
+    TimeoutError,
+    TransportError,
+)
+from d1saver._protocol import Result
+
+# Tokens shorter than this are test values ("t"); replacing them would garble every message.
+# Cloudflare's API tokens are 40 characters.
+_REDACT_MIN = 8
+
+
+def map_transport_error(exc: httpx.HTTPError, token: str = "") -> D1Error:
+    """Translate an httpx failure; the message names the kind, never headers or the token."""
+    if isinstance(exc, httpx.LocalProtocolError):
+        # The request could not even be written (a bad header value): retrying cannot help,
+        # and h11's message quotes the header, so it is not repeated.
+        local = ConfigError(f"D1 request could not be built ({type(exc).__name__}): check "
+                            "CLOUDFLARE_API_TOKEN and the ids for invalid characters")
+        return local
+    if isinstance(exc, httpx.TimeoutException):
+        err: TransportError = TimeoutError(f"D1 request timed out ({type(exc).__name__})")
+    elif isinstance(exc, httpx.TransportError):
+        redact = len(token) >= _REDACT_MIN
+        detail = str(exc).replace(token, "[redacted]") if redact else str(exc)
+        err = ConnectionError(f"D1 request failed: {type(exc).__name__}: {detail}")
+        if redact and token in str(exc):
+            return err  # not chained: a printed traceback would show the original text
+    else:
+        err = ConnectionError(f"D1 request failed: {type(exc).__name__}")
+    err.__cause__ = exc
+    return err
+
+
+def parse_response(response: httpx.Response, expected: int, token: str = "",
+                   now: float = 0.0) -> list[Result]:
+    """Read D1's envelope into one Result per statement, or raise the matching D1Error.
+
+    A message that echoes the token (a proxy repeating the Authorization header) is redacted.
+    """
+    status = response.status_code
+    try:
+        envelope = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        envelope = None
+    if not isinstance(envelope, dict):
+        if status == 429:
+            raise RateLimitError("rate limited by Cloudflare's API", status=status,
+                                 retry_after=retry_after(response, now))
+        if status >= 500:
+            raise ServerError(f"D1 answered HTTP {status} without D1's JSON envelope",
+                              status=status)
+        raise ResponseError(f"D1 answered HTTP {status} with a body that is not D1's JSON "
+                            f"envelope ({_sniff(response)})", status=status)
+    errors = envelope.get("errors") or []
+    first = errors[0] if errors and isinstance(errors[0], dict) else {}
+    code = first.get("code") if isinstance(first.get("code"), int) else None
+    message = str(first.get("message") or f"D1 request failed with HTTP {status}")
+    if len(token) >= _REDACT_MIN:
+        message = message.replace(token, "[redacted]")
+    if status == 429:
+        raise RateLimitError(message, status=status, code=code, retry_after=retry_after(response, now))
+    if status in (401, 403) or code == 10000:
+        raise AuthenticationError(
+            f"{message}: check CLOUDFLARE_API_TOKEN (a token with D1 edit permission)",
+            status=status, code=code)
+    if status >= 500:
+        raise ServerError(message, status=status, code=code)
+    if status >= 400:
+        raise QueryError(message, status=status, code=code)
+    if envelope.get("success") is not True:
+        raise ResponseError(f"D1 answered HTTP {status} but success is not true: {message}",
+                            status=status, code=code)
+    raw = envelope.get("result")
+    if not isinstance(raw, list) or len(raw) != expected:
+        raise ResponseError(
+            f"D1 returned {len(raw) if isinstance(raw, list) else 'no'} results for "
+            f"{expected} statements", status=status)
+    return [_result(item, status) for item in raw]
+
+
+def _result(item: Any, status: int) -> Result:
+    if not isinstance(item, dict):
+        raise ResponseError("D1 result entry is not an object", status=status)
+    if item.get("success") is False:
+        raise QueryError(str(item.get("error") or "statement failed"), status=status)
+    body = item.get("results")
+    meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
+    if isinstance(body, dict):  # /raw: the only shape d1saver asks for
+        columns, rows = body.get("columns") or [], body.get("rows") or []
+        if not isinstance(columns, list) or not isinstance(rows, list):
+            raise ResponseError("D1 result columns or rows are not lists", status=status)
+        return Result(list(columns), list(rows), meta)
+    if body is None:
+        return Result([], [], meta)
+    raise ResponseError("D1 result is not /raw shaped ({columns, rows})", status=status)
+
+
+def retry_after(response: httpx.Response, now: float) -> float | None:
+    """Retry-After in seconds (delta-seconds or an HTTP date), or None when absent or bad."""
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def rate_limit_reset(response: httpx.Response, now: float) -> float | None:
+    """X-RateLimit-Reset in seconds from `now` (Unix time): given as seconds, or as a Unix time."""
+    value = response.headers.get("X-RateLimit-Reset")
+    try:
+        reset = float(value) if value is not None else None
+    except ValueError:
+        return None
+    if reset is None:
+        return None
+    if reset > 1_000_000_000:  # a Unix timestamp
+        reset -= now
+    return max(0.0, reset)
+
+
+def _sniff(response: httpx.Response) -> str:
+    kind = response.headers.get("content-type", "unknown content type")
+    return f"{kind}, {len(response.content)} bytes"
+
+
+__all__ = ["map_transport_error", "parse_response", "rate_limit_reset", "retry_after"]

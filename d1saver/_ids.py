@@ -1,0 +1,41 @@
+"""Account and database ids, checked once wherever they enter: the client, the settings, the local D1.
+
+An id becomes a URL path segment (and, in the local D1, a file name). A '/' or '..' in it would
+change which database a URL reaches (URL clients normalise `db1/../db2` to `db2`), or which file
+the local D1 opens, so only what Cloudflare's ids look like passes: letters, digits, '-', '_' and
+'.', starting with a letter or digit, not ending in '.' (Windows drops it from file names), at most
+64 characters, never '..'.
+"""
+
+from __future__ import annotations
+
+import re
+
+from d1saver._errors import ConfigError
+
+__all__ = ["MAX_ID_LENGTH", "validate_account_id", "validate_database_id"]
+
+MAX_ID_LENGTH = 64
+# Cloudflare's ids are 32 hex digits (accounts) or a UUID (databases); names used in tests
+# ("db", "db-1a2b3c4d", "local-account") pass too. \Z, not $: $ would let a trailing newline in.
+_ID = re.compile(rf"[A-Za-z0-9](?:[A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 2}}}[A-Za-z0-9_-])?\Z")
+
+
+def validate_database_id(value: object) -> str:
+    """`value` if it is a safe D1 database id, else a ConfigError naming it."""
+    return _validate(value, "database id", "D1_DATABASE_ID")
+
+
+def validate_account_id(value: object) -> str:
+    """`value` if it is a safe Cloudflare account id, else a ConfigError naming it."""
+    return _validate(value, "account id", "CLOUDFLARE_ACCOUNT_ID")
+
+
+def _validate(value: object, what: str, env: str) -> str:
+    if isinstance(value, str) and _ID.match(value) and ".." not in value:
+        return value
+    shown = repr(value) if not isinstance(value, str) or len(value) <= 80 else repr(value[:80]) + "..."
+    raise ConfigError(
+        f"invalid {what} {shown}: use 1 to {MAX_ID_LENGTH} letters, digits, '-', '_' or '.', "
+        f"starting with a letter or digit, not ending in '.', without '..' (check {env})"
+    )

@@ -1,0 +1,219 @@
+"""The rows layer: pure decoders from D1 result rows to CheckpointTuples and delta histories.
+
+No I/O and no serde of its own: values are loaded by the `Load` function given (the values
+layer's). Each reader first checks that the result's columns are the ones its statement
+names (d1saver/_sql.py), so a statement and its reader cannot drift apart silently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+from langgraph.checkpoint.base import (
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
+    writes_sort_key,
+)
+
+from d1saver import _sql
+from d1saver._errors import D1Error, ResponseError
+from d1saver._protocol import Result
+from d1saver._values import Pieces
+
+# load(type, text, pieces, owner) -> value; owner is '' for a checkpoint, '<task>/<idx>' a write.
+Load = Callable[[str | None, str | None, Pieces | None, str], Any]
+Key = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
+T = TypeVar("T")
+
+
+def read_rows(decode: Callable[..., T], *args: Any) -> T:
+    """Run a row decoder; rows that are not the shape asked for are D1's fault, not ours."""
+    try:
+        return decode(*args)
+    except D1Error:
+        raise
+    except (IndexError, KeyError, TypeError, ValueError) as exc:
+        raise ResponseError(
+            f"D1 returned rows d1saver cannot read ({type(exc).__name__}: {exc})") from exc
+
+
+def check_columns(result: Result, expected: Sequence[str]) -> None:
+    """Refuse a result whose columns are not `expected`, in order (rows are read by position)."""
+    if result.rows and tuple(result.columns) != tuple(expected):
+        raise ResponseError(
+            f"D1 returned columns {result.columns} where d1saver expects {list(expected)}")
+
+
+def tuples_from_page(result: Result, load: Load) -> list[CheckpointTuple]:
+    """CheckpointTuples from a page's 'c'/'w'/'k' rows (SELECT_PAGE_*), newest first."""
+    check_columns(result, _sql.PAGE_COLUMNS)
+    checkpoints: list[list[Any]] = []
+    writes: dict[Key, list[list[Any]]] = defaultdict(list)
+    pieces: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for row in result.rows:
+        kind, key = row[0], (row[1], row[2], row[3])
+        if kind == "c":
+            checkpoints.append(row)
+        elif kind == "w":
+            writes[key].append(row)
+        elif kind == "k":
+            pieces[key][row[4]].append((row[5], row[6]))
+    checkpoints.sort(key=lambda r: (r[3], r[1], r[2]), reverse=True)
+    out = []
+    for _, thread_id, ns, cid, parent, type_, blob, md, *_ in checkpoints:
+        key = (thread_id, ns, cid)
+        out.append(CheckpointTuple(
+            config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
+                                     "checkpoint_id": cid}},
+            checkpoint=load(type_, blob, pieces.get(key), ""),
+            metadata=cast(CheckpointMetadata, json.loads(md) if md else {}),
+            parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
+                                             "checkpoint_id": parent}} if parent else None),
+            pending_writes=pending_writes(writes.get(key, []), pieces.get(key), load),
+        ))
+    return out
+
+
+def pending_writes(rows: Iterable[list[Any]], pieces: Pieces | None,
+                   load: Load) -> list[PendingWrite]:
+    """A checkpoint's writes in LangGraph's order, from page 'w' rows."""
+    # row: kind, thread, ns, cid, task_id, task_path, idx, channel, type, value
+    ordered = sorted(rows, key=lambda r: writes_sort_key(r[5] or "", r[4], int(r[6])))
+    return [(r[4], r[7], load(r[8], r[9], pieces, f"{r[4]}/{int(r[6])}")) for r in ordered]
+
+
+def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load: Load
+                        ) -> dict[Key, dict[str, DeltaChannelHistory]]:
+    """Each tuple's DeltaChannel histories from a page's walk rows (SELECT_PAGE_DELTA_*).
+
+    A tuple whose walk leaves the fetched rows (a missing ancestor) is left out; its
+    get_delta_channel_history then asks D1 as usual.
+    """
+    check_columns(result, _sql.PAGE_DELTA_COLUMNS)
+    parents: dict[Key, str | None] = {}
+    channels: dict[Key, set[str]] = {}
+    blobs: dict[Key, tuple[str, str]] = {}
+    writes: dict[Key, list[list[Any]]] = defaultdict(list)
+    pieces: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for row in result.rows:
+        kind, key = row[0], (row[1], row[2], row[3])
+        if kind == "a":
+            parents[key] = row[4]
+            channels[key] = set(json.loads(row[5]))
+            if row[7] is not None:
+                blobs[key] = (row[6], row[7])
+        elif kind == "w":
+            writes[key].append(row)
+        elif kind == "k":
+            pieces[key][row[4]].append((row[5], row[6]))
+    decoded: dict[Key, dict[str, Any]] = {}
+    loaded: dict[Key, list[PendingWrite]] = {}
+
+    def values_at(key: Key) -> dict[str, Any]:
+        if key not in decoded:
+            type_, blob = blobs[key]
+            decoded[key] = load(type_, blob, pieces.get(key), "")["channel_values"]
+        return decoded[key]
+
+    def writes_at(key: Key) -> list[PendingWrite]:
+        if key not in loaded:
+            loaded[key] = pending_writes(writes.get(key, []), pieces.get(key), load)
+        return loaded[key]
+
+    out: dict[Key, dict[str, DeltaChannelHistory]] = {}
+    for tup in tuples:
+        conf = tup.config["configurable"]
+        counters = (tup.metadata or {}).get("counters_since_delta_snapshot") or {}
+        sought = [ch for ch in counters if ch not in tup.checkpoint["channel_values"]]
+        if not sought:
+            continue
+        thread_id, ns = conf["thread_id"], conf["checkpoint_ns"]
+        parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        histories: dict[str, DeltaChannelHistory] = {}
+        complete = True
+        for ch in sought:
+            collected: list[PendingWrite] = []
+            entry: DeltaChannelHistory = {"writes": collected}
+            seen: set[str] = set()
+            cur = parent
+            while cur is not None and cur not in seen:
+                key = (thread_id, ns, cur)
+                if key not in parents:
+                    complete = False
+                    break
+                seen.add(cur)
+                collected.extend(w for w in reversed(writes_at(key)) if w[1] == ch)
+                if ch in channels[key]:
+                    entry["seed"] = values_at(key)[ch]
+                    break
+                cur = parents[key]
+            collected.reverse()
+            histories[ch] = entry
+        if complete:
+            out[(thread_id, ns, conf["checkpoint_id"])] = histories
+    return out
+
+
+def delta_history(result: Result, channels: Sequence[str], load: Load
+                  ) -> dict[str, DeltaChannelHistory]:
+    """Per-channel writes (oldest first) and seeds from DELTA_HISTORY's rows."""
+    check_columns(result, _sql.DELTA_HISTORY_COLUMNS)
+    ancestors: dict[int, list[Any]] = {}
+    writes: dict[int, list[list[Any]]] = defaultdict(list)
+    pieces: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for row in result.rows:
+        kind, depth = row[0], int(row[1])
+        if kind == "a":
+            ancestors[depth] = row
+        elif kind == "w":
+            writes[depth].append(row)
+        elif kind == "k":
+            pieces[row[2]][row[3]].append((row[4], row[5]))
+    collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
+    seeds: dict[str, Any] = {}
+    seen: set[str] = set()
+    path: list[int] = []
+    for depth in sorted(ancestors):  # nearest first; stop if a corrupt chain loops
+        cid = ancestors[depth][2]
+        if cid in seen:
+            break
+        seen.add(cid)
+        path.append(depth)
+    for depth in path:
+        _, _, cid, sought_json, type_, blob, *_ = ancestors[depth]
+        sought = set(json.loads(sought_json))
+        if blob is not None:
+            values = load(type_, blob, pieces.get(cid), "")["channel_values"]
+            for ch in sought:
+                if ch in values and ch not in seeds:
+                    seeds[ch] = values[ch]
+    for depth in reversed(path):
+        cid = ancestors[depth][2]
+        # row: kind, depth, cid, task_id, task_path, idx, channel, type, value
+        for r in sorted(writes.get(depth, []),
+                        key=lambda r: writes_sort_key(r[4] or "", r[3], int(r[5]))):
+            if r[6] in collected:
+                collected[r[6]].append(
+                    (r[3], r[6], load(r[7], r[8], pieces.get(cid), f"{r[3]}/{int(r[5])}")))
+    out: dict[str, DeltaChannelHistory] = {}
+    for ch in channels:
+        entry: DeltaChannelHistory = {"writes": collected[ch]}
+        if ch in seeds:
+            entry["seed"] = seeds[ch]
+        out[ch] = entry
+    return out
+
+
+def tags_from(result: Result) -> dict[str, str]:
+    """{name: checkpoint_id} from LIST_TAGS."""
+    check_columns(result, _sql.LIST_TAGS_COLUMNS)
+    return {row[0]: row[1] for row in result.rows}
+
+
+__all__ = ["Load", "check_columns", "delta_history", "histories_from_walk", "pending_writes",
+           "read_rows", "tags_from", "tuples_from_page"]

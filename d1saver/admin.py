@@ -1,0 +1,85 @@
+"""Statements for maintenance tools, to send with `D1Saver.execute`: d1saver's public SQL.
+
+The compaction job and the CLI build their requests here and read the named columns of the
+results; the SQL itself stays in d1saver's catalogue (d1saver/_sql.py), so every statement
+d1saver ships lives in one place and runs on the real engine in CI.
+
+    saver.execute([threads_page("", 1000)])       # a page of threads with their figures
+    saver.execute(retention(["t1"], keep=5))      # one atomic retention batch
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from d1saver import _sql
+from d1saver import _statements as st
+from d1saver._protocol import Result, Statement
+
+
+def threads_page(after: str, size: int) -> Statement:
+    """Threads after `after` ('' first) in thread_id order; columns: thread_id, checkpoints,
+    namespaces, updated (newest ts), bytes (stored checkpoint bytes)."""
+    return Statement(_sql.THREADS_PAGE, (after, int(size)))
+
+
+def thread_infos(thread_ids: Sequence[str]) -> Statement:
+    """The same figures as `threads_page` for the named threads (those that exist)."""
+    return Statement(_sql.THREADS_INFO, (st.id_list(thread_ids),))
+
+
+def history(thread_id: str, limit: int) -> Statement:
+    """One thread's checkpoints, newest first; columns: checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, step, source, ts, bytes, writes, tags (comma-separated)."""
+    return Statement(_sql.HISTORY, (thread_id, int(limit)))
+
+
+def storage_summary() -> Statement:
+    """Rows and stored bytes per table; columns: tbl, row_count, bytes."""
+    return Statement(_sql.STORAGE_SUMMARY)
+
+
+def retention(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
+              delete: bool = True) -> list[Statement]:
+    """One atomic batch over `thread_ids`: keep the `keep` newest checkpoints per namespace,
+    the tagged ones and what their DeltaChannels replay from; relink parents; delete the rest.
+    With `summarize`, one statement reports per thread what goes (see `retention_summary`)."""
+    return st.retention_statements(thread_ids, keep, summarize=summarize, delete=delete)
+
+
+def retention_summary(statements: Sequence[Statement], results: Sequence[Result]) -> Result:
+    """The summary among a retention batch's results; columns: thread_id, checkpoints_total,
+    checkpoints, writes, bytes (what the batch deletes per thread)."""
+    return next(r for s, r in zip(statements, results) if s.sql == _sql.SUMMARIZE_PLAN)
+
+
+# --- leases: keep two maintenance runs from overlapping, on the database's clock ----------
+
+def acquire_lease(name: str, holder: str, ttl: int) -> Statement:
+    """Takes the lease if free, expired or already ours; returns a row (holder) if taken."""
+    return Statement(_sql.ACQUIRE_LEASE, (name, holder, int(ttl)))
+
+
+def lease_guard(name: str, holder: str, ttl: int) -> list[Statement]:
+    """Prefix for a batch: fail it ("lease_lost") unless the lease is still ours; renew it."""
+    return [Statement(_sql.CHECK_LEASE, (name, holder)),
+            Statement(_sql.RENEW_LEASE, (name, holder, int(ttl)))]
+
+
+def release_lease(name: str, holder: str) -> Statement:
+    return Statement(_sql.RELEASE_LEASE, (name, holder))
+
+
+def break_lease(name: str) -> Statement:
+    """Removes the lease whoever holds it."""
+    return Statement(_sql.BREAK_LEASE, (name,))
+
+
+def lease_holder(name: str) -> Statement:
+    """Columns: holder, seconds_left."""
+    return Statement(_sql.LEASE_HOLDER, (name,))
+
+
+__all__ = ["acquire_lease", "break_lease", "history", "lease_guard", "lease_holder",
+           "release_lease", "retention", "retention_summary",
+           "storage_summary", "thread_infos", "threads_page"]

@@ -1,0 +1,62 @@
+"""The local D1's databases by id: opened on first use, in memory or as one SQLite file each.
+
+A file is `<data_dir>/<database_id>.sqlite`. The id is validated again here and the path checked
+to stay directly inside the data directory, so no request can name a file elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from d1saver._errors import ConfigError
+from d1saver._ids import validate_database_id
+
+from .database import Database
+
+__all__ = ["Registry", "database_file"]
+
+
+def database_file(root: Path, database_id: str) -> Path:
+    """The file of `database_id` directly inside `root` (an absolute, resolved directory).
+
+    Raises ConfigError for an invalid id, or for one whose path would leave `root`."""
+    name = f"{validate_database_id(database_id)}.sqlite"
+    path = root / name
+    if Path(os.path.normpath(path)) != path or path.parent != root or path.name != name:
+        raise ConfigError(f"database id {database_id!r} names a file outside {str(root)!r}")
+    return path
+
+
+class Registry:
+    """One `Database` per database id, kept open until `close()`; safe to use from many threads."""
+
+    def __init__(self, data_dir: Path | None) -> None:
+        self._root: Path | None = None
+        if data_dir is not None:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            self._root = data_dir.resolve()
+        self._databases: dict[str, Database] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def get(self, database_id: str) -> Database:
+        """The database named `database_id`, opened (and its file created) on first use."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("LocalD1 is closed")
+            database = self._databases.get(database_id)
+            if database is None:
+                validate_database_id(database_id)  # in memory too: one rule for every id
+                target = ":memory:" if self._root is None else str(database_file(self._root, database_id))
+                database = self._databases[database_id] = Database(target)
+            return database
+
+    def close(self) -> None:
+        """Close every database connection; no database can be opened afterwards."""
+        with self._lock:
+            self._closed = True
+            databases, self._databases = list(self._databases.values()), {}
+        for database in databases:
+            database.close()

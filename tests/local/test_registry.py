@@ -1,0 +1,47 @@
+"""The local D1's databases by id: files stay inside the data dir, whatever the request names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from d1saver import ConfigError
+from d1saver.local import LocalD1, LocalD1Transport
+from d1saver.local.registry import Registry, database_file
+
+AUTH = {"Authorization": "Bearer t"}
+
+
+def test_database_file_is_directly_inside_the_root(tmp_path: Path) -> None:
+    root = tmp_path.resolve()
+    assert database_file(root, "db-1") == root / "db-1.sqlite"
+    for bad in ("../x", "db1/../db2", "..", "a\\b", "db\n"):
+        with pytest.raises(ConfigError, match="invalid database id"):
+            database_file(root, bad)
+
+
+def test_registry_refuses_a_bad_id_without_touching_the_disk(tmp_path: Path) -> None:
+    registry = Registry(tmp_path / "data")
+    try:
+        with pytest.raises(ConfigError):
+            registry.get("../escape")
+        assert registry.get("db").conn is registry.get("db").conn  # opened once
+    finally:
+        registry.close()
+    assert sorted(p.name for p in tmp_path.rglob("*.sqlite")) == ["db.sqlite"]
+    with pytest.raises(RuntimeError, match="closed"):
+        registry.get("db")
+
+
+@pytest.mark.parametrize("segment", ["db%0A", "db%0D", "db%09", "db1%2F..%2Fdb2", ".", "db."])
+def test_in_process_ids_are_checked_after_url_decoding(tmp_path: Path, segment: str) -> None:
+    """httpx hands the transport a decoded path: `db%0A` arrives as 'db\\n', which the old route
+    check let through (its `$` matched before the newline) into a file named 'db\\n.sqlite'."""
+    with LocalD1(tmp_path / "data") as engine, \
+            httpx.Client(transport=LocalD1Transport(engine), headers=AUTH) as client:
+        url = f"https://api.cloudflare.com/client/v4/accounts/acc/d1/database/{segment}/query"
+        response = client.post(url, json={"sql": "CREATE TABLE t (x)"})
+        assert response.status_code == 404 and response.json()["errors"][0]["code"] == 7003
+    assert list(tmp_path.rglob("*.sqlite")) == []

@@ -1,0 +1,117 @@
+"""Pins the stored value formats byte for byte, so no stored row ever becomes unreadable.
+
+Every value d1saver stores is "<codec>:<payload>" text (d1saver/_codec.py). Rows live for
+months across releases, so:
+- decoding each codec's pinned text must give back its exact input, forever ("b:", "d:", and
+  "z:", which only pre-0.1.0 builds wrote);
+- what the current writer emits for fixed inputs is pinned too: a change there is a new
+  format, which needs a new codec letter, not an edit;
+- DICT_V1, the "d:" preset dictionary, is pinned by its sha256: one byte reformatted and every
+  "d:" row decodes to garbage or fails;
+- "c:" values (over D1's 2 MB limit, split into the chunks table) written by 0.1.0 decode.
+
+This file imports the private d1saver._codec on purpose: it pins a private storage format.
+(_codec keeps its name through refactors; everything else here uses public API.)
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zlib
+from typing import Any
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from d1saver import _codec
+from tests.data import v0_1_0_fixture as fx
+from tests.data import v0_1_0_graphs as g
+
+DICT_V1_SHA256 = "8db8c5e69e3f4cebba14afc9b65dc5df2e00e52c793fe6a81cf27d7ac7cee7ea"
+DICT_V1_BYTES = 2409
+
+# 28 bytes, under COMPRESS_MIN: stored raw.
+SMALL = bytes(range(0, 256, 7))
+SMALL_B = "b:AAcOFRwjKjE4P0ZNVFtiaXB3foWMk5qhqK+2vcTL0tng5+71/A=="
+
+# 224 pseudo-random bytes: zlib cannot save 10%, so they are stored raw too.
+RANDOM = b"".join(hashlib.sha256(bytes([i])).digest() for i in range(7))
+RANDOM_B = (
+    "b:bjQLnP+zepicpUTmu3gKLHiQHT+zNzh2hRGjBhevoB1L9RIvNEVUxTveLruM0rfj0WAK1jHDhaXXzOI8d4VFmtvBtMkA/+SNV"
+    "1tdpcY4BAEl9l2w/j4kSUt26phkV9mGCE/tCLl4r019GWp0RqhrWACeY2thHbFiEbZamq3/KcXlLZxQjFAjRzRNjAetkcvWBor8"
+    "df9ikvBioJyjgcieced7mprp4wsNvbb1EKJk753ngVAde2uSronrBZxat0PbZ1humPrSfaC5lovAOaHvNMk5ubjlI6i++J1Hhgj"
+    "F7PY="
+)
+
+# LangGraph's serde bytes (msgpack) of AIMessage(content="The answer is 42.", id="ai-1", one
+# tool call), as langgraph-checkpoint 4.3 writes them: 249 bytes, 81 characters as "d:".
+MESSAGE = bytes.fromhex(
+    "c7f60594ba6c616e67636861696e5f636f72652e6d657373616765732e6169a941494d65737361676589a7636f6e"
+    "74656e74b154686520616e737765722069732034322eb16164646974696f6e616c5f6b776172677380b172657370"
+    "6f6e73655f6d6574616461746180a474797065a26169a46e616d65c0a26964a461692d31aa746f6f6c5f63616c6c"
+    "739184a46e616d65a6736561726368a46172677381a57175657279a26431a26964a663616c6c2d31a474797065a9"
+    "746f6f6c5f63616c6cb2696e76616c69645f746f6f6c5f63616c6c7390ae75736167655f6d65746164617461c0b3"
+    "6d6f64656c5f76616c69646174655f6a736f6e"
+)
+MESSAGE_D = "d:c)N0Lot!)VjnuTXF(e~ZAu+GGJhez6vsl5zNRI>$Bd3}riJ7{FL?wqsDTYAx%Rs7h4M|T32e5e@01YH-e*"
+
+# "z:" as the first builds wrote it (commit c51f07b's encode: base64 of zlib.compress(data, 6)).
+# d1saver 0.1.0 reads it and never writes it.
+PROSE = b"The quick brown fox jumps over the lazy dog. " * 14
+PROSE_Z = "z:eJwLyUhVKCzNTM5WSCrKL89TSMuvUMgqzS0oVsgvSy1SKAFK5yRWVSqk5KfrKYSMKh5VTA3FADgI4iM="
+
+
+def test_dict_v1_is_pinned() -> None:
+    assert len(_codec.DICT_V1) == DICT_V1_BYTES
+    assert hashlib.sha256(_codec.DICT_V1).hexdigest() == DICT_V1_SHA256
+
+
+def test_b_decodes_and_encodes_exactly() -> None:
+    assert _codec.decode(SMALL_B) == SMALL
+    assert _codec.decode(RANDOM_B) == RANDOM
+    assert _codec.encode(SMALL) == SMALL_B
+    assert _codec.encode(RANDOM) == RANDOM_B
+
+
+def test_d_decodes_and_encodes_exactly() -> None:
+    assert _codec.decode(MESSAGE_D) == MESSAGE
+    # The zlib stream names its preset dictionary by Adler-32: DICT_V1's, exactly.
+    header = base64.b85decode(MESSAGE_D[2:])[:6]
+    assert header[1] & 0x20, "FDICT flag"
+    assert int.from_bytes(header[2:6], "big") == zlib.adler32(_codec.DICT_V1)
+    # Deflate's output at level 6 with this dictionary (zlib 1.2.13 here): a different
+    # encoder output is a new format and needs a new codec letter.
+    assert _codec.encode(MESSAGE) == MESSAGE_D
+
+
+def test_z_decodes_exactly() -> None:
+    assert _codec.decode(PROSE_Z) == PROSE
+
+
+def test_c_marker_rows_of_0_1_0_decode() -> None:
+    """The fixture's chunked checkpoint: "c:2" in its row, pieces in seq order, one "d:" text."""
+    rows = fx.read_rows()
+    (ckpt,) = [r for t, r in rows if t == "checkpoints" and r["checkpoint"].startswith("c:")]
+    (write,) = [r for t, r in rows if t == "writes" and r["value"].startswith("c:")]
+    for row, text, owner in ((ckpt, ckpt["checkpoint"], ""),
+                             (write, write["value"], f"{write['task_id']}/{write['idx']}")):
+        assert text == "c:2" and _codec.is_chunked(text) and _codec.chunk_marker(2) == text
+        pieces = sorted((r["seq"], r["data"]) for t, r in rows if t == "chunks"
+                        and r["checkpoint_id"] == row["checkpoint_id"] and r["owner"] == owner)
+        assert [seq for seq, _ in pieces] == [0, 1]
+        joined = "".join(data for _, data in pieces)
+        assert joined.startswith("d:")
+        value: Any = JsonPlusSerializer().loads_typed((row["type"], _codec.decode(joined)))
+        big = value["channel_values"]["big"] if owner == "" else value
+        assert big == g.big_text(1)
+
+
+def test_c_values_of_0_1_0_read_through_the_saver(v010: Any) -> None:
+    db = v010(g.BIG)
+    head = db.saver.get_tuple(db.config(g.BIG, checkpoint_ns=""))
+    assert head is not None
+    assert head.checkpoint["channel_values"]["big"] == g.big_text(1)
+    paused = db.saver.get_tuple(head.parent_config)
+    assert paused is not None
+    assert [v for _, ch, v in paused.pending_writes if ch == "big"] == [g.big_text(1)]
+
