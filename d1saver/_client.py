@@ -36,6 +36,7 @@ from d1saver._errors import (
     TransportError,
 )
 from d1saver._retry import RetryPolicy
+from d1saver._settings import check_api_base_url
 
 Param = Union[str, int, float, None]
 
@@ -140,6 +141,7 @@ class D1Client:
         self._done: set[str] = set()
         self._once_lock = threading.Lock()
         self._aonce: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        check_api_base_url(api_base_url)
         self.url = (
             f"{api_base_url.rstrip('/')}/accounts/{account_id}/d1/database/{database_id}/raw"
         )
