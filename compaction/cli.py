@@ -194,7 +194,7 @@ def threads_cmd(
         return
     typer.echo(f"{'thread_id':<40} {'checkpoints':>11} {'ns':>3} {'bytes':>10}  updated")
     for i in infos:
-        typer.echo(f"{printable(i.thread_id):<40} {i.checkpoints:>11} {i.namespaces:>3} {i.bytes:>10}  {i.updated}")
+        typer.echo(f"{printable(i.thread_id):<40} {i.checkpoints:>11} {i.namespaces:>3} {i.bytes:>10}  {printable(str(i.updated))}")
 
 
 def history_cmd(
