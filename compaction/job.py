@@ -96,12 +96,14 @@ def compact(
     """
     if keep < 1:
         raise ConfigError("--keep must be at least 1: every thread keeps its head, so it stays resumable")
+    if lease_ttl < 1:
+        raise ConfigError("--lease-ttl must be at least 1 second: a lease already expired guards nothing")
+    cutoff = _cutoff(max_age)  # before any request: a max_age out of range is a ConfigError
     started, requests0 = time.monotonic(), saver.client.requests
     summary = Summary(dry_run=dry_run, keep=keep)
     saver.setup()
     infos = list_threads(saver) if threads is None else thread_infos(saver, threads)
     summary.threads_scanned = len(infos)
-    cutoff = _cutoff(max_age)
     expired = [i for i in infos if cutoff is not None and (i.updated or "") < cutoff]
     expired_ids = {i.thread_id for i in expired}
     # A thread with no more checkpoints than N has nothing to lose: skip it without a request.
@@ -133,7 +135,10 @@ def _cutoff(max_age: timedelta | None) -> str | None:
     if max_age is None:
         return None
     # Checkpoint ts are UTC ISO 8601 strings, so they compare as text.
-    return (datetime.now(timezone.utc) - max_age).isoformat()
+    try:
+        return (datetime.now(timezone.utc) - max_age).isoformat()
+    except OverflowError:
+        raise ConfigError(f"--max-age {max_age.days} days reaches back before year 1") from None
 
 
 def _batches(infos: list[ThreadInfo], keep: int, max_checkpoints: int, max_threads: int):

@@ -26,6 +26,7 @@ from d1saver._errors import ConfigError, D1Error, RateLimitError, SerializationE
 from d1saver._protocol import Action, Result, Send, Sleep, Statement, TraceEvent, Tracer
 from d1saver._ids import validate_account_id, validate_database_id
 from d1saver._retry import RetryPolicy
+from d1saver._settings import check_api_base_url
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # D1 cuts every request at 30 s anyway
@@ -58,6 +59,7 @@ class D1Client:
         # The ids go into the URL path, where '/' or '..' would reach another database.
         self.database_id = validate_database_id(database_id)
         validate_account_id(account_id)
+        check_api_base_url(api_base_url)
         self.url = (
             f"{api_base_url.rstrip('/')}/accounts/{account_id}/d1/database/{database_id}/raw"
         )

@@ -14,11 +14,16 @@ from pathlib import Path
 
 
 def _schema_text() -> str:
-    """schema.sql, shipped in the package (a link to the top-level file in the repo)."""
-    try:
-        return resources.files("d1saver").joinpath("schema.sql").read_text(encoding="utf-8")
-    except FileNotFoundError:  # a source tree without the link
-        return (Path(__file__).resolve().parent.parent / "schema.sql").read_text(encoding="utf-8")
+    """schema.sql: package data in an install (setup.py copies the top-level file into the
+    wheel); in a source checkout or an editable install, the top-level file itself."""
+    packaged = resources.files("d1saver").joinpath("schema.sql")
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    checkout = Path(__file__).resolve().parent.parent / "schema.sql"
+    if (checkout.parent / "pyproject.toml").is_file() and checkout.is_file():
+        return checkout.read_text(encoding="utf-8")
+    raise FileNotFoundError("d1saver's schema.sql is missing from the package: reinstall d1saver "
+                            "from a wheel or sdist built by its setup.py (which copies it in)")
 
 
 def split_script(script: str) -> list[str]:

@@ -22,7 +22,7 @@ LAYERS: dict[str, set[str]] = {
     "d1saver._settings": {"d1saver._errors", "d1saver._ids"},
     "d1saver._envelope": {"d1saver._errors", "d1saver._protocol"},
     "d1saver._client": {"d1saver._envelope", "d1saver._errors", "d1saver._protocol",
-                        "d1saver._retry", "d1saver._ids"},
+                        "d1saver._retry", "d1saver._ids", "d1saver._settings"},
     "d1saver._group_commit": {"d1saver._errors", "d1saver._protocol"},
     "d1saver._driver": {"d1saver._client", "d1saver._group_commit", "d1saver._protocol"},
     "d1saver._values": {"d1saver._codec", "d1saver._errors"},

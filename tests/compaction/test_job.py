@@ -276,6 +276,20 @@ def test_keep_zero_refused(local: Backend) -> None:
         compact(local.saver(), keep=0)
 
 
+@pytest.mark.parametrize("kwargs", [{"lease_ttl": 0}, {"lease_ttl": -5},
+                                    {"max_age": timedelta(days=999_999)}, {"max_age": timedelta.max}],
+                         ids=["lease-ttl-0", "lease-ttl-negative", "max-age-before-year-1",
+                              "max-age-max"])
+def test_out_of_range_options_refused_before_any_request(local: Backend, kwargs: dict) -> None:
+    """A lease that is born expired guards nothing, and a max_age reaching before year 1 cannot
+    be a cutoff: both are ConfigErrors, raised before the first request (was: OverflowError, or
+    a run under an expired lease)."""
+    saver = local.saver()
+    with pytest.raises(ConfigError):
+        compact(saver, keep=1, **kwargs)
+    assert local.requests == 0
+
+
 # --- tags -----------------------------------------------------------------------------------
 
 
