@@ -1,18 +1,20 @@
-"""Small LangGraph graphs shared by the graph-level saver tests; each counts its node runs."""
+"""Small LangGraph graphs shared by the graph-level saver tests; each counts its node runs.
+
+The agent loop (parallel tool calls, DeltaChannel messages) is the benchmark's agent,
+benchmarks/workload.py, not a copy here.
+"""
 
 from __future__ import annotations
 
 import operator
 import time
 from collections import Counter
-from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated
 
-from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Send, interrupt
+from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
 
@@ -104,53 +106,6 @@ def step_graph(saver: BaseCheckpointSaver | None, runs: Counter) -> CompiledStat
     g.add_node("step", step)
     g.add_edge(START, "step")
     g.add_edge("step", END)
-    return g.compile(checkpointer=saver)
-
-
-# --- DeltaChannel -------------------------------------------------------------------------
-
-
-def add_messages_batch(state: list, writes: Sequence[Any]) -> list:
-    """A batching-invariant reducer: each write (a message or a list of them) is appended."""
-    out = list(state)
-    for w in writes:
-        out.extend(w if isinstance(w, list) else [w])
-    return out
-
-
-class AgentState(TypedDict):
-    messages: Annotated[list, DeltaChannel(add_messages_batch, snapshot_frequency=3)]
-    turn: int
-
-
-TOOLS = ("search", "math", "clock")
-
-
-def agent_loop_graph(saver: BaseCheckpointSaver | None, runs: Counter,
-                     turns: int = 4) -> CompiledStateGraph:
-    """agent -> Send to 3 tools in parallel -> agent, for `turns` turns, then END."""
-
-    def agent(state: AgentState) -> dict:
-        runs["agent"] += 1
-        turn = state.get("turn", 0) + 1
-        seen = len(state["messages"])
-        return {"messages": [f"ai{turn}(saw {seen})"], "turn": turn}
-
-    def route(state: AgentState) -> list[Send] | str:
-        if state["turn"] >= turns:
-            return END
-        return [Send("tool", {"name": name, "turn": state["turn"]}) for name in TOOLS]
-
-    def tool(call: dict) -> dict:
-        runs[f"tool:{call['name']}"] += 1
-        return {"messages": [f"{call['name']}@{call['turn']}"]}
-
-    g = StateGraph(AgentState)
-    g.add_node("agent", agent)
-    g.add_node("tool", tool)
-    g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", route, ["tool", END])
-    g.add_edge("tool", "agent")
     return g.compile(checkpointer=saver)
 
 
