@@ -43,6 +43,7 @@ from benchmarks.workload import VARIANTS, build_graph, first_input, node_runs
 from d1saver import D1Saver
 from d1saver.local import make_server
 from tests.reliability.crash_child import FANOUT, TURNS
+from tests.servers import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("crash_child.py")
@@ -164,15 +165,8 @@ def server() -> Iterator[Server]:
             handle_error(request, client_address)
 
     srv.handle_error = quiet_handle_error
-    thread = threading.Thread(target=srv.serve_forever, name="local-d1", daemon=True)
-    thread.start()
-    host, port = srv.server_address[:2]
-    try:
-        yield Server(f"http://{host}:{port}/client/v4", tracker, srv.engine)
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(5)
+    with serving(srv) as url:
+        yield Server(url, tracker, srv.engine)
 
 
 # --- children -------------------------------------------------------------------------------
