@@ -8,13 +8,10 @@ Every invocation also checks that the API token (a sentinel) appears in no outpu
 from __future__ import annotations
 
 import json
-import socket
 import sys
-import threading
 import unicodedata
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -25,8 +22,8 @@ from compaction import lease
 from compaction.cli import app as compaction_app
 from d1saver import D1Saver
 from d1saver.cli import app as d1saver_app
-from d1saver.local import make_server
 from tests.compaction import LONG_AGO, checkpoint_id, ids_in, put_chain, query
+from tests.servers import closed_url
 
 TOKEN = "sentinel-token-5b0e91d7"
 COMMANDS = ["compact", "tag", "untag", "threads", "history"]
@@ -36,26 +33,9 @@ runner = CliRunner()
 # --- fixtures and helpers -------------------------------------------------------------------
 
 
-@contextmanager
-def serve(**kwargs: Any) -> Iterator[str]:
-    """A local D1 over HTTP on a free port, in a daemon thread; gives its API base URL."""
-    server = make_server("127.0.0.1", 0, None, **kwargs)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
-                              daemon=True)
-    thread.start()
-    host, port = server.server_address[:2]
-    try:
-        yield f"http://{host}:{port}/client/v4"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-
 @pytest.fixture
-def server() -> Iterator[str]:
-    with serve() as base_url:
-        yield base_url
+def server(serve: Callable[..., str]) -> str:
+    return serve()
 
 
 def env_for(base_url: str, token: str = TOKEN) -> dict[str, str]:
@@ -352,34 +332,27 @@ ARGS = {"compact": ["--keep", "1", "--all"], "tag": ["a", checkpoint_id(0), "x"]
         "untag": ["a", "x"], "threads": [], "history": ["a"]}
 
 
-def unused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("command", ["compact", "threads"])
 def test_unreachable_server_exit_1_without_token(command: str) -> None:
     """No server at the URL: exit 1 with a one-line error, and no token anywhere."""
-    env = env_for(f"http://127.0.0.1:{unused_port()}/client/v4")
+    env = env_for(closed_url())
     result = cli(env, command, *ARGS[command])
     assert result.exit_code == 1
     assert result.stderr.startswith("error: D1 request failed")
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_wrong_token_exit_1_without_token(command: str) -> None:
+def test_wrong_token_exit_1_without_token(command: str, serve: Callable[..., str]) -> None:
     """A server that wants another token: exit 1, the message names the variable, not its value."""
-    with serve(api_token="right") as base_url:
-        result = cli(env_for(base_url), command, *ARGS[command])
-        assert result.exit_code == 1
-        assert "CLOUDFLARE_API_TOKEN" in result.stderr
+    result = cli(env_for(serve(api_token="right")), command, *ARGS[command])
+    assert result.exit_code == 1
+    assert "CLOUDFLARE_API_TOKEN" in result.stderr
 
 
 def test_flags_override_the_environment(saver: D1Saver, env: dict[str, str]) -> None:
     """--api-base-url and --database-id win over D1_API_BASE_URL and D1_DATABASE_ID."""
     seed(saver, "a")
-    wrong = {**env, "D1_API_BASE_URL": f"http://127.0.0.1:{unused_port()}/client/v4",
+    wrong = {**env, "D1_API_BASE_URL": closed_url(),
              "D1_DATABASE_ID": "another-database"}
     result = cli(wrong, "threads", "--json", "--api-base-url", env["D1_API_BASE_URL"],
                  "--database-id", env["D1_DATABASE_ID"])
