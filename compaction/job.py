@@ -61,19 +61,21 @@ def list_threads(saver: D1Saver, *, page_size: int = 1000) -> list[ThreadInfo]:
     after = ""
     while True:
         (page,) = saver.execute([admin.threads_page(after, page_size)])
-        out += [_info(row) for row in page.rows]
+        out += [_info(row) for row in page.dicts()]
         if len(page.rows) < page_size:
             return out
-        after = page.rows[-1][0]
+        after = out[-1].thread_id
 
 
 def thread_infos(saver: D1Saver, thread_ids: Sequence[str]) -> list[ThreadInfo]:
     (res,) = saver.execute([admin.thread_infos(thread_ids)])
-    return [_info(row) for row in res.rows]
+    return [_info(row) for row in res.dicts()]
 
 
-def _info(row: list[Any]) -> ThreadInfo:
-    return ThreadInfo(str(row[0]), int(row[1]), int(row[2]), row[3], int(row[4] or 0))
+def _info(row: dict[str, Any]) -> ThreadInfo:
+    """A thread's figures, read by column name (d1saver.admin.threads_page names them)."""
+    return ThreadInfo(str(row["thread_id"]), int(row["checkpoints"]), int(row["namespaces"]),
+                      row["updated"], int(row["bytes"] or 0))
 
 
 def compact(
@@ -169,7 +171,10 @@ def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summ
         raise
     plan = admin.retention_summary([*prefix, *stmts], results)
     summary.batches += 1
-    for thread_id, total, gone, writes, size in plan.rows:
+    for row in plan.dicts():
+        thread_id, total, gone, writes, size = (
+            row["thread_id"], row["checkpoints_total"], row["checkpoints"], row["writes"],
+            row["bytes"])
         summary.checkpoints_deleted += int(gone)
         summary.writes_deleted += int(writes)
         summary.checkpoints_kept += int(total) - int(gone)

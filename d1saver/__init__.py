@@ -30,6 +30,7 @@ from d1saver._settings import D1Settings, load_settings
 from d1saver.saver import D1Saver
 
 __all__ = [
+    "admin",
     "AuthenticationError",
     "CheckpointConflictError",
     "ConfigError",

@@ -24,9 +24,8 @@ import httpx
 from d1saver._envelope import map_transport_error, parse_response, rate_limit_reset, retry_after
 from d1saver._errors import ConfigError, D1Error, RateLimitError, SerializationError
 from d1saver._protocol import Action, Result, Send, Sleep, Statement, TraceEvent, Tracer
-from d1saver._ids import validate_account_id, validate_database_id
+from d1saver._ids import check_api_base_url, validate_account_id, validate_database_id
 from d1saver._retry import RetryPolicy
-from d1saver._settings import check_api_base_url
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # D1 cuts every request at 30 s anyway
@@ -57,7 +56,7 @@ class D1Client:
                               "HTTP header: check CLOUDFLARE_API_TOKEN")
         self._token = api_token
         # The ids go into the URL path, where '/' or '..' would reach another database.
-        self.database_id = validate_database_id(database_id)
+        validate_database_id(database_id)
         validate_account_id(account_id)
         check_api_base_url(api_base_url)
         self.url = (
@@ -190,6 +189,8 @@ class D1Client:
                     time.sleep(action.seconds)
                 elif isinstance(action, Send):
                     reply = self._send(action.request)
+                    if isinstance(reply, D1Error):
+                        reply, failure = None, reply
                 elif perform is not None:
                     reply = perform(action)
                 else:
@@ -197,12 +198,13 @@ class D1Client:
             except D1Error as exc:
                 failure = exc
 
-    def _send(self, request: httpx.Request) -> httpx.Response:
+    def _send(self, request: httpx.Request) -> httpx.Response | D1Error:
+        """The response, or the mapped failure: returned, not raised, so that `run` throws it
+        into the operation outside any handler (no implicit context quoting the token)."""
         try:
             return self._sync_client().send(request)
         except httpx.HTTPError as exc:
-            failure = map_transport_error(exc, self._token)
-        raise failure  # outside the handler: no implicit context that could quote the token
+            return map_transport_error(exc, self._token)
 
     def _sync_client(self) -> httpx.Client:
         with self._lock:
@@ -230,6 +232,8 @@ class D1Client:
                     await asyncio.sleep(action.seconds)
                 elif isinstance(action, Send):
                     reply = await self._asend(action.request)
+                    if isinstance(reply, D1Error):
+                        reply, failure = None, reply
                 elif perform is not None:
                     reply = await perform(action)
                 else:
@@ -237,12 +241,11 @@ class D1Client:
             except D1Error as exc:
                 failure = exc
 
-    async def _asend(self, request: httpx.Request) -> httpx.Response:
+    async def _asend(self, request: httpx.Request) -> httpx.Response | D1Error:
         try:
             return await self._async_client().send(request)
         except httpx.HTTPError as exc:
-            failure = map_transport_error(exc, self._token)
-        raise failure
+            return map_transport_error(exc, self._token)
 
     def _async_client(self) -> httpx.AsyncClient:
         # An AsyncClient's connections belong to one event loop; keep one client per live loop.

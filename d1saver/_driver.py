@@ -62,9 +62,9 @@ class Driver:
                 return await self.client.aexecute(action.statements)
             return await self.group.asubmit(action.statements)
         if isinstance(action, Once):
-            loop = asyncio.get_running_loop()
-            with self._once_lock:
-                lock = self._aonce.setdefault(loop, asyncio.Lock())
+            # Keyed by the running loop, so no thread lock is needed (a sync setup holding
+            # _once_lock over its round trip must not stall this loop).
+            lock = self._aonce.setdefault(asyncio.get_running_loop(), asyncio.Lock())
             async with lock:
                 if action.key not in self._done:
                     await self.arun(action.op())

@@ -55,8 +55,8 @@ def map_transport_error(exc: httpx.HTTPError, token: str = "") -> D1Error:
     return err
 
 
-def parse_response(response: httpx.Response, expected: int, token: str = "",
-                   now: float = 0.0) -> list[Result]:
+def parse_response(response: httpx.Response, expected: int, token: str,
+                   now: float) -> list[Result]:
     """Read D1's envelope into one Result per statement, or raise the matching D1Error.
 
     A message that echoes the token (a proxy repeating the Authorization header) is redacted.

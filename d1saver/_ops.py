@@ -90,9 +90,11 @@ class Operations:
         self.is_setup = False
 
     def with_values(self, values: Values) -> Operations:
-        """The same operations (cache and setup state shared) over another values codec."""
+        """The same operations over another values codec, with a cache of their own: values
+        decoded under one serde's allowlist are never served to a saver with another."""
         clone = copy.copy(self)
         clone.values = values
+        clone.delta_cache = DeltaCache()
         return clone
 
     # --- sending ------------------------------------------------------------------------
@@ -236,5 +238,5 @@ class Operations:
         return _rows.read_rows(_rows.tags_from, result)
 
 
-def _one(action: Any) -> Op[Any]:
+def _one(action: Commit) -> Op[list[Result]]:
     return (yield action)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar, cast
 
 from langgraph.checkpoint.base import (
@@ -94,7 +94,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load:
     A tuple whose walk leaves the fetched rows (a missing ancestor) is left out; its
     get_delta_channel_history then asks D1 as usual.
     """
-    check_columns(result, _sql.PAGE_DELTA_COLUMNS)
+    check_columns(result, _sql.PAGE_COLUMNS)
     parents: dict[Key, str | None] = {}
     channels: dict[Key, set[str]] = {}
     blobs: dict[Key, tuple[str, str]] = {}

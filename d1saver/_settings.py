@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import httpx
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from d1saver._errors import ConfigError
-from d1saver._ids import validate_account_id, validate_database_id
-
-DEFAULT_API_BASE_URL = "https://api.cloudflare.com/client/v4"
-
-
-def check_api_base_url(url: str) -> str:
-    """`url` if it is an absolute http(s) URL with a host, else a ConfigError naming
-    D1_API_BASE_URL. Checked when settings or a client are made: httpx refuses an empty or
-    relative URL only when sending, and that looked like a connection error (retried, exit 1)."""
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError, ValueError):
-        parsed = None
-    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
-        raise ConfigError(f"D1_API_BASE_URL must be an absolute http(s) URL such as "
-                          f"{DEFAULT_API_BASE_URL}, not {url!r}")
-    return url
+from d1saver._ids import (
+    DEFAULT_API_BASE_URL,
+    check_api_base_url,
+    validate_account_id,
+    validate_database_id,
+)
 
 
 class D1Settings(BaseSettings):

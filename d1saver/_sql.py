@@ -199,7 +199,6 @@ FROM visited AS v JOIN chunks AS k ON k.thread_id = v.thread_id
 #                   f4 checkpoint (only when it seeds a sought channel)
 PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
                 "f1", "f2", "f3", "f4", "f5", "f6")
-PAGE_DELTA_COLUMNS = PAGE_COLUMNS
 
 # Three scopes so that each uses the primary key index: one namespace of a thread (get_tuple,
 # and list with a namespace), every namespace of a thread, or every thread (list(None)).

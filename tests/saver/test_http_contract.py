@@ -16,6 +16,7 @@ import respx
 from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
 
 import d1saver
+from tests.servers import closed_url
 from d1saver import (
     ConfigError,
     AuthenticationError,
@@ -560,3 +561,17 @@ def test_all_exports_every_public_name_of_errors_module() -> None:
     defined = {name for name, obj in vars(_errors).items()
                if not name.startswith("_") and getattr(obj, "__module__", None) == _errors.__name__}
     assert defined and defined <= set(d1saver.__all__)
+
+
+def test_transport_error_has_no_implicit_context() -> None:
+    """A mapped transport failure is thrown into the operation outside any handler: called
+    from inside an `except` block, it does not drag that exception (or httpx's text, which
+    may quote the URL or a header) along as __context__."""
+    saver = D1Saver(account_id="acc", database_id="db", api_token="t" * 40,
+                    api_base_url=closed_url(), retry=RetryPolicy.none(), auto_setup=False)
+    try:
+        raise RuntimeError("the caller's own failure")
+    except RuntimeError:
+        with pytest.raises(d1saver.ConnectionError) as caught:
+            saver.get_tuple(CONFIG)
+    assert caught.value.__context__ is None
