@@ -44,6 +44,26 @@ SCHEMA_SQL = _schema_text()
 # Index = schema version - 1. Append only: a released entry never changes. Version 1 is
 # schema.sql itself (idempotent); later entries are lists of statements run once, in order.
 MIGRATIONS: list[list[str]] = [split_script(SCHEMA_SQL)]
+
+# Version 2: additive, and idempotent like version 1 (setup sends every entry in one batch).
+# - list(None) reads its pages in index order, from the cursor on, instead of sorting the
+#   whole table for every page (defect 9).
+# - A checkpoint or write row that is (re)inserted owns no pieces but those its batch inserts
+#   after it (defect 4): a value rewritten smaller, a replay, or copy_thread onto a thread that
+#   holds the same checkpoint never leave stale pieces, at no cost in request bytes. An
+#   ignored INSERT (a replayed regular write) fires nothing.
+MIGRATIONS.append([
+    "CREATE INDEX IF NOT EXISTS checkpoints_by_id "
+    "ON checkpoints (checkpoint_id, thread_id, checkpoint_ns)",
+    """CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN
+    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND owner IN ('', ':metadata');
+END""",
+    """CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN
+    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND owner = NEW.task_id || '/' || NEW.idx;
+END""",
+])
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SELECT_SCHEMA_VERSION = "SELECT COALESCE(MAX(version), 0) AS version FROM d1saver_schema"
@@ -86,16 +106,23 @@ SELECT ?1,?2,?3,?4,?5,value->>0,value->>1,value->>2,value->>3 FROM json_each(?6)
 INSERT_WRITES_REPLACE = _INSERT_WRITES.format(verb="REPLACE")
 INSERT_WRITES_IGNORE = _INSERT_WRITES.format(verb="IGNORE")
 
-# Values over D1's 2 MB limit: the owner row holds "c:<n>", the pieces live here.
+# Values over D1's 2 MB limit: the owner row holds "c:<n>", the pieces (seq 0..n-1) live
+# here. Pieces follow their row in the batch. An upserted row (checkpoint, special write)
+# deletes its owner's pieces and inserts its own.
 DELETE_CHUNKS_OF = """
 DELETE FROM chunks WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
     AND owner = ?4"""
-_INSERT_CHUNK = """
-INSERT OR {verb} INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
+INSERT_CHUNK = """
+INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6)"""
-INSERT_CHUNK = _INSERT_CHUNK.format(verb="REPLACE")
-# Pieces of a regular write, which is INSERT OR IGNORE: a replayed write keeps the first value.
-INSERT_CHUNK_IGNORE = _INSERT_CHUNK.format(verb="IGNORE")
+# A piece of a regular write (?4 owner, of ?7 task_id and ?8 idx), which is INSERT OR IGNORE:
+# stored only if the row holds this very marker (?9), so that a replay whose row was ignored
+# adds no piece.
+INSERT_WRITE_CHUNK = """
+INSERT OR IGNORE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (
+    SELECT 1 FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+        AND task_id = ?7 AND idx = ?8 AND value = ?9)"""
 
 # --- reads --------------------------------------------------------------------------------
 
