@@ -130,9 +130,40 @@ SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (
 # tagged 'c' (checkpoint), 'w' (write) or 'k' (chunk). Parameters:
 #   ?1 thread_id   ?2 checkpoint_ns (NULL: any)   ?3 checkpoint_id (NULL: any)
 #   ?4 before: checkpoint_id upper bound (NULL: none)
-#   ?5 metadata filter as a JSON object {path: value} (NULL: none); keys are validated paths
+#   ?5 metadata filter (NULL: none): a JSON array of [path, doc] pairs, one per filter key,
+#      where path is '$.' + the validated key and doc is the JSON text of an object that
+#      holds the wanted value at that path
 #   ?6 ?7 ?8 keyset cursor (checkpoint_id, thread_id, checkpoint_ns) of the previous page's
 #      last row (NULL: first page)   ?9 page size
+#
+# The cursor (or `before`) is an upper bound an index can seek to: the scope compares the
+# order columns with COALESCE(?6, ?4, x'') and friends, which are constants to the planner
+# (a BLOB sorts after every TEXT, so x'' bounds nothing), where "?6 IS NULL OR ..." would
+# make every page scan from the newest row.
+_BELOW_ROW = ("(checkpoint_id, thread_id, checkpoint_ns) "
+              "< (COALESCE(?6, ?4, x''), COALESCE(?7, ''), COALESCE(?8, ''))")
+
+# The metadata filter, as InMemorySaver's `query == metadata.get(key)` (defect 6): the value
+# at f.path in the metadata and in f.doc are equal JSON trees: the same nodes (by full key,
+# so object key order does not matter), each of the same kind (numbers and booleans are one
+# kind, so 1 == 1.0 == true) and atom. A null query matches null or a missing key. Chunked
+# metadata (d1saver/_values.py) that lacks the key in its column passes here and is decided
+# in Python. Trees are read from the stored text itself: no number is re-rendered.
+_KIND = "CASE WHEN {t}.type IN ('integer','real','true','false') THEN 'n' ELSE {t}.type END"
+_FILTER = """NOT EXISTS (
+    SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(?5)) AS f
+    WHERE NOT (CASE WHEN json_type(f.doc, f.path) = 'null'
+        THEN COALESCE(json_type(c.metadata, f.path), 'null') = 'null'
+        ELSE (SELECT COUNT(*) FROM json_tree(c.metadata, f.path))
+             = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
+         AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
+             SELECT 1 FROM json_tree(c.metadata, f.path) AS m
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND {kind_m} = {kind_q}))
+        END
+        OR (json_type(c.metadata, f.path) IS NULL
+            AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))""".format(
+    kind_m=_KIND.format(t="m"), kind_q=_KIND.format(t="q"))
+
 _PAGE_CTE = """
 page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
@@ -140,11 +171,7 @@ page AS (
     FROM checkpoints AS c
     WHERE {scope}
       AND (?3 IS NULL OR checkpoint_id = ?3)
-      AND (?4 IS NULL OR checkpoint_id < ?4)
-      AND (?5 IS NULL OR NOT EXISTS (
-            SELECT 1 FROM json_each(?5) AS f
-            WHERE json_extract(c.metadata, '$.' || f.key) IS NOT f.value))
-      AND (?6 IS NULL OR (checkpoint_id, thread_id, checkpoint_ns) < (?6, ?7, ?8))
+      AND {filter}
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT ?9
 )"""
@@ -156,12 +183,12 @@ FROM page
 UNION ALL
 SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
        w.channel, w.type, w.value
-FROM page AS p JOIN writes AS w ON w.thread_id = p.thread_id
+FROM page AS p CROSS JOIN writes AS w ON w.thread_id = p.thread_id
     AND w.checkpoint_ns = p.checkpoint_ns AND w.checkpoint_id = p.checkpoint_id
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
        NULL
-FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+FROM page AS p CROSS JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id"""
 
 # Sent with each page, same parameters: what the page's DeltaChannels replay from, so that
@@ -204,13 +231,13 @@ FROM visited AS v JOIN checkpoints AS c ON c.thread_id = v.thread_id
 UNION ALL
 SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
        w.channel, w.type, w.value
-FROM visited AS v JOIN writes AS w ON w.thread_id = v.thread_id
+FROM visited AS v CROSS JOIN writes AS w ON w.thread_id = v.thread_id
     AND w.checkpoint_ns = v.checkpoint_ns AND w.checkpoint_id = v.checkpoint_id
 WHERE w.channel IN (SELECT value FROM json_each(v.sought))
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
        NULL
-FROM visited AS v JOIN chunks AS k ON k.thread_id = v.thread_id
+FROM visited AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
     AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id"""
 
 # Columns of every page statement. A UNION's columns carry a meaning per row kind:
@@ -223,14 +250,38 @@ PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
                 "f1", "f2", "f3", "f4", "f5", "f6")
 PAGE_DELTA_COLUMNS = PAGE_COLUMNS
 
-# Three scopes so that each uses the primary key index: one namespace of a thread (get_tuple,
-# and list with a namespace), every namespace of a thread, or every thread (list(None)).
-SELECT_PAGE_THREAD_NS = _PAGE.format(scope="thread_id = ?1 AND checkpoint_ns = ?2")
-SELECT_PAGE_THREAD = _PAGE.format(scope="thread_id = ?1 AND ?2 IS NULL")
-SELECT_PAGE_ALL = _PAGE.format(scope="?1 IS NULL AND ?2 IS NULL")
-SELECT_PAGE_DELTA_THREAD_NS = _PAGE_DELTA.format(scope="thread_id = ?1 AND checkpoint_ns = ?2")
-SELECT_PAGE_DELTA_THREAD = _PAGE_DELTA.format(scope="thread_id = ?1 AND ?2 IS NULL")
-SELECT_PAGE_DELTA_ALL = _PAGE_DELTA.format(scope="?1 IS NULL AND ?2 IS NULL")
+# Three scopes, each read in page order from its cursor on: one namespace of a thread
+# (get_tuple, and list with a namespace) by the primary key, every thread (list(None)) by
+# checkpoints_by_id; every namespace of a thread sorts that thread's rows.
+_SCOPE_THREAD_NS = ("thread_id = ?1 AND checkpoint_ns = ?2 "
+                    "AND checkpoint_id < COALESCE(?6, ?4, x'')")
+_SCOPE_THREAD = "thread_id = ?1 AND ?2 IS NULL AND " + _BELOW_ROW
+_SCOPE_ALL = "?1 IS NULL AND ?2 IS NULL AND " + _BELOW_ROW
+# Each scope comes without a filter (?5 NULL: get_tuple, most lists) and with one, so that
+# the filter's text travels only with the lists that filter.
+_NO_FILTER = "?5 IS NULL"
+SELECT_PAGE_THREAD_NS = _PAGE.format(scope=_SCOPE_THREAD_NS, filter=_NO_FILTER)
+SELECT_PAGE_THREAD = _PAGE.format(scope=_SCOPE_THREAD, filter=_NO_FILTER)
+SELECT_PAGE_ALL = _PAGE.format(scope=_SCOPE_ALL, filter=_NO_FILTER)
+SELECT_PAGE_THREAD_NS_FILTERED = _PAGE.format(scope=_SCOPE_THREAD_NS, filter=_FILTER)
+SELECT_PAGE_THREAD_FILTERED = _PAGE.format(scope=_SCOPE_THREAD, filter=_FILTER)
+SELECT_PAGE_ALL_FILTERED = _PAGE.format(scope=_SCOPE_ALL, filter=_FILTER)
+SELECT_PAGE_DELTA_THREAD_NS = _PAGE_DELTA.format(scope=_SCOPE_THREAD_NS, filter=_NO_FILTER)
+SELECT_PAGE_DELTA_THREAD = _PAGE_DELTA.format(scope=_SCOPE_THREAD, filter=_NO_FILTER)
+SELECT_PAGE_DELTA_ALL = _PAGE_DELTA.format(scope=_SCOPE_ALL, filter=_NO_FILTER)
+SELECT_PAGE_DELTA_THREAD_NS_FILTERED = _PAGE_DELTA.format(scope=_SCOPE_THREAD_NS,
+                                                          filter=_FILTER)
+SELECT_PAGE_DELTA_THREAD_FILTERED = _PAGE_DELTA.format(scope=_SCOPE_THREAD, filter=_FILTER)
+SELECT_PAGE_DELTA_ALL_FILTERED = _PAGE_DELTA.format(scope=_SCOPE_ALL, filter=_FILTER)
+# The DeltaChannel prefetch that rides with each page statement.
+PAGE_DELTA_OF = {
+    SELECT_PAGE_THREAD_NS: SELECT_PAGE_DELTA_THREAD_NS,
+    SELECT_PAGE_THREAD: SELECT_PAGE_DELTA_THREAD,
+    SELECT_PAGE_ALL: SELECT_PAGE_DELTA_ALL,
+    SELECT_PAGE_THREAD_NS_FILTERED: SELECT_PAGE_DELTA_THREAD_NS_FILTERED,
+    SELECT_PAGE_THREAD_FILTERED: SELECT_PAGE_DELTA_THREAD_FILTERED,
+    SELECT_PAGE_ALL_FILTERED: SELECT_PAGE_DELTA_ALL_FILTERED,
+}
 
 # get_delta_channel_history in one statement. Walks parent links from the target
 # (?3, or the thread's newest when NULL) and carries, per step, the JSON array of requested

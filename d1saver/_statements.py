@@ -62,20 +62,38 @@ def checkpoint_id_of(config: RunnableConfig) -> str:
 
 
 def validate_filter(filter: Mapping[str, Any] | None) -> str | None:
-    """The metadata filter as the JSON object the page statement reads, keys validated."""
+    """The metadata filter as the page statement's parameter, keys validated: one
+    [path, doc] pair per key, doc holding the wanted value at path (see _sql._FILTER)."""
     if not filter:
         return None
-    for key in filter:
+    entries = []
+    for key, value in filter.items():
         if not isinstance(key, str) or not _FILTER_KEY.match(key):
             raise ConfigError(
                 f"invalid metadata filter key {key!r}: use letters, digits, '_' and '-', "
                 "with '.' between the parts of a nested key"
             )
-    try:
-        return json.dumps(dict(filter), ensure_ascii=False, separators=(",", ":"),
-                          allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise SerializationError(f"metadata filter values must be JSON: {exc}") from None
+        doc = value
+        for part in reversed(key.split(".")):
+            doc = {part: doc}
+        try:
+            entries.append(["$." + key, json.dumps(doc, ensure_ascii=False,
+                                                   separators=(",", ":"), allow_nan=False)])
+        except (TypeError, ValueError) as exc:
+            raise SerializationError(f"metadata filter values must be JSON: {exc}") from None
+    return json.dumps(entries, ensure_ascii=False, separators=(",", ":"))
+
+
+def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
+    """InMemorySaver's test, `query == metadata.get(key)`, a dotted key read as a path. The
+    page statement decides the same in SQL; this settles the rows it cannot (chunked metadata)."""
+    for key, query in (filter or {}).items():
+        found: Any = metadata
+        for part in key.split("."):
+            found = found.get(part) if isinstance(found, Mapping) else None
+        if not query == found:
+            return False
+    return True
 
 
 def id_list(ids: Iterable[Any]) -> str:
@@ -187,22 +205,20 @@ def page_statement(*, thread_id: str | None, ns: str | None, checkpoint_id: str 
                    before: str | None, filter_json: str | None, cursor: Cursor | None,
                    size: int) -> Statement:
     """One page of checkpoints with their writes and chunks, in the narrowest scope."""
+    filtered = filter_json is not None
     if thread_id is None:
-        sql = _sql.SELECT_PAGE_ALL
+        sql = _sql.SELECT_PAGE_ALL_FILTERED if filtered else _sql.SELECT_PAGE_ALL
     elif ns is None:
-        sql = _sql.SELECT_PAGE_THREAD
+        sql = _sql.SELECT_PAGE_THREAD_FILTERED if filtered else _sql.SELECT_PAGE_THREAD
     else:
-        sql = _sql.SELECT_PAGE_THREAD_NS
+        sql = _sql.SELECT_PAGE_THREAD_NS_FILTERED if filtered else _sql.SELECT_PAGE_THREAD_NS
     c = cursor or (None, None, None)
     return Statement(sql, (thread_id, ns, checkpoint_id, before, filter_json, *c, size))
 
 
 def delta_statement(page: Statement) -> Statement:
     """The DeltaChannel prefetch that rides with a page statement (same parameters)."""
-    sql = {_sql.SELECT_PAGE_THREAD_NS: _sql.SELECT_PAGE_DELTA_THREAD_NS,
-           _sql.SELECT_PAGE_THREAD: _sql.SELECT_PAGE_DELTA_THREAD,
-           _sql.SELECT_PAGE_ALL: _sql.SELECT_PAGE_DELTA_ALL}[page.sql]
-    return Statement(sql, page.params)
+    return Statement(_sql.PAGE_DELTA_OF[page.sql], page.params)
 
 
 def delta_history_statement(config: RunnableConfig, channels: Sequence[str]) -> Statement:

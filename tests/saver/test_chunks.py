@@ -209,8 +209,8 @@ def test_value_plus_metadata_over_2mb_round_trip(backend: Backend) -> None:
         assert [t.config for t in saver.list(None, filter=flt)] == [stored]
 
 
-def test_metadata_over_2mb_round_trips(backend: Backend) -> None:
-    """2.1 MB of metadata alone: stored in chunks, read back, copied and rewritten."""
+def test_metadata_over_2mb_round_trips_and_filters(backend: Backend) -> None:
+    """2.1 MB of metadata alone: stored in chunks; filters on any key still answer exactly."""
     saver = backend.saver()
     thread = new_thread("md")
     medium = {"text": "m" * 20_000}  # too big to stay filterable in SQL: answered in Python
@@ -219,6 +219,13 @@ def test_metadata_over_2mb_round_trips(backend: Backend) -> None:
     cid = stored["configurable"]["checkpoint_id"]
     assert {owner for _, owner, _ in chunk_rows(saver, thread)} == {":metadata"}
     assert {c for c, _, _ in chunk_rows(saver, thread)} == {cid}
+    found = lambda flt, **kw: [t.config for t in saver.list(None, filter=flt, **kw)]  # noqa: E731
+    assert found({"user": thread}) == [stored]
+    assert found({"user": thread, "medium": medium}) == [stored]
+    assert found({"medium": medium, "user": thread}, limit=1) == [stored]
+    assert found({"user": thread, "medium": {"text": "other"}}) == []
+    assert found({"user": thread, "big": "b"}) == []
+    assert found({"user": thread, "missing": None}) == [stored]
     copy = new_thread("md-copy")
     saver.copy_thread(thread, copy)
     got = saver.get_tuple(generate_config(copy))
