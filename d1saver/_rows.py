@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import (
 from d1saver import _sql
 from d1saver._errors import D1Error, ResponseError
 from d1saver._protocol import Result
-from d1saver._values import Pieces
+from d1saver._values import Pieces, load_metadata
 
 # load(type, text, pieces, owner) -> value; owner is '' for a checkpoint, '<task>/<idx>' a write.
 Load = Callable[[str | None, str | None, Pieces | None, str], Any]
@@ -71,7 +71,7 @@ def tuples_from_page(result: Result, load: Load) -> list[CheckpointTuple]:
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                      "checkpoint_id": cid}},
             checkpoint=load(type_, blob, pieces.get(key), ""),
-            metadata=cast(CheckpointMetadata, json.loads(md) if md else {}),
+            metadata=cast(CheckpointMetadata, load_metadata(md, pieces.get(key))),
             parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                              "checkpoint_id": parent}} if parent else None),
             pending_writes=pending_writes(writes.get(key, []), pieces.get(key), load),
