@@ -14,8 +14,11 @@ import httpx
 import pytest
 import respx
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
+from typer.testing import CliRunner
 
+import d1saver.local
 from d1saver import D1Saver, QueryError, RetryPolicy, Statement, TransientQueryError
+from d1saver.cli import app
 from d1saver.local import FaultPlan, LocalD1, LocalD1Transport
 from d1saver.local.faults import TRANSIENT_MESSAGES
 from tests.conftest import LOCAL_BASE_URL
@@ -140,3 +143,12 @@ def test_writes_survive_transient_errors_and_store_nothing_twice(mode: str) -> N
     assert sum(isinstance(e.error, QueryError) and not isinstance(e.error, TransientQueryError)
                for e in events) == 0
 
+
+
+def test_serve_injects_transient_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`d1saver serve --fault-transient RATE` hands the server a plan with that rate."""
+    served: dict = {}
+    monkeypatch.setattr(d1saver.local, "serve", lambda *args, **kwargs: served.update(kwargs))
+    result = CliRunner().invoke(app, ["serve", "--fault-transient", "0.3", "--seed", "4"])
+    assert result.exit_code == 0, result.output
+    assert (served["faults"].rate_transient, served["faults"].seed) == (0.3, 4)
