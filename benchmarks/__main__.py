@@ -1,4 +1,5 @@
-"""`python -m benchmarks [agent options]` runs the agent benchmark; `python -m benchmarks compaction ...` the compaction one."""
+"""`python -m benchmarks [agent options]` runs the agent benchmark; `python -m benchmarks compaction ...` the
+compaction one; `python -m benchmarks growth ...` the growth one (bytes, rows and CPU against turns)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks import compaction_bench
 
         compaction_bench.main(argv[1:])
+        return
+    if argv and argv[0] == "growth":
+        from benchmarks import growth_bench
+
+        growth_bench.main(argv[1:])
         return
     if argv and argv[0] == "agent":
         argv = argv[1:]
