@@ -1,4 +1,4 @@
--- d1saver schema, version 2: the whole current schema, for a fresh database.
+-- d1saver schema, version 3: the whole current schema, for a fresh database.
 -- Applied by D1Saver.setup() and, unchanged, by `wrangler d1 execute <db> --file schema.sql`.
 -- Statements are separated by semicolons at line ends only; each is idempotent.
 --
@@ -33,12 +33,12 @@ CREATE TABLE IF NOT EXISTS d1saver_guards (
 );
 
 -- Stop on a database at an older version (its migrations bring it up) or on one that needs a
--- newer d1saver than version 2's.
+-- newer d1saver than version 3's.
 INSERT INTO d1saver_guards (schema_outdated)
-SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 2;
+SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 3;
 
 INSERT INTO d1saver_guards (schema_too_new)
-SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 2;
+SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 3;
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -56,6 +56,9 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 );
 
 CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints (run_id);
+
+-- list(None) reads its pages in this order, from the cursor on, instead of sorting the table.
+CREATE INDEX IF NOT EXISTS checkpoints_by_id ON checkpoints (checkpoint_id, thread_id, checkpoint_ns);
 
 CREATE TABLE IF NOT EXISTS writes (
     thread_id TEXT NOT NULL,
@@ -81,6 +84,16 @@ CREATE TABLE IF NOT EXISTS chunks (
     data TEXT NOT NULL,
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, owner, seq)
 );
+
+-- A checkpoint or write row that is (re)inserted owns no pieces but those its batch inserts
+-- after it. (The inner statements end mid-line: a ';' at a line end ends a statement here.)
+CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN
+    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND owner IN ('', ':metadata'); END;
+
+CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN
+    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND owner = NEW.task_id || '/' || NEW.idx; END;
 
 -- Named checkpoints that compaction never deletes.
 CREATE TABLE IF NOT EXISTS tags (
@@ -130,4 +143,4 @@ CREATE TABLE IF NOT EXISTS d1saver_guard (
 );
 
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (2, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 1);
+VALUES (3, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 1);

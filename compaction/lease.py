@@ -38,7 +38,8 @@ def acquire(saver: D1Saver, *, ttl: int, name: str = LEASE_NAME) -> Lease:
     if taken.rows:
         return Lease(name, holder, int(ttl))
     (held,) = saver.execute([admin.lease_holder(name)])
-    who, left = (held.rows[0] if held.rows else ("?", "?"))
+    row = held.dicts()[0] if held.rows else {"holder": "?", "seconds_left": "?"}
+    who, left = row["holder"], row["seconds_left"]
     raise LeaseHeldError(
         f"another compaction run holds the lease ({who}, {left} s left); it expires on its "
         "own if that run died; or pass --break-lease if you are sure no run is active")

@@ -22,6 +22,7 @@ from d1saver._errors import (
     ServerError,
     StoredValueError,
     TimeoutError,
+    TransientQueryError,
     TransportError,
     UnknownKeyError,
 )
@@ -30,6 +31,7 @@ from d1saver._settings import D1Settings, load_settings
 from d1saver.saver import D1Saver
 
 __all__ = [
+    "admin",
     "AuthenticationError",
     "CheckpointConflictError",
     "ConfigError",
@@ -55,6 +57,7 @@ __all__ = [
     "StoredValueError",
     "TimeoutError",
     "TraceEvent",
+    "TransientQueryError",
     "TransportError",
     "UnknownKeyError",
     "load_settings",

@@ -16,6 +16,7 @@ import json
 import re
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
@@ -24,7 +25,7 @@ import httpx
 from d1saver._envelope import map_transport_error, parse_response, rate_limit_reset, retry_after
 from d1saver._errors import ConfigError, D1Error, RateLimitError, SerializationError
 from d1saver._protocol import Action, Result, Send, Sleep, Statement, TraceEvent, Tracer
-from d1saver._ids import validate_account_id, validate_database_id
+from d1saver._ids import check_api_base_url, validate_account_id, validate_database_id
 from d1saver._retry import RetryPolicy
 
 T = TypeVar("T")
@@ -56,8 +57,9 @@ class D1Client:
                               "HTTP header: check CLOUDFLARE_API_TOKEN")
         self._token = api_token
         # The ids go into the URL path, where '/' or '..' would reach another database.
-        self.database_id = validate_database_id(database_id)
+        validate_database_id(database_id)
         validate_account_id(account_id)
+        check_api_base_url(api_base_url)
         self.url = (
             f"{api_base_url.rstrip('/')}/accounts/{account_id}/d1/database/{database_id}/raw"
         )
@@ -80,7 +82,10 @@ class D1Client:
             async_transport = transport
         self._async_transport = async_transport
         self._sync: httpx.Client | None = None
-        self._async: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        # One AsyncClient per event loop, weakly keyed and pruned of closed loops, so that
+        # asyncio.run per request keeps at most the last loop's client.
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary())
         self._lock = threading.Lock()
         self._blocked_until = 0.0  # monotonic time until which the API budget is spent
 
@@ -188,6 +193,8 @@ class D1Client:
                     time.sleep(action.seconds)
                 elif isinstance(action, Send):
                     reply = self._send(action.request)
+                    if isinstance(reply, D1Error):
+                        reply, failure = None, reply
                 elif perform is not None:
                     reply = perform(action)
                 else:
@@ -195,12 +202,13 @@ class D1Client:
             except D1Error as exc:
                 failure = exc
 
-    def _send(self, request: httpx.Request) -> httpx.Response:
+    def _send(self, request: httpx.Request) -> httpx.Response | D1Error:
+        """The response, or the mapped failure: returned, not raised, so that `run` throws it
+        into the operation outside any handler (no implicit context quoting the token)."""
         try:
             return self._sync_client().send(request)
         except httpx.HTTPError as exc:
-            failure = map_transport_error(exc, self._token)
-        raise failure  # outside the handler: no implicit context that could quote the token
+            return map_transport_error(exc, self._token)
 
     def _sync_client(self) -> httpx.Client:
         with self._lock:
@@ -228,6 +236,8 @@ class D1Client:
                     await asyncio.sleep(action.seconds)
                 elif isinstance(action, Send):
                     reply = await self._asend(action.request)
+                    if isinstance(reply, D1Error):
+                        reply, failure = None, reply
                 elif perform is not None:
                     reply = await perform(action)
                 else:
@@ -235,12 +245,11 @@ class D1Client:
             except D1Error as exc:
                 failure = exc
 
-    async def _asend(self, request: httpx.Request) -> httpx.Response:
+    async def _asend(self, request: httpx.Request) -> httpx.Response | D1Error:
         try:
             return await self._async_client().send(request)
         except httpx.HTTPError as exc:
-            failure = map_transport_error(exc, self._token)
-        raise failure
+            return map_transport_error(exc, self._token)
 
     def _async_client(self) -> httpx.AsyncClient:
         # An AsyncClient's connections belong to one event loop; keep one client per live loop.

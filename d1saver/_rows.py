@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -24,7 +24,7 @@ from langgraph.checkpoint.base import (
 from d1saver import _sql
 from d1saver._errors import D1Error, ResponseError
 from d1saver._protocol import Result
-from d1saver._values import Pieces
+from d1saver._values import Pieces, load_metadata
 
 # load(type, text, pieces, owner) -> value; owner is '' for a checkpoint, '<task>/<idx>' a write.
 Load = Callable[[str | None, str | None, Pieces | None, str], Any]
@@ -72,7 +72,7 @@ def tuples_from_page(result: Result, load: Load) -> list[CheckpointTuple]:
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                      "checkpoint_id": cid}},
             checkpoint=load(type_, blob, pieces.get(key), ""),
-            metadata=cast(CheckpointMetadata, json.loads(md) if md else {}),
+            metadata=cast(CheckpointMetadata, load_metadata(md, pieces.get(key))),
             parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                              "checkpoint_id": parent}} if parent else None),
             pending_writes=pending_writes(writes.get(key, []), pieces.get(key), load),
@@ -95,7 +95,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load:
     A tuple whose walk leaves the fetched rows (a missing ancestor) is left out; its
     get_delta_channel_history then asks D1 as usual.
     """
-    check_columns(result, _sql.PAGE_DELTA_COLUMNS)
+    check_columns(result, _sql.PAGE_COLUMNS)
     parents: dict[Key, str | None] = {}
     channels: dict[Key, set[str]] = {}
     blobs: dict[Key, tuple[str, str]] = {}

@@ -104,14 +104,26 @@ class D1Saver(BaseCheckpointSaver[str]):
     def guard_head(self) -> bool:
         return self.ops.guard_head
 
+    @guard_head.setter
+    def guard_head(self, value: bool) -> None:
+        self.ops.guard_head = value
+
     @property
     def auto_setup(self) -> bool:
         return self.ops.auto_setup
+
+    @auto_setup.setter
+    def auto_setup(self, value: bool) -> None:
+        self.ops.auto_setup = value
 
     @property
     def is_setup(self) -> bool:
         """Whether this instance has set the schema up (or found it set up)."""
         return self.ops.is_setup
+
+    @is_setup.setter
+    def is_setup(self, value: bool) -> None:
+        self.ops.is_setup = value
 
     @classmethod
     def from_env(cls, *, account_id: str | None = None, database_id: str | None = None,

@@ -2,13 +2,16 @@
 
 Load it from tests/conftest.py with ``pytest_plugins = ["tests.realengine"]`` (or ``-p tests.realengine``).
 
-The session fixture ``wrangler_d1`` starts ``wrangler dev --local`` on the dev Worker in
-worker/index.js, which answers D1's REST API paths (``/client/v4/accounts/:a/d1/database/:db/query``
-and ``/raw``) on loopback. It applies no schema: the saver's setup does that.
+The session fixture ``wrangler_d1`` starts ``wrangler dev --local`` on the gateway Worker
+(worker/, configured by wrangler.toml), which answers D1's REST API paths
+(``/client/v4/accounts/:a/d1/database/:db/query`` and ``/raw``) on loopback. Its token is a
+fresh random API_TOKEN, given as a secret in a ``.dev.vars`` file written to a temp dir (never
+the repository's). It applies no schema: the saver's setup does that.
 
-The Worker has ONE D1 binding, so every database id reaches the same database (the ``:db``
-path segment is ignored): tests isolate themselves with unique thread ids, not databases.
-``new_database_id()`` still hands out distinct ids so that code paths building URLs are exercised.
+The gateway serves one database per binding of wrangler.toml (DB_A..DB_D), chosen by the id
+in the path. ``database_id`` is the first one's: the tests that need one database all share it
+and isolate themselves with unique thread ids and table names; ``databases`` lists them all.
+``gateway(secret_vars)`` starts another instance, e.g. one without a token.
 
 Without Node or ``node_modules/.bin/wrangler`` (run ``npm ci``) the fixture skips, except when the
 CI environment variable is set: then it fails, so CI can never skip the real engine silently.
@@ -24,8 +27,9 @@ import signal
 import subprocess
 import tempfile
 import time
-import uuid
+import tomllib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +38,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 WRANGLER = ROOT / "node_modules" / ".bin" / "wrangler"
+WRANGLER_TOML = ROOT / "wrangler.toml"
 STARTUP_TIMEOUT_S = 60.0
 MIN_NODE = (20, 3)  # wrangler 4.86.0's engines field
 
@@ -42,19 +47,31 @@ _ACCOUNT_VARS = ("CLOUDFLARE_API_TOKEN", "CLOUDFLARE_API_KEY", "CLOUDFLARE_EMAIL
                  "CLOUDFLARE_ACCOUNT_ID", "CF_API_TOKEN", "CF_ACCOUNT_ID")
 
 
+def gateway_databases(config: Path = WRANGLER_TOML) -> dict[str, str]:
+    """The gateway's databases, binding -> database id, in wrangler.toml's order.
+
+    The ids are the keys of DATABASES in [vars], the map the Worker routes by.
+    """
+    with config.open("rb") as f:
+        doc = tomllib.load(f)
+    return {binding: database_id for database_id, binding in doc["vars"]["DATABASES"].items()}
+
+
 @dataclass
 class RealD1:
-    """Where the dev Worker listens; use as D1_API_BASE_URL / CLOUDFLARE_API_TOKEN / CLOUDFLARE_ACCOUNT_ID."""
+    """Where the gateway listens; use as D1_API_BASE_URL / CLOUDFLARE_API_TOKEN / CLOUDFLARE_ACCOUNT_ID."""
 
     base_url: str  # e.g. http://127.0.0.1:PORT/client/v4
-    api_token: str
+    api_token: str  # "" for a gateway started without the secret
+    databases: dict[str, str]  # binding -> database id, as gateway_databases() reads them
     account_id: str = "local"
     log_path: Path | None = None
     startup_seconds: float = 0.0
 
-    def new_database_id(self) -> str:
-        """A fresh database id. The dev Worker ignores it: all ids share one database."""
-        return str(uuid.uuid4())
+    @property
+    def database_id(self) -> str:
+        """The first binding's id: the one database the single-database tests share."""
+        return next(iter(self.databases.values()))
 
     def url(self, database_id: str, kind: str = "query") -> str:
         """The full endpoint URL, e.g. .../accounts/local/d1/database/<id>/query."""
@@ -82,7 +99,8 @@ def _node_version(node: str) -> tuple[int, ...] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def _wrangler_env(tmp: Path) -> dict[str, str]:
+def wrangler_env(tmp: Path) -> dict[str, str]:
+    """The environment wrangler runs in: no account, no telemetry, no network; config under tmp."""
     env = {k: v for k, v in os.environ.items() if k not in _ACCOUNT_VARS}
     env.update(
         WRANGLER_SEND_METRICS="false",          # telemetry off
@@ -116,8 +134,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             time.sleep(0.2)  # give workerd a moment, then make sure the rest of the group is gone
 
 
-@pytest.fixture(scope="session")
-def wrangler_d1() -> Iterator[RealD1]:
+def require_wrangler() -> None:
+    """Skip (fail under CI) unless Node >= 20.3 and node_modules/.bin/wrangler are here."""
     node = shutil.which("node")
     if node is None or not WRANGLER.exists():
         _unavailable("real D1 engine needs Node >= 20 and `npm ci` (node_modules/.bin/wrangler missing)")
@@ -125,37 +143,56 @@ def wrangler_d1() -> Iterator[RealD1]:
     if version is None or version < MIN_NODE:
         _unavailable(f"real D1 engine needs Node >= {MIN_NODE[0]}.{MIN_NODE[1]}, found {version}")
 
+
+@contextmanager
+def gateway(secret_vars: dict[str, str]) -> Iterator[RealD1]:
+    """Run ``wrangler dev`` on the gateway with these secrets (its .dev.vars), stop it after.
+
+    ``gateway({"API_TOKEN": token})`` is a working gateway; ``gateway({})`` one with no token.
+    """
+    require_wrangler()
     tmp = Path(tempfile.mkdtemp(prefix="d1saver-wrangler-"))
     log_path = tmp / "wrangler.log"
-    token = secrets.token_urlsafe(24)
+    # The secrets go in a .dev.vars of our own, passed with --env-file: wrangler then reads no
+    # other (not the repository's .dev.vars or .env), and parallel sessions never share one.
+    dev_vars = tmp / ".dev.vars"
+    dev_vars.write_text("".join(f"{k}={v}\n" for k, v in secret_vars.items()))
     # Port 0 for the server and the devtools inspector: the OS picks free ports, so parallel
     # sessions never race for one (the inspector otherwise probes from 9229 and can collide);
     # the real server port is read from wrangler's "Ready on" line.
     cmd = [
         str(WRANGLER), "dev",
-        "--config", str(ROOT / "wrangler.toml"),
+        "--config", str(WRANGLER_TOML),
         "--local",
         "--ip", "127.0.0.1",
         "--port", "0",
         "--inspector-port", "0",
         "--persist-to", str(tmp / "state"),
-        "--var", f"API_TOKEN:{token}",
+        "--env-file", str(dev_vars),
         "--show-interactive-dev-session=false",
         "--log-level", "info",
     ]
     started = time.monotonic()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=_wrangler_env(tmp), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=wrangler_env(tmp), stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         base_url = _wait_ready(proc, log_path)
-        yield RealD1(base_url=base_url, api_token=token, log_path=log_path,
+        yield RealD1(base_url=base_url, api_token=secret_vars.get("API_TOKEN", ""),
+                     databases=gateway_databases(), log_path=log_path,
                      startup_seconds=time.monotonic() - started)
     finally:
         _stop(proc)
         # D1SAVER_KEEP_WRANGLER_LOG=1 keeps the temp dir (log, state) for a post-mortem.
         if not os.environ.get("D1SAVER_KEEP_WRANGLER_LOG"):
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def wrangler_d1() -> Iterator[RealD1]:
+    """The gateway on the real D1 engine for the whole session, with a random token."""
+    with gateway({"API_TOKEN": secrets.token_urlsafe(24)}) as real:
+        yield real
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], log_path: Path) -> str:
@@ -169,7 +206,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], log_path: Path) -> str:
             if m:
                 url = f"http://127.0.0.1:{m.group(1)}/client/v4"
                 try:
-                    client.post(url + "/ping")  # the Worker answers 404 (code 7003): it is up
+                    client.post(url + "/ping")  # any answer (404, or 500 without a token): it is up
                     return url
                 except httpx.TransportError:
                     pass

@@ -21,7 +21,7 @@ BIG = 2_000_000  # bytes: over D1's 2 MB value limit once encoded, so stored as 
 
 
 def new_thread() -> str:
-    # Unique per call: the real engine's dev Worker puts every database id in one database.
+    # Unique per call: the real-engine tests all share one database (tests/realengine.py).
     return f"t-{uuid.uuid4().hex[:12]}"
 
 

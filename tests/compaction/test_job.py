@@ -7,7 +7,6 @@ that compact or snapshot the whole database run on the local D1 only, where each
 
 from __future__ import annotations
 
-import operator
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -21,15 +20,17 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, StateSnapshot, interrupt
 from typing_extensions import TypedDict
 
+from benchmarks.workload import append_batches
 from compaction import Summary, compact, lease
 from d1saver import ConfigError, D1Saver, LeaseHeldError, NotFoundError, RetryPolicy
 from d1saver.local import FaultPlan
 from tests.compaction import (BIG, LONG_AGO, cfg, checkpoint_id, ids_in, new_thread, put_chain,
                               query)
 from tests.conftest import Backend, local_backend
+from tests.saver.graphs import LogState, log_node, sequence
 
 # --- helpers: threads -------------------------------------------------------------------------
 
@@ -96,55 +97,33 @@ def newest(ids: list[str], n: int) -> list[str]:
 # --- helpers: graphs ------------------------------------------------------------------------
 
 
-class Log(TypedDict):
-    log: Annotated[list[str], operator.add]
+def asking(name: str, question: str, runs: Counter) -> Callable[[LogState], dict]:
+    """A node that interrupts with `question` and logs "<name>:<answer>" once resumed."""
 
+    def run(state: LogState) -> dict:
+        runs[name] += 1
+        return {"log": [f"{name}:{interrupt(question)}"]}
 
-def node(name: str, runs: Counter | None = None) -> Callable[[Log], dict]:
-    def run(state: Log) -> dict:
-        if runs is not None:
-            runs[name] += 1
-        return {"log": [name]}
     return run
 
 
 def parent_with_subgraph(saver: BaseCheckpointSaver) -> CompiledStateGraph:
     """p1 -> child[c1 -> c2]: each invoke adds 4 checkpoints in '' and 4 in a new 'child:<id>'."""
-    sub = StateGraph(Log)
-    sub.add_node("c1", node("c1"))
-    sub.add_node("c2", node("c2"))
-    sub.add_edge(START, "c1")
-    sub.add_edge("c1", "c2")
-    sub.add_edge("c2", END)
-    g = StateGraph(Log)
-    g.add_node("p1", node("p1"))
-    g.add_node("child", sub.compile())
-    g.add_edge(START, "p1")
-    g.add_edge("p1", "child")
-    g.add_edge("child", END)
-    return g.compile(checkpointer=saver)
+    sub = sequence(LogState, c1=log_node("c1"), c2=log_node("c2"))
+    return sequence(LogState, p1=log_node("p1"), child=sub.compile()).compile(checkpointer=saver)
 
 
 def one_step_graph(saver: BaseCheckpointSaver) -> CompiledStateGraph:
     """One node; each invoke adds 3 checkpoints (input, start, step)."""
-    g = StateGraph(Log)
-    g.add_node("step", node("step"))
-    g.add_edge(START, "step")
-    g.add_edge("step", END)
-    return g.compile(checkpointer=saver)
+    return sequence(LogState, step=log_node("step")).compile(checkpointer=saver)
 
 
 def fan_out_interrupt_graph(saver: BaseCheckpointSaver, runs: Counter) -> CompiledStateGraph:
     """s1 -> s2 -> (a, b, ask in parallel; ask interrupts) -> join."""
-
-    def ask(state: Log) -> dict:
-        runs["ask"] += 1
-        return {"log": [f"ask:{interrupt('go on?')}"]}
-
-    g = StateGraph(Log)
+    g = StateGraph(LogState)
     for name in ("s1", "s2", "a", "b", "join"):
-        g.add_node(name, node(name, runs))
-    g.add_node("ask", ask)
+        g.add_node(name, log_node(name, runs))
+    g.add_node("ask", asking("ask", "go on?", runs))
     g.add_edge(START, "s1")
     g.add_edge("s1", "s2")
     for name in ("a", "b", "ask"):
@@ -156,40 +135,18 @@ def fan_out_interrupt_graph(saver: BaseCheckpointSaver, runs: Counter) -> Compil
 
 def subgraph_interrupt_graph(saver: BaseCheckpointSaver, runs: Counter) -> CompiledStateGraph:
     """before -> child[draft -> review (interrupts)] -> after."""
-
-    def review(state: Log) -> dict:
-        runs["review"] += 1
-        return {"log": [f"review:{interrupt('ok?')}"]}
-
-    sub = StateGraph(Log)
-    sub.add_node("draft", node("draft", runs))
-    sub.add_node("review", review)
-    sub.add_edge(START, "draft")
-    sub.add_edge("draft", "review")
-    sub.add_edge("review", END)
-    g = StateGraph(Log)
-    g.add_node("before", node("before", runs))
-    g.add_node("child", sub.compile())
-    g.add_node("after", node("after", runs))
-    g.add_edge(START, "before")
-    g.add_edge("before", "child")
-    g.add_edge("child", "after")
-    g.add_edge("after", END)
-    return g.compile(checkpointer=saver)
-
-
-def append_batch(state: list, writes: Sequence[Any]) -> list:
-    """DeltaChannel reducer (state, writes) -> state: each write is an item or a list of them."""
-    return state + [x for w in writes for x in (w if isinstance(w, list) else [w])]
+    sub = sequence(LogState, draft=log_node("draft", runs), review=asking("review", "ok?", runs))
+    return sequence(LogState, before=log_node("before", runs), child=sub.compile(),
+                    after=log_node("after", runs)).compile(checkpointer=saver)
 
 
 class Chat(TypedDict):
-    messages: Annotated[list, DeltaChannel(append_batch, snapshot_frequency=4)]
+    messages: Annotated[list, DeltaChannel(append_batches, snapshot_frequency=4)]
     n: int
 
 
 class ChatWithNotes(Chat):
-    notes: Annotated[list, DeltaChannel(append_batch, snapshot_frequency=4)]
+    notes: Annotated[list, DeltaChannel(append_batches, snapshot_frequency=4)]
 
 
 def delta_graph(saver: BaseCheckpointSaver, steps: int = 13, note_at: int | None = None
@@ -226,6 +183,17 @@ def seed_chain(saver: D1Saver, config: RunnableConfig) -> list[str]:
             break
         tup = saver.get_tuple(tup.parent_config)
     return chain
+
+
+def tagged_delta_thread(saver: D1Saver) -> tuple[CompiledStateGraph, RunnableConfig,
+                                                  list[StateSnapshot], StateSnapshot]:
+    """A delta thread with one checkpoint tagged "approval": the newest from the 5th newest back
+    that has no snapshot of its own. Gives the graph, config, history (newest first) and it."""
+    graph, config = run_delta_thread(saver)
+    history = list(graph.get_state_history(config))
+    tagged = next(s for s in history[4:] if len(seed_chain(saver, s.config)) > 1)
+    saver.tag(tagged.config, "approval")
+    return graph, config, history, tagged
 
 
 # --- keep N per (thread, namespace) ---------------------------------------------------------
@@ -274,6 +242,20 @@ def test_keep_zero_refused(local: Backend) -> None:
     """keep < 1 is a ConfigError: every thread must keep its head to stay resumable."""
     with pytest.raises(ConfigError):
         compact(local.saver(), keep=0)
+
+
+@pytest.mark.parametrize("kwargs", [{"lease_ttl": 0}, {"lease_ttl": -5},
+                                    {"max_age": timedelta(days=999_999)}, {"max_age": timedelta.max}],
+                         ids=["lease-ttl-0", "lease-ttl-negative", "max-age-before-year-1",
+                              "max-age-max"])
+def test_out_of_range_options_refused_before_any_request(local: Backend, kwargs: dict) -> None:
+    """A lease that is born expired guards nothing, and a max_age reaching before year 1 cannot
+    be a cutoff: both are ConfigErrors, raised before the first request (was: OverflowError, or
+    a run under an expired lease)."""
+    saver = local.saver()
+    with pytest.raises(ConfigError):
+        compact(saver, keep=1, **kwargs)
+    assert local.requests == 0
 
 
 # --- tags -----------------------------------------------------------------------------------
@@ -459,10 +441,7 @@ def test_delta_channel_graph_goes_on_after_compaction(backend: Backend) -> None:
 def test_delta_channel_tagged_checkpoint_keeps_its_seed(backend: Backend) -> None:
     """A tagged checkpoint without a snapshot keeps its own seed chain: its state still rebuilds."""
     saver = backend.saver()
-    graph, config = run_delta_thread(saver)
-    history = list(graph.get_state_history(config))
-    tagged = next(s for s in history[4:] if len(seed_chain(saver, s.config)) > 1)
-    saver.tag(tagged.config, "approval")
+    graph, config, history, tagged = tagged_delta_thread(saver)
     expected = set(seed_chain(saver, config)) | set(seed_chain(saver, tagged.config))
 
     compact(saver, keep=1, threads=[config["configurable"]["thread_id"]])
@@ -475,10 +454,7 @@ def test_delta_channel_tagged_checkpoint_keeps_its_seed(backend: Backend) -> Non
 def test_idle_delta_thread_keeps_tagged_seed_chain(backend: Backend) -> None:
     """An idle DeltaChannel thread keeps only its tagged checkpoint and that one's seed chain."""
     saver = backend.saver()
-    graph, config = run_delta_thread(saver)
-    history = list(graph.get_state_history(config))
-    tagged = next(s for s in history[4:] if len(seed_chain(saver, s.config)) > 1)
-    saver.tag(tagged.config, "approval")
+    graph, config, _, tagged = tagged_delta_thread(saver)
     chain = seed_chain(saver, tagged.config)
     tid = config["configurable"]["thread_id"]
 

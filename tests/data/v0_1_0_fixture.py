@@ -304,9 +304,9 @@ class V010Db:
 def v010(backend: Any) -> Iterator[Callable[..., V010Db]]:
     """Loads the 0.1.0 rows (of the named threads, or all) into the backend's database.
 
-    On the local D1 the database is fresh and thread ids are kept as stored. The real engine's
-    dev Worker has one database for every test, so there each load gets its own thread ids
-    (the stored ones plus a suffix).
+    On the local D1 the database is fresh and thread ids are kept as stored. On the real engine
+    every test shares one database (tests/realengine.py), so there each load gets its own thread
+    ids (the stored ones plus a suffix).
     """
     savers: list[D1Saver] = []
 

@@ -1,0 +1,29 @@
+"""`wrangler deploy --dry-run` bundles the gateway offline, as CI runs it before a real deploy."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.realengine import ROOT, WRANGLER, WRANGLER_TOML, gateway_databases, require_wrangler, wrangler_env
+
+pytestmark = pytest.mark.realengine
+
+
+def test_deploy_dry_run(tmp_path: Path):
+    require_wrangler()
+    out = tmp_path / "bundle"
+    # wrangler_env: no account variables and nothing that phones home, so this needs no network.
+    done = subprocess.run(
+        [str(WRANGLER), "deploy", "--dry-run", "--config", str(WRANGLER_TOML), "--outdir", str(out)],
+        cwd=ROOT, env=wrangler_env(tmp_path), stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "--dry-run: exiting now." in done.stdout
+    for binding in gateway_databases():
+        assert f"env.{binding} " in done.stdout
+    bundle = (out / "index.js").read_text()
+    assert "timingSafeEqual" in bundle and "DATABASES" in bundle  # the whole worker/, bundled
+    assert "API_TOKEN" not in done.stdout  # no token among the bindings
