@@ -2,7 +2,8 @@
 
 Per (thread_id, checkpoint_ns) it keeps the N newest checkpoints, every tagged one, and the
 ancestors their DeltaChannels replay from; it deletes the rest with their writes and relinks
-parents. Threads idle longer than `max_age` lose everything but their tags. The work goes in
+parents. Threads idle longer than `max_age` lose everything but their tags. Writes of a
+checkpoint whose put is still in flight stay (it runs beside live graphs). The work goes in
 batches of whole threads, one request each, atomic: killed midway, a rerun finishes the job.
 """
 

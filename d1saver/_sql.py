@@ -416,10 +416,29 @@ _NOT_KEPT = _IN_SCOPE + """ AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
         AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id)"""
 
-# Deletes, in scope, what d1saver_keep does not hold. Children before checkpoints.
+# A write (or a chunk) may be stored before its checkpoint: with durability="async" LangGraph
+# sends a checkpoint's put and runs the step's tasks at once, and their put_writes can land
+# while the put is in flight (with a DeltaChannel they are the next step's messages). So a
+# write or chunk is only ever deleted when its checkpoint id is at most its namespace's
+# newest stored one: its checkpoint is stored (and goes only if not kept), or it is a true
+# orphan, whose checkpoint will never be stored, because LangGraph sends the puts of one
+# namespace one after another (each waits for the previous) and checkpoint ids are
+# time-ordered (uuid6; LangGraph's "latest" relies on that too). Checkpoint ids, not a wall-
+# clock horizon: no clock to trust, no column to add, and no put can outlast it. Per namespace,
+# not per thread: parallel subgraphs' puts are not ordered among themselves. A namespace with
+# no stored checkpoint keeps its writes (its first put may be in flight).
+_SETTLED = """{t}.checkpoint_id <= (
+    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
+    WHERE n.thread_id = {t}.thread_id AND n.checkpoint_ns = {t}.checkpoint_ns)"""
+
+# Deletes, in scope, what d1saver_keep does not hold, but for writes and chunks of checkpoints
+# not stored yet. Children before checkpoints (the newest of a namespace is read before any
+# checkpoint goes).
 DELETE_UNKEPT = [
-    "DELETE FROM writes WHERE " + _NOT_KEPT.format(t="writes"),
-    "DELETE FROM chunks WHERE " + _NOT_KEPT.format(t="chunks"),
+    "DELETE FROM writes WHERE " + _NOT_KEPT.format(t="writes") + " AND "
+    + _SETTLED.format(t="writes"),
+    "DELETE FROM chunks WHERE " + _NOT_KEPT.format(t="chunks") + " AND "
+    + _SETTLED.format(t="chunks"),
     "DELETE FROM tags WHERE " + _NOT_KEPT.format(t="tags"),
     "DELETE FROM checkpoints WHERE " + _NOT_KEPT.format(t="checkpoints"),
 ]
@@ -427,6 +446,7 @@ DELETE_UNKEPT = [
 _UNKEPT = """NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
         AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id)"""
+_UNKEPT_SETTLED = _UNKEPT + " AND " + _SETTLED
 
 # What the plan deletes, per thread in scope (dry runs and reports). Rows: thread_id,
 # checkpoints before, checkpoints to delete, writes to delete, stored bytes to free.
@@ -436,13 +456,13 @@ SELECT s.thread_id,
   (SELECT COUNT(*) FROM checkpoints AS c
      WHERE c.thread_id = s.thread_id AND {_UNKEPT.format(t="c")}) AS checkpoints,
   (SELECT COUNT(*) FROM writes AS w
-     WHERE w.thread_id = s.thread_id AND {_UNKEPT.format(t="w")}) AS writes,
+     WHERE w.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="w")}) AS writes,
   (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
      WHERE c.thread_id = s.thread_id AND {_UNKEPT.format(t="c")})
   + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w
-     WHERE w.thread_id = s.thread_id AND {_UNKEPT.format(t="w")})
+     WHERE w.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="w")})
   + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k
-     WHERE k.thread_id = s.thread_id AND {_UNKEPT.format(t="k")}) AS bytes
+     WHERE k.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="k")}) AS bytes
 FROM d1saver_scope AS s ORDER BY s.thread_id"""
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+import httpx
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
@@ -43,14 +45,20 @@ def put_chain(saver: D1Saver, thread_id: str, n: int, *, ns: str = "", ts: str =
     writes of it; configs oldest first."""
     parent, out = cfg(thread_id, ns), []
     for i in range(n):
-        cp = empty_checkpoint()
-        cp.update(id=checkpoint_id(i), ts=ts, channel_values={"x": value(i)},
-                  channel_versions={"x": str(i + 1)})
-        parent = saver.put(parent, cp, {"source": "loop", "step": i, "parents": {}}, {})
+        parent = put_checkpoint(saver, parent, i, ts=ts, value=value)
         if writes:
             saver.put_writes(parent, [("x", value(i)) for _ in range(writes)], task_id=f"task-{i}")
         out.append(parent)
     return out
+
+
+def put_checkpoint(saver: D1Saver, parent: RunnableConfig, i: int, *, ts: str = NOW,
+                   value: Callable[[int], Any] = str) -> RunnableConfig:
+    """Checkpoint `checkpoint_id(i)` holding value(i), child of `parent`; returns its config."""
+    cp = empty_checkpoint()
+    cp.update(id=checkpoint_id(i), ts=ts, channel_values={"x": value(i)},
+              channel_versions={"x": str(i + 1)})
+    return saver.put(parent, cp, {"source": "loop", "step": i, "parents": {}}, {})
 
 
 def query(saver: D1Saver, sql: str, *params: Any) -> list[list[Any]]:
@@ -62,3 +70,12 @@ def ids_in(saver: D1Saver, thread_id: str, ns: str = "") -> list[str]:
     """Checkpoint ids of one (thread, namespace), oldest first."""
     return [r[0] for r in query(saver, "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1"
                                        " AND checkpoint_ns = ?2 ORDER BY checkpoint_id", thread_id, ns)]
+
+
+# --- helpers: requests --------------------------------------------------------------------------
+
+
+def statements_of(request: httpx.Request) -> list[dict[str, Any]]:
+    """The {"sql", "params"} items of a D1 request (one statement or a batch)."""
+    body = json.loads(request.content)
+    return body["batch"] if "batch" in body else [body]

@@ -28,7 +28,7 @@ from compaction import Summary, compact, lease
 from d1saver import ConfigError, D1Saver, LeaseHeldError, NotFoundError, RetryPolicy
 from d1saver.local import FaultPlan
 from tests.compaction import (BIG, LONG_AGO, cfg, checkpoint_id, ids_in, new_thread, put_chain,
-                              query)
+                              put_checkpoint, query)
 from tests.conftest import Backend, local_backend
 
 # --- helpers: threads -------------------------------------------------------------------------
@@ -357,6 +357,57 @@ def test_chunks_follow_their_checkpoints(backend: Backend) -> None:
     head = saver.get_tuple(cfg(tid))
     assert head.checkpoint["channel_values"]["x"] == blobs[2]
     assert head.pending_writes == [("task-2", "x", blobs[2])]
+
+
+def test_writes_of_a_checkpoint_not_stored_yet_survive(backend: Backend) -> None:
+    """With durability="async" a task's writes can land while its checkpoint's put is still in
+    flight. Compaction leaves alone writes (and their chunks) of a checkpoint newer than its
+    namespace's newest stored one, or of a namespace with none yet; the put then finds them
+    (defect 12). Dry-run figures still equal what goes."""
+    saver, tid = backend.saver(), new_thread()
+    configs = put_chain(saver, tid, 4)
+    big = os.urandom(BIG)
+    pending = cfg(tid, checkpoint_id=checkpoint_id(4))
+    saver.put_writes(pending, [("x", "soon"), ("x", big)], task_id="task-4")
+    saver.put_writes(cfg(tid, "child:1", checkpoint_id(0)), [("x", "first")], task_id="task-c")
+    chunks = "SELECT COUNT(*) FROM chunks WHERE thread_id = ?1"
+    pending_chunks = query(saver, chunks, tid)[0][0]
+    assert pending_chunks >= 2
+
+    dry = compact(saver, keep=1, threads=[tid], dry_run=True)
+    summary = compact(saver, keep=1, threads=[tid])
+
+    assert (summary.checkpoints_deleted, summary.writes_deleted) == (3, 3)
+    assert (dry.checkpoints_deleted, dry.writes_deleted, dry.bytes_freed) == (
+        summary.checkpoints_deleted, summary.writes_deleted, summary.bytes_freed)
+    assert query(saver, chunks, tid)[0][0] == pending_chunks
+    head = put_checkpoint(saver, configs[-1], 4)
+    assert saver.get_tuple(head).pending_writes == [("task-4", "x", "soon"), ("task-4", "x", big)]
+    child = put_chain(saver, tid, 1, ns="child:1", writes=0)[0]
+    assert saver.get_tuple(child).pending_writes == [("task-c", "x", "first")]
+
+
+def test_orphan_writes_of_a_superseded_checkpoint_go(backend: Backend) -> None:
+    """Writes whose checkpoint is missing while a newer one of its namespace is stored will
+    never be read (the puts of a namespace are chained): compaction deletes and counts them."""
+    saver, tid = backend.saver(), new_thread()
+    configs = put_chain(saver, tid, 4)
+    compact(saver, keep=1, threads=[tid])
+    # a late put_writes of a checkpoint compaction already deleted: an orphan
+    saver.put_writes(cfg(tid, checkpoint_id=checkpoint_id(1)), [("x", "late"), ("x", os.urandom(BIG))],
+                     task_id="late")
+    head = put_checkpoint(saver, configs[-1], 4)
+    put_checkpoint(saver, head, 5)
+
+    dry = compact(saver, keep=1, threads=[tid], dry_run=True)
+    summary = compact(saver, keep=1, threads=[tid])
+
+    assert (summary.checkpoints_deleted, summary.writes_deleted) == (2, 3)
+    assert (dry.checkpoints_deleted, dry.writes_deleted, dry.bytes_freed) == (
+        summary.checkpoints_deleted, summary.writes_deleted, summary.bytes_freed)
+    assert count_writes(saver, tid) == 0
+    assert query(saver, "SELECT COUNT(*) FROM chunks WHERE thread_id = ?1", tid) == [[0]]
+    assert ids_in(saver, tid) == [checkpoint_id(5)]
 
 
 def test_parent_pointers_stay_valid(backend: Backend) -> None:
