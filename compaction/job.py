@@ -153,6 +153,8 @@ def _batches(infos: list[ThreadInfo], keep: int, max_checkpoints: int, max_threa
 
 def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summary,
                held: leases.Lease | None, *, expired: bool) -> None:
+    # Built once: a retry re-sends these very statements, so the summary the first try
+    # recorded (under the id drawn here) is the one read back, even if its response was lost.
     stmts = admin.retention([i.thread_id for i in batch], keep, summarize=True,
                             delete=not summary.dry_run)
     prefix = held.guard_statements() if held is not None else []

@@ -44,6 +44,19 @@ SCHEMA_SQL = _schema_text()
 # Index = schema version - 1. Append only: a released entry never changes. Version 1 is
 # schema.sql itself (idempotent); later entries are lists of statements run once, in order.
 MIGRATIONS: list[list[str]] = [split_script(SCHEMA_SQL)]
+
+# Idempotency records (see FORGET_OLD_OPS): the answers of untag and of compaction batches,
+# kept so that a retry after a lost response answers as the first try did. Additive and
+# idempotent: two instances upgrading at once, or a retried upgrade, are harmless.
+MIGRATIONS.append([
+    """
+CREATE TABLE IF NOT EXISTS d1saver_ops (
+    op_id TEXT PRIMARY KEY,
+    result TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops (created_at)",
+])
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SELECT_SCHEMA_VERSION = "SELECT COALESCE(MAX(version), 0) AS version FROM d1saver_schema"
@@ -256,6 +269,20 @@ FROM ancestors AS a JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?
 #   'k' chunk:    checkpoint_id, f1 owner, f2 seq, f3 data
 DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "f1", "f2", "f3", "f4", "f5", "f6")
 
+# --- idempotency records ------------------------------------------------------------------
+#
+# A request whose response was lost is sent again, identical, and runs on the state its first
+# try left. Every write is idempotent, but an answer drawn from what a statement changed is
+# not: untag's retry finds no tag, a retried compaction batch nothing left to delete. Such a
+# batch records its answer under an op id the client drew before sending (INSERT OR IGNORE:
+# a retry keeps the first try's) and reads it back. Records live a day on the database's
+# clock, far past any retry (RetryPolicy.max_elapsed is 60 s by default); the batches that
+# record also forget the expired ones.
+FORGET_OLD_OPS = """
+DELETE FROM d1saver_ops WHERE created_at < CAST(strftime('%s', 'now') AS INTEGER) - 86400"""
+OP_RESULT_COLUMNS = ("result",)
+OP_RESULT = "SELECT result FROM d1saver_ops WHERE op_id = ?1"
+
 # --- tags ---------------------------------------------------------------------------------
 
 # ?1 thread, ?2 ns, ?3 checkpoint_id (NULL: the newest), ?4 name. Returns a row only if the
@@ -270,6 +297,11 @@ ON CONFLICT (thread_id, checkpoint_ns, name) DO UPDATE SET
     checkpoint_id = excluded.checkpoint_id, created_at = excluded.created_at
 RETURNING checkpoint_id"""
 UNTAG = "DELETE FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND name = ?3"
+# Sent before UNTAG in its batch: records under op id ?4 whether the tag exists (1 or 0).
+RECORD_UNTAG = """
+INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
+SELECT ?4, COUNT(*), CAST(strftime('%s', 'now') AS INTEGER)
+FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND name = ?3"""
 LIST_TAGS_COLUMNS = ("name", "checkpoint_id")
 LIST_TAGS = """
 SELECT name, checkpoint_id FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2
@@ -450,6 +482,7 @@ _UNKEPT_SETTLED = _UNKEPT + " AND " + _SETTLED
 
 # What the plan deletes, per thread in scope (dry runs and reports). Rows: thread_id,
 # checkpoints before, checkpoints to delete, writes to delete, stored bytes to free.
+SUMMARY_COLUMNS = ("thread_id", "checkpoints_total", "checkpoints", "writes", "bytes")
 SUMMARIZE_PLAN = f"""
 SELECT s.thread_id,
   (SELECT COUNT(*) FROM checkpoints AS c WHERE c.thread_id = s.thread_id) AS checkpoints_total,
@@ -464,6 +497,22 @@ SELECT s.thread_id,
   + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k
      WHERE k.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="k")}) AS bytes
 FROM d1saver_scope AS s ORDER BY s.thread_id"""
+
+# A real run's summary is recorded under the batch's op id (see "idempotency records") and
+# read back, so that a retried batch, which finds nothing more to delete, still reports what
+# its first try deleted. ?1: op id. The record is a JSON array of the summary's rows, thread
+# ids in hex (SQLite 3.40's JSON decoder stops at "\u0000"); read back as SUMMARY_COLUMNS.
+RECORD_PLAN = f"""
+INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
+SELECT ?1, json_group_array(json_array(hex(p.thread_id), p.checkpoints_total, p.checkpoints,
+                                       p.writes, p.bytes)),
+       CAST(strftime('%s', 'now') AS INTEGER)
+FROM ({SUMMARIZE_PLAN}) AS p"""
+RECORDED_PLAN = """
+SELECT CAST(unhex(r.value->>0) AS TEXT) AS thread_id, r.value->>1 AS checkpoints_total,
+       r.value->>2 AS checkpoints, r.value->>3 AS writes, r.value->>4 AS bytes
+FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = ?1
+ORDER BY thread_id"""
 
 
 # --- compaction: thread listing, lease -----------------------------------------------------
@@ -522,11 +571,13 @@ def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = 
     """The statements of one retention batch: scope and keep-plan statements, then the rest.
 
     `plan` are the statements that fill d1saver_scope and d1saver_keep; they share the
-    batch's parameters. The rest take none.
+    batch's parameters. RECORD_PLAN and RECORDED_PLAN take the batch's op id; the rest take
+    none. A summary of a batch that deletes is recorded (it must survive a retry); a dry
+    run's is only read.
     """
     stmts = [*CLEAR_SCRATCH, *plan]
     if summarize:
-        stmts.append(SUMMARIZE_PLAN)
+        stmts += [FORGET_OLD_OPS, RECORD_PLAN, RECORDED_PLAN] if delete else [SUMMARIZE_PLAN]
     if delete:
         stmts += [PLAN_RELINK, APPLY_RELINK, *DELETE_UNKEPT]
     return [*stmts, *CLEAR_SCRATCH]
