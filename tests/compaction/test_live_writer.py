@@ -17,7 +17,6 @@ import asyncio
 import functools
 import json
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -31,11 +30,11 @@ from d1saver._client import compact_sql
 from d1saver.local import LocalD1Transport
 from tests.compaction import query, statements_of
 from tests.conftest import Backend
-from tests.saver.graphs import agent_loop_graph
+from benchmarks.workload import build_graph, first_input
 
 THREAD = "live"
 CONFIG = {"configurable": {"thread_id": THREAD}}
-INPUT = {"messages": ["hi"], "turn": 0}
+INPUT = first_input()
 TURNS = 4
 UPSERT = compact_sql(_sql.UPSERT_CHECKPOINT)
 WAIT_LIMIT = 10.0  # seconds a held put waits for its writes: only so a broken run cannot hang
@@ -45,12 +44,18 @@ WAIT_LIMIT = 10.0  # seconds a held put waits for its writes: only so a broken r
 def reference() -> tuple[dict[str, Any], dict[int, dict[str, Any]], dict[int, int]]:
     """The run on InMemorySaver: its result, the values and the pending writes per step."""
     saver = InMemorySaver()
-    graph = agent_loop_graph(saver, Counter(), turns=TURNS)
+    graph = agent_graph(saver)
     result = graph.invoke(INPUT, CONFIG, durability="async")
     history = list(graph.get_state_history(CONFIG))
     values = {s.metadata["step"]: s.values for s in history}
     writes = {s.metadata["step"]: len(saver.get_tuple(s.config).pending_writes) for s in history}
     return result, values, writes
+
+
+def agent_graph(saver: Any) -> Any:
+    """The shared agent with its messages in a DeltaChannel snapshotting every 3 updates, so
+    that a lost pending write would change the state."""
+    return build_graph(saver, variant="delta", turns=TURNS, snapshot_frequency=3)
 
 
 class HoldPuts(httpx.BaseTransport, httpx.AsyncBaseTransport):
@@ -157,7 +162,7 @@ def test_compaction_before_every_put_with_group_commit(local: Backend, mode: str
 
 
 def run_graph(saver: D1Saver, mode: str) -> dict[str, Any]:
-    graph = agent_loop_graph(saver, Counter(), turns=TURNS)
+    graph = agent_graph(saver)
     if mode == "sync":
         return graph.invoke(INPUT, CONFIG, durability="async")
     return asyncio.run(graph.ainvoke(INPUT, CONFIG, durability="async"))
@@ -167,7 +172,7 @@ def assert_thread_as_reference(saver: D1Saver) -> None:
     """The head's state is the reference run's last, and so is every checkpoint compaction
     kept (values and pending writes)."""
     _, values, writes = reference()
-    graph = agent_loop_graph(saver, Counter(), turns=TURNS)
+    graph = agent_graph(saver)
     assert graph.get_state(CONFIG).values == values[max(values)]
     survivors = list(graph.get_state_history(CONFIG))
     assert len(survivors) < len(values)
