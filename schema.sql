@@ -1,4 +1,4 @@
--- d1saver schema, version 3: the whole current schema, for a fresh database.
+-- d1saver schema, version 4: the whole current schema, for a fresh database.
 -- Applied by D1Saver.setup() and, unchanged, by `wrangler d1 execute <db> --file schema.sql`.
 -- Statements are separated by semicolons at line ends only; each is idempotent.
 --
@@ -33,12 +33,12 @@ CREATE TABLE IF NOT EXISTS d1saver_guards (
 );
 
 -- Stop on a database at an older version (its migrations bring it up) or on one that needs a
--- newer d1saver than version 3's.
+-- newer d1saver than version 4's.
 INSERT INTO d1saver_guards (schema_outdated)
-SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 3;
+SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 4;
 
 INSERT INTO d1saver_guards (schema_too_new)
-SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 3;
+SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 4;
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -135,6 +135,16 @@ CREATE TABLE IF NOT EXISTS d1saver_relink (
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
 );
 
+-- Idempotency records: the answers of untag and of compaction batches, kept a day so that a
+-- retry after a lost response answers as the first try did (d1saver/_sql.py, FORGET_OLD_OPS).
+CREATE TABLE IF NOT EXISTS d1saver_ops (
+    op_id TEXT PRIMARY KEY,
+    result TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops (created_at);
+
 -- Version 1's guard table, which d1saver 0.1.0 still uses (d1saver_guards replaces it; a later
 -- release drops it once no 0.1.0 instance remains).
 CREATE TABLE IF NOT EXISTS d1saver_guard (
@@ -143,4 +153,4 @@ CREATE TABLE IF NOT EXISTS d1saver_guard (
 );
 
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (3, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 1);
+VALUES (4, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 1);
