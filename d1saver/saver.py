@@ -163,7 +163,7 @@ class D1Saver(BaseCheckpointSaver[str]):
         For maintenance tools (compaction, the CLI), which send the statements of
         d1saver.admin.
         """
-        return self.driver.run(self.ops.exchange(statements))
+        return self.driver.run(self.ops.execute(statements))
 
     # --- BaseCheckpointSaver, sync --------------------------------------------------------
 
