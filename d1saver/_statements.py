@@ -99,6 +99,19 @@ def chunk_statements(thread_id: str, ns: str, cid: str, owner: str, value: Store
     return stmts
 
 
+def unwritten_statements(thread_id: str, ns: str, cid: str, checkpoint: Checkpoint,
+                         metadata: Mapping[str, Any]) -> list[Statement]:
+    """The DeltaChannels the checkpoint declares but has never written, for the SQL walks to
+    leave alone (none: no statement, the common case)."""
+    counters = metadata.get("counters_since_delta_snapshot") or {}
+    versions = checkpoint.get("channel_versions") or {}
+    unwritten = sorted(str(ch) for ch in counters if ch not in versions)
+    if not unwritten:
+        return []
+    return [Statement(_sql.PUT_UNWRITTEN,
+                      (thread_id, ns, cid, json.dumps(unwritten, ensure_ascii=False)))]
+
+
 def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, *, guard_head: bool
                    ) -> tuple[list[Statement], RunnableConfig]:
@@ -122,6 +135,7 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
     if guard_head:
         stmts.append(Statement(_sql.GUARD_HEAD, params[:4]))
     stmts.append(Statement(_sql.UPSERT_CHECKPOINT, params))
+    stmts += unwritten_statements(thread_id, ns, str(checkpoint["id"]), checkpoint, md)
     stmts += chunk_statements(thread_id, ns, str(checkpoint["id"]), "", value)
     next_config: RunnableConfig = {"configurable": {
         "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": str(checkpoint["id"])}}
@@ -207,8 +221,8 @@ def copy_thread_statements(source: str, target: str) -> list[Statement]:
 
 def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
                          delete: bool = True) -> list[Statement]:
-    """One retention batch over `thread_ids`: keep the `keep` newest per namespace, every
-    tagged checkpoint, and the ancestors their DeltaChannels replay from; relink; delete."""
+    """One retention batch over `thread_ids`: what PLAN_KEEP keeps (the `keep` newest of the
+    root and of the subgraphs it reaches, tags, DeltaChannel seeds); relink; delete the rest."""
     ids = id_list(thread_ids)
     bound = []
     for s in _sql.retention_batch([_sql.SCOPE_THREADS, _sql.PLAN_KEEP],

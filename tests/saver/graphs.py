@@ -100,10 +100,16 @@ def step_graph(saver: BaseCheckpointSaver | None, runs: Counter) -> CompiledStat
         runs["step"] += 1
         return {"log": [f"step{runs['step']}"]}
 
-    g = StateGraph(LogState)
-    g.add_node("step", step)
-    g.add_edge(START, "step")
-    g.add_edge("step", END)
+    return one_node_graph(saver, LogState, "step", step)
+
+
+def one_node_graph(saver: BaseCheckpointSaver | None, state: type, name: str,
+                   run: Any) -> CompiledStateGraph:
+    """START -> name -> END."""
+    g = StateGraph(state)
+    g.add_node(name, run)
+    g.add_edge(START, name)
+    g.add_edge(name, END)
     return g.compile(checkpointer=saver)
 
 
@@ -152,6 +158,22 @@ def agent_loop_graph(saver: BaseCheckpointSaver | None, runs: Counter,
     g.add_conditional_edges("agent", route, ["tool", END])
     g.add_edge("tool", "agent")
     return g.compile(checkpointer=saver)
+
+
+class NotesState(TypedDict, total=False):
+    messages: Annotated[list, DeltaChannel(add_messages_batch, snapshot_frequency=3)]
+    notes: Annotated[list, DeltaChannel(add_messages_batch, snapshot_frequency=3)]
+
+
+def chat_graph(saver: BaseCheckpointSaver | None, runs: Counter) -> CompiledStateGraph:
+    """One node answering each input message; `notes`, a second DeltaChannel, is declared but
+    never written. Each invoke adds 3 checkpoints."""
+
+    def reply(state: NotesState) -> dict:
+        runs["reply"] += 1
+        return {"messages": [f"ai{runs['reply']}(saw {len(state['messages'])})"]}
+
+    return one_node_graph(saver, NotesState, "reply", reply)
 
 
 # --- a crash in one of three parallel nodes -------------------------------------------------

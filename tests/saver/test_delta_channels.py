@@ -1,8 +1,9 @@
-"""DeltaChannels: the history cache answering as InMemorySaver does after every write or
-delete of the thread."""
+"""DeltaChannels: what a read costs when a channel is declared but never written, and the
+history cache answering as InMemorySaver does after every write or delete of the thread."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,10 +13,66 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from d1saver import D1Saver
+from d1saver import _statements as st
 from d1saver._delta_cache import DeltaCache
 from tests.compaction import cfg, new_thread
 from tests.compaction import checkpoint_id as cid
 from tests.conftest import Backend
+from tests.saver import graphs
+
+# --- a channel declared but never written ----------------------------------------------------
+
+
+def get_tuple_walk(saver: D1Saver, thread_id: str) -> tuple[int, int]:
+    """What get_tuple's DeltaChannel prefetch reads for the thread's head, from the very
+    statements get_tuple sends: (rows it returns, meta rows_read beyond the page's own, which
+    the prefetch repeats to find its starting checkpoints)."""
+    page = st.page_statement(thread_id=thread_id, ns="", checkpoint_id=None, before=None,
+                             filter_json=None, cursor=None, size=1)
+    tuples, walk = saver.client.execute([page, st.delta_statement(page)])
+    return len(walk.rows), int(walk.meta["rows_read"]) - int(tuples.meta["rows_read"])
+
+
+def test_never_written_channel_costs_get_tuple_nothing(backend: Backend) -> None:
+    """With a second DeltaChannel never written, get_tuple's walk reads only back to the seed
+    of the written one (at most 3 checkpoints here), not the whole thread, as it grows from 15
+    to 90 checkpoints; get_state stays one request and equals InMemorySaver's."""
+    saver, memory = backend.saver(), InMemorySaver()
+    graph, graph_m = graphs.chat_graph(saver, Counter()), graphs.chat_graph(memory, Counter())
+    tid = new_thread()
+    config, config_m = {"configurable": {"thread_id": tid}}, {"configurable": {"thread_id": "m"}}
+    walks: dict[int, tuple[int, int]] = {}
+    for turn in range(1, 31):
+        graph.invoke({"messages": [f"user{turn}"]}, config)
+        graph_m.invoke({"messages": [f"user{turn}"]}, config_m)
+        if turn % 5 == 0:
+            walks[turn] = get_tuple_walk(saver, tid)
+            state, requests = backend.count(lambda: graph.get_state(config))
+            assert requests == 1
+            assert state.values == graph_m.get_state(config_m).values
+    assert len(list(saver.list(config))) == 90
+    rows = {turn: walk[0] for turn, walk in walks.items()}
+    # The seed of `messages` comes every 3 updates: the walk's rows cycle every 15 turns.
+    assert max(rows.values()) <= 6 and rows[25] == rows[10] and rows[30] == rows[15]
+    rows_read = {turn: walk[1] for turn, walk in walks.items()}
+    assert rows_read[25] == rows_read[10] and rows_read[30] == rows_read[15]
+
+
+def test_unwritten_channel_becomes_sought_once_written(backend: Backend) -> None:
+    """A channel first written late is replayed from then on: state equals InMemorySaver's
+    at every step (the walk leaves it alone only while it is unwritten)."""
+    saver, memory = backend.saver(), InMemorySaver()
+    config, config_m = {"configurable": {"thread_id": new_thread()}}, {"configurable": {"thread_id": "m"}}
+    graph, graph_m = graphs.chat_graph(saver, Counter()), graphs.chat_graph(memory, Counter())
+    for turn in range(4):
+        update = {"messages": [f"user{turn}"]}
+        if turn == 2:
+            update["notes"] = ["a note"]
+        graph.invoke(update, config)
+        graph_m.invoke(update, config_m)
+        assert graph.get_state(config).values == graph_m.get_state(config_m).values
+    assert graph.get_state(config).values["notes"] == ["a note"]
+
 
 # --- the history cache answers as InMemorySaver does -----------------------------------------
 
