@@ -259,7 +259,7 @@ def work(backend: Backend, saver: D1Saver, stmts: list, sql: str) -> int:
         results = saver.execute(stmts)
         return next(int(r.meta["rows_read"]) for s, r in zip(stmts, results) if s.sql == sql)
     saver.setup()
-    conn = backend.engine._databases[backend.database_id].conn  # the test's own database
+    conn = backend.engine._registry.get(backend.database_id).conn  # the test's own database
     steps = [0]
 
     def tick() -> int:
