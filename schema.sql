@@ -1,4 +1,4 @@
--- d1saver schema, version 4: the whole current schema, for a fresh database.
+-- d1saver schema, version 5: the whole current schema, for a fresh database.
 -- Applied by D1Saver.setup() and, unchanged, by `wrangler d1 execute <db> --file schema.sql`.
 -- Statements are separated by semicolons at line ends only; each is idempotent.
 --
@@ -33,12 +33,12 @@ CREATE TABLE IF NOT EXISTS d1saver_guards (
 );
 
 -- Stop on a database at an older version (its migrations bring it up) or on one that needs a
--- newer d1saver than version 4's.
+-- newer d1saver than version 5's.
 INSERT INTO d1saver_guards (schema_outdated)
-SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 4;
+SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 5;
 
 INSERT INTO d1saver_guards (schema_too_new)
-SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 4;
+SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 5;
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -145,6 +145,25 @@ CREATE TABLE IF NOT EXISTS d1saver_ops (
 
 CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops (created_at);
 
+-- The DeltaChannels a checkpoint declares but has never written (a row only for a checkpoint
+-- with some): walks seeking them would find no seed. A checkpoint written or deleted, by any
+-- statement or d1saver version, drops its row.
+CREATE TABLE IF NOT EXISTS delta_unwritten (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    channels TEXT NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+);
+
+CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_put AFTER INSERT ON checkpoints BEGIN
+    DELETE FROM delta_unwritten WHERE thread_id = NEW.thread_id
+        AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id; END;
+
+CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoints BEGIN
+    DELETE FROM delta_unwritten WHERE thread_id = OLD.thread_id
+        AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id; END;
+
 -- Version 1's guard table, which d1saver 0.1.0 still uses (d1saver_guards replaces it; a later
 -- release drops it once no 0.1.0 instance remains).
 CREATE TABLE IF NOT EXISTS d1saver_guard (
@@ -153,4 +172,4 @@ CREATE TABLE IF NOT EXISTS d1saver_guard (
 );
 
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (4, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 1);
+VALUES (5, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 1);

@@ -77,7 +77,7 @@ def _fail(exc: Exception) -> None:
 
 
 def compact_cmd(
-    keep: int = typer.Option(..., "--keep", min=1, help="Checkpoints to keep per thread and namespace (>= 1)."),
+    keep: int = typer.Option(..., "--keep", min=1, help="Checkpoints to keep per thread, and per subgraph namespace still reached (>= 1)."),
     thread: Optional[List[str]] = typer.Option(None, "--thread", help="A thread to compact (repeatable)."),
     all_threads: bool = typer.Option(False, "--all", help="Compact every thread."),
     max_age: Optional[str] = typer.Option(None, "--max-age", help="Also delete threads idle longer than this (30d, 12h): all but their tags."),

@@ -1,7 +1,8 @@
 """The compaction job as a library function: keep the latest N checkpoints of every thread.
 
-Per (thread_id, checkpoint_ns) it keeps the N newest checkpoints, every tagged one, and the
-ancestors their DeltaChannels replay from; it deletes the rest with their writes and relinks
+Per thread it keeps the N newest checkpoints of the root namespace, every tagged one, the
+ancestors their DeltaChannels replay from, and the N newest of each subgraph namespace a kept
+checkpoint reaches (d1saver's PLAN_KEEP); it deletes the rest with their writes and relinks
 parents. Threads idle longer than `max_age` lose everything but their tags. Writes of a
 checkpoint whose put is still in flight stay (it runs beside live graphs). The work goes in
 batches of whole threads, one request each, atomic: killed midway, a rerun finishes the job.

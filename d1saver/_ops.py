@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -29,6 +29,7 @@ from d1saver._protocol import Commit, Once, Op, Result, Statement
 from d1saver._values import Values
 
 Exchange = Callable[[Sequence[Statement]], Op[list[Result]]]
+T = TypeVar("T")
 
 
 class ListPlan:
@@ -137,15 +138,19 @@ class Operations:
             return (yield from send(statements))
         probe = not self.schema.checked
         try:
-            results = yield from send([*statements, st.read_schema()] if probe else statements)
+            results = yield from send([st.read_schema(), *statements] if probe else statements)
         except QueryError as exc:
             if not _schema_missing(exc):
                 raise
-            yield Once("setup", self._setup)
+            # D1 names the first statement that failed, and the read goes first: without
+            # d1saver_schema the database is fresh (create it whole); with it, it is older
+            # than a statement of this batch (read its versions, migrate).
+            older = probe and "d1saver_schema" not in str(exc)
+            yield Once("setup", self._migrate if older else self._setup)
             return (yield from send(statements))
         if probe:
-            info = _rows.read_rows(_rows.schema_info, results[-1])
-            results = results[:-1]
+            info = _rows.read_rows(_rows.schema_info, results[0])
+            results = results[1:]
             if info.version < _sql.SCHEMA_VERSION:
                 yield Once("setup", lambda: self._upgrade(info))
             else:
@@ -162,14 +167,18 @@ class Operations:
         """Create the schema on a fresh database, or migrate an older one (docs/MIGRATIONS.md)."""
         try:
             results = yield from self._send(st.setup_statements())
-            info = _rows.read_rows(_rows.schema_info, results[-1])
         except QueryError as exc:
-            # schema.sql stopped on a database it must not touch (D1 rolled it back): read it.
+            # schema.sql stopped on a database it must not touch (D1 rolled it back).
             if "schema_outdated" not in str(exc) and "schema_too_new" not in str(exc):
                 raise
-            (result,) = yield from self._send([st.read_schema()])
-            info = _rows.read_rows(_rows.schema_info, result)
-        yield from self._upgrade(info)
+            yield from self._migrate()
+            return
+        yield from self._upgrade(_rows.read_rows(_rows.schema_info, results[-1]))
+
+    def _migrate(self) -> Op[None]:
+        """Read the versions an existing database records, then apply the steps after them."""
+        (result,) = yield from self._send([st.read_schema()])
+        yield from self._upgrade(_rows.read_rows(_rows.schema_info, result))
 
     def _upgrade(self, info: _rows.SchemaInfo) -> Op[None]:
         """Apply each migration after `info.version`, one atomic batch each.
@@ -215,12 +224,13 @@ class Operations:
 
     def page(self, stmt: Statement) -> Op[list[CheckpointTuple]]:
         """One page of checkpoints; their DeltaChannel histories ride along into the cache."""
+        since = self.delta_cache.mark()
         result, deltas = yield from self.exchange([stmt, st.delta_statement(stmt)])
         load = self.values.load
         tuples = _rows.read_rows(_rows.tuples_from_page, result, load)
         histories = _rows.read_rows(_rows.histories_from_walk, deltas, tuples, load)
         for key, entry in histories.items():
-            self.delta_cache.put(key, entry)
+            self.delta_cache.put(key, entry, since)
         return tuples
 
     def delta_history(self, config: RunnableConfig, channels: Sequence[str]
@@ -244,7 +254,7 @@ class Operations:
         stmts, next_config = st.put_statements(self.values, config, checkpoint, metadata,
                                                guard_head=self.guard_head)
         try:
-            yield from self.commit(stmts)
+            yield from self._changing([st.thread_id_of(config)], self.commit(stmts))
         except QueryError as exc:
             if self.guard_head and "head_moved" in str(exc):
                 raise CheckpointConflictError(
@@ -259,29 +269,47 @@ class Operations:
                    task_id: str, task_path: str) -> Op[None]:
         stmts = st.put_writes_statements(self.values, config, writes, task_id, task_path)
         if stmts:
-            yield from self.commit(stmts)
+            yield from self._changing([st.thread_id_of(config)], self.commit(stmts))
 
     # --- deletes and copies -------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> Op[None]:
-        yield from self.exchange(st.delete_threads_statements([thread_id]))
+        yield from self._changing(
+            [str(thread_id)], self.exchange(st.delete_threads_statements([thread_id])))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> Op[None]:
-        if run_ids:
-            yield from self.exchange(st.delete_for_runs_statements(run_ids))
+        if run_ids:  # the runs' threads are known only to the database: forget every thread
+            yield from self._changing(None, self.exchange(st.delete_for_runs_statements(run_ids)))
 
     def copy_thread(self, source: str, target: str) -> Op[None]:
-        yield from self.exchange(st.copy_thread_statements(source, target))
+        yield from self._changing(
+            [str(target)], self.exchange(st.copy_thread_statements(source, target)))
 
     def prune(self, thread_ids: Sequence[str], strategy: str) -> Op[None]:
         if not thread_ids:
             return
         if strategy == "delete":
-            yield from self.exchange(st.delete_threads_statements(thread_ids))
+            stmts = st.delete_threads_statements(thread_ids)
         elif strategy == "keep_latest":
-            yield from self.exchange(st.retention_statements(thread_ids, 1))
+            stmts = st.retention_statements(thread_ids, 1)
         else:
             raise ConfigError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        yield from self._changing([str(t) for t in thread_ids], self.exchange(stmts))
+
+    def execute(self, statements: Sequence[Statement]) -> Op[list[Result]]:
+        """Maintenance statements (d1saver.admin), which may change any thread."""
+        return (yield from self._changing(None, self.exchange(statements)))
+
+    def _changing(self, thread_ids: Sequence[str] | None, op: Op[T]) -> Op[T]:
+        """Run a write or delete of `thread_ids` (None: any thread), then drop their cached
+        DeltaChannel histories, also when it fails (it may have been applied)."""
+        try:
+            return (yield from op)
+        finally:
+            if thread_ids is None:
+                self.delta_cache.invalidate_all()
+            else:
+                self.delta_cache.invalidate(thread_ids)
 
     # --- tags ---------------------------------------------------------------------------
 

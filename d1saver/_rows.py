@@ -130,7 +130,9 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load:
     for tup in tuples:
         conf = tup.config["configurable"]
         counters = (tup.metadata or {}).get("counters_since_delta_snapshot") or {}
-        sought = [ch for ch in counters if ch not in tup.checkpoint["channel_values"]]
+        # As LangGraph: a channel never written (not in channel_versions) is not replayed.
+        sought = [ch for ch in counters if ch not in tup.checkpoint["channel_values"]
+                  and ch in tup.checkpoint.get("channel_versions", {})]
         if not sought:
             continue
         thread_id, ns = conf["thread_id"], conf["checkpoint_ns"]

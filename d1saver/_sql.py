@@ -180,6 +180,33 @@ CREATE TABLE IF NOT EXISTS d1saver_ops (
 )""",
         "CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops (created_at)",
     ],
+    # 5: which DeltaChannels a checkpoint declares but has never written. LangGraph replays
+    # only channels in channel_versions, which lives inside the serialized checkpoint; SQL
+    # walks that seek a never-written channel find no seed and read the thread's whole
+    # history. A row exists only for a checkpoint with such channels (`channels`: JSON array),
+    # so other graphs pay nothing. Triggers drop a checkpoint's row whenever the checkpoint is
+    # written or deleted, by any statement or any d1saver version (0.1.0's included), so a
+    # row is never stale. Additive.
+    [
+        """
+CREATE TABLE IF NOT EXISTS delta_unwritten (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    channels TEXT NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+)""",
+        """
+CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_put AFTER INSERT ON checkpoints BEGIN
+    DELETE FROM delta_unwritten WHERE thread_id = NEW.thread_id
+        AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id;
+END""",
+        """
+CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoints BEGIN
+    DELETE FROM delta_unwritten WHERE thread_id = OLD.thread_id
+        AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id;
+END""",
+    ],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
@@ -197,7 +224,7 @@ def min_reader(version: int) -> int:
 
 # Every version the database records, whole rows. It must run on every version, past and future
 # (version 1's rows have no min_reader), so it selects what the rows hold and the reader
-# (_rows.schema_info) takes columns by name. It rides along with an instance's first request.
+# (_rows.schema_info) takes columns by name. It goes first in an instance's first request.
 READ_SCHEMA = "SELECT * FROM d1saver_schema"
 # First in a migration's batch: records the version, and fails the batch ("UNIQUE constraint
 # failed: d1saver_schema.version") when it is recorded already: another instance applied the
@@ -331,24 +358,42 @@ SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.dat
 FROM page AS p CROSS JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id"""
 
+# --- DeltaChannels ------------------------------------------------------------------------
+
+# Sent with a put whose checkpoint declares DeltaChannels it has never written (?4: JSON array
+# of their names, the metadata's counters_since_delta_snapshot keys not in channel_versions).
+# After UPSERT_CHECKPOINT in the batch: its trigger has just cleared the checkpoint's old row.
+PUT_UNWRITTEN = """
+INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
+VALUES (?1, ?2, ?3, ?4)"""
+
+# The DeltaChannels checkpoint {c} replays from its ancestors, as a JSON array: the keys of
+# metadata.counters_since_delta_snapshot that it holds no value of (`channels`) and that have
+# been written (not in delta_unwritten): LangGraph replays only channels in channel_versions.
+_SOUGHT = """(SELECT json_group_array(d.key)
+     FROM json_each({c}.metadata, '$.counters_since_delta_snapshot') AS d
+     WHERE d.key NOT IN (SELECT value FROM json_each({c}.channels))
+       AND d.key NOT IN (
+            SELECT u.value FROM delta_unwritten AS x, json_each(x.channels) AS u
+            WHERE x.thread_id = {c}.thread_id AND x.checkpoint_ns = {c}.checkpoint_ns
+              AND x.checkpoint_id = {c}.checkpoint_id))"""
+
+# The channels of JSON array {sought} that checkpoint {c} does not seed (hold a value of).
+_STILL_SOUGHT = """(SELECT json_group_array(s.value) FROM json_each({sought}) AS s
+     WHERE s.value NOT IN (SELECT value FROM json_each({c}.channels)))"""
+
 # Sent with each page, same parameters: what the page's DeltaChannels replay from, so that
-# LangGraph's get_delta_channel_history after get_tuple/list costs no request. A checkpoint's
-# delta channels are the keys of metadata.counters_since_delta_snapshot it does not hold in
-# channel_values; the walk follows parents while some are still without a seed. UNION (not
-# UNION ALL) ends a corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and
-# the checkpoint when it holds a sought channel), 'w' (its writes of sought channels), 'k'
-# (chunks of both).
+# LangGraph's get_delta_channel_history after get_tuple/list costs no request. The walk follows
+# parents while some channel (_SOUGHT) is still without a seed. UNION (not UNION ALL) ends a
+# corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and the checkpoint when
+# it holds a sought channel), 'w' (its writes of sought channels), 'k' (chunks of both).
 _PAGE_DELTA = "WITH RECURSIVE" + _PAGE_CTE + """,
 walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
-    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id,
-           (SELECT json_group_array(d.key)
-            FROM json_each(p.metadata, '$.counters_since_delta_snapshot') AS d
-            WHERE d.key NOT IN (SELECT value FROM json_each(p.channels)))
+    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id, """ + _SOUGHT.format(c="p") + """
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
-            WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))
+           """ + _STILL_SOUGHT.format(sought="w.sought", c="c") + """
     FROM walk AS w JOIN checkpoints AS c ON c.thread_id = w.thread_id
         AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id
     WHERE json_array_length(w.sought) > 0
@@ -544,6 +589,10 @@ SELECT ?2, checkpoint_ns, checkpoint_id, owner, seq, data FROM chunks WHERE thre
     """
 INSERT OR REPLACE INTO tags (thread_id, checkpoint_ns, checkpoint_id, name, created_at)
 SELECT ?2, checkpoint_ns, checkpoint_id, name, created_at FROM tags WHERE thread_id = ?1""",
+    # After the checkpoints: their insert trigger has cleared the target's rows for them.
+    """
+INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
+SELECT ?2, checkpoint_ns, checkpoint_id, channels FROM delta_unwritten WHERE thread_id = ?1""",
 ]
 
 # --- retention: shared by prune(), delete_for_runs() and the compaction job --------------
@@ -565,46 +614,98 @@ SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN {_IDS}"""
 
 _IN_SCOPE = "thread_id IN (SELECT thread_id FROM d1saver_scope)"
 
-# ?1: N. Keeps, per (thread_id, checkpoint_ns) in scope, the N newest checkpoints, every
-# tagged one, and, for each of those, the ancestors its DeltaChannels replay from: a delta
-# channel is a key of metadata.counters_since_delta_snapshot that the checkpoint does not hold
-# in channel_values; ancestors are kept up to and including the nearest one holding it (the
-# seed), with their writes. N = 0 keeps only tagged checkpoints (and what they need).
+# A subgraph's namespace is its parent's, then '|' unless the parent is the root, then
+# '<node>:<task_id>' of the parent's task that called it; a task that calls a subgraph again
+# adds '|<n>'. `peel` drops those numeric segments; `head` is s up to and including its last
+# '|' (rtrim drops from the right every character but '|'), '' if none. `owners` maps every
+# subgraph namespace in scope whose parent namespace exists to that parent and the task.
+# A part of PLAN_KEEP: it reads PLAN_KEEP's `ranked`.
+_OWNERS = """
+spaces AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id AS newest FROM ranked WHERE rn = 1
+),
+peel(thread_id, checkpoint_ns, s, head) AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_ns,
+           rtrim(checkpoint_ns, replace(checkpoint_ns, '|', ''))
+    FROM spaces
+    UNION ALL
+    SELECT thread_id, checkpoint_ns, substr(head, 1, length(head) - 1),
+           rtrim(substr(head, 1, length(head) - 1),
+                 replace(substr(head, 1, length(head) - 1), '|', ''))
+    FROM peel
+    WHERE head <> '' AND length(s) > length(head)
+      AND rtrim(substr(s, length(head) + 1), '0123456789') = ''
+),
+owners AS (
+    SELECT f.thread_id, f.checkpoint_ns, p.checkpoint_ns AS parent_ns,
+           p.newest AS parent_newest, c.newest AS newest,
+           substr(f.s, length(f.head) + instr(substr(f.s, length(f.head) + 1), ':') + 1)
+               AS task_id
+    FROM peel AS f
+    JOIN spaces AS p ON p.thread_id = f.thread_id
+        AND p.checkpoint_ns = substr(f.head, 1, max(length(f.head) - 1, 0))
+    JOIN spaces AS c ON c.thread_id = f.thread_id AND c.checkpoint_ns = f.checkpoint_ns
+    WHERE f.checkpoint_ns <> '' AND instr(substr(f.s, length(f.head) + 1), ':') > 1
+)"""
+
+# ?1: N. Keeps, in the threads in scope:
+# - in every namespace that is not a subgraph's (the root's), the N newest checkpoints;
+# - every tagged checkpoint;
+# - the ancestors a kept checkpoint's DeltaChannels replay from (_SOUGHT), up to and including
+#   the nearest one holding each (its seed), with their writes;
+# - the max(N, 1) newest checkpoints of every subgraph namespace that a kept checkpoint of its
+#   parent reaches: the checkpoint holds a write of the task that opened it (a finished or
+#   interrupted subgraph, which get_state(subgraphs=True) shows and a resume continues), or
+#   is its parent's newest and the subgraph was written after it (one still running).
+# A subgraph namespace no kept checkpoint reaches goes with the checkpoints that reached it.
+# Rows of `keep` are (checkpoint, channels still sought in its ancestors); UNION ends a walk
+# where another already passed with the same channels, so the work grows with the checkpoints
+# visited, not with the kept ones times their distance to the seed, and it ends a parent loop.
+# CROSS JOIN holds the join order: left to choose, SQLite scanned a thread's checkpoints for
+# every kept row. N = 0 keeps only tagged checkpoints (and what they need).
 PLAN_KEEP = f"""
 INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
 WITH RECURSIVE
 ranked AS (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.channels,
-           c.metadata,
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
            ROW_NUMBER() OVER (PARTITION BY c.thread_id, c.checkpoint_ns
                               ORDER BY c.checkpoint_id DESC) AS rn
     FROM checkpoints AS c
     WHERE c.{_IN_SCOPE}
-),
-base AS (
-    SELECT * FROM ranked AS r
-    WHERE r.rn <= ?1 OR EXISTS (
-        SELECT 1 FROM tags AS g WHERE g.thread_id = r.thread_id
-            AND g.checkpoint_ns = r.checkpoint_ns AND g.checkpoint_id = r.checkpoint_id)
-),
-need(thread_id, checkpoint_ns, checkpoint_id, depth, sought) AS (
-    SELECT b.thread_id, b.checkpoint_ns, b.parent_checkpoint_id, 1,
-           (SELECT json_group_array(d.key)
-            FROM json_each(b.metadata, '$.counters_since_delta_snapshot') AS d
-            WHERE d.key NOT IN (SELECT value FROM json_each(b.channels)))
-    FROM base AS b
+),{_OWNERS},
+keep(thread_id, checkpoint_ns, checkpoint_id, parent_id, sought) AS (
+    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.parent_checkpoint_id,
+           {_SOUGHT.format(c="c")}
+    FROM ranked AS r JOIN checkpoints AS c ON c.thread_id = r.thread_id
+        AND c.checkpoint_ns = r.checkpoint_ns AND c.checkpoint_id = r.checkpoint_id
+    WHERE (r.rn <= ?1 AND NOT EXISTS (
+            SELECT 1 FROM owners AS o WHERE o.thread_id = r.thread_id
+                AND o.checkpoint_ns = r.checkpoint_ns))
+       OR EXISTS (
+            SELECT 1 FROM tags AS g WHERE g.thread_id = r.thread_id
+                AND g.checkpoint_ns = r.checkpoint_ns AND g.checkpoint_id = r.checkpoint_id)
     UNION
-    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id, need.depth + 1,
-           (SELECT json_group_array(s.value) FROM json_each(need.sought) AS s
-            WHERE s.value NOT IN (SELECT value FROM json_each(p.channels)))
-    FROM need JOIN checkpoints AS p ON p.thread_id = need.thread_id
-        AND p.checkpoint_ns = need.checkpoint_ns AND p.checkpoint_id = need.checkpoint_id
-    WHERE json_array_length(need.sought) > 0 AND need.depth < 20000
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id,
+           {_STILL_SOUGHT.format(sought="k.sought", c="p")}
+    FROM keep AS k JOIN checkpoints AS p ON p.thread_id = k.thread_id
+        AND p.checkpoint_ns = k.checkpoint_ns AND p.checkpoint_id = k.parent_id
+    WHERE json_array_length(k.sought) > 0
+    UNION
+    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.parent_checkpoint_id,
+           {_SOUGHT.format(c="c")}
+    FROM keep AS k
+    CROSS JOIN owners AS o ON o.thread_id = k.thread_id AND o.parent_ns = k.checkpoint_ns
+    CROSS JOIN ranked AS r ON r.thread_id = o.thread_id AND r.checkpoint_ns = o.checkpoint_ns
+        AND r.rn <= max(?1, 1)
+    CROSS JOIN checkpoints AS c ON c.thread_id = r.thread_id
+        AND c.checkpoint_ns = r.checkpoint_ns AND c.checkpoint_id = r.checkpoint_id
+    WHERE EXISTS (
+            SELECT 1 FROM writes AS w WHERE w.thread_id = k.thread_id
+                AND w.checkpoint_ns = k.checkpoint_ns AND w.checkpoint_id = k.checkpoint_id
+                AND w.task_id = o.task_id)
+       OR (k.checkpoint_id = o.parent_newest AND o.newest > k.checkpoint_id)
 )
-SELECT thread_id, checkpoint_ns, checkpoint_id FROM base
-UNION
-SELECT thread_id, checkpoint_ns, checkpoint_id FROM need
-WHERE checkpoint_id IS NOT NULL AND json_array_length(sought) > 0"""
+SELECT thread_id, checkpoint_ns, checkpoint_id FROM keep"""
 
 # ?1: JSON array of run ids. Keeps every checkpoint in scope that no listed run made.
 PLAN_KEEP_OTHER_RUNS = f"""
@@ -614,33 +715,30 @@ WHERE {_IN_SCOPE}
   AND (run_id IS NULL OR run_id NOT IN {_IDS})"""
 
 # For every kept checkpoint whose parent is not kept, walk up to the nearest kept ancestor
-# (or none) and record it, so that no parent_config ever names a deleted checkpoint.
+# (or none) and record it, so that no parent_config ever names a deleted checkpoint. A walk
+# row is (origin, checkpoint reached, whether it is kept); UNION ends a parent loop. CROSS JOIN
+# starts from the kept rows: left to choose, SQLite scanned every checkpoint of the database.
 PLAN_RELINK = """
 INSERT OR REPLACE INTO d1saver_relink (thread_id, checkpoint_ns, checkpoint_id, new_parent)
 WITH RECURSIVE
-walk(thread_id, checkpoint_ns, origin, cur, depth) AS (
+walk(thread_id, checkpoint_ns, origin, cur, kept) AS (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, 0
-    FROM d1saver_keep AS k JOIN checkpoints AS c ON c.thread_id = k.thread_id
+    FROM d1saver_keep AS k CROSS JOIN checkpoints AS c ON c.thread_id = k.thread_id
         AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id
     WHERE c.parent_checkpoint_id IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM d1saver_keep AS k2 WHERE k2.thread_id = c.thread_id
             AND k2.checkpoint_ns = c.checkpoint_ns AND k2.checkpoint_id = c.parent_checkpoint_id)
-    UNION ALL
-    SELECT w.thread_id, w.checkpoint_ns, w.origin, p.parent_checkpoint_id, w.depth + 1
+    UNION
+    SELECT w.thread_id, w.checkpoint_ns, w.origin, p.parent_checkpoint_id, EXISTS (
+        SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+            AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = p.parent_checkpoint_id)
     FROM walk AS w JOIN checkpoints AS p ON p.thread_id = w.thread_id
         AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.cur
-    WHERE w.depth < 20000 AND NOT EXISTS (
-        SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
-            AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)
+    WHERE w.kept = 0
 )
-SELECT o.thread_id, o.checkpoint_ns, o.origin, (
-    SELECT w.cur FROM walk AS w
-    WHERE w.thread_id = o.thread_id AND w.checkpoint_ns = o.checkpoint_ns
-      AND w.origin = o.origin AND EXISTS (
-        SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
-            AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)
-    LIMIT 1)
-FROM (SELECT DISTINCT thread_id, checkpoint_ns, origin FROM walk) AS o"""
+SELECT thread_id, checkpoint_ns, origin AS checkpoint_id,
+       MAX(CASE WHEN kept THEN cur END) AS new_parent
+FROM walk GROUP BY thread_id, checkpoint_ns, origin"""
 
 APPLY_RELINK = """
 UPDATE checkpoints SET parent_checkpoint_id = r.new_parent

@@ -126,6 +126,19 @@ def _write_chunk_statements(thread_id: str, ns: str, cid: str, task_id: str, idx
             for seq, piece in enumerate(value.pieces or [])]
 
 
+def unwritten_statements(thread_id: str, ns: str, cid: str, checkpoint: Checkpoint,
+                         metadata: Mapping[str, Any]) -> list[Statement]:
+    """The DeltaChannels the checkpoint declares but has never written, for the SQL walks to
+    leave alone (none: no statement, the common case)."""
+    counters = metadata.get("counters_since_delta_snapshot") or {}
+    versions = checkpoint.get("channel_versions") or {}
+    unwritten = sorted(str(ch) for ch in counters if ch not in versions)
+    if not unwritten:
+        return []
+    return [Statement(_sql.PUT_UNWRITTEN,
+                      (thread_id, ns, cid, json.dumps(unwritten, ensure_ascii=False)))]
+
+
 def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, *, guard_head: bool
                    ) -> tuple[list[Statement], RunnableConfig]:
@@ -154,6 +167,7 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
     if guard_head:
         stmts.append(Statement(_sql.GUARD_HEAD, params[:4]))
     stmts.append(Statement(_sql.UPSERT_CHECKPOINT, params))
+    stmts += unwritten_statements(thread_id, ns, cid, checkpoint, md)
     stmts += chunk_statements(thread_id, ns, cid, "", value.pieces)
     stmts += chunk_statements(thread_id, ns, cid, METADATA_OWNER, stored_md.pieces)
     next_config: RunnableConfig = {"configurable": {
@@ -246,8 +260,8 @@ def copy_thread_statements(source: str, target: str) -> list[Statement]:
 
 def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
                          delete: bool = True, op_id: str | None = None) -> list[Statement]:
-    """One retention batch over `thread_ids`: keep the `keep` newest per namespace, every
-    tagged checkpoint, and the ancestors their DeltaChannels replay from; relink; delete.
+    """One retention batch over `thread_ids`: what PLAN_KEEP keeps (the `keep` newest of the
+    root and of the subgraphs it reaches, tags, DeltaChannel seeds); relink; delete the rest.
     A summary of a batch that deletes is recorded under `op_id` (drawn if None)."""
     ids = id_list(thread_ids)
     op = new_op_id() if op_id is None else str(op_id)
@@ -282,7 +296,7 @@ def untag_statements(config: RunnableConfig, name: str, op_id: str) -> list[Stat
 
 
 def read_schema() -> Statement:
-    """The versions the database records (rides along with an instance's first request)."""
+    """The versions the database records (goes first in an instance's first request)."""
     return Statement(_sql.READ_SCHEMA)
 
 

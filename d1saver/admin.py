@@ -41,8 +41,9 @@ def storage_summary() -> Statement:
 
 def retention(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
               delete: bool = True) -> list[Statement]:
-    """One atomic batch over `thread_ids`: keep the `keep` newest checkpoints per namespace,
-    the tagged ones and what their DeltaChannels replay from; relink parents; delete the rest.
+    """One atomic batch over `thread_ids`: keep the `keep` newest checkpoints of the root
+    namespace and of each subgraph namespace a kept checkpoint reaches, the tagged ones and what
+    their DeltaChannels replay from; relink parents; delete the rest.
     Writes of checkpoints not stored yet (a put in flight) stay. With `summarize`, one
     statement reports per thread what goes (see `retention_summary`); a batch that deletes
     records that report under an id drawn here, so build the batch once and send it (with

@@ -176,7 +176,7 @@ class D1Saver(BaseCheckpointSaver[str]):
         For maintenance tools (compaction, the CLI), which send the statements of
         d1saver.admin.
         """
-        return self.driver.run(self.ops.exchange(statements))
+        return self.driver.run(self.ops.execute(statements))
 
     # --- BaseCheckpointSaver, sync --------------------------------------------------------
 
@@ -208,10 +208,11 @@ class D1Saver(BaseCheckpointSaver[str]):
         self.driver.run(self.ops.copy_thread(source_thread_id, target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Keep the newest checkpoint per namespace ("keep_latest") or none ("delete").
+        """Keep the newest checkpoint ("keep_latest") or none ("delete").
 
-        keep_latest also keeps tagged checkpoints and the ancestors that the kept ones'
-        DeltaChannels replay from, and relinks parents, like the compaction job (same SQL).
+        keep_latest keeps the newest checkpoint of the root namespace and of each subgraph
+        namespace a kept checkpoint reaches, tagged checkpoints and the ancestors that the kept
+        ones' DeltaChannels replay from, and relinks parents, like the compaction job (same SQL).
         """
         self.driver.run(self.ops.prune(thread_ids, strategy))
 

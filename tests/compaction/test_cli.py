@@ -246,23 +246,23 @@ def test_untag_missing_tag_exit_4(saver: D1Saver, env: dict[str, str]) -> None:
     assert result.exit_code == 4 and "no tag" in result.stderr
 
 
-def test_untag_after_a_lost_response_exit_0() -> None:
+def test_untag_after_a_lost_response_exit_0(serve: Callable[..., str]) -> None:
     """`untag` whose first try removed the tag but lost its response: the retry finds no tag,
     and the command still says it untagged, exit 0 (defect 11)."""
     engine = LocalD1()
-    with serve(engine=engine) as base_url:
-        env = env_for(base_url)
-        with D1Saver(account_id="acc", database_id=env["D1_DATABASE_ID"], api_token=TOKEN,
-                     api_base_url=base_url) as saver:
-            seed(saver, "a")
-            assert cli(env, "tag", "a", checkpoint_id(1), "approval").exit_code == 0
-            lose = LoseNextResponse()
-            engine.faults = lose  # type: ignore[assignment]
-            result = cli(env, "untag", "a", "approval")
-            assert lose.used
-            assert result.exit_code == 0, result.stderr
-            assert "untagged 'approval'" in result.stdout
-            assert query(saver, "SELECT COUNT(*) FROM tags") == [[0]]
+    base_url = serve(engine=engine)
+    env = env_for(base_url)
+    with D1Saver(account_id="acc", database_id=env["D1_DATABASE_ID"], api_token=TOKEN,
+                 api_base_url=base_url) as saver:
+        seed(saver, "a")
+        assert cli(env, "tag", "a", checkpoint_id(1), "approval").exit_code == 0
+        lose = LoseNextResponse()
+        engine.faults = lose  # type: ignore[assignment]
+        result = cli(env, "untag", "a", "approval")
+        assert lose.used
+        assert result.exit_code == 0, result.stderr
+        assert "untagged 'approval'" in result.stdout
+        assert query(saver, "SELECT COUNT(*) FROM tags") == [[0]]
     engine.close()
 
 

@@ -41,19 +41,26 @@ from tests.saver.graphs import LogState, log_node, sequence
 
 def build_fleet(saver: D1Saver, threads: int, *, root: int = 8, child: int = 4,
                 tag_every: int = 3, prefix: str = "fleet") -> list[str]:
-    """Deterministic threads: `root` checkpoints in '' and `child` in 'child:1'; every
-    `tag_every`-th thread (the first included) tags its 2nd root checkpoint. Returns the ids."""
+    """Deterministic threads: `root` checkpoints in '' and `child` in CHILD_NS (the subgraph
+    of the root head's task); every `tag_every`-th thread (the first included) tags its 2nd
+    root checkpoint. Returns the ids."""
     ids = [f"{prefix}-{i:03d}" for i in range(threads)]
     for i, tid in enumerate(ids):
         configs = put_chain(saver, tid, root)
         if child:
-            put_chain(saver, tid, child, ns="child:1")
+            put_chain(saver, tid, child, ns=child_ns(root - 1))
         if tag_every and i % tag_every == 0:
             saver.tag(configs[1], "approval")
     return ids
 
 
 # --- helpers: reading the database -----------------------------------------------------------
+
+
+def child_ns(i: int) -> str:
+    """The namespace of a subgraph called by put_chain's task of checkpoint i (as LangGraph
+    names it: '<node>:<task_id>'), which that checkpoint's write reaches."""
+    return f"child:task-{i}"
 
 
 def by_namespace(saver: D1Saver, thread_id: str) -> dict[str, list[str]]:
@@ -205,32 +212,37 @@ def tagged_delta_thread(saver: D1Saver) -> tuple[CompiledStateGraph, RunnableCon
 
 @pytest.mark.parametrize("keep", [1, 3])
 def test_keeps_n_newest_per_namespace(backend: Backend, keep: int) -> None:
-    """With subgraph namespaces, exactly the N newest checkpoints of every (thread, ns) remain."""
+    """The N newest of the root remain, and the N newest of the subgraph namespaces those
+    reach: none with keep=1 (the head ends the turn), the last turn's with keep=3."""
     saver = backend.saver()
     graph, config = parent_with_subgraph(saver), cfg(new_thread())
     for i in range(3):
         graph.invoke({"log": [f"in{i}"]}, config)
     before = by_namespace(saver, config["configurable"]["thread_id"])
     assert len(before) == 4 and all(ns.startswith("child:") for ns in before if ns)
+    last_child = max((ns for ns in before if ns), key=lambda ns: before[ns][-1])
 
     compact(saver, keep=keep, threads=[config["configurable"]["thread_id"]])
 
     after = by_namespace(saver, config["configurable"]["thread_id"])
-    assert after == {ns: newest(ids, keep) for ns, ids in before.items()}
+    reached = [""] if keep == 1 else ["", last_child]
+    assert after == {ns: newest(before[ns], keep) for ns in reached}
 
 
 @pytest.mark.parametrize("keep", [1, 3])
 def test_keeps_n_newest_of_hand_built_namespaces(backend: Backend, keep: int) -> None:
-    """Checkpoints put directly in '' and 'child:1': N newest of each remain, by checkpoint_id."""
+    """Checkpoints put directly in '' and in two subgraph namespaces: N newest of the root and
+    of the one its head reaches remain, by checkpoint_id; the one only checkpoint 0 reached goes."""
     saver, tid = backend.saver(), new_thread()
     put_chain(saver, tid, 6)
-    put_chain(saver, tid, 5, ns="child:1")
+    put_chain(saver, tid, 5, ns=child_ns(5))
+    put_chain(saver, tid, 3, ns=child_ns(0))
 
     compact(saver, keep=keep, threads=[tid])
 
     assert by_namespace(saver, tid) == {
         "": [checkpoint_id(i) for i in range(6 - keep, 6)],
-        "child:1": [checkpoint_id(i) for i in range(5 - keep, 5)]}
+        child_ns(5): [checkpoint_id(i) for i in range(5 - keep, 5)]}
 
 
 def test_other_threads_untouched(backend: Backend) -> None:
@@ -277,14 +289,18 @@ def test_tagged_checkpoint_survives_repeated_compaction(backend: Backend) -> Non
 
 
 def test_tag_in_subgraph_namespace_is_kept(backend: Backend) -> None:
-    """A tag applies in its namespace: the tagged 'child:1' checkpoint survives keep=1."""
+    """A tag applies in its namespace: the tagged subgraph checkpoint survives keep=1, also in a
+    namespace no kept root checkpoint reaches (where it is all that remains)."""
     saver, tid = backend.saver(), new_thread()
     put_chain(saver, tid, 4)
-    child = put_chain(saver, tid, 4, ns="child:1")
+    child = put_chain(saver, tid, 4, ns=child_ns(3))
     saver.tag(child[0], "draft")
+    old = put_chain(saver, tid, 3, ns=child_ns(1))
+    saver.tag(old[1], "draft")
     compact(saver, keep=1, threads=[tid])
     assert by_namespace(saver, tid) == {"": [checkpoint_id(3)],
-                                        "child:1": [checkpoint_id(0), checkpoint_id(3)]}
+                                        child_ns(1): [checkpoint_id(1)],
+                                        child_ns(3): [checkpoint_id(0), checkpoint_id(3)]}
 
 
 def test_untag_then_compaction_removes_it(backend: Backend) -> None:
@@ -659,7 +675,8 @@ def test_rerun_keeps_everything_it_should(local: Backend) -> None:
     compact(saver, keep=2, batch_checkpoints=20)
     for i, tid in enumerate(threads):
         root = ([checkpoint_id(1)] if i % 3 == 0 else []) + [checkpoint_id(6), checkpoint_id(7)]
-        assert by_namespace(saver, tid) == {"": root, "child:1": [checkpoint_id(2), checkpoint_id(3)]}
+        assert by_namespace(saver, tid) == {"": root,
+                                            child_ns(7): [checkpoint_id(2), checkpoint_id(3)]}
         assert count_writes(saver, tid) == len(root) + 2
 
 

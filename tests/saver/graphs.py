@@ -12,11 +12,14 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Annotated, Any
 
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
+
+from benchmarks.workload import append_batches
 
 
 class LogState(TypedDict):
@@ -100,6 +103,22 @@ def step_graph(saver: BaseCheckpointSaver | None, runs: Counter) -> CompiledStat
         return {"log": [f"step{runs['step']}"]}
 
     return sequence(LogState, step=step).compile(checkpointer=saver)
+
+
+class NotesState(TypedDict, total=False):
+    messages: Annotated[list, DeltaChannel(append_batches, snapshot_frequency=3)]
+    notes: Annotated[list, DeltaChannel(append_batches, snapshot_frequency=3)]
+
+
+def chat_graph(saver: BaseCheckpointSaver | None, runs: Counter) -> CompiledStateGraph:
+    """One node answering each input message; `notes`, a second DeltaChannel, is declared but
+    never written. Each invoke adds 3 checkpoints."""
+
+    def reply(state: NotesState) -> dict:
+        runs["reply"] += 1
+        return {"messages": [f"ai{runs['reply']}(saw {len(state['messages'])})"]}
+
+    return sequence(NotesState, reply=reply).compile(checkpointer=saver)
 
 
 # --- a crash in one of three parallel nodes -------------------------------------------------
