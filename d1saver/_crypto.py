@@ -26,9 +26,9 @@ import hashlib
 import hmac
 import os
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from d1saver import _codec
 from d1saver._errors import ConfigError, IntegrityError, PlaintextValueError, UnknownKeyError
@@ -171,24 +171,66 @@ class Binding:
 
 def aad_for_checkpoint(thread_id: str, ns: str, checkpoint_id: str,
                        part: Literal["checkpoint", "metadata"], *,
-                       type_: str | None) -> Binding:
+                       type_: str | None, columns: str | None = None) -> Binding:
     """The binding of a checkpoint's value or metadata; `type_` is the serializer's type tag
-    stored beside the value (None for metadata), so the tag cannot be swapped either."""
+    stored beside the value (None for metadata), so the tag cannot be swapped either.
+    `columns` is the plaintext that metadata leaves readable to SQL (d1saver/_values.py), so
+    that it cannot be altered apart from the sealed whole."""
     if part not in ("checkpoint", "metadata"):
         raise ValueError(f"part must be 'checkpoint' or 'metadata', not {part!r}")
-    return Binding(part, (thread_id, ns, checkpoint_id, type_), thread_id, ns, checkpoint_id)
+    return Binding(part, (thread_id, ns, checkpoint_id, type_, columns),
+                   thread_id, ns, checkpoint_id)
 
 
 def aad_for_write(thread_id: str, ns: str, checkpoint_id: str, task_id: str, idx: int,
-                  channel: str, *, type_: str | None) -> Binding:
-    """The binding of one pending write: its checkpoint, slot (task_id, idx) and channel."""
-    return Binding("write", (thread_id, ns, checkpoint_id, task_id, str(int(idx)), channel, type_),
-                   thread_id, ns, checkpoint_id)
+                  channel: str, *, type_: str | None, task_path: str = "") -> Binding:
+    """The binding of one pending write: its checkpoint, slot (task_id, idx), channel, and
+    task_path (which orders a checkpoint's writes)."""
+    return Binding("write", (thread_id, ns, checkpoint_id, task_id, str(int(idx)), channel, type_,
+                             task_path), thread_id, ns, checkpoint_id)
 
 
 def aad_for_chunk(chunk_id: str) -> Binding:
     """The binding of a content-addressed chunk: its keyed-hash id (shared across threads)."""
     return Binding("chunk", (chunk_id,))
+
+
+# A Bind completes a row's binding with the one field known only when the value is (de)coded:
+# the serializer's type tag of a checkpoint or a write, the plaintext columns of metadata.
+Bind = Callable[[str | None], Binding]
+
+
+def checkpoint_binder(thread_id: str, ns: str, checkpoint_id: str) -> Bind:
+    return lambda type_: aad_for_checkpoint(thread_id, ns, checkpoint_id, "checkpoint",
+                                            type_=type_)
+
+
+def metadata_binder(thread_id: str, ns: str, checkpoint_id: str) -> Bind:
+    return lambda columns: aad_for_checkpoint(thread_id, ns, checkpoint_id, "metadata",
+                                              type_=None, columns=columns)
+
+
+def write_binder(thread_id: str, ns: str, checkpoint_id: str, task_id: str, task_path: str,
+                 idx: int, channel: str) -> Bind:
+    return lambda type_: aad_for_write(thread_id, ns, checkpoint_id, task_id, idx, channel,
+                                       type_=type_, task_path=task_path)
+
+
+def key_id_of_text(text: str | None) -> str | None:
+    """The hex id of the key a stored "e:" text was sealed under (None for other text); the
+    first 8 characters suffice (SQL groups rows by them: see `Sealer.fresh_heads`)."""
+    if not _codec.is_sealed(text):
+        return None
+    head = _b64decode(cast(str, text)[len(SEALED):len(SEALED) + 6] + "AA")
+    return None if head is None else head[:KEY_ID_SIZE].hex()
+
+
+def refuse_plaintext(aad: Binding) -> PlaintextValueError:
+    """The error for a plaintext value where keys require a sealed one."""
+    return cast(PlaintextValueError, aad.fail(PlaintextValueError, (
+        "is not encrypted, but this saver has keys: planted by someone without the key, or "
+        "written before keys were set (`d1saver rekey --seal-plaintext` seals such rows); "
+        "nothing was returned")))
 
 
 # --- sealing ----------------------------------------------------------------------------------
@@ -226,6 +268,14 @@ class Sealer:
         """The held keys' ids in hex, newest first (as error messages show them)."""
         return [kid.hex() for kid in self._ciphers]
 
+    @property
+    def fresh_heads(self) -> list[str]:
+        """The first 8 characters a text sealed under the newest key can start with: "e:" and
+        6 base64 characters, 36 bits of which the key id is 32 and the nonce 4, so 16 heads.
+        SQL compares them to find rows that another key (or none) sealed."""
+        return sorted({SEALED + base64.b64encode(self._newest + bytes([n << 4, 0])).decode()[:6]
+                       for n in range(16)})
+
     def seal(self, plaintext: bytes, aad: Binding) -> bytes:
         nonce = os.urandom(NONCE_SIZE)
         return self._newest + nonce + self._ciphers[self._newest].encrypt(
@@ -255,15 +305,23 @@ class Sealer:
 
     def open_text(self, text: str, aad: Binding) -> bytes:
         """The bytes `seal_text` was given; a row that is not sealed is refused."""
+        return _codec.unpack(self.open_packed(text, aad))
+
+    def open_packed(self, text: str, aad: Binding) -> bytes:
+        """The packed plaintext of a stored "e:" text (see `reseal_text`)."""
         if not _codec.is_sealed(text):
-            raise aad.fail(PlaintextValueError, (
-                "is not encrypted, but this saver has keys: planted by someone without the "
-                "key, or written before keys were set (`d1saver rekey` seals old rows)"))
+            raise refuse_plaintext(aad)
         try:
             blob = base64.b64decode(text[len(SEALED):], validate=True)
         except (binascii.Error, ValueError):
             blob = b""  # not base64: damaged, refused as truncated
-        return _codec.unpack(self.open(blob, aad))
+        return self.open(blob, aad)
+
+    def reseal_text(self, text: str, aad: Binding, new_aad: Binding | None = None) -> str:
+        """A stored "e:" text opened under `aad` and sealed again under the newest key, bound to
+        `new_aad` (default: the same row). Not decompressed: the result has the same length."""
+        packed = self.open_packed(text, aad)
+        return SEALED + base64.b64encode(self.seal(packed, new_aad or aad)).decode("ascii")
 
     def keyed_hash(self, data: bytes) -> bytes:
         """`keyed_hash` under the newest key (its subkey derived once)."""

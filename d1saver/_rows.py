@@ -1,7 +1,8 @@
 """The rows layer: pure decoders from D1 result rows to CheckpointTuples and delta histories.
 
-No I/O and no serde of its own: values are loaded by the `Load` function given (the values
-layer's). Each reader first checks that the result's columns are the ones its statement
+No I/O and no serde of its own: values are loaded by the values layer given, each with the
+binding of the row it came from (d1saver/_crypto.py), so with keys a value read from another
+row than the one it was sealed for is refused. Each reader first checks that the result's columns are the ones its statement
 names (d1saver/_sql.py), so a statement and its reader cannot drift apart silently.
 """
 
@@ -21,12 +22,11 @@ from langgraph.checkpoint.base import (
 )
 
 from d1saver import _sql
+from d1saver._crypto import checkpoint_binder, metadata_binder, write_binder
 from d1saver._errors import D1Error, ResponseError
 from d1saver._protocol import Result
-from d1saver._values import Pieces
+from d1saver._values import Pieces, Values
 
-# load(type, text, pieces, owner) -> value; owner is '' for a checkpoint, '<task>/<idx>' a write.
-Load = Callable[[str | None, str | None, Pieces | None, str], Any]
 Key = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 T = TypeVar("T")
 
@@ -49,7 +49,7 @@ def check_columns(result: Result, expected: Sequence[str]) -> None:
             f"D1 returned columns {result.columns} where d1saver expects {list(expected)}")
 
 
-def tuples_from_page(result: Result, load: Load) -> list[CheckpointTuple]:
+def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
     """CheckpointTuples from a page's 'c'/'w'/'k' rows (SELECT_PAGE_*), newest first."""
     check_columns(result, _sql.PAGE_COLUMNS)
     checkpoints: list[list[Any]] = []
@@ -65,29 +65,32 @@ def tuples_from_page(result: Result, load: Load) -> list[CheckpointTuple]:
             pieces[key][row[4]].append((row[5], row[6]))
     checkpoints.sort(key=lambda r: (r[3], r[1], r[2]), reverse=True)
     out = []
-    for _, thread_id, ns, cid, parent, type_, blob, md, *_ in checkpoints:
+    for _, thread_id, ns, cid, parent, type_, blob, md, channels, _ in checkpoints:
         key = (thread_id, ns, cid)
         out.append(CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                      "checkpoint_id": cid}},
-            checkpoint=load(type_, blob, pieces.get(key), ""),
-            metadata=cast(CheckpointMetadata, json.loads(md) if md else {}),
+            checkpoint=values.load(type_, blob, pieces.get(key), "", checkpoint_binder(*key)),
+            metadata=cast(CheckpointMetadata,
+                          values.load_metadata(md, channels, metadata_binder(*key))),
             parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                              "checkpoint_id": parent}} if parent else None),
-            pending_writes=pending_writes(writes.get(key, []), pieces.get(key), load),
+            pending_writes=pending_writes(writes.get(key, []), pieces.get(key), values),
         ))
     return out
 
 
 def pending_writes(rows: Iterable[list[Any]], pieces: Pieces | None,
-                   load: Load) -> list[PendingWrite]:
+                   values: Values) -> list[PendingWrite]:
     """A checkpoint's writes in LangGraph's order, from page 'w' rows."""
     # row: kind, thread, ns, cid, task_id, task_path, idx, channel, type, value
     ordered = sorted(rows, key=lambda r: writes_sort_key(r[5] or "", r[4], int(r[6])))
-    return [(r[4], r[7], load(r[8], r[9], pieces, f"{r[4]}/{int(r[6])}")) for r in ordered]
+    return [(r[4], r[7], values.load(r[8], r[9], pieces, f"{r[4]}/{int(r[6])}",
+                                     write_binder(r[1], r[2], r[3], r[4], r[5], int(r[6]), r[7])))
+            for r in ordered]
 
 
-def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load: Load
+def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], values: Values
                         ) -> dict[Key, dict[str, DeltaChannelHistory]]:
     """Each tuple's DeltaChannel histories from a page's walk rows (SELECT_PAGE_DELTA_*).
 
@@ -117,12 +120,13 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load:
     def values_at(key: Key) -> dict[str, Any]:
         if key not in decoded:
             type_, blob = blobs[key]
-            decoded[key] = load(type_, blob, pieces.get(key), "")["channel_values"]
+            decoded[key] = values.load(type_, blob, pieces.get(key), "",
+                                       checkpoint_binder(*key))["channel_values"]
         return decoded[key]
 
     def writes_at(key: Key) -> list[PendingWrite]:
         if key not in loaded:
-            loaded[key] = pending_writes(writes.get(key, []), pieces.get(key), load)
+            loaded[key] = pending_writes(writes.get(key, []), pieces.get(key), values)
         return loaded[key]
 
     out: dict[Key, dict[str, DeltaChannelHistory]] = {}
@@ -159,9 +163,10 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load:
     return out
 
 
-def delta_history(result: Result, channels: Sequence[str], load: Load
-                  ) -> dict[str, DeltaChannelHistory]:
-    """Per-channel writes (oldest first) and seeds from DELTA_HISTORY's rows."""
+def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[str],
+                  values: Values) -> dict[str, DeltaChannelHistory]:
+    """Per-channel writes (oldest first) and seeds from DELTA_HISTORY's rows (of one thread
+    and namespace)."""
     check_columns(result, _sql.DELTA_HISTORY_COLUMNS)
     ancestors: dict[int, list[Any]] = {}
     writes: dict[int, list[list[Any]]] = defaultdict(list)
@@ -188,18 +193,20 @@ def delta_history(result: Result, channels: Sequence[str], load: Load
         _, _, cid, sought_json, type_, blob, *_ = ancestors[depth]
         sought = set(json.loads(sought_json))
         if blob is not None:
-            values = load(type_, blob, pieces.get(cid), "")["channel_values"]
+            held = values.load(type_, blob, pieces.get(cid), "",
+                               checkpoint_binder(thread_id, ns, cid))["channel_values"]
             for ch in sought:
-                if ch in values and ch not in seeds:
-                    seeds[ch] = values[ch]
+                if ch in held and ch not in seeds:
+                    seeds[ch] = held[ch]
     for depth in reversed(path):
         cid = ancestors[depth][2]
         # row: kind, depth, cid, task_id, task_path, idx, channel, type, value
         for r in sorted(writes.get(depth, []),
                         key=lambda r: writes_sort_key(r[4] or "", r[3], int(r[5]))):
             if r[6] in collected:
-                collected[r[6]].append(
-                    (r[3], r[6], load(r[7], r[8], pieces.get(cid), f"{r[3]}/{int(r[5])}")))
+                bind = write_binder(thread_id, ns, cid, r[3], r[4], int(r[5]), r[6])
+                collected[r[6]].append((r[3], r[6], values.load(
+                    r[7], r[8], pieces.get(cid), f"{r[3]}/{int(r[5])}", bind)))
     out: dict[str, DeltaChannelHistory] = {}
     for ch in channels:
         entry: DeltaChannelHistory = {"writes": collected[ch]}
@@ -215,5 +222,5 @@ def tags_from(result: Result) -> dict[str, str]:
     return {row[0]: row[1] for row in result.rows}
 
 
-__all__ = ["Load", "check_columns", "delta_history", "histories_from_walk", "pending_writes",
+__all__ = ["check_columns", "delta_history", "histories_from_walk", "pending_writes",
            "read_rows", "tags_from", "tuples_from_page"]

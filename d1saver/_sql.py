@@ -129,7 +129,7 @@ page AS (
 
 _PAGE = "WITH" + _PAGE_CTE + """
 SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, NULL AS f5, NULL AS f6
+       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
 FROM page
 UNION ALL
 SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
@@ -192,7 +192,8 @@ FROM visited AS v JOIN chunks AS k ON k.thread_id = v.thread_id
     AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id"""
 
 # Columns of every page statement. A UNION's columns carry a meaning per row kind:
-#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata
+#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata,
+#                   f5 channels (sealed metadata is bound to it)
 #   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
 #   'k' chunk:      f1 owner, f2 seq, f3 data
 #   'a' ancestor (delta walk): f1 parent_checkpoint_id, f2 channels, f3 type,
@@ -525,3 +526,127 @@ FROM checkpoints
 UNION ALL SELECT 'writes', COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM writes
 UNION ALL SELECT 'chunks', COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM chunks
 UNION ALL SELECT 'tags', COUNT(*), 0 FROM tags"""
+
+# --- sealed rows: copies and rekeying (d1saver/_reseal.py) --------------------------------
+#
+# With encryption keys a value is bound to its row, so copy_thread and rekey rewrite values
+# rather than rows: they read rows raw, in keyset pages in primary key order, re-seal each
+# value in Python (never deserialized) and write it back.
+
+# A stored value's text, or piece 0's when the row holds a chunk marker: where the key id is.
+_HEAD_OF = """CASE WHEN substr({t}.{col}, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = {t}.thread_id
+        AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id
+        AND k.owner = {owner} AND k.seq = 0) ELSE {t}.{col} END"""
+_CHECKPOINT_HEAD = _HEAD_OF.format(t="c", col="checkpoint", owner="''")
+_SEALED_METADATA = """json_extract(c.metadata, '$."d1saver:metadata"')"""
+_WRITE_HEAD = _HEAD_OF.format(t="w", col="value", owner="w.task_id || '/' || w.idx")
+# Not under the newest key: ?{n} is the JSON array of the 8-character heads its texts have.
+_STALE = "substr(COALESCE({x}, ''), 1, 8) NOT IN (SELECT value FROM json_each(?{n}))"
+
+# Checkpoint rows after the cursor (?2, ?3, ?4: thread_id, checkpoint_ns, checkpoint_id;
+# '' to start), ?5 rows, in one thread (?1) or all (?1 NULL); only those with a value or
+# metadata not sealed under the newest key when ?6 (heads) is given. With their chunks.
+_RAW_CHECKPOINTS = f"""
+WITH page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels, run_id, ts
+    FROM checkpoints AS c
+    WHERE {{scope}} AND (thread_id, checkpoint_ns, checkpoint_id) > (?2, ?3, ?4)
+      AND (?6 IS NULL OR {_STALE.format(x=_CHECKPOINT_HEAD, n=6)}
+           OR {_STALE.format(x=_SEALED_METADATA, n=6)})
+    ORDER BY thread_id, checkpoint_ns, checkpoint_id
+    LIMIT ?5
+)
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
+       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, run_id AS f6, ts AS f7
+FROM page
+UNION ALL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
+       NULL, NULL
+FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
+    AND k.owner = ''"""
+RAW_CHECKPOINTS_THREAD = _RAW_CHECKPOINTS.format(scope="thread_id = ?1")
+RAW_CHECKPOINTS_ALL = _RAW_CHECKPOINTS.format(scope="?1 IS NULL")
+
+# Write rows after the cursor (?2..?6: thread_id, checkpoint_ns, checkpoint_id, task_id, idx),
+# ?7 rows, in one thread (?1) or all; with ?8 (heads) only those not under the newest key.
+_RAW_WRITES = f"""
+WITH page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
+    FROM writes AS w
+    WHERE {{scope}}
+      AND (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (?2, ?3, ?4, ?5, ?6)
+      AND (?8 IS NULL OR (w.value IS NOT NULL AND {_STALE.format(x=_WRITE_HEAD, n=8)}))
+    ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
+    LIMIT ?7
+)
+SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id AS f1, task_path AS f2,
+       idx AS f3, channel AS f4, type AS f5, value AS f6, NULL AS f7
+FROM page
+UNION ALL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
+       NULL, NULL
+FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
+    AND k.owner = p.task_id || '/' || p.idx"""
+RAW_WRITES_THREAD = _RAW_WRITES.format(scope="thread_id = ?1")
+RAW_WRITES_ALL = _RAW_WRITES.format(scope="?1 IS NULL")
+
+# Columns of the raw pages, per row kind:
+#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata, f5 channels,
+#                   f6 run_id, f7 ts
+#   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
+#   'k' chunk:      f1 owner, f2 seq, f3 data
+RAW_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
+               "f1", "f2", "f3", "f4", "f5", "f6", "f7")
+
+# Rekeying writes a value back only if its row still holds what was read: a guard per row,
+# sent before its update in the same batch, trips d1saver_guard's CHECK ("head_moved": the row
+# moved on) and rolls the batch back otherwise; the job then reads the page again. A text is
+# compared by a fingerprint (length, first and last 40 characters: sealed texts start with a
+# random nonce and end with a tag), its chunks by count, total length and piece 0's fingerprint.
+_FP = "length({x}) || ':' || substr({x}, 1, 40) || substr({x}, -40)"
+_PIECES_FP = """(SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
+        || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
+    FROM chunks WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+        AND owner = {owner})"""
+# ?1 ?2 ?3 the checkpoint, ?4 ?5 fingerprints of checkpoint and metadata, ?6 of its chunks.
+REKEY_GUARD_CHECKPOINT = f"""
+INSERT INTO d1saver_guard (head_moved)
+SELECT 1 WHERE NOT EXISTS (
+    SELECT 1 FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+        AND {_FP.format(x="checkpoint")} IS ?4 AND {_FP.format(x="metadata")} IS ?5)
+    OR {_PIECES_FP.format(owner="''")} IS NOT ?6"""
+# ?1 ?2 ?3 the checkpoint, ?4 task_id, ?5 idx, ?6 fingerprint of the value, ?7 of its chunks.
+REKEY_GUARD_WRITE = f"""
+INSERT INTO d1saver_guard (head_moved)
+SELECT 1 WHERE NOT EXISTS (
+    SELECT 1 FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+        AND task_id = ?4 AND idx = ?5 AND {_FP.format(x="value")} IS ?6)
+    OR {_PIECES_FP.format(owner="?4 || '/' || ?5")} IS NOT ?7"""
+REKEY_CHECKPOINT = """
+UPDATE checkpoints SET checkpoint = ?4, metadata = ?5
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"""
+REKEY_WRITE = """
+UPDATE writes SET value = ?6
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id = ?4 AND idx = ?5"""
+
+# Stored values per table and key: rows (tbl, head, row_count), head being the first 8
+# characters of sealed texts (d1saver/_crypto.py: key_id_of_text) and NULL for plaintext.
+_HEAD_GROUP = "CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 8) END"
+KEY_CENSUS = f"""
+SELECT 'checkpoints' AS tbl, {_HEAD_GROUP} AS head, COUNT(*) AS row_count
+FROM (SELECT {_CHECKPOINT_HEAD} AS v FROM checkpoints AS c) GROUP BY {_HEAD_GROUP}
+UNION ALL
+SELECT 'metadata', {_HEAD_GROUP}, COUNT(*)
+FROM (SELECT {_SEALED_METADATA} AS v FROM checkpoints AS c) GROUP BY {_HEAD_GROUP}
+UNION ALL
+SELECT 'writes', {_HEAD_GROUP}, COUNT(*)
+FROM (SELECT {_WRITE_HEAD} AS v FROM writes AS w WHERE w.value IS NOT NULL)
+GROUP BY {_HEAD_GROUP}"""
+KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
+
+# copy_thread under keys: the target's tags, as COPY_THREAD copies them (?1 source, ?2 target).
+COPY_TAGS = COPY_THREAD[3]

@@ -21,6 +21,7 @@ from langgraph.checkpoint.base import (
 )
 
 from d1saver import _sql
+from d1saver._crypto import checkpoint_binder, metadata_binder, write_binder
 from d1saver._errors import ConfigError, MissingConfigKeyError, SerializationError
 from d1saver._protocol import Param, Statement
 from d1saver._values import StoredValue, Values
@@ -106,13 +107,11 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
     thread_id = thread_id_of(config)
     ns = ns_of(config)
     parent_id = config["configurable"].get("checkpoint_id")
+    cid = str(checkpoint["id"])
     md = get_serializable_checkpoint_metadata(config, metadata)
-    try:
-        md_json = json.dumps(md, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise SerializationError(f"checkpoint metadata must be JSON: {exc}") from None
-    value = values.dump(checkpoint)
+    value = values.dump(checkpoint, checkpoint_binder(thread_id, ns, cid))
     channels = json.dumps(sorted(checkpoint["channel_values"]), ensure_ascii=False)
+    md_json = values.dump_metadata(md, channels, metadata_binder(thread_id, ns, cid))
     run_id = md.get("run_id")
     parent_id = None if parent_id is None else str(parent_id)
     params: list[Param] = [thread_id, ns, str(checkpoint["id"]), parent_id, value.type,
@@ -149,8 +148,9 @@ def put_writes_statements(values: Values, config: RunnableConfig,
         rows, size = [], 0
 
     for idx, (channel, obj) in enumerate(writes):
-        value = values.dump(obj)
         widx = WRITES_IDX_MAP.get(channel, idx)
+        value = values.dump(obj, write_binder(thread_id, ns, cid, str(task_id), task_path, widx,
+                                              channel))
         if size + len(value.text) > _WRITES_PARAM_MAX:
             flush()
         rows.append([widx, channel, value.type, value.text])
