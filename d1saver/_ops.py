@@ -46,9 +46,11 @@ class ListPlan:
         self.checkpoint_id = conf.get("checkpoint_id")
         self.before = get_checkpoint_id(before) if before else None
         self.filter_json = st.validate_filter(filter)
+        self.filter = dict(filter or {})
         self.remaining = limit
         self.page_size = page_size
         self.size = page_size
+        self.asked = page_size
         self.cursor: st.Cursor | None = None
         self.done = limit is not None and limit <= 0
 
@@ -59,23 +61,28 @@ class ListPlan:
         if self.remaining is not None:
             size = min(size, self.remaining)
         self.size = size
-        # One row more than the page: if it comes, there is a next page; if not, no request
-        # is wasted on an empty one.
+        # One row more than the page tells whether another page follows, so that no request
+        # is wasted on an empty one; a page that can complete the limit needs no such row.
+        self.asked = size if self.remaining is not None and self.remaining <= size else size + 1
         return st.page_statement(
             thread_id=self.thread_id, ns=self.ns, checkpoint_id=self.checkpoint_id,
-            before=self.before, filter_json=self.filter_json, cursor=self.cursor, size=size + 1)
+            before=self.before, filter_json=self.filter_json, cursor=self.cursor,
+            size=self.asked)
 
     def consume(self, tuples: list[CheckpointTuple]) -> list[CheckpointTuple]:
-        more = len(tuples) > self.size
-        tuples = tuples[: self.size]
-        if self.remaining is not None:
-            self.remaining -= len(tuples)
-        if not more or self.remaining == 0:
-            self.done = True
-        else:
-            last = tuples[-1].config["configurable"]
+        more = len(tuples) >= self.asked  # a full answer: rows may follow
+        page = tuples[: self.size]
+        if page:
+            last = page[-1].config["configurable"]
             self.cursor = (last["checkpoint_id"], last["thread_id"], last["checkpoint_ns"])
-        return tuples
+        # SQL has matched the filter already, except on keys of chunked metadata.
+        kept = [t for t in page if st.metadata_matches(t.metadata, self.filter)]
+        if self.remaining is not None:
+            kept = kept[: self.remaining]
+            self.remaining -= len(kept)
+        if not more or not page or self.remaining == 0:
+            self.done = True
+        return kept
 
 
 class Operations:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from d1saver import _sql
 from d1saver._crypto import (
-    Binding,
     checkpoint_binder,
     metadata_binder,
     refuse_plaintext,
@@ -25,7 +25,7 @@ from d1saver._crypto import (
 )
 from d1saver._protocol import Param, Result, Statement
 from d1saver._rows import check_columns
-from d1saver._values import StoredValue, Values
+from d1saver._values import METADATA_OWNER, Values
 
 CheckpointCursor = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 WriteCursor = tuple[str, str, str, str, int]  # ... and task_id, idx
@@ -44,7 +44,7 @@ class RawCheckpoint:
     channels: str
     run_id: str | None
     ts: str | None
-    pieces: list[tuple[int, str]] = field(default_factory=list)
+    pieces: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # by owner
 
 
 @dataclass
@@ -107,15 +107,16 @@ def _heads(heads: list[str] | None) -> str | None:
 def raw_checkpoints(result: Result) -> list[RawCheckpoint]:
     check_columns(result, _sql.RAW_COLUMNS)
     rows: dict[CheckpointCursor, RawCheckpoint] = {}
-    pieces: dict[CheckpointCursor, list[tuple[int, str]]] = defaultdict(list)
+    pieces: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
+        lambda: defaultdict(list))
     for kind, t, ns, cid, f1, f2, f3, f4, f5, f6, f7 in result.rows:
         if kind == "c":
             rows[(t, ns, cid)] = RawCheckpoint((t, ns, cid), f1, f2, f3, f4, f5, f6, f7)
         elif kind == "k":
-            pieces[(t, ns, cid)].append((int(f2), f3))
+            pieces[(t, ns, cid)][f1].append((int(f2), f3))
     for key, found in pieces.items():
         if key in rows:
-            rows[key].pieces = sorted(found)
+            rows[key].pieces = {owner: sorted(p) for owner, p in found.items()}
     return sorted(rows.values(), key=lambda r: r.key)
 
 
@@ -138,35 +139,36 @@ def raw_writes(result: Result) -> list[RawWrite]:
 # --- re-sealing -------------------------------------------------------------------------------
 
 
-def _value(values: Values, text: str | None, pieces: list[tuple[int, str]], owner: str,
-           old: Binding, new: Binding, plaintext: bool) -> tuple[str, list[str] | None] | None:
-    return values.reseal(text, {owner: pieces}, owner, old, new, plaintext=plaintext)
+Sealed = tuple[str, list[str] | None]  # a row's text and its pieces (None: inline)
 
 
 def reseal_checkpoint(values: Values, row: RawCheckpoint, thread_id: str, *, plaintext: bool
-                      ) -> tuple[tuple[str, list[str] | None], str] | None:
+                      ) -> tuple[Sealed, Sealed] | None:
     """The row's value and metadata column sealed for `thread_id` (None: plaintext left)."""
     target = (thread_id, *row.key[1:])
-    value = _value(values, row.checkpoint, row.pieces, "", checkpoint_binder(*row.key)(row.type),
-                   checkpoint_binder(*target)(row.type), plaintext)
-    metadata = values.reseal_metadata(row.metadata, row.channels, metadata_binder(*row.key),
-                                      metadata_binder(*target), plaintext=plaintext)
+    value = values.reseal(row.checkpoint, row.pieces, "", checkpoint_binder(*row.key)(row.type),
+                          checkpoint_binder(*target)(row.type), plaintext=plaintext)
+    metadata = values.reseal_metadata(row.metadata, row.pieces, row.channels,
+                                      metadata_binder(*row.key), metadata_binder(*target),
+                                      plaintext=plaintext)
     if value is None or metadata is None:
         return None
     return value, metadata
 
 
 def reseal_write(values: Values, row: RawWrite, thread_id: str, *, plaintext: bool
-                 ) -> tuple[str, list[str] | None] | None:
+                 ) -> Sealed | None:
     bind = (row.task_id, row.task_path, row.idx, row.channel)
-    return _value(values, row.value, row.pieces, row.owner,
-                  write_binder(*row.key, *bind)(row.type),
-                  write_binder(thread_id, *row.key[1:], *bind)(row.type), plaintext)
+    return values.reseal(row.value, {row.owner: row.pieces}, row.owner,
+                         write_binder(*row.key, *bind)(row.type),
+                         write_binder(thread_id, *row.key[1:], *bind)(row.type),
+                         plaintext=plaintext)
 
 
 def _pieces(key: CheckpointCursor, owner: str, pieces: list[str] | None,
             replace_old: bool) -> list[Statement]:
-    """The chunk rows of a re-sealed value, replacing its owner's (when it had or has some)."""
+    """The chunk rows of a re-sealed value, replacing its owner's (when it had or has some).
+    Rows an UPDATE rewrites fire no trigger, so the old pieces are deleted here."""
     if pieces is None and not replace_old:
         return []
     stmts = [Statement(_sql.DELETE_CHUNKS_OF, (*key, owner))]
@@ -185,12 +187,13 @@ def copy_checkpoints(values: Values, rows: list[RawCheckpoint], target: str) -> 
         sealed = reseal_checkpoint(values, row, target, plaintext=False)
         if sealed is None:
             raise refuse_plaintext(checkpoint_binder(*row.key)(row.type))
-        (text, pieces), metadata = sealed
+        (text, pieces), (metadata, md_pieces) = sealed
         key = (target, *row.key[1:])
         params: list[Param] = [*key, row.parent, row.type, text, metadata, row.channels,
                                row.run_id, row.ts]
         stmts.append(Statement(_sql.UPSERT_CHECKPOINT, params))
         stmts += _pieces(key, "", pieces, replace_old=True)
+        stmts += _pieces(key, METADATA_OWNER, md_pieces, replace_old=True)
     return stmts
 
 
@@ -237,13 +240,16 @@ def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCo
         if sealed is None:
             counts.plaintext += 1
             continue
-        (text, pieces), metadata = sealed
+        (text, pieces), (metadata, md_pieces) = sealed
         stmts += [
             Statement(_sql.REKEY_GUARD_CHECKPOINT, (
                 *row.key, fingerprint(row.checkpoint), fingerprint(row.metadata),
-                pieces_fingerprint(row.pieces))),
+                pieces_fingerprint(row.pieces.get("", [])),
+                pieces_fingerprint(row.pieces.get(METADATA_OWNER, [])))),
             Statement(_sql.REKEY_CHECKPOINT, (*row.key, text, metadata)),
-            *_pieces(row.key, "", pieces, replace_old=bool(row.pieces)),
+            *_pieces(row.key, "", pieces, replace_old="" in row.pieces),
+            *_pieces(row.key, METADATA_OWNER, md_pieces,
+                     replace_old=METADATA_OWNER in row.pieces),
         ]
         counts.rewritten += 1
     return stmts
@@ -269,7 +275,8 @@ def rekey_writes(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
     return stmts
 
 
-def census(result: Result, key_id_of: Any) -> dict[str, dict[str, int]]:
+def census(result: Result, key_id_of: Callable[[str | None], str | None]
+           ) -> dict[str, dict[str, int]]:
     """{table: {key id or "plaintext": stored values}} from KEY_CENSUS."""
     check_columns(result, _sql.KEY_CENSUS_COLUMNS)
     out: dict[str, dict[str, int]] = {"checkpoints": {}, "metadata": {}, "writes": {}}

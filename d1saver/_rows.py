@@ -71,8 +71,8 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                      "checkpoint_id": cid}},
             checkpoint=values.load(type_, blob, pieces.get(key), "", checkpoint_binder(*key)),
-            metadata=cast(CheckpointMetadata,
-                          values.load_metadata(md, channels, metadata_binder(*key))),
+            metadata=cast(CheckpointMetadata, values.load_metadata(
+                md, pieces.get(key), channels, metadata_binder(*key))),
             parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                              "checkpoint_id": parent}} if parent else None),
             pending_writes=pending_writes(writes.get(key, []), pieces.get(key), values),

@@ -49,6 +49,26 @@ SCHEMA_SQL = _schema_text()
 # Index = schema version - 1. Append only: a released entry never changes. Version 1 is
 # schema.sql itself (idempotent); later entries are lists of statements run once, in order.
 MIGRATIONS: list[list[str]] = [split_script(SCHEMA_SQL)]
+
+# Version 2: additive, and idempotent like version 1 (setup sends every entry in one batch).
+# - list(None) reads its pages in index order, from the cursor on, instead of sorting the
+#   whole table for every page (defect 9).
+# - A checkpoint or write row that is (re)inserted owns no pieces but those its batch inserts
+#   after it (defect 4): a value rewritten smaller, a replay, or copy_thread onto a thread that
+#   holds the same checkpoint never leave stale pieces, at no cost in request bytes. An
+#   ignored INSERT (a replayed regular write) fires nothing.
+MIGRATIONS.append([
+    "CREATE INDEX IF NOT EXISTS checkpoints_by_id "
+    "ON checkpoints (checkpoint_id, thread_id, checkpoint_ns)",
+    """CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN
+    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND owner IN ('', ':metadata');
+END""",
+    """CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN
+    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND owner = NEW.task_id || '/' || NEW.idx;
+END""",
+])
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SELECT_SCHEMA_VERSION = "SELECT COALESCE(MAX(version), 0) AS version FROM d1saver_schema"
@@ -91,16 +111,23 @@ SELECT ?1,?2,?3,?4,?5,value->>0,value->>1,value->>2,value->>3 FROM json_each(?6)
 INSERT_WRITES_REPLACE = _INSERT_WRITES.format(verb="REPLACE")
 INSERT_WRITES_IGNORE = _INSERT_WRITES.format(verb="IGNORE")
 
-# Values over D1's 2 MB limit: the owner row holds "c:<n>", the pieces live here.
+# Values over D1's 2 MB limit: the owner row holds "c:<n>", the pieces (seq 0..n-1) live
+# here. Pieces follow their row in the batch. An upserted row (checkpoint, special write)
+# deletes its owner's pieces and inserts its own.
 DELETE_CHUNKS_OF = """
 DELETE FROM chunks WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
     AND owner = ?4"""
-_INSERT_CHUNK = """
-INSERT OR {verb} INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
+INSERT_CHUNK = """
+INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6)"""
-INSERT_CHUNK = _INSERT_CHUNK.format(verb="REPLACE")
-# Pieces of a regular write, which is INSERT OR IGNORE: a replayed write keeps the first value.
-INSERT_CHUNK_IGNORE = _INSERT_CHUNK.format(verb="IGNORE")
+# A piece of a regular write (?4 owner, of ?7 task_id and ?8 idx), which is INSERT OR IGNORE:
+# stored only if the row holds this very marker (?9), so that a replay whose row was ignored
+# adds no piece.
+INSERT_WRITE_CHUNK = """
+INSERT OR IGNORE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (
+    SELECT 1 FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+        AND task_id = ?7 AND idx = ?8 AND value = ?9)"""
 
 # --- reads --------------------------------------------------------------------------------
 
@@ -108,9 +135,40 @@ INSERT_CHUNK_IGNORE = _INSERT_CHUNK.format(verb="IGNORE")
 # tagged 'c' (checkpoint), 'w' (write) or 'k' (chunk). Parameters:
 #   ?1 thread_id   ?2 checkpoint_ns (NULL: any)   ?3 checkpoint_id (NULL: any)
 #   ?4 before: checkpoint_id upper bound (NULL: none)
-#   ?5 metadata filter as a JSON object {path: value} (NULL: none); keys are validated paths
+#   ?5 metadata filter (NULL: none): a JSON array of [path, doc] pairs, one per filter key,
+#      where path is '$.' + the validated key and doc is the JSON text of an object that
+#      holds the wanted value at that path
 #   ?6 ?7 ?8 keyset cursor (checkpoint_id, thread_id, checkpoint_ns) of the previous page's
 #      last row (NULL: first page)   ?9 page size
+#
+# The cursor (or `before`) is an upper bound an index can seek to: the scope compares the
+# order columns with COALESCE(?6, ?4, x'') and friends, which are constants to the planner
+# (a BLOB sorts after every TEXT, so x'' bounds nothing), where "?6 IS NULL OR ..." would
+# make every page scan from the newest row.
+_BELOW_ROW = ("(checkpoint_id, thread_id, checkpoint_ns) "
+              "< (COALESCE(?6, ?4, x''), COALESCE(?7, ''), COALESCE(?8, ''))")
+
+# The metadata filter, as InMemorySaver's `query == metadata.get(key)` (defect 6): the value
+# at f.path in the metadata and in f.doc are equal JSON trees: the same nodes (by full key,
+# so object key order does not matter), each of the same kind (numbers and booleans are one
+# kind, so 1 == 1.0 == true) and atom. A null query matches null or a missing key. Chunked
+# metadata (d1saver/_values.py) that lacks the key in its column passes here and is decided
+# in Python. Trees are read from the stored text itself: no number is re-rendered.
+_KIND = "CASE WHEN {t}.type IN ('integer','real','true','false') THEN 'n' ELSE {t}.type END"
+_FILTER = """NOT EXISTS (
+    SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(?5)) AS f
+    WHERE NOT (CASE WHEN json_type(f.doc, f.path) = 'null'
+        THEN COALESCE(json_type(c.metadata, f.path), 'null') = 'null'
+        ELSE (SELECT COUNT(*) FROM json_tree(c.metadata, f.path))
+             = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
+         AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
+             SELECT 1 FROM json_tree(c.metadata, f.path) AS m
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND {kind_m} = {kind_q}))
+        END
+        OR (json_type(c.metadata, f.path) IS NULL
+            AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))""".format(
+    kind_m=_KIND.format(t="m"), kind_q=_KIND.format(t="q"))
+
 _PAGE_CTE = """
 page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
@@ -118,11 +176,7 @@ page AS (
     FROM checkpoints AS c
     WHERE {scope}
       AND (?3 IS NULL OR checkpoint_id = ?3)
-      AND (?4 IS NULL OR checkpoint_id < ?4)
-      AND (?5 IS NULL OR NOT EXISTS (
-            SELECT 1 FROM json_each(?5) AS f
-            WHERE json_extract(c.metadata, '$.' || f.key) IS NOT f.value))
-      AND (?6 IS NULL OR (checkpoint_id, thread_id, checkpoint_ns) < (?6, ?7, ?8))
+      AND {filter}
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT ?9
 )"""
@@ -134,12 +188,12 @@ FROM page
 UNION ALL
 SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
        w.channel, w.type, w.value
-FROM page AS p JOIN writes AS w ON w.thread_id = p.thread_id
+FROM page AS p CROSS JOIN writes AS w ON w.thread_id = p.thread_id
     AND w.checkpoint_ns = p.checkpoint_ns AND w.checkpoint_id = p.checkpoint_id
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
        NULL
-FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+FROM page AS p CROSS JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id"""
 
 # Sent with each page, same parameters: what the page's DeltaChannels replay from, so that
@@ -182,13 +236,13 @@ FROM visited AS v JOIN checkpoints AS c ON c.thread_id = v.thread_id
 UNION ALL
 SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
        w.channel, w.type, w.value
-FROM visited AS v JOIN writes AS w ON w.thread_id = v.thread_id
+FROM visited AS v CROSS JOIN writes AS w ON w.thread_id = v.thread_id
     AND w.checkpoint_ns = v.checkpoint_ns AND w.checkpoint_id = v.checkpoint_id
 WHERE w.channel IN (SELECT value FROM json_each(v.sought))
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
        NULL
-FROM visited AS v JOIN chunks AS k ON k.thread_id = v.thread_id
+FROM visited AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
     AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id"""
 
 # Columns of every page statement. A UNION's columns carry a meaning per row kind:
@@ -201,14 +255,38 @@ FROM visited AS v JOIN chunks AS k ON k.thread_id = v.thread_id
 PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
                 "f1", "f2", "f3", "f4", "f5", "f6")
 
-# Three scopes so that each uses the primary key index: one namespace of a thread (get_tuple,
-# and list with a namespace), every namespace of a thread, or every thread (list(None)).
-SELECT_PAGE_THREAD_NS = _PAGE.format(scope="thread_id = ?1 AND checkpoint_ns = ?2")
-SELECT_PAGE_THREAD = _PAGE.format(scope="thread_id = ?1 AND ?2 IS NULL")
-SELECT_PAGE_ALL = _PAGE.format(scope="?1 IS NULL AND ?2 IS NULL")
-SELECT_PAGE_DELTA_THREAD_NS = _PAGE_DELTA.format(scope="thread_id = ?1 AND checkpoint_ns = ?2")
-SELECT_PAGE_DELTA_THREAD = _PAGE_DELTA.format(scope="thread_id = ?1 AND ?2 IS NULL")
-SELECT_PAGE_DELTA_ALL = _PAGE_DELTA.format(scope="?1 IS NULL AND ?2 IS NULL")
+# Three scopes, each read in page order from its cursor on: one namespace of a thread
+# (get_tuple, and list with a namespace) by the primary key, every thread (list(None)) by
+# checkpoints_by_id; every namespace of a thread sorts that thread's rows.
+_SCOPE_THREAD_NS = ("thread_id = ?1 AND checkpoint_ns = ?2 "
+                    "AND checkpoint_id < COALESCE(?6, ?4, x'')")
+_SCOPE_THREAD = "thread_id = ?1 AND ?2 IS NULL AND " + _BELOW_ROW
+_SCOPE_ALL = "?1 IS NULL AND ?2 IS NULL AND " + _BELOW_ROW
+# Each scope comes without a filter (?5 NULL: get_tuple, most lists) and with one, so that
+# the filter's text travels only with the lists that filter.
+_NO_FILTER = "?5 IS NULL"
+SELECT_PAGE_THREAD_NS = _PAGE.format(scope=_SCOPE_THREAD_NS, filter=_NO_FILTER)
+SELECT_PAGE_THREAD = _PAGE.format(scope=_SCOPE_THREAD, filter=_NO_FILTER)
+SELECT_PAGE_ALL = _PAGE.format(scope=_SCOPE_ALL, filter=_NO_FILTER)
+SELECT_PAGE_THREAD_NS_FILTERED = _PAGE.format(scope=_SCOPE_THREAD_NS, filter=_FILTER)
+SELECT_PAGE_THREAD_FILTERED = _PAGE.format(scope=_SCOPE_THREAD, filter=_FILTER)
+SELECT_PAGE_ALL_FILTERED = _PAGE.format(scope=_SCOPE_ALL, filter=_FILTER)
+SELECT_PAGE_DELTA_THREAD_NS = _PAGE_DELTA.format(scope=_SCOPE_THREAD_NS, filter=_NO_FILTER)
+SELECT_PAGE_DELTA_THREAD = _PAGE_DELTA.format(scope=_SCOPE_THREAD, filter=_NO_FILTER)
+SELECT_PAGE_DELTA_ALL = _PAGE_DELTA.format(scope=_SCOPE_ALL, filter=_NO_FILTER)
+SELECT_PAGE_DELTA_THREAD_NS_FILTERED = _PAGE_DELTA.format(scope=_SCOPE_THREAD_NS,
+                                                          filter=_FILTER)
+SELECT_PAGE_DELTA_THREAD_FILTERED = _PAGE_DELTA.format(scope=_SCOPE_THREAD, filter=_FILTER)
+SELECT_PAGE_DELTA_ALL_FILTERED = _PAGE_DELTA.format(scope=_SCOPE_ALL, filter=_FILTER)
+# The DeltaChannel prefetch that rides with each page statement.
+PAGE_DELTA_OF = {
+    SELECT_PAGE_THREAD_NS: SELECT_PAGE_DELTA_THREAD_NS,
+    SELECT_PAGE_THREAD: SELECT_PAGE_DELTA_THREAD,
+    SELECT_PAGE_ALL: SELECT_PAGE_DELTA_ALL,
+    SELECT_PAGE_THREAD_NS_FILTERED: SELECT_PAGE_DELTA_THREAD_NS_FILTERED,
+    SELECT_PAGE_THREAD_FILTERED: SELECT_PAGE_DELTA_THREAD_FILTERED,
+    SELECT_PAGE_ALL_FILTERED: SELECT_PAGE_DELTA_ALL_FILTERED,
+}
 
 # get_delta_channel_history in one statement. Walks parent links from the target
 # (?3, or the thread's newest when NULL) and carries, per step, the JSON array of requested
@@ -539,7 +617,11 @@ _HEAD_OF = """CASE WHEN substr({t}.{col}, 1, 2) = 'c:' THEN (
         AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id
         AND k.owner = {owner} AND k.seq = 0) ELSE {t}.{col} END"""
 _CHECKPOINT_HEAD = _HEAD_OF.format(t="c", col="checkpoint", owner="''")
-_SEALED_METADATA = """json_extract(c.metadata, '$."d1saver:metadata"')"""
+_SEALED_METADATA = """CASE WHEN substr(json_extract(c.metadata, '$."d1saver:metadata"'), 1, 2) = 'c:'
+    THEN (SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
+              AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
+              AND k.owner = ':metadata' AND k.seq = 0)
+    ELSE json_extract(c.metadata, '$."d1saver:metadata"') END"""
 _WRITE_HEAD = _HEAD_OF.format(t="w", col="value", owner="w.task_id || '/' || w.idx")
 # Not under the newest key: ?{n} is the JSON array of the 8-character heads its texts have.
 _STALE = "substr(COALESCE({x}, ''), 1, 8) NOT IN (SELECT value FROM json_each(?{n}))"
@@ -566,7 +648,7 @@ SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.dat
        NULL, NULL
 FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
-    AND k.owner = ''"""
+    AND k.owner IN ('', ':metadata')"""
 RAW_CHECKPOINTS_THREAD = _RAW_CHECKPOINTS.format(scope="thread_id = ?1")
 RAW_CHECKPOINTS_ALL = _RAW_CHECKPOINTS.format(scope="?1 IS NULL")
 
@@ -612,13 +694,14 @@ _PIECES_FP = """(SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
         || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
     FROM chunks WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
         AND owner = {owner})"""
-# ?1 ?2 ?3 the checkpoint, ?4 ?5 fingerprints of checkpoint and metadata, ?6 of its chunks.
+# ?1 ?2 ?3 the checkpoint, ?4 ?5 fingerprints of checkpoint and metadata, ?6 ?7 of their chunks.
 REKEY_GUARD_CHECKPOINT = f"""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
     SELECT 1 FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
         AND {_FP.format(x="checkpoint")} IS ?4 AND {_FP.format(x="metadata")} IS ?5)
-    OR {_PIECES_FP.format(owner="''")} IS NOT ?6"""
+    OR {_PIECES_FP.format(owner="''")} IS NOT ?6
+    OR {_PIECES_FP.format(owner="':metadata'")} IS NOT ?7"""
 # ?1 ?2 ?3 the checkpoint, ?4 task_id, ?5 idx, ?6 fingerprint of the value, ?7 of its chunks.
 REKEY_GUARD_WRITE = f"""
 INSERT INTO d1saver_guard (head_moved)
