@@ -1,4 +1,6 @@
-"""`python -m benchmarks [agent options]` runs the agent benchmark; `python -m benchmarks compaction ...` the compaction one."""
+"""`python -m benchmarks [agent options]` runs the agent benchmark; `python -m benchmarks compaction ...` the
+compaction one; `python -m benchmarks growth ...` the growth one (bytes, rows and CPU against turns); `python -m benchmarks chunking ...` compares ways
+to cut values into chunks."""
 
 from __future__ import annotations
 
@@ -11,6 +13,16 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks import compaction_bench
 
         compaction_bench.main(argv[1:])
+        return
+    if argv and argv[0] == "chunking":
+        from benchmarks import chunking_eval
+
+        chunking_eval.main(argv[1:])
+        return
+    if argv and argv[0] == "growth":
+        from benchmarks import growth_bench
+
+        growth_bench.main(argv[1:])
         return
     if argv and argv[0] == "agent":
         argv = argv[1:]

@@ -22,6 +22,7 @@ from d1saver._errors import (
     ServerError,
     StoredValueError,
     TimeoutError,
+    TransientQueryError,
     TransportError,
     UnknownKeyError,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "StoredValueError",
     "TimeoutError",
     "TraceEvent",
+    "TransientQueryError",
     "TransportError",
     "UnknownKeyError",
     "load_settings",

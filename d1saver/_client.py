@@ -16,6 +16,7 @@ import json
 import re
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
@@ -81,7 +82,10 @@ class D1Client:
             async_transport = transport
         self._async_transport = async_transport
         self._sync: httpx.Client | None = None
-        self._async: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        # One AsyncClient per event loop, weakly keyed and pruned of closed loops, so that
+        # asyncio.run per request keeps at most the last loop's client.
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary())
         self._lock = threading.Lock()
         self._blocked_until = 0.0  # monotonic time until which the API budget is spent
 

@@ -62,6 +62,8 @@ class Driver:
                 return await self.client.aexecute(action.statements)
             return await self.group.asubmit(action.statements)
         if isinstance(action, Once):
+            if action.key in self._done:
+                return None  # no lock: a contended asyncio.Lock holds its loop for good
             # Keyed by the running loop, so no thread lock is needed (a sync setup holding
             # _once_lock over its round trip must not stall this loop).
             lock = self._aonce.setdefault(asyncio.get_running_loop(), asyncio.Lock())

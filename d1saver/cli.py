@@ -31,6 +31,7 @@ def serve(
     fault_5xx: float = typer.Option(0.0, min=0.0, max=1.0, help="Share of requests refused with 500/503."),
     fault_drop: float = typer.Option(0.0, min=0.0, max=1.0, help="Share of requests dropped before running."),
     fault_lost: float = typer.Option(0.0, min=0.0, max=1.0, help="Share of requests run and committed, then the response lost."),
+    fault_transient: float = typer.Option(0.0, min=0.0, max=1.0, help="Share of requests answered with a D1 error Cloudflare documents as transient."),
     retry_after: float = typer.Option(1.0, min=0.0, help="Retry-After seconds on injected 429s."),
     verbose: bool = typer.Option(False, help="Log each request line."),
 ) -> None:
@@ -39,10 +40,11 @@ def serve(
     from d1saver.local import serve as run_server
 
     faults = None
-    if fault_429 or fault_5xx or fault_drop or fault_lost:
+    if fault_429 or fault_5xx or fault_drop or fault_lost or fault_transient:
         try:
             faults = FaultPlan(seed=seed, rate_429=fault_429, rate_5xx=fault_5xx,
                                rate_drop=fault_drop, rate_lost_response=fault_lost,
+                               rate_transient=fault_transient,
                                retry_after_s=retry_after)
         except ValueError as exc:  # the rates add up to more than 1
             raise usage_error(str(exc)) from None

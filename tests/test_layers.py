@@ -16,6 +16,7 @@ LAYERS: dict[str, set[str]] = {
     "d1saver._errors": set(),
     "d1saver._protocol": {"d1saver._errors"},  # for annotations only (TYPE_CHECKING)
     "d1saver._codec": set(),
+    "d1saver._chunking": set(),
     "d1saver._sql": set(),
     "d1saver._delta_cache": set(),
     "d1saver._retry": {"d1saver._errors"},

@@ -1,4 +1,5 @@
-"""The benchmark's agent under injected faults (429, 5xx, dropped connections, lost responses).
+"""The benchmark's agent under injected faults (429, 5xx, dropped connections, lost responses,
+transient D1 errors).
 
 Each faulted run is compared with the same run without faults, on a fresh local D1: the same
 final state, every checkpoint (count and metadata step/source, in order), and the same pending
@@ -43,8 +44,8 @@ BASE_URL = "http://d1.local/client/v4"
 THREAD = "agent-1"
 CONFIG = {"configurable": {"thread_id": THREAD}}
 TURNS, FANOUT = 6, 3
-RATES = dict(rate_429=0.1, rate_5xx=0.1, rate_drop=0.1, rate_lost_response=0.1,
-             retry_after_s=0.001)
+RATES = dict(rate_429=0.08, rate_5xx=0.08, rate_drop=0.08, rate_lost_response=0.08,
+             rate_transient=0.08, retry_after_s=0.001)
 RETRY = RetryPolicy(max_attempts=10, backoff_initial=0.001, backoff_max=0.005)
 CI_SEEDS = range(5)
 SOAK_SEEDS = range(100, 200)
