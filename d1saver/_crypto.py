@@ -1,10 +1,19 @@
 """Authenticated encryption of stored values: AES-256-GCM under keys given newest first.
 
-A sealed value is  key id (4) || nonce (12) || ciphertext || tag (16): 32 bytes more than
-its plaintext. The key id, the first 4 bytes of HMAC-SHA256(key, "d1saver key id"), lets a
-reader pick the key without trial decryption and says nothing about the key. New values are
-sealed with the newest key; any key held opens (rotation). Nonces are random 96-bit values:
-NIST SP 800-38D allows 2^32 seals per key that way, far more than one database's rows.
+A sealed value is  key id (3) || codec (1) || nonce (12) || ciphertext || tag (16): 32 bytes
+more than the bytes it seals. The key id, the first 3 bytes of HMAC-SHA256(key, "d1saver key
+id"), lets a reader pick the key without trial decryption and says nothing about the key
+(two keys with the same id are refused when the keys are given). The codec byte says whether
+the plaintext is deflated (d1saver/_codec.py, `pack`); it is in clear and authenticated as
+associated data. New values are sealed with the newest key; any key held opens (rotation).
+Nonces are random 96-bit values: NIST SP 800-38D allows 2^32 seals per key that way, far
+more than one database's rows.
+
+Stored as "e:" and base85, the alphabet of d1saver's compressed values ("d:"), so that a key
+adds exactly 40 characters to a stored value (32 bytes) and never more than that to what the
+same value takes without a key. Key id and codec fill the first base85 group: the 5
+characters after "e:" name the key and the codec, which is how SQL finds rows under another
+key (`Sealer.fresh_heads`).
 
 The associated data (a `Binding`) is where the value is stored: its kind (checkpoint,
 metadata, write, chunk), the row's identity (thread, namespace, checkpoint; task, index and
@@ -34,12 +43,15 @@ from d1saver import _codec
 from d1saver._errors import ConfigError, IntegrityError, PlaintextValueError, UnknownKeyError
 
 KEY_SIZE = 32
-KEY_ID_SIZE = 4
+KEY_ID_SIZE = 3
+CODEC_SIZE = 1
 NONCE_SIZE = 12
 TAG_SIZE = 16
-OVERHEAD = KEY_ID_SIZE + NONCE_SIZE + TAG_SIZE
+HEADER_SIZE = KEY_ID_SIZE + CODEC_SIZE
+OVERHEAD = HEADER_SIZE + NONCE_SIZE + TAG_SIZE
 ENV_KEYS = "D1SAVER_ENCRYPTION_KEYS"
 SEALED = "e:"
+HEAD_CHARS = len(SEALED) + 5  # "e:" and the base85 group of key id and codec
 
 _KEY_ID_LABEL = b"d1saver key id"
 _CHUNK_ID_INFO = b"d1saver chunk id v1"
@@ -217,12 +229,15 @@ def write_binder(thread_id: str, ns: str, checkpoint_id: str, task_id: str, task
 
 
 def key_id_of_text(text: str | None) -> str | None:
-    """The hex id of the key a stored "e:" text was sealed under (None for other text); the
-    first 8 characters suffice (SQL groups rows by them: see `Sealer.fresh_heads`)."""
-    if not _codec.is_sealed(text):
+    """The hex id of the key a stored "e:" text was sealed under (None for other text); its
+    first HEAD_CHARS characters suffice (SQL groups rows by them: see `Sealer.fresh_heads`)."""
+    if not _codec.is_sealed(text) or len(cast(str, text)) < HEAD_CHARS:
         return None
-    head = _b64decode(cast(str, text)[len(SEALED):len(SEALED) + 6] + "AA")
-    return None if head is None else head[:KEY_ID_SIZE].hex()
+    try:
+        head = base64.b85decode(cast(str, text)[len(SEALED):HEAD_CHARS])
+    except ValueError:
+        return None
+    return head[:KEY_ID_SIZE].hex()
 
 
 def refuse_plaintext(aad: Binding) -> PlaintextValueError:
@@ -270,29 +285,32 @@ class Sealer:
 
     @property
     def fresh_heads(self) -> list[str]:
-        """The first 8 characters a text sealed under the newest key can start with: "e:" and
-        6 base64 characters, 36 bits of which the key id is 32 and the nonce 4, so 16 heads.
-        SQL compares them to find rows that another key (or none) sealed."""
-        return sorted({SEALED + base64.b64encode(self._newest + bytes([n << 4, 0])).decode()[:6]
-                       for n in range(16)})
+        """The first HEAD_CHARS characters a text sealed under the newest key starts with:
+        "e:" and the base85 group of key id and codec, one per codec. SQL compares them to find
+        rows that another key (or none) sealed."""
+        return sorted(SEALED + base64.b85encode(self._newest + codec).decode("ascii")
+                      for codec in _codec.PACKED_CODECS)
 
-    def seal(self, plaintext: bytes, aad: Binding) -> bytes:
+    def seal(self, plaintext: bytes, aad: Binding, codec: bytes = b"b") -> bytes:
+        """`plaintext` sealed under the newest key, bound to `aad`; `codec` (one byte) says how
+        the plaintext is packed, in clear and authenticated."""
         nonce = os.urandom(NONCE_SIZE)
-        return self._newest + nonce + self._ciphers[self._newest].encrypt(
-            nonce, plaintext, bytes(aad))
+        return self._newest + codec + nonce + self._ciphers[self._newest].encrypt(
+            nonce, plaintext, bytes(aad) + codec)
 
     def open(self, blob: bytes, aad: Binding) -> bytes:
         """The plaintext of `blob`, or IntegrityError (UnknownKeyError for a key not held)."""
         if len(blob) < OVERHEAD:
             raise aad.fail(IntegrityError, "is truncated: nothing was returned")
-        kid, nonce = blob[:KEY_ID_SIZE], blob[KEY_ID_SIZE:KEY_ID_SIZE + NONCE_SIZE]
+        kid, codec = blob[:KEY_ID_SIZE], blob[KEY_ID_SIZE:HEADER_SIZE]
         cipher = self._ciphers.get(kid)
         if cipher is None:
             raise aad.fail(UnknownKeyError, (
                 f"was sealed under key id {kid.hex()}, which this saver does not hold "
                 f"(it holds {', '.join(self.key_ids)}): add that key to the encryption keys"))
         try:
-            return cipher.decrypt(nonce, blob[KEY_ID_SIZE + NONCE_SIZE:], bytes(aad))
+            return cipher.decrypt(blob[HEADER_SIZE:HEADER_SIZE + NONCE_SIZE],
+                                  blob[HEADER_SIZE + NONCE_SIZE:], bytes(aad) + codec)
         except self._invalid_tag:
             pass  # raised below, outside the handler: no chained context
         raise aad.fail(IntegrityError, (
@@ -301,27 +319,32 @@ class Sealer:
 
     def seal_text(self, data: bytes, aad: Binding) -> str:
         """`data` packed (compressed when that pays), sealed, as "e:" text for a D1 row."""
-        return SEALED + base64.b64encode(self.seal(_codec.pack(data), aad)).decode("ascii")
+        packed = _codec.pack(data)
+        return self._text(self.seal(packed[CODEC_SIZE:], aad, packed[:CODEC_SIZE]))
 
     def open_text(self, text: str, aad: Binding) -> bytes:
         """The bytes `seal_text` was given; a row that is not sealed is refused."""
         return _codec.unpack(self.open_packed(text, aad))
 
     def open_packed(self, text: str, aad: Binding) -> bytes:
-        """The packed plaintext of a stored "e:" text (see `reseal_text`)."""
+        """The packed plaintext (codec byte and payload) of a stored "e:" text."""
         if not _codec.is_sealed(text):
             raise refuse_plaintext(aad)
         try:
-            blob = base64.b64decode(text[len(SEALED):], validate=True)
-        except (binascii.Error, ValueError):
-            blob = b""  # not base64: damaged, refused as truncated
-        return self.open(blob, aad)
+            blob = base64.b85decode(text[len(SEALED):])
+        except ValueError:
+            blob = b""  # not base85: damaged, refused as truncated
+        return blob[KEY_ID_SIZE:HEADER_SIZE] + self.open(blob, aad)
 
     def reseal_text(self, text: str, aad: Binding, new_aad: Binding | None = None) -> str:
         """A stored "e:" text opened under `aad` and sealed again under the newest key, bound to
         `new_aad` (default: the same row). Not decompressed: the result has the same length."""
         packed = self.open_packed(text, aad)
-        return SEALED + base64.b64encode(self.seal(packed, new_aad or aad)).decode("ascii")
+        return self._text(self.seal(packed[CODEC_SIZE:], new_aad or aad, packed[:CODEC_SIZE]))
+
+    @staticmethod
+    def _text(blob: bytes) -> str:
+        return SEALED + base64.b85encode(blob).decode("ascii")
 
     def keyed_hash(self, data: bytes) -> bytes:
         """`keyed_hash` under the newest key (its subkey derived once)."""

@@ -623,8 +623,9 @@ _SEALED_METADATA = """CASE WHEN substr(json_extract(c.metadata, '$."d1saver:meta
               AND k.owner = ':metadata' AND k.seq = 0)
     ELSE json_extract(c.metadata, '$."d1saver:metadata"') END"""
 _WRITE_HEAD = _HEAD_OF.format(t="w", col="value", owner="w.task_id || '/' || w.idx")
-# Not under the newest key: ?{n} is the JSON array of the 8-character heads its texts have.
-_STALE = "substr(COALESCE({x}, ''), 1, 8) NOT IN (SELECT value FROM json_each(?{n}))"
+# Not under the newest key: ?{n} is the JSON array of the 7-character heads its texts have
+# ("e:" and the base85 group of key id and codec: d1saver/_crypto.py).
+_STALE = "substr(COALESCE({x}, ''), 1, 7) NOT IN (SELECT value FROM json_each(?{n}))"
 
 # Checkpoint rows after the cursor (?2, ?3, ?4: thread_id, checkpoint_ns, checkpoint_id;
 # '' to start), ?5 rows, in one thread (?1) or all (?1 NULL); only those with a value or
@@ -716,9 +717,9 @@ REKEY_WRITE = """
 UPDATE writes SET value = ?6
 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id = ?4 AND idx = ?5"""
 
-# Stored values per table and key: rows (tbl, head, row_count), head being the first 8
+# Stored values per table and key: rows (tbl, head, row_count), head being the first 7
 # characters of sealed texts (d1saver/_crypto.py: key_id_of_text) and NULL for plaintext.
-_HEAD_GROUP = "CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 8) END"
+_HEAD_GROUP = "CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END"
 KEY_CENSUS = f"""
 SELECT 'checkpoints' AS tbl, {_HEAD_GROUP} AS head, COUNT(*) AS row_count
 FROM (SELECT {_CHECKPOINT_HEAD} AS v FROM checkpoints AS c) GROUP BY {_HEAD_GROUP}

@@ -17,8 +17,8 @@ Encryption keys. With a `Sealer`, every value is compressed and sealed as one "e
 to its row by the `Bind` the caller gives (d1saver/_crypto.py), then chunked if need be: pieces
 are parts of one sealed text, so a piece moved, lost or mixed in fails the whole. Metadata
 keeps in its column only `PLAIN_METADATA` (what d1saver's SQL reads: LangGraph's bookkeeping,
-no user content) and, under METADATA_KEY, the whole sealed ("e:...", or "c:<n>" when its
-sealed text goes to chunks). The sealed whole is bound to that plaintext and to the row's
+no user content) and, under METADATA_KEY, the rest sealed ("e:...", or "c:<n>" when its
+sealed text goes to chunks). The sealed rest is bound to that plaintext and to the row's
 `channels` column, so neither can be altered apart from it. Filters on other keys are
 decided in Python, on the opened metadata.
 """
@@ -235,10 +235,10 @@ class Values:
         bind(bound_columns(...)), inline or, when the row cannot hold it, in chunks."""
         if self.sealer is None:
             return fit_row(value, metadata, fixed)
-        md_text = _json(dict(metadata), "checkpoint metadata")
         plain = {k: metadata[k] for k in PLAIN_METADATA if k in metadata}
+        rest = {k: v for k, v in metadata.items() if k not in plain}
         try:
-            data = md_text.encode("utf-8")
+            data = _json(rest, "checkpoint metadata").encode("utf-8")
         except UnicodeEncodeError as exc:
             raise SerializationError(
                 f"checkpoint metadata is not valid Unicode ({exc.reason})") from None
@@ -275,9 +275,10 @@ class Values:
             sealed = _join(sealed, pieces, METADATA_OWNER, binding)
         data = self.sealer.open_text(sealed, binding)
         try:
-            return cast(dict[str, Any], json.loads(data))
+            rest = json.loads(data)
         except ValueError as exc:  # authentic but not JSON: written by a newer d1saver?
             raise StoredValueError(f"stored metadata cannot be read ({exc})") from exc
+        return {**plain, **rest}
 
     # --- re-sealing: copies and rekeying (never deserialized) -----------------------------
 
