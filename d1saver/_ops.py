@@ -218,8 +218,8 @@ class Operations:
     def copy_thread(self, source: str, target: str, page_size: int) -> Op[None]:
         """One atomic batch of INSERT ... SELECT without keys. With keys a value is bound to its
         thread, so the rows are read in pages and written re-sealed for the target: each
-        request carries one page's writes and the next page's read, about
-        (checkpoints + writes) / page_size + 3 requests, and the copy is atomic per page."""
+        request carries one page's rows and the next page's read: per table ceil((rows + 1) /
+        page_size) requests and one more at most, each atomic."""
         if self.values.sealer is None:
             yield from self.exchange(st.copy_thread_statements(source, target))
             return
