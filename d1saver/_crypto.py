@@ -307,7 +307,8 @@ class Sealer:
         if cipher is None:
             raise aad.fail(UnknownKeyError, (
                 f"was sealed under key id {kid.hex()}, which this saver does not hold "
-                f"(it holds {', '.join(self.key_ids)}): add that key to the encryption keys"))
+                f"(it holds {', '.join(self.key_ids)}); nothing was returned: add that key "
+                "to the encryption keys"))
         try:
             return cipher.decrypt(blob[HEADER_SIZE:HEADER_SIZE + NONCE_SIZE],
                                   blob[HEADER_SIZE + NONCE_SIZE:], bytes(aad) + codec)

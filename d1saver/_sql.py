@@ -596,6 +596,11 @@ def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = 
 
 # --- inspection ---------------------------------------------------------------------------
 
+# A thread's newest checkpoint row as stored (the demo shows a sealed one): ?1 thread, ?2 chars.
+STORED_SAMPLE = """
+SELECT checkpoint_id, substr(checkpoint, 1, ?2) AS head, LENGTH(checkpoint) AS bytes, metadata
+FROM checkpoints WHERE thread_id = ?1 ORDER BY checkpoint_id DESC LIMIT 1"""
+
 # Rows and stored bytes per table (the demo's "what is stored" and `d1saver threads`' totals).
 STORAGE_SUMMARY = """
 SELECT 'checkpoints' AS tbl, COUNT(*) AS row_count,

@@ -254,3 +254,16 @@ def test_compaction_with_keys_keeps_what_delta_channels_replay_from(local: Backe
                              fanout=2, snapshot_frequency=3)
         assert reread.get_state(cfg(thread)).values == final
     assert deleted[0] == deleted[1] > 0
+
+
+def test_the_demo_shows_one_run_with_a_key() -> None:
+    from d1saver.demo import run
+
+    lines: list[str] = []
+    sealed = run(echo=lines.append)["sealed"]
+    assert sealed["head"].startswith("e:")
+    assert json.loads(sealed["metadata"])[METADATA_KEY].startswith("e:")
+    assert sealed["answer"].startswith("Booked")
+    assert sealed["refusals"] == {"without a key": "StoredValueError",
+                                  "with another key": "UnknownKeyError"}
+    assert any(line.startswith("6. With encryption_keys") for line in lines)
