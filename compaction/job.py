@@ -2,7 +2,8 @@
 
 Per (thread_id, checkpoint_ns) it keeps the N newest checkpoints, every tagged one, and the
 ancestors their DeltaChannels replay from; it deletes the rest with their writes and relinks
-parents. Threads idle longer than `max_age` lose everything but their tags. The work goes in
+parents. Threads idle longer than `max_age` lose everything but their tags. Writes of a
+checkpoint whose put is still in flight stay (it runs beside live graphs). The work goes in
 batches of whole threads, one request each, atomic: killed midway, a rerun finishes the job.
 """
 
@@ -159,6 +160,8 @@ def _batches(infos: list[ThreadInfo], keep: int, max_checkpoints: int, max_threa
 
 def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summary,
                held: leases.Lease | None, *, expired: bool) -> None:
+    # Built once: a retry re-sends these very statements, so the summary the first try
+    # recorded (under the id drawn here) is the one read back, even if its response was lost.
     stmts = admin.retention([i.thread_id for i in batch], keep, summarize=True,
                             delete=not summary.dry_run)
     prefix = held.guard_statements() if held is not None else []

@@ -180,27 +180,25 @@ class D1Client:
     def run(self, gen: Generator[Action, Any, T], perform: Perform | None = None) -> T:
         """Perform a protocol generator's actions synchronously: Send and Sleep here, any
         other action by `perform`. A D1Error from an action is thrown into the generator."""
-        reply: Any = None
-        failure: D1Error | None = None
+        outcome: Outcome = (None, None)
         while True:
+            done, step = _advance(gen, outcome)
+            if done:
+                return step
             try:
-                action = gen.throw(failure) if failure is not None else gen.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            reply, failure = None, None
-            try:
-                if isinstance(action, Sleep):
-                    time.sleep(action.seconds)
-                elif isinstance(action, Send):
-                    reply = self._send(action.request)
-                    if isinstance(reply, D1Error):
-                        reply, failure = None, reply
-                elif perform is not None:
-                    reply = perform(action)
-                else:
-                    raise TypeError(f"D1Client cannot perform {type(action).__name__}")
+                outcome = self._perform(step, perform)
             except D1Error as exc:
-                failure = exc
+                outcome = (None, exc)
+
+    def _perform(self, action: Action, perform: Perform | None) -> Outcome:
+        if isinstance(action, Sleep):
+            time.sleep(action.seconds)
+            return None, None
+        if isinstance(action, Send):
+            return _outcome(self._send(action.request))
+        if perform is None:
+            raise TypeError(f"D1Client cannot perform {type(action).__name__}")
+        return perform(action), None
 
     def _send(self, request: httpx.Request) -> httpx.Response | D1Error:
         """The response, or the mapped failure: returned, not raised, so that `run` throws it
@@ -223,27 +221,25 @@ class D1Client:
 
     async def arun(self, gen: Generator[Action, Any, T], perform: APerform | None = None) -> T:
         """`run`, asynchronously; `perform` is awaited."""
-        reply: Any = None
-        failure: D1Error | None = None
+        outcome: Outcome = (None, None)
         while True:
+            done, step = _advance(gen, outcome)
+            if done:
+                return step
             try:
-                action = gen.throw(failure) if failure is not None else gen.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            reply, failure = None, None
-            try:
-                if isinstance(action, Sleep):
-                    await asyncio.sleep(action.seconds)
-                elif isinstance(action, Send):
-                    reply = await self._asend(action.request)
-                    if isinstance(reply, D1Error):
-                        reply, failure = None, reply
-                elif perform is not None:
-                    reply = await perform(action)
-                else:
-                    raise TypeError(f"D1Client cannot perform {type(action).__name__}")
+                outcome = await self._aperform(step, perform)
             except D1Error as exc:
-                failure = exc
+                outcome = (None, exc)
+
+    async def _aperform(self, action: Action, perform: APerform | None) -> Outcome:
+        if isinstance(action, Sleep):
+            await asyncio.sleep(action.seconds)
+            return None, None
+        if isinstance(action, Send):
+            return _outcome(await self._asend(action.request))
+        if perform is None:
+            raise TypeError(f"D1Client cannot perform {type(action).__name__}")
+        return await perform(action), None
 
     async def _asend(self, request: httpx.Request) -> httpx.Response | D1Error:
         try:
@@ -278,6 +274,24 @@ class D1Client:
             client = self._async.pop(loop, None)
         if client is not None:
             await client.aclose()
+
+
+# An action's outcome: (reply, None) or (None, the D1Error to throw into the operation).
+Outcome = tuple[Any, D1Error | None]
+
+
+def _advance(gen: Generator[Action, Any, Any], outcome: Outcome) -> tuple[bool, Any]:
+    """Send the last outcome into the operation: (False, its next action), or (True, its
+    return value). A failure is thrown in here, outside any handler: no implicit context."""
+    reply, failure = outcome
+    try:
+        return False, gen.throw(failure) if failure is not None else gen.send(reply)
+    except StopIteration as stop:
+        return True, stop.value
+
+
+def _outcome(response: httpx.Response | D1Error) -> Outcome:
+    return (None, response) if isinstance(response, D1Error) else (response, None)
 
 
 @functools.lru_cache(maxsize=512)

@@ -325,9 +325,11 @@ class Operations:
                 f"no checkpoint {cid!r} in thread {thread_id!r} (namespace {ns!r}) to tag")
 
     def untag(self, config: RunnableConfig, name: str) -> Op[bool]:
-        (result,) = yield from self.exchange(
-            [Statement(_sql.UNTAG, (st.thread_id_of(config), st.ns_of(config), str(name)))])
-        return result.changes > 0
+        """True if the tag existed: recorded by the batch's first try, so a retry after a
+        lost response (which finds it gone) still answers True."""
+        *_, result = yield from self.exchange(
+            st.untag_statements(config, name, st.new_op_id()))
+        return _rows.read_rows(_rows.op_count, result) > 0
 
     def tags(self, config: RunnableConfig) -> Op[dict[str, str]]:
         (result,) = yield from self.exchange(

@@ -222,5 +222,13 @@ def tags_from(result: Result) -> dict[str, str]:
     return {row[0]: row[1] for row in result.rows}
 
 
-__all__ = ["check_columns", "delta_history", "histories_from_walk", "pending_writes",
-           "read_rows", "tags_from", "tuples_from_page"]
+def op_count(result: Result) -> int:
+    """The count an idempotency record holds (OP_RESULT of RECORD_UNTAG's record)."""
+    check_columns(result, _sql.OP_RESULT_COLUMNS)
+    if len(result.rows) != 1:
+        raise ResponseError(f"the batch's record came back as {len(result.rows)} rows, not 1")
+    return int(result.rows[0][0])
+
+
+__all__ = ["check_columns", "delta_history", "histories_from_walk", "op_count",
+           "pending_writes", "read_rows", "tags_from", "tuples_from_page"]

@@ -69,6 +69,19 @@ END""",
         AND checkpoint_id = NEW.checkpoint_id AND owner = NEW.task_id || '/' || NEW.idx;
 END""",
 ])
+
+# Idempotency records (see FORGET_OLD_OPS): the answers of untag and of compaction batches,
+# kept so that a retry after a lost response answers as the first try did. Additive and
+# idempotent: two instances upgrading at once, or a retried upgrade, are harmless.
+MIGRATIONS.append([
+    """
+CREATE TABLE IF NOT EXISTS d1saver_ops (
+    op_id TEXT PRIMARY KEY,
+    result TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops (created_at)",
+])
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SELECT_SCHEMA_VERSION = "SELECT COALESCE(MAX(version), 0) AS version FROM d1saver_schema"
@@ -339,6 +352,20 @@ FROM ancestors AS a JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?
 #   'k' chunk:    checkpoint_id, f1 owner, f2 seq, f3 data
 DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "f1", "f2", "f3", "f4", "f5", "f6")
 
+# --- idempotency records ------------------------------------------------------------------
+#
+# A request whose response was lost is sent again, identical, and runs on the state its first
+# try left. Every write is idempotent, but an answer drawn from what a statement changed is
+# not: untag's retry finds no tag, a retried compaction batch nothing left to delete. Such a
+# batch records its answer under an op id the client drew before sending (INSERT OR IGNORE:
+# a retry keeps the first try's) and reads it back. Records live a day on the database's
+# clock, far past any retry (RetryPolicy.max_elapsed is 60 s by default); the batches that
+# record also forget the expired ones.
+FORGET_OLD_OPS = """
+DELETE FROM d1saver_ops WHERE created_at < CAST(strftime('%s', 'now') AS INTEGER) - 86400"""
+OP_RESULT_COLUMNS = ("result",)
+OP_RESULT = "SELECT result FROM d1saver_ops WHERE op_id = ?1"
+
 # --- tags ---------------------------------------------------------------------------------
 
 # ?1 thread, ?2 ns, ?3 checkpoint_id (NULL: the newest), ?4 name. Returns a row only if the
@@ -353,6 +380,11 @@ ON CONFLICT (thread_id, checkpoint_ns, name) DO UPDATE SET
     checkpoint_id = excluded.checkpoint_id, created_at = excluded.created_at
 RETURNING checkpoint_id"""
 UNTAG = "DELETE FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND name = ?3"
+# Sent before UNTAG in its batch: records under op id ?4 whether the tag exists (1 or 0).
+RECORD_UNTAG = """
+INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
+SELECT ?4, COUNT(*), CAST(strftime('%s', 'now') AS INTEGER)
+FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND name = ?3"""
 LIST_TAGS_COLUMNS = ("name", "checkpoint_id")
 LIST_TAGS = """
 SELECT name, checkpoint_id FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2
@@ -499,10 +531,29 @@ _NOT_KEPT = _IN_SCOPE + """ AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
         AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id)"""
 
-# Deletes, in scope, what d1saver_keep does not hold. Children before checkpoints.
+# A write (or a chunk) may be stored before its checkpoint: with durability="async" LangGraph
+# sends a checkpoint's put and runs the step's tasks at once, and their put_writes can land
+# while the put is in flight (with a DeltaChannel they are the next step's messages). So a
+# write or chunk is only ever deleted when its checkpoint id is at most its namespace's
+# newest stored one: its checkpoint is stored (and goes only if not kept), or it is a true
+# orphan, whose checkpoint will never be stored, because LangGraph sends the puts of one
+# namespace one after another (each waits for the previous) and checkpoint ids are
+# time-ordered (uuid6; LangGraph's "latest" relies on that too). Checkpoint ids, not a wall-
+# clock horizon: no clock to trust, no column to add, and no put can outlast it. Per namespace,
+# not per thread: parallel subgraphs' puts are not ordered among themselves. A namespace with
+# no stored checkpoint keeps its writes (its first put may be in flight).
+_SETTLED = """{t}.checkpoint_id <= (
+    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
+    WHERE n.thread_id = {t}.thread_id AND n.checkpoint_ns = {t}.checkpoint_ns)"""
+
+# Deletes, in scope, what d1saver_keep does not hold, but for writes and chunks of checkpoints
+# not stored yet. Children before checkpoints (the newest of a namespace is read before any
+# checkpoint goes).
 DELETE_UNKEPT = [
-    "DELETE FROM writes WHERE " + _NOT_KEPT.format(t="writes"),
-    "DELETE FROM chunks WHERE " + _NOT_KEPT.format(t="chunks"),
+    "DELETE FROM writes WHERE " + _NOT_KEPT.format(t="writes") + " AND "
+    + _SETTLED.format(t="writes"),
+    "DELETE FROM chunks WHERE " + _NOT_KEPT.format(t="chunks") + " AND "
+    + _SETTLED.format(t="chunks"),
     "DELETE FROM tags WHERE " + _NOT_KEPT.format(t="tags"),
     "DELETE FROM checkpoints WHERE " + _NOT_KEPT.format(t="checkpoints"),
 ]
@@ -510,23 +561,41 @@ DELETE_UNKEPT = [
 _UNKEPT = """NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
         AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id)"""
+_UNKEPT_SETTLED = _UNKEPT + " AND " + _SETTLED
 
 # What the plan deletes, per thread in scope (dry runs and reports). Rows: thread_id,
 # checkpoints before, checkpoints to delete, writes to delete, stored bytes to free.
+SUMMARY_COLUMNS = ("thread_id", "checkpoints_total", "checkpoints", "writes", "bytes")
 SUMMARIZE_PLAN = f"""
 SELECT s.thread_id,
   (SELECT COUNT(*) FROM checkpoints AS c WHERE c.thread_id = s.thread_id) AS checkpoints_total,
   (SELECT COUNT(*) FROM checkpoints AS c
      WHERE c.thread_id = s.thread_id AND {_UNKEPT.format(t="c")}) AS checkpoints,
   (SELECT COUNT(*) FROM writes AS w
-     WHERE w.thread_id = s.thread_id AND {_UNKEPT.format(t="w")}) AS writes,
+     WHERE w.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="w")}) AS writes,
   (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
      WHERE c.thread_id = s.thread_id AND {_UNKEPT.format(t="c")})
   + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w
-     WHERE w.thread_id = s.thread_id AND {_UNKEPT.format(t="w")})
+     WHERE w.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="w")})
   + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k
-     WHERE k.thread_id = s.thread_id AND {_UNKEPT.format(t="k")}) AS bytes
+     WHERE k.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="k")}) AS bytes
 FROM d1saver_scope AS s ORDER BY s.thread_id"""
+
+# A real run's summary is recorded under the batch's op id (see "idempotency records") and
+# read back, so that a retried batch, which finds nothing more to delete, still reports what
+# its first try deleted. ?1: op id. The record is a JSON array of the summary's rows, thread
+# ids in hex (SQLite 3.40's JSON decoder stops at "\u0000"); read back as SUMMARY_COLUMNS.
+RECORD_PLAN = f"""
+INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
+SELECT ?1, json_group_array(json_array(hex(p.thread_id), p.checkpoints_total, p.checkpoints,
+                                       p.writes, p.bytes)),
+       CAST(strftime('%s', 'now') AS INTEGER)
+FROM ({SUMMARIZE_PLAN}) AS p"""
+RECORDED_PLAN = """
+SELECT CAST(unhex(r.value->>0) AS TEXT) AS thread_id, r.value->>1 AS checkpoints_total,
+       r.value->>2 AS checkpoints, r.value->>3 AS writes, r.value->>4 AS bytes
+FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = ?1
+ORDER BY thread_id"""
 
 
 # --- compaction: thread listing, lease -----------------------------------------------------
@@ -585,11 +654,13 @@ def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = 
     """The statements of one retention batch: scope and keep-plan statements, then the rest.
 
     `plan` are the statements that fill d1saver_scope and d1saver_keep; they share the
-    batch's parameters. The rest take none.
+    batch's parameters. RECORD_PLAN and RECORDED_PLAN take the batch's op id; the rest take
+    none. A summary of a batch that deletes is recorded (it must survive a retry); a dry
+    run's is only read.
     """
     stmts = [*CLEAR_SCRATCH, *plan]
     if summarize:
-        stmts.append(SUMMARIZE_PLAN)
+        stmts += [FORGET_OLD_OPS, RECORD_PLAN, RECORDED_PLAN] if delete else [SUMMARIZE_PLAN]
     if delete:
         stmts += [PLAN_RELINK, APPLY_RELINK, *DELETE_UNKEPT]
     return [*stmts, *CLEAR_SCRATCH]

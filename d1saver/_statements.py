@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -248,10 +249,12 @@ def copy_thread_statements(source: str, target: str) -> list[Statement]:
 
 
 def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
-                         delete: bool = True) -> list[Statement]:
+                         delete: bool = True, op_id: str | None = None) -> list[Statement]:
     """One retention batch over `thread_ids`: keep the `keep` newest per namespace, every
-    tagged checkpoint, and the ancestors their DeltaChannels replay from; relink; delete."""
+    tagged checkpoint, and the ancestors their DeltaChannels replay from; relink; delete.
+    A summary of a batch that deletes is recorded under `op_id` (drawn if None)."""
     ids = id_list(thread_ids)
+    op = new_op_id() if op_id is None else str(op_id)
     bound = []
     for s in _sql.retention_batch([_sql.SCOPE_THREADS, _sql.PLAN_KEEP],
                                   summarize=summarize, delete=delete):
@@ -259,9 +262,27 @@ def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: boo
             bound.append(Statement(s, (ids,)))
         elif s == _sql.PLAN_KEEP:
             bound.append(Statement(s, (int(keep),)))
+        elif s in (_sql.RECORD_PLAN, _sql.RECORDED_PLAN):
+            bound.append(Statement(s, (op,)))
         else:
             bound.append(Statement(s))
     return bound
+
+
+def new_op_id() -> str:
+    """An id for a batch whose answer is recorded (d1saver_ops). Drawn once, before the first
+    try: the client re-sends a request identical, so every retry carries the same id."""
+    return uuid.uuid4().hex
+
+
+def untag_statements(config: RunnableConfig, name: str, op_id: str) -> list[Statement]:
+    """Untag as one batch that answers "did the tag exist?" from a record, not from the
+    delete's change count, which a retry after a lost response would see as 0."""
+    params = (thread_id_of(config), ns_of(config), str(name))
+    return [Statement(_sql.FORGET_OLD_OPS),
+            Statement(_sql.RECORD_UNTAG, (*params, op_id)),
+            Statement(_sql.UNTAG, params),
+            Statement(_sql.OP_RESULT, (op_id,))]
 
 
 def setup_statements() -> list[Statement]:

@@ -185,7 +185,8 @@ class D1Saver(BaseCheckpointSaver[str]):
         await self.client.aclose()
 
     def setup(self) -> None:
-        """Create the schema (schema.sql) if missing; idempotent, one request."""
+        """Create the schema (schema.sql) if missing and apply the migrations the database
+        lacks; idempotent, one request each."""
         self.driver.run(self.ops.setup_once())
 
     async def asetup(self) -> None:

@@ -22,7 +22,9 @@ from compaction import lease
 from compaction.cli import app as compaction_app
 from d1saver import D1Saver
 from d1saver.cli import app as d1saver_app
+from d1saver.local import LocalD1, make_server
 from tests.compaction import LONG_AGO, checkpoint_id, ids_in, put_chain, query
+from tests.reliability.test_faults import LoseNextResponse
 from tests.servers import closed_url
 
 TOKEN = "sentinel-token-5b0e91d7"
@@ -242,6 +244,26 @@ def test_untag_missing_tag_exit_4(saver: D1Saver, env: dict[str, str]) -> None:
     seed(saver, "a")
     result = cli(env, "untag", "a", "approval")
     assert result.exit_code == 4 and "no tag" in result.stderr
+
+
+def test_untag_after_a_lost_response_exit_0() -> None:
+    """`untag` whose first try removed the tag but lost its response: the retry finds no tag,
+    and the command still says it untagged, exit 0 (defect 11)."""
+    engine = LocalD1()
+    with serve(engine=engine) as base_url:
+        env = env_for(base_url)
+        with D1Saver(account_id="acc", database_id=env["D1_DATABASE_ID"], api_token=TOKEN,
+                     api_base_url=base_url) as saver:
+            seed(saver, "a")
+            assert cli(env, "tag", "a", checkpoint_id(1), "approval").exit_code == 0
+            lose = LoseNextResponse()
+            engine.faults = lose  # type: ignore[assignment]
+            result = cli(env, "untag", "a", "approval")
+            assert lose.used
+            assert result.exit_code == 0, result.stderr
+            assert "untagged 'approval'" in result.stdout
+            assert query(saver, "SELECT COUNT(*) FROM tags") == [[0]]
+    engine.close()
 
 
 # --- threads and history --------------------------------------------------------------------

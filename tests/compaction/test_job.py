@@ -7,6 +7,9 @@ that compact or snapshot the whole database run on the local D1 only, where each
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import operator
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -25,10 +28,11 @@ from typing_extensions import TypedDict
 
 from benchmarks.workload import append_batches
 from compaction import Summary, compact, lease
-from d1saver import ConfigError, D1Saver, LeaseHeldError, NotFoundError, RetryPolicy
+from d1saver import (ConfigError, D1Saver, LeaseHeldError, NotFoundError, RetryPolicy, _sql,
+                     admin)
 from d1saver.local import FaultPlan
-from tests.compaction import (BIG, LONG_AGO, cfg, checkpoint_id, ids_in, new_thread, put_chain,
-                              query)
+from tests.compaction import (BIG, LONG_AGO, LoseFirstResponse, cfg, checkpoint_id, ids_in,
+                              new_thread, put_chain, put_checkpoint, query)
 from tests.conftest import Backend, local_backend
 from tests.saver.graphs import LogState, log_node, sequence
 
@@ -295,6 +299,28 @@ def test_untag_then_compaction_removes_it(backend: Backend) -> None:
     assert saver.tags(cfg(tid)) == {}
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_untag_after_a_lost_response_reports_the_tag(local: Backend, mode: str) -> None:
+    """untag's first try commits and its response is lost; the retry finds the tag already
+    gone, yet untag answers True, as the stored state says (defect 11)."""
+    saver = local.saver()
+    configs = put_chain(saver, "t", 3)
+    saver.tag(configs[1], "approval")
+    lossy = LoseFirstResponse(local.transport, _sql.UNTAG)
+    local.transport = lossy
+    retrying = local.saver(retry=RetryPolicy(backoff_initial=0.0))
+
+    if mode == "sync":
+        existed = retrying.untag(cfg("t"), "approval")
+    else:
+        existed = asyncio.run(retrying.auntag(cfg("t"), "approval"))
+
+    assert lossy.lost == 1 and existed is True
+    assert retrying.tags(cfg("t")) == {}
+    assert retrying.untag(cfg("t"), "approval") is False  # now there truly is none
+    assert lossy.lost == 2  # (that one's response was lost too, and it still says False)
+
+
 def test_tag_missing_checkpoint_raises_not_found(backend: Backend) -> None:
     """Tagging a checkpoint that does not exist raises NotFoundError and stores no tag."""
     saver, tid = backend.saver(), new_thread()
@@ -339,6 +365,57 @@ def test_chunks_follow_their_checkpoints(backend: Backend) -> None:
     head = saver.get_tuple(cfg(tid))
     assert head.checkpoint["channel_values"]["x"] == blobs[2]
     assert head.pending_writes == [("task-2", "x", blobs[2])]
+
+
+def test_writes_of_a_checkpoint_not_stored_yet_survive(backend: Backend) -> None:
+    """With durability="async" a task's writes can land while its checkpoint's put is still in
+    flight. Compaction leaves alone writes (and their chunks) of a checkpoint newer than its
+    namespace's newest stored one, or of a namespace with none yet; the put then finds them
+    (defect 12). Dry-run figures still equal what goes."""
+    saver, tid = backend.saver(), new_thread()
+    configs = put_chain(saver, tid, 4)
+    big = os.urandom(BIG)
+    pending = cfg(tid, checkpoint_id=checkpoint_id(4))
+    saver.put_writes(pending, [("x", "soon"), ("x", big)], task_id="task-4")
+    saver.put_writes(cfg(tid, "child:1", checkpoint_id(0)), [("x", "first")], task_id="task-c")
+    chunks = "SELECT COUNT(*) FROM chunks WHERE thread_id = ?1"
+    pending_chunks = query(saver, chunks, tid)[0][0]
+    assert pending_chunks >= 2
+
+    dry = compact(saver, keep=1, threads=[tid], dry_run=True)
+    summary = compact(saver, keep=1, threads=[tid])
+
+    assert (summary.checkpoints_deleted, summary.writes_deleted) == (3, 3)
+    assert (dry.checkpoints_deleted, dry.writes_deleted, dry.bytes_freed) == (
+        summary.checkpoints_deleted, summary.writes_deleted, summary.bytes_freed)
+    assert query(saver, chunks, tid)[0][0] == pending_chunks
+    head = put_checkpoint(saver, configs[-1], 4)
+    assert saver.get_tuple(head).pending_writes == [("task-4", "x", "soon"), ("task-4", "x", big)]
+    child = put_chain(saver, tid, 1, ns="child:1", writes=0)[0]
+    assert saver.get_tuple(child).pending_writes == [("task-c", "x", "first")]
+
+
+def test_orphan_writes_of_a_superseded_checkpoint_go(backend: Backend) -> None:
+    """Writes whose checkpoint is missing while a newer one of its namespace is stored will
+    never be read (the puts of a namespace are chained): compaction deletes and counts them."""
+    saver, tid = backend.saver(), new_thread()
+    configs = put_chain(saver, tid, 4)
+    compact(saver, keep=1, threads=[tid])
+    # a late put_writes of a checkpoint compaction already deleted: an orphan
+    saver.put_writes(cfg(tid, checkpoint_id=checkpoint_id(1)), [("x", "late"), ("x", os.urandom(BIG))],
+                     task_id="late")
+    head = put_checkpoint(saver, configs[-1], 4)
+    put_checkpoint(saver, head, 5)
+
+    dry = compact(saver, keep=1, threads=[tid], dry_run=True)
+    summary = compact(saver, keep=1, threads=[tid])
+
+    assert (summary.checkpoints_deleted, summary.writes_deleted) == (2, 3)
+    assert (dry.checkpoints_deleted, dry.writes_deleted, dry.bytes_freed) == (
+        summary.checkpoints_deleted, summary.writes_deleted, summary.bytes_freed)
+    assert count_writes(saver, tid) == 0
+    assert query(saver, "SELECT COUNT(*) FROM chunks WHERE thread_id = ?1", tid) == [[0]]
+    assert ids_in(saver, tid) == [checkpoint_id(5)]
 
 
 def test_parent_pointers_stay_valid(backend: Backend) -> None:
@@ -615,9 +692,42 @@ def test_faults_retried_to_the_same_end_state(local: Backend) -> None:
         assert faulty.requests > clean.requests  # faults were met, and retried
         assert dump(saver) == dump(reference)
         assert leases_held(saver) == []
-        # A batch whose response was lost ran twice; the second run found nothing left to
-        # delete, so the figures are lower bounds under faults (the end state is exact).
-        assert faulty.checkpoints_deleted <= clean.checkpoints_deleted
+        assert figures(faulty) == figures(clean)
+    finally:
+        assert other.engine is not None
+        other.engine.close()
+
+
+def figures(summary: Summary) -> dict[str, Any]:
+    """What a run reports, but for its cost (requests, seconds)."""
+    out = dataclasses.asdict(summary)
+    del out["requests"], out["seconds"]
+    return out
+
+
+def test_summary_after_lost_responses_equals_a_clean_run(local: Backend) -> None:
+    """Every batch's first try commits and loses its response; the retry finds nothing more
+    to delete, yet the run reports what a clean run reports: each batch's figures are read
+    back from what its first try recorded (defect 11)."""
+    def fleet(saver: D1Saver) -> None:
+        build_fleet(saver, 12)
+        put_chain(saver, "idle", 5, ts=LONG_AGO, writes=2)
+
+    other = local_backend()
+    try:
+        reference = other.saver()
+        fleet(reference)
+        clean = compact(reference, keep=2, batch_checkpoints=20, max_age=timedelta(days=30))
+        fleet(local.saver())
+        lossy = LoseFirstResponse(local.transport, _sql.CHECK_LEASE)  # every compaction batch
+        local.transport = lossy
+        retrying = local.saver(retry=RetryPolicy(backoff_initial=0.0))
+
+        faulty = compact(retrying, keep=2, batch_checkpoints=20, max_age=timedelta(days=30))
+
+        assert lossy.lost == faulty.batches == clean.batches > 1
+        assert figures(faulty) == figures(clean)
+        assert dump(retrying) == dump(reference)
     finally:
         assert other.engine is not None
         other.engine.close()
@@ -656,6 +766,22 @@ def test_dry_run_reports_what_the_real_run_deletes(local: Backend) -> None:
     assert real.checkpoints_kept == len(after["checkpoints"])
     assert sum(p["checkpoints_deleted"] for p in dry.plan) == dry.checkpoints_deleted
     assert [p["thread_id"] for p in dry.plan if p["expired"]] == ["idle"]
+
+
+def test_recorded_summary_reads_back_as_the_plan(backend: Backend) -> None:
+    """A deleting batch's summary, recorded and read back, has the dry run's rows, thread ids
+    (unicode, NUL) included."""
+    saver = backend.saver()
+    threads = sorted(new_thread() + suffix for suffix in ("-é漢", "-\x00nul", ""))
+    for tid in threads:
+        put_chain(saver, tid, 4, writes=2)
+    dry_batch = admin.retention(threads, 1, summarize=True, delete=False)
+    dry = admin.retention_summary(dry_batch, saver.execute(dry_batch))
+    batch = admin.retention(threads, 1, summarize=True)
+    real = admin.retention_summary(batch, saver.execute(batch))
+    assert real.columns == dry.columns == list(_sql.SUMMARY_COLUMNS)
+    assert real.rows == dry.rows == [[tid, 4, 3, 6, dry.rows[i][4]] for i, tid in enumerate(threads)]
+    assert all(row[4] > 0 for row in real.rows)
 
 
 # --- the lease ------------------------------------------------------------------------------
