@@ -27,8 +27,8 @@ Progress = Callable[[str, RekeyCounts], None]
 @dataclass
 class RekeySummary:
     """What a run did (or, dry, would do); `--json` prints this. `before` and `after` count
-    stored values per table ("checkpoints", "metadata", "writes") and key id, "plaintext"
-    for values under no key."""
+    stored values per table ("checkpoints", their metadata sealed with them, and "writes")
+    and key id, "plaintext" for values under no key."""
 
     dry_run: bool
     newest_key: str

@@ -186,8 +186,9 @@ def aad_for_checkpoint(thread_id: str, ns: str, checkpoint_id: str,
                        type_: str | None, columns: str | None = None) -> Binding:
     """The binding of a checkpoint's value or metadata; `type_` is the serializer's type tag
     stored beside the value (None for metadata), so the tag cannot be swapped either.
-    `columns` is the plaintext that metadata leaves readable to SQL (d1saver/_values.py), so
-    that it cannot be altered apart from the sealed whole."""
+    `columns` is what the row keeps readable to SQL beside the sealed value (its metadata's
+    plaintext part and its channels: d1saver/_values.py), so that it cannot be altered apart
+    from it."""
     if part not in ("checkpoint", "metadata"):
         raise ValueError(f"part must be 'checkpoint' or 'metadata', not {part!r}")
     return Binding(part, (thread_id, ns, checkpoint_id, type_, columns),
@@ -207,19 +208,16 @@ def aad_for_chunk(chunk_id: str) -> Binding:
     return Binding("chunk", (chunk_id,))
 
 
-# A Bind completes a row's binding with the one field known only when the value is (de)coded:
-# the serializer's type tag of a checkpoint or a write, the plaintext columns of metadata.
+# A Bind completes a row's binding with what is known only when the value is (de)coded: the
+# serializer's type tag; for a checkpoint also the plaintext columns bound to it (its
+# metadata's plaintext part and its channels: d1saver/_values.py).
 Bind = Callable[[str | None], Binding]
+CheckpointBind = Callable[[str | None, str | None], Binding]
 
 
-def checkpoint_binder(thread_id: str, ns: str, checkpoint_id: str) -> Bind:
-    return lambda type_: aad_for_checkpoint(thread_id, ns, checkpoint_id, "checkpoint",
-                                            type_=type_)
-
-
-def metadata_binder(thread_id: str, ns: str, checkpoint_id: str) -> Bind:
-    return lambda columns: aad_for_checkpoint(thread_id, ns, checkpoint_id, "metadata",
-                                              type_=None, columns=columns)
+def checkpoint_binder(thread_id: str, ns: str, checkpoint_id: str) -> CheckpointBind:
+    return lambda type_, columns: aad_for_checkpoint(thread_id, ns, checkpoint_id, "checkpoint",
+                                                     type_=type_, columns=columns)
 
 
 def write_binder(thread_id: str, ns: str, checkpoint_id: str, task_id: str, task_path: str,
@@ -286,10 +284,10 @@ class Sealer:
     @property
     def fresh_heads(self) -> list[str]:
         """The first HEAD_CHARS characters a text sealed under the newest key starts with:
-        "e:" and the base85 group of key id and codec, one per codec. SQL compares them to find
-        rows that another key (or none) sealed."""
+        "e:" and the base85 group of key id and codec, one per codec (and flag). SQL compares
+        them to find rows that another key (or none) sealed."""
         return sorted(SEALED + base64.b85encode(self._newest + codec).decode("ascii")
-                      for codec in _codec.PACKED_CODECS)
+                      for plain in _codec.PACKED_CODECS for codec in (plain, plain.upper()))
 
     def seal(self, plaintext: bytes, aad: Binding, codec: bytes = b"b") -> bytes:
         """`plaintext` sealed under the newest key, bound to `aad`; `codec` (one byte) says how
@@ -318,14 +316,23 @@ class Sealer:
             "failed authentication: it was altered, or moved or copied from another row; "
             "nothing was returned"))
 
-    def seal_text(self, data: bytes, aad: Binding) -> str:
-        """`data` packed (compressed when that pays), sealed, as "e:" text for a D1 row."""
+    def seal_text(self, data: bytes, aad: Binding, *, flag: bool = False) -> str:
+        """`data` packed (compressed when that pays), sealed, as "e:" text for a D1 row.
+        `flag` rides in the codec byte (upper case), authenticated: a caller's one bit about
+        the plaintext (d1saver/_values.py: a checkpoint that carries part of its metadata)."""
         packed = _codec.pack(data)
-        return self._text(self.seal(packed[CODEC_SIZE:], aad, packed[:CODEC_SIZE]))
+        codec = packed[:CODEC_SIZE].upper() if flag else packed[:CODEC_SIZE]
+        return self._text(self.seal(packed[CODEC_SIZE:], aad, codec))
 
     def open_text(self, text: str, aad: Binding) -> bytes:
         """The bytes `seal_text` was given; a row that is not sealed is refused."""
-        return _codec.unpack(self.open_packed(text, aad))
+        return self.open_flagged(text, aad)[0]
+
+    def open_flagged(self, text: str, aad: Binding) -> tuple[bytes, bool]:
+        """The bytes `seal_text` was given, and its `flag`."""
+        packed = self.open_packed(text, aad)
+        codec = packed[:CODEC_SIZE]
+        return _codec.unpack(codec.lower() + packed[CODEC_SIZE:]), codec.isupper()
 
     def open_packed(self, text: str, aad: Binding) -> bytes:
         """The packed plaintext (codec byte and payload) of a stored "e:" text."""

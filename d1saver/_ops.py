@@ -26,7 +26,7 @@ from d1saver._crypto import key_id_of_text
 from d1saver._delta_cache import DeltaCache
 from d1saver._errors import CheckpointConflictError, ConfigError, NotFoundError, QueryError
 from d1saver._protocol import Commit, Once, Op, Result, Statement
-from d1saver._values import Values
+from d1saver._values import PLAIN_METADATA, Values
 
 Exchange = Callable[[Sequence[Statement]], Op[list[Result]]]
 # Re-sealing one page: its raw rows -> statements, adding to the counts.
@@ -38,15 +38,22 @@ class ListPlan:
     """The pages of one `list` call: the next page's statement and the cursor it leaves."""
 
     def __init__(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
-                 before: RunnableConfig | None, limit: int | None, page_size: int) -> None:
+                 before: RunnableConfig | None, limit: int | None, page_size: int, *,
+                 sealed: bool = False) -> None:
         conf = (config or {}).get("configurable") or {}
         self.thread_id = st.thread_id_of(config) if config is not None else None
         ns = conf.get("checkpoint_ns")
         self.ns = None if ns is None else str(ns)
         self.checkpoint_id = conf.get("checkpoint_id")
         self.before = get_checkpoint_id(before) if before else None
-        self.filter_json = st.validate_filter(filter)
         self.filter = dict(filter or {})
+        st.validate_filter(self.filter)
+        # With keys (`sealed`) a column holds only PLAIN_METADATA: SQL filters on those keys,
+        # and the others are decided in Python, on the opened metadata, page after page.
+        in_sql = {k: v for k, v in self.filter.items()
+                  if not sealed or k.split(".")[0] in PLAIN_METADATA}
+        self.filter_json = st.validate_filter(in_sql)
+        self.in_python = in_sql != self.filter
         self.remaining = limit
         self.page_size = page_size
         self.size = page_size
@@ -58,12 +65,13 @@ class ListPlan:
         if self.done:
             return None
         size = self.page_size
-        if self.remaining is not None:
+        if self.remaining is not None and not self.in_python:
             size = min(size, self.remaining)
         self.size = size
         # One row more than the page tells whether another page follows, so that no request
         # is wasted on an empty one; a page that can complete the limit needs no such row.
-        self.asked = size if self.remaining is not None and self.remaining <= size else size + 1
+        last_page = self.remaining is not None and self.remaining <= size and not self.in_python
+        self.asked = size if last_page else size + 1
         return st.page_statement(
             thread_id=self.thread_id, ns=self.ns, checkpoint_id=self.checkpoint_id,
             before=self.before, filter_json=self.filter_json, cursor=self.cursor,
@@ -75,7 +83,8 @@ class ListPlan:
         if page:
             last = page[-1].config["configurable"]
             self.cursor = (last["checkpoint_id"], last["thread_id"], last["checkpoint_ns"])
-        # SQL has matched the filter already, except on keys of chunked metadata.
+        # SQL has matched the filter already, except on keys of chunked metadata and (with
+        # keys) on keys the column does not hold.
         kept = [t for t in page if st.metadata_matches(t.metadata, self.filter)]
         if self.remaining is not None:
             kept = kept[: self.remaining]

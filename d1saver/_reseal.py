@@ -19,7 +19,6 @@ from typing import Any
 from d1saver import _sql
 from d1saver._crypto import (
     checkpoint_binder,
-    metadata_binder,
     refuse_plaintext,
     write_binder,
 )
@@ -143,17 +142,13 @@ Sealed = tuple[str, list[str] | None]  # a row's text and its pieces (None: inli
 
 
 def reseal_checkpoint(values: Values, row: RawCheckpoint, thread_id: str, *, plaintext: bool
-                      ) -> tuple[Sealed, Sealed] | None:
-    """The row's value and metadata column sealed for `thread_id` (None: plaintext left)."""
-    target = (thread_id, *row.key[1:])
-    value = values.reseal(row.checkpoint, row.pieces, "", checkpoint_binder(*row.key)(row.type),
-                          checkpoint_binder(*target)(row.type), plaintext=plaintext)
-    metadata = values.reseal_metadata(row.metadata, row.pieces, row.channels,
-                                      metadata_binder(*row.key), metadata_binder(*target),
-                                      plaintext=plaintext)
-    if value is None or metadata is None:
-        return None
-    return value, metadata
+                      ) -> tuple[Sealed, str] | None:
+    """The row's value (with its metadata sealed in) and metadata column, sealed for
+    `thread_id` (None: plaintext left as it is)."""
+    return values.reseal_checkpoint(row.type, row.checkpoint, row.pieces, row.metadata,
+                                    row.channels, checkpoint_binder(*row.key),
+                                    checkpoint_binder(thread_id, *row.key[1:]),
+                                    plaintext=plaintext)
 
 
 def reseal_write(values: Values, row: RawWrite, thread_id: str, *, plaintext: bool
@@ -186,14 +181,14 @@ def copy_checkpoints(values: Values, rows: list[RawCheckpoint], target: str) -> 
     for row in rows:
         sealed = reseal_checkpoint(values, row, target, plaintext=False)
         if sealed is None:
-            raise refuse_plaintext(checkpoint_binder(*row.key)(row.type))
-        (text, pieces), (metadata, md_pieces) = sealed
+            raise refuse_plaintext(checkpoint_binder(*row.key)(row.type, None))
+        (text, pieces), metadata = sealed
         key = (target, *row.key[1:])
         params: list[Param] = [*key, row.parent, row.type, text, metadata, row.channels,
                                row.run_id, row.ts]
         stmts.append(Statement(_sql.UPSERT_CHECKPOINT, params))
         stmts += _pieces(key, "", pieces, replace_old=True)
-        stmts += _pieces(key, METADATA_OWNER, md_pieces, replace_old=True)
+        stmts += _pieces(key, METADATA_OWNER, None, replace_old=True)
     return stmts
 
 
@@ -240,7 +235,7 @@ def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCo
         if sealed is None:
             counts.plaintext += 1
             continue
-        (text, pieces), (metadata, md_pieces) = sealed
+        (text, pieces), metadata = sealed
         stmts += [
             Statement(_sql.REKEY_GUARD_CHECKPOINT, (
                 *row.key, fingerprint(row.checkpoint), fingerprint(row.metadata),
@@ -248,8 +243,8 @@ def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCo
                 pieces_fingerprint(row.pieces.get(METADATA_OWNER, [])))),
             Statement(_sql.REKEY_CHECKPOINT, (*row.key, text, metadata)),
             *_pieces(row.key, "", pieces, replace_old="" in row.pieces),
-            *_pieces(row.key, METADATA_OWNER, md_pieces,
-                     replace_old=METADATA_OWNER in row.pieces),
+            # a row sealed from plaintext keeps its metadata in the value, not in chunks
+            *_pieces(row.key, METADATA_OWNER, None, replace_old=METADATA_OWNER in row.pieces),
         ]
         counts.rewritten += 1
     return stmts
@@ -279,7 +274,7 @@ def census(result: Result, key_id_of: Callable[[str | None], str | None]
            ) -> dict[str, dict[str, int]]:
     """{table: {key id or "plaintext": stored values}} from KEY_CENSUS."""
     check_columns(result, _sql.KEY_CENSUS_COLUMNS)
-    out: dict[str, dict[str, int]] = {"checkpoints": {}, "metadata": {}, "writes": {}}
+    out: dict[str, dict[str, int]] = {"checkpoints": {}, "writes": {}}
     for table, head, n in result.rows:
         kid = key_id_of(head) or "plaintext"
         out[table][kid] = out[table].get(kid, 0) + int(n)

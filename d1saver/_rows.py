@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import (
 )
 
 from d1saver import _sql
-from d1saver._crypto import checkpoint_binder, metadata_binder, write_binder
+from d1saver._crypto import checkpoint_binder, write_binder
 from d1saver._errors import D1Error, ResponseError
 from d1saver._protocol import Result
 from d1saver._values import Pieces, Values
@@ -67,12 +67,13 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
     out = []
     for _, thread_id, ns, cid, parent, type_, blob, md, channels, _ in checkpoints:
         key = (thread_id, ns, cid)
+        checkpoint, metadata = values.load_checkpoint(type_, blob, pieces.get(key), md, channels,
+                                                      checkpoint_binder(*key))
         out.append(CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                      "checkpoint_id": cid}},
-            checkpoint=values.load(type_, blob, pieces.get(key), "", checkpoint_binder(*key)),
-            metadata=cast(CheckpointMetadata, values.load_metadata(
-                md, pieces.get(key), channels, metadata_binder(*key))),
+            checkpoint=checkpoint,
+            metadata=cast(CheckpointMetadata, metadata),
             parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                              "checkpoint_id": parent}} if parent else None),
             pending_writes=pending_writes(writes.get(key, []), pieces.get(key), values),
@@ -100,7 +101,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
     check_columns(result, _sql.PAGE_COLUMNS)
     parents: dict[Key, str | None] = {}
     channels: dict[Key, set[str]] = {}
-    blobs: dict[Key, tuple[str, str]] = {}
+    blobs: dict[Key, tuple[str, str, str, str]] = {}  # type, value, metadata, channels
     writes: dict[Key, list[list[Any]]] = defaultdict(list)
     pieces: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for row in result.rows:
@@ -109,7 +110,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
             parents[key] = row[4]
             channels[key] = set(json.loads(row[5]))
             if row[7] is not None:
-                blobs[key] = (row[6], row[7])
+                blobs[key] = (row[6], row[7], row[8], row[5])
         elif kind == "w":
             writes[key].append(row)
         elif kind == "k":
@@ -119,9 +120,9 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
 
     def values_at(key: Key) -> dict[str, Any]:
         if key not in decoded:
-            type_, blob = blobs[key]
-            decoded[key] = values.load(type_, blob, pieces.get(key), "",
-                                       checkpoint_binder(*key))["channel_values"]
+            type_, blob, md, chans = blobs[key]
+            decoded[key] = values.load_checkpoint(type_, blob, pieces.get(key), md, chans,
+                                                  checkpoint_binder(*key))[0]["channel_values"]
         return decoded[key]
 
     def writes_at(key: Key) -> list[PendingWrite]:
@@ -190,11 +191,12 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
         seen.add(cid)
         path.append(depth)
     for depth in path:
-        _, _, cid, sought_json, type_, blob, *_ = ancestors[depth]
+        _, _, cid, sought_json, type_, blob, chans, md, _ = ancestors[depth]
         sought = set(json.loads(sought_json))
         if blob is not None:
-            held = values.load(type_, blob, pieces.get(cid), "",
-                               checkpoint_binder(thread_id, ns, cid))["channel_values"]
+            held = values.load_checkpoint(type_, blob, pieces.get(cid), md, chans,
+                                          checkpoint_binder(thread_id, ns, cid)
+                                          )[0]["channel_values"]
             for ch in sought:
                 if ch in held and ch not in seeds:
                     seeds[ch] = held[ch]

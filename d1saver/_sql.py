@@ -243,7 +243,10 @@ SELECT 'a' AS kind, c.thread_id AS thread_id, c.checkpoint_ns AS checkpoint_ns,
        c.type AS f3,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4, NULL AS f5, NULL AS f6
+            THEN c.checkpoint END AS f4,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.metadata END AS f5, NULL AS f6
 FROM visited AS v JOIN checkpoints AS c ON c.thread_id = v.thread_id
     AND c.checkpoint_ns = v.checkpoint_ns AND c.checkpoint_id = v.checkpoint_id
 UNION ALL
@@ -260,11 +263,11 @@ FROM visited AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
 
 # Columns of every page statement. A UNION's columns carry a meaning per row kind:
 #   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata,
-#                   f5 channels (sealed metadata is bound to it)
+#                   f5 channels (with keys a sealed checkpoint is bound to both)
 #   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
 #   'k' chunk:      f1 owner, f2 seq, f3 data
 #   'a' ancestor (delta walk): f1 parent_checkpoint_id, f2 channels, f3 type,
-#                   f4 checkpoint (only when it seeds a sought channel)
+#                   f4 checkpoint and f5 metadata (only when it seeds a sought channel)
 PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
                 "f1", "f2", "f3", "f4", "f5", "f6")
 
@@ -325,7 +328,8 @@ chain(checkpoint_id, depth, sought) AS (
     WHERE json_array_length(chain.sought) > 0 AND chain.depth < 20000
 ),
 ancestors AS (
-    SELECT chain.depth, chain.sought, p.checkpoint_id, p.channels, p.type, p.checkpoint
+    SELECT chain.depth, chain.sought, p.checkpoint_id, p.channels, p.type, p.checkpoint,
+           p.metadata
     FROM chain JOIN checkpoints AS p ON p.thread_id = ?1 AND p.checkpoint_ns = ?2
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0
@@ -334,7 +338,11 @@ SELECT 'a' AS kind, a.depth AS depth, a.checkpoint_id AS checkpoint_id, a.sought
        a.type AS f2,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(a.channels)))
-            THEN a.checkpoint END AS f3, NULL AS f4, NULL AS f5, NULL AS f6
+            THEN a.checkpoint END AS f3,
+       a.channels AS f4,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(a.channels)))
+            THEN a.metadata END AS f5, NULL AS f6
 FROM ancestors AS a
 UNION ALL
 SELECT 'w', a.depth, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value
@@ -347,7 +355,8 @@ FROM ancestors AS a JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?
     AND k.checkpoint_id = a.checkpoint_id"""
 
 # Columns of DELTA_HISTORY, per row kind:
-#   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint (if a seed)
+#   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint, f4 channels,
+#                 f5 metadata (checkpoint and metadata only if it is a seed)
 #   'w' write:    checkpoint_id, f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
 #   'k' chunk:    checkpoint_id, f1 owner, f2 seq, f3 data
 DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "f1", "f2", "f3", "f4", "f5", "f6")
@@ -693,27 +702,22 @@ _HEAD_OF = """CASE WHEN substr({t}.{col}, 1, 2) = 'c:' THEN (
         AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id
         AND k.owner = {owner} AND k.seq = 0) ELSE {t}.{col} END"""
 _CHECKPOINT_HEAD = _HEAD_OF.format(t="c", col="checkpoint", owner="''")
-_SEALED_METADATA = """CASE WHEN substr(json_extract(c.metadata, '$."d1saver:metadata"'), 1, 2) = 'c:'
-    THEN (SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
-              AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
-              AND k.owner = ':metadata' AND k.seq = 0)
-    ELSE json_extract(c.metadata, '$."d1saver:metadata"') END"""
 _WRITE_HEAD = _HEAD_OF.format(t="w", col="value", owner="w.task_id || '/' || w.idx")
 # Not under the newest key: ?{n} is the JSON array of the 7-character heads its texts have
 # ("e:" and the base85 group of key id and codec: d1saver/_crypto.py).
 _STALE = "substr(COALESCE({x}, ''), 1, 7) NOT IN (SELECT value FROM json_each(?{n}))"
 
 # Checkpoint rows after the cursor (?2, ?3, ?4: thread_id, checkpoint_ns, checkpoint_id;
-# '' to start), ?5 rows, in one thread (?1) or all (?1 NULL); only those with a value or
-# metadata not sealed under the newest key when ?6 (heads) is given. With their chunks.
+# '' to start), ?5 rows, in one thread (?1) or all (?1 NULL); only those with a value not
+# sealed under the newest key when ?6 (heads) is given (their metadata is sealed with it).
+# With their chunks.
 _RAW_CHECKPOINTS = f"""
 WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels, run_id, ts
     FROM checkpoints AS c
     WHERE {{scope}} AND (thread_id, checkpoint_ns, checkpoint_id) > (?2, ?3, ?4)
-      AND (?6 IS NULL OR {_STALE.format(x=_CHECKPOINT_HEAD, n=6)}
-           OR {_STALE.format(x=_SEALED_METADATA, n=6)})
+      AND (?6 IS NULL OR {_STALE.format(x=_CHECKPOINT_HEAD, n=6)})
     ORDER BY thread_id, checkpoint_ns, checkpoint_id
     LIMIT ?5
 )
@@ -799,9 +803,6 @@ _HEAD_GROUP = "CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END"
 KEY_CENSUS = f"""
 SELECT 'checkpoints' AS tbl, {_HEAD_GROUP} AS head, COUNT(*) AS row_count
 FROM (SELECT {_CHECKPOINT_HEAD} AS v FROM checkpoints AS c) GROUP BY {_HEAD_GROUP}
-UNION ALL
-SELECT 'metadata', {_HEAD_GROUP}, COUNT(*)
-FROM (SELECT {_SEALED_METADATA} AS v FROM checkpoints AS c) GROUP BY {_HEAD_GROUP}
 UNION ALL
 SELECT 'writes', {_HEAD_GROUP}, COUNT(*)
 FROM (SELECT {_WRITE_HEAD} AS v FROM writes AS w WHERE w.value IS NOT NULL)

@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import (
 )
 
 from d1saver import _sql
-from d1saver._crypto import checkpoint_binder, metadata_binder, write_binder
+from d1saver._crypto import checkpoint_binder, write_binder
 from d1saver._errors import ConfigError, MissingConfigKeyError, SerializationError
 from d1saver._protocol import Param, Statement
 from d1saver._values import METADATA_OWNER, ROW_MAX, StoredValue, Values, utf8_size
@@ -147,9 +147,8 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
     ts = checkpoint.get("ts")
     fixed = sum(utf8_size(str(p)) for p in (thread_id, ns, cid, parent_id, channels, run_id, ts)
                 if p is not None)
-    value = values.dump(checkpoint, checkpoint_binder(thread_id, ns, cid))
-    value, stored_md = values.fit_row(value, md, channels, metadata_binder(thread_id, ns, cid),
-                                      fixed + len(value.type))
+    value, stored_md = values.dump_checkpoint(checkpoint, md, channels,
+                                              checkpoint_binder(thread_id, ns, cid), fixed)
     params: list[Param] = [thread_id, ns, cid, parent_id, value.type, value.text,
                            stored_md.text, channels, run_id, ts]
     stmts: list[Statement] = []

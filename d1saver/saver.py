@@ -208,7 +208,8 @@ class D1Saver(BaseCheckpointSaver[str]):
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None
              ) -> Iterator[CheckpointTuple]:
-        plan = ListPlan(config, filter, before, limit, self.page_size)
+        plan = ListPlan(config, filter, before, limit, self.page_size,
+                        sealed=bool(self.key_ids))
         while (stmt := plan.next_statement()) is not None:
             yield from plan.consume(self.driver.run(self.ops.page(stmt)))
 
@@ -251,7 +252,8 @@ class D1Saver(BaseCheckpointSaver[str]):
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None
                     ) -> AsyncIterator[CheckpointTuple]:
-        plan = ListPlan(config, filter, before, limit, self.page_size)
+        plan = ListPlan(config, filter, before, limit, self.page_size,
+                        sealed=bool(self.key_ids))
         while (stmt := plan.next_statement()) is not None:
             for tup in plan.consume(await self.driver.arun(self.ops.page(stmt))):
                 yield tup
@@ -308,8 +310,8 @@ class D1Saver(BaseCheckpointSaver[str]):
     # --- encryption keys: maintenance (`d1saver rekey`) -------------------------------------
 
     def key_census(self) -> dict[str, dict[str, int]]:
-        """Stored values per table ("checkpoints", "metadata", "writes") and key id, values
-        under no key counted as "plaintext". One request."""
+        """Stored values per table ("checkpoints", their metadata sealed with them, and
+        "writes") and key id, values under no key counted as "plaintext". One request."""
         return self.driver.run(self.ops.key_census())
 
     def rekey(self, table: str, *, page_size: int = 100, seal_plaintext: bool = False,

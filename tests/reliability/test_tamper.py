@@ -31,7 +31,6 @@ from d1saver import (
     UnknownKeyError,
     _codec,
 )
-from d1saver._values import METADATA_KEY
 from tests.conftest import Backend
 
 KEY, OTHER, NEWER = bytes([31]) * 32, bytes([32]) * 32, bytes([33]) * 32
@@ -124,9 +123,11 @@ FLIPS: dict[str, Callable[[Scene], None]] = {
                                           "checkpoint_id = ?2", s.c2),
     "checkpoint type column": lambda s: s.set("checkpoints", "type", "json",
                                               "checkpoint_id = ?2", s.c2),
-    "sealed metadata": lambda s: s.edit(
-        "checkpoints", "metadata",
-        lambda t: t.replace(json.loads(t)[METADATA_KEY], flip(json.loads(t)[METADATA_KEY], 20)),
+    "metadata field removed": lambda s: s.edit(
+        "checkpoints", "metadata", lambda t: t.replace('"source":"loop",', ""),
+        "checkpoint_id = ?2", s.c2),
+    "metadata column replaced": lambda s: s.set(
+        "checkpoints", "metadata", json.dumps({"step": 1, "source": "loop", "user": "u-1"}),
         "checkpoint_id = ?2", s.c2),
     "plaintext metadata field (step)": lambda s: s.edit(
         "checkpoints", "metadata", lambda t: t.replace('"step":1', '"step":7'),
@@ -285,10 +286,6 @@ PLANTS: dict[str, Callable[[Scene], None]] = {
     "plaintext checkpoint value": lambda s: s.set(
         "checkpoints", "checkpoint", _codec.encode(ormsgpack.packb(empty_checkpoint())),
         "checkpoint_id = ?2", s.c2),
-    "plaintext metadata": lambda s: s.set("checkpoints", "metadata",
-                                          json.dumps({"step": 1, "source": "loop",
-                                                      "user": "u-1"}),
-                                          "checkpoint_id = ?2", s.c2),
 }
 
 

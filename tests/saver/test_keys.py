@@ -20,7 +20,7 @@ from benchmarks.workload import build_graph, first_input
 from compaction import compact
 from d1saver import ConfigError, D1Saver, Statement, StoredValueError, _codec
 from d1saver._crypto import ENV_KEYS, Sealer, aad_for_checkpoint, aad_for_write
-from d1saver._values import METADATA_KEY, PLAIN_METADATA
+from d1saver._values import bound_columns
 from tests.conftest import Backend
 from tests.saver.graphs import approval_graph
 from tests.saver.test_graphs import check_delta, check_delta_requests, run_delta
@@ -61,9 +61,8 @@ def test_every_stored_value_is_sealed_and_metadata_keeps_only_langgraphs_fields(
     (ck, md, channels), = rows(saver, "SELECT checkpoint, metadata, channels FROM checkpoints")
     (value,), = rows(saver, "SELECT value FROM writes")
     assert ck.startswith("e:") and value.startswith("e:")
-    column = json.loads(md)
-    assert set(column) == {*PLAIN_METADATA, METADATA_KEY}
-    assert column[METADATA_KEY].startswith("e:")
+    assert json.loads(md) == {"source": "loop", "step": 3,  # LangGraph's fields only
+                              "counters_since_delta_snapshot": {"messages": [1, 1]}}
     stored = ck + md + value + channels
     for secret in ("diagnosis", "alice", "personal"):
         assert secret not in stored
@@ -76,17 +75,23 @@ def test_every_stored_value_is_sealed_and_metadata_keeps_only_langgraphs_fields(
 
 def test_a_key_adds_at_most_40_characters_to_each_stored_value(local: Backend) -> None:
     """On the benchmark's agent (30 values and more), each checkpoint and write as stored is
-    at most 40 characters longer than the same bytes stored without a key: exactly 40 once
-    compressed (both base85: the key id, codec, nonce and tag are 32 bytes)."""
+    at most 40 characters longer than the same value stored without a key: exactly 40 once
+    compressed (both base85: the key id, codec, nonce and tag are 32 bytes); its metadata,
+    LangGraph's own fields only, is stored as without a key."""
     saver = local.saver(encryption_keys=[K1])
     graph = build_graph(saver, variant="delta", turns=4, fanout=3)
     graph.invoke(first_input(), cfg("agent"), durability="sync")
     sealer = Sealer([K1])
     extra: Counter = Counter()
-    for t, ns, cid, type_, text in rows(
-            saver, "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint "
-                   "FROM checkpoints"):
-        data = sealer.open_text(text, aad_for_checkpoint(t, ns, cid, "checkpoint", type_=type_))
+    for t, ns, cid, type_, text, md, channels in rows(
+            saver, "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, metadata, "
+                   "channels FROM checkpoints"):
+        aad = aad_for_checkpoint(t, ns, cid, "checkpoint", type_=type_,
+                                 columns=bound_columns(json.loads(md), channels))
+        data, framed = sealer.open_flagged(text, aad)
+        assert not framed  # no metadata but LangGraph's: nothing of it moved into the value
+        tup = saver.get_tuple(cfg("agent", cid))
+        assert md == json.dumps(tup.metadata, separators=(",", ":"))  # as stored without a key
         extra[len(text) - len(_codec.encode(data))] += 1
     for t, ns, cid, task, path, idx, ch, type_, text in rows(
             saver, "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, "
@@ -262,7 +267,7 @@ def test_the_demo_shows_one_run_with_a_key() -> None:
     lines: list[str] = []
     sealed = run(echo=lines.append)["sealed"]
     assert sealed["head"].startswith("e:")
-    assert json.loads(sealed["metadata"])[METADATA_KEY].startswith("e:")
+    assert set(json.loads(sealed["metadata"])) == {"parents", "source", "step"}
     assert sealed["answer"].startswith("Booked")
     assert sealed["refusals"] == {"without a key": "StoredValueError",
                                   "with another key": "UnknownKeyError"}
