@@ -13,8 +13,9 @@ D1's REST API carries parameters as JSON and returns BLOB columns as arrays of i
   "c:" the value was over D1's 2 MB limit and lives in the `chunks` table as pieces of
        encoded text; the marker records the piece count.
   "e:" base85 of a value sealed with a key (d1saver/_crypto.py): key id, codec byte ("d" or
-       "b", as `pack` makes it), nonce, then the AES-256-GCM ciphertext and tag of the packed
-       payload. Compressed before sealing, since ciphertext does not compress; base85 like
+       "b", as `pack` makes it; upper case when the sealer's caller set its flag: a checkpoint
+       carrying metadata, d1saver/_values.py), nonce, then the AES-256-GCM ciphertext and tag
+       of the packed payload. Compressed before sealing, since ciphertext does not compress; base85 like
        "d:", so a key adds exactly 40 characters (32 bytes) to a compressed value and less
        than that to one stored raw in base64 ("b:"). Python's base85 is pure Python (about
        0.4 us a byte each way, base64 0.02): values without a key pay it too once compressed.

@@ -4,8 +4,8 @@ A sealed value is  key id (3) || codec (1) || nonce (12) || ciphertext || tag (1
 more than the bytes it seals. The key id, the first 3 bytes of HMAC-SHA256(key, "d1saver key
 id"), lets a reader pick the key without trial decryption and says nothing about the key
 (two keys with the same id are refused when the keys are given). The codec byte says whether
-the plaintext is deflated (d1saver/_codec.py, `pack`); it is in clear and authenticated as
-associated data. New values are sealed with the newest key; any key held opens (rotation).
+the plaintext is deflated (d1saver/_codec.py, `pack`), and in upper case carries the caller's
+one-bit flag; it is in clear and authenticated as associated data. New values are sealed with the newest key; any key held opens (rotation).
 Nonces are random 96-bit values: NIST SP 800-38D allows 2^32 seals per key that way, far
 more than one database's rows.
 

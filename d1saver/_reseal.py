@@ -14,7 +14,7 @@ import json
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from d1saver import _sql
 from d1saver._crypto import (
@@ -229,14 +229,10 @@ def pieces_fingerprint(pieces: list[tuple[int, str]]) -> str | None:
 def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCounts, *,
                       plaintext: bool) -> list[Statement]:
     """Statements that re-seal `rows` in place, each guarded to apply only to what was read."""
-    stmts: list[Statement] = []
-    for row in rows:
-        sealed = reseal_checkpoint(values, row, row.key[0], plaintext=plaintext)
-        if sealed is None:
-            counts.plaintext += 1
-            continue
+
+    def rewrite(row: RawCheckpoint, sealed: tuple[Sealed, str]) -> list[Statement]:
         (text, pieces), metadata = sealed
-        stmts += [
+        return [
             Statement(_sql.REKEY_GUARD_CHECKPOINT, (
                 *row.key, fingerprint(row.checkpoint), fingerprint(row.metadata),
                 pieces_fingerprint(row.pieces.get("", [])),
@@ -246,26 +242,43 @@ def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCo
             # a row sealed from plaintext keeps its metadata in the value, not in chunks
             *_pieces(row.key, METADATA_OWNER, None, replace_old=METADATA_OWNER in row.pieces),
         ]
-        counts.rewritten += 1
-    return stmts
+
+    return _rekey(rows, counts, lambda row: reseal_checkpoint(
+        values, row, row.key[0], plaintext=plaintext), rewrite)
 
 
 def rekey_writes(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
                  plaintext: bool) -> list[Statement]:
-    stmts: list[Statement] = []
-    for row in rows:
-        sealed = reseal_write(values, row, row.key[0], plaintext=plaintext)
-        if sealed is None:
-            counts.plaintext += 1
-            continue
+    """Statements that re-seal `rows` in place, each guarded to apply only to what was read."""
+
+    def rewrite(row: RawWrite, sealed: Sealed) -> list[Statement]:
         text, pieces = sealed
-        stmts += [
+        return [
             Statement(_sql.REKEY_GUARD_WRITE, (
                 *row.key, row.task_id, row.idx, fingerprint(row.value),
                 pieces_fingerprint(row.pieces))),
             Statement(_sql.REKEY_WRITE, (*row.key, row.task_id, row.idx, text)),
             *_pieces(row.key, row.owner, pieces, replace_old=bool(row.pieces)),
         ]
+
+    return _rekey(rows, counts, lambda row: reseal_write(values, row, row.key[0],
+                                                         plaintext=plaintext), rewrite)
+
+
+Row = TypeVar("Row")
+Out = TypeVar("Out")
+
+
+def _rekey(rows: list[Row], counts: RekeyCounts, reseal: Callable[[Row], Out | None],
+           rewrite: Callable[[Row, Out], list[Statement]]) -> list[Statement]:
+    """Each row re-sealed and rewritten, counted; a plaintext row left (reseal gives None)."""
+    stmts: list[Statement] = []
+    for row in rows:
+        sealed = reseal(row)
+        if sealed is None:
+            counts.plaintext += 1
+            continue
+        stmts += rewrite(row, sealed)
         counts.rewritten += 1
     return stmts
 

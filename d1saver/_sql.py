@@ -707,6 +707,14 @@ _WRITE_HEAD = _HEAD_OF.format(t="w", col="value", owner="w.task_id || '/' || w.i
 # ("e:" and the base85 group of key id and codec: d1saver/_crypto.py).
 _STALE = "substr(COALESCE({x}, ''), 1, 7) NOT IN (SELECT value FROM json_each(?{n}))"
 
+# The chunks of a raw page's rows ('k' rows), of the owners named.
+_RAW_PIECES = """
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
+       NULL, NULL
+FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
+    AND k.owner {owner}"""
+
 # Checkpoint rows after the cursor (?2, ?3, ?4: thread_id, checkpoint_ns, checkpoint_id;
 # '' to start), ?5 rows, in one thread (?1) or all (?1 NULL); only those with a value not
 # sealed under the newest key when ?6 (heads) is given (their metadata is sealed with it).
@@ -724,12 +732,7 @@ WITH page AS (
 SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
        type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, run_id AS f6, ts AS f7
 FROM page
-UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL, NULL
-FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
-    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
-    AND k.owner IN ('', ':metadata')"""
+UNION ALL""" + _RAW_PIECES.format(owner="IN ('', ':metadata')")
 RAW_CHECKPOINTS_THREAD = _RAW_CHECKPOINTS.format(scope="thread_id = ?1")
 RAW_CHECKPOINTS_ALL = _RAW_CHECKPOINTS.format(scope="?1 IS NULL")
 
@@ -748,12 +751,7 @@ WITH page AS (
 SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id AS f1, task_path AS f2,
        idx AS f3, channel AS f4, type AS f5, value AS f6, NULL AS f7
 FROM page
-UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL, NULL
-FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
-    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
-    AND k.owner = p.task_id || '/' || p.idx"""
+UNION ALL""" + _RAW_PIECES.format(owner="= p.task_id || '/' || p.idx")
 RAW_WRITES_THREAD = _RAW_WRITES.format(scope="thread_id = ?1")
 RAW_WRITES_ALL = _RAW_WRITES.format(scope="?1 IS NULL")
 
