@@ -26,6 +26,7 @@ from d1saver._errors import (
     TransportError,
     UnknownKeyError,
 )
+from d1saver._reseal import RekeyCounts
 from d1saver._retry import RetryPolicy
 from d1saver._settings import D1Settings, load_settings
 from d1saver.saver import D1Saver
@@ -48,6 +49,7 @@ __all__ = [
     "PlaintextValueError",
     "QueryError",
     "RateLimitError",
+    "RekeyCounts",
     "ResponseError",
     "Result",
     "RetryPolicy",

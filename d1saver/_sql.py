@@ -345,7 +345,7 @@ page AS (
 
 _PAGE = "WITH" + _PAGE_CTE + """
 SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, NULL AS f5, NULL AS f6
+       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
 FROM page
 UNION ALL
 SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
@@ -410,7 +410,10 @@ SELECT 'a' AS kind, c.thread_id AS thread_id, c.checkpoint_ns AS checkpoint_ns,
        c.type AS f3,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4, NULL AS f5, NULL AS f6
+            THEN c.checkpoint END AS f4,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.metadata END AS f5, NULL AS f6
 FROM visited AS v JOIN checkpoints AS c ON c.thread_id = v.thread_id
     AND c.checkpoint_ns = v.checkpoint_ns AND c.checkpoint_id = v.checkpoint_id
 UNION ALL
@@ -426,11 +429,12 @@ FROM visited AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
     AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id"""
 
 # Columns of every page statement. A UNION's columns carry a meaning per row kind:
-#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata
+#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata,
+#                   f5 channels (with keys a sealed checkpoint is bound to both)
 #   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
 #   'k' chunk:      f1 owner, f2 seq, f3 data
 #   'a' ancestor (delta walk): f1 parent_checkpoint_id, f2 channels, f3 type,
-#                   f4 checkpoint (only when it seeds a sought channel)
+#                   f4 checkpoint and f5 metadata (only when it seeds a sought channel)
 PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
                 "f1", "f2", "f3", "f4", "f5", "f6")
 
@@ -491,7 +495,8 @@ chain(checkpoint_id, depth, sought) AS (
     WHERE json_array_length(chain.sought) > 0 AND chain.depth < 20000
 ),
 ancestors AS (
-    SELECT chain.depth, chain.sought, p.checkpoint_id, p.channels, p.type, p.checkpoint
+    SELECT chain.depth, chain.sought, p.checkpoint_id, p.channels, p.type, p.checkpoint,
+           p.metadata
     FROM chain JOIN checkpoints AS p ON p.thread_id = ?1 AND p.checkpoint_ns = ?2
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0
@@ -500,7 +505,11 @@ SELECT 'a' AS kind, a.depth AS depth, a.checkpoint_id AS checkpoint_id, a.sought
        a.type AS f2,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(a.channels)))
-            THEN a.checkpoint END AS f3, NULL AS f4, NULL AS f5, NULL AS f6
+            THEN a.checkpoint END AS f3,
+       a.channels AS f4,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(a.channels)))
+            THEN a.metadata END AS f5, NULL AS f6
 FROM ancestors AS a
 UNION ALL
 SELECT 'w', a.depth, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value
@@ -513,7 +522,8 @@ FROM ancestors AS a JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?
     AND k.checkpoint_id = a.checkpoint_id"""
 
 # Columns of DELTA_HISTORY, per row kind:
-#   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint (if a seed)
+#   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint, f4 channels,
+#                 f5 metadata (checkpoint and metadata only if it is a seed)
 #   'w' write:    checkpoint_id, f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
 #   'k' chunk:    checkpoint_id, f1 owner, f2 seq, f3 data
 DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "f1", "f2", "f3", "f4", "f5", "f6")
@@ -886,6 +896,11 @@ def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = 
 
 # --- inspection ---------------------------------------------------------------------------
 
+# A thread's newest checkpoint row as stored (the demo shows a sealed one): ?1 thread, ?2 chars.
+STORED_SAMPLE = """
+SELECT checkpoint_id, substr(checkpoint, 1, ?2) AS head, LENGTH(checkpoint) AS bytes, metadata
+FROM checkpoints WHERE thread_id = ?1 ORDER BY checkpoint_id DESC LIMIT 1"""
+
 # Rows and stored bytes per table (the demo's "what is stored" and `d1saver threads`' totals).
 STORAGE_SUMMARY = """
 SELECT 'checkpoints' AS tbl, COUNT(*) AS row_count,
@@ -894,3 +909,123 @@ FROM checkpoints
 UNION ALL SELECT 'writes', COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM writes
 UNION ALL SELECT 'chunks', COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM chunks
 UNION ALL SELECT 'tags', COUNT(*), 0 FROM tags"""
+
+# --- sealed rows: copies and rekeying (d1saver/_reseal.py) --------------------------------
+#
+# With encryption keys a value is bound to its row, so copy_thread and rekey rewrite values
+# rather than rows: they read rows raw, in keyset pages in primary key order, re-seal each
+# value in Python (never deserialized) and write it back.
+
+# A stored value's text, or piece 0's when the row holds a chunk marker: where the key id is.
+_HEAD_OF = """CASE WHEN substr({t}.{col}, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = {t}.thread_id
+        AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id
+        AND k.owner = {owner} AND k.seq = 0) ELSE {t}.{col} END"""
+_CHECKPOINT_HEAD = _HEAD_OF.format(t="c", col="checkpoint", owner="''")
+_WRITE_HEAD = _HEAD_OF.format(t="w", col="value", owner="w.task_id || '/' || w.idx")
+# Not under the newest key: ?{n} is the JSON array of the 7-character heads its texts have
+# ("e:" and the base85 group of key id and codec: d1saver/_crypto.py).
+_STALE = "substr(COALESCE({x}, ''), 1, 7) NOT IN (SELECT value FROM json_each(?{n}))"
+
+# The chunks of a raw page's rows ('k' rows), of the owners named.
+_RAW_PIECES = """
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
+       NULL, NULL
+FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
+    AND k.owner {owner}"""
+
+# Checkpoint rows after the cursor (?2, ?3, ?4: thread_id, checkpoint_ns, checkpoint_id;
+# '' to start), ?5 rows, in one thread (?1) or all (?1 NULL); only those with a value not
+# sealed under the newest key when ?6 (heads) is given (their metadata is sealed with it).
+# With their chunks.
+_RAW_CHECKPOINTS = f"""
+WITH page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels, run_id, ts
+    FROM checkpoints AS c
+    WHERE {{scope}} AND (thread_id, checkpoint_ns, checkpoint_id) > (?2, ?3, ?4)
+      AND (?6 IS NULL OR {_STALE.format(x=_CHECKPOINT_HEAD, n=6)})
+    ORDER BY thread_id, checkpoint_ns, checkpoint_id
+    LIMIT ?5
+)
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
+       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, run_id AS f6, ts AS f7
+FROM page
+UNION ALL""" + _RAW_PIECES.format(owner="IN ('', ':metadata')")
+RAW_CHECKPOINTS_THREAD = _RAW_CHECKPOINTS.format(scope="thread_id = ?1")
+RAW_CHECKPOINTS_ALL = _RAW_CHECKPOINTS.format(scope="?1 IS NULL")
+
+# Write rows after the cursor (?2..?6: thread_id, checkpoint_ns, checkpoint_id, task_id, idx),
+# ?7 rows, in one thread (?1) or all; with ?8 (heads) only those not under the newest key.
+_RAW_WRITES = f"""
+WITH page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
+    FROM writes AS w
+    WHERE {{scope}}
+      AND (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (?2, ?3, ?4, ?5, ?6)
+      AND (?8 IS NULL OR (w.value IS NOT NULL AND {_STALE.format(x=_WRITE_HEAD, n=8)}))
+    ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
+    LIMIT ?7
+)
+SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id AS f1, task_path AS f2,
+       idx AS f3, channel AS f4, type AS f5, value AS f6, NULL AS f7
+FROM page
+UNION ALL""" + _RAW_PIECES.format(owner="= p.task_id || '/' || p.idx")
+RAW_WRITES_THREAD = _RAW_WRITES.format(scope="thread_id = ?1")
+RAW_WRITES_ALL = _RAW_WRITES.format(scope="?1 IS NULL")
+
+# Columns of the raw pages, per row kind:
+#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata, f5 channels,
+#                   f6 run_id, f7 ts
+#   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
+#   'k' chunk:      f1 owner, f2 seq, f3 data
+RAW_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
+               "f1", "f2", "f3", "f4", "f5", "f6", "f7")
+
+# Rekeying writes a value back only if its row still holds what was read: a guard per row,
+# sent before its update in the same batch, trips d1saver_guard's CHECK ("head_moved": the row
+# moved on) and rolls the batch back otherwise; the job then reads the page again. A text is
+# compared by a fingerprint (length, first and last 40 characters: sealed texts start with a
+# random nonce and end with a tag), its chunks by count, total length and piece 0's fingerprint.
+_FP = "length({x}) || ':' || substr({x}, 1, 40) || substr({x}, -40)"
+_PIECES_FP = """(SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
+        || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
+    FROM chunks WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+        AND owner = {owner})"""
+# ?1 ?2 ?3 the checkpoint, ?4 ?5 fingerprints of checkpoint and metadata, ?6 ?7 of their chunks.
+REKEY_GUARD_CHECKPOINT = f"""
+INSERT INTO d1saver_guard (head_moved)
+SELECT 1 WHERE NOT EXISTS (
+    SELECT 1 FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+        AND {_FP.format(x="checkpoint")} IS ?4 AND {_FP.format(x="metadata")} IS ?5)
+    OR {_PIECES_FP.format(owner="''")} IS NOT ?6
+    OR {_PIECES_FP.format(owner="':metadata'")} IS NOT ?7"""
+# ?1 ?2 ?3 the checkpoint, ?4 task_id, ?5 idx, ?6 fingerprint of the value, ?7 of its chunks.
+REKEY_GUARD_WRITE = f"""
+INSERT INTO d1saver_guard (head_moved)
+SELECT 1 WHERE NOT EXISTS (
+    SELECT 1 FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+        AND task_id = ?4 AND idx = ?5 AND {_FP.format(x="value")} IS ?6)
+    OR {_PIECES_FP.format(owner="?4 || '/' || ?5")} IS NOT ?7"""
+REKEY_CHECKPOINT = """
+UPDATE checkpoints SET checkpoint = ?4, metadata = ?5
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"""
+REKEY_WRITE = """
+UPDATE writes SET value = ?6
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id = ?4 AND idx = ?5"""
+
+# Stored values per table and key: rows (tbl, head, row_count), head being the first 7
+# characters of sealed texts (d1saver/_crypto.py: key_id_of_text) and NULL for plaintext.
+_HEAD_GROUP = "CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END"
+KEY_CENSUS = f"""
+SELECT 'checkpoints' AS tbl, {_HEAD_GROUP} AS head, COUNT(*) AS row_count
+FROM (SELECT {_CHECKPOINT_HEAD} AS v FROM checkpoints AS c) GROUP BY {_HEAD_GROUP}
+UNION ALL
+SELECT 'writes', {_HEAD_GROUP}, COUNT(*)
+FROM (SELECT {_WRITE_HEAD} AS v FROM writes AS w WHERE w.value IS NOT NULL)
+GROUP BY {_HEAD_GROUP}"""
+KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
+
+# copy_thread under keys: the target's tags, as COPY_THREAD copies them (?1 source, ?2 target).
+COPY_TAGS = COPY_THREAD[3]

@@ -22,9 +22,10 @@ from langgraph.checkpoint.base import (
 )
 
 from d1saver import _sql
+from d1saver._crypto import checkpoint_binder, write_binder
 from d1saver._errors import ConfigError, MissingConfigKeyError, SerializationError
 from d1saver._protocol import Param, Statement
-from d1saver._values import METADATA_OWNER, ROW_MAX, StoredValue, Values, fit_row, utf8_size
+from d1saver._values import METADATA_OWNER, ROW_MAX, StoredValue, Values, utf8_size
 
 # Metadata filter keys become JSON paths ('$.' || key), bound as data; a dotted key reaches
 # into nested objects. Anything else is refused before it reaches SQL.
@@ -159,8 +160,8 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
     ts = checkpoint.get("ts")
     fixed = sum(utf8_size(str(p)) for p in (thread_id, ns, cid, parent_id, channels, run_id, ts)
                 if p is not None)
-    value = values.dump(checkpoint)
-    value, stored_md = fit_row(value, md, fixed + len(value.type))
+    value, stored_md = values.dump_checkpoint(checkpoint, md, channels,
+                                              checkpoint_binder(thread_id, ns, cid), fixed)
     params: list[Param] = [thread_id, ns, cid, parent_id, value.type, value.text,
                            stored_md.text, channels, run_id, ts]
     stmts: list[Statement] = []
@@ -201,7 +202,9 @@ def put_writes_statements(values: Values, config: RunnableConfig,
     for idx, (channel, obj) in enumerate(writes):
         special = channel in WRITES_IDX_MAP
         widx = WRITES_IDX_MAP.get(channel, idx)
-        value = values.dump(obj, room=ROW_MAX - fixed - utf8_size(channel))
+        value = values.dump(obj, write_binder(thread_id, ns, cid, task_id, task_path, widx,
+                                              channel),
+                            room=ROW_MAX - fixed - utf8_size(channel))
         if sizes[special] + len(value.text) > _WRITES_PARAM_MAX:
             flush(special)
         rows[special].append([widx, channel, value.type, value.text])

@@ -34,6 +34,12 @@ def history(thread_id: str, limit: int) -> Statement:
     return Statement(_sql.HISTORY, (thread_id, int(limit)))
 
 
+def stored_sample(thread_id: str, chars: int = 40) -> Statement:
+    """A thread's newest checkpoint row as stored; columns: checkpoint_id, head (the first
+    `chars` characters of its value), bytes (of the value), metadata (the column)."""
+    return Statement(_sql.STORED_SAMPLE, (thread_id, int(chars)))
+
+
 def storage_summary() -> Statement:
     """Rows and stored bytes per table; columns: tbl, row_count, bytes."""
     return Statement(_sql.STORAGE_SUMMARY)
@@ -89,4 +95,4 @@ def lease_holder(name: str) -> Statement:
 
 __all__ = ["acquire_lease", "break_lease", "history", "lease_guard", "lease_holder",
            "release_lease", "retention", "retention_summary",
-           "storage_summary", "thread_infos", "threads_page"]
+           "storage_summary", "stored_sample", "thread_infos", "threads_page"]

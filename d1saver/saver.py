@@ -9,7 +9,7 @@ upserts keyed by primary key, so a retry after a lost response stores nothing tw
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -26,11 +26,13 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from d1saver._client import D1Client
+from d1saver._crypto import Key, Sealer, keys_from_env
 from d1saver._driver import Driver
 from d1saver._ops import ListPlan, Operations
 from d1saver._protocol import Result, Statement, Tracer
+from d1saver._reseal import RekeyCounts
 from d1saver._retry import RetryPolicy
-from d1saver._serde import default_serde
+from d1saver._serde import default_serde, trusted_serde
 from d1saver._settings import DEFAULT_API_BASE_URL, load_settings
 from d1saver._values import Values
 
@@ -47,6 +49,11 @@ class D1Saver(BaseCheckpointSaver[str]):
     one batch, after a window of `group_commit_window` seconds (10 ms; see
     d1saver/_group_commit.py). The schema is created on first use (one extra request, once) unless
     `auto_setup=False`; `setup()` does it explicitly.
+
+    `encryption_keys` (newest first; each 32 bytes, as bytes or base64 text) seal every stored
+    value with AES-256-GCM bound to its row: a value altered, moved or planted is refused with
+    `IntegrityError`, and any type is constructed from the rows that pass (no allowlist).
+    New values use the newest key; values under the others stay readable (`d1saver rekey`).
     """
 
     def __init__(
@@ -67,11 +74,15 @@ class D1Saver(BaseCheckpointSaver[str]):
         auto_setup: bool = True,
         group_commit: bool = True,
         group_commit_window: float | None = None,
+        encryption_keys: Sequence[Key] | Key | None = None,
     ) -> None:
         # Compatible by default, exactly as LangGraph's own savers (d1saver/_serde.py): every
         # type that round-trips through SqliteSaver round-trips here, and
-        # LANGGRAPH_STRICT_MSGPACK is honoured as LangGraph honours it.
-        super().__init__(serde=serde or default_serde())
+        # LANGGRAPH_STRICT_MSGPACK is honoured as LangGraph honours it. With keys only a key
+        # holder can write a row that is read at all, so any type may be constructed.
+        sealer = None if encryption_keys is None else Sealer(encryption_keys)
+        serde = serde or default_serde()
+        super().__init__(serde=serde if sealer is None else trusted_serde(serde))
         kwargs: dict[str, Any] = {}
         if timeout is not None:
             kwargs["timeout"] = timeout
@@ -81,8 +92,8 @@ class D1Saver(BaseCheckpointSaver[str]):
             async_transport=async_transport, tracer=tracer, **kwargs)
         self.driver = Driver(self.client, group_commit=group_commit,
                              group_commit_window=group_commit_window)
-        self.ops = Operations(Values(self.serde), self.client.exchange, guard_head=guard_head,
-                              auto_setup=auto_setup)
+        self.ops = Operations(Values(self.serde, sealer), self.client.exchange,
+                              guard_head=guard_head, auto_setup=auto_setup)
         self.account_id = account_id
         self.database_id = database_id
         self.page_size = max(1, int(page_size))
@@ -95,10 +106,12 @@ class D1Saver(BaseCheckpointSaver[str]):
     def serde(self, value: SerializerProtocol) -> None:
         # BaseCheckpointSaver sets it in __init__, and with_allowlist() on a shallow copy:
         # the copy gets operations of its own over the new serde (cache and driver shared).
-        self._serde = value
+        # With keys no allowlist narrows it: every row read is authenticated.
         ops = self.__dict__.get("ops")
+        sealer = None if ops is None else ops.values.sealer
+        self._serde = value if sealer is None else trusted_serde(value)
         if ops is not None:
-            self.ops = ops.with_values(Values(value))
+            self.ops = ops.with_values(Values(self._serde, sealer))
 
     @property
     def guard_head(self) -> bool:
@@ -125,13 +138,22 @@ class D1Saver(BaseCheckpointSaver[str]):
     def is_setup(self, value: bool) -> None:
         self.ops.is_setup = value
 
+    @property
+    def key_ids(self) -> list[str]:
+        """The ids (hex) of the encryption keys held, newest first; empty without keys."""
+        sealer = self.ops.values.sealer
+        return [] if sealer is None else sealer.key_ids
+
     @classmethod
     def from_env(cls, *, account_id: str | None = None, database_id: str | None = None,
                  api_base_url: str | None = None, **kwargs: Any) -> D1Saver:
-        """Build from CLOUDFLARE_ACCOUNT_ID, CLOUDFLARE_API_TOKEN, D1_DATABASE_ID and
-        D1_API_BASE_URL; arguments that are not None override them (CLI flags do)."""
+        """Build from CLOUDFLARE_ACCOUNT_ID, CLOUDFLARE_API_TOKEN, D1_DATABASE_ID,
+        D1_API_BASE_URL and D1SAVER_ENCRYPTION_KEYS (comma-separated base64, newest first);
+        arguments that are not None override them (CLI flags do)."""
         settings = load_settings(account_id=account_id, database_id=database_id,
                                  api_base_url=api_base_url)
+        if kwargs.get("encryption_keys") is None:
+            kwargs["encryption_keys"] = keys_from_env()
         return cls(account_id=settings.account_id, database_id=settings.database_id,
                    api_token=settings.api_token.get_secret_value(),
                    api_base_url=settings.api_base_url, **kwargs)
@@ -186,7 +208,8 @@ class D1Saver(BaseCheckpointSaver[str]):
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None
              ) -> Iterator[CheckpointTuple]:
-        plan = ListPlan(config, filter, before, limit, self.page_size)
+        plan = ListPlan(config, filter, before, limit, self.page_size,
+                        sealed=bool(self.key_ids))
         while (stmt := plan.next_statement()) is not None:
             yield from plan.consume(self.driver.run(self.ops.page(stmt)))
 
@@ -205,7 +228,9 @@ class D1Saver(BaseCheckpointSaver[str]):
         self.driver.run(self.ops.delete_for_runs(run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self.driver.run(self.ops.copy_thread(source_thread_id, target_thread_id))
+        """One request without keys; with keys, pages re-sealed for the target (_ops.py)."""
+        self.driver.run(self.ops.copy_thread(source_thread_id, target_thread_id,
+                                             self.page_size))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep the newest checkpoint ("keep_latest") or none ("delete").
@@ -228,7 +253,8 @@ class D1Saver(BaseCheckpointSaver[str]):
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None
                     ) -> AsyncIterator[CheckpointTuple]:
-        plan = ListPlan(config, filter, before, limit, self.page_size)
+        plan = ListPlan(config, filter, before, limit, self.page_size,
+                        sealed=bool(self.key_ids))
         while (stmt := plan.next_statement()) is not None:
             for tup in plan.consume(await self.driver.arun(self.ops.page(stmt))):
                 yield tup
@@ -248,7 +274,8 @@ class D1Saver(BaseCheckpointSaver[str]):
         await self.driver.arun(self.ops.delete_for_runs(run_ids))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self.driver.arun(self.ops.copy_thread(source_thread_id, target_thread_id))
+        await self.driver.arun(self.ops.copy_thread(source_thread_id, target_thread_id,
+                                                    self.page_size))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await self.driver.arun(self.ops.prune(thread_ids, strategy))
@@ -280,6 +307,25 @@ class D1Saver(BaseCheckpointSaver[str]):
 
     async def atags(self, config: RunnableConfig) -> dict[str, str]:
         return await self.driver.arun(self.ops.tags(config))
+
+    # --- encryption keys: maintenance (`d1saver rekey`) -------------------------------------
+
+    def key_census(self) -> dict[str, dict[str, int]]:
+        """Stored values per table ("checkpoints", their metadata sealed with them, and
+        "writes") and key id, values under no key counted as "plaintext". One request."""
+        return self.driver.run(self.ops.key_census())
+
+    def rekey(self, table: str, *, page_size: int = 100, seal_plaintext: bool = False,
+              guard: Sequence[Statement] = (),
+              progress: Callable[[RekeyCounts], None] | None = None) -> RekeyCounts:
+        """Re-seal under the newest key every value of `table` ("checkpoints", with their
+        metadata, or "writes") that another key sealed, and with `seal_plaintext` those
+        written before keys were set. Keyset pages of `page_size` rows, one atomic batch each
+        (led by `guard`, e.g. a lease check), about one request per page: a run stopped
+        midway is continued by the next. Needs the keys the rows were sealed under."""
+        return self.driver.run(self.ops.rekey(table, page_size=page_size,
+                                              plaintext=seal_plaintext, guard=guard,
+                                              progress=progress))
 
     # --- versions -------------------------------------------------------------------------
 
