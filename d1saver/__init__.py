@@ -10,6 +10,7 @@ from d1saver._errors import (
     ConnectionError,
     D1APIError,
     D1Error,
+    FleetError,
     IntegrityError,
     LeaseHeldError,
     MissingConfigKeyError,
@@ -24,6 +25,7 @@ from d1saver._errors import (
     TimeoutError,
     TransportError,
     UnknownKeyError,
+    VerificationError,
 )
 from d1saver._retry import RetryPolicy
 from d1saver._settings import D1Settings, load_settings
@@ -39,6 +41,7 @@ __all__ = [
     "D1Error",
     "D1Saver",
     "D1Settings",
+    "FleetError",
     "IntegrityError",
     "LeaseHeldError",
     "MissingConfigKeyError",
@@ -57,5 +60,6 @@ __all__ = [
     "TraceEvent",
     "TransportError",
     "UnknownKeyError",
+    "VerificationError",
     "load_settings",
 ]

@@ -164,7 +164,8 @@ class D1Client:
         self.requests += 1
         if self.tracer is not None:
             self.tracer(TraceEvent(tuple(statements), attempt, status, error,
-                                   time.monotonic() - t0, len(request.content), received))
+                                   time.monotonic() - t0, len(request.content), received,
+                                   self.database_id))
 
     # --- sync: moving bytes -----------------------------------------------------------------
 

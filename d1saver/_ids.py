@@ -13,7 +13,7 @@ import re
 
 from d1saver._errors import ConfigError
 
-__all__ = ["MAX_ID_LENGTH", "validate_account_id", "validate_database_id"]
+__all__ = ["MAX_ID_LENGTH", "validate_account_id", "validate_database_id", "validate_database_ids"]
 
 MAX_ID_LENGTH = 64
 # Cloudflare's ids are 32 hex digits (accounts) or a UUID (databases); names used in tests
@@ -39,3 +39,21 @@ def _validate(value: object, what: str, env: str) -> str:
         f"invalid {what} {shown}: use 1 to {MAX_ID_LENGTH} letters, digits, '-', '_' or '.', "
         f"starting with a letter or digit, not ending in '.', without '..' (check {env})"
     )
+
+
+def validate_database_ids(value: object) -> list[str]:
+    """A list of database ids, or a comma-separated string of them (D1_DATABASE_ID="a,b"):
+    each valid, none repeated, at least one; else a ConfigError."""
+    if isinstance(value, str):
+        items: list[object] = [part.strip() for part in value.split(",")]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise ConfigError(f"database ids must be a list or a comma-separated string, not "
+                          f"{type(value).__name__} (check D1_DATABASE_ID)")
+    ids = [validate_database_id(item) for item in items]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if not ids or repeated:
+        raise ConfigError(f"database ids must be distinct and at least one: {repeated or ids} "
+                          "(check D1_DATABASE_ID)")
+    return ids

@@ -6,7 +6,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from d1saver._errors import ConfigError
-from d1saver._ids import validate_account_id, validate_database_id
+from d1saver._ids import validate_account_id, validate_database_ids
 
 DEFAULT_API_BASE_URL = "https://api.cloudflare.com/client/v4"
 
@@ -26,7 +26,18 @@ class D1Settings(BaseSettings):
     )
 
     _check_account_id = field_validator("account_id")(validate_account_id)
-    _check_database_id = field_validator("database_id")(validate_database_id)
+
+    @field_validator("database_id")
+    @classmethod
+    def _check_database_id(cls, value: str) -> str:
+        # One id, or several separated by commas (a saver over many databases); kept as
+        # given, tidied: "a, b" -> "a,b".
+        return ",".join(validate_database_ids(value))
+
+    @property
+    def database_ids(self) -> list[str]:
+        """The database ids of D1_DATABASE_ID, in order (one for a single database)."""
+        return self.database_id.split(",")
 
 
 _ENV_NAMES = {

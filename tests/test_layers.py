@@ -27,6 +27,8 @@ LAYERS: dict[str, set[str]] = {
     "d1saver._driver": {"d1saver._client", "d1saver._group_commit", "d1saver._protocol"},
     "d1saver._values": {"d1saver._codec", "d1saver._errors"},
     "d1saver._rows": {"d1saver._sql", "d1saver._errors", "d1saver._protocol", "d1saver._values"},
+    "d1saver._routing": {"d1saver._errors"},
+    "d1saver._transfer": {"d1saver._sql", "d1saver._errors", "d1saver._protocol"},
 }
 MAX_LINES = 450
 SQL_CATALOGUES = {"d1saver/_sql.py"}
