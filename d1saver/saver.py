@@ -4,14 +4,19 @@ A thin shell: each method runs one operation (d1saver/_ops.py) with the sync or 
 driver. Every public method is one HTTP request (a `list` is one per page): the statements an
 operation needs go together as one D1 batch, which D1 runs as one transaction. Writes are
 upserts keyed by primary key, so a retry after a lost response stores nothing twice.
+
+Over several databases (`database_ids=[...]`) each thread lives in one, its home
+(d1saver/_routing.py), and per-thread methods go there, still one request; what spans
+threads runs on every database concurrently (d1saver/_fleet.py).
 """
 
 from __future__ import annotations
 
+import copy
 import random
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from langchain_core.runnables import RunnableConfig
@@ -27,12 +32,18 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from d1saver._client import D1Client
 from d1saver._driver import Driver
+from d1saver._errors import ConfigError, NotFoundError
+from d1saver._fleet import DEFAULT_CONCURRENCY, Fleet, Node, make_nodes
+from d1saver._ids import validate_database_ids
 from d1saver._ops import ListPlan, Operations
 from d1saver._protocol import Result, Statement, Tracer
 from d1saver._retry import RetryPolicy
+from d1saver._routing import Route, Router
 from d1saver._serde import default_serde
 from d1saver._settings import DEFAULT_API_BASE_URL, load_settings
 from d1saver._values import Values
+
+T = TypeVar("T")
 
 
 class D1Saver(BaseCheckpointSaver[str]):
@@ -47,13 +58,23 @@ class D1Saver(BaseCheckpointSaver[str]):
     one batch, after a window of `group_commit_window` seconds (10 ms; see
     d1saver/_group_commit.py). The schema is created on first use (one extra request, once) unless
     `auto_setup=False`; `setup()` does it explicitly.
+
+    Many databases: `database_ids=[...]` instead of `database_id` (give exactly one of them).
+    Each thread lives in one database, by rendezvous hashing of its thread_id, or by
+    `route(thread_id) -> database_id` if given; each database has its own client, group
+    commit and setup. Operations across threads (`list(None)`, `delete_for_runs`, `prune`,
+    `setup`) run on every database, at most `fleet_concurrency` at once, and raise
+    `FleetError` naming each database that failed. While `d1saver rebalance` moves threads
+    after the list changed, `previous_database_ids` (the list before) lets a read that finds
+    nothing at a thread's home look at its previous home: one more request, only on a miss.
     """
 
     def __init__(
         self,
         *,
         account_id: str,
-        database_id: str,
+        database_id: str | None = None,
+        database_ids: Sequence[str] | None = None,
         api_token: str,
         api_base_url: str = DEFAULT_API_BASE_URL,
         serde: SerializerProtocol | None = None,
@@ -67,24 +88,36 @@ class D1Saver(BaseCheckpointSaver[str]):
         auto_setup: bool = True,
         group_commit: bool = True,
         group_commit_window: float | None = None,
+        route: Route | None = None,
+        previous_database_ids: Sequence[str] | None = None,
+        fleet_concurrency: int = DEFAULT_CONCURRENCY,
     ) -> None:
         # Compatible by default, exactly as LangGraph's own savers (d1saver/_serde.py): every
         # type that round-trips through SqliteSaver round-trips here, and
         # LANGGRAPH_STRICT_MSGPACK is honoured as LangGraph honours it.
         super().__init__(serde=serde or default_serde())
+        if (database_id is None) == (database_ids is None):
+            raise ConfigError("give exactly one of database_id (one database) and database_ids "
+                              "(several)")
+        ids = validate_database_ids([database_id] if database_ids is None else list(database_ids))
+        previous = (None if previous_database_ids is None
+                    else validate_database_ids(list(previous_database_ids)))
         kwargs: dict[str, Any] = {}
         if timeout is not None:
             kwargs["timeout"] = timeout
-        self.client = D1Client(
-            account_id=account_id, database_id=database_id, api_token=api_token,
-            api_base_url=api_base_url, retry=retry, transport=transport,
-            async_transport=async_transport, tracer=tracer, **kwargs)
-        self.driver = Driver(self.client, group_commit=group_commit,
-                             group_commit_window=group_commit_window)
-        self.ops = Operations(Values(self.serde), self.client.exchange, guard_head=guard_head,
-                              auto_setup=auto_setup)
+
+        def new_client(db: str) -> D1Client:
+            return D1Client(account_id=account_id, database_id=db, api_token=api_token,
+                            api_base_url=api_base_url, retry=retry, transport=transport,
+                            async_transport=async_transport, tracer=tracer, **kwargs)
+
+        nodes = make_nodes([*ids, *(previous or [])], new_client, Values(self.serde),
+                           guard_head=guard_head, auto_setup=auto_setup, group_commit=group_commit,
+                           group_commit_window=group_commit_window)
+        self._fleet = Fleet(nodes, Router(ids, route),
+                            None if previous is None else Router(previous), fleet_concurrency)
         self.account_id = account_id
-        self.database_id = database_id
+        self.database_id = ids[0] if len(ids) == 1 else None
         self.page_size = max(1, int(page_size))
 
     @property  # type: ignore[override]
@@ -96,37 +129,93 @@ class D1Saver(BaseCheckpointSaver[str]):
         # BaseCheckpointSaver sets it in __init__, and with_allowlist() on a shallow copy:
         # the copy gets operations of its own over the new serde (cache and driver shared).
         self._serde = value
-        ops = self.__dict__.get("ops")
-        if ops is not None:
-            self.ops = ops.with_values(Values(value))
+        fleet = self.__dict__.get("_fleet")
+        if fleet is not None:
+            self._fleet = fleet.with_values(Values(value))
 
     @property
     def guard_head(self) -> bool:
-        return self.ops.guard_head
+        return self._first.ops.guard_head
 
     @property
     def auto_setup(self) -> bool:
-        return self.ops.auto_setup
+        return self._first.ops.auto_setup
 
     @property
     def is_setup(self) -> bool:
-        """Whether this instance has set the schema up (or found it set up)."""
-        return self.ops.is_setup
+        """Whether this instance has set the schema up (or found it set up), in every database."""
+        return all(node.ops.is_setup for node in self._fleet.nodes.values())
+
+    # --- databases --------------------------------------------------------------------------
+
+    @property
+    def database_ids(self) -> tuple[str, ...]:
+        """The databases threads live in (one for a single-database saver)."""
+        return self._fleet.database_ids
+
+    @property
+    def previous_database_ids(self) -> tuple[str, ...] | None:
+        """The database list before the last change, while threads move (see rebalance)."""
+        previous = self._fleet.previous
+        return None if previous is None else previous.database_ids
+
+    def home(self, thread_id: str) -> str:
+        """The id of the database `thread_id` lives in."""
+        return self._fleet.router.home(str(thread_id))
+
+    def database(self, database_id: str) -> D1Saver:
+        """This saver restricted to one of its databases (current or previous): same client,
+        driver and setup, as a single-database saver (for maintenance: compaction, rebalance)."""
+        view = copy.copy(self)
+        view._fleet = self._fleet.view(database_id)
+        view.database_id = database_id
+        return view
+
+    def each_database(self, fn: Callable[[D1Saver], T], *, operation: str = "each_database",
+                      database_ids: Sequence[str] | None = None) -> dict[str, T]:
+        """fn(saver.database(id)) for every database (or those named), concurrently, at most
+        `fleet_concurrency` at once: {database_id: result}. Over several databases, failures
+        raise FleetError with each failed database's error and the others' results."""
+        return self._fleet.each(lambda node: fn(self.database(node.database_id)), operation,
+                                database_ids)
+
+    @property
+    def _first(self) -> Node:
+        return next(iter(self._fleet.nodes.values()))
+
+    @property
+    def client(self) -> D1Client:
+        """The client of a single-database saver (see `database()` for one of several)."""
+        return self._fleet.single().client
+
+    @property
+    def driver(self) -> Driver:
+        return self._fleet.single().driver
+
+    @property
+    def ops(self) -> Operations:
+        return self._fleet.single().ops
 
     @classmethod
     def from_env(cls, *, account_id: str | None = None, database_id: str | None = None,
                  api_base_url: str | None = None, **kwargs: Any) -> D1Saver:
-        """Build from CLOUDFLARE_ACCOUNT_ID, CLOUDFLARE_API_TOKEN, D1_DATABASE_ID and
-        D1_API_BASE_URL; arguments that are not None override them (CLI flags do)."""
+        """Build from CLOUDFLARE_ACCOUNT_ID, CLOUDFLARE_API_TOKEN, D1_DATABASE_ID (one id, or
+        several separated by commas) and D1_API_BASE_URL; arguments that are not None
+        override them (CLI flags do)."""
         settings = load_settings(account_id=account_id, database_id=database_id,
                                  api_base_url=api_base_url)
-        return cls(account_id=settings.account_id, database_id=settings.database_id,
+        ids = settings.database_ids
+        where = {"database_id": ids[0]} if len(ids) == 1 else {"database_ids": ids}
+        return cls(account_id=settings.account_id, **where,
                    api_token=settings.api_token.get_secret_value(),
                    api_base_url=settings.api_base_url, **kwargs)
 
     def __repr__(self) -> str:
-        return (f"D1Saver(account_id={self.account_id!r}, database_id={self.database_id!r}, "
-                f"url={self.client.url!r})")
+        if not self._fleet.spans:
+            return (f"D1Saver(account_id={self.account_id!r}, database_id={self.database_id!r}, "
+                    f"url={self.client.url!r})")
+        return (f"D1Saver(account_id={self.account_id!r}, "
+                f"database_ids={list(self.database_ids)!r}, url={self._first.client.url!r})")
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -135,137 +224,187 @@ class D1Saver(BaseCheckpointSaver[str]):
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.client.close()
+        self.close()
 
     async def __aenter__(self) -> D1Saver:
         return self
 
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
                         tb: TracebackType | None) -> None:
-        await self.client.aclose()
+        await self.aclose()
 
     def close(self) -> None:
-        self.client.close()
+        for node in self._fleet.nodes.values():
+            node.client.close()
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        for node in self._fleet.nodes.values():
+            await node.client.aclose()
 
     def setup(self) -> None:
-        """Create the schema (schema.sql) if missing; idempotent, one request."""
-        self.driver.run(self.ops.setup_once())
+        """Create the schema (schema.sql) if missing; idempotent, one request per database."""
+        self._fleet.each(lambda node: node.run(lambda ops: ops.setup_once()), "setup")
 
     async def asetup(self) -> None:
-        await self.driver.arun(self.ops.setup_once())
+        await self._fleet.aeach(lambda node: node.arun(lambda ops: ops.setup_once()), "setup")
 
     def execute(self, statements: Sequence[Statement]) -> list[Result]:
         """Run d1saver's own named statements in one request (schema created if missing).
 
         For maintenance tools (compaction, the CLI), which send the statements of
-        d1saver.admin.
+        d1saver.admin. One database only: over several, use `database(id).execute`.
         """
-        return self.driver.run(self.ops.exchange(statements))
+        return self._fleet.single().run(lambda ops: ops.exchange(statements))
 
     # --- BaseCheckpointSaver, sync --------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self.driver.run(self.ops.get_tuple(config))
+        return self._fleet.on(config, lambda ops: ops.get_tuple(config), _none)
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None
              ) -> Iterator[CheckpointTuple]:
-        plan = ListPlan(config, filter, before, limit, self.page_size)
-        while (stmt := plan.next_statement()) is not None:
-            yield from plan.consume(self.driver.run(self.ops.page(stmt)))
+        if config is None and self._fleet.spans:
+            yield from self._fleet.list_all(filter, before, limit, self.page_size)
+            return
+        for node in self._fleet.thread_nodes(config):
+            plan, found = ListPlan(config, filter, before, limit, self.page_size), False
+            while (stmt := plan.next_statement()) is not None:
+                tuples = plan.consume(node.run(lambda ops: ops.page(stmt)))
+                found = found or bool(tuples)
+                yield from tuples
+            if found:
+                return
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
-        return self.driver.run(self.ops.put(config, checkpoint, metadata))
+        return self._fleet.on(config, lambda ops: ops.put(config, checkpoint, metadata))
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str = "") -> None:
-        self.driver.run(self.ops.put_writes(config, writes, task_id, task_path))
+        self._fleet.on(config, lambda ops: ops.put_writes(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        self.driver.run(self.ops.delete_thread(thread_id))
+        """One request to the thread's home (and, while migrating, one to its previous home)."""
+        for node in self._fleet.thread_nodes(_config(thread_id)):
+            node.run(lambda ops: ops.delete_thread(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self.driver.run(self.ops.delete_for_runs(run_ids))
+        """In every database (runs are not routed): one request each."""
+        self._fleet.each(lambda node: node.run(lambda ops: ops.delete_for_runs(run_ids)),
+                         "delete_for_runs")
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self.driver.run(self.ops.copy_thread(source_thread_id, target_thread_id))
+        """One request when both threads live in one database; else the source's rows are read
+        from its database and written to the target's in bounded atomic batches."""
+        if not self._fleet.spans:
+            self._first.run(lambda ops: ops.copy_thread(source_thread_id, target_thread_id))
+            return
+        self._fleet.copy_thread(str(source_thread_id), str(target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep the newest checkpoint per namespace ("keep_latest") or none ("delete").
 
         keep_latest also keeps tagged checkpoints and the ancestors that the kept ones'
         DeltaChannels replay from, and relinks parents, like the compaction job (same SQL).
+        One request per database holding some of the threads.
         """
-        self.driver.run(self.ops.prune(thread_ids, strategy))
+        groups = self._fleet.group(thread_ids)
+        self._fleet.each(lambda node: node.run(
+            lambda ops: ops.prune(groups[node.database_id], strategy)), "prune", list(groups))
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]
                                   ) -> Mapping[str, DeltaChannelHistory]:
-        return self.driver.run(self.ops.delta_history(config, channels))
+        return self._fleet.on(config, lambda ops: ops.delta_history(config, channels), _no_history)
 
     # --- BaseCheckpointSaver, async -------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self.driver.arun(self.ops.get_tuple(config))
+        return await self._fleet.aon(config, lambda ops: ops.get_tuple(config), _none)
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None
                     ) -> AsyncIterator[CheckpointTuple]:
-        plan = ListPlan(config, filter, before, limit, self.page_size)
-        while (stmt := plan.next_statement()) is not None:
-            for tup in plan.consume(await self.driver.arun(self.ops.page(stmt))):
+        if config is None and self._fleet.spans:
+            async for tup in self._fleet.alist_all(filter, before, limit, self.page_size):
                 yield tup
+            return
+        for node in self._fleet.thread_nodes(config):
+            plan, found = ListPlan(config, filter, before, limit, self.page_size), False
+            while (stmt := plan.next_statement()) is not None:
+                tuples = plan.consume(await node.arun(lambda ops: ops.page(stmt)))
+                found = found or bool(tuples)
+                for tup in tuples:
+                    yield tup
+            if found:
+                return
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
-        return await self.driver.arun(self.ops.put(config, checkpoint, metadata))
+        return await self._fleet.aon(config, lambda ops: ops.put(config, checkpoint, metadata))
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                           task_id: str, task_path: str = "") -> None:
-        await self.driver.arun(self.ops.put_writes(config, writes, task_id, task_path))
+        await self._fleet.aon(config, lambda ops: ops.put_writes(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self.driver.arun(self.ops.delete_thread(thread_id))
+        for node in self._fleet.thread_nodes(_config(thread_id)):
+            await node.arun(lambda ops: ops.delete_thread(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self.driver.arun(self.ops.delete_for_runs(run_ids))
+        await self._fleet.aeach(
+            lambda node: node.arun(lambda ops: ops.delete_for_runs(run_ids)), "delete_for_runs")
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self.driver.arun(self.ops.copy_thread(source_thread_id, target_thread_id))
+        if not self._fleet.spans:
+            await self._first.arun(lambda ops: ops.copy_thread(source_thread_id,
+                                                               target_thread_id))
+            return
+        await self._fleet.acopy_thread(str(source_thread_id), str(target_thread_id))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self.driver.arun(self.ops.prune(thread_ids, strategy))
+        groups = self._fleet.group(thread_ids)
+        await self._fleet.aeach(lambda node: node.arun(
+            lambda ops: ops.prune(groups[node.database_id], strategy)), "prune", list(groups))
 
     async def aget_delta_channel_history(self, *, config: RunnableConfig,
                                          channels: Sequence[str]
                                          ) -> Mapping[str, DeltaChannelHistory]:
-        return await self.driver.arun(self.ops.delta_history(config, channels))
+        return await self._fleet.aon(config, lambda ops: ops.delta_history(config, channels),
+                               _no_history)
 
     # --- tags: checkpoints that retention never deletes ------------------------------------
 
     def tag(self, config: RunnableConfig, name: str) -> None:
         """Name a checkpoint (moving the name if the thread had it elsewhere); compaction keeps it."""
-        self.driver.run(self.ops.tag(config, name))
+        try:
+            self._fleet.on(config, lambda ops: ops.tag(config, name))
+        except NotFoundError:
+            if (old := self._fleet.old_of(config)) is None:
+                raise
+            old.run(lambda ops: ops.tag(config, name))
 
     async def atag(self, config: RunnableConfig, name: str) -> None:
-        await self.driver.arun(self.ops.tag(config, name))
+        try:
+            await self._fleet.aon(config, lambda ops: ops.tag(config, name))
+        except NotFoundError:
+            if (old := self._fleet.old_of(config)) is None:
+                raise
+            await old.arun(lambda ops: ops.tag(config, name))
 
     def untag(self, config: RunnableConfig, name: str) -> bool:
         """Remove a tag; returns whether it existed."""
-        return self.driver.run(self.ops.untag(config, name))
+        return self._fleet.on(config, lambda ops: ops.untag(config, name), _false)
 
     async def auntag(self, config: RunnableConfig, name: str) -> bool:
-        return await self.driver.arun(self.ops.untag(config, name))
+        return await self._fleet.aon(config, lambda ops: ops.untag(config, name), _false)
 
     def tags(self, config: RunnableConfig) -> dict[str, str]:
         """A thread's tags in the config's namespace: {name: checkpoint_id}."""
-        return self.driver.run(self.ops.tags(config))
+        return self._fleet.on(config, lambda ops: ops.tags(config), _false)
 
     async def atags(self, config: RunnableConfig) -> dict[str, str]:
-        return await self.driver.arun(self.ops.tags(config))
+        return await self._fleet.aon(config, lambda ops: ops.tags(config), _false)
 
     # --- versions -------------------------------------------------------------------------
 
@@ -284,6 +423,22 @@ class D1Saver(BaseCheckpointSaver[str]):
         else:
             current_v = int(current.split(".")[0])
         return f"{current_v + 1:010}.{random.randrange(1_000_000):06}"
+
+
+def _config(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _none(result: Any) -> bool:
+    return result is None
+
+
+def _false(result: Any) -> bool:
+    return not result
+
+
+def _no_history(histories: Mapping[str, DeltaChannelHistory]) -> bool:
+    return all(not h["writes"] and "seed" not in h for h in histories.values())
 
 
 __all__ = ["D1Saver"]
