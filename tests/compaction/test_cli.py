@@ -26,7 +26,7 @@ from d1saver.local import make_server
 from tests.compaction import LONG_AGO, checkpoint_id, ids_in, put_chain, query
 
 TOKEN = "sentinel-token-5b0e91d7"
-COMMANDS = ["compact", "tag", "untag", "threads", "history"]
+COMMANDS = ["compact", "rebalance", "tag", "untag", "threads", "history"]
 runner = CliRunner()
 
 
@@ -288,7 +288,7 @@ def test_compaction_app_runs_the_same_commands(saver: D1Saver, env: dict[str, st
 # --- the token never shows; errors are clean -------------------------------------------------
 
 ARGS = {"compact": ["--keep", "1", "--all"], "tag": ["a", checkpoint_id(0), "x"],
-        "untag": ["a", "x"], "threads": [], "history": ["a"]}
+        "untag": ["a", "x"], "threads": [], "history": ["a"], "rebalance": []}
 
 
 def unused_port() -> int:
