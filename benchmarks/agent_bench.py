@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from benchmarks.workload import VARIANTS, build_graph, first_input
+from benchmarks.workload import VARIANTS, build_graph, first_input, message_count
 from d1saver.local import make_server
 
 SAVERS = ("d1saver", "d1saver-async", "sqlite", "cloudflare", "cloudflare-async")
@@ -152,10 +152,6 @@ def _record_run(row: Row, elapsed: float, stats: dict[str, int] | None) -> None:
         row.bytes_sent, row.bytes_received = stats["bytes_received"], stats["bytes_sent"]
 
 
-def expected_messages(turns: int, fanout: int) -> int:
-    return 1 + turns + (turns - 1) * fanout
-
-
 def run_sync(name: str, variant: str, turns: int, fanout: int, durability: str,
              srv: LocalServer | None) -> Row:
     """Run the workload with `graph.invoke`, then time get_state and get_state_history."""
@@ -183,7 +179,7 @@ def _phases_sync(row: Row, graph, config, meter: _Meter) -> None:
         state = graph.get_state(config)
         row.get_state_s, stats = meter.stop()
         row.get_state_requests = stats and stats["requests"]
-        row.state_ok = len(state.values.get("messages", [])) == expected_messages(row.turns, row.fanout)
+        row.state_ok = len(state.values.get("messages", [])) == message_count(row.turns, row.fanout)
     except Exception as exc:  # noqa: BLE001
         row.errors["get_state"] = _err(exc)
     try:
@@ -224,7 +220,7 @@ async def _run_async(name, variant, turns, fanout, durability, srv) -> Row:
             state = await graph.aget_state(config)
             row.get_state_s, stats = meter.stop()
             row.get_state_requests = stats["requests"]
-            row.state_ok = len(state.values.get("messages", [])) == expected_messages(turns, fanout)
+            row.state_ok = len(state.values.get("messages", [])) == message_count(turns, fanout)
         except Exception as exc:  # noqa: BLE001
             row.errors["get_state"] = _err(exc)
         try:

@@ -24,6 +24,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from compaction import compact
 from d1saver import D1Saver, Statement, TraceEvent
+# The rows `put` and `put_writes` store, built by the saver's own statement builders.
+from d1saver import _statements as statements
 from d1saver.local import LocalD1, LocalD1Transport, make_server
 
 TARGET_REQUESTS = 200
@@ -68,10 +70,12 @@ def checkpoint_rows(saver: D1Saver, thread_id: str, n: int, started: datetime
                   channel_versions={"messages": version, "turn": version},
                   versions_seen={"agent": {"messages": version}})
         metadata = {"source": "loop", "step": step, "parents": {}, "run_id": f"run-{thread_id}"}
-        (stmt, *_), config = saver.put_statements(parent, cp, metadata)
+        (stmt, *_), config = statements.put_statements(saver.ops.values, parent, cp, metadata,
+                                                        guard_head=False)
         reply = {"role": "assistant", "content": f"Step {step}: I looked into {topic} and found "
                                                  f"record {step * 7919 % 100_000}; next I will check it."}
-        (write, *_) = saver.put_writes_statements(config, [("messages", reply)], f"task-{step}", "")
+        (write, *_) = statements.put_writes_statements(saver.ops.values, config,
+                                                      [("messages", reply)], f"task-{step}", "")
         head = list(write.params[:5])
         yield list(stmt.params), [head + row for row in json.loads(str(write.params[5]))]
         messages.append(reply)

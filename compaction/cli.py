@@ -20,10 +20,11 @@ from typing import Any, List, Optional
 import typer
 
 from d1saver import ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError
+from d1saver.cli_support import EXIT_USAGE, OneLineUsageErrors, printable
 from compaction.fleet import compact, history, list_threads
 from compaction.rebalance import rebalance
 
-EXIT_D1, EXIT_USAGE, EXIT_LEASE, EXIT_NOT_FOUND = 1, 2, 3, 4
+EXIT_D1, EXIT_LEASE, EXIT_NOT_FOUND = 1, 3, 4
 
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -33,8 +34,13 @@ def parse_duration(text: str) -> timedelta:
     """'90m', '12h', '30d', '2w' -> timedelta."""
     m = _DURATION.match(text.strip())
     if not m:
-        raise typer.BadParameter("use a number and a unit: 3600s, 90m, 12h, 30d, 2w")
-    return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+        raise typer.BadParameter("use a number and a unit: 3600s, 90m, 12h, 30d, 2w",
+                                 param_hint="'--max-age'")
+    try:
+        return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+    except OverflowError:
+        raise typer.BadParameter(f"{text} is longer than a timedelta holds",
+                                 param_hint="'--max-age'") from None
 
 
 def _saver(account_id: Optional[str], database_id: Optional[str], api_base_url: Optional[str],
@@ -79,15 +85,15 @@ def _fail(exc: Exception) -> None:
 
 
 def compact_cmd(
-    keep: int = typer.Option(..., "--keep", min=1, help="Checkpoints to keep per thread and namespace (>= 1)."),
+    keep: int = typer.Option(..., "--keep", min=1, help="Checkpoints to keep per thread, and per subgraph namespace still reached (>= 1)."),
     thread: Optional[List[str]] = typer.Option(None, "--thread", help="A thread to compact (repeatable)."),
     all_threads: bool = typer.Option(False, "--all", help="Compact every thread."),
     max_age: Optional[str] = typer.Option(None, "--max-age", help="Also delete threads idle longer than this (30d, 12h): all but their tags."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Change nothing; print what would go."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
-    lease_ttl: int = typer.Option(300, help="Seconds the run's lease lives unless renewed (by each batch)."),
+    lease_ttl: int = typer.Option(300, min=1, help="Seconds the run's lease lives unless renewed (by each batch)."),
     break_lease: bool = typer.Option(False, "--break-lease", help="Remove a stale lease first (only if no run is active)."),
-    batch_checkpoints: int = typer.Option(2000, help="Most checkpoints deleted per request."),
+    batch_checkpoints: int = typer.Option(2000, min=1, help="Most checkpoints deleted per request."),
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
@@ -126,7 +132,7 @@ def compact_cmd(
         for p in summary.plan:
             if p["checkpoints_deleted"] or p["writes_deleted"]:
                 where = f" ({p['database_id']})" if "database_id" in p else ""
-                typer.echo(f"  {p['thread_id']}{where}: {p['checkpoints_deleted']} of {p['checkpoints']}"
+                typer.echo(f"  {printable(p['thread_id'])}{where}: {p['checkpoints_deleted']} of {p['checkpoints']}"
                            f" checkpoints, {p['writes_deleted']} writes, {p['bytes_freed']} bytes"
                            f"{' (idle: expired)' if p['expired'] else ''}")
     for db, part in getattr(summary, "databases", {}).items():
@@ -152,7 +158,7 @@ def tag_cmd(
     """Tag a checkpoint so that compaction keeps it."""
     with _connected(account_id, database_id, api_base_url) as saver:
         saver.tag(_config(thread_id, ns, checkpoint_id), name)
-    typer.echo(f"tagged {thread_id}/{checkpoint_id} as {name!r}")
+    typer.echo(f"tagged {printable(thread_id)}/{printable(checkpoint_id)} as {name!r}")
 
 
 def untag_cmd(
@@ -169,12 +175,12 @@ def untag_cmd(
     if not existed:
         typer.echo(f"error: thread {thread_id!r} has no tag {name!r}", err=True)
         raise typer.Exit(EXIT_NOT_FOUND)
-    typer.echo(f"untagged {name!r} in {thread_id}")
+    typer.echo(f"untagged {name!r} in {printable(thread_id)}")
 
 
 def threads_cmd(
     sort: str = typer.Option("updated", "--sort", help="updated | checkpoints | bytes | id."),
-    limit: int = typer.Option(50, "--limit", help="Rows to show (0: all)."),
+    limit: int = typer.Option(50, "--limit", min=0, help="Rows to show (0: all)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
@@ -198,12 +204,12 @@ def threads_cmd(
     typer.echo(f"{'thread_id':<40}{db_head} {'checkpoints':>11} {'ns':>3} {'bytes':>10}  updated")
     for i in infos:
         db = f" {getattr(i, 'database_id', ''):<20}" if fleet else ""
-        typer.echo(f"{i.thread_id:<40}{db} {i.checkpoints:>11} {i.namespaces:>3} {i.bytes:>10}  {i.updated}")
+        typer.echo(f"{printable(i.thread_id):<40}{db} {i.checkpoints:>11} {i.namespaces:>3} {i.bytes:>10}  {printable(str(i.updated))}")
 
 
 def history_cmd(
     thread_id: str = typer.Argument(..., help="Thread id."),
-    limit: int = typer.Option(100, "--limit", help="Newest checkpoints to show."),
+    limit: int = typer.Option(100, "--limit", min=1, help="Newest checkpoints to show (>= 1)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
@@ -219,11 +225,14 @@ def history_cmd(
         typer.echo(f"thread {thread_id!r} has no checkpoints", err=True)
         raise typer.Exit(EXIT_NOT_FOUND)
     for r in rows:
-        ns = f" ns={r['checkpoint_ns']}" if r["checkpoint_ns"] else ""
-        tags = f" tags={r['tags']}" if r["tags"] else ""
+        shown = {k: printable(str(r[k])) for k in ("checkpoint_id", "parent_checkpoint_id",
+                                                   "checkpoint_ns", "tags", "source")}
+        ns = f" ns={shown['checkpoint_ns']}" if r["checkpoint_ns"] else ""
+        tags = f" tags={shown['tags']}" if r["tags"] else ""
         db = f" db={r['database_id']}" if "database_id" in r else ""
-        typer.echo(f"{r['checkpoint_id']}  step {r['step']!s:>3} {r['source'] or '':<6} "
-                   f"writes={r['writes']:<3} bytes={r['bytes']:<7} parent={r['parent_checkpoint_id']}{ns}{tags}{db}")
+        typer.echo(f"{shown['checkpoint_id']}  step {r['step']!s:>3} "
+                   f"{shown['source'] if r['source'] else '':<6} writes={r['writes']:<3} "
+                   f"bytes={r['bytes']:<7} parent={shown['parent_checkpoint_id']}{ns}{tags}{db}")
 
 
 def rebalance_cmd(
@@ -256,10 +265,10 @@ def rebalance_cmd(
             typer.echo("dry run: nothing was changed. Moves:")
         for m in summary.moves:
             outcome = f" ({m['outcome']})" if "outcome" in m else ""
-            typer.echo(f"  {m['thread_id']}: {m['source']} -> {m['target']}, "
+            typer.echo(f"  {printable(m['thread_id'])}: {m['source']} -> {m['target']}, "
                        f"{m['checkpoints']} checkpoints{outcome}")
         for thread_id, error in summary.errors.items():
-            typer.echo(f"  {thread_id}: FAILED {error}", err=True)
+            typer.echo(f"  {printable(thread_id)}: FAILED {printable(error)}", err=True)
         typer.echo(f"{summary.threads_scanned} threads in {len(summary.databases)} databases; "
                    f"{summary.threads_misplaced} misplaced; {summary.threads_moved} moved "
                    f"({summary.rows_copied} rows, {summary.bytes_copied} bytes), "
@@ -287,7 +296,7 @@ def register(app: typer.Typer) -> None:
     app.command("history")(history_cmd)
 
 
-app = typer.Typer(help="Compaction of d1saver checkpoints.", no_args_is_help=True,
-                  add_completion=False)
+app = typer.Typer(cls=OneLineUsageErrors, help="Compaction of d1saver checkpoints.",
+                  no_args_is_help=True, add_completion=False)
 register(app)
 

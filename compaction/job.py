@@ -1,8 +1,10 @@
 """The compaction job as a library function: keep the latest N checkpoints of every thread.
 
-Per (thread_id, checkpoint_ns) it keeps the N newest checkpoints, every tagged one, and the
-ancestors their DeltaChannels replay from; it deletes the rest with their writes and relinks
-parents. Threads idle longer than `max_age` lose everything but their tags. The work goes in
+Per thread it keeps the N newest checkpoints of the root namespace, every tagged one, the
+ancestors their DeltaChannels replay from, and the N newest of each subgraph namespace a kept
+checkpoint reaches (d1saver's PLAN_KEEP); it deletes the rest with their writes and relinks
+parents. Threads idle longer than `max_age` lose everything but their tags. Writes of a
+checkpoint whose put is still in flight stay (it runs beside live graphs). The work goes in
 batches of whole threads, one request each, atomic: killed midway, a rerun finishes the job.
 """
 
@@ -61,19 +63,21 @@ def list_threads(saver: D1Saver, *, page_size: int = 1000) -> list[ThreadInfo]:
     after = ""
     while True:
         (page,) = saver.execute([admin.threads_page(after, page_size)])
-        out += [_info(row) for row in page.rows]
+        out += [_info(row) for row in page.dicts()]
         if len(page.rows) < page_size:
             return out
-        after = page.rows[-1][0]
+        after = out[-1].thread_id
 
 
 def thread_infos(saver: D1Saver, thread_ids: Sequence[str]) -> list[ThreadInfo]:
     (res,) = saver.execute([admin.thread_infos(thread_ids)])
-    return [_info(row) for row in res.rows]
+    return [_info(row) for row in res.dicts()]
 
 
-def _info(row: list[Any]) -> ThreadInfo:
-    return ThreadInfo(str(row[0]), int(row[1]), int(row[2]), row[3], int(row[4] or 0))
+def _info(row: dict[str, Any]) -> ThreadInfo:
+    """A thread's figures, read by column name (d1saver.admin.threads_page names them)."""
+    return ThreadInfo(str(row["thread_id"]), int(row["checkpoints"]), int(row["namespaces"]),
+                      row["updated"], int(row["bytes"] or 0))
 
 
 def compact(
@@ -96,12 +100,14 @@ def compact(
     """
     if keep < 1:
         raise ConfigError("--keep must be at least 1: every thread keeps its head, so it stays resumable")
+    if lease_ttl < 1:
+        raise ConfigError("--lease-ttl must be at least 1 second: a lease already expired guards nothing")
+    cutoff = _cutoff(max_age)  # before any request: a max_age out of range is a ConfigError
     started, requests0 = time.monotonic(), saver.client.requests
     summary = Summary(dry_run=dry_run, keep=keep)
     saver.setup()
     infos = list_threads(saver) if threads is None else thread_infos(saver, threads)
     summary.threads_scanned = len(infos)
-    cutoff = _cutoff(max_age)
     expired = [i for i in infos if cutoff is not None and (i.updated or "") < cutoff]
     expired_ids = {i.thread_id for i in expired}
     # A thread with no more checkpoints than N has nothing to lose: skip it without a request.
@@ -133,7 +139,10 @@ def _cutoff(max_age: timedelta | None) -> str | None:
     if max_age is None:
         return None
     # Checkpoint ts are UTC ISO 8601 strings, so they compare as text.
-    return (datetime.now(timezone.utc) - max_age).isoformat()
+    try:
+        return (datetime.now(timezone.utc) - max_age).isoformat()
+    except OverflowError:
+        raise ConfigError(f"--max-age {max_age.days} days reaches back before year 1") from None
 
 
 def _batches(infos: list[ThreadInfo], keep: int, max_checkpoints: int, max_threads: int):
@@ -152,6 +161,8 @@ def _batches(infos: list[ThreadInfo], keep: int, max_checkpoints: int, max_threa
 
 def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summary,
                held: leases.Lease | None, *, expired: bool) -> None:
+    # Built once: a retry re-sends these very statements, so the summary the first try
+    # recorded (under the id drawn here) is the one read back, even if its response was lost.
     stmts = admin.retention([i.thread_id for i in batch], keep, summarize=True,
                             delete=not summary.dry_run)
     prefix = held.guard_statements() if held is not None else []
@@ -164,7 +175,10 @@ def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summ
         raise
     plan = admin.retention_summary([*prefix, *stmts], results)
     summary.batches += 1
-    for thread_id, total, gone, writes, size in plan.rows:
+    for row in plan.dicts():
+        thread_id, total, gone, writes, size = (
+            row["thread_id"], row["checkpoints_total"], row["checkpoints"], row["writes"],
+            row["bytes"])
         summary.checkpoints_deleted += int(gone)
         summary.writes_deleted += int(writes)
         summary.checkpoints_kept += int(total) - int(gone)

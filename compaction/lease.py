@@ -43,7 +43,8 @@ def acquire(saver: D1Saver, *, ttl: int, name: str = LEASE_NAME, job: str | None
     if taken.rows:
         return Lease(name, holder, int(ttl))
     (held,) = saver.execute([admin.lease_holder(name)])
-    who, left = (held.rows[0] if held.rows else ("?", "?"))
+    row = held.dicts()[0] if held.rows else {"holder": "?", "seconds_left": "?"}
+    who, left = row["holder"], row["seconds_left"]
     kind = "rebalance" if str(who).startswith("rebalance:") else "compaction"
     raise LeaseHeldError(
         f"another {kind} run holds the lease ({who}, {left} s left); it expires on its "

@@ -23,6 +23,7 @@ from d1saver._errors import (
     ServerError,
     StoredValueError,
     TimeoutError,
+    TransientQueryError,
     TransportError,
     UnknownKeyError,
     VerificationError,
@@ -32,6 +33,7 @@ from d1saver._settings import D1Settings, load_settings
 from d1saver.saver import D1Saver
 
 __all__ = [
+    "admin",
     "AuthenticationError",
     "CheckpointConflictError",
     "ConfigError",
@@ -58,6 +60,7 @@ __all__ = [
     "StoredValueError",
     "TimeoutError",
     "TraceEvent",
+    "TransientQueryError",
     "TransportError",
     "UnknownKeyError",
     "VerificationError",

@@ -16,6 +16,7 @@ import json
 import re
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
@@ -24,7 +25,7 @@ import httpx
 from d1saver._envelope import map_transport_error, parse_response, rate_limit_reset, retry_after
 from d1saver._errors import ConfigError, D1Error, RateLimitError, SerializationError
 from d1saver._protocol import Action, Result, Send, Sleep, Statement, TraceEvent, Tracer
-from d1saver._ids import validate_account_id, validate_database_id
+from d1saver._ids import check_api_base_url, validate_account_id, validate_database_id
 from d1saver._retry import RetryPolicy
 
 T = TypeVar("T")
@@ -58,6 +59,7 @@ class D1Client:
         # The ids go into the URL path, where '/' or '..' would reach another database.
         self.database_id = validate_database_id(database_id)
         validate_account_id(account_id)
+        check_api_base_url(api_base_url)
         self.url = (
             f"{api_base_url.rstrip('/')}/accounts/{account_id}/d1/database/{database_id}/raw"
         )
@@ -80,7 +82,10 @@ class D1Client:
             async_transport = transport
         self._async_transport = async_transport
         self._sync: httpx.Client | None = None
-        self._async: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        # One AsyncClient per event loop, weakly keyed and pruned of closed loops, so that
+        # asyncio.run per request keeps at most the last loop's client.
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary())
         self._lock = threading.Lock()
         self._blocked_until = 0.0  # monotonic time until which the API budget is spent
 
@@ -176,32 +181,33 @@ class D1Client:
     def run(self, gen: Generator[Action, Any, T], perform: Perform | None = None) -> T:
         """Perform a protocol generator's actions synchronously: Send and Sleep here, any
         other action by `perform`. A D1Error from an action is thrown into the generator."""
-        reply: Any = None
-        failure: D1Error | None = None
+        outcome: Outcome = (None, None)
         while True:
+            done, step = _advance(gen, outcome)
+            if done:
+                return step
             try:
-                action = gen.throw(failure) if failure is not None else gen.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            reply, failure = None, None
-            try:
-                if isinstance(action, Sleep):
-                    time.sleep(action.seconds)
-                elif isinstance(action, Send):
-                    reply = self._send(action.request)
-                elif perform is not None:
-                    reply = perform(action)
-                else:
-                    raise TypeError(f"D1Client cannot perform {type(action).__name__}")
+                outcome = self._perform(step, perform)
             except D1Error as exc:
-                failure = exc
+                outcome = (None, exc)
 
-    def _send(self, request: httpx.Request) -> httpx.Response:
+    def _perform(self, action: Action, perform: Perform | None) -> Outcome:
+        if isinstance(action, Sleep):
+            time.sleep(action.seconds)
+            return None, None
+        if isinstance(action, Send):
+            return _outcome(self._send(action.request))
+        if perform is None:
+            raise TypeError(f"D1Client cannot perform {type(action).__name__}")
+        return perform(action), None
+
+    def _send(self, request: httpx.Request) -> httpx.Response | D1Error:
+        """The response, or the mapped failure: returned, not raised, so that `run` throws it
+        into the operation outside any handler (no implicit context quoting the token)."""
         try:
             return self._sync_client().send(request)
         except httpx.HTTPError as exc:
-            failure = map_transport_error(exc, self._token)
-        raise failure  # outside the handler: no implicit context that could quote the token
+            return map_transport_error(exc, self._token)
 
     def _sync_client(self) -> httpx.Client:
         with self._lock:
@@ -216,32 +222,31 @@ class D1Client:
 
     async def arun(self, gen: Generator[Action, Any, T], perform: APerform | None = None) -> T:
         """`run`, asynchronously; `perform` is awaited."""
-        reply: Any = None
-        failure: D1Error | None = None
+        outcome: Outcome = (None, None)
         while True:
+            done, step = _advance(gen, outcome)
+            if done:
+                return step
             try:
-                action = gen.throw(failure) if failure is not None else gen.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            reply, failure = None, None
-            try:
-                if isinstance(action, Sleep):
-                    await asyncio.sleep(action.seconds)
-                elif isinstance(action, Send):
-                    reply = await self._asend(action.request)
-                elif perform is not None:
-                    reply = await perform(action)
-                else:
-                    raise TypeError(f"D1Client cannot perform {type(action).__name__}")
+                outcome = await self._aperform(step, perform)
             except D1Error as exc:
-                failure = exc
+                outcome = (None, exc)
 
-    async def _asend(self, request: httpx.Request) -> httpx.Response:
+    async def _aperform(self, action: Action, perform: APerform | None) -> Outcome:
+        if isinstance(action, Sleep):
+            await asyncio.sleep(action.seconds)
+            return None, None
+        if isinstance(action, Send):
+            return _outcome(await self._asend(action.request))
+        if perform is None:
+            raise TypeError(f"D1Client cannot perform {type(action).__name__}")
+        return await perform(action), None
+
+    async def _asend(self, request: httpx.Request) -> httpx.Response | D1Error:
         try:
             return await self._async_client().send(request)
         except httpx.HTTPError as exc:
-            failure = map_transport_error(exc, self._token)
-        raise failure
+            return map_transport_error(exc, self._token)
 
     def _async_client(self) -> httpx.AsyncClient:
         # An AsyncClient's connections belong to one event loop; keep one client per live loop.
@@ -270,6 +275,24 @@ class D1Client:
             client = self._async.pop(loop, None)
         if client is not None:
             await client.aclose()
+
+
+# An action's outcome: (reply, None) or (None, the D1Error to throw into the operation).
+Outcome = tuple[Any, D1Error | None]
+
+
+def _advance(gen: Generator[Action, Any, Any], outcome: Outcome) -> tuple[bool, Any]:
+    """Send the last outcome into the operation: (False, its next action), or (True, its
+    return value). A failure is thrown in here, outside any handler: no implicit context."""
+    reply, failure = outcome
+    try:
+        return False, gen.throw(failure) if failure is not None else gen.send(reply)
+    except StopIteration as stop:
+        return True, stop.value
+
+
+def _outcome(response: httpx.Response | D1Error) -> Outcome:
+    return (None, response) if isinstance(response, D1Error) else (response, None)
 
 
 @functools.lru_cache(maxsize=512)

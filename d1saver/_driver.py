@@ -62,9 +62,11 @@ class Driver:
                 return await self.client.aexecute(action.statements)
             return await self.group.asubmit(action.statements)
         if isinstance(action, Once):
-            loop = asyncio.get_running_loop()
-            with self._once_lock:
-                lock = self._aonce.setdefault(loop, asyncio.Lock())
+            if action.key in self._done:
+                return None  # no lock: a contended asyncio.Lock holds its loop for good
+            # Keyed by the running loop, so no thread lock is needed (a sync setup holding
+            # _once_lock over its round trip must not stall this loop).
+            lock = self._aonce.setdefault(asyncio.get_running_loop(), asyncio.Lock())
             async with lock:
                 if action.key not in self._done:
                     await self.arun(action.op())

@@ -24,9 +24,29 @@ from d1saver._errors import (
     ResponseError,
     ServerError,
     TimeoutError,
+    TransientQueryError,
     TransportError,
 )
 from d1saver._protocol import Result
+
+# D1 errors that Cloudflare documents as transient, to be retried ("Retry the operation"; for
+# an overloaded database, after backing off), matched case-insensitively anywhere in the
+# message. Source: the "List of D1_ERRORs" at
+# https://developers.cloudflare.com/d1/observability/debug-d1/#error-list and
+# https://developers.cloudflare.com/d1/best-practices/retry-queries/ (whose shouldRetry
+# matches the first three). They arrive as 4xx with code 7500 like an SQL error, but no SQL
+# error of SQLite contains these words. Not listed, so not retried: the errors that mean
+# the query itself is too big ("exceeded timeout", "memory limit", "CPU time limit").
+TRANSIENT_D1_ERRORS = (
+    "network connection lost",
+    "storage caused object to be reset",  # "Internal error while starting up D1 DB storage
+    # caused object to be reset." and "Internal error in D1 DB storage caused object to be reset."
+    "reset because its code was updated",
+    "transient issue on remote node",
+    "client disconnected",  # "Can't read from request stream because client disconnected."
+    "d1 db is overloaded",
+    "internal error",  # Cloudflare's own failures; SQLite never says it
+)
 
 # Tokens shorter than this are test values ("t"); replacing them would garble every message.
 # Cloudflare's API tokens are 40 characters.
@@ -55,8 +75,8 @@ def map_transport_error(exc: httpx.HTTPError, token: str = "") -> D1Error:
     return err
 
 
-def parse_response(response: httpx.Response, expected: int, token: str = "",
-                   now: float = 0.0) -> list[Result]:
+def parse_response(response: httpx.Response, expected: int, token: str,
+                   now: float) -> list[Result]:
     """Read D1's envelope into one Result per statement, or raise the matching D1Error.
 
     A message that echoes the token (a proxy repeating the Authorization header) is redacted.
@@ -90,7 +110,7 @@ def parse_response(response: httpx.Response, expected: int, token: str = "",
     if status >= 500:
         raise ServerError(message, status=status, code=code)
     if status >= 400:
-        raise QueryError(message, status=status, code=code)
+        raise query_error(message, status=status, code=code)
     if envelope.get("success") is not True:
         raise ResponseError(f"D1 answered HTTP {status} but success is not true: {message}",
                             status=status, code=code)
@@ -106,7 +126,7 @@ def _result(item: Any, status: int) -> Result:
     if not isinstance(item, dict):
         raise ResponseError("D1 result entry is not an object", status=status)
     if item.get("success") is False:
-        raise QueryError(str(item.get("error") or "statement failed"), status=status)
+        raise query_error(str(item.get("error") or "statement failed"), status=status)
     body = item.get("results")
     meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
     if isinstance(body, dict):  # /raw: the only shape d1saver asks for
@@ -117,6 +137,14 @@ def _result(item: Any, status: int) -> Result:
     if body is None:
         return Result([], [], meta)
     raise ResponseError("D1 result is not /raw shaped ({columns, rows})", status=status)
+
+
+def query_error(message: str, *, status: int | None, code: int | None = None) -> QueryError:
+    """A QueryError, or a TransientQueryError when D1's message is one it documents as transient."""
+    lowered = message.lower()
+    kind = (TransientQueryError if any(m in lowered for m in TRANSIENT_D1_ERRORS)
+            else QueryError)
+    return kind(message, status=status, code=code)
 
 
 def retry_after(response: httpx.Response, now: float) -> float | None:
@@ -154,4 +182,5 @@ def _sniff(response: httpx.Response) -> str:
     return f"{kind}, {len(response.content)} bytes"
 
 
-__all__ = ["map_transport_error", "parse_response", "rate_limit_reset", "retry_after"]
+__all__ = ["TRANSIENT_D1_ERRORS", "map_transport_error", "parse_response", "query_error",
+           "rate_limit_reset", "retry_after"]

@@ -7,6 +7,7 @@
     │   ├── AuthenticationError     401/403, Cloudflare code 10000
     │   ├── RateLimitError          429; carries retry_after
     │   ├── QueryError              the SQL failed (4xx with code 7500 and friends)
+    │   │   └── TransientQueryError D1 failed for a reason it documents as transient: retried
     │   ├── ServerError             5xx
     │   └── ResponseError           not D1's envelope (HTML, truncated JSON, success: false on 200)
     ├── TransportError              no answer at all
@@ -81,6 +82,12 @@ class RateLimitError(D1APIError):
 
 class QueryError(D1APIError):
     """D1 refused or failed the SQL; the whole request was rolled back."""
+
+
+class TransientQueryError(QueryError):
+    """D1 failed the request for a reason Cloudflare documents as transient ("Network
+    connection lost", "... storage caused object to be reset", "D1 DB is overloaded"): not
+    the SQL's fault, so the retry policy retries it as it does a 5xx."""
 
 
 class ServerError(D1APIError):

@@ -128,24 +128,48 @@ class Fleet:
     # --- per thread: its home, and its previous home on a miss ---------------------------
 
     def on(self, config: Any, make: Callable[[Operations], Op[T]],
-           missed: Callable[[T], bool] | None = None) -> T:
-        """make(ops) at the config's thread's home; if `missed(result)`, at its previous home."""
-        out = self.of(config).run(make)
+           missed: Callable[[T], bool] | None = None,
+           missing: type[D1Error] | None = None) -> T:
+        """make(ops) at the config's thread's home; if it misses (`missed(result)`, or raises
+        `missing`), again at the thread's previous home, if it has one."""
+        try:
+            out = self.of(config).run(make)
+        except D1Error as exc:
+            if missing is None or not isinstance(exc, missing) or self.old_of(config) is None:
+                raise
+            return self.old_of(config).run(make)  # type: ignore[union-attr]
         if missed is not None and missed(out) and (old := self.old_of(config)) is not None:
             return old.run(make)
         return out
 
     async def aon(self, config: Any, make: Callable[[Operations], Op[T]],
-                  missed: Callable[[T], bool] | None = None) -> T:
-        out = await self.of(config).arun(make)
+                  missed: Callable[[T], bool] | None = None,
+                  missing: type[D1Error] | None = None) -> T:
+        try:
+            out = await self.of(config).arun(make)
+        except D1Error as exc:
+            if missing is None or not isinstance(exc, missing) or self.old_of(config) is None:
+                raise
+            return await self.old_of(config).arun(make)  # type: ignore[union-attr]
         if missed is not None and missed(out) and (old := self.old_of(config)) is not None:
             return await old.arun(make)
         return out
 
+    def set_ops(self, name: str, value: Any) -> None:
+        """Set an option of every database's operations (guard_head, auto_setup, is_setup)."""
+        for node in self.nodes.values():
+            setattr(node.ops, name, value)
+
     def with_values(self, values: Values) -> Fleet:
-        """The same databases (clients, drivers, cache shared) over another values codec."""
-        nodes = {db: Node(n.database_id, n.client, n.driver, n.ops.with_values(values))
-                 for db, n in self.nodes.items()}
+        """The same databases (clients, drivers) over another values codec, with a DeltaChannel
+        cache of their own: values decoded under one serde's allowlist are never served to a
+        saver with another (Operations.with_values)."""
+        cache = DeltaCache()
+        nodes = {}
+        for db, n in self.nodes.items():
+            ops = n.ops.with_values(values)
+            ops.delta_cache = cache
+            nodes[db] = Node(n.database_id, n.client, n.driver, ops)
         return Fleet(nodes, self.router, self.previous, self.limit)
 
     def view(self, database_id: str) -> Fleet:
@@ -234,6 +258,12 @@ class Fleet:
         """Copy within the home if both threads live in one database (one request), else
         read the source's rows from where it lives and write them to the target's home."""
         dst = self.home(target)
+        try:
+            self._copy(source, target, dst)
+        finally:  # the target changed (perhaps, if this failed): forget its cached histories
+            dst.ops.delta_cache.invalidate([target])
+
+    def _copy(self, source: str, target: str, dst: Node) -> None:
         sources = self.homes(source)
         if sources[0] is dst:
             results = dst.run(lambda ops: ops.exchange(st.copy_thread_statements(source, target)))
@@ -249,6 +279,12 @@ class Fleet:
 
     async def acopy_thread(self, source: str, target: str) -> None:
         dst = self.home(target)
+        try:
+            await self._acopy(source, target, dst)
+        finally:
+            dst.ops.delta_cache.invalidate([target])
+
+    async def _acopy(self, source: str, target: str, dst: Node) -> None:
         sources = self.homes(source)
         if sources[0] is dst:
             results = await dst.arun(

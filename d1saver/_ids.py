@@ -1,4 +1,5 @@
-"""Account and database ids, checked once wherever they enter: the client, the settings, the local D1.
+"""Account and database ids and the API base URL, checked once wherever they enter: the client, the
+settings, the local D1.
 
 An id becomes a URL path segment (and, in the local D1, a file name). A '/' or '..' in it would
 change which database a URL reaches (URL clients normalise `db1/../db2` to `db2`), or which file
@@ -11,9 +12,14 @@ from __future__ import annotations
 
 import re
 
+import httpx
+
 from d1saver._errors import ConfigError
 
-__all__ = ["MAX_ID_LENGTH", "validate_account_id", "validate_database_id", "validate_database_ids"]
+__all__ = ["DEFAULT_API_BASE_URL", "MAX_ID_LENGTH", "check_api_base_url", "validate_account_id",
+           "validate_database_id", "validate_database_ids"]
+
+DEFAULT_API_BASE_URL = "https://api.cloudflare.com/client/v4"
 
 MAX_ID_LENGTH = 64
 # Cloudflare's ids are 32 hex digits (accounts) or a UUID (databases); names used in tests
@@ -57,3 +63,17 @@ def validate_database_ids(value: object) -> list[str]:
         raise ConfigError(f"database ids must be distinct and at least one: {repeated or ids} "
                           "(check D1_DATABASE_ID)")
     return ids
+
+
+def check_api_base_url(url: str) -> str:
+    """`url` if it is an absolute http(s) URL with a host, else a ConfigError naming
+    D1_API_BASE_URL. Checked when settings or a client are made: httpx refuses an empty or
+    relative URL only when sending, and that looked like a connection error (retried, exit 1)."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ConfigError(f"D1_API_BASE_URL must be an absolute http(s) URL such as "
+                          f"{DEFAULT_API_BASE_URL}, not {url!r}")
+    return url

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -28,6 +28,7 @@ from d1saver._protocol import Commit, Once, Op, Result, Statement
 from d1saver._values import Values
 
 Exchange = Callable[[Sequence[Statement]], Op[list[Result]]]
+T = TypeVar("T")
 
 
 class ListPlan:
@@ -42,9 +43,11 @@ class ListPlan:
         self.checkpoint_id = conf.get("checkpoint_id")
         self.before = get_checkpoint_id(before) if before else None
         self.filter_json = st.validate_filter(filter)
+        self.filter = dict(filter or {})
         self.remaining = limit
         self.page_size = page_size
         self.size = page_size
+        self.asked = page_size
         self.cursor: st.Cursor | None = None
         self.done = limit is not None and limit <= 0
 
@@ -55,23 +58,28 @@ class ListPlan:
         if self.remaining is not None:
             size = min(size, self.remaining)
         self.size = size
-        # One row more than the page: if it comes, there is a next page; if not, no request
-        # is wasted on an empty one.
+        # One row more than the page tells whether another page follows, so that no request
+        # is wasted on an empty one; a page that can complete the limit needs no such row.
+        self.asked = size if self.remaining is not None and self.remaining <= size else size + 1
         return st.page_statement(
             thread_id=self.thread_id, ns=self.ns, checkpoint_id=self.checkpoint_id,
-            before=self.before, filter_json=self.filter_json, cursor=self.cursor, size=size + 1)
+            before=self.before, filter_json=self.filter_json, cursor=self.cursor,
+            size=self.asked)
 
     def consume(self, tuples: list[CheckpointTuple]) -> list[CheckpointTuple]:
-        more = len(tuples) > self.size
-        tuples = tuples[: self.size]
-        if self.remaining is not None:
-            self.remaining -= len(tuples)
-        if not more or self.remaining == 0:
-            self.done = True
-        else:
-            last = tuples[-1].config["configurable"]
+        more = len(tuples) >= self.asked  # a full answer: rows may follow
+        page = tuples[: self.size]
+        if page:
+            last = page[-1].config["configurable"]
             self.cursor = (last["checkpoint_id"], last["thread_id"], last["checkpoint_ns"])
-        return tuples
+        # SQL has matched the filter already, except on keys of chunked metadata.
+        kept = [t for t in page if st.metadata_matches(t.metadata, self.filter)]
+        if self.remaining is not None:
+            kept = kept[: self.remaining]
+            self.remaining -= len(kept)
+        if not more or not page or self.remaining == 0:
+            self.done = True
+        return kept
 
 
 class Operations:
@@ -90,9 +98,11 @@ class Operations:
         self.is_setup = False
 
     def with_values(self, values: Values) -> Operations:
-        """The same operations (cache and setup state shared) over another values codec."""
+        """The same operations over another values codec, with a cache of their own: values
+        decoded under one serde's allowlist are never served to a saver with another."""
         clone = copy.copy(self)
         clone.values = values
+        clone.delta_cache = DeltaCache()
         return clone
 
     # --- sending ------------------------------------------------------------------------
@@ -147,12 +157,13 @@ class Operations:
 
     def page(self, stmt: Statement) -> Op[list[CheckpointTuple]]:
         """One page of checkpoints; their DeltaChannel histories ride along into the cache."""
+        since = self.delta_cache.mark()
         result, deltas = yield from self.exchange([stmt, st.delta_statement(stmt)])
         load = self.values.load
         tuples = _rows.read_rows(_rows.tuples_from_page, result, load)
         histories = _rows.read_rows(_rows.histories_from_walk, deltas, tuples, load)
         for key, entry in histories.items():
-            self.delta_cache.put(key, entry)
+            self.delta_cache.put(key, entry, since)
         return tuples
 
     def delta_history(self, config: RunnableConfig, channels: Sequence[str]
@@ -176,7 +187,7 @@ class Operations:
         stmts, next_config = st.put_statements(self.values, config, checkpoint, metadata,
                                                guard_head=self.guard_head)
         try:
-            yield from self.commit(stmts)
+            yield from self._changing([st.thread_id_of(config)], self.commit(stmts))
         except QueryError as exc:
             if self.guard_head and "head_moved" in str(exc):
                 raise CheckpointConflictError(
@@ -191,29 +202,47 @@ class Operations:
                    task_id: str, task_path: str) -> Op[None]:
         stmts = st.put_writes_statements(self.values, config, writes, task_id, task_path)
         if stmts:
-            yield from self.commit(stmts)
+            yield from self._changing([st.thread_id_of(config)], self.commit(stmts))
 
     # --- deletes and copies -------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> Op[None]:
-        yield from self.exchange(st.delete_threads_statements([thread_id]))
+        yield from self._changing(
+            [str(thread_id)], self.exchange(st.delete_threads_statements([thread_id])))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> Op[None]:
-        if run_ids:
-            yield from self.exchange(st.delete_for_runs_statements(run_ids))
+        if run_ids:  # the runs' threads are known only to the database: forget every thread
+            yield from self._changing(None, self.exchange(st.delete_for_runs_statements(run_ids)))
 
     def copy_thread(self, source: str, target: str) -> Op[None]:
-        yield from self.exchange(st.copy_thread_statements(source, target))
+        yield from self._changing(
+            [str(target)], self.exchange(st.copy_thread_statements(source, target)))
 
     def prune(self, thread_ids: Sequence[str], strategy: str) -> Op[None]:
         if not thread_ids:
             return
         if strategy == "delete":
-            yield from self.exchange(st.delete_threads_statements(thread_ids))
+            stmts = st.delete_threads_statements(thread_ids)
         elif strategy == "keep_latest":
-            yield from self.exchange(st.retention_statements(thread_ids, 1))
+            stmts = st.retention_statements(thread_ids, 1)
         else:
             raise ConfigError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        yield from self._changing([str(t) for t in thread_ids], self.exchange(stmts))
+
+    def execute(self, statements: Sequence[Statement]) -> Op[list[Result]]:
+        """Maintenance statements (d1saver.admin), which may change any thread."""
+        return (yield from self._changing(None, self.exchange(statements)))
+
+    def _changing(self, thread_ids: Sequence[str] | None, op: Op[T]) -> Op[T]:
+        """Run a write or delete of `thread_ids` (None: any thread), then drop their cached
+        DeltaChannel histories, also when it fails (it may have been applied)."""
+        try:
+            return (yield from op)
+        finally:
+            if thread_ids is None:
+                self.delta_cache.invalidate_all()
+            else:
+                self.delta_cache.invalidate(thread_ids)
 
     # --- tags ---------------------------------------------------------------------------
 
@@ -226,9 +255,11 @@ class Operations:
                 f"no checkpoint {cid!r} in thread {thread_id!r} (namespace {ns!r}) to tag")
 
     def untag(self, config: RunnableConfig, name: str) -> Op[bool]:
-        (result,) = yield from self.exchange(
-            [Statement(_sql.UNTAG, (st.thread_id_of(config), st.ns_of(config), str(name)))])
-        return result.changes > 0
+        """True if the tag existed: recorded by the batch's first try, so a retry after a
+        lost response (which finds it gone) still answers True."""
+        *_, result = yield from self.exchange(
+            st.untag_statements(config, name, st.new_op_id()))
+        return _rows.read_rows(_rows.op_count, result) > 0
 
     def tags(self, config: RunnableConfig) -> Op[dict[str, str]]:
         (result,) = yield from self.exchange(
@@ -236,5 +267,5 @@ class Operations:
         return _rows.read_rows(_rows.tags_from, result)
 
 
-def _one(action: Any) -> Op[Any]:
+def _one(action: Commit) -> Op[list[Result]]:
     return (yield action)

@@ -1,16 +1,21 @@
 """The vocabulary every layer shares, as pure data: statements, results, actions, trace events.
 
-No I/O and no imports of the rest of d1saver. Operations are generators that yield actions
-(`Send`, `Sleep`, `Commit`, `Once`) and receive replies; the client performs `Send` and
-`Sleep`, the driver layer performs `Commit` (group commit) and `Once` (setup), as h11 leaves
-the sockets to its caller.
+No I/O; of the rest of d1saver it names only the error type, in annotations. Operations are
+generators that yield actions (`Send`, `Sleep`, `Commit`, `Once`) and receive replies; the
+client performs `Send` and `Sleep`, the driver layer performs `Commit` (group commit) and
+`Once` (setup), as h11 leaves the sockets to its caller.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, Union
+
+if TYPE_CHECKING:  # types only: this module imports nothing at run time
+    import httpx
+
+    from d1saver._errors import D1Error
 
 Param = Union[str, int, float, None]
 T = TypeVar("T")
@@ -47,7 +52,7 @@ class TraceEvent:
     statements: tuple[Statement, ...]
     attempt: int
     status: int | None
-    error: Exception | None
+    error: D1Error | None
     seconds: float
     bytes_sent: int
     bytes_received: int
@@ -61,7 +66,7 @@ Tracer = Callable[[TraceEvent], None]
 class Send:
     """Send one HTTP request (an httpx.Request); the reply is its httpx.Response."""
 
-    request: Any
+    request: httpx.Request
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ class Once:
     """Run an operation at most once per driver (schema setup), however many callers ask."""
 
     key: str
-    op: Callable[[], Generator[Any, Any, Any]]
+    op: Callable[[], Generator[Any, Any, None]]
 
 
 Action = Union[Send, Sleep, Commit, Once]

@@ -1,8 +1,17 @@
 """When to retry a D1 request, and how long to wait first. Pure: no I/O, no clock reads.
 
-Retried: 429 (honouring Retry-After), 5xx, connection failures and timeouts. Never retried:
-an SQL error or any other 4xx, which would fail again. Retrying a request whose response was
-lost is safe because every write d1saver sends is idempotent (upserts keyed by primary key).
+Retried: 429 (honouring Retry-After), 5xx, connection failures, timeouts, and the D1 errors
+Cloudflare documents as transient (TransientQueryError: the database restarted, overloaded,
+network lost; see d1saver/_envelope.py). Never retried: an SQL error or any other 4xx, which
+would fail again.
+
+Retrying is safe because every statement d1saver sends is idempotent: rows are written with
+INSERT OR REPLACE / OR IGNORE or ON CONFLICT upserts keyed by primary key, deletes and
+compaction's batches reach the same state when run twice, the head guard lets the same put
+through twice, and each batch is one transaction. So a request that D1 committed before
+failing (a lost response, a 5xx, a transient error) stores nothing twice when sent again.
+Statements of your own passed to `D1Saver.execute` get the same retries: make them
+idempotent too, or pass `RetryPolicy.none()`.
 """
 
 from __future__ import annotations
@@ -10,7 +19,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from d1saver._errors import D1Error, RateLimitError, ServerError, TransportError
+from d1saver._errors import (
+    D1Error,
+    RateLimitError,
+    ServerError,
+    TransientQueryError,
+    TransportError,
+)
 
 
 @dataclass(frozen=True)
@@ -52,4 +67,5 @@ class RetryPolicy:
 
     @staticmethod
     def retryable(error: D1Error) -> bool:
-        return isinstance(error, (RateLimitError, ServerError, TransportError))
+        return isinstance(error, (RateLimitError, ServerError, TransportError,
+                                  TransientQueryError))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar, cast
 
 from langgraph.checkpoint.base import (
@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import (
 from d1saver import _sql
 from d1saver._errors import D1Error, ResponseError
 from d1saver._protocol import Result
-from d1saver._values import Pieces
+from d1saver._values import Pieces, load_metadata
 
 # load(type, text, pieces, owner) -> value; owner is '' for a checkpoint, '<task>/<idx>' a write.
 Load = Callable[[str | None, str | None, Pieces | None, str], Any]
@@ -71,7 +71,7 @@ def tuples_from_page(result: Result, load: Load) -> list[CheckpointTuple]:
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                      "checkpoint_id": cid}},
             checkpoint=load(type_, blob, pieces.get(key), ""),
-            metadata=cast(CheckpointMetadata, json.loads(md) if md else {}),
+            metadata=cast(CheckpointMetadata, load_metadata(md, pieces.get(key))),
             parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                              "checkpoint_id": parent}} if parent else None),
             pending_writes=pending_writes(writes.get(key, []), pieces.get(key), load),
@@ -94,7 +94,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load:
     A tuple whose walk leaves the fetched rows (a missing ancestor) is left out; its
     get_delta_channel_history then asks D1 as usual.
     """
-    check_columns(result, _sql.PAGE_DELTA_COLUMNS)
+    check_columns(result, _sql.PAGE_COLUMNS)
     parents: dict[Key, str | None] = {}
     channels: dict[Key, set[str]] = {}
     blobs: dict[Key, tuple[str, str]] = {}
@@ -129,7 +129,9 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load:
     for tup in tuples:
         conf = tup.config["configurable"]
         counters = (tup.metadata or {}).get("counters_since_delta_snapshot") or {}
-        sought = [ch for ch in counters if ch not in tup.checkpoint["channel_values"]]
+        # As LangGraph: a channel never written (not in channel_versions) is not replayed.
+        sought = [ch for ch in counters if ch not in tup.checkpoint["channel_values"]
+                  and ch in tup.checkpoint.get("channel_versions", {})]
         if not sought:
             continue
         thread_id, ns = conf["thread_id"], conf["checkpoint_ns"]
@@ -215,5 +217,13 @@ def tags_from(result: Result) -> dict[str, str]:
     return {row[0]: row[1] for row in result.rows}
 
 
-__all__ = ["Load", "check_columns", "delta_history", "histories_from_walk", "pending_writes",
-           "read_rows", "tags_from", "tuples_from_page"]
+def op_count(result: Result) -> int:
+    """The count an idempotency record holds (OP_RESULT of RECORD_UNTAG's record)."""
+    check_columns(result, _sql.OP_RESULT_COLUMNS)
+    if len(result.rows) != 1:
+        raise ResponseError(f"the batch's record came back as {len(result.rows)} rows, not 1")
+    return int(result.rows[0][0])
+
+
+__all__ = ["Load", "check_columns", "delta_history", "histories_from_walk", "op_count",
+           "pending_writes", "read_rows", "tags_from", "tuples_from_page"]

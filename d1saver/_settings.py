@@ -6,9 +6,12 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from d1saver._errors import ConfigError
-from d1saver._ids import validate_account_id, validate_database_ids
-
-DEFAULT_API_BASE_URL = "https://api.cloudflare.com/client/v4"
+from d1saver._ids import (
+    DEFAULT_API_BASE_URL,
+    check_api_base_url,
+    validate_account_id,
+    validate_database_ids,
+)
 
 
 class D1Settings(BaseSettings):
@@ -26,6 +29,7 @@ class D1Settings(BaseSettings):
     )
 
     _check_account_id = field_validator("account_id")(validate_account_id)
+    _check_api_base_url = field_validator("api_base_url")(check_api_base_url)
 
     @field_validator("database_id")
     @classmethod
@@ -49,21 +53,21 @@ _ENV_NAMES = {
 
 
 def load_settings(**overrides: str | None) -> D1Settings:
-    """Read settings from the environment, with non-None overrides; a missing one names its variable."""
+    """Read settings from the environment, with non-None overrides; a missing or invalid one
+    names its variable."""
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         return D1Settings(**given)
     except ValidationError as exc:
-        errors = exc.errors(include_input=False, include_url=False)
-        for err in errors:  # an id refused by d1saver._ids: its own message, unchanged
+        missing, invalid = [], []
+        for err in exc.errors(include_input=False, include_url=False):
             if isinstance(err.get("ctx", {}).get("error"), ConfigError):
-                raise err["ctx"]["error"] from None
-        missing = []
-        for err in errors:
+                invalid.append(str(err["ctx"]["error"]))  # it names its variable already
+                continue
             loc = str(err["loc"][0]) if err["loc"] else "?"
             name = next((env for field, env in _ENV_NAMES.items() if loc in (field, env)), loc)
             missing.append(f"{name} ({err['msg'].lower()})")
-        raise ConfigError(
-            "D1 settings incomplete: set " + ", ".join(missing)
-            + " in the environment (or pass them as arguments)"
-        ) from None
+        if missing:
+            invalid.insert(0, "D1 settings incomplete: set " + ", ".join(missing)
+                           + " in the environment (or pass them as arguments)")
+        raise ConfigError("; ".join(invalid)) from None

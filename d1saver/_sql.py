@@ -14,11 +14,16 @@ from pathlib import Path
 
 
 def _schema_text() -> str:
-    """schema.sql, shipped in the package (a link to the top-level file in the repo)."""
-    try:
-        return resources.files("d1saver").joinpath("schema.sql").read_text(encoding="utf-8")
-    except FileNotFoundError:  # a source tree without the link
-        return (Path(__file__).resolve().parent.parent / "schema.sql").read_text(encoding="utf-8")
+    """schema.sql: package data in an install (setup.py copies the top-level file into the
+    wheel); in a source checkout or an editable install, the top-level file itself."""
+    packaged = resources.files("d1saver").joinpath("schema.sql")
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    checkout = Path(__file__).resolve().parent.parent / "schema.sql"
+    if (checkout.parent / "pyproject.toml").is_file() and checkout.is_file():
+        return checkout.read_text(encoding="utf-8")
+    raise FileNotFoundError("d1saver's schema.sql is missing from the package: reinstall d1saver "
+                            "from a wheel or sdist built by its setup.py (which copies it in)")
 
 
 def split_script(script: str) -> list[str]:
@@ -44,6 +49,66 @@ SCHEMA_SQL = _schema_text()
 # Index = schema version - 1. Append only: a released entry never changes. Version 1 is
 # schema.sql itself (idempotent); later entries are lists of statements run once, in order.
 MIGRATIONS: list[list[str]] = [split_script(SCHEMA_SQL)]
+
+# Version 2: additive, and idempotent like version 1 (setup sends every entry in one batch).
+# - list(None) reads its pages in index order, from the cursor on, instead of sorting the
+#   whole table for every page (defect 9).
+# - A checkpoint or write row that is (re)inserted owns no pieces but those its batch inserts
+#   after it (defect 4): a value rewritten smaller, a replay, or copy_thread onto a thread that
+#   holds the same checkpoint never leave stale pieces, at no cost in request bytes. An
+#   ignored INSERT (a replayed regular write) fires nothing.
+MIGRATIONS.append([
+    "CREATE INDEX IF NOT EXISTS checkpoints_by_id "
+    "ON checkpoints (checkpoint_id, thread_id, checkpoint_ns)",
+    """CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN
+    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND owner IN ('', ':metadata');
+END""",
+    """CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN
+    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND owner = NEW.task_id || '/' || NEW.idx;
+END""",
+])
+
+# Idempotency records (see FORGET_OLD_OPS): the answers of untag and of compaction batches,
+# kept so that a retry after a lost response answers as the first try did. Additive and
+# idempotent: two instances upgrading at once, or a retried upgrade, are harmless.
+MIGRATIONS.append([
+    """
+CREATE TABLE IF NOT EXISTS d1saver_ops (
+    op_id TEXT PRIMARY KEY,
+    result TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops (created_at)",
+])
+
+# Version 4: which DeltaChannels a checkpoint declares but has never written. LangGraph replays
+# only channels in channel_versions, which lives inside the serialized checkpoint; SQL walks
+# that seek a never-written channel find no seed and read the thread's whole history. A row
+# exists only for a checkpoint with such channels (`channels`: JSON array), so other graphs pay
+# nothing. Triggers drop a checkpoint's row whenever the checkpoint is written or deleted, by
+# any statement or any d1saver version (0.1.0's included), so a row is never stale.
+MIGRATIONS.append([
+    """
+CREATE TABLE IF NOT EXISTS delta_unwritten (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    channels TEXT NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+)""",
+    """
+CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_put AFTER INSERT ON checkpoints BEGIN
+    DELETE FROM delta_unwritten WHERE thread_id = NEW.thread_id
+        AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id;
+END""",
+    """
+CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoints BEGIN
+    DELETE FROM delta_unwritten WHERE thread_id = OLD.thread_id
+        AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id;
+END""",
+])
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SELECT_SCHEMA_VERSION = "SELECT COALESCE(MAX(version), 0) AS version FROM d1saver_schema"
@@ -86,16 +151,23 @@ SELECT ?1,?2,?3,?4,?5,value->>0,value->>1,value->>2,value->>3 FROM json_each(?6)
 INSERT_WRITES_REPLACE = _INSERT_WRITES.format(verb="REPLACE")
 INSERT_WRITES_IGNORE = _INSERT_WRITES.format(verb="IGNORE")
 
-# Values over D1's 2 MB limit: the owner row holds "c:<n>", the pieces live here.
+# Values over D1's 2 MB limit: the owner row holds "c:<n>", the pieces (seq 0..n-1) live
+# here. Pieces follow their row in the batch. An upserted row (checkpoint, special write)
+# deletes its owner's pieces and inserts its own.
 DELETE_CHUNKS_OF = """
 DELETE FROM chunks WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
     AND owner = ?4"""
-_INSERT_CHUNK = """
-INSERT OR {verb} INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
+INSERT_CHUNK = """
+INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6)"""
-INSERT_CHUNK = _INSERT_CHUNK.format(verb="REPLACE")
-# Pieces of a regular write, which is INSERT OR IGNORE: a replayed write keeps the first value.
-INSERT_CHUNK_IGNORE = _INSERT_CHUNK.format(verb="IGNORE")
+# A piece of a regular write (?4 owner, of ?7 task_id and ?8 idx), which is INSERT OR IGNORE:
+# stored only if the row holds this very marker (?9), so that a replay whose row was ignored
+# adds no piece.
+INSERT_WRITE_CHUNK = """
+INSERT OR IGNORE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (
+    SELECT 1 FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+        AND task_id = ?7 AND idx = ?8 AND value = ?9)"""
 
 # --- reads --------------------------------------------------------------------------------
 
@@ -103,9 +175,40 @@ INSERT_CHUNK_IGNORE = _INSERT_CHUNK.format(verb="IGNORE")
 # tagged 'c' (checkpoint), 'w' (write) or 'k' (chunk). Parameters:
 #   ?1 thread_id   ?2 checkpoint_ns (NULL: any)   ?3 checkpoint_id (NULL: any)
 #   ?4 before: checkpoint_id upper bound (NULL: none)
-#   ?5 metadata filter as a JSON object {path: value} (NULL: none); keys are validated paths
+#   ?5 metadata filter (NULL: none): a JSON array of [path, doc] pairs, one per filter key,
+#      where path is '$.' + the validated key and doc is the JSON text of an object that
+#      holds the wanted value at that path
 #   ?6 ?7 ?8 keyset cursor (checkpoint_id, thread_id, checkpoint_ns) of the previous page's
 #      last row (NULL: first page)   ?9 page size
+#
+# The cursor (or `before`) is an upper bound an index can seek to: the scope compares the
+# order columns with COALESCE(?6, ?4, x'') and friends, which are constants to the planner
+# (a BLOB sorts after every TEXT, so x'' bounds nothing), where "?6 IS NULL OR ..." would
+# make every page scan from the newest row.
+_BELOW_ROW = ("(checkpoint_id, thread_id, checkpoint_ns) "
+              "< (COALESCE(?6, ?4, x''), COALESCE(?7, ''), COALESCE(?8, ''))")
+
+# The metadata filter, as InMemorySaver's `query == metadata.get(key)` (defect 6): the value
+# at f.path in the metadata and in f.doc are equal JSON trees: the same nodes (by full key,
+# so object key order does not matter), each of the same kind (numbers and booleans are one
+# kind, so 1 == 1.0 == true) and atom. A null query matches null or a missing key. Chunked
+# metadata (d1saver/_values.py) that lacks the key in its column passes here and is decided
+# in Python. Trees are read from the stored text itself: no number is re-rendered.
+_KIND = "CASE WHEN {t}.type IN ('integer','real','true','false') THEN 'n' ELSE {t}.type END"
+_FILTER = """NOT EXISTS (
+    SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(?5)) AS f
+    WHERE NOT (CASE WHEN json_type(f.doc, f.path) = 'null'
+        THEN COALESCE(json_type(c.metadata, f.path), 'null') = 'null'
+        ELSE (SELECT COUNT(*) FROM json_tree(c.metadata, f.path))
+             = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
+         AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
+             SELECT 1 FROM json_tree(c.metadata, f.path) AS m
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND {kind_m} = {kind_q}))
+        END
+        OR (json_type(c.metadata, f.path) IS NULL
+            AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))""".format(
+    kind_m=_KIND.format(t="m"), kind_q=_KIND.format(t="q"))
+
 _PAGE_CTE = """
 page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
@@ -113,11 +216,7 @@ page AS (
     FROM checkpoints AS c
     WHERE {scope}
       AND (?3 IS NULL OR checkpoint_id = ?3)
-      AND (?4 IS NULL OR checkpoint_id < ?4)
-      AND (?5 IS NULL OR NOT EXISTS (
-            SELECT 1 FROM json_each(?5) AS f
-            WHERE json_extract(c.metadata, '$.' || f.key) IS NOT f.value))
-      AND (?6 IS NULL OR (checkpoint_id, thread_id, checkpoint_ns) < (?6, ?7, ?8))
+      AND {filter}
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT ?9
 )"""
@@ -129,32 +228,50 @@ FROM page
 UNION ALL
 SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
        w.channel, w.type, w.value
-FROM page AS p JOIN writes AS w ON w.thread_id = p.thread_id
+FROM page AS p CROSS JOIN writes AS w ON w.thread_id = p.thread_id
     AND w.checkpoint_ns = p.checkpoint_ns AND w.checkpoint_id = p.checkpoint_id
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
        NULL
-FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+FROM page AS p CROSS JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id"""
 
+# --- DeltaChannels ------------------------------------------------------------------------
+
+# Sent with a put whose checkpoint declares DeltaChannels it has never written (?4: JSON array
+# of their names, the metadata's counters_since_delta_snapshot keys not in channel_versions).
+# After UPSERT_CHECKPOINT in the batch: its trigger has just cleared the checkpoint's old row.
+PUT_UNWRITTEN = """
+INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
+VALUES (?1, ?2, ?3, ?4)"""
+
+# The DeltaChannels checkpoint {c} replays from its ancestors, as a JSON array: the keys of
+# metadata.counters_since_delta_snapshot that it holds no value of (`channels`) and that have
+# been written (not in delta_unwritten): LangGraph replays only channels in channel_versions.
+_SOUGHT = """(SELECT json_group_array(d.key)
+     FROM json_each({c}.metadata, '$.counters_since_delta_snapshot') AS d
+     WHERE d.key NOT IN (SELECT value FROM json_each({c}.channels))
+       AND d.key NOT IN (
+            SELECT u.value FROM delta_unwritten AS x, json_each(x.channels) AS u
+            WHERE x.thread_id = {c}.thread_id AND x.checkpoint_ns = {c}.checkpoint_ns
+              AND x.checkpoint_id = {c}.checkpoint_id))"""
+
+# The channels of JSON array {sought} that checkpoint {c} does not seed (hold a value of).
+_STILL_SOUGHT = """(SELECT json_group_array(s.value) FROM json_each({sought}) AS s
+     WHERE s.value NOT IN (SELECT value FROM json_each({c}.channels)))"""
+
 # Sent with each page, same parameters: what the page's DeltaChannels replay from, so that
-# LangGraph's get_delta_channel_history after get_tuple/list costs no request. A checkpoint's
-# delta channels are the keys of metadata.counters_since_delta_snapshot it does not hold in
-# channel_values; the walk follows parents while some are still without a seed. UNION (not
-# UNION ALL) ends a corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and
-# the checkpoint when it holds a sought channel), 'w' (its writes of sought channels), 'k'
-# (chunks of both).
+# LangGraph's get_delta_channel_history after get_tuple/list costs no request. The walk follows
+# parents while some channel (_SOUGHT) is still without a seed. UNION (not UNION ALL) ends a
+# corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and the checkpoint when
+# it holds a sought channel), 'w' (its writes of sought channels), 'k' (chunks of both).
 _PAGE_DELTA = "WITH RECURSIVE" + _PAGE_CTE + """,
 walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
-    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id,
-           (SELECT json_group_array(d.key)
-            FROM json_each(p.metadata, '$.counters_since_delta_snapshot') AS d
-            WHERE d.key NOT IN (SELECT value FROM json_each(p.channels)))
+    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id, """ + _SOUGHT.format(c="p") + """
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
-            WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))
+           """ + _STILL_SOUGHT.format(sought="w.sought", c="c") + """
     FROM walk AS w JOIN checkpoints AS c ON c.thread_id = w.thread_id
         AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id
     WHERE json_array_length(w.sought) > 0
@@ -177,13 +294,13 @@ FROM visited AS v JOIN checkpoints AS c ON c.thread_id = v.thread_id
 UNION ALL
 SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
        w.channel, w.type, w.value
-FROM visited AS v JOIN writes AS w ON w.thread_id = v.thread_id
+FROM visited AS v CROSS JOIN writes AS w ON w.thread_id = v.thread_id
     AND w.checkpoint_ns = v.checkpoint_ns AND w.checkpoint_id = v.checkpoint_id
 WHERE w.channel IN (SELECT value FROM json_each(v.sought))
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
        NULL
-FROM visited AS v JOIN chunks AS k ON k.thread_id = v.thread_id
+FROM visited AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
     AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id"""
 
 # Columns of every page statement. A UNION's columns carry a meaning per row kind:
@@ -194,16 +311,39 @@ FROM visited AS v JOIN chunks AS k ON k.thread_id = v.thread_id
 #                   f4 checkpoint (only when it seeds a sought channel)
 PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
                 "f1", "f2", "f3", "f4", "f5", "f6")
-PAGE_DELTA_COLUMNS = PAGE_COLUMNS
 
-# Three scopes so that each uses the primary key index: one namespace of a thread (get_tuple,
-# and list with a namespace), every namespace of a thread, or every thread (list(None)).
-SELECT_PAGE_THREAD_NS = _PAGE.format(scope="thread_id = ?1 AND checkpoint_ns = ?2")
-SELECT_PAGE_THREAD = _PAGE.format(scope="thread_id = ?1 AND ?2 IS NULL")
-SELECT_PAGE_ALL = _PAGE.format(scope="?1 IS NULL AND ?2 IS NULL")
-SELECT_PAGE_DELTA_THREAD_NS = _PAGE_DELTA.format(scope="thread_id = ?1 AND checkpoint_ns = ?2")
-SELECT_PAGE_DELTA_THREAD = _PAGE_DELTA.format(scope="thread_id = ?1 AND ?2 IS NULL")
-SELECT_PAGE_DELTA_ALL = _PAGE_DELTA.format(scope="?1 IS NULL AND ?2 IS NULL")
+# Three scopes, each read in page order from its cursor on: one namespace of a thread
+# (get_tuple, and list with a namespace) by the primary key, every thread (list(None)) by
+# checkpoints_by_id; every namespace of a thread sorts that thread's rows.
+_SCOPE_THREAD_NS = ("thread_id = ?1 AND checkpoint_ns = ?2 "
+                    "AND checkpoint_id < COALESCE(?6, ?4, x'')")
+_SCOPE_THREAD = "thread_id = ?1 AND ?2 IS NULL AND " + _BELOW_ROW
+_SCOPE_ALL = "?1 IS NULL AND ?2 IS NULL AND " + _BELOW_ROW
+# Each scope comes without a filter (?5 NULL: get_tuple, most lists) and with one, so that
+# the filter's text travels only with the lists that filter.
+_NO_FILTER = "?5 IS NULL"
+SELECT_PAGE_THREAD_NS = _PAGE.format(scope=_SCOPE_THREAD_NS, filter=_NO_FILTER)
+SELECT_PAGE_THREAD = _PAGE.format(scope=_SCOPE_THREAD, filter=_NO_FILTER)
+SELECT_PAGE_ALL = _PAGE.format(scope=_SCOPE_ALL, filter=_NO_FILTER)
+SELECT_PAGE_THREAD_NS_FILTERED = _PAGE.format(scope=_SCOPE_THREAD_NS, filter=_FILTER)
+SELECT_PAGE_THREAD_FILTERED = _PAGE.format(scope=_SCOPE_THREAD, filter=_FILTER)
+SELECT_PAGE_ALL_FILTERED = _PAGE.format(scope=_SCOPE_ALL, filter=_FILTER)
+SELECT_PAGE_DELTA_THREAD_NS = _PAGE_DELTA.format(scope=_SCOPE_THREAD_NS, filter=_NO_FILTER)
+SELECT_PAGE_DELTA_THREAD = _PAGE_DELTA.format(scope=_SCOPE_THREAD, filter=_NO_FILTER)
+SELECT_PAGE_DELTA_ALL = _PAGE_DELTA.format(scope=_SCOPE_ALL, filter=_NO_FILTER)
+SELECT_PAGE_DELTA_THREAD_NS_FILTERED = _PAGE_DELTA.format(scope=_SCOPE_THREAD_NS,
+                                                          filter=_FILTER)
+SELECT_PAGE_DELTA_THREAD_FILTERED = _PAGE_DELTA.format(scope=_SCOPE_THREAD, filter=_FILTER)
+SELECT_PAGE_DELTA_ALL_FILTERED = _PAGE_DELTA.format(scope=_SCOPE_ALL, filter=_FILTER)
+# The DeltaChannel prefetch that rides with each page statement.
+PAGE_DELTA_OF = {
+    SELECT_PAGE_THREAD_NS: SELECT_PAGE_DELTA_THREAD_NS,
+    SELECT_PAGE_THREAD: SELECT_PAGE_DELTA_THREAD,
+    SELECT_PAGE_ALL: SELECT_PAGE_DELTA_ALL,
+    SELECT_PAGE_THREAD_NS_FILTERED: SELECT_PAGE_DELTA_THREAD_NS_FILTERED,
+    SELECT_PAGE_THREAD_FILTERED: SELECT_PAGE_DELTA_THREAD_FILTERED,
+    SELECT_PAGE_ALL_FILTERED: SELECT_PAGE_DELTA_ALL_FILTERED,
+}
 
 # get_delta_channel_history in one statement. Walks parent links from the target
 # (?3, or the thread's newest when NULL) and carries, per step, the JSON array of requested
@@ -256,6 +396,20 @@ FROM ancestors AS a JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?
 #   'k' chunk:    checkpoint_id, f1 owner, f2 seq, f3 data
 DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "f1", "f2", "f3", "f4", "f5", "f6")
 
+# --- idempotency records ------------------------------------------------------------------
+#
+# A request whose response was lost is sent again, identical, and runs on the state its first
+# try left. Every write is idempotent, but an answer drawn from what a statement changed is
+# not: untag's retry finds no tag, a retried compaction batch nothing left to delete. Such a
+# batch records its answer under an op id the client drew before sending (INSERT OR IGNORE:
+# a retry keeps the first try's) and reads it back. Records live a day on the database's
+# clock, far past any retry (RetryPolicy.max_elapsed is 60 s by default); the batches that
+# record also forget the expired ones.
+FORGET_OLD_OPS = """
+DELETE FROM d1saver_ops WHERE created_at < CAST(strftime('%s', 'now') AS INTEGER) - 86400"""
+OP_RESULT_COLUMNS = ("result",)
+OP_RESULT = "SELECT result FROM d1saver_ops WHERE op_id = ?1"
+
 # --- tags ---------------------------------------------------------------------------------
 
 # ?1 thread, ?2 ns, ?3 checkpoint_id (NULL: the newest), ?4 name. Returns a row only if the
@@ -270,6 +424,11 @@ ON CONFLICT (thread_id, checkpoint_ns, name) DO UPDATE SET
     checkpoint_id = excluded.checkpoint_id, created_at = excluded.created_at
 RETURNING checkpoint_id"""
 UNTAG = "DELETE FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND name = ?3"
+# Sent before UNTAG in its batch: records under op id ?4 whether the tag exists (1 or 0).
+RECORD_UNTAG = """
+INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
+SELECT ?4, COUNT(*), CAST(strftime('%s', 'now') AS INTEGER)
+FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND name = ?3"""
 LIST_TAGS_COLUMNS = ("name", "checkpoint_id")
 LIST_TAGS = """
 SELECT name, checkpoint_id FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2
@@ -308,6 +467,10 @@ SELECT ?2, checkpoint_ns, checkpoint_id, owner, seq, data FROM chunks WHERE thre
     """
 INSERT OR REPLACE INTO tags (thread_id, checkpoint_ns, checkpoint_id, name, created_at)
 SELECT ?2, checkpoint_ns, checkpoint_id, name, created_at FROM tags WHERE thread_id = ?1""",
+    # After the checkpoints: their insert trigger has cleared the target's rows for them.
+    """
+INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
+SELECT ?2, checkpoint_ns, checkpoint_id, channels FROM delta_unwritten WHERE thread_id = ?1""",
 ]
 
 # --- retention: shared by prune(), delete_for_runs() and the compaction job --------------
@@ -329,46 +492,98 @@ SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN {_IDS}"""
 
 _IN_SCOPE = "thread_id IN (SELECT thread_id FROM d1saver_scope)"
 
-# ?1: N. Keeps, per (thread_id, checkpoint_ns) in scope, the N newest checkpoints, every
-# tagged one, and, for each of those, the ancestors its DeltaChannels replay from: a delta
-# channel is a key of metadata.counters_since_delta_snapshot that the checkpoint does not hold
-# in channel_values; ancestors are kept up to and including the nearest one holding it (the
-# seed), with their writes. N = 0 keeps only tagged checkpoints (and what they need).
+# A subgraph's namespace is its parent's, then '|' unless the parent is the root, then
+# '<node>:<task_id>' of the parent's task that called it; a task that calls a subgraph again
+# adds '|<n>'. `peel` drops those numeric segments; `head` is s up to and including its last
+# '|' (rtrim drops from the right every character but '|'), '' if none. `owners` maps every
+# subgraph namespace in scope whose parent namespace exists to that parent and the task.
+# A part of PLAN_KEEP: it reads PLAN_KEEP's `ranked`.
+_OWNERS = """
+spaces AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id AS newest FROM ranked WHERE rn = 1
+),
+peel(thread_id, checkpoint_ns, s, head) AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_ns,
+           rtrim(checkpoint_ns, replace(checkpoint_ns, '|', ''))
+    FROM spaces
+    UNION ALL
+    SELECT thread_id, checkpoint_ns, substr(head, 1, length(head) - 1),
+           rtrim(substr(head, 1, length(head) - 1),
+                 replace(substr(head, 1, length(head) - 1), '|', ''))
+    FROM peel
+    WHERE head <> '' AND length(s) > length(head)
+      AND rtrim(substr(s, length(head) + 1), '0123456789') = ''
+),
+owners AS (
+    SELECT f.thread_id, f.checkpoint_ns, p.checkpoint_ns AS parent_ns,
+           p.newest AS parent_newest, c.newest AS newest,
+           substr(f.s, length(f.head) + instr(substr(f.s, length(f.head) + 1), ':') + 1)
+               AS task_id
+    FROM peel AS f
+    JOIN spaces AS p ON p.thread_id = f.thread_id
+        AND p.checkpoint_ns = substr(f.head, 1, max(length(f.head) - 1, 0))
+    JOIN spaces AS c ON c.thread_id = f.thread_id AND c.checkpoint_ns = f.checkpoint_ns
+    WHERE f.checkpoint_ns <> '' AND instr(substr(f.s, length(f.head) + 1), ':') > 1
+)"""
+
+# ?1: N. Keeps, in the threads in scope:
+# - in every namespace that is not a subgraph's (the root's), the N newest checkpoints;
+# - every tagged checkpoint;
+# - the ancestors a kept checkpoint's DeltaChannels replay from (_SOUGHT), up to and including
+#   the nearest one holding each (its seed), with their writes;
+# - the max(N, 1) newest checkpoints of every subgraph namespace that a kept checkpoint of its
+#   parent reaches: the checkpoint holds a write of the task that opened it (a finished or
+#   interrupted subgraph, which get_state(subgraphs=True) shows and a resume continues), or
+#   is its parent's newest and the subgraph was written after it (one still running).
+# A subgraph namespace no kept checkpoint reaches goes with the checkpoints that reached it.
+# Rows of `keep` are (checkpoint, channels still sought in its ancestors); UNION ends a walk
+# where another already passed with the same channels, so the work grows with the checkpoints
+# visited, not with the kept ones times their distance to the seed, and it ends a parent loop.
+# CROSS JOIN holds the join order: left to choose, SQLite scanned a thread's checkpoints for
+# every kept row. N = 0 keeps only tagged checkpoints (and what they need).
 PLAN_KEEP = f"""
 INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
 WITH RECURSIVE
 ranked AS (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.channels,
-           c.metadata,
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
            ROW_NUMBER() OVER (PARTITION BY c.thread_id, c.checkpoint_ns
                               ORDER BY c.checkpoint_id DESC) AS rn
     FROM checkpoints AS c
     WHERE c.{_IN_SCOPE}
-),
-base AS (
-    SELECT * FROM ranked AS r
-    WHERE r.rn <= ?1 OR EXISTS (
-        SELECT 1 FROM tags AS g WHERE g.thread_id = r.thread_id
-            AND g.checkpoint_ns = r.checkpoint_ns AND g.checkpoint_id = r.checkpoint_id)
-),
-need(thread_id, checkpoint_ns, checkpoint_id, depth, sought) AS (
-    SELECT b.thread_id, b.checkpoint_ns, b.parent_checkpoint_id, 1,
-           (SELECT json_group_array(d.key)
-            FROM json_each(b.metadata, '$.counters_since_delta_snapshot') AS d
-            WHERE d.key NOT IN (SELECT value FROM json_each(b.channels)))
-    FROM base AS b
+),{_OWNERS},
+keep(thread_id, checkpoint_ns, checkpoint_id, parent_id, sought) AS (
+    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.parent_checkpoint_id,
+           {_SOUGHT.format(c="c")}
+    FROM ranked AS r JOIN checkpoints AS c ON c.thread_id = r.thread_id
+        AND c.checkpoint_ns = r.checkpoint_ns AND c.checkpoint_id = r.checkpoint_id
+    WHERE (r.rn <= ?1 AND NOT EXISTS (
+            SELECT 1 FROM owners AS o WHERE o.thread_id = r.thread_id
+                AND o.checkpoint_ns = r.checkpoint_ns))
+       OR EXISTS (
+            SELECT 1 FROM tags AS g WHERE g.thread_id = r.thread_id
+                AND g.checkpoint_ns = r.checkpoint_ns AND g.checkpoint_id = r.checkpoint_id)
     UNION
-    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id, need.depth + 1,
-           (SELECT json_group_array(s.value) FROM json_each(need.sought) AS s
-            WHERE s.value NOT IN (SELECT value FROM json_each(p.channels)))
-    FROM need JOIN checkpoints AS p ON p.thread_id = need.thread_id
-        AND p.checkpoint_ns = need.checkpoint_ns AND p.checkpoint_id = need.checkpoint_id
-    WHERE json_array_length(need.sought) > 0 AND need.depth < 20000
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id,
+           {_STILL_SOUGHT.format(sought="k.sought", c="p")}
+    FROM keep AS k JOIN checkpoints AS p ON p.thread_id = k.thread_id
+        AND p.checkpoint_ns = k.checkpoint_ns AND p.checkpoint_id = k.parent_id
+    WHERE json_array_length(k.sought) > 0
+    UNION
+    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.parent_checkpoint_id,
+           {_SOUGHT.format(c="c")}
+    FROM keep AS k
+    CROSS JOIN owners AS o ON o.thread_id = k.thread_id AND o.parent_ns = k.checkpoint_ns
+    CROSS JOIN ranked AS r ON r.thread_id = o.thread_id AND r.checkpoint_ns = o.checkpoint_ns
+        AND r.rn <= max(?1, 1)
+    CROSS JOIN checkpoints AS c ON c.thread_id = r.thread_id
+        AND c.checkpoint_ns = r.checkpoint_ns AND c.checkpoint_id = r.checkpoint_id
+    WHERE EXISTS (
+            SELECT 1 FROM writes AS w WHERE w.thread_id = k.thread_id
+                AND w.checkpoint_ns = k.checkpoint_ns AND w.checkpoint_id = k.checkpoint_id
+                AND w.task_id = o.task_id)
+       OR (k.checkpoint_id = o.parent_newest AND o.newest > k.checkpoint_id)
 )
-SELECT thread_id, checkpoint_ns, checkpoint_id FROM base
-UNION
-SELECT thread_id, checkpoint_ns, checkpoint_id FROM need
-WHERE checkpoint_id IS NOT NULL AND json_array_length(sought) > 0"""
+SELECT thread_id, checkpoint_ns, checkpoint_id FROM keep"""
 
 # ?1: JSON array of run ids. Keeps every checkpoint in scope that no listed run made.
 PLAN_KEEP_OTHER_RUNS = f"""
@@ -378,33 +593,30 @@ WHERE {_IN_SCOPE}
   AND (run_id IS NULL OR run_id NOT IN {_IDS})"""
 
 # For every kept checkpoint whose parent is not kept, walk up to the nearest kept ancestor
-# (or none) and record it, so that no parent_config ever names a deleted checkpoint.
+# (or none) and record it, so that no parent_config ever names a deleted checkpoint. A walk
+# row is (origin, checkpoint reached, whether it is kept); UNION ends a parent loop. CROSS JOIN
+# starts from the kept rows: left to choose, SQLite scanned every checkpoint of the database.
 PLAN_RELINK = """
 INSERT OR REPLACE INTO d1saver_relink (thread_id, checkpoint_ns, checkpoint_id, new_parent)
 WITH RECURSIVE
-walk(thread_id, checkpoint_ns, origin, cur, depth) AS (
+walk(thread_id, checkpoint_ns, origin, cur, kept) AS (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, 0
-    FROM d1saver_keep AS k JOIN checkpoints AS c ON c.thread_id = k.thread_id
+    FROM d1saver_keep AS k CROSS JOIN checkpoints AS c ON c.thread_id = k.thread_id
         AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id
     WHERE c.parent_checkpoint_id IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM d1saver_keep AS k2 WHERE k2.thread_id = c.thread_id
             AND k2.checkpoint_ns = c.checkpoint_ns AND k2.checkpoint_id = c.parent_checkpoint_id)
-    UNION ALL
-    SELECT w.thread_id, w.checkpoint_ns, w.origin, p.parent_checkpoint_id, w.depth + 1
+    UNION
+    SELECT w.thread_id, w.checkpoint_ns, w.origin, p.parent_checkpoint_id, EXISTS (
+        SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+            AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = p.parent_checkpoint_id)
     FROM walk AS w JOIN checkpoints AS p ON p.thread_id = w.thread_id
         AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.cur
-    WHERE w.depth < 20000 AND NOT EXISTS (
-        SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
-            AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)
+    WHERE w.kept = 0
 )
-SELECT o.thread_id, o.checkpoint_ns, o.origin, (
-    SELECT w.cur FROM walk AS w
-    WHERE w.thread_id = o.thread_id AND w.checkpoint_ns = o.checkpoint_ns
-      AND w.origin = o.origin AND EXISTS (
-        SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
-            AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)
-    LIMIT 1)
-FROM (SELECT DISTINCT thread_id, checkpoint_ns, origin FROM walk) AS o"""
+SELECT thread_id, checkpoint_ns, origin AS checkpoint_id,
+       MAX(CASE WHEN kept THEN cur END) AS new_parent
+FROM walk GROUP BY thread_id, checkpoint_ns, origin"""
 
 APPLY_RELINK = """
 UPDATE checkpoints SET parent_checkpoint_id = r.new_parent
@@ -416,10 +628,29 @@ _NOT_KEPT = _IN_SCOPE + """ AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
         AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id)"""
 
-# Deletes, in scope, what d1saver_keep does not hold. Children before checkpoints.
+# A write (or a chunk) may be stored before its checkpoint: with durability="async" LangGraph
+# sends a checkpoint's put and runs the step's tasks at once, and their put_writes can land
+# while the put is in flight (with a DeltaChannel they are the next step's messages). So a
+# write or chunk is only ever deleted when its checkpoint id is at most its namespace's
+# newest stored one: its checkpoint is stored (and goes only if not kept), or it is a true
+# orphan, whose checkpoint will never be stored, because LangGraph sends the puts of one
+# namespace one after another (each waits for the previous) and checkpoint ids are
+# time-ordered (uuid6; LangGraph's "latest" relies on that too). Checkpoint ids, not a wall-
+# clock horizon: no clock to trust, no column to add, and no put can outlast it. Per namespace,
+# not per thread: parallel subgraphs' puts are not ordered among themselves. A namespace with
+# no stored checkpoint keeps its writes (its first put may be in flight).
+_SETTLED = """{t}.checkpoint_id <= (
+    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
+    WHERE n.thread_id = {t}.thread_id AND n.checkpoint_ns = {t}.checkpoint_ns)"""
+
+# Deletes, in scope, what d1saver_keep does not hold, but for writes and chunks of checkpoints
+# not stored yet. Children before checkpoints (the newest of a namespace is read before any
+# checkpoint goes).
 DELETE_UNKEPT = [
-    "DELETE FROM writes WHERE " + _NOT_KEPT.format(t="writes"),
-    "DELETE FROM chunks WHERE " + _NOT_KEPT.format(t="chunks"),
+    "DELETE FROM writes WHERE " + _NOT_KEPT.format(t="writes") + " AND "
+    + _SETTLED.format(t="writes"),
+    "DELETE FROM chunks WHERE " + _NOT_KEPT.format(t="chunks") + " AND "
+    + _SETTLED.format(t="chunks"),
     "DELETE FROM tags WHERE " + _NOT_KEPT.format(t="tags"),
     "DELETE FROM checkpoints WHERE " + _NOT_KEPT.format(t="checkpoints"),
 ]
@@ -427,23 +658,41 @@ DELETE_UNKEPT = [
 _UNKEPT = """NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
         AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id)"""
+_UNKEPT_SETTLED = _UNKEPT + " AND " + _SETTLED
 
 # What the plan deletes, per thread in scope (dry runs and reports). Rows: thread_id,
 # checkpoints before, checkpoints to delete, writes to delete, stored bytes to free.
+SUMMARY_COLUMNS = ("thread_id", "checkpoints_total", "checkpoints", "writes", "bytes")
 SUMMARIZE_PLAN = f"""
 SELECT s.thread_id,
   (SELECT COUNT(*) FROM checkpoints AS c WHERE c.thread_id = s.thread_id) AS checkpoints_total,
   (SELECT COUNT(*) FROM checkpoints AS c
      WHERE c.thread_id = s.thread_id AND {_UNKEPT.format(t="c")}) AS checkpoints,
   (SELECT COUNT(*) FROM writes AS w
-     WHERE w.thread_id = s.thread_id AND {_UNKEPT.format(t="w")}) AS writes,
+     WHERE w.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="w")}) AS writes,
   (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
      WHERE c.thread_id = s.thread_id AND {_UNKEPT.format(t="c")})
   + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w
-     WHERE w.thread_id = s.thread_id AND {_UNKEPT.format(t="w")})
+     WHERE w.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="w")})
   + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k
-     WHERE k.thread_id = s.thread_id AND {_UNKEPT.format(t="k")}) AS bytes
+     WHERE k.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="k")}) AS bytes
 FROM d1saver_scope AS s ORDER BY s.thread_id"""
+
+# A real run's summary is recorded under the batch's op id (see "idempotency records") and
+# read back, so that a retried batch, which finds nothing more to delete, still reports what
+# its first try deleted. ?1: op id. The record is a JSON array of the summary's rows, thread
+# ids in hex (SQLite 3.40's JSON decoder stops at "\u0000"); read back as SUMMARY_COLUMNS.
+RECORD_PLAN = f"""
+INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
+SELECT ?1, json_group_array(json_array(hex(p.thread_id), p.checkpoints_total, p.checkpoints,
+                                       p.writes, p.bytes)),
+       CAST(strftime('%s', 'now') AS INTEGER)
+FROM ({SUMMARIZE_PLAN}) AS p"""
+RECORDED_PLAN = """
+SELECT CAST(unhex(r.value->>0) AS TEXT) AS thread_id, r.value->>1 AS checkpoints_total,
+       r.value->>2 AS checkpoints, r.value->>3 AS writes, r.value->>4 AS bytes
+FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = ?1
+ORDER BY thread_id"""
 
 
 # --- compaction: thread listing, lease -----------------------------------------------------
@@ -502,11 +751,13 @@ def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = 
     """The statements of one retention batch: scope and keep-plan statements, then the rest.
 
     `plan` are the statements that fill d1saver_scope and d1saver_keep; they share the
-    batch's parameters. The rest take none.
+    batch's parameters. RECORD_PLAN and RECORDED_PLAN take the batch's op id; the rest take
+    none. A summary of a batch that deletes is recorded (it must survive a retry); a dry
+    run's is only read.
     """
     stmts = [*CLEAR_SCRATCH, *plan]
     if summarize:
-        stmts.append(SUMMARIZE_PLAN)
+        stmts += [FORGET_OLD_OPS, RECORD_PLAN, RECORDED_PLAN] if delete else [SUMMARIZE_PLAN]
     if delete:
         stmts += [PLAN_RELINK, APPLY_RELINK, *DELETE_UNKEPT]
     return [*stmts, *CLEAR_SCRATCH]
@@ -540,6 +791,8 @@ TRANSFER_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                ("task_path", "channel", "type", "value")),
     "chunks": (("checkpoint_ns", "checkpoint_id", "owner", "seq"), ("data",)),
     "tags": (("checkpoint_ns", "name"), ("checkpoint_id", "created_at")),
+    # After checkpoints: inserting a checkpoint clears its row here (delta_unwritten_on_put).
+    "delta_unwritten": (("checkpoint_ns", "checkpoint_id"), ("channels",)),
 }
 
 
@@ -578,12 +831,31 @@ TRANSFER_PAGE_COLUMNS = {table: (*keys, *rest, "available")
 # replaced: the copy wins, as copy_thread within one database does.
 TRANSFER_INSERT = {table: _transfer_insert(table) for table in TRANSFER_TABLES}
 
-# Staged rows become the thread in one batch: ?1 staging thread id, ?2 the thread id.
-RENAME_THREAD = [f"UPDATE OR REPLACE {table} SET thread_id = ?2 WHERE thread_id = ?1"
-                 for table in ("checkpoints", "writes", "chunks", "tags")]
+# Staged rows become the thread in one batch: ?1 staging thread id, ?2 the thread id. An
+# UPDATE fires no insert trigger, so the batch first does what the triggers of migrations 2 and
+# 4 do for an insert: a checkpoint or write that replaces one of the thread's drops the old
+# one's pieces, and a checkpoint its old delta_unwritten row.
+RENAME_THREAD = [
+    """
+DELETE FROM chunks WHERE thread_id = ?2 AND owner IN ('', ':metadata') AND EXISTS (
+    SELECT 1 FROM checkpoints AS s WHERE s.thread_id = ?1
+        AND s.checkpoint_ns = chunks.checkpoint_ns AND s.checkpoint_id = chunks.checkpoint_id)""",
+    """
+DELETE FROM chunks WHERE thread_id = ?2 AND EXISTS (
+    SELECT 1 FROM writes AS s WHERE s.thread_id = ?1 AND s.checkpoint_ns = chunks.checkpoint_ns
+        AND s.checkpoint_id = chunks.checkpoint_id AND chunks.owner = s.task_id || '/' || s.idx)""",
+    """
+DELETE FROM delta_unwritten WHERE thread_id = ?2 AND EXISTS (
+    SELECT 1 FROM checkpoints AS s WHERE s.thread_id = ?1
+        AND s.checkpoint_ns = delta_unwritten.checkpoint_ns
+        AND s.checkpoint_id = delta_unwritten.checkpoint_id)""",
+    *(f"UPDATE OR REPLACE {table} SET thread_id = ?2 WHERE thread_id = ?1"
+      for table in TRANSFER_TABLES),
+]
 
 # Deletes a moved thread from its old database only if it still holds what was copied: ?1
-# thread_id, ?2..?5 its row counts in checkpoints, writes, chunks, tags when read. A writer
+# thread_id, ?2..?5 its row counts in checkpoints, writes, chunks, tags when read (its
+# delta_unwritten rows go with its checkpoints, by their trigger). A writer
 # that added rows since then keeps them there (the scope stays empty, nothing is deleted) and
 # the next rebalance moves the thread again. Results: DELETE_THREAD_IF_UNCHANGED[1].changes
 # is 1 if the thread was deleted.
@@ -608,4 +880,5 @@ SELECT thread_id FROM checkpoints WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM writes WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM chunks WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM tags WHERE thread_id >= ?1 AND thread_id < ?2
+UNION SELECT thread_id FROM delta_unwritten WHERE thread_id >= ?1 AND thread_id < ?2
 ORDER BY thread_id"""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from langgraph.checkpoint.base import (
 from d1saver import _sql
 from d1saver._errors import ConfigError, MissingConfigKeyError, SerializationError
 from d1saver._protocol import Param, Statement
-from d1saver._values import StoredValue, Values
+from d1saver._values import METADATA_OWNER, ROW_MAX, StoredValue, Values, fit_row, utf8_size
 
 # Metadata filter keys become JSON paths ('$.' || key), bound as data; a dotted key reaches
 # into nested objects. Anything else is refused before it reaches SQL.
@@ -62,20 +63,38 @@ def checkpoint_id_of(config: RunnableConfig) -> str:
 
 
 def validate_filter(filter: Mapping[str, Any] | None) -> str | None:
-    """The metadata filter as the JSON object the page statement reads, keys validated."""
+    """The metadata filter as the page statement's parameter, keys validated: one
+    [path, doc] pair per key, doc holding the wanted value at path (see _sql._FILTER)."""
     if not filter:
         return None
-    for key in filter:
+    entries = []
+    for key, value in filter.items():
         if not isinstance(key, str) or not _FILTER_KEY.match(key):
             raise ConfigError(
                 f"invalid metadata filter key {key!r}: use letters, digits, '_' and '-', "
                 "with '.' between the parts of a nested key"
             )
-    try:
-        return json.dumps(dict(filter), ensure_ascii=False, separators=(",", ":"),
-                          allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise SerializationError(f"metadata filter values must be JSON: {exc}") from None
+        doc = value
+        for part in reversed(key.split(".")):
+            doc = {part: doc}
+        try:
+            entries.append(["$." + key, json.dumps(doc, ensure_ascii=False,
+                                                   separators=(",", ":"), allow_nan=False)])
+        except (TypeError, ValueError) as exc:
+            raise SerializationError(f"metadata filter values must be JSON: {exc}") from None
+    return json.dumps(entries, ensure_ascii=False, separators=(",", ":"))
+
+
+def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
+    """InMemorySaver's test, `query == metadata.get(key)`, a dotted key read as a path. The
+    page statement decides the same in SQL; this settles the rows it cannot (chunked metadata)."""
+    for key, query in (filter or {}).items():
+        found: Any = metadata
+        for part in key.split("."):
+            found = found.get(part) if isinstance(found, Mapping) else None
+        if not query == found:
+            return False
+    return True
 
 
 def id_list(ids: Iterable[Any]) -> str:
@@ -87,100 +106,134 @@ def id_list(ids: Iterable[Any]) -> str:
         raise SerializationError(f"an id is not valid Unicode ({exc.reason})") from None
 
 
-def chunk_statements(thread_id: str, ns: str, cid: str, owner: str, value: StoredValue,
-                     replace: bool = True) -> list[Statement]:
-    """The pieces of a value over 2 MB, as rows of `chunks` (none for a value that fits)."""
-    if value.pieces is None:
+def chunk_statements(thread_id: str, ns: str, cid: str, owner: str,
+                     pieces: list[str] | None) -> list[Statement]:
+    """The pieces of an upserted value (checkpoint, metadata, special write), replacing its
+    owner's; sent after its row (none for a value that fits its row)."""
+    if pieces is None:
         return []
-    stmts = [Statement(_sql.DELETE_CHUNKS_OF, (thread_id, ns, cid, owner))] if replace else []
-    sql = _sql.INSERT_CHUNK if replace else _sql.INSERT_CHUNK_IGNORE
-    stmts += [Statement(sql, (thread_id, ns, cid, owner, seq, piece))
-              for seq, piece in enumerate(value.pieces)]
-    return stmts
+    return [Statement(_sql.DELETE_CHUNKS_OF, (thread_id, ns, cid, owner)),
+            *(Statement(_sql.INSERT_CHUNK, (thread_id, ns, cid, owner, seq, piece))
+              for seq, piece in enumerate(pieces))]
+
+
+def _write_chunk_statements(thread_id: str, ns: str, cid: str, task_id: str, idx: int,
+                            value: StoredValue) -> list[Statement]:
+    """The pieces of a regular (insert-or-ignore) write: stored only with its own row."""
+    owner = f"{task_id}/{idx}"
+    return [Statement(_sql.INSERT_WRITE_CHUNK,
+                      (thread_id, ns, cid, owner, seq, piece, task_id, idx, value.text))
+            for seq, piece in enumerate(value.pieces or [])]
+
+
+def unwritten_statements(thread_id: str, ns: str, cid: str, checkpoint: Checkpoint,
+                         metadata: Mapping[str, Any]) -> list[Statement]:
+    """The DeltaChannels the checkpoint declares but has never written, for the SQL walks to
+    leave alone (none: no statement, the common case)."""
+    counters = metadata.get("counters_since_delta_snapshot") or {}
+    versions = checkpoint.get("channel_versions") or {}
+    unwritten = sorted(str(ch) for ch in counters if ch not in versions)
+    if not unwritten:
+        return []
+    return [Statement(_sql.PUT_UNWRITTEN,
+                      (thread_id, ns, cid, json.dumps(unwritten, ensure_ascii=False)))]
 
 
 def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, *, guard_head: bool
                    ) -> tuple[list[Statement], RunnableConfig]:
-    """The statements of one `put`, and the config it returns."""
+    """The statements of one `put`, and the config it returns.
+
+    The row's columns add up to at most ROW_MAX: the value moves to chunks when it, or the
+    row, is too big, and the metadata too when it still does not fit (d1saver/_values.py).
+    """
     thread_id = thread_id_of(config)
     ns = ns_of(config)
+    cid = str(checkpoint["id"])
     parent_id = config["configurable"].get("checkpoint_id")
+    parent_id = None if parent_id is None else str(parent_id)
     md = get_serializable_checkpoint_metadata(config, metadata)
-    try:
-        md_json = json.dumps(md, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise SerializationError(f"checkpoint metadata must be JSON: {exc}") from None
-    value = values.dump(checkpoint)
     channels = json.dumps(sorted(checkpoint["channel_values"]), ensure_ascii=False)
     run_id = md.get("run_id")
-    parent_id = None if parent_id is None else str(parent_id)
-    params: list[Param] = [thread_id, ns, str(checkpoint["id"]), parent_id, value.type,
-                           value.text, md_json, channels,
-                           None if run_id is None else str(run_id), checkpoint.get("ts")]
+    run_id = None if run_id is None else str(run_id)
+    ts = checkpoint.get("ts")
+    fixed = sum(utf8_size(str(p)) for p in (thread_id, ns, cid, parent_id, channels, run_id, ts)
+                if p is not None)
+    value = values.dump(checkpoint)
+    value, stored_md = fit_row(value, md, fixed + len(value.type))
+    params: list[Param] = [thread_id, ns, cid, parent_id, value.type, value.text,
+                           stored_md.text, channels, run_id, ts]
     stmts: list[Statement] = []
     if guard_head:
         stmts.append(Statement(_sql.GUARD_HEAD, params[:4]))
     stmts.append(Statement(_sql.UPSERT_CHECKPOINT, params))
-    stmts += chunk_statements(thread_id, ns, str(checkpoint["id"]), "", value)
+    stmts += unwritten_statements(thread_id, ns, cid, checkpoint, md)
+    stmts += chunk_statements(thread_id, ns, cid, "", value.pieces)
+    stmts += chunk_statements(thread_id, ns, cid, METADATA_OWNER, stored_md.pieces)
     next_config: RunnableConfig = {"configurable": {
-        "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": str(checkpoint["id"])}}
+        "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
     return stmts, next_config
 
 
 def put_writes_statements(values: Values, config: RunnableConfig,
                           writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str) -> list[Statement]:
-    """The statements of one `put_writes`: the task's writes as JSON parameters."""
+    """The statements of one `put_writes`, as InMemorySaver stores them: special writes
+    (WRITES_IDX_MAP) upserted, the latest winning; regular ones inserted or ignored, the first
+    winning. Rows go as JSON parameters, one statement per kind present; pieces follow."""
     thread_id = thread_id_of(config)
     ns = ns_of(config)
     cid = checkpoint_id_of(config)
-    replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
-    sql = _sql.INSERT_WRITES_REPLACE if replace else _sql.INSERT_WRITES_IGNORE
-    stmts: list[Statement] = []
-    rows: list[list[Any]] = []
-    size = 0
+    task_id = str(task_id)
+    fixed = sum(utf8_size(p) for p in (thread_id, ns, cid, task_id, task_path)) + 16
+    rows: dict[bool, list[list[Any]]] = {True: [], False: []}  # special -> rows
+    sizes = {True: 0, False: 0}
+    row_stmts: list[Statement] = []
+    piece_stmts: list[Statement] = []
 
-    def flush() -> None:
-        nonlocal rows, size
-        if rows:
-            stmts.append(Statement(sql, (thread_id, ns, cid, str(task_id), task_path,
-                                         json.dumps(rows, ensure_ascii=False))))
-        rows, size = [], 0
+    def flush(special: bool) -> None:
+        if rows[special]:
+            sql = _sql.INSERT_WRITES_REPLACE if special else _sql.INSERT_WRITES_IGNORE
+            row_stmts.append(Statement(sql, (thread_id, ns, cid, task_id, task_path,
+                                             json.dumps(rows[special], ensure_ascii=False))))
+        rows[special], sizes[special] = [], 0
 
     for idx, (channel, obj) in enumerate(writes):
-        value = values.dump(obj)
+        special = channel in WRITES_IDX_MAP
         widx = WRITES_IDX_MAP.get(channel, idx)
-        if size + len(value.text) > _WRITES_PARAM_MAX:
-            flush()
-        rows.append([widx, channel, value.type, value.text])
-        size += len(value.text) + len(channel) + 32
-        stmts += chunk_statements(thread_id, ns, cid, f"{task_id}/{widx}", value,
-                                  replace=replace)
-    flush()
-    return stmts
+        value = values.dump(obj, room=ROW_MAX - fixed - utf8_size(channel))
+        if sizes[special] + len(value.text) > _WRITES_PARAM_MAX:
+            flush(special)
+        rows[special].append([widx, channel, value.type, value.text])
+        sizes[special] += len(value.text) + len(channel) + 32
+        if special:
+            piece_stmts += chunk_statements(thread_id, ns, cid, f"{task_id}/{widx}",
+                                            value.pieces)
+        else:
+            piece_stmts += _write_chunk_statements(thread_id, ns, cid, task_id, widx, value)
+    flush(True)
+    flush(False)
+    return row_stmts + piece_stmts
 
 
 def page_statement(*, thread_id: str | None, ns: str | None, checkpoint_id: str | None,
                    before: str | None, filter_json: str | None, cursor: Cursor | None,
                    size: int) -> Statement:
     """One page of checkpoints with their writes and chunks, in the narrowest scope."""
+    filtered = filter_json is not None
     if thread_id is None:
-        sql = _sql.SELECT_PAGE_ALL
+        sql = _sql.SELECT_PAGE_ALL_FILTERED if filtered else _sql.SELECT_PAGE_ALL
     elif ns is None:
-        sql = _sql.SELECT_PAGE_THREAD
+        sql = _sql.SELECT_PAGE_THREAD_FILTERED if filtered else _sql.SELECT_PAGE_THREAD
     else:
-        sql = _sql.SELECT_PAGE_THREAD_NS
+        sql = _sql.SELECT_PAGE_THREAD_NS_FILTERED if filtered else _sql.SELECT_PAGE_THREAD_NS
     c = cursor or (None, None, None)
     return Statement(sql, (thread_id, ns, checkpoint_id, before, filter_json, *c, size))
 
 
 def delta_statement(page: Statement) -> Statement:
     """The DeltaChannel prefetch that rides with a page statement (same parameters)."""
-    sql = {_sql.SELECT_PAGE_THREAD_NS: _sql.SELECT_PAGE_DELTA_THREAD_NS,
-           _sql.SELECT_PAGE_THREAD: _sql.SELECT_PAGE_DELTA_THREAD,
-           _sql.SELECT_PAGE_ALL: _sql.SELECT_PAGE_DELTA_ALL}[page.sql]
-    return Statement(sql, page.params)
+    return Statement(_sql.PAGE_DELTA_OF[page.sql], page.params)
 
 
 def delta_history_statement(config: RunnableConfig, channels: Sequence[str]) -> Statement:
@@ -206,10 +259,12 @@ def copy_thread_statements(source: str, target: str) -> list[Statement]:
 
 
 def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
-                         delete: bool = True) -> list[Statement]:
-    """One retention batch over `thread_ids`: keep the `keep` newest per namespace, every
-    tagged checkpoint, and the ancestors their DeltaChannels replay from; relink; delete."""
+                         delete: bool = True, op_id: str | None = None) -> list[Statement]:
+    """One retention batch over `thread_ids`: what PLAN_KEEP keeps (the `keep` newest of the
+    root and of the subgraphs it reaches, tags, DeltaChannel seeds); relink; delete the rest.
+    A summary of a batch that deletes is recorded under `op_id` (drawn if None)."""
     ids = id_list(thread_ids)
+    op = new_op_id() if op_id is None else str(op_id)
     bound = []
     for s in _sql.retention_batch([_sql.SCOPE_THREADS, _sql.PLAN_KEEP],
                                   summarize=summarize, delete=delete):
@@ -217,14 +272,37 @@ def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: boo
             bound.append(Statement(s, (ids,)))
         elif s == _sql.PLAN_KEEP:
             bound.append(Statement(s, (int(keep),)))
+        elif s in (_sql.RECORD_PLAN, _sql.RECORDED_PLAN):
+            bound.append(Statement(s, (op,)))
         else:
             bound.append(Statement(s))
     return bound
 
 
+def new_op_id() -> str:
+    """An id for a batch whose answer is recorded (d1saver_ops). Drawn once, before the first
+    try: the client re-sends a request identical, so every retry carries the same id."""
+    return uuid.uuid4().hex
+
+
+def untag_statements(config: RunnableConfig, name: str, op_id: str) -> list[Statement]:
+    """Untag as one batch that answers "did the tag exist?" from a record, not from the
+    delete's change count, which a retry after a lost response would see as 0."""
+    params = (thread_id_of(config), ns_of(config), str(name))
+    return [Statement(_sql.FORGET_OLD_OPS),
+            Statement(_sql.RECORD_UNTAG, (*params, op_id)),
+            Statement(_sql.UNTAG, params),
+            Statement(_sql.OP_RESULT, (op_id,))]
+
+
 def setup_statements() -> list[Statement]:
-    """Schema version 1 (idempotent) and the stored version, in one batch."""
-    return [*(Statement(s) for s in _sql.MIGRATIONS[0]), Statement(_sql.SELECT_SCHEMA_VERSION)]
+    """Every migration with its version recorded, and then the stored version, in one batch:
+    each entry is idempotent, so a fresh or an older database reaches SCHEMA_VERSION in the
+    one request setup costs."""
+    stmts = [Statement(s) for s in _sql.MIGRATIONS[0]]
+    for version in range(2, _sql.SCHEMA_VERSION + 1):
+        stmts += migration_statements(version)
+    return [*stmts, Statement(_sql.SELECT_SCHEMA_VERSION)]
 
 
 def migration_statements(version: int) -> list[Statement]:

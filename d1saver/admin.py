@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from d1saver import _sql
+from d1saver import _rows, _sql
 from d1saver import _statements as st
 from d1saver import _transfer
 from d1saver._protocol import Result, Statement
@@ -44,16 +44,23 @@ def storage_summary() -> Statement:
 
 def retention(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
               delete: bool = True) -> list[Statement]:
-    """One atomic batch over `thread_ids`: keep the `keep` newest checkpoints per namespace,
-    the tagged ones and what their DeltaChannels replay from; relink parents; delete the rest.
-    With `summarize`, one statement reports per thread what goes (see `retention_summary`)."""
+    """One atomic batch over `thread_ids`: keep the `keep` newest checkpoints of the root
+    namespace and of each subgraph namespace a kept checkpoint reaches, the tagged ones and what
+    their DeltaChannels replay from; relink parents; delete the rest.
+    Writes of checkpoints not stored yet (a put in flight) stay. With `summarize`, one
+    statement reports per thread what goes (see `retention_summary`); a batch that deletes
+    records that report under an id drawn here, so build the batch once and send it (with
+    its retries) as is: a retry after a lost response then reports what the first try did."""
     return st.retention_statements(thread_ids, keep, summarize=summarize, delete=delete)
 
 
 def retention_summary(statements: Sequence[Statement], results: Sequence[Result]) -> Result:
     """The summary among a retention batch's results; columns: thread_id, checkpoints_total,
     checkpoints, writes, bytes (what the batch deletes per thread)."""
-    return next(r for s, r in zip(statements, results) if s.sql == _sql.SUMMARIZE_PLAN)
+    summary = next(r for s, r in zip(statements, results)
+                   if s.sql in (_sql.SUMMARIZE_PLAN, _sql.RECORDED_PLAN))
+    _rows.check_columns(summary, _sql.SUMMARY_COLUMNS)
+    return summary
 
 
 # --- leases: keep two maintenance runs from overlapping, on the database's clock ----------

@@ -190,4 +190,4 @@ def storage_summary(saver: D1Saver) -> dict[str, tuple[int, int]]:
     """Rows and stored bytes per table, read through the saver's own client."""
 
     (result,) = saver.execute([admin.storage_summary()])
-    return {row[0]: (int(row[1]), int(row[2])) for row in result.rows}
+    return {r["tbl"]: (int(r["row_count"]), int(r["bytes"])) for r in result.dicts()}

@@ -127,7 +127,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     @serde.setter
     def serde(self, value: SerializerProtocol) -> None:
         # BaseCheckpointSaver sets it in __init__, and with_allowlist() on a shallow copy:
-        # the copy gets operations of its own over the new serde (cache and driver shared).
+        # the copy gets operations (and a DeltaChannel cache) of its own over the new serde.
         self._serde = value
         fleet = self.__dict__.get("_fleet")
         if fleet is not None:
@@ -137,14 +137,26 @@ class D1Saver(BaseCheckpointSaver[str]):
     def guard_head(self) -> bool:
         return self._first.ops.guard_head
 
+    @guard_head.setter
+    def guard_head(self, value: bool) -> None:
+        self._fleet.set_ops("guard_head", value)
+
     @property
     def auto_setup(self) -> bool:
         return self._first.ops.auto_setup
+
+    @auto_setup.setter
+    def auto_setup(self, value: bool) -> None:
+        self._fleet.set_ops("auto_setup", value)
 
     @property
     def is_setup(self) -> bool:
         """Whether this instance has set the schema up (or found it set up), in every database."""
         return all(node.ops.is_setup for node in self._fleet.nodes.values())
+
+    @is_setup.setter
+    def is_setup(self, value: bool) -> None:
+        self._fleet.set_ops("is_setup", value)
 
     # --- databases --------------------------------------------------------------------------
 
@@ -242,7 +254,8 @@ class D1Saver(BaseCheckpointSaver[str]):
             await node.client.aclose()
 
     def setup(self) -> None:
-        """Create the schema (schema.sql) if missing; idempotent, one request per database."""
+        """Create the schema (schema.sql) if missing and apply the migrations the database
+        lacks; idempotent, one request each, in every database."""
         self._fleet.each(lambda node: node.run(lambda ops: ops.setup_once()), "setup")
 
     async def asetup(self) -> None:
@@ -254,7 +267,7 @@ class D1Saver(BaseCheckpointSaver[str]):
         For maintenance tools (compaction, the CLI), which send the statements of
         d1saver.admin. One database only: over several, use `database(id).execute`.
         """
-        return self._fleet.single().run(lambda ops: ops.exchange(statements))
+        return self._fleet.single().run(lambda ops: ops.execute(statements))
 
     # --- BaseCheckpointSaver, sync --------------------------------------------------------
 
@@ -303,10 +316,11 @@ class D1Saver(BaseCheckpointSaver[str]):
         self._fleet.copy_thread(str(source_thread_id), str(target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Keep the newest checkpoint per namespace ("keep_latest") or none ("delete").
+        """Keep the newest checkpoint ("keep_latest") or none ("delete").
 
-        keep_latest also keeps tagged checkpoints and the ancestors that the kept ones'
-        DeltaChannels replay from, and relinks parents, like the compaction job (same SQL).
+        keep_latest keeps the newest checkpoint of the root namespace and of each subgraph
+        namespace a kept checkpoint reaches, tagged checkpoints and the ancestors that the kept
+        ones' DeltaChannels replay from, and relinks parents, like the compaction job (same SQL).
         One request per database holding some of the threads.
         """
         groups = self._fleet.group(thread_ids)
@@ -377,20 +391,10 @@ class D1Saver(BaseCheckpointSaver[str]):
 
     def tag(self, config: RunnableConfig, name: str) -> None:
         """Name a checkpoint (moving the name if the thread had it elsewhere); compaction keeps it."""
-        try:
-            self._fleet.on(config, lambda ops: ops.tag(config, name))
-        except NotFoundError:
-            if (old := self._fleet.old_of(config)) is None:
-                raise
-            old.run(lambda ops: ops.tag(config, name))
+        self._fleet.on(config, lambda ops: ops.tag(config, name), missing=NotFoundError)
 
     async def atag(self, config: RunnableConfig, name: str) -> None:
-        try:
-            await self._fleet.aon(config, lambda ops: ops.tag(config, name))
-        except NotFoundError:
-            if (old := self._fleet.old_of(config)) is None:
-                raise
-            await old.arun(lambda ops: ops.tag(config, name))
+        await self._fleet.aon(config, lambda ops: ops.tag(config, name), missing=NotFoundError)
 
     def untag(self, config: RunnableConfig, name: str) -> bool:
         """Remove a tag; returns whether it existed."""

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from d1saver import D1Saver, TraceEvent
-from d1saver.local import LocalD1, LocalD1Transport
+from d1saver.local import LocalD1, LocalD1Transport, make_server
+from tests.servers import serving
 
 # tests.data.v0_1_0_fixture: the `v010` fixture (the database d1saver 0.1.0 wrote).
 pytest_plugins = ["tests.realengine", "tests.data.v0_1_0_fixture"]
@@ -92,3 +94,12 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         return
     real = request.getfixturevalue("wrangler_d1")
     yield Backend("wrangler", real.base_url, real.api_token, real.account_id, real.database_id)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., str]]:
+    """Local D1 servers over real HTTP: `serve(**make_server options)` starts one on a free
+    loopback port and gives its API base URL; every one started stops when the test ends."""
+    with ExitStack() as servers:
+        yield lambda **options: servers.enter_context(
+            serving(make_server("127.0.0.1", 0, None, **options)))

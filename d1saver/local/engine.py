@@ -80,7 +80,9 @@ class LocalD1:
         if fault is not None and fault.kind is Fault.DROP:
             raise DroppedConnection("connection dropped before the request was executed")
         extra: dict[str, str] = {}
-        if fault is not None and fault.kind in (Fault.RATE_LIMITED, Fault.SERVER_ERROR):
+        if fault is not None and fault.kind in (Fault.RATE_LIMITED, Fault.SERVER_ERROR, Fault.TRANSIENT):
+            if fault.executed:
+                self._dispatch(method, path, headers, body)
             status, extra, payload = fault.response()
         else:
             status, payload = self._dispatch(method, path, headers, body)

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from .engine import LocalD1
 from .faults import DroppedConnection, FaultPlan
@@ -103,16 +104,11 @@ def serve(
     port: int = 8787,
     data_dir: str | os.PathLike[str] | None = None,
     *,
-    latency_ms: float = 0.0,
-    api_token: str | None = None,
-    faults: FaultPlan | None = None,
     ready: threading.Event | None = None,
-    verbose: bool = False,
+    **options: Any,
 ) -> None:
     """Serve until interrupted; `ready` is set once the socket is bound."""
-    server = make_server(
-        host, port, data_dir, latency_ms=latency_ms, api_token=api_token, faults=faults, verbose=verbose
-    )
+    server = make_server(host, port, data_dir, **options)  # make_server's keyword options
     try:
         if ready is not None:
             ready.set()

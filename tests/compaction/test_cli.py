@@ -1,5 +1,6 @@
 """The compaction commands (`d1saver compact|tag|untag|threads|history`) through Typer's
-CliRunner, against a local D1 served over real HTTP, checked through the database itself.
+CliRunner, against a local D1 served over real HTTP, checked through the database itself;
+then `d1saver serve` and `d1saver demo`, which follow the same conventions.
 
 Every invocation also checks that the API token (a sentinel) appears in no output.
 """
@@ -7,11 +8,10 @@ Every invocation also checks that the API token (a sentinel) appears in no outpu
 from __future__ import annotations
 
 import json
-import socket
-import threading
+import sys
+import unicodedata
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -22,8 +22,10 @@ from compaction import lease
 from compaction.cli import app as compaction_app
 from d1saver import D1Saver
 from d1saver.cli import app as d1saver_app
-from d1saver.local import make_server
+from d1saver.local import LocalD1, make_server
 from tests.compaction import LONG_AGO, checkpoint_id, ids_in, put_chain, query
+from tests.reliability.test_faults import LoseNextResponse
+from tests.servers import closed_url
 
 TOKEN = "sentinel-token-5b0e91d7"
 COMMANDS = ["compact", "rebalance", "tag", "untag", "threads", "history"]
@@ -33,26 +35,9 @@ runner = CliRunner()
 # --- fixtures and helpers -------------------------------------------------------------------
 
 
-@contextmanager
-def serve(**kwargs: Any) -> Iterator[str]:
-    """A local D1 over HTTP on a free port, in a daemon thread; gives its API base URL."""
-    server = make_server("127.0.0.1", 0, None, **kwargs)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
-                              daemon=True)
-    thread.start()
-    host, port = server.server_address[:2]
-    try:
-        yield f"http://{host}:{port}/client/v4"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-
 @pytest.fixture
-def server() -> Iterator[str]:
-    with serve() as base_url:
-        yield base_url
+def server(serve: Callable[..., str]) -> str:
+    return serve()
 
 
 def env_for(base_url: str, token: str = TOKEN) -> dict[str, str]:
@@ -95,6 +80,13 @@ def everything(saver: D1Saver) -> list[list[list[Any]]]:
 
 def newest(n: int, of: int = 5) -> list[str]:
     return [checkpoint_id(i) for i in range(of - n, of)]
+
+
+def assert_usage_error(result: Result) -> None:
+    """Exit 2 and a single `error:` line on stderr: no traceback, no framed panel."""
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("error:"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 # --- compact --------------------------------------------------------------------------------
@@ -167,8 +159,29 @@ def test_compact_needs_thread_xor_all(saver: D1Saver, env: dict[str, str], args:
 @pytest.mark.parametrize("args", [["--keep", "0"], ["--keep", "1", "--max-age", "30x"]],
                          ids=["keep-0", "bad-duration"])
 def test_compact_bad_options_exit_2(env: dict[str, str], args: list[str]) -> None:
-    """--keep below 1 or an unreadable --max-age is a usage error (exit 2)."""
-    assert cli(env, "compact", "--all", *args).exit_code == 2
+    """--keep below 1 or an unreadable --max-age is a usage error (exit 2, one line)."""
+    assert_usage_error(cli(env, "compact", "--all", *args))
+
+
+BAD_ARGUMENTS = {
+    # Each used to exit 1 with a traceback, run anyway, or answer wrongly (defect 17).
+    "max-age-overflows-timedelta": ["compact", "--keep", "1", "--all", "--max-age", "9999999999d"],
+    "max-age-before-year-1": ["compact", "--keep", "1", "--all", "--max-age", "999999d"],
+    "lease-ttl-negative": ["compact", "--keep", "1", "--all", "--lease-ttl", "-5"],
+    "batch-checkpoints-0": ["compact", "--keep", "1", "--all", "--batch-checkpoints", "0"],
+    "threads-limit-negative": ["threads", "--limit", "-1"],
+    "history-limit-0": ["history", "a", "--limit", "0"],
+}
+
+
+@pytest.mark.parametrize("args", BAD_ARGUMENTS.values(), ids=BAD_ARGUMENTS.keys())
+def test_bad_arguments_exit_2_and_change_nothing(saver: D1Saver, env: dict[str, str],
+                                                 args: list[str]) -> None:
+    """An out-of-range option is a usage error: exit 2, one line, and no row changed."""
+    seed(saver, "a")
+    before = everything(saver)
+    assert_usage_error(cli(env, *args))
+    assert everything(saver) == before
 
 
 def test_compact_max_age(saver: D1Saver, env: dict[str, str]) -> None:
@@ -233,6 +246,26 @@ def test_untag_missing_tag_exit_4(saver: D1Saver, env: dict[str, str]) -> None:
     assert result.exit_code == 4 and "no tag" in result.stderr
 
 
+def test_untag_after_a_lost_response_exit_0(serve: Callable[..., str]) -> None:
+    """`untag` whose first try removed the tag but lost its response: the retry finds no tag,
+    and the command still says it untagged, exit 0 (defect 11)."""
+    engine = LocalD1()
+    base_url = serve(engine=engine)
+    env = env_for(base_url)
+    with D1Saver(account_id="acc", database_id=env["D1_DATABASE_ID"], api_token=TOKEN,
+                 api_base_url=base_url) as saver:
+        seed(saver, "a")
+        assert cli(env, "tag", "a", checkpoint_id(1), "approval").exit_code == 0
+        lose = LoseNextResponse()
+        engine.faults = lose  # type: ignore[assignment]
+        result = cli(env, "untag", "a", "approval")
+        assert lose.used
+        assert result.exit_code == 0, result.stderr
+        assert "untagged 'approval'" in result.stdout
+        assert query(saver, "SELECT COUNT(*) FROM tags") == [[0]]
+    engine.close()
+
+
 # --- threads and history --------------------------------------------------------------------
 
 
@@ -274,6 +307,36 @@ def test_history_of_unknown_thread_exit_4(saver: D1Saver, env: dict[str, str]) -
     assert json.loads(cli(env, "history", "nobody", "--json").stdout) == []
 
 
+# Stored ids and names are anyone's text: control characters in them must not reach a terminal.
+HOSTILE = "evil\x1b]0;owned\x07\x1b[2J\x9b31m\u202e\r\n\\x1b"
+HOSTILE_SHOWN = r"evil\x1b]0;owned\x07\x1b[2J\x9b31m\u202e\r\n\\x1b"
+
+
+def assert_no_control_characters(text: str) -> None:
+    assert not [c for c in text.replace("\n", "") if unicodedata.category(c) in ("Cc", "Cf")], text
+
+
+def test_human_output_escapes_control_characters(saver: D1Saver, env: dict[str, str]) -> None:
+    """`threads`, `history`, `compact --dry-run`, `tag` and `untag` show control characters in
+    thread ids, namespaces and tag names escaped (as repr does); --json keeps them exact."""
+    configs = put_chain(saver, HOSTILE, 3, ns=HOSTILE)
+    saver.tag(configs[0], HOSTILE)
+    assert [r["thread_id"] for r in json.loads(cli(env, "threads", "--json").stdout)] == [HOSTILE]
+    rows = json.loads(cli(env, "history", HOSTILE, "--json").stdout)
+    assert (rows[-1]["checkpoint_ns"], rows[-1]["tags"]) == (HOSTILE, HOSTILE)
+    outputs = [
+        cli(env, "threads").stdout,
+        cli(env, "history", HOSTILE).stdout,
+        cli(env, "compact", "--keep", "1", "--all", "--dry-run").stdout,
+        cli(env, "tag", HOSTILE, checkpoint_id(1), HOSTILE, "--ns", HOSTILE).stdout,
+        cli(env, "untag", HOSTILE, HOSTILE, "--ns", HOSTILE).stdout,
+    ]
+    for out in outputs:
+        assert_no_control_characters(out)
+        assert HOSTILE_SHOWN in out, out
+    assert outputs[0].splitlines()[1].split()[0] == HOSTILE_SHOWN
+
+
 # --- the other entry point ------------------------------------------------------------------
 
 
@@ -291,34 +354,27 @@ ARGS = {"compact": ["--keep", "1", "--all"], "tag": ["a", checkpoint_id(0), "x"]
         "untag": ["a", "x"], "threads": [], "history": ["a"], "rebalance": []}
 
 
-def unused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("command", ["compact", "threads"])
 def test_unreachable_server_exit_1_without_token(command: str) -> None:
     """No server at the URL: exit 1 with a one-line error, and no token anywhere."""
-    env = env_for(f"http://127.0.0.1:{unused_port()}/client/v4")
+    env = env_for(closed_url())
     result = cli(env, command, *ARGS[command])
     assert result.exit_code == 1
     assert result.stderr.startswith("error: D1 request failed")
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_wrong_token_exit_1_without_token(command: str) -> None:
+def test_wrong_token_exit_1_without_token(command: str, serve: Callable[..., str]) -> None:
     """A server that wants another token: exit 1, the message names the variable, not its value."""
-    with serve(api_token="right") as base_url:
-        result = cli(env_for(base_url), command, *ARGS[command])
-        assert result.exit_code == 1
-        assert "CLOUDFLARE_API_TOKEN" in result.stderr
+    result = cli(env_for(serve(api_token="right")), command, *ARGS[command])
+    assert result.exit_code == 1
+    assert "CLOUDFLARE_API_TOKEN" in result.stderr
 
 
 def test_flags_override_the_environment(saver: D1Saver, env: dict[str, str]) -> None:
     """--api-base-url and --database-id win over D1_API_BASE_URL and D1_DATABASE_ID."""
     seed(saver, "a")
-    wrong = {**env, "D1_API_BASE_URL": f"http://127.0.0.1:{unused_port()}/client/v4",
+    wrong = {**env, "D1_API_BASE_URL": closed_url(),
              "D1_DATABASE_ID": "another-database"}
     result = cli(wrong, "threads", "--json", "--api-base-url", env["D1_API_BASE_URL"],
                  "--database-id", env["D1_DATABASE_ID"])
@@ -330,6 +386,16 @@ def test_missing_settings_exit_2(env: dict[str, str]) -> None:
     result = cli({**env, "CLOUDFLARE_API_TOKEN": None}, "threads")
     assert result.exit_code == 2
     assert "CLOUDFLARE_API_TOKEN" in result.stderr
+
+
+@pytest.mark.parametrize("url", ["", "client/v4", "ftp://127.0.0.1/client/v4"],
+                         ids=["empty", "relative", "ftp"])
+def test_empty_relative_or_non_http_base_url_exit_2(url: str) -> None:
+    """D1_API_BASE_URL="" (or relative, or not http) is a usage error at once: exit 2, one line
+    naming the variable; it used to be retried five times as a connection error, then exit 1."""
+    result = cli(env_for(url), "threads")
+    assert_usage_error(result)
+    assert "D1_API_BASE_URL" in result.stderr
 
 
 def test_malformed_base_url_is_a_clean_error() -> None:
@@ -360,3 +426,27 @@ def test_top_level_help_lists_the_commands(app: typer.Typer) -> None:
     result = cli({}, "--help", app=app)
     assert result.exit_code == 0
     assert all(command in result.stdout for command in COMMANDS)
+
+
+# --- d1saver's own commands: serve and demo ---------------------------------------------------
+
+SERVE_BAD_ARGUMENTS = {
+    "port-out-of-range": ["--port", "99999"],
+    "rate-above-1": ["--fault-429", "2"],
+    "rates-sum-above-1": ["--fault-429", "0.6", "--fault-5xx", "0.6"],
+}
+
+
+@pytest.mark.parametrize("args", SERVE_BAD_ARGUMENTS.values(), ids=SERVE_BAD_ARGUMENTS.keys())
+def test_serve_bad_arguments_exit_2(args: list[str]) -> None:
+    """`serve` refuses a port or fault rates out of range with one line (was: exit 1, traceback)."""
+    assert_usage_error(cli({}, "serve", *args))
+
+
+def test_demo_without_langgraph_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without LangGraph (the `demo` extra), `d1saver demo` exits 2 with the install command."""
+    monkeypatch.setitem(sys.modules, "langgraph.graph", None)  # import fails as if not installed
+    monkeypatch.delitem(sys.modules, "d1saver.demo", raising=False)
+    result = cli({}, "demo")
+    assert_usage_error(result)
+    assert "pip install 'd1saver[demo]'" in result.stderr

@@ -7,6 +7,8 @@ that compact or snapshot the whole database run on the local D1 only, where each
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import operator
 import os
 from collections import Counter
@@ -21,34 +23,44 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, StateSnapshot, interrupt
 from typing_extensions import TypedDict
 
+from benchmarks.workload import append_batches
 from compaction import Summary, compact, lease
-from d1saver import ConfigError, D1Saver, LeaseHeldError, NotFoundError, RetryPolicy
+from d1saver import (ConfigError, D1Saver, LeaseHeldError, NotFoundError, RetryPolicy, _sql,
+                     admin)
 from d1saver.local import FaultPlan
-from tests.compaction import (BIG, LONG_AGO, cfg, checkpoint_id, ids_in, new_thread, put_chain,
-                              query)
+from tests.compaction import (BIG, LONG_AGO, LoseFirstResponse, cfg, checkpoint_id, ids_in,
+                              new_thread, put_chain, put_checkpoint, query)
 from tests.conftest import Backend, local_backend
+from tests.saver.graphs import LogState, log_node, sequence
 
 # --- helpers: threads -------------------------------------------------------------------------
 
 
 def build_fleet(saver: D1Saver, threads: int, *, root: int = 8, child: int = 4,
                 tag_every: int = 3, prefix: str = "fleet") -> list[str]:
-    """Deterministic threads: `root` checkpoints in '' and `child` in 'child:1'; every
-    `tag_every`-th thread (the first included) tags its 2nd root checkpoint. Returns the ids."""
+    """Deterministic threads: `root` checkpoints in '' and `child` in CHILD_NS (the subgraph
+    of the root head's task); every `tag_every`-th thread (the first included) tags its 2nd
+    root checkpoint. Returns the ids."""
     ids = [f"{prefix}-{i:03d}" for i in range(threads)]
     for i, tid in enumerate(ids):
         configs = put_chain(saver, tid, root)
         if child:
-            put_chain(saver, tid, child, ns="child:1")
+            put_chain(saver, tid, child, ns=child_ns(root - 1))
         if tag_every and i % tag_every == 0:
             saver.tag(configs[1], "approval")
     return ids
 
 
 # --- helpers: reading the database -----------------------------------------------------------
+
+
+def child_ns(i: int) -> str:
+    """The namespace of a subgraph called by put_chain's task of checkpoint i (as LangGraph
+    names it: '<node>:<task_id>'), which that checkpoint's write reaches."""
+    return f"child:task-{i}"
 
 
 def by_namespace(saver: D1Saver, thread_id: str) -> dict[str, list[str]]:
@@ -96,55 +108,33 @@ def newest(ids: list[str], n: int) -> list[str]:
 # --- helpers: graphs ------------------------------------------------------------------------
 
 
-class Log(TypedDict):
-    log: Annotated[list[str], operator.add]
+def asking(name: str, question: str, runs: Counter) -> Callable[[LogState], dict]:
+    """A node that interrupts with `question` and logs "<name>:<answer>" once resumed."""
 
+    def run(state: LogState) -> dict:
+        runs[name] += 1
+        return {"log": [f"{name}:{interrupt(question)}"]}
 
-def node(name: str, runs: Counter | None = None) -> Callable[[Log], dict]:
-    def run(state: Log) -> dict:
-        if runs is not None:
-            runs[name] += 1
-        return {"log": [name]}
     return run
 
 
 def parent_with_subgraph(saver: BaseCheckpointSaver) -> CompiledStateGraph:
     """p1 -> child[c1 -> c2]: each invoke adds 4 checkpoints in '' and 4 in a new 'child:<id>'."""
-    sub = StateGraph(Log)
-    sub.add_node("c1", node("c1"))
-    sub.add_node("c2", node("c2"))
-    sub.add_edge(START, "c1")
-    sub.add_edge("c1", "c2")
-    sub.add_edge("c2", END)
-    g = StateGraph(Log)
-    g.add_node("p1", node("p1"))
-    g.add_node("child", sub.compile())
-    g.add_edge(START, "p1")
-    g.add_edge("p1", "child")
-    g.add_edge("child", END)
-    return g.compile(checkpointer=saver)
+    sub = sequence(LogState, c1=log_node("c1"), c2=log_node("c2"))
+    return sequence(LogState, p1=log_node("p1"), child=sub.compile()).compile(checkpointer=saver)
 
 
 def one_step_graph(saver: BaseCheckpointSaver) -> CompiledStateGraph:
     """One node; each invoke adds 3 checkpoints (input, start, step)."""
-    g = StateGraph(Log)
-    g.add_node("step", node("step"))
-    g.add_edge(START, "step")
-    g.add_edge("step", END)
-    return g.compile(checkpointer=saver)
+    return sequence(LogState, step=log_node("step")).compile(checkpointer=saver)
 
 
 def fan_out_interrupt_graph(saver: BaseCheckpointSaver, runs: Counter) -> CompiledStateGraph:
     """s1 -> s2 -> (a, b, ask in parallel; ask interrupts) -> join."""
-
-    def ask(state: Log) -> dict:
-        runs["ask"] += 1
-        return {"log": [f"ask:{interrupt('go on?')}"]}
-
-    g = StateGraph(Log)
+    g = StateGraph(LogState)
     for name in ("s1", "s2", "a", "b", "join"):
-        g.add_node(name, node(name, runs))
-    g.add_node("ask", ask)
+        g.add_node(name, log_node(name, runs))
+    g.add_node("ask", asking("ask", "go on?", runs))
     g.add_edge(START, "s1")
     g.add_edge("s1", "s2")
     for name in ("a", "b", "ask"):
@@ -156,40 +146,18 @@ def fan_out_interrupt_graph(saver: BaseCheckpointSaver, runs: Counter) -> Compil
 
 def subgraph_interrupt_graph(saver: BaseCheckpointSaver, runs: Counter) -> CompiledStateGraph:
     """before -> child[draft -> review (interrupts)] -> after."""
-
-    def review(state: Log) -> dict:
-        runs["review"] += 1
-        return {"log": [f"review:{interrupt('ok?')}"]}
-
-    sub = StateGraph(Log)
-    sub.add_node("draft", node("draft", runs))
-    sub.add_node("review", review)
-    sub.add_edge(START, "draft")
-    sub.add_edge("draft", "review")
-    sub.add_edge("review", END)
-    g = StateGraph(Log)
-    g.add_node("before", node("before", runs))
-    g.add_node("child", sub.compile())
-    g.add_node("after", node("after", runs))
-    g.add_edge(START, "before")
-    g.add_edge("before", "child")
-    g.add_edge("child", "after")
-    g.add_edge("after", END)
-    return g.compile(checkpointer=saver)
-
-
-def append_batch(state: list, writes: Sequence[Any]) -> list:
-    """DeltaChannel reducer (state, writes) -> state: each write is an item or a list of them."""
-    return state + [x for w in writes for x in (w if isinstance(w, list) else [w])]
+    sub = sequence(LogState, draft=log_node("draft", runs), review=asking("review", "ok?", runs))
+    return sequence(LogState, before=log_node("before", runs), child=sub.compile(),
+                    after=log_node("after", runs)).compile(checkpointer=saver)
 
 
 class Chat(TypedDict):
-    messages: Annotated[list, DeltaChannel(append_batch, snapshot_frequency=4)]
+    messages: Annotated[list, DeltaChannel(append_batches, snapshot_frequency=4)]
     n: int
 
 
 class ChatWithNotes(Chat):
-    notes: Annotated[list, DeltaChannel(append_batch, snapshot_frequency=4)]
+    notes: Annotated[list, DeltaChannel(append_batches, snapshot_frequency=4)]
 
 
 def delta_graph(saver: BaseCheckpointSaver, steps: int = 13, note_at: int | None = None
@@ -228,37 +196,53 @@ def seed_chain(saver: D1Saver, config: RunnableConfig) -> list[str]:
     return chain
 
 
+def tagged_delta_thread(saver: D1Saver) -> tuple[CompiledStateGraph, RunnableConfig,
+                                                  list[StateSnapshot], StateSnapshot]:
+    """A delta thread with one checkpoint tagged "approval": the newest from the 5th newest back
+    that has no snapshot of its own. Gives the graph, config, history (newest first) and it."""
+    graph, config = run_delta_thread(saver)
+    history = list(graph.get_state_history(config))
+    tagged = next(s for s in history[4:] if len(seed_chain(saver, s.config)) > 1)
+    saver.tag(tagged.config, "approval")
+    return graph, config, history, tagged
+
+
 # --- keep N per (thread, namespace) ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("keep", [1, 3])
 def test_keeps_n_newest_per_namespace(backend: Backend, keep: int) -> None:
-    """With subgraph namespaces, exactly the N newest checkpoints of every (thread, ns) remain."""
+    """The N newest of the root remain, and the N newest of the subgraph namespaces those
+    reach: none with keep=1 (the head ends the turn), the last turn's with keep=3."""
     saver = backend.saver()
     graph, config = parent_with_subgraph(saver), cfg(new_thread())
     for i in range(3):
         graph.invoke({"log": [f"in{i}"]}, config)
     before = by_namespace(saver, config["configurable"]["thread_id"])
     assert len(before) == 4 and all(ns.startswith("child:") for ns in before if ns)
+    last_child = max((ns for ns in before if ns), key=lambda ns: before[ns][-1])
 
     compact(saver, keep=keep, threads=[config["configurable"]["thread_id"]])
 
     after = by_namespace(saver, config["configurable"]["thread_id"])
-    assert after == {ns: newest(ids, keep) for ns, ids in before.items()}
+    reached = [""] if keep == 1 else ["", last_child]
+    assert after == {ns: newest(before[ns], keep) for ns in reached}
 
 
 @pytest.mark.parametrize("keep", [1, 3])
 def test_keeps_n_newest_of_hand_built_namespaces(backend: Backend, keep: int) -> None:
-    """Checkpoints put directly in '' and 'child:1': N newest of each remain, by checkpoint_id."""
+    """Checkpoints put directly in '' and in two subgraph namespaces: N newest of the root and
+    of the one its head reaches remain, by checkpoint_id; the one only checkpoint 0 reached goes."""
     saver, tid = backend.saver(), new_thread()
     put_chain(saver, tid, 6)
-    put_chain(saver, tid, 5, ns="child:1")
+    put_chain(saver, tid, 5, ns=child_ns(5))
+    put_chain(saver, tid, 3, ns=child_ns(0))
 
     compact(saver, keep=keep, threads=[tid])
 
     assert by_namespace(saver, tid) == {
         "": [checkpoint_id(i) for i in range(6 - keep, 6)],
-        "child:1": [checkpoint_id(i) for i in range(5 - keep, 5)]}
+        child_ns(5): [checkpoint_id(i) for i in range(5 - keep, 5)]}
 
 
 def test_other_threads_untouched(backend: Backend) -> None:
@@ -276,6 +260,20 @@ def test_keep_zero_refused(local: Backend) -> None:
         compact(local.saver(), keep=0)
 
 
+@pytest.mark.parametrize("kwargs", [{"lease_ttl": 0}, {"lease_ttl": -5},
+                                    {"max_age": timedelta(days=999_999)}, {"max_age": timedelta.max}],
+                         ids=["lease-ttl-0", "lease-ttl-negative", "max-age-before-year-1",
+                              "max-age-max"])
+def test_out_of_range_options_refused_before_any_request(local: Backend, kwargs: dict) -> None:
+    """A lease that is born expired guards nothing, and a max_age reaching before year 1 cannot
+    be a cutoff: both are ConfigErrors, raised before the first request (was: OverflowError, or
+    a run under an expired lease)."""
+    saver = local.saver()
+    with pytest.raises(ConfigError):
+        compact(saver, keep=1, **kwargs)
+    assert local.requests == 0
+
+
 # --- tags -----------------------------------------------------------------------------------
 
 
@@ -291,14 +289,18 @@ def test_tagged_checkpoint_survives_repeated_compaction(backend: Backend) -> Non
 
 
 def test_tag_in_subgraph_namespace_is_kept(backend: Backend) -> None:
-    """A tag applies in its namespace: the tagged 'child:1' checkpoint survives keep=1."""
+    """A tag applies in its namespace: the tagged subgraph checkpoint survives keep=1, also in a
+    namespace no kept root checkpoint reaches (where it is all that remains)."""
     saver, tid = backend.saver(), new_thread()
     put_chain(saver, tid, 4)
-    child = put_chain(saver, tid, 4, ns="child:1")
+    child = put_chain(saver, tid, 4, ns=child_ns(3))
     saver.tag(child[0], "draft")
+    old = put_chain(saver, tid, 3, ns=child_ns(1))
+    saver.tag(old[1], "draft")
     compact(saver, keep=1, threads=[tid])
     assert by_namespace(saver, tid) == {"": [checkpoint_id(3)],
-                                        "child:1": [checkpoint_id(0), checkpoint_id(3)]}
+                                        child_ns(1): [checkpoint_id(1)],
+                                        child_ns(3): [checkpoint_id(0), checkpoint_id(3)]}
 
 
 def test_untag_then_compaction_removes_it(backend: Backend) -> None:
@@ -311,6 +313,28 @@ def test_untag_then_compaction_removes_it(backend: Backend) -> None:
     compact(saver, keep=2, threads=[tid])
     assert ids_in(saver, tid) == [checkpoint_id(4), checkpoint_id(5)]
     assert saver.tags(cfg(tid)) == {}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_untag_after_a_lost_response_reports_the_tag(local: Backend, mode: str) -> None:
+    """untag's first try commits and its response is lost; the retry finds the tag already
+    gone, yet untag answers True, as the stored state says (defect 11)."""
+    saver = local.saver()
+    configs = put_chain(saver, "t", 3)
+    saver.tag(configs[1], "approval")
+    lossy = LoseFirstResponse(local.transport, _sql.UNTAG)
+    local.transport = lossy
+    retrying = local.saver(retry=RetryPolicy(backoff_initial=0.0))
+
+    if mode == "sync":
+        existed = retrying.untag(cfg("t"), "approval")
+    else:
+        existed = asyncio.run(retrying.auntag(cfg("t"), "approval"))
+
+    assert lossy.lost == 1 and existed is True
+    assert retrying.tags(cfg("t")) == {}
+    assert retrying.untag(cfg("t"), "approval") is False  # now there truly is none
+    assert lossy.lost == 2  # (that one's response was lost too, and it still says False)
 
 
 def test_tag_missing_checkpoint_raises_not_found(backend: Backend) -> None:
@@ -357,6 +381,57 @@ def test_chunks_follow_their_checkpoints(backend: Backend) -> None:
     head = saver.get_tuple(cfg(tid))
     assert head.checkpoint["channel_values"]["x"] == blobs[2]
     assert head.pending_writes == [("task-2", "x", blobs[2])]
+
+
+def test_writes_of_a_checkpoint_not_stored_yet_survive(backend: Backend) -> None:
+    """With durability="async" a task's writes can land while its checkpoint's put is still in
+    flight. Compaction leaves alone writes (and their chunks) of a checkpoint newer than its
+    namespace's newest stored one, or of a namespace with none yet; the put then finds them
+    (defect 12). Dry-run figures still equal what goes."""
+    saver, tid = backend.saver(), new_thread()
+    configs = put_chain(saver, tid, 4)
+    big = os.urandom(BIG)
+    pending = cfg(tid, checkpoint_id=checkpoint_id(4))
+    saver.put_writes(pending, [("x", "soon"), ("x", big)], task_id="task-4")
+    saver.put_writes(cfg(tid, "child:1", checkpoint_id(0)), [("x", "first")], task_id="task-c")
+    chunks = "SELECT COUNT(*) FROM chunks WHERE thread_id = ?1"
+    pending_chunks = query(saver, chunks, tid)[0][0]
+    assert pending_chunks >= 2
+
+    dry = compact(saver, keep=1, threads=[tid], dry_run=True)
+    summary = compact(saver, keep=1, threads=[tid])
+
+    assert (summary.checkpoints_deleted, summary.writes_deleted) == (3, 3)
+    assert (dry.checkpoints_deleted, dry.writes_deleted, dry.bytes_freed) == (
+        summary.checkpoints_deleted, summary.writes_deleted, summary.bytes_freed)
+    assert query(saver, chunks, tid)[0][0] == pending_chunks
+    head = put_checkpoint(saver, configs[-1], 4)
+    assert saver.get_tuple(head).pending_writes == [("task-4", "x", "soon"), ("task-4", "x", big)]
+    child = put_chain(saver, tid, 1, ns="child:1", writes=0)[0]
+    assert saver.get_tuple(child).pending_writes == [("task-c", "x", "first")]
+
+
+def test_orphan_writes_of_a_superseded_checkpoint_go(backend: Backend) -> None:
+    """Writes whose checkpoint is missing while a newer one of its namespace is stored will
+    never be read (the puts of a namespace are chained): compaction deletes and counts them."""
+    saver, tid = backend.saver(), new_thread()
+    configs = put_chain(saver, tid, 4)
+    compact(saver, keep=1, threads=[tid])
+    # a late put_writes of a checkpoint compaction already deleted: an orphan
+    saver.put_writes(cfg(tid, checkpoint_id=checkpoint_id(1)), [("x", "late"), ("x", os.urandom(BIG))],
+                     task_id="late")
+    head = put_checkpoint(saver, configs[-1], 4)
+    put_checkpoint(saver, head, 5)
+
+    dry = compact(saver, keep=1, threads=[tid], dry_run=True)
+    summary = compact(saver, keep=1, threads=[tid])
+
+    assert (summary.checkpoints_deleted, summary.writes_deleted) == (2, 3)
+    assert (dry.checkpoints_deleted, dry.writes_deleted, dry.bytes_freed) == (
+        summary.checkpoints_deleted, summary.writes_deleted, summary.bytes_freed)
+    assert count_writes(saver, tid) == 0
+    assert query(saver, "SELECT COUNT(*) FROM chunks WHERE thread_id = ?1", tid) == [[0]]
+    assert ids_in(saver, tid) == [checkpoint_id(5)]
 
 
 def test_parent_pointers_stay_valid(backend: Backend) -> None:
@@ -459,10 +534,7 @@ def test_delta_channel_graph_goes_on_after_compaction(backend: Backend) -> None:
 def test_delta_channel_tagged_checkpoint_keeps_its_seed(backend: Backend) -> None:
     """A tagged checkpoint without a snapshot keeps its own seed chain: its state still rebuilds."""
     saver = backend.saver()
-    graph, config = run_delta_thread(saver)
-    history = list(graph.get_state_history(config))
-    tagged = next(s for s in history[4:] if len(seed_chain(saver, s.config)) > 1)
-    saver.tag(tagged.config, "approval")
+    graph, config, history, tagged = tagged_delta_thread(saver)
     expected = set(seed_chain(saver, config)) | set(seed_chain(saver, tagged.config))
 
     compact(saver, keep=1, threads=[config["configurable"]["thread_id"]])
@@ -475,10 +547,7 @@ def test_delta_channel_tagged_checkpoint_keeps_its_seed(backend: Backend) -> Non
 def test_idle_delta_thread_keeps_tagged_seed_chain(backend: Backend) -> None:
     """An idle DeltaChannel thread keeps only its tagged checkpoint and that one's seed chain."""
     saver = backend.saver()
-    graph, config = run_delta_thread(saver)
-    history = list(graph.get_state_history(config))
-    tagged = next(s for s in history[4:] if len(seed_chain(saver, s.config)) > 1)
-    saver.tag(tagged.config, "approval")
+    graph, config, _, tagged = tagged_delta_thread(saver)
     chain = seed_chain(saver, tagged.config)
     tid = config["configurable"]["thread_id"]
 
@@ -606,7 +675,8 @@ def test_rerun_keeps_everything_it_should(local: Backend) -> None:
     compact(saver, keep=2, batch_checkpoints=20)
     for i, tid in enumerate(threads):
         root = ([checkpoint_id(1)] if i % 3 == 0 else []) + [checkpoint_id(6), checkpoint_id(7)]
-        assert by_namespace(saver, tid) == {"": root, "child:1": [checkpoint_id(2), checkpoint_id(3)]}
+        assert by_namespace(saver, tid) == {"": root,
+                                            child_ns(7): [checkpoint_id(2), checkpoint_id(3)]}
         assert count_writes(saver, tid) == len(root) + 2
 
 
@@ -639,9 +709,42 @@ def test_faults_retried_to_the_same_end_state(local: Backend) -> None:
         assert faulty.requests > clean.requests  # faults were met, and retried
         assert dump(saver) == dump(reference)
         assert leases_held(saver) == []
-        # A batch whose response was lost ran twice; the second run found nothing left to
-        # delete, so the figures are lower bounds under faults (the end state is exact).
-        assert faulty.checkpoints_deleted <= clean.checkpoints_deleted
+        assert figures(faulty) == figures(clean)
+    finally:
+        assert other.engine is not None
+        other.engine.close()
+
+
+def figures(summary: Summary) -> dict[str, Any]:
+    """What a run reports, but for its cost (requests, seconds)."""
+    out = dataclasses.asdict(summary)
+    del out["requests"], out["seconds"]
+    return out
+
+
+def test_summary_after_lost_responses_equals_a_clean_run(local: Backend) -> None:
+    """Every batch's first try commits and loses its response; the retry finds nothing more
+    to delete, yet the run reports what a clean run reports: each batch's figures are read
+    back from what its first try recorded (defect 11)."""
+    def fleet(saver: D1Saver) -> None:
+        build_fleet(saver, 12)
+        put_chain(saver, "idle", 5, ts=LONG_AGO, writes=2)
+
+    other = local_backend()
+    try:
+        reference = other.saver()
+        fleet(reference)
+        clean = compact(reference, keep=2, batch_checkpoints=20, max_age=timedelta(days=30))
+        fleet(local.saver())
+        lossy = LoseFirstResponse(local.transport, _sql.CHECK_LEASE)  # every compaction batch
+        local.transport = lossy
+        retrying = local.saver(retry=RetryPolicy(backoff_initial=0.0))
+
+        faulty = compact(retrying, keep=2, batch_checkpoints=20, max_age=timedelta(days=30))
+
+        assert lossy.lost == faulty.batches == clean.batches > 1
+        assert figures(faulty) == figures(clean)
+        assert dump(retrying) == dump(reference)
     finally:
         assert other.engine is not None
         other.engine.close()
@@ -680,6 +783,22 @@ def test_dry_run_reports_what_the_real_run_deletes(local: Backend) -> None:
     assert real.checkpoints_kept == len(after["checkpoints"])
     assert sum(p["checkpoints_deleted"] for p in dry.plan) == dry.checkpoints_deleted
     assert [p["thread_id"] for p in dry.plan if p["expired"]] == ["idle"]
+
+
+def test_recorded_summary_reads_back_as_the_plan(backend: Backend) -> None:
+    """A deleting batch's summary, recorded and read back, has the dry run's rows, thread ids
+    (unicode, NUL) included."""
+    saver = backend.saver()
+    threads = sorted(new_thread() + suffix for suffix in ("-é漢", "-\x00nul", ""))
+    for tid in threads:
+        put_chain(saver, tid, 4, writes=2)
+    dry_batch = admin.retention(threads, 1, summarize=True, delete=False)
+    dry = admin.retention_summary(dry_batch, saver.execute(dry_batch))
+    batch = admin.retention(threads, 1, summarize=True)
+    real = admin.retention_summary(batch, saver.execute(batch))
+    assert real.columns == dry.columns == list(_sql.SUMMARY_COLUMNS)
+    assert real.rows == dry.rows == [[tid, 4, 3, 6, dry.rows[i][4]] for i, tid in enumerate(threads)]
+    assert all(row[4] > 0 for row in real.rows)
 
 
 # --- the lease ------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 
 from d1saver.local import FaultPlan, LocalD1, LocalD1Transport, make_server
 from d1saver.local.engine import split_statements
+from tests.servers import serving
 
 TOKEN = "test-token"
 BASE = "https://api.cloudflare.com/client/v4/accounts/acc/d1/database/db1"
@@ -303,27 +303,19 @@ async def test_async_transport_overlaps_latency(anyio_backend: str) -> None:
 
 def test_real_http_server(tmp_path: Any) -> None:
     server = make_server("127.0.0.1", 0, tmp_path, api_token=TOKEN)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    host, port = server.server_address[:2]
-    url = f"http://{host}:{port}/client/v4/accounts/acc/d1/database/db1"
-    try:
-        with httpx.Client(headers=AUTH) as c:
-            response = c.post(f"{url}/query", json={"batch": [{"sql": "CREATE TABLE h (x)"},
-                                                              {"sql": "INSERT INTO h VALUES (?)", "params": ["v"]},
-                                                              {"sql": "SELECT x FROM h"}]})  # fmt: skip
-            assert response.status_code == 200 and response.json()["result"][2]["results"] == [{"x": "v"}]
-            assert c.post(f"{url}/raw", json={"sql": "SELECT x FROM h"}).json()["result"][0]["results"] == {
-                "columns": ["x"], "rows": [["v"]]
-            }  # fmt: skip
-            denied = c.post(f"{url}/query", json={"sql": "SELECT 1"}, headers={"Authorization": "Bearer no"})
-            assert error(denied)[0] == 401
-            server.engine.faults = FaultPlan(rate_lost_response=1.0)
-            with pytest.raises(httpx.TransportError):
-                c.post(f"{url}/query", json={"sql": "INSERT INTO h VALUES ('lost')"})
-            server.engine.faults = None
-            assert len(c.post(f"{url}/query", json={"sql": "SELECT x FROM h"}).json()["result"][0]["results"]) == 2
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with serving(server) as base_url, httpx.Client(headers=AUTH) as c:
+        url = f"{base_url}/accounts/acc/d1/database/db1"
+        response = c.post(f"{url}/query", json={"batch": [{"sql": "CREATE TABLE h (x)"},
+                                                          {"sql": "INSERT INTO h VALUES (?)", "params": ["v"]},
+                                                          {"sql": "SELECT x FROM h"}]})  # fmt: skip
+        assert response.status_code == 200 and response.json()["result"][2]["results"] == [{"x": "v"}]
+        assert c.post(f"{url}/raw", json={"sql": "SELECT x FROM h"}).json()["result"][0]["results"] == {
+            "columns": ["x"], "rows": [["v"]]
+        }  # fmt: skip
+        denied = c.post(f"{url}/query", json={"sql": "SELECT 1"}, headers={"Authorization": "Bearer no"})
+        assert error(denied)[0] == 401
+        server.engine.faults = FaultPlan(rate_lost_response=1.0)
+        with pytest.raises(httpx.TransportError):
+            c.post(f"{url}/query", json={"sql": "INSERT INTO h VALUES ('lost')"})
+        server.engine.faults = None
+        assert len(c.post(f"{url}/query", json={"sql": "SELECT x FROM h"}).json()["result"][0]["results"]) == 2

@@ -4,8 +4,8 @@
         --log LOGFILE [--resume] [--variant plain|delta] [--database DB] [--durability MODE]
 
 The graph is benchmarks/workload.py's agent (agent -> FANOUT tools in parallel via Send -> agent
-..., answering on turn TURNS), with the same messages, so its final state is known; each node here
-also sleeps a little and appends to LOGFILE, flushed and fsynced before it goes on:
+..., answering on turn TURNS), so its final state is known; its hook (`logged`) makes each node
+run sleep a little and append to LOGFILE, flushed and fsynced before it goes on:
 
     start <node> <task_id> <logical_id> <pid>     when the node begins
     end <node> <task_id> <logical_id> <pid>       just before it returns
@@ -25,19 +25,16 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Send
 
-from benchmarks.workload import TOOLS, DeltaState, PlainState, first_input, prose
+from benchmarks.workload import VARIANTS, Hook, NodeRun, build_graph, first_input
 
 TURNS = 4
 FANOUT = 3
@@ -59,65 +56,30 @@ def task_id_of(config: RunnableConfig) -> str:
 class Log:
     """Append-only line log; each line is written with one write() and fsynced before returning."""
 
-    def __init__(self, path: str | None) -> None:
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if path else None
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.pid = os.getpid()
 
     def __call__(self, event: str, node: str, task_id: str, logical: str) -> None:
-        if self.fd is None:
-            return
         os.write(self.fd, f"{event} {node} {task_id} {logical} {self.pid}\n".encode())
         os.fsync(self.fd)
 
 
-def build_graph(saver: BaseCheckpointSaver | None, *, variant: str = "plain", turns: int = TURNS,
-                fanout: int = FANOUT, log: Log | None = None, sleep: bool = True
-                ) -> CompiledStateGraph:
-    """benchmarks.workload.build_graph's agent, logging each node run and sleeping a little."""
-    state_type = {"plain": PlainState, "delta": DeltaState}[variant]
-    log = log or Log(None)
+def logged(log: Log) -> Hook:
+    """The hook: log `start`, sleep (the parallel tools end at different times), run, log `end`."""
 
-    def agent(state: dict, config: RunnableConfig) -> dict:
-        turn = 1 + sum(isinstance(m, AIMessage) for m in state["messages"])
-        task_id, logical = task_id_of(config), f"agent-{turn}"
-        log("start", "agent", task_id, logical)
-        if sleep:
+    @contextmanager
+    def hook(run: NodeRun) -> Iterator[None]:
+        task_id = task_id_of(run.config)
+        log("start", run.node, task_id, run.logical)
+        if run.node == "agent":
             time.sleep(AGENT_SLEEP)
-        if turn >= turns:
-            out = {"messages": [AIMessage(content=prose(f"answer-{turn}", 200, 400), id=f"ai-{turn}")]}
         else:
-            calls = [{"name": TOOLS[(turn + i) % len(TOOLS)], "id": f"call-{turn}-{i}",
-                      "args": {"query": prose(f"q-{turn}-{i}", 20, 60)}} for i in range(fanout)]
-            out = {"messages": [AIMessage(content=f"Turn {turn}: calling {fanout} tools.",
-                                          tool_calls=calls, id=f"ai-{turn}")]}
-        log("end", "agent", task_id, logical)
-        return out
+            time.sleep(TOOL_SLEEP[int(run.logical.rsplit("-", 1)[1]) % len(TOOL_SLEEP)])
+        yield
+        log("end", run.node, task_id, run.logical)
 
-    def route(state: dict) -> list[Send] | str:
-        last = state["messages"][-1]
-        if not getattr(last, "tool_calls", None):
-            return END
-        return [Send("tool", {"call": call}) for call in last.tool_calls]
-
-    def tool(payload: dict, config: RunnableConfig) -> dict:
-        call = payload["call"]
-        task_id, logical = task_id_of(config), f"tool-{call['id']}"
-        log("start", "tool", task_id, logical)
-        if sleep:
-            time.sleep(TOOL_SLEEP[int(call["id"].rsplit("-", 1)[1]) % len(TOOL_SLEEP)])
-        text = prose(f"tool-{call['id']}")
-        out = {"messages": [ToolMessage(content=text, tool_call_id=call["id"], name=call["name"],
-                                        id=f"tool-{call['id']}")]}
-        log("end", "tool", task_id, logical)
-        return out
-
-    g = StateGraph(state_type)
-    g.add_node("agent", agent)
-    g.add_node("tool", tool)
-    g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", route, ["tool", END])
-    g.add_edge("tool", "agent")
-    return g.compile(checkpointer=saver)
+    return hook
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--thread", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--resume", action="store_true")
-    parser.add_argument("--variant", choices=("plain", "delta"), default="plain")
+    parser.add_argument("--variant", choices=VARIANTS, default="plain")
     parser.add_argument("--database", default="crash")
     parser.add_argument("--durability", choices=("async", "sync", "exit"), default=None,
                         help="LangGraph's durability mode (default: LangGraph's, async)")
@@ -136,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
 
     saver = D1Saver(account_id="acc", database_id=args.database, api_token="crash-token",
                     api_base_url=args.url)
-    graph = build_graph(saver, variant=args.variant, log=Log(args.log))
+    graph = build_graph(saver, variant=args.variant, turns=TURNS, fanout=FANOUT,
+                        hook=logged(Log(args.log)))
     config: RunnableConfig = {"configurable": {"thread_id": args.thread}}
     started = time.monotonic()
     print(f"go {started}", flush=True)

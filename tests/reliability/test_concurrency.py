@@ -28,6 +28,7 @@ from typing_extensions import TypedDict
 from d1saver import CheckpointConflictError, D1Error, D1Saver, Statement
 from d1saver.local import LocalD1Transport
 from tests.conftest import Backend
+from tests.saver import graphs
 
 THREADS_LOCAL = 50
 THREADS_BACKEND = 20
@@ -228,19 +229,11 @@ class RendezvousSaver(D1Saver):
         return tup
 
 
-class OneLog(TypedDict):
-    log: Annotated[list[str], operator.add]
-
-
 def one_step_graph(saver: BaseCheckpointSaver) -> CompiledStateGraph:
-    async def step(state: OneLog) -> dict:
+    async def step(state: graphs.LogState) -> dict:
         return {"log": [f"{state['log'][-1]}:step"]}
 
-    g = StateGraph(OneLog)
-    g.add_node("step", step)
-    g.add_edge(START, "step")
-    g.add_edge("step", END)
-    return g.compile(checkpointer=saver)
+    return graphs.sequence(graphs.LogState, step=step).compile(checkpointer=saver)
 
 
 async def two_writers(backend: Backend, guard_head: bool, shared: bool) -> dict[str, Any]:
@@ -331,8 +324,6 @@ async def test_two_writers_resuming_one_interrupt(local: Backend, guard_head: bo
     from collections import Counter
 
     from langgraph.types import Command
-
-    from tests.saver import graphs
 
     local.transport = LocalD1Transport(local.engine, latency_ms=LATENCY_MS)
     a = saver_for(local, RendezvousSaver, guard_head=guard_head)

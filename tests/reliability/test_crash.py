@@ -39,18 +39,17 @@ from typing import Any
 
 import pytest
 
-from benchmarks.workload import build_graph as workload_graph
-from benchmarks.workload import first_input
+from benchmarks.workload import VARIANTS, build_graph, first_input, node_runs
 from d1saver import D1Saver
 from d1saver.local import make_server
-from tests.reliability.crash_child import FANOUT, TURNS, build_graph
+from tests.reliability.crash_child import FANOUT, TURNS
+from tests.servers import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("crash_child.py")
 LATENCY_MS = 5
 ACCOUNT = "acc"
 TOKEN = "crash-token"
-VARIANTS = ("plain", "delta")
 MAX_KILLS = 4  # kills per trial at most; the child after the last one runs to the end
 CHAIN_P = 0.6  # chance that a resumed child is killed again
 WORKERS = 3  # trials run side by side (on their own thread and database each)
@@ -166,15 +165,8 @@ def server() -> Iterator[Server]:
             handle_error(request, client_address)
 
     srv.handle_error = quiet_handle_error
-    thread = threading.Thread(target=srv.serve_forever, name="local-d1", daemon=True)
-    thread.start()
-    host, port = srv.server_address[:2]
-    try:
-        yield Server(f"http://{host}:{port}/client/v4", tracker, srv.engine)
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(5)
+    with serving(srv) as url:
+        yield Server(url, tracker, srv.engine)
 
 
 # --- children -------------------------------------------------------------------------------
@@ -323,17 +315,18 @@ def run_baseline(server: Server, variant: str, tmp: Path) -> Baseline:
         child.close()
     config = {"configurable": {"thread_id": thread}}
     saver = server.saver(db)
-    state = build_graph(saver, variant=variant, sleep=False).get_state(config)
+    state = build_graph(saver, variant=variant, turns=TURNS, fanout=FANOUT).get_state(config)
     assert state.next == ()
     entries = read_log(log)
-    runs = TURNS + (TURNS - 1) * FANOUT
-    assert len(entries) == 2 * runs and len({e.task_id for e in entries}) == runs
+    runs = node_runs(TURNS, FANOUT)
+    assert len(entries) == 2 * len(runs) and len({e.task_id for e in entries}) == len(runs)
+    assert {e.logical for e in entries} == set(runs)
     # The ids the nodes log are the ids their writes are stored under (less the input's task).
     stored = stored_task_ids(saver, config)
     assert {e.task_id for e in entries} == set(stored) - {
         tid for tid, cid in stored.items() if cid == _first_checkpoint_id(saver, config)}
-    # The graph is the benchmark's agent: same final messages.
-    expected = workload_graph(None, variant=variant, turns=TURNS, fanout=FANOUT).invoke(first_input())
+    # The child's hook changes nothing the graph writes: the same final messages as without it.
+    expected = build_graph(None, variant=variant, turns=TURNS, fanout=FANOUT).invoke(first_input())
     assert state.values["messages"] == expected["messages"]
     assert child.done_seconds is not None
     tup = saver.get_tuple(config)
@@ -409,7 +402,7 @@ def run_trial(server: Server, baselines: dict[str, Baseline], seed: int, tmp: Pa
     db, thread, log = f"crash-{seed}", f"thread-{seed}", tmp / f"trial-{seed}.log"
     config = {"configurable": {"thread_id": thread}}
     saver = server.saver(db)
-    graph = build_graph(saver, variant=variant, sleep=False)
+    graph = build_graph(saver, variant=variant, turns=TURNS, fanout=FANOUT)
     resumes: list[Resume] = []
     step: int | None = None
     try:

@@ -146,12 +146,24 @@ def read_everything(saver: D1Saver, conf: dict) -> list[Any]:
     return out
 
 
+def saver_fixture(strict: bool) -> Iterator[D1Saver]:
+    """A saver on a fresh local D1, with LangGraph's default serializer or the strict one
+    (an empty msgpack allow-list); the engine closes after the test."""
+    engine = LocalD1()
+    yield new_saver(engine, **({"serde": JsonPlusSerializer(allowed_msgpack_modules=None)}
+                               if strict else {}))
+    engine.close()
+
+
 @pytest.fixture
 def strict_saver() -> Iterator[D1Saver]:
-    engine = LocalD1()
-    saver = new_saver(engine, serde=JsonPlusSerializer(allowed_msgpack_modules=None))
-    yield saver
-    engine.close()
+    yield from saver_fixture(strict=True)
+
+
+@pytest.fixture(params=["default", "strict"])
+def each_serde_saver(request: pytest.FixtureRequest) -> Iterator[D1Saver]:
+    """The test twice: with the default serializer, then with the strict one."""
+    yield from saver_fixture(strict=request.param == "strict")
 
 
 @pytest.fixture(autouse=True)
@@ -216,12 +228,9 @@ async def test_strict_serde_async_reads(strict_saver: D1Saver, tmp_path: Path) -
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("serde", ["default", "strict"])
-def test_method_calls_are_blocked_in_every_mode(tmp_path: Path, serde: str) -> None:
+def test_method_calls_are_blocked_in_every_mode(tmp_path: Path, each_serde_saver: D1Saver) -> None:
     marker = tmp_path / "marker"
-    engine = LocalD1()
-    saver = new_saver(engine, **({"serde": JsonPlusSerializer(allowed_msgpack_modules=None)}
-                                 if serde == "strict" else {}))
+    saver = each_serde_saver
     conf = plant(saver, "m", "msgpack", checkpoint_bytes(method_payload(marker)))
     x = saver.get_tuple(conf).checkpoint["channel_values"]["x"]
     assert x == str(marker)  # the raw argument, not Gadget.create(...)
@@ -281,12 +290,9 @@ def json_checkpoint(value: Any) -> bytes:
     return json.dumps(ck).encode()
 
 
-@pytest.mark.parametrize("serde", ["default", "strict"])
-def test_json_lc2_constructor_is_returned_as_data(tmp_path: Path, serde: str) -> None:
+def test_json_lc2_constructor_is_returned_as_data(tmp_path: Path, each_serde_saver: D1Saver) -> None:
     marker = tmp_path / "marker"
-    engine = LocalD1()
-    saver = new_saver(engine, **({"serde": JsonPlusSerializer(allowed_msgpack_modules=None)}
-                                 if serde == "strict" else {}))
+    saver = each_serde_saver
     for ident, args in ((["os", "system"], [f"touch {marker}"]),
                         ([*HERE.split("."), "Gadget"], [str(marker)])):
         obj = {"lc": 2, "type": "constructor", "id": ident, "args": args}

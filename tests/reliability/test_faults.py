@@ -1,4 +1,5 @@
-"""The benchmark's agent under injected faults (429, 5xx, dropped connections, lost responses).
+"""The benchmark's agent under injected faults (429, 5xx, dropped connections, lost responses,
+transient D1 errors).
 
 Each faulted run is compared with the same run without faults, on a fresh local D1: the same
 final state, every checkpoint (count and metadata step/source, in order), and the same pending
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -38,13 +38,14 @@ from d1saver import (
 from d1saver.local import Fault, FaultPlan, LocalD1, LocalD1Transport, make_server
 from d1saver.local.faults import InjectedFault
 from tests.reliability.test_rate_limit import VirtualClock
+from tests.servers import serving
 
 BASE_URL = "http://d1.local/client/v4"
 THREAD = "agent-1"
 CONFIG = {"configurable": {"thread_id": THREAD}}
 TURNS, FANOUT = 6, 3
-RATES = dict(rate_429=0.1, rate_5xx=0.1, rate_drop=0.1, rate_lost_response=0.1,
-             retry_after_s=0.001)
+RATES = dict(rate_429=0.08, rate_5xx=0.08, rate_drop=0.08, rate_lost_response=0.08,
+             rate_transient=0.08, retry_after_s=0.001)
 RETRY = RetryPolicy(max_attempts=10, backoff_initial=0.001, backoff_max=0.005)
 CI_SEEDS = range(5)
 SOAK_SEEDS = range(100, 200)
@@ -245,22 +246,15 @@ def test_agent_survives_faults_soak(seed: int, variant: str, mode: str) -> None:
 def test_agent_survives_faults_over_real_http(mode: str) -> None:
     """Through the HTTP server on a real socket: drops and lost responses close connections."""
     server = make_server("127.0.0.1", 0, faults=FaultPlan(seed=7, **RATES))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        host, port = server.server_address[:2]
+    with serving(server) as url:
         events: list[TraceEvent] = []
-        saver = make_saver(base_url=f"http://{host}:{port}/client/v4", events=events)
+        saver = make_saver(base_url=url, events=events)
         plan = server.engine.faults
         assert plan is not None
         got = run_with_faults(saver, server.engine, plan, "plain", mode, events, SUMMARY["http"])
         assert plan.counts[Fault.DROP.value] + plan.counts[Fault.LOST_RESPONSE.value] > 0
         assert got == reference("plain", mode)
         saver.close()
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 # --- faults that outlast the retry budget ---------------------------------------------------

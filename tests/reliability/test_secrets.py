@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import subprocess
 import sys
-import threading
 import traceback
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -41,7 +38,8 @@ from d1saver import (
     load_settings,
 )
 from d1saver.cli import app as d1saver_app
-from d1saver.local import FaultPlan, LocalD1, LocalD1Transport, make_server
+from d1saver.local import FaultPlan, LocalD1, LocalD1Transport
+from tests.servers import closed_url
 
 TOKEN = f"sentinel-TOKEN-{uuid.uuid4().hex}"
 LOCAL_URL = "http://d1.local/client/v4"
@@ -75,29 +73,6 @@ def raised(fn: Callable[[], Any], error: type[BaseException] = D1Error) -> BaseE
         fn()
     assert_clean(full_text(info.value))
     return info.value
-
-
-def closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-@contextmanager
-def serve(**kwargs: Any) -> Iterator[str]:
-    server = make_server("127.0.0.1", 0, None, **kwargs)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
-                              daemon=True)
-    thread.start()
-    host, port = server.server_address[:2]
-    try:
-        yield f"http://{host}:{port}/client/v4"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def local_saver(engine: LocalD1, **kwargs: Any) -> D1Saver:
@@ -145,7 +120,7 @@ async def test_wrong_token_authentication_error_async() -> None:
                          ids=["no-retry", "retried"])
 def test_connection_refused(retry: RetryPolicy) -> None:
     saver = D1Saver(account_id="acc", database_id="db", api_token=TOKEN,
-                    api_base_url=f"http://127.0.0.1:{closed_port()}/client/v4", retry=retry)
+                    api_base_url=closed_url(), retry=retry)
     for op in every_operation(saver)[1:]:
         raised(op, ConnectionError)
 
@@ -153,8 +128,7 @@ def test_connection_refused(retry: RetryPolicy) -> None:
 @pytest.mark.anyio
 async def test_connection_refused_async() -> None:
     saver = D1Saver(account_id="acc", database_id="db", api_token=TOKEN,
-                    api_base_url=f"http://127.0.0.1:{closed_port()}/client/v4",
-                    retry=RetryPolicy.none())
+                    api_base_url=closed_url(), retry=RetryPolicy.none())
     with pytest.raises(ConnectionError) as info:
         await saver.aget_tuple(CFG)
     assert_clean(full_text(info.value))
@@ -243,7 +217,8 @@ def test_echoed_token_in_an_error_envelope_is_redacted(status: int, error: type[
 # --- logs ---------------------------------------------------------------------------------------
 
 
-def test_nothing_logs_the_token(caplog: pytest.LogCaptureFixture) -> None:
+def test_nothing_logs_the_token(caplog: pytest.LogCaptureFixture,
+                                serve: Callable[..., str]) -> None:
     from langgraph.graph import END, START, StateGraph
     from typing_extensions import TypedDict
 
@@ -259,24 +234,24 @@ def test_nothing_logs_the_token(caplog: pytest.LogCaptureFixture) -> None:
     g.add_edge(START, "inc")
     g.add_edge("inc", END)
 
-    with serve(api_token=TOKEN) as url:
-        saver = D1Saver(account_id="acc", database_id="db", api_token=TOKEN, api_base_url=url,
-                        retry=RetryPolicy(max_attempts=2, backoff_initial=0.01))
-        graph = g.compile(checkpointer=saver)
-        conf = {"configurable": {"thread_id": "logged"}}
-        assert graph.invoke({"n": 0}, conf) == {"n": 1}
-        list(graph.get_state_history(conf))
-        saver.tag(saver.get_tuple(conf).config, "v1")
-        saver.prune(["logged"])
-        saver.delete_thread("logged")
-        saver.close()
-        # wrong token, over the same server
-        wrong = D1Saver(account_id="acc", database_id="db", api_token="wrong-" + TOKEN[::-1],
-                        api_base_url=url, retry=RetryPolicy.none())
-        with pytest.raises(AuthenticationError):
-            wrong.get_tuple(conf)
+    url = serve(api_token=TOKEN)
+    saver = D1Saver(account_id="acc", database_id="db", api_token=TOKEN, api_base_url=url,
+                    retry=RetryPolicy(max_attempts=2, backoff_initial=0.01))
+    graph = g.compile(checkpointer=saver)
+    conf = {"configurable": {"thread_id": "logged"}}
+    assert graph.invoke({"n": 0}, conf) == {"n": 1}
+    list(graph.get_state_history(conf))
+    saver.tag(saver.get_tuple(conf).config, "v1")
+    saver.prune(["logged"])
+    saver.delete_thread("logged")
+    saver.close()
+    # wrong token, over the same server
+    wrong = D1Saver(account_id="acc", database_id="db", api_token="wrong-" + TOKEN[::-1],
+                    api_base_url=url, retry=RetryPolicy.none())
+    with pytest.raises(AuthenticationError):
+        wrong.get_tuple(conf)
     refused = D1Saver(account_id="acc", database_id="db", api_token=TOKEN,
-                      api_base_url=f"http://127.0.0.1:{closed_port()}/client/v4",
+                      api_base_url=closed_url(),
                       retry=RetryPolicy(max_attempts=2, backoff_initial=0.01))
     with pytest.raises(ConnectionError):
         refused.get_tuple(conf)
@@ -289,16 +264,17 @@ def test_nothing_logs_the_token(caplog: pytest.LogCaptureFixture) -> None:
 
 
 @pytest.mark.anyio
-async def test_nothing_logs_the_token_async(caplog: pytest.LogCaptureFixture) -> None:
+async def test_nothing_logs_the_token_async(caplog: pytest.LogCaptureFixture,
+                                            serve: Callable[..., str]) -> None:
     caplog.set_level(logging.DEBUG)
     for name in ("httpx", "httpcore"):
         caplog.set_level(logging.DEBUG, logger=name)
-    with serve(api_token=TOKEN) as url:
-        saver = D1Saver(account_id="acc", database_id="db", api_token=TOKEN, api_base_url=url)
-        c = await saver.aput(CFG, empty_checkpoint(), {}, {})
-        await saver.aput_writes(c, [("v", 1)], "task")
-        assert await saver.aget_tuple(CFG) is not None
-        await saver.aclose()
+    url = serve(api_token=TOKEN)
+    saver = D1Saver(account_id="acc", database_id="db", api_token=TOKEN, api_base_url=url)
+    c = await saver.aput(CFG, empty_checkpoint(), {}, {})
+    await saver.aput_writes(c, [("v", 1)], "task")
+    assert await saver.aget_tuple(CFG) is not None
+    await saver.aclose()
     assert any(r.name.startswith("httpcore") for r in caplog.records)
     assert_clean(caplog.text)
 
@@ -388,9 +364,8 @@ def cli_output(args: list[str], env: dict[str, str]) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("args", CLI_COMMANDS, ids=" ".join)
-def test_cli_wrong_token(args: list[str]) -> None:
-    with serve(api_token="right") as url:
-        code, text = cli_output(args, cli_env(url))
+def test_cli_wrong_token(args: list[str], serve: Callable[..., str]) -> None:
+    code, text = cli_output(args, cli_env(serve(api_token="right")))
     assert code == 1, text
     assert "error:" in text and "CLOUDFLARE_API_TOKEN" in text
     assert_clean(text)
@@ -398,7 +373,7 @@ def test_cli_wrong_token(args: list[str]) -> None:
 
 @pytest.mark.parametrize("args", CLI_COMMANDS, ids=" ".join)
 def test_cli_bad_server_url(args: list[str]) -> None:
-    code, text = cli_output(args, cli_env(f"http://127.0.0.1:{closed_port()}/client/v4"))
+    code, text = cli_output(args, cli_env(closed_url()))
     assert code == 1, text
     assert "error:" in text
     assert_clean(text)
@@ -411,20 +386,18 @@ def test_cli_malformed_server_url(url: str) -> None:
     assert_clean(text)
 
 
-def test_cli_success_and_help(tmp_path: Any) -> None:
-    with serve(api_token=TOKEN) as url:
-        env = cli_env(url)
-        for args in CLI_COMMANDS + [["--help"], ["serve", "--help"], ["compact", "--help"]]:
-            code, text = cli_output(args, env)
-            assert_clean(text)
+def test_cli_success_and_help(tmp_path: Any, serve: Callable[..., str]) -> None:
+    env = cli_env(serve(api_token=TOKEN))
+    for args in CLI_COMMANDS + [["--help"], ["serve", "--help"], ["compact", "--help"]]:
+        code, text = cli_output(args, env)
+        assert_clean(text)
 
 
 def test_cli_crash_traceback_with_locals(tmp_path: Any) -> None:
     """A real process, so Typer's pretty traceback (with local variables) is printed: an argv
     that is not UTF-8 becomes a lone surrogate, which the request cannot encode (see
     test_hostile.test_lone_surrogate_is_a_typed_error). The traceback must not show the token."""
-    env = {**os.environ, **cli_env(f"http://127.0.0.1:{closed_port()}/client/v4"),
-           "COLUMNS": "200", "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, **cli_env(closed_url()), "COLUMNS": "200", "PYTHONPATH": os.getcwd()}
     bad_arg = b"\xff".decode("utf-8", "surrogateescape")
     proc = subprocess.run([sys.executable, "-m", "d1saver.cli", "history", bad_arg], env=env,
                           capture_output=True, timeout=120)

@@ -1,23 +1,49 @@
-"""Small LangGraph graphs shared by the graph-level saver tests; each counts its node runs."""
+"""Small LangGraph graphs shared by the graph-level saver tests; each counts its node runs.
+
+The agent loop (parallel tool calls, DeltaChannel messages) is the benchmark's agent,
+benchmarks/workload.py, not a copy here.
+"""
 
 from __future__ import annotations
 
 import operator
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Send, interrupt
+from langgraph.types import interrupt
 from typing_extensions import TypedDict
+
+from benchmarks.workload import append_batches
 
 
 class LogState(TypedDict):
     log: Annotated[list[str], operator.add]
+
+
+def log_node(name: str, runs: Counter | None = None) -> Callable[[LogState], dict]:
+    """A node that appends its name to `log` (and counts its runs in `runs`)."""
+
+    def run(state: LogState) -> dict:
+        if runs is not None:
+            runs[name] += 1
+        return {"log": [name]}
+
+    return run
+
+
+def sequence(state: type, **nodes: Any) -> StateGraph:
+    """A graph (not compiled) running `nodes` in order: START -> each in turn -> END."""
+    names = list(nodes)
+    g = StateGraph(state).add_sequence(list(nodes.items()))
+    g.add_edge(START, names[0])
+    g.add_edge(names[-1], END)
+    return g
 
 
 def approval_graph(saver: BaseCheckpointSaver | None, runs: Counter) -> CompiledStateGraph:
@@ -36,15 +62,8 @@ def approval_graph(saver: BaseCheckpointSaver | None, runs: Counter) -> Compiled
         runs["finish"] += 1
         return {"log": ["finished"]}
 
-    g = StateGraph(LogState)
-    g.add_node("prepare", prepare)
-    g.add_node("approve", approve)
-    g.add_node("finish", finish)
-    g.add_edge(START, "prepare")
-    g.add_edge("prepare", "approve")
-    g.add_edge("approve", "finish")
-    g.add_edge("finish", END)
-    return g.compile(checkpointer=saver)
+    return sequence(LogState, prepare=prepare, approve=approve, finish=finish).compile(
+        checkpointer=saver)
 
 
 class ReviewState(TypedDict, total=False):
@@ -67,30 +86,13 @@ def parent_with_subgraph(saver: BaseCheckpointSaver | None, runs: Counter) -> Co
         runs["review"] += 1
         return {"verdict": interrupt(f"review {state['draft']}?")}
 
-    sub = StateGraph(ReviewState)
-    sub.add_node("draft", draft)
-    sub.add_node("review", review)
-    sub.add_edge(START, "draft")
-    sub.add_edge("draft", "review")
-    sub.add_edge("review", END)
-
-    def before(state: ParentState) -> dict:
-        runs["before"] += 1
-        return {"log": ["before"]}
-
     def after(state: ParentState) -> dict:
         runs["after"] += 1
         return {"log": [f"after:{state['draft']}:{state['verdict']}"]}
 
-    g = StateGraph(ParentState)
-    g.add_node("before", before)
-    g.add_node("sub", sub.compile())
-    g.add_node("after", after)
-    g.add_edge(START, "before")
-    g.add_edge("before", "sub")
-    g.add_edge("sub", "after")
-    g.add_edge("after", END)
-    return g.compile(checkpointer=saver)
+    sub = sequence(ReviewState, draft=draft, review=review)
+    return sequence(ParentState, before=log_node("before", runs), sub=sub.compile(),
+                    after=after).compile(checkpointer=saver)
 
 
 def step_graph(saver: BaseCheckpointSaver | None, runs: Counter) -> CompiledStateGraph:
@@ -100,58 +102,23 @@ def step_graph(saver: BaseCheckpointSaver | None, runs: Counter) -> CompiledStat
         runs["step"] += 1
         return {"log": [f"step{runs['step']}"]}
 
-    g = StateGraph(LogState)
-    g.add_node("step", step)
-    g.add_edge(START, "step")
-    g.add_edge("step", END)
-    return g.compile(checkpointer=saver)
+    return sequence(LogState, step=step).compile(checkpointer=saver)
 
 
-# --- DeltaChannel -------------------------------------------------------------------------
+class NotesState(TypedDict, total=False):
+    messages: Annotated[list, DeltaChannel(append_batches, snapshot_frequency=3)]
+    notes: Annotated[list, DeltaChannel(append_batches, snapshot_frequency=3)]
 
 
-def add_messages_batch(state: list, writes: Sequence[Any]) -> list:
-    """A batching-invariant reducer: each write (a message or a list of them) is appended."""
-    out = list(state)
-    for w in writes:
-        out.extend(w if isinstance(w, list) else [w])
-    return out
+def chat_graph(saver: BaseCheckpointSaver | None, runs: Counter) -> CompiledStateGraph:
+    """One node answering each input message; `notes`, a second DeltaChannel, is declared but
+    never written. Each invoke adds 3 checkpoints."""
 
+    def reply(state: NotesState) -> dict:
+        runs["reply"] += 1
+        return {"messages": [f"ai{runs['reply']}(saw {len(state['messages'])})"]}
 
-class AgentState(TypedDict):
-    messages: Annotated[list, DeltaChannel(add_messages_batch, snapshot_frequency=3)]
-    turn: int
-
-
-TOOLS = ("search", "math", "clock")
-
-
-def agent_loop_graph(saver: BaseCheckpointSaver | None, runs: Counter,
-                     turns: int = 4) -> CompiledStateGraph:
-    """agent -> Send to 3 tools in parallel -> agent, for `turns` turns, then END."""
-
-    def agent(state: AgentState) -> dict:
-        runs["agent"] += 1
-        turn = state.get("turn", 0) + 1
-        seen = len(state["messages"])
-        return {"messages": [f"ai{turn}(saw {seen})"], "turn": turn}
-
-    def route(state: AgentState) -> list[Send] | str:
-        if state["turn"] >= turns:
-            return END
-        return [Send("tool", {"name": name, "turn": state["turn"]}) for name in TOOLS]
-
-    def tool(call: dict) -> dict:
-        runs[f"tool:{call['name']}"] += 1
-        return {"messages": [f"{call['name']}@{call['turn']}"]}
-
-    g = StateGraph(AgentState)
-    g.add_node("agent", agent)
-    g.add_node("tool", tool)
-    g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", route, ["tool", END])
-    g.add_edge("tool", "agent")
-    return g.compile(checkpointer=saver)
+    return sequence(NotesState, reply=reply).compile(checkpointer=saver)
 
 
 # --- a crash in one of three parallel nodes -------------------------------------------------
@@ -165,16 +132,6 @@ def fan_out_graph(saver: BaseCheckpointSaver | None, runs: Counter,
                   crash: dict[str, bool]) -> CompiledStateGraph:
     """start -> (a, b, c in parallel) -> join; c raises, once a and b ended, while crash["c"]."""
 
-    def start(state: LogState) -> dict:
-        runs["start"] += 1
-        return {"log": ["start"]}
-
-    def worker(name: str):
-        def run(state: LogState) -> dict:
-            runs[name] += 1
-            return {"log": [name]}
-        return run
-
     def c(state: LogState) -> dict:
         runs["c"] += 1
         if crash.get("c"):
@@ -186,16 +143,11 @@ def fan_out_graph(saver: BaseCheckpointSaver | None, runs: Counter,
             raise Crash("c failed")
         return {"log": ["c"]}
 
-    def join(state: LogState) -> dict:
-        runs["join"] += 1
-        return {"log": ["join"]}
-
     g = StateGraph(LogState)
-    g.add_node("start", start)
-    g.add_node("a", worker("a"))
-    g.add_node("b", worker("b"))
+    for name in ("start", "a", "b"):
+        g.add_node(name, log_node(name, runs))
     g.add_node("c", c)
-    g.add_node("join", join)
+    g.add_node("join", log_node("join", runs))
     g.add_edge(START, "start")
     for n in ("a", "b", "c"):
         g.add_edge("start", n)

@@ -7,11 +7,6 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from tests.conftest import Backend
 
-EXPECTED = {
-    "put": 11, "put_writes": 9, "get_tuple": 11, "list": 17, "delete_thread": 5,
-    "delete_for_runs": 7, "copy_thread": 8, "prune": 8,
-}
-
 
 @pytest.mark.anyio
 async def test_conformance_81_of_81(backend: Backend) -> None:

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
 
+from benchmarks.workload import NodeRun, build_graph, first_input, message_count, node_runs
 from tests.conftest import Backend
 from tests.saver import graphs
 
@@ -278,30 +283,60 @@ async def test_history_time_travel_fork_async(backend: Backend) -> None:
 
 # --- 4. a DeltaChannel messages channel with parallel writes ---------------------------------
 
-TURNS = 4
+TURNS, FANOUT = 4, 3
+EDITED = HumanMessage(content="edited", id="edited")  # a fork adds it as a tool's result
 
 
-def expected_messages() -> list[str]:
-    out, seen = ["user: hi"], 1
-    for turn in range(1, TURNS + 1):
-        out.append(f"ai{turn}(saw {seen})")
-        if turn < TURNS:
-            out += [f"{name}@{turn}" for name in graphs.TOOLS]
-        seen = len(out)
+def agent_graph(saver: BaseCheckpointSaver | None, runs: Counter) -> CompiledStateGraph:
+    """The benchmark's agent, DeltaChannel messages with a snapshot every 3 updates (so some
+    checkpoints hold one and some do not); `runs` counts each node run, an agent's with the
+    number of messages it saw."""
+
+    @contextmanager
+    def count(run: NodeRun) -> Iterator[None]:
+        saw = f" saw {len(run.input['messages'])}" if run.node == "agent" else ""
+        runs[run.logical + saw] += 1
+        yield
+
+    return build_graph(saver, variant="delta", turns=TURNS, fanout=FANOUT, snapshot_frequency=3,
+                       hook=count)
+
+
+def expected_runs() -> dict[str, int]:
+    """Each node run once; the agent of turn t saw the user's message and every earlier one."""
+    out, seen = {}, 1
+    for logical in node_runs(TURNS, FANOUT):
+        out[f"{logical} saw {seen}" if logical.startswith("agent-") else logical] = 1
+        seen += 1  # every node run adds one message
     return out
 
 
+def expected_ids() -> list[str]:
+    """Message ids of the finished conversation: the user's, then each node run's, in order
+    (a tool run's logical id is its message's id)."""
+    return ["human-1"] + [f"ai-{r.removeprefix('agent-')}" if r.startswith("agent-") else r
+                          for r in node_runs(TURNS, FANOUT)]
+
+
+def check_final(values: dict) -> None:
+    assert list(values) == ["messages"]
+    assert [m.id for m in values["messages"]] == expected_ids()
+    assert len(values["messages"]) == message_count(TURNS, FANOUT)
+
+
 def check_delta(got: dict, want: dict) -> None:
-    assert got["final"] == {"messages": expected_messages(), "turn": TURNS}
+    check_final(got["final"])
     assert got["head"] == got["final"]
-    assert got["runs"] == {"agent": TURNS, **{f"tool:{n}": TURNS - 1 for n in graphs.TOOLS}}
+    assert got["runs"] == expected_runs()
     assert got["mid"] == got["mid_in_history"]
     # Checkpoints both with and without a stored snapshot were reconstructed.
     assert True in got["snapshots"] and False in got["snapshots"]
     # A fork of that middle checkpoint starts from its rebuilt value, and the run continues from it.
-    assert got["fork"][0]["messages"] == got["mid"]["messages"] + ["edited"]
-    forked = got["fork"][0]["messages"]
-    assert got["continued"]["messages"][:len(forked)] == forked
+    assert got["fork"][0]["messages"] == got["mid"]["messages"] + [EDITED]
+    assert got["fork"][1] == ("agent",)
+    forked, continued = got["fork"][0]["messages"], got["continued"]["messages"]
+    assert continued[:len(forked)] == forked
+    assert len(continued) > len(forked) and continued[-1].id == f"ai-{TURNS}"  # ran to the end
     assert got == want
 
 
@@ -320,15 +355,16 @@ def no_count(fn):
 
 def run_delta(saver: BaseCheckpointSaver, count=no_count) -> dict:
     runs: Counter = Counter()
-    graph, config = graphs.agent_loop_graph(saver, runs, TURNS), thread()
-    final = graph.invoke({"messages": ["user: hi"], "turn": 0}, config)
+    graph, config = agent_graph(saver, runs), thread()
+    final = graph.invoke(first_input(), config)
     ran = dict(runs)
     history, history_requests = count(lambda: list(graph.get_state_history(config)))
     mid_i, snap_i, snaps = delta_view(list(saver.list(config)))
     head, head_requests = count(lambda: graph.get_state(config))
     mid, mid_requests = count(lambda: graph.get_state(history[mid_i].config))
     _, snap_requests = count(lambda: graph.get_state(history[snap_i].config))
-    fork = graph.get_state(graph.update_state(history[mid_i].config, {"messages": ["edited"]}))
+    fork = graph.get_state(graph.update_state(history[mid_i].config, {"messages": [EDITED]},
+                                              as_node="tool"))
     continued = graph.invoke(None, config)
     return {"final": final, "head": head.values, "runs": ran, "history": shape(history),
             "mid": mid.values, "mid_in_history": history[mid_i].values, "snapshots": snaps,
@@ -343,8 +379,8 @@ async def arun_delta(saver: BaseCheckpointSaver, backend: Backend | None = None)
         return out, (backend.requests - before) if backend else 0
 
     runs: Counter = Counter()
-    graph, config = graphs.agent_loop_graph(saver, runs, TURNS), thread()
-    final = await graph.ainvoke({"messages": ["user: hi"], "turn": 0}, config)
+    graph, config = agent_graph(saver, runs), thread()
+    final = await graph.ainvoke(first_input(), config)
     ran = dict(runs)
     history, history_requests = await count(alist_history(graph, config))
     mid_i, snap_i, snaps = delta_view([t async for t in saver.alist(config)])
@@ -352,7 +388,7 @@ async def arun_delta(saver: BaseCheckpointSaver, backend: Backend | None = None)
     mid, mid_requests = await count(graph.aget_state(history[mid_i].config))
     _, snap_requests = await count(graph.aget_state(history[snap_i].config))
     fork = await graph.aget_state(
-        await graph.aupdate_state(history[mid_i].config, {"messages": ["edited"]}))
+        await graph.aupdate_state(history[mid_i].config, {"messages": [EDITED]}, as_node="tool"))
     continued = await graph.ainvoke(None, config)
     return {"final": final, "head": head.values, "runs": ran, "history": shape(history),
             "mid": mid.values, "mid_in_history": history[mid_i].values, "snapshots": snaps,
@@ -470,9 +506,8 @@ def run_durability(make_saver) -> dict:
         out[durability] = {"values": state.values, "next": state.next,
                            "history": shape(list(graph.get_state_history(config)))}
         config = thread()  # the same with a DeltaChannel, whose writes "exit" saves at the end
-        graphs.agent_loop_graph(make_saver(), Counter(), TURNS).invoke(
-            {"messages": ["user: hi"], "turn": 0}, config, durability=durability)
-        graph = graphs.agent_loop_graph(make_saver(), Counter(), TURNS)
+        agent_graph(make_saver(), Counter()).invoke(first_input(), config, durability=durability)
+        graph = agent_graph(make_saver(), Counter())
         out[durability]["delta"] = (graph.get_state(config).values,
                                     shape(list(graph.get_state_history(config))))
     return out
@@ -490,9 +525,9 @@ async def arun_durability(make_saver) -> dict:
         out[durability] = {"values": state.values, "next": state.next,
                            "history": shape(await alist_history(graph, config))}
         config = thread()
-        await graphs.agent_loop_graph(make_saver(), Counter(), TURNS).ainvoke(
-            {"messages": ["user: hi"], "turn": 0}, config, durability=durability)
-        graph = graphs.agent_loop_graph(make_saver(), Counter(), TURNS)
+        await agent_graph(make_saver(), Counter()).ainvoke(first_input(), config,
+                                                           durability=durability)
+        graph = agent_graph(make_saver(), Counter())
         out[durability]["delta"] = ((await graph.aget_state(config)).values,
                                     shape(await alist_history(graph, config)))
     return out
@@ -504,7 +539,7 @@ def check_durability(got: dict, want: dict) -> None:
         assert got[durability]["values"] == final, durability
         assert got[durability]["next"] == (), durability
         assert got[durability]["history"][0][0] == final, durability
-        assert got[durability]["delta"][0] == {"messages": expected_messages(), "turn": TURNS}
+        check_final(got[durability]["delta"][0])
     assert len(got["exit"]["history"]) < len(got["sync"]["history"])
     assert got["sync"]["history"] == got["async"]["history"]
     assert len(got["exit"]["delta"][1]) < len(got["sync"]["delta"][1])

@@ -16,6 +16,7 @@ import respx
 from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
 
 import d1saver
+from tests.servers import closed_url
 from d1saver import (
     ConfigError,
     AuthenticationError,
@@ -471,6 +472,31 @@ def test_token_with_a_control_character_is_refused_at_construction() -> None:
     assert SENTINEL not in str(info.value) + repr(info.value)
 
 
+NOT_HTTP_URLS = ["", "  ", "client/v4", "/client/v4", "api.cloudflare.com/client/v4",
+                 "ftp://api.example.test/client/v4", "file:///client/v4", "http://", "https:///v4"]
+
+
+@pytest.mark.parametrize("url", NOT_HTTP_URLS)
+def test_base_url_must_be_absolute_http_at_construction(url: str) -> None:
+    """An empty, relative or non-http(s) API base URL is a ConfigError naming D1_API_BASE_URL
+    when the saver is made, before any request (it was retried as a connection error)."""
+    with respx.mock(assert_all_called=False) as api:
+        route = api.route()
+        with pytest.raises(ConfigError) as info:
+            D1Saver(account_id="acc", database_id="db", api_token=SENTINEL, api_base_url=url)
+    assert "D1_API_BASE_URL" in str(info.value)
+    assert route.call_count == 0
+
+
+@pytest.mark.parametrize("url", NOT_HTTP_URLS)
+def test_settings_refuse_a_base_url_that_is_not_http(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_settings() refuses D1_API_BASE_URL="" (or relative, or not http) with a ConfigError."""
+    monkeypatch.setenv("D1_API_BASE_URL", url)
+    with pytest.raises(ConfigError) as info:
+        d1saver.load_settings(account_id="acc", database_id="db", api_token=SENTINEL)
+    assert "D1_API_BASE_URL" in str(info.value) and SENTINEL not in str(info.value)
+
+
 # --- async ----------------------------------------------------------------------------------
 
 
@@ -535,3 +561,17 @@ def test_all_exports_every_public_name_of_errors_module() -> None:
     defined = {name for name, obj in vars(_errors).items()
                if not name.startswith("_") and getattr(obj, "__module__", None) == _errors.__name__}
     assert defined and defined <= set(d1saver.__all__)
+
+
+def test_transport_error_has_no_implicit_context() -> None:
+    """A mapped transport failure is thrown into the operation outside any handler: called
+    from inside an `except` block, it does not drag that exception (or httpx's text, which
+    may quote the URL or a header) along as __context__."""
+    saver = D1Saver(account_id="acc", database_id="db", api_token="t" * 40,
+                    api_base_url=closed_url(), retry=RetryPolicy.none(), auto_setup=False)
+    try:
+        raise RuntimeError("the caller's own failure")
+    except RuntimeError:
+        with pytest.raises(d1saver.ConnectionError) as caught:
+            saver.get_tuple(CONFIG)
+    assert caught.value.__context__ is None

@@ -1,0 +1,34 @@
+"""Build hook: ship the top-level schema.sql inside the d1saver package.
+
+The top-level schema.sql is the one source of truth (also run as is by
+`wrangler d1 execute --file schema.sql`). Building copies it into the package, from a source
+tree or from an sdist (MANIFEST.in puts it in the sdist), so no symlink has to survive git
+checkouts, sdist tarballs or Windows. Everything else is declared in pyproject.toml.
+"""
+
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+SCHEMA = Path(__file__).resolve().parent / "schema.sql"
+
+
+class BuildWithSchema(build_py):
+    """build_py that also copies schema.sql into d1saver/ of the build (package data)."""
+
+    def run(self) -> None:
+        super().run()
+        if not self.editable_mode:  # an editable install reads the top-level file itself
+            self.mkpath(str(self._schema_target().parent))
+            self.copy_file(str(SCHEMA), str(self._schema_target()), preserve_mode=False)
+
+    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
+        extra = [] if self.editable_mode else [str(self._schema_target())]
+        return [*super().get_outputs(include_bytecode), *extra]
+
+    def _schema_target(self) -> Path:
+        return Path(self.build_lib, "d1saver", "schema.sql")
+
+
+setup(cmdclass={"build_py": BuildWithSchema})

@@ -1,0 +1,20 @@
+"""The benchmarks still run: each on the smallest workload it takes (their figures come from
+full runs, README: Figures; these only catch a benchmark broken by a change of the code)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import agent_bench, compaction_bench
+
+
+def test_compaction_benchmark_runs() -> None:
+    figures = compaction_bench.main(["--threads", "5", "--checkpoints", "8", "--keep", "2"])
+    assert figures["checkpoints_deleted"] == 5 * (8 - 2)
+
+
+@pytest.mark.parametrize("variant", ["plain", "delta"])
+def test_agent_benchmark_runs(variant: str) -> None:
+    rows = agent_bench.main(["--quick", "--savers", "d1saver", "--variants", variant,
+                             "--latency-ms", "0"])
+    assert rows and all(not row.errors and row.state_ok for row in rows), rows

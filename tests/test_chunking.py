@@ -1,0 +1,265 @@
+"""d1saver/_chunking.py: content-defined pieces of serialized values, named by hash.
+
+Chunk ids will be stored forever (every manifest names its chunks by id), so the pieces of fixed
+inputs are pinned here: a change that moves a boundary or an id fails these tests, and needs a new
+format instead. The inputs are built from plain msgpack (ormsgpack of lists, maps, strings and
+extension values), not LangChain objects, so a dependency upgrade cannot change them; their
+sha256 is pinned too, to tell a changed input from a changed chunker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any
+
+import ormsgpack
+import pytest
+
+from d1saver import _chunking
+from d1saver._chunking import CDC_MAX, PIECE_MAX, STORED_MIN, Piece, chunk_id, join, split
+
+_WORDS = ("order invoice refund shipment customer warehouse delivery status payment report review "
+          "balance account region quarter pending").split()
+
+
+def _prose(seed: int, size: int) -> str:
+    """Deterministic text (sha256 in counter mode picks the words): no dependency on `random`."""
+    out: list[str] = []
+    n, i = 0, 0
+    while n < size:
+        digest = hashlib.sha256(f"{seed}/{i}".encode()).digest()
+        words = [_WORDS[b % len(_WORDS)] for b in digest[:8]]
+        out.extend(words)
+        n += sum(len(w) + 1 for w in words)
+        i += 1
+    return " ".join(out)[:size]
+
+
+def _message(i: int, size: int = 500) -> ormsgpack.Ext:
+    """A stand-in for a serialized LangChain message: an extension value holding msgpack."""
+    body = ["langchain_core.messages.tool", "ToolMessage",
+            {"content": _prose(i, size), "id": f"tool-{i}", "tool_call_id": f"call-{i}"},
+            "model_validate_json"]
+    return ormsgpack.Ext(5, ormsgpack.packb(body))
+
+
+def _checkpoint(n: int, step: int = 0) -> bytes:
+    """A checkpoint-shaped value: n messages, records, changing framing, a string over PIECE_MAX."""
+    return ormsgpack.packb({
+        "v": 4, "ts": f"2026-11-23T04:{step:02d}:00+00:00", "id": f"1f0c-{step:04d}",
+        "channel_values": {"messages": [_message(i) for i in range(n)], "document": _prose(99, 100_000),
+                           # records are pieces too; so is an element of 28 KB (under PIECE_MAX)
+                           "records": [*({"title": f"r{i}", "text": _prose(100 + i, 400)} for i in range(3)),
+                                       _message(500, 28_000)],
+                           "branch:to:agent": None},
+        "channel_versions": {"messages": f"{step:032d}.0.5", "branch:to:agent": f"{step:032d}.0.7"},
+        "versions_seen": {"agent": {"messages": f"{step:032d}.0.5"}},
+        "updated_channels": ["messages"],
+    })
+
+
+def _noise(size: int) -> bytes:
+    """Deterministic bytes that are not msgpack (start with 0xc1, which msgpack never uses)."""
+    out = b"\xc1"
+    i = 0
+    while len(out) < size:
+        out += hashlib.sha256(i.to_bytes(4, "big")).digest()
+        i += 1
+    return out[:size]
+
+
+CHECKPOINT = _checkpoint(12, step=3)
+CHECKPOINT_SHA256 = "fbe7f0522cf1376aa15028ec0564fed8a55a74a643570f25dd691082b8e7ca64"
+NOISE = _noise(150_000)
+
+# (length, id) of each piece; id None: inline framing.
+CHECKPOINT_PIECES: list[tuple[int, str | None]] = [
+    (72, None),
+    (608, "QkBmBV-8_tNJr0Z8Cuj__KK9x6E"),
+    (608, "k6rmDK-hShdUDkOwOSBcssRAG-8"),
+    (608, "3qejydUlAaS8_ILmCc3p-wuDkY0"),
+    (608, "njMuH6-QN2KDY8w4sxcS4X2vLAw"),
+    (608, "pEgoIjI7cwLWW9DoPWJbVkuwIZg"),
+    (608, "UIK1TE64HMyd79cMl0vXR-m5gPs"),
+    (608, "U5IHahCejek7VxrXlsHDyErnejk"),
+    (608, "jQbIhoQI3mHBu8-DPY1Z6QVMGy8"),
+    (608, "Zcr7ygK7aEgUxlFuPT4wRnizO8k"),
+    (608, "y2J17xIES4f4__ObipJFOlElq0c"),
+    (610, "wN8WZbe3ATXkhaDmDxBXHsoiuCk"),
+    (610, "cAUYBlsZCXR7K4v0QujOHpfTFaQ"),
+    (14, None),
+    (26242, "VIILjU0ZD-oh5cHFXOA8aUHn79E"),
+    (31117, "6IKF2L4ZK_GmMDiiVI6z_Xtk5FA"),
+    (27787, "qjtd7wtDeUu9uR7LrsXwFdUu3d8"),
+    (6248, "Zk0o86LeWzpyLhaF5L_g4Soy2dA"),
+    (8606, "RuTZD1njfHwxVGmj-MIEUvaMADo"),
+    (9, None),
+    (418, "QIxdcLmC7d0xZpYd8_NKpj28LVU"),
+    (418, "lQagOYZPcMRqGocC2cM2DSoDL_o"),
+    (418, "f_BCslfAYG1klItdJbcZy1kdcjU"),
+    (28112, "lf8mWWFgmIth1YuGzDB2ASz94n0"),
+    (232, None),
+]
+NOISE_PIECES: list[tuple[int, str | None]] = [
+    (33668, 'r3Ffu-JDHF9kiPsQmx7goWgSXRw'),
+    (9646, 'r3Wk3w-fx5-WD9KJNyDQiemQoao'),
+    (37677, 'fIcr5Nfg2f-kl0U4oHmcDbugvM8'),
+    (27047, 'ktBEL9FrGpM_uKpisprcl3rq4c4'),
+    (37272, '1XM_mMdlgiy30CBKtRt2MqWhcyU'),
+    (4690, 'NTaUarFToKrNDaUFXSf83NuD5JA'),
+]
+
+
+def _shape(pieces: list[Piece]) -> list[tuple[int, str | None]]:
+    return [(len(p.data), p.id) for p in pieces]
+
+
+# --- pinned -----------------------------------------------------------------------------------
+
+def test_input_is_the_pinned_one() -> None:
+    assert hashlib.sha256(CHECKPOINT).hexdigest() == CHECKPOINT_SHA256
+
+
+def test_checkpoint_pieces_are_pinned() -> None:
+    assert _shape(split(CHECKPOINT)) == CHECKPOINT_PIECES
+
+
+def test_bytes_that_are_not_msgpack_are_cut_by_fastcdc_and_pinned() -> None:
+    assert _shape(split(NOISE)) == NOISE_PIECES
+
+
+def test_chunk_id_is_pinned() -> None:
+    assert chunk_id(b"d1saver") == "0BaFemjecEcOQfAhJdItFK9m4b0"
+    assert chunk_id(b"d1saver", key=b"k" * 32) == "k6AqZzAedM9wSFQxY-_kywyDz-I"
+
+
+# --- behaviour --------------------------------------------------------------------------------
+
+def test_chunk_id_is_20_bytes_of_sha256_or_of_hmac_with_a_key() -> None:
+    data = b"a message"
+    assert chunk_id(data) == chunk_id(data) and len(chunk_id(data)) == 27
+    assert chunk_id(data, key=b"one key") != chunk_id(data) != chunk_id(data, key=b"another key")
+    assert chunk_id(data, key=b"one key") == chunk_id(data, key=b"one key")
+
+
+def test_each_message_is_a_piece_of_its_own() -> None:
+    pieces = split(CHECKPOINT)
+    stored = [p for p in pieces if p.id]
+    for i in range(12):
+        element = ormsgpack.packb(_message(i))
+        assert any(p.data == element for p in stored), i
+
+
+def test_an_appended_message_is_the_only_new_stored_piece() -> None:
+    before = {p.id for p in split(_checkpoint(40, step=1)) if p.id}
+    after = [p for p in split(_checkpoint(41, step=2)) if p.id]
+    new = [p for p in after if p.id not in before]
+    assert [p.data for p in new] == [ormsgpack.packb(_message(40))]
+
+
+def test_a_pending_write_holds_the_same_piece_as_the_next_checkpoint() -> None:
+    write = ormsgpack.packb([_message(7)])  # what a node returning {"messages": [msg]} writes
+    (framing, piece) = split(write)
+    assert framing == Piece(b"\x91", None)
+    assert piece.id in {p.id for p in split(CHECKPOINT)}
+
+
+def test_changing_framing_never_makes_a_stored_piece() -> None:
+    one, two = split(_checkpoint(12, step=1)), split(_checkpoint(12, step=2))
+    assert {p.id for p in one if p.id} == {p.id for p in two if p.id}
+    assert [p.data for p in one if not p.id] != [p.data for p in two if not p.id]
+
+
+def test_a_large_string_is_cut_inside_and_an_edit_stays_local() -> None:
+    text = _prose(5, 300_000)
+    edited = text[:150_000] + "an inserted sentence. " + text[150_000:]
+    a = {p.id for p in split(ormsgpack.packb([text])) if p.id}
+    b = [p for p in split(ormsgpack.packb([edited])) if p.id]
+    assert len(a) >= 300_000 // (2 * _chunking.CDC_AVG)
+    assert sum(len(p.data) for p in b if p.id not in a) <= 2 * CDC_MAX
+
+
+def test_small_values_stay_whole_and_inline() -> None:
+    for value in (b"", ormsgpack.packb(None), ormsgpack.packb({"a": 1}), b"\xc1" * 100):
+        assert split(value) == ([Piece(value, None)] if value else [])
+
+
+def test_a_huge_record_of_small_items_is_cut_to_bounded_pieces() -> None:
+    data = ormsgpack.packb({"numbers": list(range(100_000))})
+    pieces = split(data)
+    assert join(pieces) == data
+    assert max(len(p.data) for p in pieces) <= CDC_MAX
+    assert all(len(p.data) <= PIECE_MAX for p in pieces if p.id is None)
+
+
+def test_truncated_msgpack_falls_back_to_bytes() -> None:
+    data = CHECKPOINT[:-10]
+    assert join(split(data)) == data
+
+
+def test_skip_finds_the_end_of_every_msgpack_type() -> None:
+    values: list[Any] = [None, True, False, 0, 127, 128, 255, 65_535, 2**32, 2**64 - 1, -1, -32, -33,
+                         -129, -40_000, -(2**40), 1.5, "", "a" * 31, "a" * 32, "a" * 300, "a" * 70_000,
+                         b"", b"x" * 300, b"x" * 70_000, [], [1] * 15, [1] * 16, [1] * 70_000, {},
+                         {str(i): i for i in range(15)}, {str(i): i for i in range(16)},
+                         {str(i): i for i in range(70_000)}]
+    values += [ormsgpack.Ext(1, b"x" * n) for n in (1, 2, 4, 8, 16, 3, 300, 70_000)]
+    for value in values:
+        data = ormsgpack.packb(value)
+        assert _chunking._skip(data + b"\x00", 0) == len(data), repr(value)[:40]
+
+
+# --- property-style: seeded random structures -------------------------------------------------
+
+def _random_value(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.choice(["int", "str", "bytes", "ext", "list", "map", "none", "float"] if depth < 4
+                      else ["int", "str", "bytes", "none"])
+    if kind == "int":
+        return rng.choice([rng.randint(-(2**63), 2**63 - 1), rng.randint(-200, 200)])
+    if kind == "str":
+        return _prose(rng.randint(0, 10**6), rng.choice([5, 40, 300, 2_000, 40_000]))
+    if kind == "bytes":
+        return rng.randbytes(rng.choice([0, 10, 600, 5_000, 50_000]))
+    if kind == "ext":
+        return ormsgpack.Ext(rng.randint(1, 100), rng.randbytes(rng.choice([1, 2, 4, 8, 16, 100, 1_000, 40_000])))
+    if kind == "list":
+        return [_random_value(rng, depth + 1) for _ in range(rng.choice([0, 3, 20, 200]))]
+    if kind == "map":
+        return {f"k{i}": _random_value(rng, depth + 1) for i in range(rng.choice([0, 3, 20]))}
+    if kind == "float":
+        return rng.random()
+    return None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_values_reassemble_exactly_within_bounds(seed: int) -> None:
+    rng = random.Random(seed)
+    value = _random_value(rng)
+    data = ormsgpack.packb(value)
+    if seed % 4 == 3:  # and arbitrary bytes
+        data = rng.randbytes(rng.choice([1, 1_000, 100_000]))
+    pieces = split(data)
+    assert join(pieces) == data
+    assert pieces == split(data)  # deterministic
+    assert all(p.data for p in pieces)
+    for p in pieces:
+        if p.id is None:
+            assert len(p.data) <= PIECE_MAX
+        else:
+            assert STORED_MIN <= len(p.data) <= CDC_MAX
+            assert p.id == chunk_id(p.data)
+    assert all(a.id or b.id for a, b in zip(pieces, pieces[1:]))  # inline framing is merged
+
+
+def test_pure_python_fastcdc_cuts_where_the_compiled_one_does() -> None:
+    """Where no wheel installs, pyfastcdc falls back to pure Python: the chunks must not differ."""
+    from pyfastcdc.py import FastCDC as PurePython
+
+    text = _prose(3, 200_000).encode()
+    for data in (NOISE, text):
+        pure = PurePython(avg_size=_chunking.CDC_AVG, min_size=_chunking.CDC_MIN, max_size=CDC_MAX,
+                          normalized_chunking=1, seed=0)
+        cuts: list[tuple[int, int, bool]] = []
+        _chunking._cut_cdc(data, 0, len(data), cuts)
+        assert [(c.offset, c.offset + c.length) for c in pure.cut_buf(data)] == [(a, b) for a, b, _ in cuts]
