@@ -54,7 +54,7 @@ def _fill(saver: D1Saver, thread: str, n: int) -> None:
 def real(wrangler_d1: Any) -> Backend:
     """The real engine only: the local D1's rows_read is not D1's (it counts rows returned)."""
     return Backend("wrangler", wrangler_d1.base_url, wrangler_d1.api_token,
-                   wrangler_d1.account_id, wrangler_d1.new_database_id())
+                   wrangler_d1.account_id, wrangler_d1.database_id)
 
 
 @pytest.mark.realengine
