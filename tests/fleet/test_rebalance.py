@@ -16,11 +16,12 @@ import pytest
 
 from compaction import lease as leases
 from compaction import rebalance
-from d1saver import D1Saver, LeaseHeldError, admin
+from d1saver import D1Saver, LeaseHeldError, Statement, admin
 from d1saver._routing import rendezvous
 from tests.compaction import BIG, cfg, checkpoint_id
 from tests.fleet.conftest import FleetBackend, unique
 from tests.fleet.test_saver import chain, key, view
+from tests.saver import graphs
 
 
 def build(saver: D1Saver, prefix: str, n: int, *, big_to: Sequence[str] = ()) -> list[str]:
@@ -241,3 +242,33 @@ def test_rebalance_command_drains_a_removed_database(local4: FleetBackend) -> No
         everyone.home(t) == removed for t in threads)
     assert snapshot(three, threads) == expected
     assert all(local4.holding(t) == [three.home(t)] for t in threads)
+
+
+def test_delta_channel_threads_move_whole(fleet: FleetBackend) -> None:
+    """A thread with a DeltaChannel never written (rows in delta_unwritten) moves with them,
+    and its state and history read back as before."""
+    two_ids = fleet.database_ids[:2]
+    two, four = fleet.saver(two_ids), fleet.saver()
+    tid = next(t for t in (unique("chat") for _ in range(1000)) if four.home(t) not in two_ids)
+    config = {"configurable": {"thread_id": tid}}
+    graph = graphs.chat_graph(two, Counter())
+    for turn in range(5):
+        graph.invoke({"messages": [f"user{turn}"]}, config)
+    state = graph.get_state(config).values
+    history = [s.values for s in graph.get_state_history(config)]
+    unwritten = unwritten_rows(fleet, two.home(tid), tid)
+    assert unwritten > 0
+    rebalance(four)
+    moved = graphs.chat_graph(four, Counter())
+    assert moved.get_state(config).values == state
+    assert [s.values for s in moved.get_state_history(config)] == history
+    assert fleet.holding(tid) == [four.home(tid)]
+    assert unwritten_rows(fleet, four.home(tid), tid) == unwritten
+    assert unwritten_rows(fleet, two.home(tid), tid) == 0
+
+
+def unwritten_rows(fleet: FleetBackend, database_id: str, thread_id: str) -> int:
+    with fleet.single(database_id) as s:
+        (res,) = s.execute([Statement(
+            "SELECT COUNT(*) AS n FROM delta_unwritten WHERE thread_id = ?1", (thread_id,))])
+    return int(res.rows[0][0])

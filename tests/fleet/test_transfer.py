@@ -4,6 +4,7 @@ atomic batches, staging for what needs several, and digests that tell rows apart
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import pytest
 
@@ -14,6 +15,7 @@ from d1saver._transfer import ThreadReader, ThreadRows, copy_batches
 from tests.compaction import BIG, cfg
 from tests.conftest import Backend
 from tests.fleet.test_saver import chain, view
+from tests.saver import graphs
 
 
 def read(saver: D1Saver, thread_id: str, **limits: int) -> tuple[ThreadRows, int]:
@@ -82,3 +84,26 @@ def test_one_batch_when_it_fits_else_staged_then_renamed(local: Backend) -> None
 @pytest.mark.parametrize("prefix", [COPYING_PREFIX, admin.MOVING_PREFIX])
 def test_staging_ids_are_never_application_threads(prefix: str) -> None:
     assert admin.is_staging(prefix + "t") and not admin.is_staging("t")
+
+
+def test_staged_copies_carry_every_table_and_replace_as_inserts_do(local: Backend) -> None:
+    """Rows staged one statement per batch, then renamed: the copy holds the source's rows,
+    delta_unwritten included; renamed onto a thread that had the same checkpoints with more
+    pieces, no stale piece or delta_unwritten row is left (as the insert triggers ensure)."""
+    saver = local.saver()
+    graph = graphs.chat_graph(saver, Counter())
+    for turn in range(3):
+        graph.invoke({"messages": [f"user{turn}"]}, {"configurable": {"thread_id": "chat"}})
+    rows, _ = read(saver, "chat")
+    assert rows.counts()["delta_unwritten"] > 0
+    for batch in copy_batches(rows, "copy", staging_prefix=COPYING_PREFIX, max_bytes=1):
+        saver.execute(batch)
+    assert read(saver, "copy")[0].tables == rows.tables
+
+    chain(saver, "big", 1, value=os.urandom(BIG))          # checkpoint 0 in 2 pieces
+    chain(saver, "small", 1, value=os.urandom(BIG // 2))   # checkpoint 0 in 1 piece
+    small, _ = read(saver, "small")
+    for batch in copy_batches(small, "big", staging_prefix=COPYING_PREFIX, max_bytes=1):
+        saver.execute(batch)
+    assert read(saver, "big")[0].tables == small.tables
+    assert [view(x) for x in saver.list(cfg("big"))] == [view(x) for x in saver.list(cfg("small"))]
