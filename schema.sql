@@ -1,11 +1,44 @@
--- d1saver schema, version 1.
+-- d1saver schema, version 5: the whole current schema, for a fresh database.
 -- Applied by D1Saver.setup() and, unchanged, by `wrangler d1 execute <db> --file schema.sql`.
--- Every statement is idempotent; statements are separated by semicolons at line ends only.
+-- Statements are separated by semicolons at line ends only; each is idempotent.
+--
+-- A database that an older d1saver created is NOT upgraded by this file but by the migrations
+-- in d1saver/_sql.py (MIGRATIONS), which any d1saver operation or D1Saver.setup() applies:
+-- on such a database this file stops at the schema_outdated guard below, and D1 rolls it all
+-- back. See docs/MIGRATIONS.md. A test holds this file to version 1 plus every migration.
 --
 -- Values (serialized checkpoints and writes) are stored as TEXT, not BLOB: D1's REST API carries
 -- parameters as JSON and returns BLOBs as arrays of integers, so a value travels as
 -- "<codec>:<base64>" both ways (see d1saver/_codec.py). Metadata is plain JSON so that
 -- json_extract() filters work on a real D1.
+
+-- The applied schema versions, one row each (a fresh database records the current one only).
+-- min_reader: the oldest schema version whose d1saver can still use the database.
+CREATE TABLE IF NOT EXISTS d1saver_schema (
+    version INTEGER PRIMARY KEY,
+    applied_at TEXT NOT NULL,
+    min_reader INTEGER NOT NULL DEFAULT 1
+);
+
+-- Guards: a statement inserts here only when its batch must not commit; the named CHECK then
+-- fails and D1 rolls the whole batch back ("CHECK constraint failed: head_moved"). head_moved:
+-- the opt-in put guard (the parent is no longer the thread's head); lease_lost: a compaction
+-- batch whose run no longer holds the lease; schema_outdated, schema_too_new: this file, run on
+-- a database it must not touch.
+CREATE TABLE IF NOT EXISTS d1saver_guards (
+    head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL),
+    lease_lost INTEGER CONSTRAINT lease_lost CHECK (lease_lost IS NULL),
+    schema_outdated INTEGER CONSTRAINT schema_outdated CHECK (schema_outdated IS NULL),
+    schema_too_new INTEGER CONSTRAINT schema_too_new CHECK (schema_too_new IS NULL)
+);
+
+-- Stop on a database at an older version (its migrations bring it up) or on one that needs a
+-- newer d1saver than version 5's.
+INSERT INTO d1saver_guards (schema_outdated)
+SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 5;
+
+INSERT INTO d1saver_guards (schema_too_new)
+SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 5;
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -23,6 +56,9 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 );
 
 CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints (run_id);
+
+-- list(None) reads its pages in this order, from the cursor on, instead of sorting the table.
+CREATE INDEX IF NOT EXISTS checkpoints_by_id ON checkpoints (checkpoint_id, thread_id, checkpoint_ns);
 
 CREATE TABLE IF NOT EXISTS writes (
     thread_id TEXT NOT NULL,
@@ -48,6 +84,16 @@ CREATE TABLE IF NOT EXISTS chunks (
     data TEXT NOT NULL,
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, owner, seq)
 );
+
+-- A checkpoint or write row that is (re)inserted owns no pieces but those its batch inserts
+-- after it. (The inner statements end mid-line: a ';' at a line end ends a statement here.)
+CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN
+    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND owner IN ('', ':metadata'); END;
+
+CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN
+    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND owner = NEW.task_id || '/' || NEW.idx; END;
 
 -- Named checkpoints that compaction never deletes.
 CREATE TABLE IF NOT EXISTS tags (
@@ -89,18 +135,41 @@ CREATE TABLE IF NOT EXISTS d1saver_relink (
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
 );
 
--- Guards: a statement inserts here only when its batch must not commit; the named CHECK then
--- fails and D1 rolls the whole batch back ("CHECK constraint failed: head_moved"). head_moved:
--- the opt-in put guard (the parent is no longer the thread's head); lease_lost: a compaction
--- batch whose run no longer holds the lease.
+-- Idempotency records: the answers of untag and of compaction batches, kept a day so that a
+-- retry after a lost response answers as the first try did (d1saver/_sql.py, FORGET_OLD_OPS).
+CREATE TABLE IF NOT EXISTS d1saver_ops (
+    op_id TEXT PRIMARY KEY,
+    result TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops (created_at);
+
+-- The DeltaChannels a checkpoint declares but has never written (a row only for a checkpoint
+-- with some): walks seeking them would find no seed. A checkpoint written or deleted, by any
+-- statement or d1saver version, drops its row.
+CREATE TABLE IF NOT EXISTS delta_unwritten (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    channels TEXT NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+);
+
+CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_put AFTER INSERT ON checkpoints BEGIN
+    DELETE FROM delta_unwritten WHERE thread_id = NEW.thread_id
+        AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id; END;
+
+CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoints BEGIN
+    DELETE FROM delta_unwritten WHERE thread_id = OLD.thread_id
+        AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id; END;
+
+-- Version 1's guard table, which d1saver 0.1.0 still uses (d1saver_guards replaces it; a later
+-- release drops it once no 0.1.0 instance remains).
 CREATE TABLE IF NOT EXISTS d1saver_guard (
     head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL),
     lease_lost INTEGER CONSTRAINT lease_lost CHECK (lease_lost IS NULL)
 );
 
-CREATE TABLE IF NOT EXISTS d1saver_schema (
-    version INTEGER PRIMARY KEY,
-    applied_at TEXT NOT NULL
-);
-
-INSERT OR IGNORE INTO d1saver_schema (version, applied_at) VALUES (1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));
+INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
+VALUES (5, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 1);

@@ -20,7 +20,7 @@ from typing import Any
 from benchmarks.workload import VARIANTS, build_graph, first_input, message_count
 from d1saver.local import make_server
 
-SAVERS = ("d1saver", "d1saver-async", "sqlite", "cloudflare", "cloudflare-async")
+SAVERS = ("d1saver", "d1saver-async", "d1saver+keys", "sqlite", "cloudflare", "cloudflare-async")
 DEFAULT_SAVERS = SAVERS
 ISSUE_CONFIGS = ((10, 3), (30, 3))  # the issue's two configurations (turns, fanout)
 
@@ -71,11 +71,17 @@ class LocalServer:
 
 # --- saver factories: (server) -> saver, already set up ------------------------------------------
 
-def _d1saver(srv: LocalServer):
+# "d1saver+keys": every value sealed (AES-256-GCM) and bound to its row; a fixed key, so
+# that runs compare (keys cost the same whatever their value).
+BENCH_KEYS = [bytes(range(32))]
+
+
+def _d1saver(srv: LocalServer, **kwargs: Any):
     from d1saver import D1Saver
 
     return D1Saver(account_id="bench", database_id=f"d1saver-{uuid.uuid4().hex[:12]}",
-                   api_token="local", api_base_url=f"http://127.0.0.1:{srv.port}/client/v4")
+                   api_token="local", api_base_url=f"http://127.0.0.1:{srv.port}/client/v4",
+                   **kwargs)
 
 
 def _cloudflare_url(srv: LocalServer, db: str) -> str:
@@ -84,8 +90,9 @@ def _cloudflare_url(srv: LocalServer, db: str) -> str:
 
 def make_sync_saver(name: str, srv: LocalServer | None):
     """A set-up sync saver and its close function."""
-    if name == "d1saver":
-        saver = _d1saver(srv)
+    if name in ("d1saver", "d1saver+keys"):
+        saver = _d1saver(srv, **({"encryption_keys": BENCH_KEYS} if name == "d1saver+keys"
+                                 else {}))
         saver.setup()
         return saver, saver.close
     if name == "sqlite":

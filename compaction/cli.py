@@ -1,6 +1,7 @@
-"""Compaction, rebalance, tag and inspection commands; mounted on `d1saver` and on
+"""Compaction, rebalance, rekey, tag and inspection commands; mounted on `d1saver` and on
 `python -m compaction`. D1_DATABASE_ID (or --database-id) may list several databases,
 separated by commas: each command then spans them (a thread's commands go to its home).
+Every command reads D1SAVER_ENCRYPTION_KEYS (through `D1Saver.from_env`); `rekey` needs it.
 
 Each command parses its options, calls one library function, and reports. Exit codes:
 0 done, 1 a D1 error (message on stderr), 2 bad usage, 3 another run holds the lease,
@@ -19,10 +20,12 @@ from typing import Any, List, Optional
 
 import typer
 
-from d1saver import ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError
+from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
+                     RekeyCounts, admin)
 from d1saver.cli_support import EXIT_USAGE, OneLineUsageErrors, printable
 from compaction.fleet import compact, history, list_threads
 from compaction.rebalance import rebalance
+from compaction.rekey import RekeySummary, rekey
 
 EXIT_D1, EXIT_LEASE, EXIT_NOT_FOUND = 1, 3, 4
 
@@ -144,6 +147,56 @@ def compact_cmd(
                f" checkpoints and {summary.writes_deleted} writes ({summary.bytes_freed} bytes);"
                f" {summary.checkpoints_kept} checkpoints kept; {summary.threads_expired} idle"
                f" threads expired; {summary.requests} requests in {summary.seconds:.1f} s")
+
+
+def rekey_cmd(
+    dry_run: bool = typer.Option(False, "--dry-run", help="Change nothing; count values per key."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary (counts per key id before and after)."),
+    seal_plaintext: bool = typer.Option(False, "--seal-plaintext", help="Also seal values written before keys were set (trusts them)."),
+    batch_rows: int = typer.Option(100, "--batch-rows", min=1, help="Rows re-sealed per request (one atomic batch)."),
+    lease_ttl: int = typer.Option(300, min=1, help="Seconds the run's lease lives unless renewed (by each batch)."),
+    break_lease: bool = typer.Option(False, "--break-lease", help="Remove a stale lease first (only if no run is active)."),
+    account_id: Optional[str] = _Conn.account_id,
+    database_id: Optional[str] = _Conn.database_id,
+    api_base_url: Optional[str] = _Conn.api_base_url,
+) -> None:
+    """Re-seal every stored value under the newest key of D1SAVER_ENCRYPTION_KEYS (newest
+    first), so that older keys can be dropped. Resumable: a rerun continues."""
+    def progress(table: str, counts: RekeyCounts) -> None:
+        if not as_json and sys.stderr.isatty():
+            typer.echo(f"\rrekeying {table}: {counts.rewritten} rows", err=True, nl=False)
+
+    try:
+        with _saver(account_id, database_id, api_base_url) as saver:
+            summary = rekey(saver, dry_run=dry_run, seal_plaintext=seal_plaintext,
+                            batch_rows=batch_rows, lease_ttl=lease_ttl,
+                            break_lease=break_lease, progress=progress)
+    except D1Error as exc:
+        _fail(exc)
+        return
+    if as_json:
+        typer.echo(json.dumps(summary.as_dict(), indent=2))
+        return
+    _print_rekey(summary)
+
+
+def _print_rekey(summary: RekeySummary) -> None:
+    def counts(census: dict[str, dict[str, int]]) -> str:
+        return "; ".join(f"{table} " + ", ".join(f"{kid}: {n}" for kid, n in sorted(per.items()))
+                         for table, per in census.items() if per) or "no stored values"
+
+    typer.echo(f"keys held (newest first): {', '.join(summary.keys)}")
+    typer.echo(f"before: {counts(summary.before)}")
+    if summary.dry_run:
+        typer.echo(f"dry run: nothing was changed; {summary.to_rewrite} values would be "
+                   f"re-sealed under {summary.newest_key}")
+        return
+    typer.echo(f"after:  {counts(summary.after or {})}")
+    left = (f"; {summary.plaintext_left} plaintext rows left (--seal-plaintext seals them)"
+            if summary.plaintext_left else "")
+    typer.echo(f"re-sealed {summary.rewritten} rows under {summary.newest_key} in "
+               f"{summary.pages} pages{left}; {summary.requests} requests in "
+               f"{summary.seconds:.1f} s")
 
 
 def tag_cmd(
@@ -290,6 +343,7 @@ def register(app: typer.Typer) -> None:
     """Add the compaction commands to a Typer app."""
     app.command("compact")(compact_cmd)
     app.command("rebalance")(rebalance_cmd)
+    app.command("rekey")(rekey_cmd)
     app.command("tag")(tag_cmd)
     app.command("untag")(untag_cmd)
     app.command("threads")(threads_cmd)

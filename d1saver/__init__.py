@@ -28,6 +28,7 @@ from d1saver._errors import (
     UnknownKeyError,
     VerificationError,
 )
+from d1saver._reseal import RekeyCounts
 from d1saver._retry import RetryPolicy
 from d1saver._settings import D1Settings, load_settings
 from d1saver.saver import D1Saver
@@ -51,6 +52,7 @@ __all__ = [
     "PlaintextValueError",
     "QueryError",
     "RateLimitError",
+    "RekeyCounts",
     "ResponseError",
     "Result",
     "RetryPolicy",

@@ -12,11 +12,13 @@ D1's REST API carries parameters as JSON and returns BLOB columns as arrays of i
   "z:" base64 of zlib-compressed bytes without a dictionary (rows of d1saver 0.1.0; read only);
   "c:" the value was over D1's 2 MB limit and lives in the `chunks` table as pieces of
        encoded text; the marker records the piece count.
-  "e:" base64 of a value sealed with a key (d1saver/_crypto.py): key id, nonce, then the
-       AES-256-GCM ciphertext and tag of `pack(data)`, which is one codec byte ("d" as above,
-       "b" raw) and its payload. Compressed before sealing, since ciphertext does not compress.
-       base64, not base85: Python's base85 is pure Python, about 0.5 us a byte (a 100 KB
-       value took 56 ms to seal and open in base85, 0.2 ms in base64 on this machine).
+  "e:" base85 of a value sealed with a key (d1saver/_crypto.py): key id, codec byte ("d" or
+       "b", as `pack` makes it; upper case when the sealer's caller set its flag: a checkpoint
+       carrying metadata, d1saver/_values.py), nonce, then the AES-256-GCM ciphertext and tag
+       of the packed payload. Compressed before sealing, since ciphertext does not compress; base85 like
+       "d:", so a key adds exactly 40 characters (32 bytes) to a compressed value and less
+       than that to one stored raw in base64 ("b:"). Python's base85 is pure Python (about
+       0.4 us a byte each way, base64 0.02): values without a key pay it too once compressed.
 The marker makes every stored row self-describing, so the format can evolve row by row.
 DICT_V1 must never change: rows written with it are decoded with it. A new dictionary is a
 new codec letter.
@@ -110,6 +112,9 @@ def decode(text: str) -> bytes:
         raise ValueError("the value is encrypted: give the saver its encryption keys "
                          "(encryption_keys, or D1SAVER_ENCRYPTION_KEYS)")
     raise ValueError(f"unknown value codec {codec!r}: written by a newer d1saver?")
+
+
+PACKED_CODECS = (b"b", b"d")
 
 
 def pack(data: bytes) -> bytes:

@@ -1,10 +1,19 @@
 """Authenticated encryption of stored values: AES-256-GCM under keys given newest first.
 
-A sealed value is  key id (4) || nonce (12) || ciphertext || tag (16): 32 bytes more than
-its plaintext. The key id, the first 4 bytes of HMAC-SHA256(key, "d1saver key id"), lets a
-reader pick the key without trial decryption and says nothing about the key. New values are
-sealed with the newest key; any key held opens (rotation). Nonces are random 96-bit values:
-NIST SP 800-38D allows 2^32 seals per key that way, far more than one database's rows.
+A sealed value is  key id (3) || codec (1) || nonce (12) || ciphertext || tag (16): 32 bytes
+more than the bytes it seals. The key id, the first 3 bytes of HMAC-SHA256(key, "d1saver key
+id"), lets a reader pick the key without trial decryption and says nothing about the key
+(two keys with the same id are refused when the keys are given). The codec byte says whether
+the plaintext is deflated (d1saver/_codec.py, `pack`), and in upper case carries the caller's
+one-bit flag; it is in clear and authenticated as associated data. New values are sealed with the newest key; any key held opens (rotation).
+Nonces are random 96-bit values: NIST SP 800-38D allows 2^32 seals per key that way, far
+more than one database's rows.
+
+Stored as "e:" and base85, the alphabet of d1saver's compressed values ("d:"), so that a key
+adds exactly 40 characters to a stored value (32 bytes) and never more than that to what the
+same value takes without a key. Key id and codec fill the first base85 group: the 5
+characters after "e:" name the key and the codec, which is how SQL finds rows under another
+key (`Sealer.fresh_heads`).
 
 The associated data (a `Binding`) is where the value is stored: its kind (checkpoint,
 metadata, write, chunk), the row's identity (thread, namespace, checkpoint; task, index and
@@ -26,20 +35,23 @@ import hashlib
 import hmac
 import os
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from d1saver import _codec
 from d1saver._errors import ConfigError, IntegrityError, PlaintextValueError, UnknownKeyError
 
 KEY_SIZE = 32
-KEY_ID_SIZE = 4
+KEY_ID_SIZE = 3
+CODEC_SIZE = 1
 NONCE_SIZE = 12
 TAG_SIZE = 16
-OVERHEAD = KEY_ID_SIZE + NONCE_SIZE + TAG_SIZE
+HEADER_SIZE = KEY_ID_SIZE + CODEC_SIZE
+OVERHEAD = HEADER_SIZE + NONCE_SIZE + TAG_SIZE
 ENV_KEYS = "D1SAVER_ENCRYPTION_KEYS"
 SEALED = "e:"
+HEAD_CHARS = len(SEALED) + 5  # "e:" and the base85 group of key id and codec
 
 _KEY_ID_LABEL = b"d1saver key id"
 _CHUNK_ID_INFO = b"d1saver chunk id v1"
@@ -171,24 +183,67 @@ class Binding:
 
 def aad_for_checkpoint(thread_id: str, ns: str, checkpoint_id: str,
                        part: Literal["checkpoint", "metadata"], *,
-                       type_: str | None) -> Binding:
+                       type_: str | None, columns: str | None = None) -> Binding:
     """The binding of a checkpoint's value or metadata; `type_` is the serializer's type tag
-    stored beside the value (None for metadata), so the tag cannot be swapped either."""
+    stored beside the value (None for metadata), so the tag cannot be swapped either.
+    `columns` is what the row keeps readable to SQL beside the sealed value (its metadata's
+    plaintext part and its channels: d1saver/_values.py), so that it cannot be altered apart
+    from it."""
     if part not in ("checkpoint", "metadata"):
         raise ValueError(f"part must be 'checkpoint' or 'metadata', not {part!r}")
-    return Binding(part, (thread_id, ns, checkpoint_id, type_), thread_id, ns, checkpoint_id)
+    return Binding(part, (thread_id, ns, checkpoint_id, type_, columns),
+                   thread_id, ns, checkpoint_id)
 
 
 def aad_for_write(thread_id: str, ns: str, checkpoint_id: str, task_id: str, idx: int,
-                  channel: str, *, type_: str | None) -> Binding:
-    """The binding of one pending write: its checkpoint, slot (task_id, idx) and channel."""
-    return Binding("write", (thread_id, ns, checkpoint_id, task_id, str(int(idx)), channel, type_),
-                   thread_id, ns, checkpoint_id)
+                  channel: str, *, type_: str | None, task_path: str = "") -> Binding:
+    """The binding of one pending write: its checkpoint, slot (task_id, idx), channel, and
+    task_path (which orders a checkpoint's writes)."""
+    return Binding("write", (thread_id, ns, checkpoint_id, task_id, str(int(idx)), channel, type_,
+                             task_path), thread_id, ns, checkpoint_id)
 
 
 def aad_for_chunk(chunk_id: str) -> Binding:
     """The binding of a content-addressed chunk: its keyed-hash id (shared across threads)."""
     return Binding("chunk", (chunk_id,))
+
+
+# A Bind completes a row's binding with what is known only when the value is (de)coded: the
+# serializer's type tag; for a checkpoint also the plaintext columns bound to it (its
+# metadata's plaintext part and its channels: d1saver/_values.py).
+Bind = Callable[[str | None], Binding]
+CheckpointBind = Callable[[str | None, str | None], Binding]
+
+
+def checkpoint_binder(thread_id: str, ns: str, checkpoint_id: str) -> CheckpointBind:
+    return lambda type_, columns: aad_for_checkpoint(thread_id, ns, checkpoint_id, "checkpoint",
+                                                     type_=type_, columns=columns)
+
+
+def write_binder(thread_id: str, ns: str, checkpoint_id: str, task_id: str, task_path: str,
+                 idx: int, channel: str) -> Bind:
+    return lambda type_: aad_for_write(thread_id, ns, checkpoint_id, task_id, idx, channel,
+                                       type_=type_, task_path=task_path)
+
+
+def key_id_of_text(text: str | None) -> str | None:
+    """The hex id of the key a stored "e:" text was sealed under (None for other text); its
+    first HEAD_CHARS characters suffice (SQL groups rows by them: see `Sealer.fresh_heads`)."""
+    if not _codec.is_sealed(text) or len(cast(str, text)) < HEAD_CHARS:
+        return None
+    try:
+        head = base64.b85decode(cast(str, text)[len(SEALED):HEAD_CHARS])
+    except ValueError:
+        return None
+    return head[:KEY_ID_SIZE].hex()
+
+
+def refuse_plaintext(aad: Binding) -> PlaintextValueError:
+    """The error for a plaintext value where keys require a sealed one."""
+    return cast(PlaintextValueError, aad.fail(PlaintextValueError, (
+        "is not encrypted, but this saver has keys: planted by someone without the key, or "
+        "written before keys were set (`d1saver rekey --seal-plaintext` seals such rows); "
+        "nothing was returned")))
 
 
 # --- sealing ----------------------------------------------------------------------------------
@@ -226,44 +281,78 @@ class Sealer:
         """The held keys' ids in hex, newest first (as error messages show them)."""
         return [kid.hex() for kid in self._ciphers]
 
-    def seal(self, plaintext: bytes, aad: Binding) -> bytes:
+    @property
+    def fresh_heads(self) -> list[str]:
+        """The first HEAD_CHARS characters a text sealed under the newest key starts with:
+        "e:" and the base85 group of key id and codec, one per codec (and flag). SQL compares
+        them to find rows that another key (or none) sealed."""
+        return sorted(SEALED + base64.b85encode(self._newest + codec).decode("ascii")
+                      for plain in _codec.PACKED_CODECS for codec in (plain, plain.upper()))
+
+    def seal(self, plaintext: bytes, aad: Binding, codec: bytes = b"b") -> bytes:
+        """`plaintext` sealed under the newest key, bound to `aad`; `codec` (one byte) says how
+        the plaintext is packed, in clear and authenticated."""
         nonce = os.urandom(NONCE_SIZE)
-        return self._newest + nonce + self._ciphers[self._newest].encrypt(
-            nonce, plaintext, bytes(aad))
+        return self._newest + codec + nonce + self._ciphers[self._newest].encrypt(
+            nonce, plaintext, bytes(aad) + codec)
 
     def open(self, blob: bytes, aad: Binding) -> bytes:
         """The plaintext of `blob`, or IntegrityError (UnknownKeyError for a key not held)."""
         if len(blob) < OVERHEAD:
             raise aad.fail(IntegrityError, "is truncated: nothing was returned")
-        kid, nonce = blob[:KEY_ID_SIZE], blob[KEY_ID_SIZE:KEY_ID_SIZE + NONCE_SIZE]
+        kid, codec = blob[:KEY_ID_SIZE], blob[KEY_ID_SIZE:HEADER_SIZE]
         cipher = self._ciphers.get(kid)
         if cipher is None:
             raise aad.fail(UnknownKeyError, (
                 f"was sealed under key id {kid.hex()}, which this saver does not hold "
-                f"(it holds {', '.join(self.key_ids)}): add that key to the encryption keys"))
+                f"(it holds {', '.join(self.key_ids)}); nothing was returned: add that key "
+                "to the encryption keys"))
         try:
-            return cipher.decrypt(nonce, blob[KEY_ID_SIZE + NONCE_SIZE:], bytes(aad))
+            return cipher.decrypt(blob[HEADER_SIZE:HEADER_SIZE + NONCE_SIZE],
+                                  blob[HEADER_SIZE + NONCE_SIZE:], bytes(aad) + codec)
         except self._invalid_tag:
             pass  # raised below, outside the handler: no chained context
         raise aad.fail(IntegrityError, (
             "failed authentication: it was altered, or moved or copied from another row; "
             "nothing was returned"))
 
-    def seal_text(self, data: bytes, aad: Binding) -> str:
-        """`data` packed (compressed when that pays), sealed, as "e:" text for a D1 row."""
-        return SEALED + base64.b64encode(self.seal(_codec.pack(data), aad)).decode("ascii")
+    def seal_text(self, data: bytes, aad: Binding, *, flag: bool = False) -> str:
+        """`data` packed (compressed when that pays), sealed, as "e:" text for a D1 row.
+        `flag` rides in the codec byte (upper case), authenticated: a caller's one bit about
+        the plaintext (d1saver/_values.py: a checkpoint that carries part of its metadata)."""
+        packed = _codec.pack(data)
+        codec = packed[:CODEC_SIZE].upper() if flag else packed[:CODEC_SIZE]
+        return self._text(self.seal(packed[CODEC_SIZE:], aad, codec))
 
     def open_text(self, text: str, aad: Binding) -> bytes:
         """The bytes `seal_text` was given; a row that is not sealed is refused."""
+        return self.open_flagged(text, aad)[0]
+
+    def open_flagged(self, text: str, aad: Binding) -> tuple[bytes, bool]:
+        """The bytes `seal_text` was given, and its `flag`."""
+        packed = self.open_packed(text, aad)
+        codec = packed[:CODEC_SIZE]
+        return _codec.unpack(codec.lower() + packed[CODEC_SIZE:]), codec.isupper()
+
+    def open_packed(self, text: str, aad: Binding) -> bytes:
+        """The packed plaintext (codec byte and payload) of a stored "e:" text."""
         if not _codec.is_sealed(text):
-            raise aad.fail(PlaintextValueError, (
-                "is not encrypted, but this saver has keys: planted by someone without the "
-                "key, or written before keys were set (`d1saver rekey` seals old rows)"))
+            raise refuse_plaintext(aad)
         try:
-            blob = base64.b64decode(text[len(SEALED):], validate=True)
-        except (binascii.Error, ValueError):
-            blob = b""  # not base64: damaged, refused as truncated
-        return _codec.unpack(self.open(blob, aad))
+            blob = base64.b85decode(text[len(SEALED):])
+        except ValueError:
+            blob = b""  # not base85: damaged, refused as truncated
+        return blob[KEY_ID_SIZE:HEADER_SIZE] + self.open(blob, aad)
+
+    def reseal_text(self, text: str, aad: Binding, new_aad: Binding | None = None) -> str:
+        """A stored "e:" text opened under `aad` and sealed again under the newest key, bound to
+        `new_aad` (default: the same row). Not decompressed: the result has the same length."""
+        packed = self.open_packed(text, aad)
+        return self._text(self.seal(packed[CODEC_SIZE:], new_aad or aad, packed[:CODEC_SIZE]))
+
+    @staticmethod
+    def _text(blob: bytes) -> str:
+        return SEALED + base64.b85encode(blob).decode("ascii")
 
     def keyed_hash(self, data: bytes) -> bytes:
         """`keyed_hash` under the newest key (its subkey derived once)."""

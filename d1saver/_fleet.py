@@ -13,59 +13,29 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import (AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping,
+                             Sequence)
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import CheckpointTuple
 
 from d1saver import _statements as st
 from d1saver import _transfer
-from d1saver._client import D1Client
+from d1saver._crypto import Sealer
 from d1saver._delta_cache import DeltaCache
-from d1saver._driver import Driver
 from d1saver._errors import ConfigError, D1Error, FleetError
+from d1saver._nodes import Node
 from d1saver._ops import ListPlan, Operations
 from d1saver._protocol import Op
+from d1saver._reseal import SealedCopy
 from d1saver._routing import COPYING_PREFIX, Router, is_staging
 from d1saver._values import Values
 
 T = TypeVar("T")
+# With keys, what a copy moves as stored (no value in them is sealed): after the re-sealed rows.
+_UNSEALED_TABLES = ("tags", "delta_unwritten")
 DEFAULT_CONCURRENCY = 8
-
-
-@dataclass(frozen=True)
-class Node:
-    """One database of a saver: its client, its driver, its operations."""
-
-    database_id: str
-    client: D1Client
-    driver: Driver
-    ops: Operations
-
-    def run(self, make: Callable[[Operations], Op[T]]) -> T:
-        return self.driver.run(make(self.ops))
-
-    async def arun(self, make: Callable[[Operations], Op[T]]) -> T:
-        return await self.driver.arun(make(self.ops))
-
-
-def make_nodes(database_ids: Sequence[str], new_client: Callable[[str], D1Client],
-               values: Values, *, guard_head: bool, auto_setup: bool, group_commit: bool,
-               group_commit_window: float | None) -> dict[str, Node]:
-    """A node per distinct database id: its own client, driver (group commit, setup once) and
-    operations; one DeltaChannel cache for all, so that a read served by a previous home
-    also serves LangGraph's history call after it."""
-    cache = DeltaCache()
-    nodes: dict[str, Node] = {}
-    for db in dict.fromkeys(database_ids):
-        client = new_client(db)
-        ops = Operations(values, client.exchange, guard_head=guard_head, auto_setup=auto_setup)
-        ops.delta_cache = cache
-        nodes[db] = Node(db, client, Driver(client, group_commit=group_commit,
-                                            group_commit_window=group_commit_window), ops)
-    return nodes
 
 
 class Fleet:
@@ -86,6 +56,11 @@ class Fleet:
     @property
     def database_ids(self) -> tuple[str, ...]:
         return self.router.database_ids
+
+    @property
+    def sealer(self) -> Sealer | None:
+        """The encryption keys every database's values are sealed with (None without keys)."""
+        return next(iter(self.nodes.values())).ops.values.sealer
 
     @property
     def spans(self) -> bool:
@@ -228,7 +203,42 @@ class Fleet:
         outcomes = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
         return _collect(operation, nodes, list(outcomes))
 
-    # --- list(None): the databases' pages merged -------------------------------------------
+    # --- list: a thread's pages (home, then previous home), or every database's merged -----
+
+    def list(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
+             limit: int | None, page_size: int) -> Iterator[CheckpointTuple]:
+        if config is None and self.spans:
+            yield from self.list_all(filter, before, limit, page_size)
+            return
+        for node in self.thread_nodes(config):
+            plan = ListPlan(config, filter, before, limit, page_size,
+                            sealed=self.sealer is not None)
+            found = False
+            while (stmt := plan.next_statement()) is not None:
+                tuples = plan.consume(node.run(lambda ops: ops.page(stmt)))
+                found = found or bool(tuples)
+                yield from tuples
+            if found:
+                return
+
+    async def alist(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
+                    limit: int | None, page_size: int) -> AsyncIterator[CheckpointTuple]:
+        if config is None and self.spans:
+            async for tup in self.alist_all(filter, before, limit, page_size):
+                yield tup
+            return
+        for node in self.thread_nodes(config):
+            plan = ListPlan(config, filter, before, limit, page_size,
+                            sealed=self.sealer is not None)
+            found = False
+            while (stmt := plan.next_statement()) is not None:
+                tuples = plan.consume(await node.arun(lambda ops: ops.page(stmt)))
+                found = found or bool(tuples)
+                for tup in tuples:
+                    yield tup
+            if found:
+                return
+
 
     def list_all(self, filter: Mapping[str, Any] | None, before: Any, limit: int | None,
                  page_size: int) -> Iterator[CheckpointTuple]:
@@ -254,50 +264,70 @@ class Fleet:
 
     # --- copy_thread between databases ------------------------------------------------------
 
-    def copy_thread(self, source: str, target: str) -> None:
-        """Copy within the home if both threads live in one database (one request), else
-        read the source's rows from where it lives and write them to the target's home."""
+    def copy_thread(self, source: str, target: str, page_size: int) -> None:
+        """Within the target's home when the source lives there too (one request without keys,
+        re-sealed pages with keys: Operations.copy_thread), else the source's rows read where
+        it lives and written to the target's home: in bounded atomic batches without keys,
+        re-sealed for the target page by page with keys (_reseal.SealedCopy)."""
+        if not self.spans:
+            self.single().run(lambda ops: ops.copy_thread(source, target, page_size))
+            return
         dst = self.home(target)
-        try:
-            self._copy(source, target, dst)
-        finally:  # the target changed (perhaps, if this failed): forget its cached histories
-            dst.ops.delta_cache.invalidate([target])
-
-    def _copy(self, source: str, target: str, dst: Node) -> None:
-        sources = self.homes(source)
-        if sources[0] is dst:
-            results = dst.run(lambda ops: ops.exchange(st.copy_thread_statements(source, target)))
-            if results[0].changes or len(sources) == 1:
-                return
-            sources = sources[1:]
-        for node in sources:
-            rows = node.run(lambda ops: _transfer.read_thread(ops.exchange, source))
-            if rows.total:
-                dst.run(lambda ops: _transfer.write_thread(ops.exchange, rows, target,
-                                                           staging_prefix=COPYING_PREFIX))
-                return
-
-    async def acopy_thread(self, source: str, target: str) -> None:
-        dst = self.home(target)
-        try:
-            await self._acopy(source, target, dst)
+        steps, out = self._copy(source, target, dst, page_size), None
+        try:  # the target changed (perhaps, if this failed): forget its cached histories
+            while (step := steps.send(out)) is not None:
+                out = step[0].run(step[1])
+        except StopIteration:
+            pass
         finally:
             dst.ops.delta_cache.invalidate([target])
 
-    async def _acopy(self, source: str, target: str, dst: Node) -> None:
-        sources = self.homes(source)
-        if sources[0] is dst:
-            results = await dst.arun(
-                lambda ops: ops.exchange(st.copy_thread_statements(source, target)))
+    async def acopy_thread(self, source: str, target: str, page_size: int) -> None:
+        if not self.spans:
+            await self.single().arun(lambda ops: ops.copy_thread(source, target, page_size))
+            return
+        dst = self.home(target)
+        steps, out = self._copy(source, target, dst, page_size), None
+        try:
+            while (step := steps.send(out)) is not None:
+                out = await step[0].arun(step[1])
+        except StopIteration:
+            pass
+        finally:
+            dst.ops.delta_cache.invalidate([target])
+
+    def _copy(self, source: str, target: str, dst: Node, page_size: int) -> Generator[
+            tuple[Node, Callable[[Operations], Op[Any]]], Any, None]:
+        """The copy as steps (a node and the operation to run there), for either driver."""
+        sources, keyed = self.homes(source), self.sealer is not None
+        if sources[0] is dst and keyed and len(sources) == 1:
+            yield dst, lambda ops: ops.copy_thread(source, target, page_size)
+            return
+        if sources[0] is dst and not keyed:
+            results = yield dst, lambda ops: ops.exchange(st.copy_thread_statements(source,
+                                                                                    target))
             if results[0].changes or len(sources) == 1:
                 return
             sources = sources[1:]
         for node in sources:
-            rows = await node.arun(lambda ops: _transfer.read_thread(ops.exchange, source))
+            if not keyed:
+                rows = yield node, lambda ops: _transfer.read_thread(ops.exchange, source)
+                if not rows.total:
+                    continue
+            else:
+                copier = SealedCopy(dst.ops.values, source, target, page_size)
+                while (read := copier.next_read()) is not None:
+                    (result,) = yield node, lambda ops: ops.exchange([read])
+                    if stmts := copier.consume(result):
+                        yield dst, lambda ops: ops.exchange(stmts)
+                if not copier.copied:
+                    continue
+                rows = yield node, lambda ops: _transfer.read_thread(ops.exchange, source,
+                                                                     _UNSEALED_TABLES)
             if rows.total:
-                await dst.arun(lambda ops: _transfer.write_thread(
-                    ops.exchange, rows, target, staging_prefix=COPYING_PREFIX))
-                return
+                yield dst, lambda ops: _transfer.write_thread(ops.exchange, rows, target,
+                                                              staging_prefix=COPYING_PREFIX)
+            return
 
 
 class _Merge:
@@ -312,7 +342,9 @@ class _Merge:
     def __init__(self, fleet: Fleet, filter: Mapping[str, Any] | None, before: Any,
                  limit: int | None, page_size: int) -> None:
         size = page_size if limit is None else max(1, min(page_size, limit))
-        self.plans = {db: ListPlan(None, filter, before, None, size) for db in fleet.nodes}
+        sealed = fleet.sealer is not None
+        self.plans = {db: ListPlan(None, filter, before, None, size, sealed=sealed)
+                      for db in fleet.nodes}
         self.buffers: dict[str, deque[CheckpointTuple]] = {db: deque() for db in fleet.nodes}
         self.remaining = limit
         self.last: tuple[str, str, str] | None = None
@@ -385,4 +417,4 @@ def _collect(operation: str, nodes: Sequence[Node], outcomes: Sequence[Any]) -> 
     return results
 
 
-__all__ = ["DEFAULT_CONCURRENCY", "Fleet", "Node", "make_nodes"]
+__all__ = ["DEFAULT_CONCURRENCY", "Fleet"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -20,30 +21,41 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from d1saver import _rows, _sql
+from d1saver import _reseal, _rows, _sql
 from d1saver import _statements as st
+from d1saver._crypto import key_id_of_text
 from d1saver._delta_cache import DeltaCache
 from d1saver._errors import CheckpointConflictError, ConfigError, NotFoundError, QueryError
 from d1saver._protocol import Commit, Once, Op, Result, Statement
-from d1saver._values import Values
+from d1saver._values import PLAIN_METADATA, Values
 
 Exchange = Callable[[Sequence[Statement]], Op[list[Result]]]
 T = TypeVar("T")
+# Re-sealing one page: its raw rows -> statements, adding to the counts.
+Build = Callable[[list[Any], _reseal.RekeyCounts], list[Statement]]
+_RACE_RETRIES = 3
 
 
 class ListPlan:
     """The pages of one `list` call: the next page's statement and the cursor it leaves."""
 
     def __init__(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
-                 before: RunnableConfig | None, limit: int | None, page_size: int) -> None:
+                 before: RunnableConfig | None, limit: int | None, page_size: int, *,
+                 sealed: bool = False) -> None:
         conf = (config or {}).get("configurable") or {}
         self.thread_id = st.thread_id_of(config) if config is not None else None
         ns = conf.get("checkpoint_ns")
         self.ns = None if ns is None else str(ns)
         self.checkpoint_id = conf.get("checkpoint_id")
         self.before = get_checkpoint_id(before) if before else None
-        self.filter_json = st.validate_filter(filter)
         self.filter = dict(filter or {})
+        st.validate_filter(self.filter)
+        # With keys (`sealed`) a column holds only PLAIN_METADATA: SQL filters on those keys,
+        # and the others are decided in Python, on the opened metadata, page after page.
+        in_sql = {k: v for k, v in self.filter.items()
+                  if not sealed or k.split(".")[0] in PLAIN_METADATA}
+        self.filter_json = st.validate_filter(in_sql)
+        self.in_python = in_sql != self.filter
         self.remaining = limit
         self.page_size = page_size
         self.size = page_size
@@ -55,12 +67,13 @@ class ListPlan:
         if self.done:
             return None
         size = self.page_size
-        if self.remaining is not None:
+        if self.remaining is not None and not self.in_python:
             size = min(size, self.remaining)
         self.size = size
         # One row more than the page tells whether another page follows, so that no request
         # is wasted on an empty one; a page that can complete the limit needs no such row.
-        self.asked = size if self.remaining is not None and self.remaining <= size else size + 1
+        last_page = self.remaining is not None and self.remaining <= size and not self.in_python
+        self.asked = size if last_page else size + 1
         return st.page_statement(
             thread_id=self.thread_id, ns=self.ns, checkpoint_id=self.checkpoint_id,
             before=self.before, filter_json=self.filter_json, cursor=self.cursor,
@@ -72,7 +85,8 @@ class ListPlan:
         if page:
             last = page[-1].config["configurable"]
             self.cursor = (last["checkpoint_id"], last["thread_id"], last["checkpoint_ns"])
-        # SQL has matched the filter already, except on keys of chunked metadata.
+        # SQL has matched the filter already, except on keys of chunked metadata and (with
+        # keys) on keys the column does not hold.
         kept = [t for t in page if st.metadata_matches(t.metadata, self.filter)]
         if self.remaining is not None:
             kept = kept[: self.remaining]
@@ -80,6 +94,13 @@ class ListPlan:
         if not more or not page or self.remaining == 0:
             self.done = True
         return kept
+
+
+@dataclass
+class SchemaState:
+    """Whether this instance knows its database's schema to be one it can use."""
+
+    checked: bool = False
 
 
 class Operations:
@@ -95,11 +116,16 @@ class Operations:
         self.guard_head = guard_head
         self.auto_setup = auto_setup
         self.delta_cache = DeltaCache()
-        self.is_setup = False
+        self.schema = SchemaState()  # shared with copies (with_values)
+
+    @property
+    def is_setup(self) -> bool:
+        return self.schema.checked
 
     def with_values(self, values: Values) -> Operations:
-        """The same operations over another values codec, with a cache of their own: values
-        decoded under one serde's allowlist are never served to a saver with another."""
+        """The same operations (the schema state shared) over another values codec, with a
+        cache of their own: values decoded under one serde's allowlist are never served to a
+        saver with another."""
         clone = copy.copy(self)
         clone.values = values
         clone.delta_cache = DeltaCache()
@@ -108,38 +134,92 @@ class Operations:
     # --- sending ------------------------------------------------------------------------
 
     def exchange(self, statements: Sequence[Statement]) -> Op[list[Result]]:
-        """Send statements in one request (with retries), setting the schema up if missing."""
-        return (yield from self._set_up_if_missing(lambda: self._send(statements)))
+        """Send statements in one request (with retries), the schema checked on first use."""
+        return (yield from self._checked(statements, self._send))
 
     def commit(self, statements: Sequence[Statement]) -> Op[list[Result]]:
         """Like exchange, for writes that may ride in one batch with concurrent writes."""
-        return (yield from self._set_up_if_missing(lambda: _one(Commit(statements))))
+        return (yield from self._checked(statements, lambda stmts: _one(Commit(stmts))))
 
-    def _set_up_if_missing(self, send: Callable[[], Op[list[Result]]]) -> Op[list[Result]]:
-        """Run `send()`; on a fresh database, create the schema once (per driver) and resend."""
+    def _checked(self, statements: Sequence[Statement],
+                 send: Callable[[Sequence[Statement]], Op[list[Result]]]) -> Op[list[Result]]:
+        """Send; until this instance knows its database's schema, with READ_SCHEMA riding along
+        (bytes, not a request): an older schema is then migrated once per driver, and one this
+        d1saver cannot use refused. A statement failing for a missing table or column (a fresh
+        database, or one older than the statement) sets the schema up, then is resent."""
+        if not self.auto_setup:
+            return (yield from send(statements))
+        probe = not self.schema.checked
         try:
-            return (yield from send())
+            results = yield from send([st.read_schema(), *statements] if probe else statements)
         except QueryError as exc:
-            if not self.auto_setup or "no such table" not in str(exc):
+            if not _schema_missing(exc):
                 raise
-        yield Once("setup", self._setup)
-        return (yield from send())
+            # D1 names the first statement that failed, and the read goes first: without
+            # d1saver_schema the database is fresh (create it whole); with it, it is older
+            # than a statement of this batch (read its versions, migrate).
+            older = probe and "d1saver_schema" not in str(exc)
+            yield Once("setup", self._migrate if older else self._setup)
+            return (yield from send(statements))
+        if probe:
+            info = _rows.read_rows(_rows.schema_info, results[0])
+            results = results[1:]
+            if info.version < _sql.SCHEMA_VERSION:
+                yield Once("setup", lambda: self._upgrade(info))
+            else:
+                self._accept(info)
+        return results
 
     # --- schema -------------------------------------------------------------------------
 
     def setup_once(self) -> Op[None]:
-        yield Once("setup", self._setup)
+        if not self.schema.checked:
+            yield Once("setup", self._setup)
 
     def _setup(self) -> Op[None]:
-        results = yield from self._send(st.setup_statements())
-        current = int(results[-1].rows[0][0])
-        if current > _sql.SCHEMA_VERSION:
+        """Create the schema on a fresh database, or migrate an older one (docs/MIGRATIONS.md)."""
+        try:
+            results = yield from self._send(st.setup_statements())
+        except QueryError as exc:
+            # schema.sql stopped on a database it must not touch (D1 rolled it back).
+            if "schema_outdated" not in str(exc) and "schema_too_new" not in str(exc):
+                raise
+            yield from self._migrate()
+            return
+        yield from self._upgrade(_rows.read_rows(_rows.schema_info, results[-1]))
+
+    def _migrate(self) -> Op[None]:
+        """Read the versions an existing database records, then apply the steps after them."""
+        (result,) = yield from self._send([st.read_schema()])
+        yield from self._upgrade(_rows.read_rows(_rows.schema_info, result))
+
+    def _upgrade(self, info: _rows.SchemaInfo) -> Op[None]:
+        """Apply each migration after `info.version`, one atomic batch each.
+
+        Two instances may run the same step at once, and a step whose response was lost is
+        retried: the batch's first statement claims the version, so the later batch fails on
+        it, rolls back whole, and the step counts as applied.
+        """
+        self._refuse_unusable(info)
+        for version in range(max(info.version, 1) + 1, _sql.SCHEMA_VERSION + 1):
+            try:
+                yield from self._send(st.migration_statements(version))
+            except QueryError as exc:
+                if "d1saver_schema.version" not in str(exc):  # UNIQUE: applied already
+                    raise
+        self.schema.checked = True
+
+    def _accept(self, info: _rows.SchemaInfo) -> None:
+        """A database at this version or a newer one this d1saver can still use."""
+        self._refuse_unusable(info)
+        self.schema.checked = True
+
+    @staticmethod
+    def _refuse_unusable(info: _rows.SchemaInfo) -> None:
+        if info.min_reader > _sql.SCHEMA_VERSION:
             raise ConfigError(
-                f"the database has d1saver schema v{current}, newer than this d1saver's "
-                f"v{_sql.SCHEMA_VERSION}: upgrade d1saver")
-        for version in range(max(current, 1) + 1, _sql.SCHEMA_VERSION + 1):
-            yield from self._send(st.migration_statements(version))
-        self.is_setup = True
+                f"database schema v{info.version} requires d1saver schema >= "
+                f"v{info.min_reader}; this d1saver knows v{_sql.SCHEMA_VERSION}: upgrade d1saver")
 
     # --- reads --------------------------------------------------------------------------
 
@@ -159,9 +239,8 @@ class Operations:
         """One page of checkpoints; their DeltaChannel histories ride along into the cache."""
         since = self.delta_cache.mark()
         result, deltas = yield from self.exchange([stmt, st.delta_statement(stmt)])
-        load = self.values.load
-        tuples = _rows.read_rows(_rows.tuples_from_page, result, load)
-        histories = _rows.read_rows(_rows.histories_from_walk, deltas, tuples, load)
+        tuples = _rows.read_rows(_rows.tuples_from_page, result, self.values)
+        histories = _rows.read_rows(_rows.histories_from_walk, deltas, tuples, self.values)
         for key, entry in histories.items():
             self.delta_cache.put(key, entry, since)
         return tuples
@@ -178,7 +257,8 @@ class Operations:
             if hit is not None:
                 return hit
         (result,) = yield from self.exchange([st.delta_history_statement(config, channels)])
-        return _rows.read_rows(_rows.delta_history, result, channels, self.values.load)
+        return _rows.read_rows(_rows.delta_history, result, st.thread_id_of(config),
+                               st.ns_of(config), channels, self.values)
 
     # --- writes -------------------------------------------------------------------------
 
@@ -214,9 +294,98 @@ class Operations:
         if run_ids:  # the runs' threads are known only to the database: forget every thread
             yield from self._changing(None, self.exchange(st.delete_for_runs_statements(run_ids)))
 
-    def copy_thread(self, source: str, target: str) -> Op[None]:
-        yield from self._changing(
-            [str(target)], self.exchange(st.copy_thread_statements(source, target)))
+    def copy_thread(self, source: str, target: str, page_size: int) -> Op[None]:
+        return (yield from self._changing([str(target)], self._copy_thread(source, target,
+                                                                           page_size)))
+
+    def _copy_thread(self, source: str, target: str, page_size: int) -> Op[None]:
+        """One atomic batch of INSERT ... SELECT without keys. With keys a value is bound to its
+        thread, so the rows are read in pages and written re-sealed for the target: each
+        request carries one page's rows and the next page's read: per table ceil((rows + 1) /
+        page_size) requests and one more at most, each atomic."""
+        if self.values.sealer is None:
+            yield from self.exchange(st.copy_thread_statements(source, target))
+            return
+        source, target = str(source), str(target)
+        yield from self._rewrite(
+            lambda c: _reseal.checkpoints_statement(source, c, page_size, None),
+            _reseal.raw_checkpoints, lambda r: r.key,
+            lambda rows, _: _reseal.copy_checkpoints(self.values, rows, target), page_size)
+        yield from self._rewrite(
+            lambda c: _reseal.writes_statement(source, c, page_size, None),
+            _reseal.raw_writes, lambda r: r.cursor,
+            lambda rows, _: _reseal.copy_writes(self.values, rows, target), page_size,
+            last=[Statement(_sql.COPY_TAGS, (source, target))])
+
+    # --- rekeying (with keys) -----------------------------------------------------------
+
+    def key_census(self) -> Op[dict[str, dict[str, int]]]:
+        """Stored values per table and key id ("plaintext" for values under none)."""
+        (result,) = yield from self.exchange([Statement(_sql.KEY_CENSUS)])
+        return _rows.read_rows(_reseal.census, result, key_id_of_text)
+
+    def rekey(self, table: str, *, page_size: int, plaintext: bool,
+              guard: Sequence[Statement] = (),
+              progress: Callable[[_reseal.RekeyCounts], None] | None = None
+              ) -> Op[_reseal.RekeyCounts]:
+        """Re-seal `table`'s values ("checkpoints" with their metadata, or "writes") that are
+        not under the newest key, in keyset pages; each page's rewrite is one atomic batch led
+        by `guard` (the compaction lease's), so a run stopped midway is continued by the next."""
+        heads = self.values._sealer().fresh_heads
+        if table == "checkpoints":
+            return (yield from self._rewrite(
+                lambda c: _reseal.checkpoints_statement(None, c, page_size, heads),
+                _reseal.raw_checkpoints, lambda r: r.key,
+                lambda rows, n: _reseal.rekey_checkpoints(self.values, rows, n,
+                                                          plaintext=plaintext),
+                page_size, guard=guard, progress=progress))
+        if table == "writes":
+            return (yield from self._rewrite(
+                lambda c: _reseal.writes_statement(None, c, page_size, heads),
+                _reseal.raw_writes, lambda r: r.cursor,
+                lambda rows, n: _reseal.rekey_writes(self.values, rows, n, plaintext=plaintext),
+                page_size, guard=guard, progress=progress))
+        raise ConfigError(f"unknown table {table!r}: rekey 'checkpoints' or 'writes'")
+
+    def _rewrite(self, read: Callable[[Any], Statement], parse: Callable[[Result], list[Any]],
+                 cursor_of: Callable[[Any], Any], build: Build, size: int, *,
+                 guard: Sequence[Statement] = (), last: Sequence[Statement] = (),
+                 progress: Callable[[_reseal.RekeyCounts], None] | None = None
+                 ) -> Op[_reseal.RekeyCounts]:
+        """Pages of raw rows rewritten: each request carries `guard`, one page's statements
+        and the next page's read (`last` rides with the final one). A guard that finds a row
+        changed since it was read ("head_moved") fails the batch; the page is read again."""
+        counts = _reseal.RekeyCounts()
+        cursor = None
+        (first,) = yield from self.exchange([read(cursor)])
+        rows = _rows.read_rows(parse, first)
+        counts.requests, races = 1, 0
+        while True:
+            page = _reseal.RekeyCounts()
+            stmts = build(rows, page)
+            done = len(rows) < size
+            after = cursor_of(rows[-1]) if rows else cursor
+            batch = [*guard, *stmts] if stmts else []
+            batch += [*last] if done else [read(after)]
+            try:
+                results = (yield from self.exchange(batch)) if batch else []
+            except QueryError as exc:
+                races += 1
+                if "head_moved" not in str(exc) or races > _RACE_RETRIES:
+                    raise
+                (again,) = yield from self.exchange([read(cursor)])
+                rows = _rows.read_rows(parse, again)
+                counts.requests += 2
+                continue
+            counts.requests += 1 if batch else 0
+            counts.pages += 1
+            counts.rewritten += page.rewritten
+            counts.plaintext += page.plaintext
+            if progress is not None:
+                progress(counts)
+            if done:
+                return counts
+            rows, cursor = _rows.read_rows(parse, results[-1]), after
 
     def prune(self, thread_ids: Sequence[str], strategy: str) -> Op[None]:
         if not thread_ids:
@@ -269,3 +438,8 @@ class Operations:
 
 def _one(action: Commit) -> Op[list[Result]]:
     return (yield action)
+
+
+def _schema_missing(exc: QueryError) -> bool:
+    """A statement met a database without a table or column it needs: fresh, or older."""
+    return "no such table" in str(exc) or "no such column" in str(exc)

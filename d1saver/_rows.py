@@ -1,7 +1,8 @@
 """The rows layer: pure decoders from D1 result rows to CheckpointTuples and delta histories.
 
-No I/O and no serde of its own: values are loaded by the `Load` function given (the values
-layer's). Each reader first checks that the result's columns are the ones its statement
+No I/O and no serde of its own: values are loaded by the values layer given, each with the
+binding of the row it came from (d1saver/_crypto.py), so with keys a value read from another
+row than the one it was sealed for is refused. Each reader first checks that the result's columns are the ones its statement
 names (d1saver/_sql.py), so a statement and its reader cannot drift apart silently.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from langgraph.checkpoint.base import (
@@ -21,12 +23,11 @@ from langgraph.checkpoint.base import (
 )
 
 from d1saver import _sql
+from d1saver._crypto import checkpoint_binder, write_binder
 from d1saver._errors import D1Error, ResponseError
 from d1saver._protocol import Result
-from d1saver._values import Pieces, load_metadata
+from d1saver._values import Pieces, Values
 
-# load(type, text, pieces, owner) -> value; owner is '' for a checkpoint, '<task>/<idx>' a write.
-Load = Callable[[str | None, str | None, Pieces | None, str], Any]
 Key = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 T = TypeVar("T")
 
@@ -49,7 +50,7 @@ def check_columns(result: Result, expected: Sequence[str]) -> None:
             f"D1 returned columns {result.columns} where d1saver expects {list(expected)}")
 
 
-def tuples_from_page(result: Result, load: Load) -> list[CheckpointTuple]:
+def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
     """CheckpointTuples from a page's 'c'/'w'/'k' rows (SELECT_PAGE_*), newest first."""
     check_columns(result, _sql.PAGE_COLUMNS)
     checkpoints: list[list[Any]] = []
@@ -65,29 +66,33 @@ def tuples_from_page(result: Result, load: Load) -> list[CheckpointTuple]:
             pieces[key][row[4]].append((row[5], row[6]))
     checkpoints.sort(key=lambda r: (r[3], r[1], r[2]), reverse=True)
     out = []
-    for _, thread_id, ns, cid, parent, type_, blob, md, *_ in checkpoints:
+    for _, thread_id, ns, cid, parent, type_, blob, md, channels, _ in checkpoints:
         key = (thread_id, ns, cid)
+        checkpoint, metadata = values.load_checkpoint(type_, blob, pieces.get(key), md, channels,
+                                                      checkpoint_binder(*key))
         out.append(CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                      "checkpoint_id": cid}},
-            checkpoint=load(type_, blob, pieces.get(key), ""),
-            metadata=cast(CheckpointMetadata, load_metadata(md, pieces.get(key))),
+            checkpoint=checkpoint,
+            metadata=cast(CheckpointMetadata, metadata),
             parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                              "checkpoint_id": parent}} if parent else None),
-            pending_writes=pending_writes(writes.get(key, []), pieces.get(key), load),
+            pending_writes=pending_writes(writes.get(key, []), pieces.get(key), values),
         ))
     return out
 
 
 def pending_writes(rows: Iterable[list[Any]], pieces: Pieces | None,
-                   load: Load) -> list[PendingWrite]:
+                   values: Values) -> list[PendingWrite]:
     """A checkpoint's writes in LangGraph's order, from page 'w' rows."""
     # row: kind, thread, ns, cid, task_id, task_path, idx, channel, type, value
     ordered = sorted(rows, key=lambda r: writes_sort_key(r[5] or "", r[4], int(r[6])))
-    return [(r[4], r[7], load(r[8], r[9], pieces, f"{r[4]}/{int(r[6])}")) for r in ordered]
+    return [(r[4], r[7], values.load(r[8], r[9], pieces, f"{r[4]}/{int(r[6])}",
+                                     write_binder(r[1], r[2], r[3], r[4], r[5], int(r[6]), r[7])))
+            for r in ordered]
 
 
-def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load: Load
+def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], values: Values
                         ) -> dict[Key, dict[str, DeltaChannelHistory]]:
     """Each tuple's DeltaChannel histories from a page's walk rows (SELECT_PAGE_DELTA_*).
 
@@ -97,7 +102,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load:
     check_columns(result, _sql.PAGE_COLUMNS)
     parents: dict[Key, str | None] = {}
     channels: dict[Key, set[str]] = {}
-    blobs: dict[Key, tuple[str, str]] = {}
+    blobs: dict[Key, tuple[str, str, str, str]] = {}  # type, value, metadata, channels
     writes: dict[Key, list[list[Any]]] = defaultdict(list)
     pieces: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for row in result.rows:
@@ -106,7 +111,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load:
             parents[key] = row[4]
             channels[key] = set(json.loads(row[5]))
             if row[7] is not None:
-                blobs[key] = (row[6], row[7])
+                blobs[key] = (row[6], row[7], row[8], row[5])
         elif kind == "w":
             writes[key].append(row)
         elif kind == "k":
@@ -116,13 +121,14 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load:
 
     def values_at(key: Key) -> dict[str, Any]:
         if key not in decoded:
-            type_, blob = blobs[key]
-            decoded[key] = load(type_, blob, pieces.get(key), "")["channel_values"]
+            type_, blob, md, chans = blobs[key]
+            decoded[key] = values.load_checkpoint(type_, blob, pieces.get(key), md, chans,
+                                                  checkpoint_binder(*key))[0]["channel_values"]
         return decoded[key]
 
     def writes_at(key: Key) -> list[PendingWrite]:
         if key not in loaded:
-            loaded[key] = pending_writes(writes.get(key, []), pieces.get(key), load)
+            loaded[key] = pending_writes(writes.get(key, []), pieces.get(key), values)
         return loaded[key]
 
     out: dict[Key, dict[str, DeltaChannelHistory]] = {}
@@ -161,9 +167,10 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], load:
     return out
 
 
-def delta_history(result: Result, channels: Sequence[str], load: Load
-                  ) -> dict[str, DeltaChannelHistory]:
-    """Per-channel writes (oldest first) and seeds from DELTA_HISTORY's rows."""
+def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[str],
+                  values: Values) -> dict[str, DeltaChannelHistory]:
+    """Per-channel writes (oldest first) and seeds from DELTA_HISTORY's rows (of one thread
+    and namespace)."""
     check_columns(result, _sql.DELTA_HISTORY_COLUMNS)
     ancestors: dict[int, list[Any]] = {}
     writes: dict[int, list[list[Any]]] = defaultdict(list)
@@ -187,21 +194,24 @@ def delta_history(result: Result, channels: Sequence[str], load: Load
         seen.add(cid)
         path.append(depth)
     for depth in path:
-        _, _, cid, sought_json, type_, blob, *_ = ancestors[depth]
+        _, _, cid, sought_json, type_, blob, chans, md, _ = ancestors[depth]
         sought = set(json.loads(sought_json))
         if blob is not None:
-            values = load(type_, blob, pieces.get(cid), "")["channel_values"]
+            held = values.load_checkpoint(type_, blob, pieces.get(cid), md, chans,
+                                          checkpoint_binder(thread_id, ns, cid)
+                                          )[0]["channel_values"]
             for ch in sought:
-                if ch in values and ch not in seeds:
-                    seeds[ch] = values[ch]
+                if ch in held and ch not in seeds:
+                    seeds[ch] = held[ch]
     for depth in reversed(path):
         cid = ancestors[depth][2]
         # row: kind, depth, cid, task_id, task_path, idx, channel, type, value
         for r in sorted(writes.get(depth, []),
                         key=lambda r: writes_sort_key(r[4] or "", r[3], int(r[5]))):
             if r[6] in collected:
-                collected[r[6]].append(
-                    (r[3], r[6], load(r[7], r[8], pieces.get(cid), f"{r[3]}/{int(r[5])}")))
+                bind = write_binder(thread_id, ns, cid, r[3], r[4], int(r[5]), r[6])
+                collected[r[6]].append((r[3], r[6], values.load(
+                    r[7], r[8], pieces.get(cid), f"{r[3]}/{int(r[5])}", bind)))
     out: dict[str, DeltaChannelHistory] = {}
     for ch in channels:
         entry: DeltaChannelHistory = {"writes": collected[ch]}
@@ -209,6 +219,25 @@ def delta_history(result: Result, channels: Sequence[str], load: Load
             entry["seed"] = seeds[ch]
         out[ch] = entry
     return out
+
+
+@dataclass(frozen=True)
+class SchemaInfo:
+    """What a database's d1saver_schema says: its newest version, and the oldest schema
+    version whose d1saver can use it."""
+
+    version: int
+    min_reader: int
+
+
+def schema_info(result: Result) -> SchemaInfo:
+    """SchemaInfo from READ_SCHEMA's rows, by column name: rows of version 1 have no
+    min_reader (1), and rows of later versions may hold columns this code does not know."""
+    if "version" not in result.columns and result.rows:
+        raise ResponseError(f"d1saver_schema has columns {result.columns}, no version")
+    rows = result.dicts()
+    return SchemaInfo(version=max((int(r["version"]) for r in rows), default=0),
+                      min_reader=max((int(r.get("min_reader") or 1) for r in rows), default=1))
 
 
 def tags_from(result: Result) -> dict[str, str]:
@@ -225,5 +254,6 @@ def op_count(result: Result) -> int:
     return int(result.rows[0][0])
 
 
-__all__ = ["Load", "check_columns", "delta_history", "histories_from_walk", "op_count",
-           "pending_writes", "read_rows", "tags_from", "tuples_from_page"]
+__all__ = ["Load", "SchemaInfo", "check_columns", "delta_history", "histories_from_walk",
+           "op_count", "pending_writes", "read_rows", "schema_info", "tags_from",
+           "tuples_from_page"]

@@ -10,7 +10,13 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-# --- schema -------------------------------------------------------------------------------
+# --- schema and migrations ----------------------------------------------------------------
+#
+# Forward-only steps, as Alembic's and Django's: MIGRATIONS[k - 1] takes a database from
+# version k - 1 to k, and a database records each version applied, one row in d1saver_schema.
+# A fresh database is created whole from schema.sql (the current schema, recording
+# SCHEMA_VERSION); an older one is brought up by the steps after its version, each in one
+# batch (d1saver/_ops.py, docs/MIGRATIONS.md). A released step never changes.
 
 
 def _schema_text() -> str:
@@ -45,52 +51,144 @@ def split_script(script: str) -> list[str]:
 
 
 SCHEMA_SQL = _schema_text()
+SCHEMA_STATEMENTS = split_script(SCHEMA_SQL)
 
-# Index = schema version - 1. Append only: a released entry never changes. Version 1 is
-# schema.sql itself (idempotent); later entries are lists of statements run once, in order.
-MIGRATIONS: list[list[str]] = [split_script(SCHEMA_SQL)]
+# Version 1 as d1saver 0.1.0 released it: its schema.sql without comments, frozen (a test holds
+# it to tests/data/v0_1_0_schema.sql). This code never runs it (schema.sql creates fresh
+# databases); it is the base every later step starts from.
+_V1 = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    parent_checkpoint_id TEXT,
+    type TEXT,
+    checkpoint TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    channels TEXT NOT NULL DEFAULT '[]',
+    run_id TEXT,
+    ts TEXT,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+);
+CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints (run_id);
+CREATE TABLE IF NOT EXISTS writes (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    idx INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    type TEXT,
+    value TEXT,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, owner, seq)
+);
+CREATE TABLE IF NOT EXISTS tags (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, name)
+);
+CREATE INDEX IF NOT EXISTS tags_checkpoint ON tags (thread_id, checkpoint_ns, checkpoint_id);
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS d1saver_scope (
+    thread_id TEXT PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS d1saver_keep (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+);
+CREATE TABLE IF NOT EXISTS d1saver_relink (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    new_parent TEXT,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+);
+CREATE TABLE IF NOT EXISTS d1saver_guard (
+    head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL),
+    lease_lost INTEGER CONSTRAINT lease_lost CHECK (lease_lost IS NULL)
+);
+CREATE TABLE IF NOT EXISTS d1saver_schema (
+    version INTEGER PRIMARY KEY,
+    applied_at TEXT NOT NULL
+);
+INSERT OR IGNORE INTO d1saver_schema (version, applied_at) VALUES (1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));
+"""
 
-# Version 2: additive, and idempotent like version 1 (setup sends every entry in one batch).
-# - list(None) reads its pages in index order, from the cursor on, instead of sorting the
-#   whole table for every page (defect 9).
-# - A checkpoint or write row that is (re)inserted owns no pieces but those its batch inserts
-#   after it (defect 4): a value rewritten smaller, a replay, or copy_thread onto a thread that
-#   holds the same checkpoint never leave stale pieces, at no cost in request bytes. An
-#   ignored INSERT (a replayed regular write) fires nothing.
-MIGRATIONS.append([
-    "CREATE INDEX IF NOT EXISTS checkpoints_by_id "
-    "ON checkpoints (checkpoint_id, thread_id, checkpoint_ns)",
-    """CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN
+MIGRATIONS: list[list[str]] = [
+    # 1: d1saver 0.1.0.
+    split_script(_V1),
+    # 2: guards that every version-1 database can use (d1saver_guard.lease_lost was added to
+    # version 1 in place, so databases created before lack it), and min_reader for rolling
+    # deploys. Additive: d1saver_guard stays for 0.1.0's instances.
+    [
+        """
+CREATE TABLE IF NOT EXISTS d1saver_guards (
+    head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL),
+    lease_lost INTEGER CONSTRAINT lease_lost CHECK (lease_lost IS NULL),
+    schema_outdated INTEGER CONSTRAINT schema_outdated CHECK (schema_outdated IS NULL),
+    schema_too_new INTEGER CONSTRAINT schema_too_new CHECK (schema_too_new IS NULL)
+)""",
+        "ALTER TABLE d1saver_schema ADD COLUMN min_reader INTEGER NOT NULL DEFAULT 1",
+    ],
+    # 3: additive.
+    # - list(None) reads its pages in index order, from the cursor on, instead of sorting the
+    #   whole table for every page (defect 9).
+    # - A checkpoint or write row that is (re)inserted owns no pieces but those its batch
+    #   inserts after it (defect 4): a value rewritten smaller, a replay, or copy_thread onto a
+    #   thread that holds the same checkpoint never leave stale pieces, at no cost in request
+    #   bytes. An ignored INSERT (a replayed regular write) fires nothing.
+    [
+        "CREATE INDEX IF NOT EXISTS checkpoints_by_id "
+        "ON checkpoints (checkpoint_id, thread_id, checkpoint_ns)",
+        """CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN
     DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
         AND checkpoint_id = NEW.checkpoint_id AND owner IN ('', ':metadata');
 END""",
-    """CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN
+        """CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN
     DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
         AND checkpoint_id = NEW.checkpoint_id AND owner = NEW.task_id || '/' || NEW.idx;
 END""",
-])
-
-# Idempotency records (see FORGET_OLD_OPS): the answers of untag and of compaction batches,
-# kept so that a retry after a lost response answers as the first try did. Additive and
-# idempotent: two instances upgrading at once, or a retried upgrade, are harmless.
-MIGRATIONS.append([
-    """
+    ],
+    # 4: idempotency records (see FORGET_OLD_OPS): the answers of untag and of compaction
+    # batches, kept so that a retry after a lost response answers as the first try did.
+    # Additive.
+    [
+        """
 CREATE TABLE IF NOT EXISTS d1saver_ops (
     op_id TEXT PRIMARY KEY,
     result TEXT NOT NULL,
     created_at INTEGER NOT NULL
 )""",
-    "CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops (created_at)",
-])
-
-# Version 4: which DeltaChannels a checkpoint declares but has never written. LangGraph replays
-# only channels in channel_versions, which lives inside the serialized checkpoint; SQL walks
-# that seek a never-written channel find no seed and read the thread's whole history. A row
-# exists only for a checkpoint with such channels (`channels`: JSON array), so other graphs pay
-# nothing. Triggers drop a checkpoint's row whenever the checkpoint is written or deleted, by
-# any statement or any d1saver version (0.1.0's included), so a row is never stale.
-MIGRATIONS.append([
-    """
+        "CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops (created_at)",
+    ],
+    # 5: which DeltaChannels a checkpoint declares but has never written. LangGraph replays
+    # only channels in channel_versions, which lives inside the serialized checkpoint; SQL
+    # walks that seek a never-written channel find no seed and read the thread's whole
+    # history. A row exists only for a checkpoint with such channels (`channels`: JSON array),
+    # so other graphs pay nothing. Triggers drop a checkpoint's row whenever the checkpoint is
+    # written or deleted, by any statement or any d1saver version (0.1.0's included), so a
+    # row is never stale. Additive.
+    [
+        """
 CREATE TABLE IF NOT EXISTS delta_unwritten (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL,
@@ -98,44 +196,68 @@ CREATE TABLE IF NOT EXISTS delta_unwritten (
     channels TEXT NOT NULL,
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
 )""",
-    """
+        """
 CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_put AFTER INSERT ON checkpoints BEGIN
     DELETE FROM delta_unwritten WHERE thread_id = NEW.thread_id
         AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id;
 END""",
-    """
+        """
 CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoints BEGIN
     DELETE FROM delta_unwritten WHERE thread_id = OLD.thread_id
         AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id;
 END""",
-])
+    ],
+    # Append the next step here, as a list of statements; never edit one above, and update
+    # schema.sql to match (docs/MIGRATIONS.md).
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
-SELECT_SCHEMA_VERSION = "SELECT COALESCE(MAX(version), 0) AS version FROM d1saver_schema"
-RECORD_SCHEMA_VERSION = (
-    "INSERT OR IGNORE INTO d1saver_schema (version, applied_at) "
+# Contract steps, which code of older versions cannot use: version -> the oldest schema version
+# whose d1saver still works once that step is applied. A step not listed is additive.
+MIN_READER: dict[int, int] = {}
+
+
+def min_reader(version: int) -> int:
+    """The oldest schema version whose d1saver can use a database at `version`."""
+    return max([1, *(m for v, m in MIN_READER.items() if v <= version)])
+
+
+# Every version the database records, whole rows. It must run on every version, past and future
+# (version 1's rows have no min_reader), so it selects what the rows hold and the reader
+# (_rows.schema_info) takes columns by name. It goes first in an instance's first request.
+READ_SCHEMA = "SELECT * FROM d1saver_schema"
+# First in a migration's batch: records the version, and fails the batch ("UNIQUE constraint
+# failed: d1saver_schema.version") when it is recorded already: another instance applied the
+# step, or this one did before its response was lost. ?1 version.
+CLAIM_VERSION = (
+    "INSERT INTO d1saver_schema (version, applied_at) "
     "VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))"
 )
+# Last in a migration's batch (the column exists from version 2 on): ?1 version, ?2 min_reader.
+SET_MIN_READER = "UPDATE d1saver_schema SET min_reader = ?2 WHERE version = ?1"
 
 # --- put and put_writes -------------------------------------------------------------------
 
 # Idempotent: a retried put rewrites the same row (INSERT OR REPLACE, as SqliteSaver; nothing
-# references a checkpoint row and there are no triggers, so replacing equals updating, in a
-# third of the text of an upsert, which travels with every put).
-# The two hottest statements name no columns: they supply every column in table order
-# (CHECKPOINT_COLUMNS, WRITE_COLUMNS; a test holds the schema to them), because their text
-# travels with every put and put_writes.
+# references a checkpoint row, so replacing loses nothing, in a third of the text of an
+# upsert, which travels with every put; version 3's trigger drops the row's old pieces).
+# Both hot inserts name their columns, although their text travels with every put and
+# put_writes (about 100 bytes each): a statement that supplies every column in table order
+# breaks as soon as a migration adds one, in every instance of the older release still
+# running during a rolling deploy (0.1.0's did). A column added later must have a default:
+# an older instance's REPLACE of the same row resets it.
 CHECKPOINT_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id",
                       "type", "checkpoint", "metadata", "channels", "run_id", "ts")
 WRITE_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx",
                  "channel", "type", "value")
-UPSERT_CHECKPOINT = "INSERT OR REPLACE INTO checkpoints VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"
+UPSERT_CHECKPOINT = (f"INSERT OR REPLACE INTO checkpoints ({','.join(CHECKPOINT_COLUMNS)}) "
+                     "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)")
 
 # Opt-in head guard, sent before UPSERT_CHECKPOINT in the same batch: ?4 is the parent the
 # caller built on; if the thread's newest checkpoint is another one, the insert trips the
-# CHECK on d1saver_guard and D1 rolls the batch back.
+# CHECK on d1saver_guards and D1 rolls the batch back.
 GUARD_HEAD = """
-INSERT INTO d1saver_guard (head_moved)
+INSERT INTO d1saver_guards (head_moved)
 SELECT 1 FROM (
     SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2
     ORDER BY checkpoint_id DESC LIMIT 1
@@ -145,8 +267,8 @@ WHERE head.checkpoint_id IS NOT ?4 AND head.checkpoint_id IS NOT ?3"""
 # Writes: ?6 is a JSON array of [idx, channel, type, value] rows for one task.
 # REPLACE for special writes (errors, interrupts: the latest wins), IGNORE for regular ones
 # (a retry or a replayed task must not change what was stored), as WRITES_IDX_MAP intends.
-_INSERT_WRITES = """
-INSERT OR {verb} INTO writes
+_INSERT_WRITES = f"""
+INSERT OR {{verb}} INTO writes ({','.join(WRITE_COLUMNS)})
 SELECT ?1,?2,?3,?4,?5,value->>0,value->>1,value->>2,value->>3 FROM json_each(?6)"""
 INSERT_WRITES_REPLACE = _INSERT_WRITES.format(verb="REPLACE")
 INSERT_WRITES_IGNORE = _INSERT_WRITES.format(verb="IGNORE")
@@ -223,7 +345,7 @@ page AS (
 
 _PAGE = "WITH" + _PAGE_CTE + """
 SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, NULL AS f5, NULL AS f6
+       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
 FROM page
 UNION ALL
 SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
@@ -288,7 +410,10 @@ SELECT 'a' AS kind, c.thread_id AS thread_id, c.checkpoint_ns AS checkpoint_ns,
        c.type AS f3,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4, NULL AS f5, NULL AS f6
+            THEN c.checkpoint END AS f4,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.metadata END AS f5, NULL AS f6
 FROM visited AS v JOIN checkpoints AS c ON c.thread_id = v.thread_id
     AND c.checkpoint_ns = v.checkpoint_ns AND c.checkpoint_id = v.checkpoint_id
 UNION ALL
@@ -304,11 +429,12 @@ FROM visited AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
     AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id"""
 
 # Columns of every page statement. A UNION's columns carry a meaning per row kind:
-#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata
+#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata,
+#                   f5 channels (with keys a sealed checkpoint is bound to both)
 #   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
 #   'k' chunk:      f1 owner, f2 seq, f3 data
 #   'a' ancestor (delta walk): f1 parent_checkpoint_id, f2 channels, f3 type,
-#                   f4 checkpoint (only when it seeds a sought channel)
+#                   f4 checkpoint and f5 metadata (only when it seeds a sought channel)
 PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
                 "f1", "f2", "f3", "f4", "f5", "f6")
 
@@ -369,7 +495,8 @@ chain(checkpoint_id, depth, sought) AS (
     WHERE json_array_length(chain.sought) > 0 AND chain.depth < 20000
 ),
 ancestors AS (
-    SELECT chain.depth, chain.sought, p.checkpoint_id, p.channels, p.type, p.checkpoint
+    SELECT chain.depth, chain.sought, p.checkpoint_id, p.channels, p.type, p.checkpoint,
+           p.metadata
     FROM chain JOIN checkpoints AS p ON p.thread_id = ?1 AND p.checkpoint_ns = ?2
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0
@@ -378,7 +505,11 @@ SELECT 'a' AS kind, a.depth AS depth, a.checkpoint_id AS checkpoint_id, a.sought
        a.type AS f2,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(a.channels)))
-            THEN a.checkpoint END AS f3, NULL AS f4, NULL AS f5, NULL AS f6
+            THEN a.checkpoint END AS f3,
+       a.channels AS f4,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(a.channels)))
+            THEN a.metadata END AS f5, NULL AS f6
 FROM ancestors AS a
 UNION ALL
 SELECT 'w', a.depth, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value
@@ -391,7 +522,8 @@ FROM ancestors AS a JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?
     AND k.checkpoint_id = a.checkpoint_id"""
 
 # Columns of DELTA_HISTORY, per row kind:
-#   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint (if a seed)
+#   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint, f4 channels,
+#                 f5 metadata (checkpoint and metadata only if it is a seed)
 #   'w' write:    checkpoint_id, f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
 #   'k' chunk:    checkpoint_id, f1 owner, f2 seq, f3 data
 DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "f1", "f2", "f3", "f4", "f5", "f6")
@@ -735,7 +867,7 @@ WHERE leases.expires_at < CAST(strftime('%s', 'now') AS INTEGER)
 RETURNING holder"""
 # Sent first in every compaction batch: fails the batch if the lease was lost, else renews it.
 CHECK_LEASE = """
-INSERT INTO d1saver_guard (lease_lost)
+INSERT INTO d1saver_guards (lease_lost)
 SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM leases WHERE name = ?1 AND holder = ?2)"""
 RENEW_LEASE = """
 UPDATE leases SET expires_at = CAST(strftime('%s', 'now') AS INTEGER) + ?3
@@ -763,6 +895,11 @@ def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = 
     return [*stmts, *CLEAR_SCRATCH]
 
 # --- inspection ---------------------------------------------------------------------------
+
+# A thread's newest checkpoint row as stored (the demo shows a sealed one): ?1 thread, ?2 chars.
+STORED_SAMPLE = """
+SELECT checkpoint_id, substr(checkpoint, 1, ?2) AS head, LENGTH(checkpoint) AS bytes, metadata
+FROM checkpoints WHERE thread_id = ?1 ORDER BY checkpoint_id DESC LIMIT 1"""
 
 # Rows and stored bytes per table (the demo's "what is stored" and `d1saver threads`' totals).
 STORAGE_SUMMARY = """
@@ -882,3 +1019,123 @@ UNION SELECT thread_id FROM chunks WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM tags WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM delta_unwritten WHERE thread_id >= ?1 AND thread_id < ?2
 ORDER BY thread_id"""
+
+# --- sealed rows: copies and rekeying (d1saver/_reseal.py) --------------------------------
+#
+# With encryption keys a value is bound to its row, so copy_thread and rekey rewrite values
+# rather than rows: they read rows raw, in keyset pages in primary key order, re-seal each
+# value in Python (never deserialized) and write it back.
+
+# A stored value's text, or piece 0's when the row holds a chunk marker: where the key id is.
+_HEAD_OF = """CASE WHEN substr({t}.{col}, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = {t}.thread_id
+        AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id
+        AND k.owner = {owner} AND k.seq = 0) ELSE {t}.{col} END"""
+_CHECKPOINT_HEAD = _HEAD_OF.format(t="c", col="checkpoint", owner="''")
+_WRITE_HEAD = _HEAD_OF.format(t="w", col="value", owner="w.task_id || '/' || w.idx")
+# Not under the newest key: ?{n} is the JSON array of the 7-character heads its texts have
+# ("e:" and the base85 group of key id and codec: d1saver/_crypto.py).
+_STALE = "substr(COALESCE({x}, ''), 1, 7) NOT IN (SELECT value FROM json_each(?{n}))"
+
+# The chunks of a raw page's rows ('k' rows), of the owners named.
+_RAW_PIECES = """
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
+       NULL, NULL
+FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
+    AND k.owner {owner}"""
+
+# Checkpoint rows after the cursor (?2, ?3, ?4: thread_id, checkpoint_ns, checkpoint_id;
+# '' to start), ?5 rows, in one thread (?1) or all (?1 NULL); only those with a value not
+# sealed under the newest key when ?6 (heads) is given (their metadata is sealed with it).
+# With their chunks.
+_RAW_CHECKPOINTS = f"""
+WITH page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels, run_id, ts
+    FROM checkpoints AS c
+    WHERE {{scope}} AND (thread_id, checkpoint_ns, checkpoint_id) > (?2, ?3, ?4)
+      AND (?6 IS NULL OR {_STALE.format(x=_CHECKPOINT_HEAD, n=6)})
+    ORDER BY thread_id, checkpoint_ns, checkpoint_id
+    LIMIT ?5
+)
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
+       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, run_id AS f6, ts AS f7
+FROM page
+UNION ALL""" + _RAW_PIECES.format(owner="IN ('', ':metadata')")
+RAW_CHECKPOINTS_THREAD = _RAW_CHECKPOINTS.format(scope="thread_id = ?1")
+RAW_CHECKPOINTS_ALL = _RAW_CHECKPOINTS.format(scope="?1 IS NULL")
+
+# Write rows after the cursor (?2..?6: thread_id, checkpoint_ns, checkpoint_id, task_id, idx),
+# ?7 rows, in one thread (?1) or all; with ?8 (heads) only those not under the newest key.
+_RAW_WRITES = f"""
+WITH page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
+    FROM writes AS w
+    WHERE {{scope}}
+      AND (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (?2, ?3, ?4, ?5, ?6)
+      AND (?8 IS NULL OR (w.value IS NOT NULL AND {_STALE.format(x=_WRITE_HEAD, n=8)}))
+    ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
+    LIMIT ?7
+)
+SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id AS f1, task_path AS f2,
+       idx AS f3, channel AS f4, type AS f5, value AS f6, NULL AS f7
+FROM page
+UNION ALL""" + _RAW_PIECES.format(owner="= p.task_id || '/' || p.idx")
+RAW_WRITES_THREAD = _RAW_WRITES.format(scope="thread_id = ?1")
+RAW_WRITES_ALL = _RAW_WRITES.format(scope="?1 IS NULL")
+
+# Columns of the raw pages, per row kind:
+#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata, f5 channels,
+#                   f6 run_id, f7 ts
+#   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
+#   'k' chunk:      f1 owner, f2 seq, f3 data
+RAW_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
+               "f1", "f2", "f3", "f4", "f5", "f6", "f7")
+
+# Rekeying writes a value back only if its row still holds what was read: a guard per row,
+# sent before its update in the same batch, trips d1saver_guard's CHECK ("head_moved": the row
+# moved on) and rolls the batch back otherwise; the job then reads the page again. A text is
+# compared by a fingerprint (length, first and last 40 characters: sealed texts start with a
+# random nonce and end with a tag), its chunks by count, total length and piece 0's fingerprint.
+_FP = "length({x}) || ':' || substr({x}, 1, 40) || substr({x}, -40)"
+_PIECES_FP = """(SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
+        || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
+    FROM chunks WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+        AND owner = {owner})"""
+# ?1 ?2 ?3 the checkpoint, ?4 ?5 fingerprints of checkpoint and metadata, ?6 ?7 of their chunks.
+REKEY_GUARD_CHECKPOINT = f"""
+INSERT INTO d1saver_guard (head_moved)
+SELECT 1 WHERE NOT EXISTS (
+    SELECT 1 FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+        AND {_FP.format(x="checkpoint")} IS ?4 AND {_FP.format(x="metadata")} IS ?5)
+    OR {_PIECES_FP.format(owner="''")} IS NOT ?6
+    OR {_PIECES_FP.format(owner="':metadata'")} IS NOT ?7"""
+# ?1 ?2 ?3 the checkpoint, ?4 task_id, ?5 idx, ?6 fingerprint of the value, ?7 of its chunks.
+REKEY_GUARD_WRITE = f"""
+INSERT INTO d1saver_guard (head_moved)
+SELECT 1 WHERE NOT EXISTS (
+    SELECT 1 FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+        AND task_id = ?4 AND idx = ?5 AND {_FP.format(x="value")} IS ?6)
+    OR {_PIECES_FP.format(owner="?4 || '/' || ?5")} IS NOT ?7"""
+REKEY_CHECKPOINT = """
+UPDATE checkpoints SET checkpoint = ?4, metadata = ?5
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"""
+REKEY_WRITE = """
+UPDATE writes SET value = ?6
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id = ?4 AND idx = ?5"""
+
+# Stored values per table and key: rows (tbl, head, row_count), head being the first 7
+# characters of sealed texts (d1saver/_crypto.py: key_id_of_text) and NULL for plaintext.
+_HEAD_GROUP = "CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END"
+KEY_CENSUS = f"""
+SELECT 'checkpoints' AS tbl, {_HEAD_GROUP} AS head, COUNT(*) AS row_count
+FROM (SELECT {_CHECKPOINT_HEAD} AS v FROM checkpoints AS c) GROUP BY {_HEAD_GROUP}
+UNION ALL
+SELECT 'writes', {_HEAD_GROUP}, COUNT(*)
+FROM (SELECT {_WRITE_HEAD} AS v FROM writes AS w WHERE w.value IS NOT NULL)
+GROUP BY {_HEAD_GROUP}"""
+KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
+
+# copy_thread under keys: the target's tags, as COPY_THREAD copies them (?1 source, ?2 target).
+COPY_TAGS = COPY_THREAD[3]

@@ -22,9 +22,10 @@ from langgraph.checkpoint.base import (
 )
 
 from d1saver import _sql
+from d1saver._crypto import checkpoint_binder, write_binder
 from d1saver._errors import ConfigError, MissingConfigKeyError, SerializationError
 from d1saver._protocol import Param, Statement
-from d1saver._values import METADATA_OWNER, ROW_MAX, StoredValue, Values, fit_row, utf8_size
+from d1saver._values import METADATA_OWNER, ROW_MAX, StoredValue, Values, utf8_size
 
 # Metadata filter keys become JSON paths ('$.' || key), bound as data; a dotted key reaches
 # into nested objects. Anything else is refused before it reaches SQL.
@@ -159,8 +160,8 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
     ts = checkpoint.get("ts")
     fixed = sum(utf8_size(str(p)) for p in (thread_id, ns, cid, parent_id, channels, run_id, ts)
                 if p is not None)
-    value = values.dump(checkpoint)
-    value, stored_md = fit_row(value, md, fixed + len(value.type))
+    value, stored_md = values.dump_checkpoint(checkpoint, md, channels,
+                                              checkpoint_binder(thread_id, ns, cid), fixed)
     params: list[Param] = [thread_id, ns, cid, parent_id, value.type, value.text,
                            stored_md.text, channels, run_id, ts]
     stmts: list[Statement] = []
@@ -201,7 +202,9 @@ def put_writes_statements(values: Values, config: RunnableConfig,
     for idx, (channel, obj) in enumerate(writes):
         special = channel in WRITES_IDX_MAP
         widx = WRITES_IDX_MAP.get(channel, idx)
-        value = values.dump(obj, room=ROW_MAX - fixed - utf8_size(channel))
+        value = values.dump(obj, write_binder(thread_id, ns, cid, task_id, task_path, widx,
+                                              channel),
+                            room=ROW_MAX - fixed - utf8_size(channel))
         if sizes[special] + len(value.text) > _WRITES_PARAM_MAX:
             flush(special)
         rows[special].append([widx, channel, value.type, value.text])
@@ -295,17 +298,23 @@ def untag_statements(config: RunnableConfig, name: str, op_id: str) -> list[Stat
             Statement(_sql.OP_RESULT, (op_id,))]
 
 
+def read_schema() -> Statement:
+    """The versions the database records (goes first in an instance's first request)."""
+    return Statement(_sql.READ_SCHEMA)
+
+
 def setup_statements() -> list[Statement]:
-    """Every migration with its version recorded, and then the stored version, in one batch:
-    each entry is idempotent, so a fresh or an older database reaches SCHEMA_VERSION in the
-    one request setup costs."""
-    stmts = [Statement(s) for s in _sql.MIGRATIONS[0]]
-    for version in range(2, _sql.SCHEMA_VERSION + 1):
-        stmts += migration_statements(version)
-    return [*stmts, Statement(_sql.SELECT_SCHEMA_VERSION)]
+    """schema.sql and the stored versions, in one batch: creates a fresh database whole,
+    changes nothing on one at this version, and fails (schema_outdated, schema_too_new) on a
+    database it must not touch."""
+    return [*(Statement(s) for s in _sql.SCHEMA_STATEMENTS), read_schema()]
 
 
 def migration_statements(version: int) -> list[Statement]:
-    """The statements that take a database to `version`, recording it, in one batch."""
-    return [*(Statement(s) for s in _sql.MIGRATIONS[version - 1]),
-            Statement(_sql.RECORD_SCHEMA_VERSION, (version,))]
+    """The step to `version` (2 or later), in one batch: claim the version (the batch fails if
+    it is recorded already), the step's statements, and the oldest code it still serves."""
+    if not 2 <= version <= len(_sql.MIGRATIONS):
+        raise ValueError(f"no migration to version {version}")
+    return [Statement(_sql.CLAIM_VERSION, (version,)),
+            *(Statement(s) for s in _sql.MIGRATIONS[version - 1]),
+            Statement(_sql.SET_MIN_READER, (version, _sql.min_reader(version)))]

@@ -93,12 +93,12 @@ class ThreadReader:
     `page_bytes` of values per table."""
 
     def __init__(self, thread_id: str, *, page_rows: int = READ_PAGE_ROWS,
-                 page_bytes: int = READ_PAGE_BYTES) -> None:
+                 page_bytes: int = READ_PAGE_BYTES, tables: Sequence[str] = TABLES) -> None:
         self.rows = ThreadRows(thread_id)
         self.page_rows = max(1, int(page_rows))
         self.page_bytes = max(1, int(page_bytes))
         self._cursor: dict[str, Row | None] = {t: None for t in TABLES}
-        self._open = list(TABLES)
+        self._open = [t for t in TABLES if t in tables]
         self._asked: list[str] = []
 
     def next_statements(self) -> list[Statement] | None:
@@ -131,9 +131,10 @@ class ThreadReader:
                 self._cursor[table] = rows[-1][: len(keys)]
 
 
-def read_thread(exchange: Exchange, thread_id: str, **limits: int) -> Op[ThreadRows]:
-    """Every row of `thread_id` in the database behind `exchange`."""
-    reader = ThreadReader(thread_id, **limits)
+def read_thread(exchange: Exchange, thread_id: str, tables: Sequence[str] = TABLES,
+                **limits: int) -> Op[ThreadRows]:
+    """Every row of `thread_id` in the database behind `exchange` (in `tables`)."""
+    reader = ThreadReader(thread_id, tables=tables, **limits)
     while (stmts := reader.next_statements()) is not None:
         reader.consume((yield from exchange(stmts)))
     return reader.rows

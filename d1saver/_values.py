@@ -12,19 +12,38 @@ Metadata. Metadata stays plain JSON in its column so that SQL can filter on it a
 When a row cannot hold it (defect 15), its full JSON goes to chunks of owner ':metadata',
 codec-encoded, and the column keeps its small top-level keys (the filterable part) plus
 `METADATA_KEY: "c:<n>"`. A filter on a key the column lacks is then decided in Python.
+
+Encryption keys. With a `Sealer`, every value is compressed and sealed as one "e:" text bound
+to its row by the `Bind` the caller gives (d1saver/_crypto.py), then chunked if need be: pieces
+are parts of one sealed text, so a piece moved, lost or mixed in fails the whole. A
+checkpoint's metadata keeps in its column only `PLAIN_METADATA` (LangGraph's own bookkeeping,
+no user content: what d1saver's SQL reads, and the ids the row holds anyway); the rest, when
+there is any, is sealed inside the checkpoint's value, ahead of it (`_frame`; the seal's flag
+says so), so a row costs one seal, 40 characters. The value is bound to the plaintext part
+and to the row's `channels` column, so neither can be altered apart from it. Filters on
+other keys are decided in Python, on the opened metadata.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from d1saver import _codec
-from d1saver._errors import D1Error, ResponseError, SerializationError, StoredValueError
+from d1saver._crypto import Bind, Binding, CheckpointBind, Sealer, refuse_plaintext
+from d1saver._errors import (
+    ConfigError,
+    D1Error,
+    IntegrityError,
+    PlaintextValueError,
+    ResponseError,
+    SerializationError,
+    StoredValueError,
+)
 
 # Pieces of chunked values, per owner ('' the checkpoint, '<task_id>/<idx>' a write,
 # METADATA_OWNER a checkpoint's metadata): (seq, text) pairs in any order.
@@ -44,6 +63,10 @@ _KEPT_VALUE_MAX = 4_096
 _KEPT_MAX = 65_536
 _KEPT_FIRST = ("counters_since_delta_snapshot", "source", "step", "parents", "run_id")
 _MARKER_MAX = 64  # a chunk marker, and the metadata key that names one, in bytes at most
+# With keys, the metadata a column keeps in plaintext: what d1saver's SQL reads (the
+# DeltaChannel walk and retention read counters_since_delta_snapshot; `d1saver history` shows
+# step and source). LangGraph writes them; they hold no user content.
+PLAIN_METADATA = ("counters_since_delta_snapshot", "parents", "run_id", "source", "step")
 
 
 @dataclass(frozen=True)
@@ -119,13 +142,25 @@ def _filterable_part(metadata: Mapping[str, Any], budget: int) -> dict[str, Any]
     return kept
 
 
-def _join(marker: str, pieces: Pieces | None, owner: str) -> str:
-    """The text of a chunked value: pieces 0..n-1 of its owner, n from its marker."""
+def bound_columns(plain: Mapping[str, Any], channels: str | None) -> str:
+    """What sealed metadata is bound to besides its row: its plaintext part, canonical, and
+    the row's channels column as stored."""
+    return json.dumps([plain, channels], ensure_ascii=False, sort_keys=True,
+                      separators=(",", ":"))
+
+
+def _join(marker: str, pieces: Pieces | None, owner: str,
+          binding: Binding | None = None) -> str:
+    """The text of a chunked value: pieces 0..n-1 of its owner, n from its marker. With keys
+    (a `binding`) a piece missing is an integrity failure of the value."""
     expected = int(marker.split(":", 1)[1])
     parts = dict((pieces or {}).get(owner, []))
     found = [parts[seq] for seq in range(expected) if seq in parts]
     if len(found) != expected:
-        raise ResponseError(f"value stored in {expected} chunks, {len(found)} found")
+        why = f"stored in {expected} chunks, {len(found)} found"
+        if binding is not None:
+            raise binding.fail(IntegrityError, f"is {why}: nothing was returned")
+        raise ResponseError(f"value {why}")
     return "".join(found)
 
 
@@ -142,42 +177,210 @@ def load_metadata(text: str | None, pieces: Pieces | None) -> dict[str, Any]:
         raise StoredValueError(f"stored metadata cannot be read ({exc})") from exc
 
 
+def _frame(rest: bytes, data: bytes) -> bytes:
+    """A checkpoint's sealed plaintext when its metadata has more than PLAIN_METADATA: that
+    rest as JSON (which never holds a raw NUL), a NUL, then the serialized checkpoint."""
+    return rest + b"\x00" + data
+
+
+def _unframe(framed: bytes) -> tuple[bytes, bytes]:
+    rest, _, data = framed.partition(b"\x00")
+    return rest, data
+
+
 class Values:
-    """Dumps and loads stored values with one serde."""
+    """Dumps and loads stored values with one serde, sealed when given a `Sealer`."""
 
-    def __init__(self, serde: SerializerProtocol) -> None:
+    def __init__(self, serde: SerializerProtocol, sealer: Sealer | None = None) -> None:
         self.serde = serde
+        self.sealer = sealer
 
-    def dump(self, obj: Any, room: int = _codec.CHUNK_SIZE) -> StoredValue:
+    # --- values ---------------------------------------------------------------------------
+
+    def dump(self, obj: Any, bind: Bind, room: int = _codec.CHUNK_SIZE) -> StoredValue:
         """`obj` serialized; in chunks when its text exceeds a piece or the `room` its row
-        has left."""
+        has left. With keys sealed, bound by bind(the serde's type tag)."""
+        type_, data = self._serialize(obj)
+        text = _codec.encode(data) if self.sealer is None else self.sealer.seal_text(
+            data, bind(type_))
+        return _stored(type_, text, room)
+
+    def load(self, type_: str | None, text: str | None, pieces: Pieces | None,
+             owner: str, bind: Bind) -> Any:
+        """The value of a row; a "c:" row is joined from its owner's pieces first. With keys
+        it is opened under bind(type_), the binding of the row it was read from."""
+        binding = None if self.sealer is None else bind(type_)
+        if text is None and binding is None:
+            return None
+        return self._deserialize(type_, self._open(text, pieces, owner, binding))
+
+    def _serialize(self, obj: Any) -> tuple[str, bytes]:
         try:
-            type_, data = self.serde.dumps_typed(obj)
+            return self.serde.dumps_typed(obj)
         except Exception as exc:  # the serde's own errors vary by type
             raise SerializationError(
                 f"cannot serialize {type(obj).__name__}: {type(exc).__name__}: {exc}"
             ) from exc
-        text = _codec.encode(data)
-        if len(text) <= min(room, _codec.CHUNK_SIZE):
-            return StoredValue(type_, text, None)
-        pieces = _pieces(text)
-        return StoredValue(type_, _codec.chunk_marker(len(pieces)), pieces)
 
-    def load(self, type_: str | None, text: str | None, pieces: Pieces | None,
-             owner: str) -> Any:
-        """The value of a row; a "c:" row is joined from its owner's pieces first."""
-        if text is None:
-            return None
-        if _codec.is_chunked(text):
-            text = _join(text, pieces, owner)
+    def _deserialize(self, type_: str | None, data: bytes) -> Any:
         try:
-            return self.serde.loads_typed((cast(str, type_), _codec.decode(text)))
+            return self.serde.loads_typed((cast(str, type_), data))
         except D1Error:
             raise
-        except Exception as exc:  # the serde's and codec's refusals vary by kind
+        except Exception as exc:  # the serde's refusals vary by kind
             raise StoredValueError(
                 f"a stored value cannot be read ({type(exc).__name__}: {exc})") from exc
 
+    def _open(self, text: str | None, pieces: Pieces | None, owner: str,
+              binding: Binding | None) -> bytes:
+        """A row's text (joined from its pieces) to bytes: opened under `binding` with keys."""
+        if text is None:  # with keys: a sealed value is never NULL
+            raise cast(Binding, binding).fail(PlaintextValueError,
+                                              "is missing (NULL): nothing was returned")
+        if _codec.is_chunked(text):
+            text = _join(text, pieces, owner, binding)
+        if binding is not None:
+            return cast(Sealer, self.sealer).open_text(text, binding)
+        try:
+            return _codec.decode(text)
+        except Exception as exc:  # an unknown codec, damaged data, sealed text without keys
+            raise StoredValueError(
+                f"a stored value cannot be read ({type(exc).__name__}: {exc})") from exc
 
-__all__ = ["METADATA_KEY", "METADATA_OWNER", "Pieces", "ROW_MAX", "StoredMetadata",
-           "StoredValue", "Values", "fit_row", "load_metadata", "utf8_size"]
+    # --- checkpoints: value and metadata --------------------------------------------------
+
+    def dump_checkpoint(self, checkpoint: Any, metadata: Mapping[str, Any], channels: str,
+                        bind: CheckpointBind, fixed: int) -> tuple[StoredValue, StoredMetadata]:
+        """A checkpoint row's value and metadata column, `fixed` being what its other columns
+        take (see `fit_row`). With keys the column holds PLAIN_METADATA, and the rest of the
+        metadata is sealed with the checkpoint, bound to the column and `channels`."""
+        type_, data = self._serialize(checkpoint)
+        if self.sealer is None:
+            return fit_row(_stored(type_, _codec.encode(data), _codec.CHUNK_SIZE), metadata,
+                           fixed + len(type_))
+        plain = {k: metadata[k] for k in PLAIN_METADATA if k in metadata}
+        column = _json(plain, "checkpoint metadata")
+        rest = {k: v for k, v in metadata.items() if k not in plain}
+        if rest:
+            data = _frame(_utf8(_json(rest, "checkpoint metadata")), data)
+        text = self.sealer.seal_text(data, bind(type_, bound_columns(plain, channels)),
+                                     flag=bool(rest))
+        room = ROW_MAX - fixed - len(type_) - utf8_size(column)
+        return _stored(type_, text, room), StoredMetadata(column, None)
+
+    def load_checkpoint(self, type_: str | None, text: str, pieces: Pieces | None,
+                        column: str | None, channels: str | None, bind: CheckpointBind
+                        ) -> tuple[Any, dict[str, Any]]:
+        """A checkpoint and its metadata, from the row's value (and pieces), metadata column
+        and channels; with keys opened under the binding of the row they were read from."""
+        if self.sealer is None:
+            return (self._deserialize(type_, self._open(text, pieces, "", None)),
+                    load_metadata(column, pieces))
+        plain = self._plain_part(column, lambda: bind(type_, None))
+        binding = bind(type_, bound_columns(plain, channels))
+        if text is None:
+            raise refuse_plaintext(binding)
+        if _codec.is_chunked(text):
+            text = _join(text, pieces, "", binding)
+        data, framed = self.sealer.open_flagged(text, binding)
+        if not framed:
+            return self._deserialize(type_, data), plain
+        rest, data = _unframe(data)
+        try:
+            metadata = {**plain, **json.loads(rest)}
+        except ValueError as exc:  # authentic, but not JSON: written by a newer d1saver?
+            raise StoredValueError(f"stored metadata cannot be read ({exc})") from exc
+        return self._deserialize(type_, data), metadata
+
+    @staticmethod
+    def _plain_part(column: str | None, where: Callable[[], Binding]) -> dict[str, Any]:
+        """A keyed metadata column: a JSON object, or the row was altered."""
+        try:
+            stored = json.loads(column) if column else {}
+        except ValueError:
+            stored = None
+        if not isinstance(stored, dict):
+            raise where().fail(IntegrityError, "has metadata that is not a JSON object: it was "
+                                               "altered; nothing was returned")
+        return stored
+
+    # --- re-sealing: copies and rekeying (never deserialized) -----------------------------
+
+    def reseal(self, text: str | None, pieces: Pieces | None, owner: str, old: Binding,
+               new: Binding, *, plaintext: bool) -> tuple[str, list[str] | None] | None:
+        """A stored value (row text and pieces) opened under `old` and sealed under the newest
+        key, bound to `new`, as (row text, pieces); in chunks if it was (a sealed text keeps
+        its length). A plaintext value is sealed if `plaintext` (rows written before keys were
+        set), else None: left as it is."""
+        sealer = self._sealer()
+        if text is None:
+            return None
+        chunked = _codec.is_chunked(text)
+        joined = _join(text, pieces, owner, old) if chunked else text
+        if _codec.is_sealed(joined):
+            out = sealer.reseal_text(joined, old, new)
+        elif plaintext:
+            out = sealer.seal_text(_codec.decode(joined), new)
+        else:
+            return None
+        return _resplit(out, chunked)
+
+    def reseal_checkpoint(self, type_: str | None, text: str, pieces: Pieces | None,
+                          column: str, channels: str | None, old: CheckpointBind,
+                          new: CheckpointBind, *, plaintext: bool
+                          ) -> tuple[tuple[str, list[str] | None], str] | None:
+        """A checkpoint row's value re-sealed as `reseal` does, and its metadata column: the
+        same, or, for a row written before keys were set (if `plaintext`), the column cut to
+        PLAIN_METADATA and the rest sealed in the value, as a put with keys would."""
+        sealer = self._sealer()
+        chunked = _codec.is_chunked(text)
+        joined = _join(text, pieces, "", old(type_, None)) if chunked else text
+        if _codec.is_sealed(joined):
+            columns = bound_columns(self._plain_part(column, lambda: old(type_, None)), channels)
+            out = sealer.reseal_text(joined, old(type_, columns), new(type_, columns))
+            return _resplit(out, chunked), column
+        if not plaintext:
+            return None
+        metadata = load_metadata(column, pieces)  # plaintext, inline or in chunks
+        data = _codec.decode(joined)
+        plain = {k: metadata[k] for k in PLAIN_METADATA if k in metadata}
+        rest = {k: v for k, v in metadata.items() if k not in plain}
+        if rest:
+            data = _frame(_utf8(_json(rest, "checkpoint metadata")), data)
+        out = sealer.seal_text(data, new(type_, bound_columns(plain, channels)),
+                               flag=bool(rest))
+        return _resplit(out, chunked), _json(plain, "checkpoint metadata")
+
+    def _sealer(self) -> Sealer:
+        if self.sealer is None:
+            raise ConfigError("re-sealing needs encryption keys (encryption_keys, or "
+                              "D1SAVER_ENCRYPTION_KEYS)")
+        return self.sealer
+
+
+def _stored(type_: str, text: str, room: int) -> StoredValue:
+    """A value's row text, or its chunk marker and pieces when it exceeds a piece or `room`."""
+    if len(text) <= min(room, _codec.CHUNK_SIZE):
+        return StoredValue(type_, text, None)
+    pieces = _pieces(text)
+    return StoredValue(type_, _codec.chunk_marker(len(pieces)), pieces)
+
+
+def _resplit(text: str, chunked: bool) -> tuple[str, list[str] | None]:
+    """A re-sealed text as (row text, pieces): in chunks if the value was, or must be."""
+    if not chunked and len(text) <= _codec.CHUNK_SIZE:
+        return text, None
+    pieces = _pieces(text)
+    return _codec.chunk_marker(len(pieces)), pieces
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SerializationError(f"checkpoint metadata is not valid Unicode ({exc.reason})") from None
+
+
+__all__ = ["METADATA_KEY", "METADATA_OWNER", "PLAIN_METADATA", "Pieces", "ROW_MAX",
+           "StoredMetadata", "StoredValue", "Values", "bound_columns", "fit_row",
+           "load_metadata", "utf8_size"]

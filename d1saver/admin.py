@@ -37,6 +37,12 @@ def history(thread_id: str, limit: int) -> Statement:
     return Statement(_sql.HISTORY, (thread_id, int(limit)))
 
 
+def stored_sample(thread_id: str, chars: int = 40) -> Statement:
+    """A thread's newest checkpoint row as stored; columns: checkpoint_id, head (the first
+    `chars` characters of its value), bytes (of the value), metadata (the column)."""
+    return Statement(_sql.STORED_SAMPLE, (thread_id, int(chars)))
+
+
 def storage_summary() -> Statement:
     """Rows and stored bytes per table; columns: tbl, row_count, bytes."""
     return Statement(_sql.STORAGE_SUMMARY)
@@ -135,5 +141,5 @@ def delete_threads(thread_ids: Sequence[str]) -> list[Statement]:
 __all__ = ["MOVING_PREFIX", "ThreadReader", "ThreadRows", "acquire_lease", "break_lease",
            "copy_batches", "delete_if_unchanged", "delete_threads", "history", "is_staging",
            "lease_guard", "lease_holder", "moved_away", "release_lease", "retention",
-           "retention_summary", "staged_threads", "storage_summary", "thread_infos",
-           "thread_reader", "threads_page"]
+           "retention_summary", "staged_threads", "storage_summary", "stored_sample",
+           "thread_infos", "thread_reader", "threads_page"]

@@ -7,6 +7,8 @@ No account, no network, no LLM: the "model" is scripted so every run tells the s
 3. The agent asks a human to approve a booking with `interrupt()`; the run pauses.
 4. `Command(resume=...)` approves; the agent finishes.
 Then it prints the thread's history and what D1 holds, with the HTTP requests each step cost.
+Last, the same agent runs once more with `encryption_keys`: its rows are sealed ("e:"), read
+back with the key, and refused without it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, Send, interrupt
 
-from d1saver import D1Saver, TraceEvent, admin
+from d1saver import D1Error, D1Saver, TraceEvent, admin
+from d1saver._crypto import new_key
 from d1saver.local import LocalD1, LocalD1Transport
 
 ACCOUNT_ID = "local-account"
@@ -180,10 +183,45 @@ def run(data_dir: Path | None = None, echo: Any = print) -> dict[str, Any]:
         echo(f"   {table:<12} {rows:>4} rows {size:>8} bytes")
     echo(f"\nHTTP requests in all: {meter.total}; node executions: {dict(executions)}")
     second.close()
+    sealed = run_with_key(transport, echo)
     engine.close()
     return {"executions": dict(executions), "reran": reran, "history": len(history),
             "final": state.values["messages"][-1].content, "stored": stored,
-            "requests": meter.total, "tool_runs": state.values["tool_runs"]}
+            "requests": meter.total, "tool_runs": state.values["tool_runs"], "sealed": sealed}
+
+
+def run_with_key(transport: LocalD1Transport, echo: Any) -> dict[str, Any]:
+    """6. The same agent with encryption_keys: sealed rows, read back only with the key."""
+    key = new_key()  # in production: D1SAVER_ENCRYPTION_KEYS, newest first
+
+    def saver(**kwargs: Any) -> D1Saver:
+        return D1Saver(account_id=ACCOUNT_ID, database_id=DATABASE_ID, api_token="local",
+                       api_base_url=BASE_URL, transport=transport, **kwargs)
+
+    keyed = saver(encryption_keys=[key])
+    thread_id = f"sealed-{uuid.uuid4().hex[:8]}"
+    config = {"configurable": {"thread_id": thread_id}}
+    echo(f"6. With encryption_keys (key id {keyed.key_ids[0]}), thread {thread_id}:")
+    graph = build_graph(CrashOnce("none"), Counter()).compile(checkpointer=keyed)
+    graph.invoke({"messages": [HumanMessage("Plan a trip to Lisbon next week.")]}, config)
+    graph.invoke(Command(resume="yes"), config)
+    (row,) = keyed.execute([admin.stored_sample(thread_id)])[0].dicts()
+    echo(f"   stored checkpoint: {row['head']}...  ({row['bytes']} bytes, sealed)")
+    echo(f"   stored metadata:   {row['metadata'][:72]}...")
+    answer = graph.get_state(config).values["messages"][-1].content
+    echo(f"   read back with the key: {answer}")
+    refusals = {}
+    for label, other in (("without a key", saver()), ("with another key",
+                                                      saver(encryption_keys=[new_key()]))):
+        try:
+            other.get_tuple(config)
+        except D1Error as exc:
+            refusals[label] = type(exc).__name__
+            why = str(exc).split(" (encryption_keys")[0].split("; nothing")[0]
+            echo(f"   {label}: {type(exc).__name__}: ...{why[-70:]}")
+    keyed.close()
+    return {"head": row["head"], "metadata": row["metadata"], "answer": answer,
+            "refusals": refusals}
 
 
 def storage_summary(saver: D1Saver) -> dict[str, tuple[int, int]]:

@@ -31,15 +31,17 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from d1saver._client import D1Client
+from d1saver._crypto import Key, Sealer, keys_from_env
 from d1saver._driver import Driver
 from d1saver._errors import ConfigError, NotFoundError
-from d1saver._fleet import DEFAULT_CONCURRENCY, Fleet, Node, make_nodes
-from d1saver._ids import validate_database_ids
-from d1saver._ops import ListPlan, Operations
+from d1saver._fleet import DEFAULT_CONCURRENCY, Fleet
+from d1saver._nodes import Node, client_factory, database_lists, make_nodes
+from d1saver._ops import Operations
 from d1saver._protocol import Result, Statement, Tracer
+from d1saver._reseal import RekeyCounts, add_census, add_counts
 from d1saver._retry import RetryPolicy
 from d1saver._routing import Route, Router
-from d1saver._serde import default_serde
+from d1saver._serde import default_serde, trusted_serde
 from d1saver._settings import DEFAULT_API_BASE_URL, load_settings
 from d1saver._values import Values
 
@@ -67,6 +69,11 @@ class D1Saver(BaseCheckpointSaver[str]):
     `FleetError` naming each database that failed. While `d1saver rebalance` moves threads
     after the list changed, `previous_database_ids` (the list before) lets a read that finds
     nothing at a thread's home look at its previous home: one more request, only on a miss.
+
+    `encryption_keys` (newest first; each 32 bytes, as bytes or base64 text) seal every stored
+    value with AES-256-GCM bound to its row: a value altered, moved or planted is refused with
+    `IntegrityError`, and any type is constructed from the rows that pass (no allowlist).
+    New values use the newest key; values under the others stay readable (`d1saver rekey`).
     """
 
     def __init__(
@@ -91,27 +98,20 @@ class D1Saver(BaseCheckpointSaver[str]):
         route: Route | None = None,
         previous_database_ids: Sequence[str] | None = None,
         fleet_concurrency: int = DEFAULT_CONCURRENCY,
+        encryption_keys: Sequence[Key] | Key | None = None,
     ) -> None:
         # Compatible by default, exactly as LangGraph's own savers (d1saver/_serde.py): every
         # type that round-trips through SqliteSaver round-trips here, and
-        # LANGGRAPH_STRICT_MSGPACK is honoured as LangGraph honours it.
-        super().__init__(serde=serde or default_serde())
-        if (database_id is None) == (database_ids is None):
-            raise ConfigError("give exactly one of database_id (one database) and database_ids "
-                              "(several)")
-        ids = validate_database_ids([database_id] if database_ids is None else list(database_ids))
-        previous = (None if previous_database_ids is None
-                    else validate_database_ids(list(previous_database_ids)))
-        kwargs: dict[str, Any] = {}
-        if timeout is not None:
-            kwargs["timeout"] = timeout
-
-        def new_client(db: str) -> D1Client:
-            return D1Client(account_id=account_id, database_id=db, api_token=api_token,
-                            api_base_url=api_base_url, retry=retry, transport=transport,
-                            async_transport=async_transport, tracer=tracer, **kwargs)
-
-        nodes = make_nodes([*ids, *(previous or [])], new_client, Values(self.serde),
+        # LANGGRAPH_STRICT_MSGPACK is honoured as LangGraph honours it. With keys only a key
+        # holder can write a row that is read at all, so any type may be constructed.
+        sealer = None if encryption_keys is None else Sealer(encryption_keys)
+        serde = serde or default_serde()
+        super().__init__(serde=serde if sealer is None else trusted_serde(serde))
+        ids, previous = database_lists(database_id, database_ids, previous_database_ids)
+        new_client = client_factory(
+            account_id=account_id, api_token=api_token, api_base_url=api_base_url, retry=retry,
+            transport=transport, async_transport=async_transport, tracer=tracer, timeout=timeout)
+        nodes = make_nodes([*ids, *(previous or [])], new_client, Values(self.serde, sealer),
                            guard_head=guard_head, auto_setup=auto_setup, group_commit=group_commit,
                            group_commit_window=group_commit_window)
         self._fleet = Fleet(nodes, Router(ids, route),
@@ -128,10 +128,12 @@ class D1Saver(BaseCheckpointSaver[str]):
     def serde(self, value: SerializerProtocol) -> None:
         # BaseCheckpointSaver sets it in __init__, and with_allowlist() on a shallow copy:
         # the copy gets operations (and a DeltaChannel cache) of its own over the new serde.
-        self._serde = value
+        # With keys no allowlist narrows it: every row read is authenticated.
         fleet = self.__dict__.get("_fleet")
+        sealer = None if fleet is None else fleet.sealer
+        self._serde = value if sealer is None else trusted_serde(value)
         if fleet is not None:
-            self._fleet = fleet.with_values(Values(value))
+            self._fleet = fleet.with_values(Values(self._serde, sealer))
 
     @property
     def guard_head(self) -> bool:
@@ -208,14 +210,22 @@ class D1Saver(BaseCheckpointSaver[str]):
     def ops(self) -> Operations:
         return self._fleet.single().ops
 
+    @property
+    def key_ids(self) -> list[str]:
+        """The ids (hex) of the encryption keys held, newest first; empty without keys."""
+        return [] if (sealer := self._fleet.sealer) is None else sealer.key_ids
+
     @classmethod
     def from_env(cls, *, account_id: str | None = None, database_id: str | None = None,
                  api_base_url: str | None = None, **kwargs: Any) -> D1Saver:
         """Build from CLOUDFLARE_ACCOUNT_ID, CLOUDFLARE_API_TOKEN, D1_DATABASE_ID (one id, or
-        several separated by commas) and D1_API_BASE_URL; arguments that are not None
-        override them (CLI flags do)."""
+        several separated by commas), D1_API_BASE_URL and D1SAVER_ENCRYPTION_KEYS
+        (comma-separated base64, newest first); arguments that are not None override them
+        (CLI flags do)."""
         settings = load_settings(account_id=account_id, database_id=database_id,
                                  api_base_url=api_base_url)
+        if kwargs.get("encryption_keys") is None:
+            kwargs["encryption_keys"] = keys_from_env()
         ids = settings.database_ids
         where = {"database_id": ids[0]} if len(ids) == 1 else {"database_ids": ids}
         return cls(account_id=settings.account_id, **where,
@@ -277,17 +287,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None
              ) -> Iterator[CheckpointTuple]:
-        if config is None and self._fleet.spans:
-            yield from self._fleet.list_all(filter, before, limit, self.page_size)
-            return
-        for node in self._fleet.thread_nodes(config):
-            plan, found = ListPlan(config, filter, before, limit, self.page_size), False
-            while (stmt := plan.next_statement()) is not None:
-                tuples = plan.consume(node.run(lambda ops: ops.page(stmt)))
-                found = found or bool(tuples)
-                yield from tuples
-            if found:
-                return
+        yield from self._fleet.list(config, filter, before, limit, self.page_size)
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
@@ -308,12 +308,9 @@ class D1Saver(BaseCheckpointSaver[str]):
                          "delete_for_runs")
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """One request when both threads live in one database; else the source's rows are read
-        from its database and written to the target's in bounded atomic batches."""
-        if not self._fleet.spans:
-            self._first.run(lambda ops: ops.copy_thread(source_thread_id, target_thread_id))
-            return
-        self._fleet.copy_thread(str(source_thread_id), str(target_thread_id))
+        """One request within one database (with keys, pages re-sealed: _ops.py); else copied
+        between databases in bounded batches, re-sealed with keys (d1saver/_fleet.py)."""
+        self._fleet.copy_thread(str(source_thread_id), str(target_thread_id), self.page_size)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep the newest checkpoint ("keep_latest") or none ("delete").
@@ -339,19 +336,8 @@ class D1Saver(BaseCheckpointSaver[str]):
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None
                     ) -> AsyncIterator[CheckpointTuple]:
-        if config is None and self._fleet.spans:
-            async for tup in self._fleet.alist_all(filter, before, limit, self.page_size):
-                yield tup
-            return
-        for node in self._fleet.thread_nodes(config):
-            plan, found = ListPlan(config, filter, before, limit, self.page_size), False
-            while (stmt := plan.next_statement()) is not None:
-                tuples = plan.consume(await node.arun(lambda ops: ops.page(stmt)))
-                found = found or bool(tuples)
-                for tup in tuples:
-                    yield tup
-            if found:
-                return
+        async for tup in self._fleet.alist(config, filter, before, limit, self.page_size):
+            yield tup
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
@@ -370,11 +356,8 @@ class D1Saver(BaseCheckpointSaver[str]):
             lambda node: node.arun(lambda ops: ops.delete_for_runs(run_ids)), "delete_for_runs")
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        if not self._fleet.spans:
-            await self._first.arun(lambda ops: ops.copy_thread(source_thread_id,
-                                                               target_thread_id))
-            return
-        await self._fleet.acopy_thread(str(source_thread_id), str(target_thread_id))
+        await self._fleet.acopy_thread(str(source_thread_id), str(target_thread_id),
+                                       self.page_size)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         groups = self._fleet.group(thread_ids)
@@ -409,6 +392,25 @@ class D1Saver(BaseCheckpointSaver[str]):
 
     async def atags(self, config: RunnableConfig) -> dict[str, str]:
         return await self._fleet.aon(config, lambda ops: ops.tags(config), _false)
+
+    # --- encryption keys: maintenance (`d1saver rekey`) -------------------------------------
+
+    def key_census(self) -> dict[str, dict[str, int]]:
+        """Stored values per table ("checkpoints" with their metadata, "writes") and key id
+        ("plaintext": under none), summed over the databases: one request each."""
+        return add_census(self._fleet.each(lambda n: n.run(lambda ops: ops.key_census()),
+                                           "key_census"))
+
+    def rekey(self, table: str, *, page_size: int = 100, seal_plaintext: bool = False,
+              guard: Sequence[Statement] = (),
+              progress: Callable[[RekeyCounts], None] | None = None) -> RekeyCounts:
+        """Re-seal under the newest key every value of `table` ("checkpoints", with their
+        metadata, or "writes") under another key (and with `seal_plaintext` under none), in
+        keyset pages of `page_size` rows, one atomic batch each led by `guard` (a lease check):
+        resumable. Over several databases, on each (same `guard`: prefer `database(id)`)."""
+        return add_counts(self._fleet.each(lambda n: n.run(lambda ops: ops.rekey(
+            table, page_size=page_size, plaintext=seal_plaintext, guard=guard,
+            progress=progress)), "rekey"))
 
     # --- versions -------------------------------------------------------------------------
 

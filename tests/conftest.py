@@ -53,9 +53,9 @@ class Backend:
 
     def saver(self, **kwargs: Any) -> D1Saver:
         kwargs.setdefault("tracer", self.events.append)
+        kwargs.setdefault("transport", self.transport)
         return D1Saver(account_id=self.account_id, database_id=self.database_id,
-                       api_token=self.api_token, api_base_url=self.base_url,
-                       transport=self.transport, **kwargs)
+                       api_token=self.api_token, api_base_url=self.base_url, **kwargs)
 
     @property
     def requests(self) -> int:

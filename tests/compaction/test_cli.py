@@ -28,7 +28,7 @@ from tests.reliability.test_faults import LoseNextResponse
 from tests.servers import closed_url
 
 TOKEN = "sentinel-token-5b0e91d7"
-COMMANDS = ["compact", "rebalance", "tag", "untag", "threads", "history"]
+COMMANDS = ["compact", "rebalance", "rekey", "tag", "untag", "threads", "history"]
 runner = CliRunner()
 
 
@@ -350,8 +350,10 @@ def test_compaction_app_runs_the_same_commands(saver: D1Saver, env: dict[str, st
 
 # --- the token never shows; errors are clean -------------------------------------------------
 
-ARGS = {"compact": ["--keep", "1", "--all"], "tag": ["a", checkpoint_id(0), "x"],
+ARGS = {"compact": ["--keep", "1", "--all"], "rekey": [], "tag": ["a", checkpoint_id(0), "x"],
         "untag": ["a", "x"], "threads": [], "history": ["a"], "rebalance": []}
+# Every command reads D1SAVER_ENCRYPTION_KEYS; rekey needs it.
+KEYS_ENV = {"D1SAVER_ENCRYPTION_KEYS": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}
 
 
 @pytest.mark.parametrize("command", ["compact", "threads"])
@@ -366,7 +368,7 @@ def test_unreachable_server_exit_1_without_token(command: str) -> None:
 @pytest.mark.parametrize("command", COMMANDS)
 def test_wrong_token_exit_1_without_token(command: str, serve: Callable[..., str]) -> None:
     """A server that wants another token: exit 1, the message names the variable, not its value."""
-    result = cli(env_for(serve(api_token="right")), command, *ARGS[command])
+    result = cli({**env_for(serve(api_token="right")), **KEYS_ENV}, command, *ARGS[command])
     assert result.exit_code == 1
     assert "CLOUDFLARE_API_TOKEN" in result.stderr
 

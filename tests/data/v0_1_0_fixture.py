@@ -84,9 +84,22 @@ def insert_statement(table: str, row: Mapping[str, Any], thread_suffix: str = ""
     return Statement(sql, values)
 
 
-def create_v010_schema(saver: D1Saver) -> None:
+def v1_script(*, lease_lost: bool = True) -> str:
+    """0.1.0's schema.sql; with lease_lost=False, version 1 as the commits before compaction
+    created it (d1saver_guard without its lease_lost column, which was added in place)."""
+    script = SCHEMA_PATH.read_text(encoding="utf-8")
+    if not lease_lost:
+        script = script.replace(
+            "    head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL),\n"
+            "    lease_lost INTEGER CONSTRAINT lease_lost CHECK (lease_lost IS NULL)\n",
+            "    head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL)\n")
+        assert "lease_lost INTEGER" not in script
+    return script
+
+
+def create_v010_schema(saver: D1Saver, *, lease_lost: bool = True) -> None:
     """Create the schema exactly as 0.1.0 did (version 1), in one request, without setup()."""
-    lines = [ln for ln in SCHEMA_PATH.read_text(encoding="utf-8").splitlines()
+    lines = [ln for ln in v1_script(lease_lost=lease_lost).splitlines()
              if not ln.lstrip().startswith("--")]
     # 0.1.0's schema.sql ends each statement with ";" at a line end, and has no other ";\n".
     script = "\n".join(lines)
@@ -298,17 +311,25 @@ def v010(backend: Any) -> Iterator[Callable[..., V010Db]]:
     savers: list[D1Saver] = []
 
     def load(*names: str, schema: str = "current", **saver_kwargs: Any) -> V010Db:
-        """schema="current": setup() first; schema="v0.1.0": 0.1.0's schema, not upgraded."""
+        """schema="current": setup() first. "v0.1.0": 0.1.0's schema, and
+        "v1-without-lease_lost": version 1 as created before lease_lost existed; both built
+        and filled by a loader that never sets up nor migrates, so the saver returned finds
+        the database as an older d1saver left it."""
         saver = backend.saver(**saver_kwargs)
         savers.append(saver)
-        if schema == "v0.1.0":
-            create_v010_schema(saver)
-        else:
+        loader = saver
+        if schema in ("v0.1.0", "v1-without-lease_lost"):
+            loader = backend.saver(auto_setup=False)
+            savers.append(loader)
+            create_v010_schema(loader, lease_lost=schema == "v0.1.0")
+        elif schema == "current":
             saver.setup()
+        else:
+            raise ValueError(f"unknown schema {schema!r}")
         suffix = "" if backend.name == "local" else f"@{uuid.uuid4().hex[:12]}"
         stored = sorted({row["thread_id"] for table, row in _rows() if table == "checkpoints"})
         chosen = list(names) or stored
-        counts = load_rows(saver, _rows(), threads=chosen, thread_suffix=suffix)
+        counts = load_rows(loader, _rows(), threads=chosen, thread_suffix=suffix)
         return V010Db(saver, {n: n + suffix for n in chosen}, counts, shared=bool(suffix))
 
     yield load

@@ -18,6 +18,11 @@ What LangGraph's JsonPlusSerializer (langgraph-checkpoint 4.x) does with such a 
   * pickle: refused (pickle_fallback=False): NotImplementedError. Nothing runs.
 d1saver raises every such refusal as StoredValueError (a D1Error and a ValueError), the
 serializer's own exception as its cause.
+
+With encryption keys none of this is reached: a planted row is not sealed under the saver's
+key, so it is refused as PlaintextValueError before any serializer sees it, whatever the
+serializer's policy (with keys it is LangGraph's, allowing every type: only rows a key
+holder wrote are ever deserialized). The `keyed` tests below plant every payload again.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from langgraph.checkpoint.serde.jsonplus import (
     JsonPlusSerializer,
 )
 
-from d1saver import D1Saver, Statement, StoredValueError, _codec
+from d1saver import D1Saver, PlaintextValueError, Statement, StoredValueError, _codec
 from d1saver.local import LocalD1, LocalD1Transport
 
 HERE = __name__  # "tests.reliability.test_deserialization"
@@ -136,14 +141,21 @@ def plant_write(saver: D1Saver, thread_id: str, value: Any) -> dict:
     return conf
 
 
-def read_everything(saver: D1Saver, conf: dict) -> list[Any]:
+def reads(saver: D1Saver, conf: dict) -> list[Any]:
     """Every way d1saver decodes a row: get_tuple (head and by id) and list (thread and all)."""
-    out = [saver.get_tuple({"configurable": {k: v for k, v in conf["configurable"].items()
-                                             if k != "checkpoint_id"}}),
-           saver.get_tuple(conf)]
-    out += list(saver.list({"configurable": {"thread_id": conf["configurable"]["thread_id"]}}))
-    out += list(saver.list(None))
-    return out
+    thread = conf["configurable"]["thread_id"]
+    return [lambda: [saver.get_tuple({"configurable": {"thread_id": thread,
+                                                       "checkpoint_ns": ""}})],
+            lambda: [saver.get_tuple(conf)],
+            lambda: list(saver.list({"configurable": {"thread_id": thread}})),
+            lambda: list(saver.list(None))]
+
+
+def read_everything(saver: D1Saver, conf: dict) -> list[Any]:
+    return [tup for read in reads(saver, conf) for tup in read()]
+
+
+KEY = bytes([41]) * 32
 
 
 def saver_fixture(strict: bool) -> Iterator[D1Saver]:
@@ -158,6 +170,21 @@ def saver_fixture(strict: bool) -> Iterator[D1Saver]:
 @pytest.fixture
 def strict_saver() -> Iterator[D1Saver]:
     yield from saver_fixture(strict=True)
+
+
+@pytest.fixture
+def keyed_saver() -> Iterator[D1Saver]:
+    """A saver with encryption keys (and so LangGraph's serializer allowing every type)."""
+    engine = LocalD1()
+    yield new_saver(engine, encryption_keys=[KEY])
+    engine.close()
+
+
+def assert_refused_as_plaintext(saver: D1Saver, conf: dict) -> None:
+    for read in reads(saver, conf):
+        with pytest.raises(PlaintextValueError) as info:
+            read()
+        assert info.value.thread_id == conf["configurable"]["thread_id"]
 
 
 @pytest.fixture(params=["default", "strict"])
@@ -237,6 +264,44 @@ def test_method_calls_are_blocked_in_every_mode(tmp_path: Path, each_serde_saver
     assert not marker.exists()
 
 
+# --- with keys: every planted row refused before a serializer sees it ------------------------
+
+
+@pytest.mark.parametrize("name", [*payloads(Path("x")), METHOD_PAYLOAD])
+def test_with_keys_a_planted_checkpoint_constructs_nothing(
+        keyed_saver: D1Saver, tmp_path: Path, name: str) -> None:
+    marker = tmp_path / "marker"
+    value = method_payload(marker) if name == METHOD_PAYLOAD else payloads(marker)[name]
+    conf = plant(keyed_saver, f"keyed-{name}", "msgpack", checkpoint_bytes(value))
+    assert_refused_as_plaintext(keyed_saver, conf)
+    assert not marker.exists(), "a planted row ran code"
+
+
+@pytest.mark.parametrize("name", list(payloads(Path("x"))))
+def test_with_keys_a_planted_write_constructs_nothing(
+        keyed_saver: D1Saver, tmp_path: Path, name: str) -> None:
+    marker = tmp_path / "marker"
+    conf = plant_write(keyed_saver, f"keyed-w-{name}", payloads(marker)[name])
+    assert_refused_as_plaintext(keyed_saver, conf)
+    assert not marker.exists(), "a planted write ran code"
+
+
+def test_with_keys_planted_json_and_pickle_rows_construct_nothing(
+        keyed_saver: D1Saver, tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+
+    class Boom:
+        def __reduce__(self) -> Any:
+            return (os.system, (f"touch {marker}",))
+
+    obj = {"lc": 1, "type": "constructor", "id": ["os", "system"],
+           "kwargs": {"command": f"touch {marker}"}}
+    for i, (type_, data) in enumerate((("json", json_checkpoint(obj)),
+                                       ("pickle", pickle.dumps(Boom())))):
+        assert_refused_as_plaintext(keyed_saver, plant(keyed_saver, f"k{i}", type_, data))
+    assert not marker.exists()
+
+
 # --- msgpack, through the environment variable, in a fresh process -----------------------------
 
 CHILD = """
@@ -245,24 +310,30 @@ from pathlib import Path
 from d1saver.local import LocalD1
 from tests.reliability import test_deserialization as t
 marker_dir = Path(sys.argv[1])
-saver = t.new_saver(LocalD1())
+keys = [t.KEY] if sys.argv[2] == "keys" else None
+saver = t.new_saver(LocalD1(), encryption_keys=keys)
 ran = {}
 for name, value in t.payloads(marker_dir / "m").items():
     marker = marker_dir / name
     value = t.payloads(marker)[name]
     conf = t.plant(saver, name, "msgpack", t.checkpoint_bytes(value))
-    t.read_everything(saver, conf)
+    for read in t.reads(saver, conf):
+        try:
+            read()
+        except t.PlaintextValueError:
+            assert keys
     ran[name] = marker.exists()
 print(json.dumps(ran))
 """
 
 
-def run_child(tmp_path: Path, strict: bool | None) -> dict[str, bool]:
+def run_child(tmp_path: Path, strict: bool | None, keys: bool = False) -> dict[str, bool]:
     env = {k: v for k, v in os.environ.items() if k != "LANGGRAPH_STRICT_MSGPACK"}
     if strict is not None:
         env["LANGGRAPH_STRICT_MSGPACK"] = "true" if strict else "false"
     env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], env=env, cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), "keys" if keys else "-"],
+                          env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -279,6 +350,12 @@ def test_default_saver_has_langgraphs_threat_model(tmp_path: Path) -> None:
     encryption keys close it (tests/reliability/test_tamper.py)."""
     ran = run_child(tmp_path, strict=None)
     assert any(ran.values()), "the default no longer matches LangGraph's: update the docs"
+
+
+def test_with_keys_the_default_serializer_runs_no_planted_row(tmp_path: Path) -> None:
+    """The same planted rows, LANGGRAPH_STRICT_MSGPACK unset, with a key: none runs."""
+    ran = run_child(tmp_path, strict=None, keys=True)
+    assert ran and not any(ran.values()), ran
 
 
 # --- json and pickle rows ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The official langgraph-checkpoint-conformance suite, base and extended: 81 of 81."""
+"""The official langgraph-checkpoint-conformance suite, base and extended: 81 of 81, without
+and with encryption keys (every value sealed and bound to its row)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from tests.conftest import Backend
 
+KEYS = [bytes([7]) * 32, bytes([8]) * 32]  # newest first: rows are sealed under the first
+
 
 @pytest.mark.anyio
-async def test_conformance_81_of_81(backend: Backend) -> None:
-    @checkpointer_test(name=f"D1Saver[{backend.name}]")
+@pytest.mark.parametrize("keyed", [False, True], ids=["plain", "keys"])
+async def test_conformance_81_of_81(backend: Backend, keyed: bool) -> None:
+    @checkpointer_test(name=f"D1Saver[{backend.name}{', keys' if keyed else ''}]")
     async def factory():
-        saver = backend.saver()
+        saver = backend.saver(**({"encryption_keys": KEYS} if keyed else {}))
         await saver.asetup()
         yield saver
         await saver.aclose()

@@ -26,6 +26,7 @@ from d1saver import (
 )
 from d1saver._crypto import (
     ENV_KEYS,
+    KEY_ID_SIZE,
     OVERHEAD,
     Binding,
     Sealer,
@@ -108,34 +109,36 @@ def test_every_one_byte_flip_is_refused() -> None:
         tampered[i] ^= 0x01
         with pytest.raises(IntegrityError) as info:
             sealer.open(bytes(tampered), CK)
-        # A flip in the key id names a key the saver does not hold; anywhere else, the tag fails.
-        assert isinstance(info.value, UnknownKeyError) == (i < 4)
+        # A flip in the key id names a key the saver does not hold; anywhere else (the codec
+        # byte included, which is associated data), the tag fails.
+        assert isinstance(info.value, UnknownKeyError) == (i < KEY_ID_SIZE)
 
 
 def test_a_flip_in_the_stored_text_is_refused() -> None:
     sealer = Sealer([K1])
     text = sealer.seal_text(b"x" * 1000, CK)
-    # Positions inside full base64 groups: a char changed in a padded last group may only
-    # change padding bits and decode to the same bytes, which is no tampering.
-    last_full = 2 + 4 * (len(base64.b64decode(text[2:])) // 3) - 1
-    for i in (2, len(text) // 2, last_full):
+    # Positions inside full base85 groups: a char changed in a short last group may decode
+    # to the same bytes, which is no tampering.
+    last_full = 2 + 5 * (len(base64.b85decode(text[2:])) // 4) - 1
+    for i in (2, 6, 7, len(text) // 2, last_full):
         other = "A" if text[i] != "A" else "B"
         with pytest.raises(IntegrityError):
             sealer.open_text(text[:i] + other + text[i + 1:], CK)
 
 
-@pytest.mark.parametrize("cut", [0, 1, 16, OVERHEAD - 1, OVERHEAD])
+@pytest.mark.parametrize("cut", [0, 1, 16, OVERHEAD - 1])
 def test_truncated_values_are_refused(cut: int) -> None:
     sealer = Sealer([K1])
-    blob = base64.b64decode(sealer.seal_text(b"", CK)[2:])
-    assert len(blob) == OVERHEAD + 1  # the packed codec byte
+    blob = base64.b85decode(sealer.seal_text(b"", CK)[2:])
+    assert len(blob) == OVERHEAD  # key id, codec, nonce, tag: no payload
+    assert sealer.open(blob, CK) == b""
     with pytest.raises(IntegrityError):
         sealer.open(blob[:cut], CK)
     with pytest.raises(IntegrityError):
-        sealer.open_text("e:" + base64.b64encode(blob[:cut]).decode(), CK)
+        sealer.open_text("e:" + base64.b85encode(blob[:cut]).decode(), CK)
 
 
-def test_stored_text_that_is_not_base64_is_refused() -> None:
+def test_stored_text_that_is_not_base85_is_refused() -> None:
     with pytest.raises(IntegrityError):
         Sealer([K1]).open_text("e:not base64 \x00 at all", CK)
 
@@ -255,8 +258,8 @@ def test_rotation_old_keys_open_new_key_seals() -> None:
     rotated = Sealer([K2, K1])  # newest first
     assert rotated.open_text(written_before, CK) == b"before rotation"
     written_after = rotated.seal_text(b"after rotation", CK)
-    blob = base64.b64decode(written_after[2:])
-    assert blob[:4] == key_id(K2)
+    blob = base64.b85decode(written_after[2:])
+    assert blob[:KEY_ID_SIZE] == key_id(K2)
     # The old key alone cannot open what the new key sealed; once rows are rekeyed, the
     # new key alone opens everything new and refuses the old rows by name.
     with pytest.raises(UnknownKeyError):
@@ -269,23 +272,25 @@ def test_rotation_old_keys_open_new_key_seals() -> None:
 # --- overhead ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("size", [0, 1, 100, 10_000])
-def test_overhead_is_at_most_40_bytes_per_value(size: int) -> None:
-    data = os.urandom(size)
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 100, 127, 128, 1000, 10_000])
+@pytest.mark.parametrize("kind", ["random", "compressible"])
+def test_overhead_is_at_most_40_bytes_per_value(size: int, kind: str) -> None:
+    data = os.urandom(size) if kind == "random" else (b"abc" * size)[:size]
     blob = Sealer([K1]).seal(data, CK)
-    assert len(blob) - len(data) == OVERHEAD == 32 <= 40
-    # As stored: the packed codec byte too; in base64, at most 46 characters more than the
-    # plaintext row ("b:") of an incompressible value.
+    assert len(blob) - len(data) == OVERHEAD == 32
+    # As stored, against the same value without a key: exactly 40 characters more when it
+    # is compressed (both base85), at most 40 when it is stored raw ("b:" is base64).
     text = Sealer([K1]).seal_text(data, CK)
-    assert len(base64.b64decode(text[2:])) - size == OVERHEAD + 1
-    assert len(text) - len(_codec.encode(data)) <= 46
+    plain = _codec.encode(data)
+    extra = len(text) - len(plain)
+    assert extra == 40 if plain.startswith("d:") else extra <= 40
 
 
 # --- keys: parsing, ids, errors -----------------------------------------------------------------
 
 
 def test_key_id_is_a_truncated_hmac_of_a_label() -> None:
-    assert key_id(K1) == hmac.new(K1, b"d1saver key id", hashlib.sha256).digest()[:4]
+    assert key_id(K1) == hmac.new(K1, b"d1saver key id", hashlib.sha256).digest()[:3]
     assert key_id(K1) != key_id(K2)
 
 

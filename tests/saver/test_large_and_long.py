@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import uuid
 
+import pytest
+
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
 
 from compaction import compact
@@ -25,9 +27,11 @@ def chunk_rows(backend_saver, thread_id: str) -> int:
     return res.rows[0][0]
 
 
-def test_ten_megabyte_state_round_trips_everywhere(backend: Backend) -> None:
-    """A 10 MB checkpoint and a 10 MB write survive put, get_tuple, list, copy_thread and compaction."""
-    saver = backend.saver()
+@pytest.mark.parametrize("keyed", [False, True], ids=["plain", "keys"])
+def test_ten_megabyte_state_round_trips_everywhere(backend: Backend, keyed: bool) -> None:
+    """A 10 MB checkpoint and a 10 MB write survive put, get_tuple, list, copy_thread and
+    compaction, without and with encryption keys (sealed, then split)."""
+    saver = backend.saver(**({"encryption_keys": [bytes([3]) * 32]} if keyed else {}))
     thread, copy = f"big-{uuid.uuid4().hex}", f"big-copy-{uuid.uuid4().hex}"
     state, write = big_state(), os.urandom(TEN_MB)
     first = saver.put(generate_config(thread), generate_checkpoint(), {"step": 0}, {})

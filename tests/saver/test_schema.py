@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from d1saver import Statement, _sql
+from d1saver import Statement, _rows, _sql
 from tests.conftest import Backend
 
 
@@ -13,15 +13,19 @@ def columns(backend: Backend, table: str) -> tuple[str, ...]:
     return tuple(row[0] for row in result.rows)
 
 
-def test_insert_statements_match_column_order(backend: Backend) -> None:
-    """put and put_writes name no columns: the tables' column order must be theirs."""
-    assert columns(backend, "checkpoints") == _sql.CHECKPOINT_COLUMNS
-    assert columns(backend, "writes") == _sql.WRITE_COLUMNS
+def test_inserts_name_columns_the_tables_have(backend: Backend) -> None:
+    """put and put_writes name their columns, so a migration may add more: each one named exists."""
+    assert f"({','.join(_sql.CHECKPOINT_COLUMNS)})" in _sql.UPSERT_CHECKPOINT
+    for sql in (_sql.INSERT_WRITES_REPLACE, _sql.INSERT_WRITES_IGNORE):
+        assert f"({','.join(_sql.WRITE_COLUMNS)})" in sql
+    assert set(_sql.CHECKPOINT_COLUMNS) <= set(columns(backend, "checkpoints"))
+    assert set(_sql.WRITE_COLUMNS) <= set(columns(backend, "writes"))
 
 
 def test_schema_version_recorded(backend: Backend) -> None:
-    """setup records the schema version, so later changes can migrate."""
+    """setup records the schema version, and the oldest version whose code can use it."""
     saver = backend.saver()
     saver.setup()
-    (result,) = saver.client.execute([Statement(_sql.SELECT_SCHEMA_VERSION)])
-    assert result.rows == [[_sql.SCHEMA_VERSION]]
+    (result,) = saver.client.execute([Statement(_sql.READ_SCHEMA)])
+    assert _rows.schema_info(result) == _rows.SchemaInfo(
+        _sql.SCHEMA_VERSION, _sql.min_reader(_sql.SCHEMA_VERSION))

@@ -1,0 +1,117 @@
+"""Rekeying as a library function: every stored value re-sealed under the newest key.
+
+After a key rotation (D1SAVER_ENCRYPTION_KEYS gains a new first key) new rows are sealed
+under the new key and old rows stay readable under the old ones. `rekey` rewrites the old
+rows, so that the old keys can then be dropped. It reads rows in keyset pages (only those
+not sealed under the newest key) and re-seals their values without deserializing them;
+each page is one atomic batch, led by the compaction lease's check, so a run stopped midway
+is continued by the next one. With `seal_plaintext` it also seals rows written before keys
+were set: that trusts them, so it is asked for explicitly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, RekeyCounts
+from compaction import lease as leases
+
+TABLES = ("checkpoints", "writes")
+Census = dict[str, dict[str, int]]
+Progress = Callable[[str, RekeyCounts], None]
+
+
+@dataclass
+class RekeySummary:
+    """What a run did (or, dry, would do); `--json` prints this. `before` and `after` count
+    stored values per table ("checkpoints", their metadata sealed with them, and "writes")
+    and key id, "plaintext" for values under no key."""
+
+    dry_run: bool
+    newest_key: str
+    keys: list[str]
+    before: Census
+    after: Census | None = None
+    to_rewrite: int = 0
+    rewritten: int = 0
+    plaintext_left: int = 0
+    pages: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+    tables: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def stale(census: Census, newest: str, *, seal_plaintext: bool) -> int:
+    """Values a run would re-seal: under another key, or (if asked) under none."""
+    return sum(n for per_key in census.values() for kid, n in per_key.items()
+               if kid != newest and (kid != "plaintext" or seal_plaintext))
+
+
+def rekey(
+    saver: D1Saver,
+    *,
+    dry_run: bool = False,
+    seal_plaintext: bool = False,
+    batch_rows: int = 100,
+    lease_ttl: int = 300,
+    break_lease: bool = False,
+    progress: Progress | None = None,
+) -> RekeySummary:
+    """Re-seal every stored value under `saver`'s newest key. Raises D1Error subclasses:
+    ConfigError without keys, UnknownKeyError for a row under a key the saver lacks (give
+    every key rows may be under, newest first), LeaseHeldError if compaction or another
+    rekey holds the lease. Dry runs count and change nothing, and take no lease."""
+    keys = saver.key_ids
+    if not keys:
+        raise ConfigError("rekey needs the encryption keys: set D1SAVER_ENCRYPTION_KEYS to "
+                          "comma-separated base64 keys, the new key first, then every key rows "
+                          "may still be sealed under")
+    if batch_rows < 1:
+        raise ConfigError("--batch-rows must be at least 1")
+    if lease_ttl < 1:
+        raise ConfigError("--lease-ttl must be at least 1 second: a lease already expired "
+                          "guards nothing")
+    started, requests0 = time.monotonic(), saver.client.requests
+    saver.setup()
+    summary = RekeySummary(dry_run=dry_run, newest_key=keys[0], keys=keys,
+                           before=saver.key_census())
+    summary.to_rewrite = stale(summary.before, keys[0], seal_plaintext=seal_plaintext)
+    if not dry_run:
+        if break_lease:
+            leases.break_lease(saver)
+        held = leases.acquire(saver, ttl=lease_ttl)
+        try:
+            for table in TABLES:
+                counts = _rekey_table(saver, table, held, batch_rows, seal_plaintext, progress)
+                summary.tables[table] = {"rewritten": counts.rewritten,
+                                         "plaintext_left": counts.plaintext,
+                                         "pages": counts.pages}
+                summary.rewritten += counts.rewritten
+                summary.plaintext_left += counts.plaintext
+                summary.pages += counts.pages
+        finally:
+            leases.release(saver, held)
+        summary.after = saver.key_census()
+    summary.requests = saver.client.requests - requests0
+    summary.seconds = round(time.monotonic() - started, 3)
+    return summary
+
+
+def _rekey_table(saver: D1Saver, table: str, held: leases.Lease, batch_rows: int,
+                 seal_plaintext: bool, progress: Progress | None) -> RekeyCounts:
+    report = None if progress is None else (lambda counts: progress(table, counts))
+    try:
+        return saver.rekey(table, page_size=batch_rows, seal_plaintext=seal_plaintext,
+                           guard=held.guard_statements(), progress=report)
+    except QueryError as exc:
+        if "lease_lost" in str(exc):
+            raise LeaseHeldError("this run lost its lease (it expired and another run took "
+                                 "it); the batch in flight was not applied, the ones before "
+                                 "were: run rekey again to finish") from exc
+        raise

@@ -1,0 +1,354 @@
+"""Sealed rows rewritten without being decoded: copy_thread and rekeying under encryption keys.
+
+With keys every value is bound to its row (d1saver/_crypto.py), so a copy cannot be made in
+SQL and a key rotation cannot be finished by SQL either. Both read rows raw, in keyset pages
+in primary-key order (d1saver/_sql.py, RAW_*), open each value under the binding of the row it
+was read from and seal it under the newest key, bound to the row it is written to: the
+target thread's for a copy, the same row for a rekey. Nothing is deserialized, so no stored
+type is ever constructed. Pure: result rows in, statements out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from d1saver import _sql
+from d1saver._crypto import (
+    checkpoint_binder,
+    refuse_plaintext,
+    write_binder,
+)
+from d1saver._protocol import Param, Result, Statement
+from d1saver._rows import check_columns, read_rows
+from d1saver._values import METADATA_OWNER, Values
+
+CheckpointCursor = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
+WriteCursor = tuple[str, str, str, str, int]  # ... and task_id, idx
+_IDX_MIN = -(2**63)  # below every idx (special writes have negative ones)
+
+
+@dataclass
+class RawCheckpoint:
+    """A checkpoint row as stored, with the pieces of its chunked value."""
+
+    key: CheckpointCursor
+    parent: str | None
+    type: str | None
+    checkpoint: str
+    metadata: str
+    channels: str
+    run_id: str | None
+    ts: str | None
+    pieces: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # by owner
+
+
+@dataclass
+class RawWrite:
+    """A write row as stored, with the pieces of its chunked value."""
+
+    key: CheckpointCursor
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    type: str | None
+    value: str | None
+    pieces: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def owner(self) -> str:
+        return f"{self.task_id}/{self.idx}"
+
+    @property
+    def cursor(self) -> WriteCursor:
+        return (*self.key, self.task_id, self.idx)
+
+
+@dataclass
+class RekeyCounts:
+    """What rekeying one table did: rows re-sealed under the newest key, plaintext rows left
+    as they are (without `seal_plaintext`), pages read, and requests sent."""
+
+    rewritten: int = 0
+    plaintext: int = 0
+    pages: int = 0
+    requests: int = 0
+
+
+# --- reads ------------------------------------------------------------------------------------
+
+
+def checkpoints_statement(thread_id: str | None, after: CheckpointCursor | None, size: int,
+                          heads: list[str] | None) -> Statement:
+    """A page of checkpoint rows after `after`: of one thread or all; with `heads` (the newest
+    key's, `Sealer.fresh_heads`), only rows holding a value not sealed under it."""
+    sql = _sql.RAW_CHECKPOINTS_ALL if thread_id is None else _sql.RAW_CHECKPOINTS_THREAD
+    after = after or (thread_id or "", "", "")
+    return Statement(sql, (thread_id, *after, int(size), _heads(heads)))
+
+
+def writes_statement(thread_id: str | None, after: WriteCursor | None, size: int,
+                     heads: list[str] | None) -> Statement:
+    """A page of write rows after `after`, as `checkpoints_statement`."""
+    sql = _sql.RAW_WRITES_ALL if thread_id is None else _sql.RAW_WRITES_THREAD
+    after = after or (thread_id or "", "", "", "", _IDX_MIN)
+    return Statement(sql, (thread_id, *after, int(size), _heads(heads)))
+
+
+def _heads(heads: list[str] | None) -> str | None:
+    return None if heads is None else json.dumps(heads)
+
+
+def raw_checkpoints(result: Result) -> list[RawCheckpoint]:
+    check_columns(result, _sql.RAW_COLUMNS)
+    rows: dict[CheckpointCursor, RawCheckpoint] = {}
+    pieces: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
+        lambda: defaultdict(list))
+    for kind, t, ns, cid, f1, f2, f3, f4, f5, f6, f7 in result.rows:
+        if kind == "c":
+            rows[(t, ns, cid)] = RawCheckpoint((t, ns, cid), f1, f2, f3, f4, f5, f6, f7)
+        elif kind == "k":
+            pieces[(t, ns, cid)][f1].append((int(f2), f3))
+    for key, found in pieces.items():
+        if key in rows:
+            rows[key].pieces = {owner: sorted(p) for owner, p in found.items()}
+    return sorted(rows.values(), key=lambda r: r.key)
+
+
+def raw_writes(result: Result) -> list[RawWrite]:
+    check_columns(result, _sql.RAW_COLUMNS)
+    rows: dict[tuple[Any, ...], RawWrite] = {}
+    pieces: dict[tuple[Any, ...], list[tuple[int, str]]] = defaultdict(list)
+    for kind, t, ns, cid, f1, f2, f3, f4, f5, f6, _ in result.rows:
+        if kind == "w":
+            write = RawWrite((t, ns, cid), f1, f2, int(f3), f4, f5, f6)
+            rows[(t, ns, cid, write.owner)] = write
+        elif kind == "k":
+            pieces[(t, ns, cid, f1)].append((int(f2), f3))
+    for key, found in pieces.items():
+        if key in rows:
+            rows[key].pieces = sorted(found)
+    return sorted(rows.values(), key=lambda w: w.cursor)
+
+
+# --- re-sealing -------------------------------------------------------------------------------
+
+
+Sealed = tuple[str, list[str] | None]  # a row's text and its pieces (None: inline)
+
+
+def reseal_checkpoint(values: Values, row: RawCheckpoint, thread_id: str, *, plaintext: bool
+                      ) -> tuple[Sealed, str] | None:
+    """The row's value (with its metadata sealed in) and metadata column, sealed for
+    `thread_id` (None: plaintext left as it is)."""
+    return values.reseal_checkpoint(row.type, row.checkpoint, row.pieces, row.metadata,
+                                    row.channels, checkpoint_binder(*row.key),
+                                    checkpoint_binder(thread_id, *row.key[1:]),
+                                    plaintext=plaintext)
+
+
+def reseal_write(values: Values, row: RawWrite, thread_id: str, *, plaintext: bool
+                 ) -> Sealed | None:
+    bind = (row.task_id, row.task_path, row.idx, row.channel)
+    return values.reseal(row.value, {row.owner: row.pieces}, row.owner,
+                         write_binder(*row.key, *bind)(row.type),
+                         write_binder(thread_id, *row.key[1:], *bind)(row.type),
+                         plaintext=plaintext)
+
+
+def _pieces(key: CheckpointCursor, owner: str, pieces: list[str] | None,
+            replace_old: bool) -> list[Statement]:
+    """The chunk rows of a re-sealed value, replacing its owner's (when it had or has some).
+    Rows an UPDATE rewrites fire no trigger, so the old pieces are deleted here."""
+    if pieces is None and not replace_old:
+        return []
+    stmts = [Statement(_sql.DELETE_CHUNKS_OF, (*key, owner))]
+    return stmts + [Statement(_sql.INSERT_CHUNK, (*key, owner, seq, piece))
+                    for seq, piece in enumerate(pieces or [])]
+
+
+# --- copies -----------------------------------------------------------------------------------
+
+
+def copy_checkpoints(values: Values, rows: list[RawCheckpoint], target: str) -> list[Statement]:
+    """Statements that write `rows` into thread `target`, re-sealed for it (a plaintext row is
+    refused: a copy never launders what a read would refuse)."""
+    stmts: list[Statement] = []
+    for row in rows:
+        sealed = reseal_checkpoint(values, row, target, plaintext=False)
+        if sealed is None:
+            raise refuse_plaintext(checkpoint_binder(*row.key)(row.type, None))
+        (text, pieces), metadata = sealed
+        key = (target, *row.key[1:])
+        params: list[Param] = [*key, row.parent, row.type, text, metadata, row.channels,
+                               row.run_id, row.ts]
+        stmts.append(Statement(_sql.UPSERT_CHECKPOINT, params))
+        stmts += _pieces(key, "", pieces, replace_old=True)
+        stmts += _pieces(key, METADATA_OWNER, None, replace_old=True)
+    return stmts
+
+
+def copy_writes(values: Values, rows: list[RawWrite], target: str) -> list[Statement]:
+    """Statements that write `rows` into thread `target`, re-sealed for it; rows already on
+    the target are replaced, as copy_thread does without keys."""
+    stmts: list[Statement] = []
+    for row in rows:
+        sealed = reseal_write(values, row, target, plaintext=False)
+        if sealed is None:
+            raise refuse_plaintext(write_binder(*row.key, row.task_id, row.task_path, row.idx,
+                                                row.channel)(row.type))
+        text, pieces = sealed
+        key = (target, *row.key[1:])
+        stmts.append(Statement(_sql.INSERT_WRITES_REPLACE, (
+            *key, row.task_id, row.task_path,
+            json.dumps([[row.idx, row.channel, row.type, text]], ensure_ascii=False))))
+        stmts += _pieces(key, row.owner, pieces, replace_old=True)
+    return stmts
+
+
+class SealedCopy:
+    """A keyed thread copied into another database: pages of raw rows read from the source's
+    database (`next_read`) and, re-sealed for the target, written into the target's (the
+    statements `consume` returns), checkpoints first, then writes. No I/O: the fleet runs
+    each read and write with its database's driver; each write is one atomic batch."""
+
+    def __init__(self, values: Values, source: str, target: str, page_size: int) -> None:
+        self.values, self.source, self.target = values, source, target
+        self.size = max(1, int(page_size))
+        self.table: str | None = "checkpoints"
+        self.cursor: Any = None
+        self.copied = 0  # rows of both tables
+
+    def next_read(self) -> Statement | None:
+        if self.table is None:
+            return None
+        make = checkpoints_statement if self.table == "checkpoints" else writes_statement
+        return make(self.source, self.cursor, self.size, None)
+
+    def consume(self, result: Result) -> list[Statement]:
+        """The statements writing the page just read; moves on to the next page or table."""
+        stmts: list[Statement]
+        if self.table == "checkpoints":
+            rows: list[Any] = read_rows(raw_checkpoints, result)
+            stmts, last = copy_checkpoints(self.values, rows, self.target), rows and rows[-1].key
+        else:
+            rows = read_rows(raw_writes, result)
+            stmts, last = copy_writes(self.values, rows, self.target), rows and rows[-1].cursor
+        self.copied += len(rows)
+        if len(rows) < self.size:
+            self.table, self.cursor = ("writes" if self.table == "checkpoints" else None), None
+        else:
+            self.cursor = last
+        return stmts
+
+
+# --- rekeying ---------------------------------------------------------------------------------
+
+def add_census(parts: Mapping[str, dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+    """Key censuses of several databases added up: {table: {key id: values}}."""
+    total: dict[str, dict[str, int]] = {}
+    for census in parts.values():
+        for table, per_key in census.items():
+            into = total.setdefault(table, {})
+            for kid, n in per_key.items():
+                into[kid] = into.get(kid, 0) + n
+    return total
+
+
+def add_counts(parts: Mapping[str, RekeyCounts]) -> RekeyCounts:
+    """Rekey counts of several databases added up."""
+    return RekeyCounts(*(sum(getattr(c, f) for c in parts.values())
+                         for f in ("rewritten", "plaintext", "pages", "requests")))
+
+
+
+
+def fingerprint(text: str | None) -> str | None:
+    """_sql._FP in Python: length, first and last 40 characters."""
+    return None if text is None else f"{len(text)}:{text[:40]}{text[-40:]}"
+
+
+def pieces_fingerprint(pieces: list[tuple[int, str]]) -> str | None:
+    """_sql._PIECES_FP in Python: count, total length, piece 0's ends."""
+    first = dict(pieces).get(0)
+    if not pieces or first is None:
+        return None
+    return f"{len(pieces)}:{sum(len(p) for _, p in pieces)}:{first[:40]}{first[-40:]}"
+
+
+def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCounts, *,
+                      plaintext: bool) -> list[Statement]:
+    """Statements that re-seal `rows` in place, each guarded to apply only to what was read."""
+
+    def rewrite(row: RawCheckpoint, sealed: tuple[Sealed, str]) -> list[Statement]:
+        (text, pieces), metadata = sealed
+        return [
+            Statement(_sql.REKEY_GUARD_CHECKPOINT, (
+                *row.key, fingerprint(row.checkpoint), fingerprint(row.metadata),
+                pieces_fingerprint(row.pieces.get("", [])),
+                pieces_fingerprint(row.pieces.get(METADATA_OWNER, [])))),
+            Statement(_sql.REKEY_CHECKPOINT, (*row.key, text, metadata)),
+            *_pieces(row.key, "", pieces, replace_old="" in row.pieces),
+            # a row sealed from plaintext keeps its metadata in the value, not in chunks
+            *_pieces(row.key, METADATA_OWNER, None, replace_old=METADATA_OWNER in row.pieces),
+        ]
+
+    return _rekey(rows, counts, lambda row: reseal_checkpoint(
+        values, row, row.key[0], plaintext=plaintext), rewrite)
+
+
+def rekey_writes(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
+                 plaintext: bool) -> list[Statement]:
+    """Statements that re-seal `rows` in place, each guarded to apply only to what was read."""
+
+    def rewrite(row: RawWrite, sealed: Sealed) -> list[Statement]:
+        text, pieces = sealed
+        return [
+            Statement(_sql.REKEY_GUARD_WRITE, (
+                *row.key, row.task_id, row.idx, fingerprint(row.value),
+                pieces_fingerprint(row.pieces))),
+            Statement(_sql.REKEY_WRITE, (*row.key, row.task_id, row.idx, text)),
+            *_pieces(row.key, row.owner, pieces, replace_old=bool(row.pieces)),
+        ]
+
+    return _rekey(rows, counts, lambda row: reseal_write(values, row, row.key[0],
+                                                         plaintext=plaintext), rewrite)
+
+
+Row = TypeVar("Row")
+Out = TypeVar("Out")
+
+
+def _rekey(rows: list[Row], counts: RekeyCounts, reseal: Callable[[Row], Out | None],
+           rewrite: Callable[[Row, Out], list[Statement]]) -> list[Statement]:
+    """Each row re-sealed and rewritten, counted; a plaintext row left (reseal gives None)."""
+    stmts: list[Statement] = []
+    for row in rows:
+        sealed = reseal(row)
+        if sealed is None:
+            counts.plaintext += 1
+            continue
+        stmts += rewrite(row, sealed)
+        counts.rewritten += 1
+    return stmts
+
+
+def census(result: Result, key_id_of: Callable[[str | None], str | None]
+           ) -> dict[str, dict[str, int]]:
+    """{table: {key id or "plaintext": stored values}} from KEY_CENSUS."""
+    check_columns(result, _sql.KEY_CENSUS_COLUMNS)
+    out: dict[str, dict[str, int]] = {"checkpoints": {}, "writes": {}}
+    for table, head, n in result.rows:
+        kid = key_id_of(head) or "plaintext"
+        out[table][kid] = out[table].get(kid, 0) + int(n)
+    return out
+
+
+__all__ = ["CheckpointCursor", "RawCheckpoint", "RawWrite", "RekeyCounts", "WriteCursor",
+           "census", "checkpoints_statement", "copy_checkpoints", "copy_writes",
+           "raw_checkpoints", "raw_writes", "rekey_checkpoints", "rekey_writes",
+           "writes_statement"]

@@ -1,0 +1,314 @@
+"""Key rotation: `rekey` (compaction/rekey.py) and `d1saver rekey`. After a rotation new rows
+use the new key and old ones stay readable; a rekey re-seals the old ones in resumable
+batches under the compaction lease, after which the old key can be dropped."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from benchmarks.workload import build_graph, first_input
+from compaction import lease
+from compaction.rekey import rekey
+from d1saver import (
+    ConfigError,
+    D1Saver,
+    LeaseHeldError,
+    PlaintextValueError,
+    Statement,
+    UnknownKeyError,
+)
+from d1saver._crypto import ENV_KEYS, key_id
+from d1saver.local import LocalD1Transport
+from tests.compaction.test_cli import cli, env_for
+from tests.conftest import Backend
+
+K1, K2, K3 = (bytes([n]) * 32 for n in (21, 22, 23))
+OLD, NEW = key_id(K1).hex(), key_id(K2).hex()
+
+
+def cfg(thread_id: str, checkpoint_id: str | None = None) -> dict:
+    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+    if checkpoint_id:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+def put_chain(saver: D1Saver, thread_id: str, n: int, big: bytes | None = None) -> dict:
+    """n checkpoints with two writes each; `big` (over 2 MB) in the last one."""
+    parent = None
+    for i in range(n):
+        ck = empty_checkpoint()
+        ck["channel_values"] = {"i": i, **({"big": big} if big and i == n - 1 else {})}
+        conf = saver.put(cfg(thread_id, parent), ck, {"step": i, "who": "me"}, {})
+        saver.put_writes(conf, [("i", i), ("note", f"write {i}")], f"task-{i}")
+        parent = conf["configurable"]["checkpoint_id"]
+    return conf
+
+
+def snapshot(saver: D1Saver) -> list[tuple]:
+    """Everything a saver reads: every checkpoint, its metadata and its writes."""
+    return [(t.config, t.checkpoint["channel_values"], t.metadata, t.pending_writes)
+            for t in saver.list(None)]
+
+
+def census(saver: D1Saver) -> dict[str, dict[str, int]]:
+    return saver.key_census()
+
+
+# --- rotation, rekey, drop the old key ----------------------------------------------------------
+
+
+def test_rotation_then_rekey_then_the_old_key_can_go(local: Backend) -> None:
+    old = local.saver(encryption_keys=[K1])
+    put_chain(old, "a", 3, big=os.urandom(2_100_000))
+    graph = build_graph(old, variant="delta", turns=2, fanout=2, snapshot_frequency=2)
+    final = graph.invoke(first_input(), cfg("agent"))
+    rotated = local.saver(encryption_keys=[K2, K1])  # newest first
+    put_chain(rotated, "b", 2)  # new rows: the new key
+    before = snapshot(rotated)
+    counts = census(rotated)
+    assert set(counts["checkpoints"]) == set(counts["writes"]) == {OLD, NEW}
+    with pytest.raises(UnknownKeyError):
+        list(local.saver(encryption_keys=[K2]).list(None))  # too early to drop K1
+
+    summary = rekey(rotated)
+    assert summary.before == counts
+    assert summary.after == {table: {NEW: sum(per.values())} for table, per in counts.items()}
+    assert summary.rewritten == counts["checkpoints"][OLD] + counts["writes"][OLD]
+    assert summary.plaintext_left == 0
+
+    dropped = local.saver(encryption_keys=[K2])  # the old key is gone
+    assert snapshot(dropped) == before
+    assert build_graph(dropped, variant="delta", turns=2, fanout=2,
+                       snapshot_frequency=2).get_state(cfg("agent")).values == final
+    with pytest.raises(UnknownKeyError):
+        list(local.saver(encryption_keys=[K1]).list(None))
+    again = rekey(dropped)  # nothing left to do: one read per table
+    assert again.rewritten == 0 and again.pages == 2
+
+
+def test_rekey_is_resumable(local: Backend) -> None:
+    """Each page is one atomic batch: a run stopped midway leaves whole rows re-sealed, and
+    the next run continues with the rest (it reads only rows not under the newest key)."""
+    put_chain(local.saver(encryption_keys=[K1]), "r", 9)
+    rotated = local.saver(encryption_keys=[K2, K1])
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two_pages(table: str, counts: Any) -> None:
+        if counts.pages == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        rekey(rotated, batch_rows=2, progress=stop_after_two_pages)
+    assert census(rotated)["checkpoints"] == {NEW: 4, OLD: 5}
+    assert census(rotated)["writes"] == {OLD: 18}
+    lease.break_lease(rotated)  # the stopped run could not release it
+    summary = rekey(rotated, batch_rows=2)
+    assert summary.tables["checkpoints"]["rewritten"] == 5
+    assert summary.tables["writes"]["rewritten"] == 18
+    assert census(rotated)["checkpoints"] == {NEW: 9}
+
+
+def test_rekey_requests(local: Backend) -> None:
+    """Per table, ceil((rows + 1) / batch) page reads, each after the first riding with the
+    rows of the page before, and one request for the last page's rows unless it is empty;
+    then a census and the lease, before and after."""
+    put_chain(local.saver(encryption_keys=[K1]), "q", 10)
+    rotated = local.saver(encryption_keys=[K2, K1])
+    rotated.setup()
+    summary = rekey(rotated, batch_rows=4)
+    # checkpoints, 10 rows: 3 reads + 1; writes, 20 rows: 6 reads (the last one empty)
+    assert summary.requests == 2 + (3 + 1) + 6 + 2
+    assert summary.rewritten == 30
+
+
+def test_dry_run_counts_and_changes_nothing(local: Backend) -> None:
+    put_chain(local.saver(encryption_keys=[K1]), "d", 2)
+    rotated = local.saver(encryption_keys=[K2, K1])
+    (before,) = rotated.client.execute([Statement("SELECT checkpoint FROM checkpoints")])
+    summary = rekey(rotated, dry_run=True)
+    assert summary.to_rewrite == 2 + 4  # checkpoints (their metadata sealed in), writes
+    assert summary.after is None and summary.rewritten == 0
+    (after,) = rotated.client.execute([Statement("SELECT checkpoint FROM checkpoints")])
+    assert after.rows == before.rows
+
+
+def test_plaintext_rows_are_sealed_only_when_asked(local: Backend) -> None:
+    """Rows written before keys were set are refused by a saver with keys; rekey leaves them
+    (sealing trusts them) unless --seal-plaintext."""
+    put_chain(local.saver(), "p", 2)
+    keyed = local.saver(encryption_keys=[K1])
+    with pytest.raises(PlaintextValueError):
+        keyed.get_tuple(cfg("p"))
+    kept = rekey(keyed)
+    assert kept.rewritten == 0 and kept.plaintext_left == 2 + 4
+    assert census(keyed)["checkpoints"] == {"plaintext": 2}
+    sealed = rekey(keyed, seal_plaintext=True)
+    assert sealed.rewritten == 6 and sealed.plaintext_left == 0
+    assert census(keyed) == {"checkpoints": {OLD: 2}, "writes": {OLD: 4}}
+    tup = keyed.get_tuple(cfg("p"))
+    assert tup.checkpoint["channel_values"] == {"i": 1}
+    assert tup.metadata == {"step": 1, "who": "me"}
+
+
+def test_a_row_under_a_key_not_given_stops_the_rekey_by_name(local: Backend) -> None:
+    put_chain(local.saver(encryption_keys=[K3]), "k3", 1)
+    with pytest.raises(UnknownKeyError) as info:
+        rekey(local.saver(encryption_keys=[K2, K1]))
+    assert info.value.thread_id == "k3" and key_id(K3).hex() in str(info.value)
+
+
+def test_rekey_needs_keys_and_the_lease(local: Backend) -> None:
+    with pytest.raises(ConfigError, match=ENV_KEYS):
+        rekey(local.saver())
+    saver = local.saver(encryption_keys=[K1])
+    saver.setup()
+    held = lease.acquire(saver, ttl=60)  # a compaction run
+    with pytest.raises(LeaseHeldError):
+        rekey(saver)
+    lease.release(saver, held)
+
+
+class RacingTransport(LocalD1Transport):
+    """Before the first rekey batch reaches D1, another writer replaces a special write."""
+
+    def __init__(self, engine: Any, race: Callable[[], None]) -> None:
+        super().__init__(engine)
+        self.race, self.raced = race, 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if b"head_moved" in request.read() and not self.raced:
+            self.raced += 1
+            self.race()
+        return super().handle_request(request)
+
+
+def test_a_row_changed_during_a_rekey_is_not_overwritten(local: Backend) -> None:
+    """The guard of each row fails the batch if the row moved on since it was read; the page
+    is read again, so the newer value survives, re-sealed."""
+    conf = put_chain(local.saver(encryption_keys=[K1]), "race", 1)
+    writer = local.saver(encryption_keys=[K2, K1])
+    writer.put_writes(conf, [("__error__", "first")], "task-x")  # a special write: upserted
+    old_only = local.saver(encryption_keys=[K1])
+    old_only.put_writes(conf, [("__error__", "older key")], "task-x")
+
+    def race() -> None:
+        writer.put_writes(conf, [("__error__", "newest")], "task-x")
+
+    racing = RacingTransport(local.engine, race)
+    rotated = D1Saver(account_id=local.account_id, database_id=local.database_id,
+                      api_token=local.api_token, api_base_url=local.base_url,
+                      transport=racing, encryption_keys=[K2, K1])
+    summary = rekey(rotated)
+    assert racing.raced == 1
+    assert summary.after == {"checkpoints": {NEW: 1}, "writes": {NEW: 3}}
+    errors = [w for w in local.saver(encryption_keys=[K2]).get_tuple(conf).pending_writes
+              if w[1] == "__error__"]
+    assert errors == [("task-x", "__error__", "newest")]
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def server(serve: Callable[..., str]) -> str:
+    return serve()
+
+
+def keyed_env(server: str, *keys: bytes) -> dict[str, str]:
+    return {**env_for(server), ENV_KEYS: ",".join(base64.b64encode(k).decode() for k in keys)}
+
+
+def saver_for(env: dict[str, str], *keys: bytes) -> D1Saver:
+    return D1Saver(account_id=env["CLOUDFLARE_ACCOUNT_ID"], database_id=env["D1_DATABASE_ID"],
+                   api_token=env["CLOUDFLARE_API_TOKEN"], api_base_url=env["D1_API_BASE_URL"],
+                   encryption_keys=list(keys) or None)
+
+
+def test_rekey_command_json(server: str) -> None:
+    env = keyed_env(server, K2, K1)
+    put_chain(saver_for(env, K1), "c", 2)
+    dry = cli(env, "rekey", "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert plan["dry_run"] and plan["to_rewrite"] == 6 and plan["after"] is None
+    assert plan["keys"] == [NEW, OLD]
+    done = cli(env, "rekey", "--json", "--batch-rows", "1")
+    assert done.exit_code == 0, done.stderr
+    figures = json.loads(done.stdout)
+    assert figures["before"] == {"checkpoints": {OLD: 2}, "writes": {OLD: 4}}
+    assert figures["after"] == {"checkpoints": {NEW: 2}, "writes": {NEW: 4}}
+    assert figures["rewritten"] == 6
+    assert saver_for(env, K2).get_tuple(cfg("c")).checkpoint["channel_values"] == {"i": 1}
+
+
+def test_rekey_command_human_output(server: str) -> None:
+    env = keyed_env(server, K2, K1)
+    put_chain(saver_for(env, K1), "h", 1)
+    result = cli(env, "rekey")
+    assert result.exit_code == 0, result.stderr
+    assert f"before: checkpoints {OLD}: 1" in result.stdout
+    assert f"after:  checkpoints {NEW}: 1" in result.stdout
+    assert "re-sealed 3 rows" in result.stdout  # a checkpoint and its two writes
+    for key in (K1, K2):  # no key material in any output
+        assert base64.b64encode(key).decode() not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("value, code", [(None, 2), ("bm90IGEga2V5", 2)])
+def test_rekey_command_without_usable_keys_exits_2(server: str, value: str | None,
+                                                   code: int) -> None:
+    env = {**env_for(server), ENV_KEYS: value}
+    result = cli(env, "rekey")
+    assert result.exit_code == code and result.stderr.startswith("error:")
+    assert ENV_KEYS in result.stderr
+
+
+def test_rekey_command_under_an_unknown_key_exits_1(server: str) -> None:
+    env = keyed_env(server, K2)
+    put_chain(saver_for(env, K1), "u", 1)
+    result = cli(env, "rekey")
+    assert result.exit_code == 1
+    assert OLD in result.stderr and "'u'" in result.stderr
+
+
+def test_rekey_command_lease_held_exits_3(server: str) -> None:
+    env = keyed_env(server, K2, K1)
+    saver = saver_for(env, K1)
+    saver.setup()
+    lease.acquire(saver, ttl=60)
+    assert cli(env, "rekey").exit_code == 3
+    assert cli(env, "rekey", "--break-lease").exit_code == 0
+
+
+@pytest.mark.realengine
+def test_rotation_and_rekey_on_the_real_engine(wrangler_d1: Any) -> None:
+    """The rekey statements (keyset pages, guards, chunks) on Cloudflare's engine. A database
+    of its own (the gateway's last binding; no other saver test writes there), emptied first,
+    since a rekey covers the whole database."""
+    def make(keys: list[bytes]) -> D1Saver:
+        return D1Saver(account_id=wrangler_d1.account_id, api_token=wrangler_d1.api_token,
+                       database_id=list(wrangler_d1.databases.values())[-1],
+                       api_base_url=wrangler_d1.base_url, encryption_keys=keys)
+
+    old = make([K1])
+    old.setup()
+    old.client.execute([Statement(f"DELETE FROM {table}")
+                        for table in ("writes", "chunks", "tags", "checkpoints", "leases")])
+    put_chain(old, "real-a", 3, big=os.urandom(2_100_000))
+    rotated = make([K2, K1])
+    put_chain(rotated, "real-b", 1)
+    before = snapshot(rotated)
+    summary = rekey(rotated, batch_rows=2)
+    assert summary.after == {"checkpoints": {NEW: 4}, "writes": {NEW: 8}}
+    assert summary.rewritten == 3 + 6
+    assert snapshot(make([K2])) == before
