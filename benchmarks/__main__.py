@@ -1,6 +1,6 @@
 """`python -m benchmarks [agent options]` runs the agent benchmark; `python -m benchmarks compaction ...` the
 compaction one; `python -m benchmarks growth ...` the growth one (bytes, rows and CPU against turns); `python -m benchmarks keys` what encryption keys cost; `python -m benchmarks chunking ...` compares ways
-to cut values into chunks."""
+to cut values into chunks; `python -m benchmarks scaling ...` runs agents over 1, 2 and 4 databases."""
 
 from __future__ import annotations
 
@@ -13,6 +13,11 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks import compaction_bench
 
         compaction_bench.main(argv[1:])
+        return
+    if argv and argv[0] == "scaling":
+        from benchmarks import scaling_bench
+
+        scaling_bench.main(argv[1:])
         return
     if argv and argv[0] == "chunking":
         from benchmarks import chunking_eval

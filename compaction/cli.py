@@ -1,6 +1,7 @@
-"""Compaction, rekey, tag and inspection commands; mounted on `d1saver` and on
-`python -m compaction`. Every command reads D1SAVER_ENCRYPTION_KEYS (through
-`D1Saver.from_env`); `rekey` needs it.
+"""Compaction, rebalance, rekey, tag and inspection commands; mounted on `d1saver` and on
+`python -m compaction`. D1_DATABASE_ID (or --database-id) may list several databases,
+separated by commas: each command then spans them (a thread's commands go to its home).
+Every command reads D1SAVER_ENCRYPTION_KEYS (through `D1Saver.from_env`); `rekey` needs it.
 
 Each command parses its options, calls one library function, and reports. Exit codes:
 0 done, 1 a D1 error (message on stderr), 2 bad usage, 3 another run holds the lease,
@@ -19,10 +20,11 @@ from typing import Any, List, Optional
 
 import typer
 
-from d1saver import (ConfigError, D1Error, D1Saver, LeaseHeldError, NotFoundError, RekeyCounts,
-                     admin)
+from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
+                     RekeyCounts, admin)
 from d1saver.cli_support import EXIT_USAGE, OneLineUsageErrors, printable
-from compaction.job import compact, list_threads
+from compaction.fleet import compact, history, list_threads
+from compaction.rebalance import rebalance
 from compaction.rekey import RekeySummary, rekey
 
 EXIT_D1, EXIT_LEASE, EXIT_NOT_FOUND = 1, 3, 4
@@ -44,16 +46,18 @@ def parse_duration(text: str) -> timedelta:
                                  param_hint="'--max-age'") from None
 
 
-def _saver(account_id: Optional[str], database_id: Optional[str], api_base_url: Optional[str]) -> D1Saver:
+def _saver(account_id: Optional[str], database_id: Optional[str], api_base_url: Optional[str],
+           **kwargs: Any) -> D1Saver:
     return D1Saver.from_env(account_id=account_id, database_id=database_id,
-                            api_base_url=api_base_url)
+                            api_base_url=api_base_url, **kwargs)
 
 
 class _Conn:
     """The connection options every command shares (flags override the environment)."""
 
     account_id = typer.Option(None, "--account-id", help="Default: $CLOUDFLARE_ACCOUNT_ID.")
-    database_id = typer.Option(None, "--database-id", help="Default: $D1_DATABASE_ID.")
+    database_id = typer.Option(None, "--database-id",
+                               help="Default: $D1_DATABASE_ID. Several: comma-separated.")
     api_base_url = typer.Option(None, "--api-base-url", help="Default: $D1_API_BASE_URL or Cloudflare's API.")
 
 
@@ -70,7 +74,10 @@ def _connected(account_id: Optional[str], database_id: Optional[str],
 
 def _fail(exc: Exception) -> None:
     code = EXIT_D1
-    if isinstance(exc, LeaseHeldError):
+    if isinstance(exc, FleetError) and all(isinstance(e, LeaseHeldError)
+                                           for e in exc.errors.values()):
+        code = EXIT_LEASE
+    elif isinstance(exc, LeaseHeldError):
         code = EXIT_LEASE
     elif isinstance(exc, NotFoundError):
         code = EXIT_NOT_FOUND
@@ -127,9 +134,14 @@ def compact_cmd(
         typer.echo("dry run: nothing was changed. Plan:")
         for p in summary.plan:
             if p["checkpoints_deleted"] or p["writes_deleted"]:
-                typer.echo(f"  {printable(p['thread_id'])}: {p['checkpoints_deleted']} of {p['checkpoints']}"
+                where = f" ({p['database_id']})" if "database_id" in p else ""
+                typer.echo(f"  {printable(p['thread_id'])}{where}: {p['checkpoints_deleted']} of {p['checkpoints']}"
                            f" checkpoints, {p['writes_deleted']} writes, {p['bytes_freed']} bytes"
                            f"{' (idle: expired)' if p['expired'] else ''}")
+    for db, part in getattr(summary, "databases", {}).items():
+        typer.echo(f"  {db}: {part['threads_scanned']} threads, {part['checkpoints_deleted']}"
+                   f" checkpoints and {part['writes_deleted']} writes"
+                   f" {'to delete' if dry_run else 'deleted'}, {part['requests']} requests")
     verb = "would delete" if dry_run else "deleted"
     typer.echo(f"{summary.threads_scanned} threads scanned; {verb} {summary.checkpoints_deleted}"
                f" checkpoints and {summary.writes_deleted} writes ({summary.bytes_freed} bytes);"
@@ -240,9 +252,12 @@ def threads_cmd(
     if as_json:
         typer.echo(json.dumps([i.__dict__ for i in infos], indent=2))
         return
-    typer.echo(f"{'thread_id':<40} {'checkpoints':>11} {'ns':>3} {'bytes':>10}  updated")
+    fleet = any(hasattr(i, "database_id") for i in infos)
+    db_head = f" {'database':<20}" if fleet else ""
+    typer.echo(f"{'thread_id':<40}{db_head} {'checkpoints':>11} {'ns':>3} {'bytes':>10}  updated")
     for i in infos:
-        typer.echo(f"{printable(i.thread_id):<40} {i.checkpoints:>11} {i.namespaces:>3} {i.bytes:>10}  {printable(str(i.updated))}")
+        db = f" {getattr(i, 'database_id', ''):<20}" if fleet else ""
+        typer.echo(f"{printable(i.thread_id):<40}{db} {i.checkpoints:>11} {i.namespaces:>3} {i.bytes:>10}  {printable(str(i.updated))}")
 
 
 def history_cmd(
@@ -255,8 +270,7 @@ def history_cmd(
 ) -> None:
     """A thread's checkpoints, newest first: ids, parents, step, source, writes, tags."""
     with _connected(account_id, database_id, api_base_url) as saver:
-        (res,) = saver.execute([admin.history(thread_id, limit)])
-    rows = res.dicts()
+        rows = history(saver, thread_id, limit)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -268,9 +282,54 @@ def history_cmd(
                                                    "checkpoint_ns", "tags", "source")}
         ns = f" ns={shown['checkpoint_ns']}" if r["checkpoint_ns"] else ""
         tags = f" tags={shown['tags']}" if r["tags"] else ""
+        db = f" db={r['database_id']}" if "database_id" in r else ""
         typer.echo(f"{shown['checkpoint_id']}  step {r['step']!s:>3} "
                    f"{shown['source'] if r['source'] else '':<6} writes={r['writes']:<3} "
-                   f"bytes={r['bytes']:<7} parent={shown['parent_checkpoint_id']}{ns}{tags}")
+                   f"bytes={r['bytes']:<7} parent={shown['parent_checkpoint_id']}{ns}{tags}{db}")
+
+
+def rebalance_cmd(
+    previous: Optional[str] = typer.Option(
+        None, "--previous-database-id",
+        help="Databases threads may still be in besides the current ones (comma-separated): "
+             "those removed from D1_DATABASE_ID."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Change nothing; print the moves."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    lease_ttl: int = typer.Option(300, help="Seconds each database's lease lives unless renewed (by each batch)."),
+    break_lease: bool = typer.Option(False, "--break-lease", help="Remove stale leases first (only if no run is active)."),
+    concurrency: int = typer.Option(8, min=1, help="Threads moved at once."),
+    account_id: Optional[str] = _Conn.account_id,
+    database_id: Optional[str] = _Conn.database_id,
+    api_base_url: Optional[str] = _Conn.api_base_url,
+) -> None:
+    """Move each thread to its home after the database list changed: copy, verify, delete."""
+    try:
+        extra = {"previous_database_ids": previous.split(",")} if previous else {}
+        with _saver(account_id, database_id, api_base_url, **extra) as saver:
+            summary = rebalance(saver, dry_run=dry_run, lease_ttl=lease_ttl,
+                                break_lease=break_lease, concurrency=concurrency)
+    except D1Error as exc:
+        _fail(exc)
+        return
+    if as_json:
+        typer.echo(json.dumps(summary.as_dict(), indent=2))
+    else:
+        if dry_run:
+            typer.echo("dry run: nothing was changed. Moves:")
+        for m in summary.moves:
+            outcome = f" ({m['outcome']})" if "outcome" in m else ""
+            typer.echo(f"  {printable(m['thread_id'])}: {m['source']} -> {m['target']}, "
+                       f"{m['checkpoints']} checkpoints{outcome}")
+        for thread_id, error in summary.errors.items():
+            typer.echo(f"  {printable(thread_id)}: FAILED {printable(error)}", err=True)
+        typer.echo(f"{summary.threads_scanned} threads in {len(summary.databases)} databases; "
+                   f"{summary.threads_misplaced} misplaced; {summary.threads_moved} moved "
+                   f"({summary.rows_copied} rows, {summary.bytes_copied} bytes), "
+                   f"{summary.threads_found_copied} found copied, {summary.threads_changed} "
+                   f"changed meanwhile, {summary.threads_failed} failed; {summary.requests} "
+                   f"requests in {summary.seconds:.1f} s")
+    if summary.errors:
+        raise typer.Exit(EXIT_D1)
 
 
 def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> dict[str, Any]:
@@ -283,6 +342,7 @@ def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> dict[str, Any
 def register(app: typer.Typer) -> None:
     """Add the compaction commands to a Typer app."""
     app.command("compact")(compact_cmd)
+    app.command("rebalance")(rebalance_cmd)
     app.command("rekey")(rekey_cmd)
     app.command("tag")(tag_cmd)
     app.command("untag")(untag_cmd)

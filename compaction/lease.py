@@ -31,17 +31,23 @@ def new_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def acquire(saver: D1Saver, *, ttl: int, name: str = LEASE_NAME) -> Lease:
-    """Take the lease or raise LeaseHeldError naming its holder and when it expires."""
-    holder = new_holder()
+def acquire(saver: D1Saver, *, ttl: int, name: str = LEASE_NAME, job: str | None = None
+            ) -> Lease:
+    """Take the lease or raise LeaseHeldError naming its holder and when it expires.
+
+    `job` names another maintenance job sharing the lease (rebalance takes the compaction
+    lease so that the two never overlap); its holder then reads "<job>:<host>:<pid>:...".
+    """
+    holder = new_holder() if job is None else f"{job}:{new_holder()}"
     (taken,) = saver.execute([admin.acquire_lease(name, holder, ttl)])
     if taken.rows:
         return Lease(name, holder, int(ttl))
     (held,) = saver.execute([admin.lease_holder(name)])
     row = held.dicts()[0] if held.rows else {"holder": "?", "seconds_left": "?"}
     who, left = row["holder"], row["seconds_left"]
+    kind = "rebalance" if str(who).startswith("rebalance:") else "compaction"
     raise LeaseHeldError(
-        f"another compaction run holds the lease ({who}, {left} s left); it expires on its "
+        f"another {kind} run holds the lease ({who}, {left} s left); it expires on its "
         "own if that run died; or pass --break-lease if you are sure no run is active")
 
 

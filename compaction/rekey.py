@@ -18,6 +18,7 @@ from typing import Any
 
 from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, RekeyCounts
 from compaction import lease as leases
+from compaction.fleet import databases
 
 TABLES = ("checkpoints", "writes")
 Census = dict[str, dict[str, int]]
@@ -66,7 +67,16 @@ def rekey(
     """Re-seal every stored value under `saver`'s newest key. Raises D1Error subclasses:
     ConfigError without keys, UnknownKeyError for a row under a key the saver lacks (give
     every key rows may be under, newest first), LeaseHeldError if compaction or another
-    rekey holds the lease. Dry runs count and change nothing, and take no lease."""
+    rekey holds the lease. Dry runs count and change nothing, and take no lease. Over several
+    databases it runs on each (one lease each) and the figures add up."""
+    if len(databases(saver)) > 1:
+        started = time.monotonic()
+        parts = saver.each_database(
+            lambda db: rekey(db, dry_run=dry_run, seal_plaintext=seal_plaintext,
+                             batch_rows=batch_rows, lease_ttl=lease_ttl,
+                             break_lease=break_lease, progress=progress),
+            operation="rekey", database_ids=databases(saver))
+        return _add_up(list(parts.values()), round(time.monotonic() - started, 3))
     keys = saver.key_ids
     if not keys:
         raise ConfigError("rekey needs the encryption keys: set D1SAVER_ENCRYPTION_KEYS to "
@@ -115,3 +125,30 @@ def _rekey_table(saver: D1Saver, table: str, held: leases.Lease, batch_rows: int
                                  "it); the batch in flight was not applied, the ones before "
                                  "were: run rekey again to finish") from exc
         raise
+
+
+def _add_up(parts: list[RekeySummary], seconds: float) -> RekeySummary:
+    """One summary from per-database ones: counts and censuses add up."""
+    def census(cs: list[Census | None]) -> Census | None:
+        if any(c is None for c in cs):
+            return None
+        total: Census = {}
+        for c in cs:
+            for table, per_key in (c or {}).items():
+                into = total.setdefault(table, {})
+                for kid, n in per_key.items():
+                    into[kid] = into.get(kid, 0) + n
+        return total
+
+    first = parts[0]
+    out = RekeySummary(dry_run=first.dry_run, newest_key=first.newest_key, keys=first.keys,
+                       before=census([p.before for p in parts]) or {},
+                       after=census([p.after for p in parts]), seconds=seconds)
+    for name in ("to_rewrite", "rewritten", "plaintext_left", "pages", "requests"):
+        setattr(out, name, sum(getattr(p, name) for p in parts))
+    for p in parts:
+        for table, counts in p.tables.items():
+            into = out.tables.setdefault(table, {})
+            for k, n in counts.items():
+                into[k] = into.get(k, 0) + n
+    return out

@@ -10,6 +10,7 @@ from d1saver._errors import (
     ConnectionError,
     D1APIError,
     D1Error,
+    FleetError,
     IntegrityError,
     LeaseHeldError,
     MissingConfigKeyError,
@@ -25,6 +26,7 @@ from d1saver._errors import (
     TransientQueryError,
     TransportError,
     UnknownKeyError,
+    VerificationError,
 )
 from d1saver._reseal import RekeyCounts
 from d1saver._retry import RetryPolicy
@@ -42,6 +44,7 @@ __all__ = [
     "D1Error",
     "D1Saver",
     "D1Settings",
+    "FleetError",
     "IntegrityError",
     "LeaseHeldError",
     "MissingConfigKeyError",
@@ -62,5 +65,6 @@ __all__ = [
     "TransientQueryError",
     "TransportError",
     "UnknownKeyError",
+    "VerificationError",
     "load_settings",
 ]

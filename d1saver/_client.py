@@ -57,7 +57,7 @@ class D1Client:
                               "HTTP header: check CLOUDFLARE_API_TOKEN")
         self._token = api_token
         # The ids go into the URL path, where '/' or '..' would reach another database.
-        validate_database_id(database_id)
+        self.database_id = validate_database_id(database_id)
         validate_account_id(account_id)
         check_api_base_url(api_base_url)
         self.url = (
@@ -169,7 +169,8 @@ class D1Client:
         self.requests += 1
         if self.tracer is not None:
             self.tracer(TraceEvent(tuple(statements), attempt, status, error,
-                                   time.monotonic() - t0, len(request.content), received))
+                                   time.monotonic() - t0, len(request.content), received,
+                                   self.database_id))
 
     # --- sync: moving bytes -----------------------------------------------------------------
 

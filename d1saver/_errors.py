@@ -20,7 +20,10 @@
     │       └── PlaintextValueError a plaintext row where keys require a sealed one
     ├── CheckpointConflictError     the opt-in head guard refused a put
     ├── NotFoundError               tagging a checkpoint that does not exist
-    └── LeaseHeldError              another compaction run holds the lease
+    ├── LeaseHeldError              another compaction run holds the lease
+    ├── VerificationError           a thread copied between databases did not read back identical
+    └── FleetError                  an operation over many databases failed in some of them;
+                                    carries {database_id: error} and the others' results
 
 No message ever contains the API token: errors are built from D1's JSON envelope and from
 the request URL, which holds account and database ids only. No message contains an
@@ -28,6 +31,9 @@ encryption key either: key errors name the key's position, integrity errors the 
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 
 class D1Error(Exception):
@@ -145,3 +151,26 @@ class NotFoundError(D1Error, LookupError):
 
 class LeaseHeldError(D1Error):
     """Another compaction run holds the lease; try later or wait for it to expire."""
+
+
+class VerificationError(D1Error):
+    """A thread copied to another database did not read back identical to its source (row
+    counts or digest differ); its source was left as it was."""
+
+
+class FleetError(D1Error):
+    """An operation spanning several databases failed in some of them.
+
+    `errors` maps each failed database id to its error (a D1Error); `results` maps each
+    database that succeeded to its result, so one database's failure hides nothing else.
+    """
+
+    def __init__(self, operation: str, errors: Mapping[str, D1Error],
+                 results: Mapping[str, Any]) -> None:
+        self.operation = operation
+        self.errors = dict(errors)
+        self.results = dict(results)
+        total = len(self.errors) + len(self.results)
+        detail = "; ".join(f"{db}: {type(exc).__name__}: {exc}" for db, exc in self.errors.items())
+        super().__init__(f"{operation} failed in {len(self.errors)} of {total} databases "
+                         f"({detail})")

@@ -17,7 +17,7 @@ import httpx
 from d1saver._errors import ConfigError
 
 __all__ = ["DEFAULT_API_BASE_URL", "MAX_ID_LENGTH", "check_api_base_url", "validate_account_id",
-           "validate_database_id"]
+           "validate_database_id", "validate_database_ids"]
 
 DEFAULT_API_BASE_URL = "https://api.cloudflare.com/client/v4"
 
@@ -45,6 +45,24 @@ def _validate(value: object, what: str, env: str) -> str:
         f"invalid {what} {shown}: use 1 to {MAX_ID_LENGTH} letters, digits, '-', '_' or '.', "
         f"starting with a letter or digit, not ending in '.', without '..' (check {env})"
     )
+
+
+def validate_database_ids(value: object) -> list[str]:
+    """A list of database ids, or a comma-separated string of them (D1_DATABASE_ID="a,b"):
+    each valid, none repeated, at least one; else a ConfigError."""
+    if isinstance(value, str):
+        items: list[object] = [part.strip() for part in value.split(",")]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise ConfigError(f"database ids must be a list or a comma-separated string, not "
+                          f"{type(value).__name__} (check D1_DATABASE_ID)")
+    ids = [validate_database_id(item) for item in items]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if not ids or repeated:
+        raise ConfigError(f"database ids must be distinct and at least one: {repeated or ids} "
+                          "(check D1_DATABASE_ID)")
+    return ids
 
 
 def check_api_base_url(url: str) -> str:

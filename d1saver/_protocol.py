@@ -56,6 +56,7 @@ class TraceEvent:
     seconds: float
     bytes_sent: int
     bytes_received: int
+    database_id: str | None = None  # which database the request went to (a saver may span many)
 
 
 Tracer = Callable[[TraceEvent], None]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -23,7 +23,7 @@ from d1saver._crypto import (
     write_binder,
 )
 from d1saver._protocol import Param, Result, Statement
-from d1saver._rows import check_columns
+from d1saver._rows import check_columns, read_rows
 from d1saver._values import METADATA_OWNER, Values
 
 CheckpointCursor = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
@@ -210,7 +210,61 @@ def copy_writes(values: Values, rows: list[RawWrite], target: str) -> list[State
     return stmts
 
 
+class SealedCopy:
+    """A keyed thread copied into another database: pages of raw rows read from the source's
+    database (`next_read`) and, re-sealed for the target, written into the target's (the
+    statements `consume` returns), checkpoints first, then writes. No I/O: the fleet runs
+    each read and write with its database's driver; each write is one atomic batch."""
+
+    def __init__(self, values: Values, source: str, target: str, page_size: int) -> None:
+        self.values, self.source, self.target = values, source, target
+        self.size = max(1, int(page_size))
+        self.table: str | None = "checkpoints"
+        self.cursor: Any = None
+        self.copied = 0  # rows of both tables
+
+    def next_read(self) -> Statement | None:
+        if self.table is None:
+            return None
+        make = checkpoints_statement if self.table == "checkpoints" else writes_statement
+        return make(self.source, self.cursor, self.size, None)
+
+    def consume(self, result: Result) -> list[Statement]:
+        """The statements writing the page just read; moves on to the next page or table."""
+        stmts: list[Statement]
+        if self.table == "checkpoints":
+            rows: list[Any] = read_rows(raw_checkpoints, result)
+            stmts, last = copy_checkpoints(self.values, rows, self.target), rows and rows[-1].key
+        else:
+            rows = read_rows(raw_writes, result)
+            stmts, last = copy_writes(self.values, rows, self.target), rows and rows[-1].cursor
+        self.copied += len(rows)
+        if len(rows) < self.size:
+            self.table, self.cursor = ("writes" if self.table == "checkpoints" else None), None
+        else:
+            self.cursor = last
+        return stmts
+
+
 # --- rekeying ---------------------------------------------------------------------------------
+
+def add_census(parts: Mapping[str, dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+    """Key censuses of several databases added up: {table: {key id: values}}."""
+    total: dict[str, dict[str, int]] = {}
+    for census in parts.values():
+        for table, per_key in census.items():
+            into = total.setdefault(table, {})
+            for kid, n in per_key.items():
+                into[kid] = into.get(kid, 0) + n
+    return total
+
+
+def add_counts(parts: Mapping[str, RekeyCounts]) -> RekeyCounts:
+    """Rekey counts of several databases added up."""
+    return RekeyCounts(*(sum(getattr(c, f) for c in parts.values())
+                         for f in ("rewritten", "plaintext", "pages", "requests")))
+
+
 
 
 def fingerprint(text: str | None) -> str | None:

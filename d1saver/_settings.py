@@ -10,7 +10,7 @@ from d1saver._ids import (
     DEFAULT_API_BASE_URL,
     check_api_base_url,
     validate_account_id,
-    validate_database_id,
+    validate_database_ids,
 )
 
 
@@ -29,8 +29,19 @@ class D1Settings(BaseSettings):
     )
 
     _check_account_id = field_validator("account_id")(validate_account_id)
-    _check_database_id = field_validator("database_id")(validate_database_id)
     _check_api_base_url = field_validator("api_base_url")(check_api_base_url)
+
+    @field_validator("database_id")
+    @classmethod
+    def _check_database_id(cls, value: str) -> str:
+        # One id, or several separated by commas (a saver over many databases); kept as
+        # given, tidied: "a, b" -> "a,b".
+        return ",".join(validate_database_ids(value))
+
+    @property
+    def database_ids(self) -> list[str]:
+        """The database ids of D1_DATABASE_ID, in order (one for a single database)."""
+        return self.database_id.split(",")
 
 
 _ENV_NAMES = {

@@ -910,6 +910,116 @@ UNION ALL SELECT 'writes', COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM writes
 UNION ALL SELECT 'chunks', COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM chunks
 UNION ALL SELECT 'tags', COUNT(*), 0 FROM tags"""
 
+
+# --- transfers: a thread's rows read out of one database and written into another ----------
+#
+# Used by copy_thread between databases and by `d1saver rebalance`. Each table is read in keyset
+# pages, in primary-key order, of at most ?N rows and about ?M bytes (a page always holds at
+# least one row, so a 2 MB value still moves); rows are written back one statement each, every
+# value a bound parameter. Columns: the table's columns but thread_id (keys first), then
+# `available` (rows in the page before the byte cut: fewer than ?N means the table is done).
+
+# table: (key columns after thread_id, in primary-key order; the other columns)
+TRANSFER_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "checkpoints": (("checkpoint_ns", "checkpoint_id"),
+                    ("parent_checkpoint_id", "type", "checkpoint", "metadata", "channels",
+                     "run_id", "ts")),
+    "writes": (("checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+               ("task_path", "channel", "type", "value")),
+    "chunks": (("checkpoint_ns", "checkpoint_id", "owner", "seq"), ("data",)),
+    "tags": (("checkpoint_ns", "name"), ("checkpoint_id", "created_at")),
+    # After checkpoints: inserting a checkpoint clears its row here (delta_unwritten_on_put).
+    "delta_unwritten": (("checkpoint_ns", "checkpoint_id"), ("channels",)),
+}
+
+
+def _transfer_page(table: str) -> str:
+    keys, rest = TRANSFER_TABLES[table]
+    cols = ", ".join((*keys, *rest))
+    size = " + ".join(f"COALESCE(LENGTH({c}), 0)" for c in rest)  # the values: nearly all bytes
+    k = len(keys)
+    cursor = ", ".join(f"?{i}" for i in range(2, k + 2))
+    return f"""
+SELECT {cols}, available FROM (
+    SELECT {cols}, SUM({size}) OVER (ORDER BY {", ".join(keys)} ROWS UNBOUNDED PRECEDING)
+               - ({size}) AS bytes_before,
+           COUNT(*) OVER () AS available
+    FROM (SELECT {cols} FROM {table}
+          WHERE thread_id = ?1 AND (?2 IS NULL OR ({", ".join(keys)}) > ({cursor}))
+          ORDER BY {", ".join(keys)} LIMIT ?{k + 2})
+)
+WHERE bytes_before < ?{k + 3}
+ORDER BY {", ".join(keys)}"""
+
+
+def _transfer_insert(table: str) -> str:
+    keys, rest = TRANSFER_TABLES[table]
+    cols = ("thread_id", *keys, *rest)
+    marks = ", ".join(f"?{i}" for i in range(1, len(cols) + 1))
+    return f"INSERT OR REPLACE INTO {table} ({', '.join(cols)}) VALUES ({marks})"
+
+
+# Params: ?1 thread_id, then the key of the previous page's last row (all NULL on the first
+# page), then the row limit and the byte budget.
+TRANSFER_PAGE = {table: _transfer_page(table) for table in TRANSFER_TABLES}
+TRANSFER_PAGE_COLUMNS = {table: (*keys, *rest, "available")
+                         for table, (keys, rest) in TRANSFER_TABLES.items()}
+# Params: thread_id, then the row's columns in TRANSFER_TABLES order. A row already there is
+# replaced: the copy wins, as copy_thread within one database does.
+TRANSFER_INSERT = {table: _transfer_insert(table) for table in TRANSFER_TABLES}
+
+# Staged rows become the thread in one batch: ?1 staging thread id, ?2 the thread id. An
+# UPDATE fires no insert trigger, so the batch first does what the triggers of migrations 2 and
+# 4 do for an insert: a checkpoint or write that replaces one of the thread's drops the old
+# one's pieces, and a checkpoint its old delta_unwritten row.
+RENAME_THREAD = [
+    """
+DELETE FROM chunks WHERE thread_id = ?2 AND owner IN ('', ':metadata') AND EXISTS (
+    SELECT 1 FROM checkpoints AS s WHERE s.thread_id = ?1
+        AND s.checkpoint_ns = chunks.checkpoint_ns AND s.checkpoint_id = chunks.checkpoint_id)""",
+    """
+DELETE FROM chunks WHERE thread_id = ?2 AND EXISTS (
+    SELECT 1 FROM writes AS s WHERE s.thread_id = ?1 AND s.checkpoint_ns = chunks.checkpoint_ns
+        AND s.checkpoint_id = chunks.checkpoint_id AND chunks.owner = s.task_id || '/' || s.idx)""",
+    """
+DELETE FROM delta_unwritten WHERE thread_id = ?2 AND EXISTS (
+    SELECT 1 FROM checkpoints AS s WHERE s.thread_id = ?1
+        AND s.checkpoint_ns = delta_unwritten.checkpoint_ns
+        AND s.checkpoint_id = delta_unwritten.checkpoint_id)""",
+    *(f"UPDATE OR REPLACE {table} SET thread_id = ?2 WHERE thread_id = ?1"
+      for table in TRANSFER_TABLES),
+]
+
+# Deletes a moved thread from its old database only if it still holds what was copied: ?1
+# thread_id, ?2..?5 its row counts in checkpoints, writes, chunks, tags when read (its
+# delta_unwritten rows go with its checkpoints, by their trigger). A writer
+# that added rows since then keeps them there (the scope stays empty, nothing is deleted) and
+# the next rebalance moves the thread again. Results: DELETE_THREAD_IF_UNCHANGED[1].changes
+# is 1 if the thread was deleted.
+DELETE_THREAD_IF_UNCHANGED = [
+    CLEAR_SCRATCH[0],
+    """
+INSERT INTO d1saver_scope (thread_id)
+SELECT ?1 WHERE (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?1) = ?2
+    AND (SELECT COUNT(*) FROM writes WHERE thread_id = ?1) = ?3
+    AND (SELECT COUNT(*) FROM chunks WHERE thread_id = ?1) = ?4
+    AND (SELECT COUNT(*) FROM tags WHERE thread_id = ?1) = ?5""",
+    f"DELETE FROM writes WHERE {_IN_SCOPE}",
+    f"DELETE FROM chunks WHERE {_IN_SCOPE}",
+    f"DELETE FROM tags WHERE {_IN_SCOPE}",
+    f"DELETE FROM checkpoints WHERE {_IN_SCOPE}",
+    CLEAR_SCRATCH[0],
+]
+
+# Thread ids in [?1, ?2) in any table (staged rows left by a killed copy, by their prefix).
+THREADS_IN_RANGE = """
+SELECT thread_id FROM checkpoints WHERE thread_id >= ?1 AND thread_id < ?2
+UNION SELECT thread_id FROM writes WHERE thread_id >= ?1 AND thread_id < ?2
+UNION SELECT thread_id FROM chunks WHERE thread_id >= ?1 AND thread_id < ?2
+UNION SELECT thread_id FROM tags WHERE thread_id >= ?1 AND thread_id < ?2
+UNION SELECT thread_id FROM delta_unwritten WHERE thread_id >= ?1 AND thread_id < ?2
+ORDER BY thread_id"""
+
 # --- sealed rows: copies and rekeying (d1saver/_reseal.py) --------------------------------
 #
 # With encryption keys a value is bound to its row, so copy_thread and rekey rewrite values

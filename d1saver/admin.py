@@ -14,7 +14,10 @@ from collections.abc import Sequence
 
 from d1saver import _rows, _sql
 from d1saver import _statements as st
+from d1saver import _transfer
 from d1saver._protocol import Result, Statement
+from d1saver._routing import MOVING_PREFIX, is_staging
+from d1saver._transfer import ThreadReader, ThreadRows
 
 
 def threads_page(after: str, size: int) -> Statement:
@@ -93,6 +96,50 @@ def lease_holder(name: str) -> Statement:
     return Statement(_sql.LEASE_HOLDER, (name,))
 
 
-__all__ = ["acquire_lease", "break_lease", "history", "lease_guard", "lease_holder",
-           "release_lease", "retention", "retention_summary",
-           "storage_summary", "stored_sample", "thread_infos", "threads_page"]
+# --- moving threads between databases (`d1saver rebalance`) -----------------------------------
+
+def thread_reader(thread_id: str) -> ThreadReader:
+    """Reads every row of a thread in bounded keyset pages:
+
+        reader = thread_reader("t1")
+        while (stmts := reader.next_statements()) is not None:
+            reader.consume(saver.execute(stmts))
+        rows = reader.rows          # a ThreadRows: counts(), digest(), holds(other)
+    """
+    return ThreadReader(thread_id)
+
+
+def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str = MOVING_PREFIX
+                 ) -> list[list[Statement]]:
+    """The atomic batches that write `rows` as thread `target` (values as bound parameters,
+    within D1's limits); over one batch, staged under `staging_prefix + target` and renamed
+    by the last, so readers never see part of the thread."""
+    return _transfer.copy_batches(rows, target, staging_prefix=staging_prefix)
+
+
+def delete_if_unchanged(rows: ThreadRows) -> list[Statement]:
+    """Delete the thread `rows` were read from, in that database, only if its row counts are
+    still those of `rows`; `moved_away(results)` says whether it did."""
+    return _transfer.delete_if_unchanged(rows)
+
+
+def moved_away(results: Sequence[Result]) -> bool:
+    """Whether a `delete_if_unchanged` batch (the last statements of a request) deleted."""
+    return _transfer.deleted(results)
+
+
+def staged_threads(prefix: str = MOVING_PREFIX) -> Statement:
+    """Thread ids holding staged rows (a copy killed midway); column: thread_id."""
+    return _transfer.staged_threads(prefix)
+
+
+def delete_threads(thread_ids: Sequence[str]) -> list[Statement]:
+    """Delete these threads entirely, in one batch."""
+    return st.delete_threads_statements(thread_ids)
+
+
+__all__ = ["MOVING_PREFIX", "ThreadReader", "ThreadRows", "acquire_lease", "break_lease",
+           "copy_batches", "delete_if_unchanged", "delete_threads", "history", "is_staging",
+           "lease_guard", "lease_holder", "moved_away", "release_lease", "retention",
+           "retention_summary", "staged_threads", "storage_summary", "stored_sample",
+           "thread_infos", "thread_reader", "threads_page"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import agent_bench, compaction_bench
+from benchmarks import agent_bench, compaction_bench, scaling_bench
 
 
 def test_compaction_benchmark_runs() -> None:
@@ -18,3 +18,9 @@ def test_agent_benchmark_runs(variant: str) -> None:
     rows = agent_bench.main(["--quick", "--savers", "d1saver", "--variants", variant,
                              "--latency-ms", "0"])
     assert rows and all(not row.errors and row.state_ok for row in rows), rows
+
+
+def test_scaling_benchmark_runs() -> None:
+    rows = scaling_bench.main(["--threads", "4", "--turns", "1", "--service-ms", "0",
+                               "--latency-ms", "0", "--fleets", "1,2", "--storage-turns", "2"])
+    assert [(r.databases, r.checkpoints) for r in rows] == [(1, 12), (2, 12)]  # 3 per thread

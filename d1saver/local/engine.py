@@ -13,6 +13,7 @@ from __future__ import annotations
 import hmac
 import os
 import re
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,11 @@ class LocalD1:
     `handle()` takes a raw HTTP request and returns a `LocalResponse`; it raises `DroppedConnection`
     when the fault plan drops the connection. A request naming an invalid account or database id
     (see `d1saver._ids`) gets a 404 and never reaches the file system.
+
+    `service_time_ms` imitates D1's execution time: each statement takes that long while its
+    database is held, so requests to one database queue behind each other as on D1 (one query
+    at a time per database) and requests to different databases overlap (the scaling
+    benchmark measures this; see docs/SCALING.md).
     """
 
     def __init__(
@@ -45,7 +51,9 @@ class LocalD1:
         *,
         api_token: str | None = None,
         faults: FaultPlan | None = None,
+        service_time_ms: float = 0.0,
     ) -> None:
+        self.service_s = max(0.0, service_time_ms) / 1000
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self._api_token = api_token
         self.faults = faults
@@ -105,6 +113,8 @@ class LocalD1:
             self.stats.add(statements=len(statements))
             with database.lock:
                 results = database.run(statements, raw=match.group(3) == "raw")
+                if self.service_s:
+                    time.sleep(self.service_s * len(statements))
         except ApiError as exc:
             return exc.status, error_envelope(exc.code, exc.message)
         self.stats.add(rows_written=sum(r["meta"]["rows_written"] for r in results))

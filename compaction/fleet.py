@@ -1,0 +1,119 @@
+"""Compaction and inspection over a saver of several databases: the single-database job
+(compaction/job.py) runs on each database, concurrently, and the figures add up.
+
+Each database takes its own lease, so a run over four databases holds four, and one
+database's failure does not stop the others: it is reported (FleetError) with their results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from d1saver import D1Saver, admin
+from compaction import job
+from compaction.job import Progress, Summary, ThreadInfo
+
+
+@dataclass(frozen=True)
+class FleetThreadInfo(ThreadInfo):
+    """A thread's figures and the database it was found in."""
+
+    database_id: str
+
+
+@dataclass
+class FleetSummary(Summary):
+    """The sum of the per-database summaries; `databases` holds each one's figures."""
+
+    databases: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def databases(saver: D1Saver) -> list[str]:
+    """Every database of the saver: the current ones, then the previous ones not among them
+    (databases being drained while threads move)."""
+    return list(dict.fromkeys([*saver.database_ids, *(saver.previous_database_ids or ())]))
+
+
+def spans(saver: D1Saver) -> bool:
+    return len(databases(saver)) > 1
+
+
+def compact(saver: D1Saver, *, keep: int, threads: Sequence[str] | None = None,
+            progress: Progress | None = None, **options: Any) -> Summary:
+    """compaction.job.compact on every database of the saver (one lease each), concurrently.
+
+    With one database this is job.compact itself. Named threads go to their home databases;
+    `options` are job.compact's. Returns a FleetSummary over several databases.
+    """
+    if not spans(saver):
+        return job.compact(saver, keep=keep, threads=threads, progress=progress, **options)
+    if threads is None:
+        groups: dict[str, list[str] | None] = {db: None for db in databases(saver)}
+    else:
+        groups = {}
+        for thread_id in threads:
+            groups.setdefault(saver.home(thread_id), []).append(thread_id)  # type: ignore[union-attr]
+    counts: dict[str, tuple[int, int]] = {}
+    lock = threading.Lock()
+
+    def run(db: D1Saver) -> Summary:
+        def report(done: int, total: int) -> None:
+            with lock:
+                counts[str(db.database_id)] = (done, total)
+                if progress is not None:
+                    progress(sum(d for d, _ in counts.values()), sum(t for _, t in counts.values()))
+
+        return job.compact(db, keep=keep, threads=groups[str(db.database_id)],
+                           progress=report, **options)
+
+    started = time.monotonic()
+    parts = saver.each_database(run, operation="compact", database_ids=list(groups))
+    summary = add_up(parts)
+    summary.seconds = round(time.monotonic() - started, 3)
+    return summary
+
+
+def add_up(parts: dict[str, Summary]) -> FleetSummary:
+    """One summary from per-database ones: numbers add, plans concatenate (each entry naming
+    its database), and `databases` keeps every database's own figures."""
+    first = next(iter(parts.values()))
+    total = FleetSummary(dry_run=first.dry_run, keep=first.keep)
+    for db, part in parts.items():
+        for f in dataclasses.fields(Summary):
+            value = getattr(part, f.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and f.name not in ("keep", "seconds"):
+                setattr(total, f.name, getattr(total, f.name) + value)
+        total.plan += [{"database_id": db, **p} for p in part.plan]
+        total.databases[db] = part.as_dict(with_plan=False)
+    return total
+
+
+def list_threads(saver: D1Saver) -> list[ThreadInfo]:
+    """Every thread of every database (FleetThreadInfo over several), without the staged
+    rows of a move in progress."""
+    if not spans(saver):
+        return [i for i in job.list_threads(saver) if not admin.is_staging(i.thread_id)]
+    found = saver.each_database(job.list_threads, operation="threads")
+    return [FleetThreadInfo(**dataclasses.asdict(info), database_id=db)
+            for db, infos in found.items() for info in infos
+            if not admin.is_staging(info.thread_id)]
+
+
+def history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
+    """A thread's newest checkpoints (see admin.history). Over several databases, from every
+    one that holds some (each row names its database_id), newest first."""
+    if not spans(saver):
+        (res,) = saver.execute([admin.history(thread_id, limit)])
+        return res.dicts()
+    found = saver.each_database(lambda db: db.execute([admin.history(thread_id, limit)])[0],
+                                operation="history")
+    rows = [{**row, "database_id": db} for db, res in found.items() for row in res.dicts()]
+    rows.sort(key=lambda r: r["checkpoint_ns"])
+    rows.sort(key=lambda r: r["checkpoint_id"], reverse=True)  # as HISTORY orders one database
+    return rows[:limit]

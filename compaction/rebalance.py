@@ -1,0 +1,258 @@
+"""`d1saver rebalance`: move every thread to its home database after the database list changed.
+
+Each database of the saver (and each previous one given, e.g. one being removed) lists its
+threads; a thread whose home (`saver.home`: rendezvous hashing, or the saver's `route`) is
+another database is misplaced, and moves:
+
+1. read all its rows where it is (the source), in bounded pages;
+2. read it at its home: if the home already holds every source row, identical (a run killed
+   after copying), go to 4;
+3. copy the rows to the home in atomic batches, values as bound parameters (a thread over one
+   batch is staged under another id and renamed by a last batch, so a reader never sees part
+   of it); read it back and verify that the home holds every source row: the same row counts
+   and SHA-256 digest;
+4. delete it from the source, in one batch that deletes only if the source still has the row
+   counts read in 1 (a writer on the old layout added some: the thread stays, and moves again).
+
+Every write is one atomic, idempotent batch and nothing is deleted before its copy is verified,
+so a run killed at any point leaves each thread whole in its source, whole in both, or moved,
+never lost and, once rerun, never in two databases: the rerun finishes the job. Staged rows a
+killed run left are removed at the end of the next. While threads move, savers configured with
+`previous_database_ids` read a thread from its previous home when its new home has none of it.
+
+The run takes the compaction lease in every database involved (compaction and rebalance never
+overlap in a database), and every write batch fails unless the run still holds it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from d1saver import (D1Error, D1Saver, LeaseHeldError, QueryError, Result, Statement,
+                     VerificationError, admin)
+from compaction import fleet
+from compaction import lease as leases
+from compaction.job import ThreadInfo, list_threads
+
+Progress = Callable[[int, int], None]
+ATTEMPTS = 3  # moves of one thread in a run while writers on the old layout keep adding rows
+
+
+@dataclass(frozen=True)
+class Move:
+    """A misplaced thread: where it is, where it belongs."""
+
+    thread_id: str
+    source: str
+    target: str
+    checkpoints: int
+    bytes: int
+
+
+@dataclass
+class RebalanceSummary:
+    """What a run did (or, dry, would do); `--json` prints this."""
+
+    dry_run: bool
+    databases: list[str]
+    threads_scanned: int = 0
+    threads_misplaced: int = 0
+    threads_moved: int = 0
+    threads_found_copied: int = 0   # complete at home already (a killed run): only deleted
+    threads_changed: int = 0        # a writer kept adding rows at the source: left there
+    threads_failed: int = 0
+    rows_copied: int = 0
+    bytes_copied: int = 0
+    staged_removed: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+    per_database: dict[str, dict[str, int]] = field(default_factory=dict)
+    moves: list[dict[str, Any]] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)  # thread_id -> "database: error"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def plan(saver: D1Saver, databases: Sequence[str]) -> tuple[dict[str, list[ThreadInfo]],
+                                                             list[Move]]:
+    """Each database's threads, and the moves that put every thread at its home."""
+    found = saver.each_database(list_threads, operation="rebalance scan",
+                                database_ids=databases)
+    moves = [Move(i.thread_id, db, saver.home(i.thread_id), i.checkpoints, i.bytes)
+             for db, infos in found.items() for i in infos
+             if not admin.is_staging(i.thread_id) and saver.home(i.thread_id) != db]
+    return found, moves
+
+
+def rebalance(saver: D1Saver, *, dry_run: bool = False, lease_ttl: int = 300,
+              break_lease: bool = False, concurrency: int = 8,
+              progress: Progress | None = None) -> RebalanceSummary:
+    """Move every misplaced thread to its home (see the module's docstring).
+
+    Scans the saver's databases and its `previous_database_ids`. Per-thread failures are
+    reported in the summary's `errors` (that thread stays where it was); losing a lease
+    raises LeaseHeldError. Dry runs change nothing and take no lease.
+    """
+    started = time.monotonic()
+    databases = fleet.databases(saver)
+    views = {db: saver.database(db) for db in databases}
+    requests0 = {db: v.client.requests for db, v in views.items()}
+    summary = RebalanceSummary(dry_run=dry_run, databases=databases)
+    saver.each_database(lambda db: db.setup(), operation="setup", database_ids=databases)
+    held = {} if dry_run else _acquire_all(views, lease_ttl, break_lease)
+    try:
+        found, moves = plan(saver, databases)
+        summary.threads_scanned = sum(len(infos) for infos in found.values())
+        summary.threads_misplaced = len({m.thread_id for m in moves})
+        summary.per_database = {db: {"threads": len(found[db]), "moved_out": 0, "moved_in": 0}
+                                for db in databases}
+        if dry_run:
+            summary.moves = [asdict(m) for m in moves]
+        else:
+            _Mover(views, held, summary).run(moves, concurrency, progress)
+            summary.staged_removed = _remove_staged(views, held)
+    finally:
+        for db, lease in held.items():
+            leases.release(views[db], lease)
+    summary.requests = sum(v.client.requests - requests0[db] for db, v in views.items())
+    summary.seconds = round(time.monotonic() - started, 3)
+    return summary
+
+
+def _acquire_all(views: dict[str, D1Saver], ttl: int, break_lease: bool
+                 ) -> dict[str, leases.Lease]:
+    """The lease of every database, or none (those taken are released) and LeaseHeldError."""
+    held: dict[str, leases.Lease] = {}
+    try:
+        for db, view in views.items():
+            if break_lease:
+                leases.break_lease(view)
+            held[db] = leases.acquire(view, ttl=ttl, job="rebalance")
+    except LeaseHeldError as exc:
+        for taken, lease in held.items():
+            leases.release(views[taken], lease)
+        raise LeaseHeldError(f"database {db}: {exc}") from exc
+    return held
+
+
+def _read(view: D1Saver, thread_id: str) -> admin.ThreadRows:
+    reader = admin.thread_reader(thread_id)
+    while (stmts := reader.next_statements()) is not None:
+        reader.consume(view.execute(stmts))
+    return reader.rows
+
+
+class _Mover:
+    """Moves threads, several at once; each thread's moves (it may sit in more than one
+    database) one after the other."""
+
+    def __init__(self, views: dict[str, D1Saver], held: dict[str, leases.Lease],
+                 summary: RebalanceSummary) -> None:
+        self.views, self.held, self.summary = views, held, summary
+        self.lock = threading.Lock()
+        self.lost: LeaseHeldError | None = None
+
+    def run(self, moves: list[Move], concurrency: int, progress: Progress | None) -> None:
+        by_thread: dict[str, list[Move]] = {}
+        for m in moves:
+            by_thread.setdefault(m.thread_id, []).append(m)
+        done = 0
+
+        def one(group: list[Move]) -> None:
+            nonlocal done
+            for m in group:
+                if self.lost is None:
+                    self._move_reporting(m)
+            with self.lock:
+                done += 1
+                if progress is not None:
+                    progress(done, len(by_thread))
+
+        with ThreadPoolExecutor(max_workers=max(1, concurrency),
+                                thread_name_prefix="d1saver-rebalance") as pool:
+            list(pool.map(one, by_thread.values()))
+        if self.lost is not None:
+            raise self.lost
+
+    def _move_reporting(self, m: Move) -> None:
+        try:
+            outcome, rows = self._move(m)
+        except LeaseHeldError as exc:
+            self.lost = exc
+            return
+        except D1Error as exc:
+            with self.lock:
+                self.summary.threads_failed += 1
+                self.summary.errors[m.thread_id] = f"{m.source} -> {m.target}: {exc}"
+            return
+        with self.lock:
+            s = self.summary
+            s.moves.append({**asdict(m), "outcome": outcome})
+            if outcome == "changed":
+                s.threads_changed += 1
+                return
+            if outcome == "moved":
+                s.threads_moved += 1
+                s.rows_copied += rows.total
+                s.bytes_copied += rows.bytes
+            elif outcome == "found copied":
+                s.threads_found_copied += 1
+            if outcome != "gone":
+                s.per_database[m.source]["moved_out"] += 1
+                s.per_database[m.target]["moved_in"] += 1
+
+    def _move(self, m: Move) -> tuple[str, admin.ThreadRows]:
+        src, dst = self.views[m.source], self.views[m.target]
+        rows = admin.ThreadRows(m.thread_id)
+        for _ in range(ATTEMPTS):
+            rows = _read(src, m.thread_id)
+            if not rows.total:
+                return "gone", rows  # deleted meanwhile, or moved by an earlier attempt
+            copied = False
+            if not _read(dst, m.thread_id).holds(rows):
+                for batch in admin.copy_batches(rows, m.thread_id):
+                    self._write(m.target, batch)
+                if not _read(dst, m.thread_id).holds(rows):
+                    raise VerificationError(
+                        f"thread {m.thread_id!r} copied to {m.target} does not read back as in "
+                        f"{m.source} ({rows.counts()}): left in {m.source}")
+                copied = True
+            if admin.moved_away(self._write(m.source, admin.delete_if_unchanged(rows))):
+                return ("moved" if copied else "found copied"), rows
+        return "changed", rows
+
+    def _write(self, db: str, statements: list[Statement]) -> list[Result]:
+        return _guarded(self.views[db], self.held[db], statements)
+
+
+def _guarded(view: D1Saver, lease: leases.Lease, statements: list[Statement]) -> list[Result]:
+    """One atomic batch, refused by D1 unless this run still holds the database's lease."""
+    try:
+        return view.execute([*lease.guard_statements(), *statements])
+    except QueryError as exc:
+        if "lease_lost" in str(exc):
+            raise LeaseHeldError(f"database {view.database_id}: this run lost its lease (it "
+                                 "expired and another run took it); nothing of this batch was "
+                                 "applied") from exc
+        raise
+
+
+def _remove_staged(views: dict[str, D1Saver], held: dict[str, leases.Lease]) -> int:
+    """Delete the staged rows killed runs left (this run renamed its own)."""
+    removed = 0
+    for db, view in views.items():
+        (res,) = view.execute([admin.staged_threads()])
+        ids = [row[0] for row in res.rows]
+        if ids:
+            _guarded(view, held[db], admin.delete_threads(ids))
+            removed += len(ids)
+    return removed
+
+
+__all__ = ["Move", "RebalanceSummary", "plan", "rebalance"]

@@ -1,0 +1,214 @@
+"""A thread's rows moved between databases: read in bounded pages, written in bounded atomic
+batches, compared by digest.
+
+copy_thread between two databases and `d1saver rebalance` both use it. Reading is a keyset
+state machine (`ThreadReader`) over every table the thread has rows in; writing is one INSERT
+per row, every value a bound parameter, packed into batches within D1's limits (100 KB of SQL
+and 100 parameters per statement, 2 MB per value; the batch itself is kept to a few MB so it
+finishes well inside D1's 30 s). A thread that fits one batch appears at once; a larger one is
+written under a staging thread id (d1saver/_routing.py) and renamed in one last batch, so a
+reader never sees part of a thread. No I/O here: `read_thread` and `write_thread` are
+operations over an exchange, which the saver runs with a database's driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from d1saver import _sql
+from d1saver._errors import ResponseError
+from d1saver._protocol import Op, Result, Statement
+
+__all__ = ["TABLES", "ThreadReader", "ThreadRows", "copy_batches", "delete_if_unchanged",
+           "deleted", "read_thread", "staged_threads", "write_thread"]
+
+TABLES = tuple(_sql.TRANSFER_TABLES)
+Row = tuple[Any, ...]
+Exchange = Callable[[Sequence[Statement]], Op[list[Result]]]
+
+READ_PAGE_ROWS = 500
+READ_PAGE_BYTES = 1_000_000       # per table and request; a page holds at least one row
+WRITE_BATCH_BYTES = 4_000_000     # parameters and SQL of one write request
+WRITE_BATCH_STATEMENTS = 500
+
+
+@dataclass
+class ThreadRows:
+    """Every row of one thread, per table, in primary-key order (thread_id left out)."""
+
+    thread_id: str
+    tables: dict[str, list[Row]] = field(default_factory=lambda: {t: [] for t in TABLES})
+
+    def counts(self) -> dict[str, int]:
+        return {table: len(rows) for table, rows in self.tables.items()}
+
+    @property
+    def total(self) -> int:
+        return sum(len(rows) for rows in self.tables.values())
+
+    @property
+    def bytes(self) -> int:
+        """Characters of the stored values (what a copy sends, near enough)."""
+        return sum(_row_bytes(row) for rows in self.tables.values() for row in rows)
+
+    def digest(self) -> str:
+        """SHA-256 of the rows, tables in a fixed order: equal digests, equal rows."""
+        h = hashlib.sha256()
+        for table in TABLES:
+            h.update(table.encode())
+            for row in self.tables[table]:
+                h.update(json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode(
+                    "utf-8", "surrogatepass"))
+                h.update(b"\n")
+        return h.hexdigest()
+
+    def restricted_to(self, other: ThreadRows) -> ThreadRows:
+        """This thread's rows whose primary keys `other` holds too."""
+        out = ThreadRows(self.thread_id)
+        for table, (keys, _) in _sql.TRANSFER_TABLES.items():
+            wanted = {row[: len(keys)] for row in other.tables[table]}
+            out.tables[table] = [row for row in self.tables[table] if row[: len(keys)] in wanted]
+        return out
+
+    def holds(self, other: ThreadRows) -> bool:
+        """True if every row of `other` is here, identical: same counts and digest on its keys."""
+        mine = self.restricted_to(other)
+        return mine.counts() == other.counts() and mine.digest() == other.digest()
+
+
+def _row_bytes(row: Row) -> int:
+    return sum(len(v) if isinstance(v, str) else 8 for v in row)
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+class ThreadReader:
+    """The keyset pages of one thread's rows: each request reads the next page of every table
+    not yet exhausted (one request for most threads), at most `page_rows` rows and about
+    `page_bytes` of values per table."""
+
+    def __init__(self, thread_id: str, *, page_rows: int = READ_PAGE_ROWS,
+                 page_bytes: int = READ_PAGE_BYTES, tables: Sequence[str] = TABLES) -> None:
+        self.rows = ThreadRows(thread_id)
+        self.page_rows = max(1, int(page_rows))
+        self.page_bytes = max(1, int(page_bytes))
+        self._cursor: dict[str, Row | None] = {t: None for t in TABLES}
+        self._open = [t for t in TABLES if t in tables]
+        self._asked: list[str] = []
+
+    def next_statements(self) -> list[Statement] | None:
+        if not self._open:
+            return None
+        self._asked = list(self._open)
+        out = []
+        for table in self._asked:
+            keys, _ = _sql.TRANSFER_TABLES[table]
+            cursor = self._cursor[table] or (None,) * len(keys)
+            out.append(Statement(_sql.TRANSFER_PAGE[table], (
+                self.rows.thread_id, *cursor, self.page_rows, self.page_bytes)))
+        return out
+
+    def consume(self, results: Sequence[Result]) -> None:
+        if len(results) != len(self._asked):
+            raise ResponseError(f"expected {len(self._asked)} results, got {len(results)}")
+        for table, result in zip(self._asked, results):
+            expected = _sql.TRANSFER_PAGE_COLUMNS[table]
+            if result.rows and tuple(result.columns) != expected:
+                raise ResponseError(f"D1 returned columns {result.columns} where d1saver "
+                                    f"expects {list(expected)}")
+            rows = [tuple(r[:-1]) for r in result.rows]
+            self.rows.tables[table] += rows
+            available = int(result.rows[0][-1]) if result.rows else 0
+            if available < self.page_rows and len(rows) == available:
+                self._open.remove(table)
+            else:
+                keys, _ = _sql.TRANSFER_TABLES[table]
+                self._cursor[table] = rows[-1][: len(keys)]
+
+
+def read_thread(exchange: Exchange, thread_id: str, tables: Sequence[str] = TABLES,
+                **limits: int) -> Op[ThreadRows]:
+    """Every row of `thread_id` in the database behind `exchange` (in `tables`)."""
+    reader = ThreadReader(thread_id, tables=tables, **limits)
+    while (stmts := reader.next_statements()) is not None:
+        reader.consume((yield from exchange(stmts)))
+    return reader.rows
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def _inserts(rows: ThreadRows, thread_id: str) -> Iterator[tuple[Statement, int]]:
+    for table in TABLES:
+        sql = _sql.TRANSFER_INSERT[table]
+        for row in rows.tables[table]:
+            yield Statement(sql, (thread_id, *row)), len(sql) + len(thread_id) + _row_bytes(row)
+
+
+def _pack(items: Iterator[tuple[Statement, int]], max_bytes: int, max_statements: int
+          ) -> list[list[Statement]]:
+    batches: list[list[Statement]] = []
+    size = 0
+    for stmt, n in items:
+        if not batches or size + n > max_bytes or len(batches[-1]) >= max_statements:
+            batches.append([])
+            size = 0
+        batches[-1].append(stmt)
+        size += n
+    return batches
+
+
+def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str,
+                 max_bytes: int = WRITE_BATCH_BYTES,
+                 max_statements: int = WRITE_BATCH_STATEMENTS) -> list[list[Statement]]:
+    """The write requests that put `rows` into thread `target`, each an atomic batch.
+
+    One batch if they fit: the thread appears whole, at once. Otherwise the rows go under the
+    staging id `staging_prefix + target` (emptied first, so a rerun after a kill starts clean)
+    and the last batch renames them to `target`; rows already in `target` with the same keys
+    are replaced, as copy_thread within one database replaces them.
+    """
+    batches = _pack(_inserts(rows, target), max_bytes, max_statements)
+    if len(batches) <= 1:
+        return batches
+    staging = staging_prefix + target
+    batches = _pack(_inserts(rows, staging), max_bytes, max_statements)
+    ids = json.dumps([staging.encode("utf-8", "surrogatepass").hex()])
+    batches[0][:0] = [Statement(s, (ids,)) for s in _sql.DELETE_THREADS]
+    batches.append([Statement(s, (staging, target)) for s in _sql.RENAME_THREAD])
+    return batches
+
+
+def write_thread(exchange: Exchange, rows: ThreadRows, target: str, *, staging_prefix: str
+                 ) -> Op[None]:
+    """Write `rows` as thread `target` in the database behind `exchange` (see copy_batches)."""
+    for batch in copy_batches(rows, target, staging_prefix=staging_prefix):
+        yield from exchange(batch)
+
+
+# --- after a move -----------------------------------------------------------------------------
+
+
+def delete_if_unchanged(rows: ThreadRows) -> list[Statement]:
+    """Delete the thread from the database `rows` were read from, only if it still has as
+    many rows in each table (`deleted` tells from the results whether it did)."""
+    counts = rows.counts()
+    params = (rows.thread_id, counts["checkpoints"], counts["writes"], counts["chunks"],
+              counts["tags"])
+    return [Statement(s, params if "?1" in s else ()) for s in _sql.DELETE_THREAD_IF_UNCHANGED]
+
+
+def deleted(results: Sequence[Result]) -> bool:
+    """Whether the `delete_if_unchanged` statements ending a request's results deleted."""
+    return results[len(results) - len(_sql.DELETE_THREAD_IF_UNCHANGED) + 1].changes > 0
+
+
+def staged_threads(prefix: str) -> Statement:
+    """The thread ids in any table that start with `prefix` (staged rows of a killed copy)."""
+    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    return Statement(_sql.THREADS_IN_RANGE, (prefix, upper))

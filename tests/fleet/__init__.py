@@ -1,0 +1,1 @@
+"""Tests of savers over several databases: routing, fan-out, failures, rebalance."""

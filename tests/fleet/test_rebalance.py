@@ -1,0 +1,274 @@
+"""`d1saver rebalance`: after the database list changed, every thread moves to its home, whole,
+verified, exactly once; a run killed anywhere loses nothing, readers see every thread whole
+throughout, and a rerun finishes the job."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import pytest
+
+from compaction import lease as leases
+from compaction import rebalance
+from d1saver import D1Saver, LeaseHeldError, Statement, admin
+from d1saver._routing import rendezvous
+from tests.compaction import BIG, cfg, checkpoint_id
+from tests.fleet.conftest import FleetBackend, unique
+from tests.fleet.test_saver import chain, key, view
+from tests.saver import graphs
+
+
+def build(saver: D1Saver, prefix: str, n: int, *, big_to: Sequence[str] = ()) -> list[str]:
+    """n threads: chains in two namespaces, a tag on some; with `big_to` (the database list
+    after the change) one more thread of values over 2 MB, that moves to a database outside
+    the saver's and needs more than one batch to get there."""
+    threads = [f"{prefix}-{i:02d}" for i in range(n)]
+    for i, t in enumerate(threads):
+        chain(saver, t, 3, marker=prefix)
+        if i % 3 == 0:
+            chain(saver, t, 2, ns="child:1", marker=prefix)
+            saver.tag(cfg(t, "", checkpoint_id(1)), "approval")
+    if big_to:
+        name = next(f"{prefix}-big{i}" for i in range(1000)
+                    if rendezvous(f"{prefix}-big{i}", big_to) not in saver.database_ids)
+        chain(saver, name, 2, marker=prefix, value=os.urandom(BIG))
+        threads.append(name)
+    return threads
+
+
+def snapshot(saver: D1Saver, threads: list[str]) -> dict[str, Any]:
+    """What readers see of each thread: every checkpoint (all namespaces) and its tags."""
+    return {t: ([view(x) for x in saver.list({"configurable": {"thread_id": t}})],
+                saver.tags(cfg(t))) for t in threads}
+
+
+def staged(fleet: FleetBackend) -> list[str]:
+    out = []
+    for db in fleet.database_ids:
+        with fleet.single(db) as s:
+            out += [r[0] for r in s.execute([admin.staged_threads()])[0].rows]
+    return out
+
+
+def assert_placed(fleet: FleetBackend, saver: D1Saver, threads: list[str],
+                  expected: dict[str, Any]) -> None:
+    """Every thread whole, and in exactly one database: its home."""
+    assert snapshot(saver, threads) == expected
+    for t in threads:
+        assert fleet.holding(t) == [saver.home(t)], t
+    assert staged(fleet) == []
+
+
+def test_rebalance_from_two_databases_to_four(fleet: FleetBackend) -> None:
+    two = fleet.saver(fleet.database_ids[:2])
+    prefix = unique("rb")
+    threads = build(two, prefix, 16, big_to=fleet.database_ids)
+    expected = snapshot(two, threads)
+    keys = sorted(key(x) for x in two.list(None, filter={"marker": prefix}))
+    four = fleet.saver()
+    misplaced = [t for t in threads if four.home(t) != two.home(t)]
+    assert misplaced
+
+    dry = rebalance(four, dry_run=True)
+    planned = {m["thread_id"] for m in dry.moves}
+    assert set(misplaced) <= planned
+    assert snapshot(two, threads) == expected  # a dry run changes nothing
+    assert all(fleet.holding(t) == [two.home(t)] for t in threads)
+
+    summary = rebalance(four)
+    moved = {m["thread_id"] for m in summary.moves if m["outcome"] == "moved"}
+    assert set(misplaced) <= moved and not summary.errors
+    assert summary.threads_moved == len(moved) == len(planned)
+    assert summary.rows_copied > 0 and summary.bytes_copied > 2 * BIG
+    assert sum(d["moved_in"] for d in summary.per_database.values()) == len(moved)
+    assert_placed(fleet, four, threads, expected)
+    # The merged list(None) sees every checkpoint once.
+    assert sorted(key(x) for x in four.list(None, filter={"marker": prefix})) == keys
+
+    again = rebalance(four)
+    assert again.threads_misplaced == 0 and again.threads_moved == 0 and again.moves == []
+
+
+class Killed(BaseException):
+    """The process died: nothing after this point runs (not an Exception: nobody catches it)."""
+
+
+class Killer(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Lets `budget` requests through, then fails every one, as if the process had died."""
+
+    def __init__(self, inner: Any, budget: int) -> None:
+        self.inner, self.budget = inner, budget
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.budget -= 1
+        if self.budget < 0:
+            raise Killed()
+        return self.inner.handle_request(request)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.budget -= 1
+        if self.budget < 0:
+            raise Killed()
+        return await self.inner.handle_async_request(request)
+
+
+def test_killed_runs_lose_nothing_and_a_rerun_finishes(fleet: FleetBackend) -> None:
+    two_ids = fleet.database_ids[:2]
+    two = fleet.saver(two_ids)
+    prefix = unique("kill")
+    local = fleet.name == "local"
+    threads = build(two, prefix, 24 if local else 12, big_to=fleet.database_ids)
+    expected = snapshot(two, threads)
+    keys = sorted(key(x) for x in two.list(None, filter={"marker": prefix}))
+    rng = random.Random(prefix)
+    inner = fleet.transport or httpx.HTTPTransport()
+    reader = fleet.saver(previous_database_ids=two_ids)  # an application mid-move
+    kills = 0
+    while kills < 40:
+        try:  # dies after a random number of requests, until one run gets to the end
+            rebalance(fleet.saver(transport=Killer(inner, rng.randint(5, 45 if local else 30))),
+                      break_lease=True, concurrency=4)
+            break
+        except Killed:
+            kills += 1
+        # Never lost, never half: each thread reads whole, and sits in its old or new home.
+        assert snapshot(reader, threads) == expected
+        for t in threads:
+            assert set(fleet.holding(t)) <= {two.home(t), reader.home(t)} != set(), t
+        # The merged list(None) yields every checkpoint once, staged rows never.
+        assert sorted(key(x) for x in reader.list(None, filter={"marker": prefix})) == keys
+    assert kills >= (5 if local else 3)
+    four = fleet.saver()
+    summary = rebalance(four, break_lease=True)
+    assert not summary.errors
+    assert_placed(fleet, four, threads, expected)
+    assert rebalance(four).threads_moved == 0
+
+
+def test_readers_see_each_thread_once_while_it_sits_in_two_databases(
+        local4: FleetBackend) -> None:
+    """Killed after the copy and before the delete: list(None) still yields each checkpoint
+    once, and a rerun only verifies and deletes."""
+    two_ids = local4.database_ids[:2]
+    two = local4.saver(two_ids)
+    prefix = unique("dup")
+    threads = build(two, prefix, 8)
+    four = local4.saver()
+    t = next(t for t in threads if four.home(t) != two.home(t))
+    rows = read(local4.single(two.home(t)), t)
+    with local4.single(four.home(t)) as target:
+        for batch in admin.copy_batches(rows, t):
+            target.execute(batch)
+    assert sorted(local4.holding(t)) == sorted({two.home(t), four.home(t)})
+    listed = [key(x) for x in four.list(None, filter={"marker": prefix})]
+    assert len(listed) == len(set(listed)) == sum(
+        len(v) for v, _ in snapshot(two, threads).values())
+    summary = rebalance(four)
+    outcomes = {m["thread_id"]: m["outcome"] for m in summary.moves}
+    assert outcomes[t] == "found copied" and summary.threads_found_copied == 1
+    assert local4.holding(t) == [four.home(t)]
+
+
+def read(saver: D1Saver, thread_id: str) -> admin.ThreadRows:
+    reader = admin.thread_reader(thread_id)
+    while (stmts := reader.next_statements()) is not None:
+        reader.consume(saver.execute(stmts))
+    return reader.rows
+
+
+def test_a_thread_written_meanwhile_at_its_old_home_is_not_deleted(local4: FleetBackend) -> None:
+    saver = local4.single(local4.database_ids[0])
+    t = unique()
+    chain(saver, t, 2)
+    rows = read(saver, t)
+    chain(saver, f"{t}", 3)  # a writer on the old layout adds a checkpoint after the read
+    results = saver.execute(admin.delete_if_unchanged(rows))
+    assert not admin.moved_away(results)
+    assert len(list(saver.list(cfg(t)))) == 3
+    results = saver.execute(admin.delete_if_unchanged(read(saver, t)))
+    assert admin.moved_away(results) and saver.get_tuple(cfg(t)) is None
+
+
+def test_rebalance_waits_for_no_compaction(local4: FleetBackend) -> None:
+    two = local4.saver(local4.database_ids[:2])
+    threads = build(two, unique("lease"), 6)
+    four = local4.saver()
+    busy = local4.database_ids[3]
+    held = leases.acquire(four.database(busy), ttl=300)
+    with pytest.raises(LeaseHeldError, match=busy):
+        rebalance(four)
+    assert all(local4.holding(t) == [two.home(t)] for t in threads)
+    for db in local4.database_ids[:3]:  # the leases it took are released
+        assert four.database(db).execute([admin.lease_holder("compaction")])[0].rows == []
+    leases.release(four.database(busy), held)
+    assert not rebalance(four).errors
+
+
+def test_a_route_decides_where_threads_move(local4: FleetBackend) -> None:
+    a, b, c, d = local4.database_ids
+    plain = local4.saver([a, b])
+    threads = build(plain, "tenant1/" + unique(), 4) + build(
+        plain, "tenant2/" + unique(), 4)
+    expected = snapshot(plain, threads)
+    routed = local4.saver(route=lambda t: c if t.startswith("tenant1/") else d)
+    rebalance(routed)
+    assert snapshot(routed, threads) == expected
+    assert all(local4.holding(t) == [c if t.startswith("tenant1/") else d] for t in threads)
+
+
+def test_rebalance_command_drains_a_removed_database(local4: FleetBackend) -> None:
+    from tests.fleet.test_cli import cli, serve_fleet
+
+    everyone = local4.saver()
+    threads = build(everyone, unique("drain"), 12)
+    expected = snapshot(everyone, threads)
+    removed = Counter(everyone.home(t) for t in threads).most_common(1)[0][0]
+    kept = [db for db in local4.database_ids if db != removed]
+    with serve_fleet(local4) as env:
+        env["D1_DATABASE_ID"] = ",".join(kept)
+        dry = cli(env, "rebalance", "--previous-database-id", removed, "--dry-run")
+        assert dry.exit_code == 0 and "dry run" in dry.stdout
+        result = cli(env, "rebalance", "--previous-database-id", removed, "--json")
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.stdout)
+    three = local4.saver(kept)
+    assert summary["per_database"][removed]["moved_out"] == sum(
+        everyone.home(t) == removed for t in threads)
+    assert snapshot(three, threads) == expected
+    assert all(local4.holding(t) == [three.home(t)] for t in threads)
+
+
+def test_delta_channel_threads_move_whole(fleet: FleetBackend) -> None:
+    """A thread with a DeltaChannel never written (rows in delta_unwritten) moves with them,
+    and its state and history read back as before."""
+    two_ids = fleet.database_ids[:2]
+    two, four = fleet.saver(two_ids), fleet.saver()
+    tid = next(t for t in (unique("chat") for _ in range(1000)) if four.home(t) not in two_ids)
+    config = {"configurable": {"thread_id": tid}}
+    graph = graphs.chat_graph(two, Counter())
+    for turn in range(5):
+        graph.invoke({"messages": [f"user{turn}"]}, config)
+    state = graph.get_state(config).values
+    history = [s.values for s in graph.get_state_history(config)]
+    unwritten = unwritten_rows(fleet, two.home(tid), tid)
+    assert unwritten > 0
+    rebalance(four)
+    moved = graphs.chat_graph(four, Counter())
+    assert moved.get_state(config).values == state
+    assert [s.values for s in moved.get_state_history(config)] == history
+    assert fleet.holding(tid) == [four.home(tid)]
+    assert unwritten_rows(fleet, four.home(tid), tid) == unwritten
+    assert unwritten_rows(fleet, two.home(tid), tid) == 0
+
+
+def unwritten_rows(fleet: FleetBackend, database_id: str, thread_id: str) -> int:
+    with fleet.single(database_id) as s:
+        (res,) = s.execute([Statement(
+            "SELECT COUNT(*) AS n FROM delta_unwritten WHERE thread_id = ?1", (thread_id,))])
+    return int(res.rows[0][0])

@@ -1,0 +1,109 @@
+"""Moving a thread's rows between databases (d1saver/_transfer.py): bounded pages, bounded
+atomic batches, staging for what needs several, and digests that tell rows apart."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+
+from d1saver import D1Saver, admin
+from d1saver._routing import COPYING_PREFIX
+from d1saver._sql import DELETE_THREADS, RENAME_THREAD
+from d1saver._transfer import ThreadReader, ThreadRows, copy_batches
+from tests.compaction import BIG, cfg
+from tests.conftest import Backend
+from tests.fleet.test_saver import chain, view
+from tests.saver import graphs
+
+
+def read(saver: D1Saver, thread_id: str, **limits: int) -> tuple[ThreadRows, int]:
+    reader = ThreadReader(thread_id, **limits)
+    requests = 0
+    while (stmts := reader.next_statements()) is not None:
+        reader.consume(saver.execute(stmts))
+        requests += 1
+    return reader.rows, requests
+
+
+def test_pages_are_bounded_and_add_up_to_the_thread(backend: Backend) -> None:
+    saver = backend.saver()
+    t = f"tr-{os.urandom(5).hex()}"
+    chain(saver, t, 7)
+    chain(saver, t, 3, ns="child:1")
+    saver.tag(cfg(t), "approval")
+    whole, requests = read(saver, t)
+    assert requests == 1
+    assert whole.counts() == {"checkpoints": 10, "writes": 10, "chunks": 0, "tags": 1,
+                              "delta_unwritten": 0}
+    paged, requests = read(saver, t, page_rows=3)
+    assert paged.tables == whole.tables and requests == 4  # 10 rows: 3+3+3+1 (short: done)
+    by_bytes, requests = read(saver, t, page_bytes=1)  # one row per page: the first always fits
+    assert by_bytes.tables == whole.tables and requests == 10
+    assert paged.digest() == whole.digest() and whole.holds(paged) and paged.holds(whole)
+
+
+def test_digests_and_holds_tell_rows_apart() -> None:
+    a = ThreadRows("t")
+    a.tables["checkpoints"] = [("", "1", None, "msgpack", "b:AA", "{}", "[]", None, None)]
+    b = ThreadRows("t")
+    b.tables["checkpoints"] = [("", "1", None, "msgpack", "b:AB", "{}", "[]", None, None)]
+    assert a.digest() != b.digest() and not a.holds(b)
+    more = ThreadRows("t")
+    more.tables["checkpoints"] = [*a.tables["checkpoints"],
+                                  ("", "2", "1", "msgpack", "b:", "{}", "[]", None, None)]
+    assert more.holds(a) and not a.holds(more)
+
+
+def test_one_batch_when_it_fits_else_staged_then_renamed(local: Backend) -> None:
+    saver = local.saver()
+    t = "big-source"
+    chain(saver, t, 3, value=os.urandom(BIG))  # three values over 2 MB, each in chunks
+    rows, _ = read(saver, t)
+    assert copy_batches(ThreadRows("x"), "y", staging_prefix=COPYING_PREFIX) == []
+    small, _ = read(saver, t, page_rows=1)
+    batches = copy_batches(rows, "target", staging_prefix=COPYING_PREFIX)
+    assert len(batches) >= 3
+    staging = COPYING_PREFIX + "target"
+    assert [s.sql for s in batches[0][:4]] == DELETE_THREADS  # a rerun starts clean
+    assert [s.sql for s in batches[-1]] == RENAME_THREAD
+    assert all(s.params[0] == staging for b in batches[:-1] for s in b[4 if b is batches[0] else 0:])
+    for b in batches:
+        assert sum(len(str(p)) for s in b for p in s.params) < 4_500_000
+        assert all(len(s.params) <= 100 for s in b)
+    for b in batches[:-1]:
+        saver.execute(b)
+    assert saver.get_tuple(cfg("target")) is None  # staged: invisible to the thread's readers
+    saver.execute(batches[-1])
+    assert [view(x) for x in saver.list(cfg("target"))] == [view(x) for x in saver.list(cfg(t))]
+    assert saver.execute([admin.staged_threads(COPYING_PREFIX)])[0].rows == []
+    assert small.tables == rows.tables
+
+
+@pytest.mark.parametrize("prefix", [COPYING_PREFIX, admin.MOVING_PREFIX])
+def test_staging_ids_are_never_application_threads(prefix: str) -> None:
+    assert admin.is_staging(prefix + "t") and not admin.is_staging("t")
+
+
+def test_staged_copies_carry_every_table_and_replace_as_inserts_do(local: Backend) -> None:
+    """Rows staged one statement per batch, then renamed: the copy holds the source's rows,
+    delta_unwritten included; renamed onto a thread that had the same checkpoints with more
+    pieces, no stale piece or delta_unwritten row is left (as the insert triggers ensure)."""
+    saver = local.saver()
+    graph = graphs.chat_graph(saver, Counter())
+    for turn in range(3):
+        graph.invoke({"messages": [f"user{turn}"]}, {"configurable": {"thread_id": "chat"}})
+    rows, _ = read(saver, "chat")
+    assert rows.counts()["delta_unwritten"] > 0
+    for batch in copy_batches(rows, "copy", staging_prefix=COPYING_PREFIX, max_bytes=1):
+        saver.execute(batch)
+    assert read(saver, "copy")[0].tables == rows.tables
+
+    chain(saver, "big", 1, value=os.urandom(BIG))          # checkpoint 0 in 2 pieces
+    chain(saver, "small", 1, value=os.urandom(BIG // 2))   # checkpoint 0 in 1 piece
+    small, _ = read(saver, "small")
+    for batch in copy_batches(small, "big", staging_prefix=COPYING_PREFIX, max_bytes=1):
+        saver.execute(batch)
+    assert read(saver, "big")[0].tables == small.tables
+    assert [view(x) for x in saver.list(cfg("big"))] == [view(x) for x in saver.list(cfg("small"))]
