@@ -1,4 +1,4 @@
--- d1saver schema, version 5: the whole current schema, for a fresh database.
+-- d1saver schema, version 6: the whole current schema, for a fresh database.
 -- Applied by D1Saver.setup() and, unchanged, by `wrangler d1 execute <db> --file schema.sql`.
 -- Statements are separated by semicolons at line ends only; each is idempotent.
 --
@@ -33,12 +33,12 @@ CREATE TABLE IF NOT EXISTS d1saver_guards (
 );
 
 -- Stop on a database at an older version (its migrations bring it up) or on one that needs a
--- newer d1saver than version 5's.
+-- newer d1saver than version 6's.
 INSERT INTO d1saver_guards (schema_outdated)
-SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 5;
+SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 6;
 
 INSERT INTO d1saver_guards (schema_too_new)
-SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 5;
+SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 6;
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -171,5 +171,70 @@ CREATE TABLE IF NOT EXISTS d1saver_guard (
     lease_lost INTEGER CONSTRAINT lease_lost CHECK (lease_lost IS NULL)
 );
 
+-- Content-addressed values: each chunk once per thread, keyed by its hash (level 0: codec text
+-- of bytes; level n: a tree node, the JSON list of its children). A row holding an "m:" manifest
+-- lists its chunks. The triggers keep the table closed (a node only over stored children, a
+-- row only over stored chunks: else the batch fails with "chunk_missing"); the views take a
+-- put or a put_writes with its new chunks in one short statement.
+CREATE TABLE IF NOT EXISTS d1saver_chunks (
+    thread_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (thread_id, id)
+) WITHOUT ROWID;
+
+CREATE TRIGGER IF NOT EXISTS d1saver_chunks_closed AFTER INSERT ON d1saver_chunks
+WHEN NEW.level > 0 BEGIN
+    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
+        SELECT 1 FROM json_each(NEW.data) AS j WHERE NOT EXISTS (
+            SELECT 1 FROM d1saver_chunks AS k
+            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
+
+CREATE TRIGGER IF NOT EXISTS checkpoints_chunks_closed AFTER INSERT ON checkpoints
+WHEN substr(NEW.checkpoint, 1, 2) = 'm:' BEGIN
+    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
+        SELECT 1 FROM json_each(substr(NEW.checkpoint, 3)) AS j
+        WHERE instr(j.value, ':') = 0 AND NOT EXISTS (
+            SELECT 1 FROM d1saver_chunks AS k
+            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
+
+CREATE TRIGGER IF NOT EXISTS writes_chunks_closed AFTER INSERT ON writes
+WHEN substr(NEW.value, 1, 2) = 'm:' BEGIN
+    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
+        SELECT 1 FROM json_each(substr(NEW.value, 3)) AS j
+        WHERE instr(j.value, ':') = 0 AND NOT EXISTS (
+            SELECT 1 FROM d1saver_chunks AS k
+            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
+
+CREATE VIEW IF NOT EXISTS d1saver_put (thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts, chunks)
+AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0;
+
+CREATE TRIGGER IF NOT EXISTS d1saver_put_row INSTEAD OF INSERT ON d1saver_put BEGIN
+    INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
+    SELECT NEW.thread_id, value->>0, value->>1, value->>2 FROM json_each(NEW.chunks); INSERT
+    OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+        parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
+    VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.parent_checkpoint_id,
+        NEW.type, NEW.checkpoint, NEW.metadata, NEW.channels, NEW.run_id, NEW.ts); END;
+
+CREATE VIEW IF NOT EXISTS d1saver_put_writes (thread_id, checkpoint_ns, checkpoint_id,
+    task_id, task_path, special, regular, chunks)
+AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0;
+
+CREATE TRIGGER IF NOT EXISTS d1saver_put_writes_rows INSTEAD OF INSERT ON d1saver_put_writes
+BEGIN
+    INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
+    SELECT NEW.thread_id, value->>0, value->>1, value->>2 FROM json_each(NEW.chunks); INSERT
+    OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
+        task_path, idx, channel, type, value)
+    SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,
+        value->>0, value->>1, value->>2, value->>3 FROM json_each(NEW.special); INSERT
+    OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
+        task_path, idx, channel, type, value)
+    SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,
+        value->>0, value->>1, value->>2, value->>3 FROM json_each(NEW.regular); END;
+
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (5, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 1);
+VALUES (6, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 1);

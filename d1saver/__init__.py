@@ -6,6 +6,7 @@ from d1saver._protocol import Result, Statement, TraceEvent
 from d1saver._errors import (
     AuthenticationError,
     CheckpointConflictError,
+    ChunkMissingError,
     ConfigError,
     ConnectionError,
     D1APIError,
@@ -37,6 +38,7 @@ __all__ = [
     "admin",
     "AuthenticationError",
     "CheckpointConflictError",
+    "ChunkMissingError",
     "ConfigError",
     "ConnectionError",
     "D1APIError",

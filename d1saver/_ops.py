@@ -25,7 +25,14 @@ from d1saver import _reseal, _rows, _sql
 from d1saver import _statements as st
 from d1saver._crypto import key_id_of_text
 from d1saver._delta_cache import DeltaCache
-from d1saver._errors import CheckpointConflictError, ConfigError, NotFoundError, QueryError
+from d1saver._errors import (
+    CheckpointConflictError,
+    ChunkMissingError,
+    ConfigError,
+    NotFoundError,
+    QueryError,
+)
+from d1saver._held import HeldChunks
 from d1saver._protocol import Commit, Once, Op, Result, Statement
 from d1saver._values import PLAIN_METADATA, Values
 
@@ -117,6 +124,7 @@ class Operations:
         self.auto_setup = auto_setup
         self.delta_cache = DeltaCache()
         self.schema = SchemaState()  # shared with copies (with_values)
+        self.held = HeldChunks()  # what the database holds: shared with copies too
 
     @property
     def is_setup(self) -> bool:
@@ -239,6 +247,7 @@ class Operations:
         """One page of checkpoints; their DeltaChannel histories ride along into the cache."""
         since = self.delta_cache.mark()
         result, deltas = yield from self.exchange([stmt, st.delta_statement(stmt)])
+        self._learn(result, deltas)
         tuples = _rows.read_rows(_rows.tuples_from_page, result, self.values)
         histories = _rows.read_rows(_rows.histories_from_walk, deltas, tuples, self.values)
         for key, entry in histories.items():
@@ -257,17 +266,58 @@ class Operations:
             if hit is not None:
                 return hit
         (result,) = yield from self.exchange([st.delta_history_statement(config, channels)])
+        self._learn(result, thread_id=st.thread_id_of(config))
         return _rows.read_rows(_rows.delta_history, result, st.thread_id_of(config),
                                st.ns_of(config), channels, self.values)
 
     # --- writes -------------------------------------------------------------------------
 
+    def _learn(self, *results: Result, thread_id: str | None = None) -> None:
+        """Remember the chunks a read returned: its threads hold them."""
+        for result in results:
+            for thread, ids in _rows.chunk_ids(result, thread_id).items():
+                self.held.add(thread, ids)
+
+    def _write(self, thread_id: str, build: Callable[[set[str]], tuple[list[Statement], set[str]]]
+               ) -> Op[None]:
+        """Commit a put's or put_writes' statements, built over the chunks the thread is known
+        to hold; then it holds the ones its rows reach. If one was deleted behind this
+        process's back (compaction, another instance), the batch fails whole on
+        "chunk_missing": forget the thread and send again with every chunk, once."""
+        stmts, reached = build(self.held.of(thread_id))
+        if not stmts:
+            return
+        try:
+            yield from self._changing([thread_id], self.commit(stmts))
+        except QueryError as exc:
+            if "chunk_missing" not in str(exc):
+                raise
+            self.held.forget([thread_id])
+            stmts, reached = build(set())
+            try:
+                yield from self._changing([thread_id], self.commit(stmts))
+            except QueryError as again:
+                if "chunk_missing" not in str(again):
+                    raise
+                raise ChunkMissingError(
+                    f"thread {thread_id!r}: a chunk its write needs was deleted while the "
+                    "write was sent, twice; retry the operation") from again
+        self.held.add(thread_id, reached)
+
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
             metadata: CheckpointMetadata) -> Op[RunnableConfig]:
-        stmts, next_config = st.put_statements(self.values, config, checkpoint, metadata,
-                                               guard_head=self.guard_head)
+        thread_id = st.thread_id_of(config)
+        next_config: RunnableConfig = {}
+
+        def build(held: set[str]) -> tuple[list[Statement], set[str]]:
+            nonlocal next_config
+            stmts, next_config, reached = st.put_statements(
+                self.values, config, checkpoint, metadata, guard_head=self.guard_head,
+                held=held)
+            return stmts, reached
+
         try:
-            yield from self._changing([st.thread_id_of(config)], self.commit(stmts))
+            yield from self._write(thread_id, build)
         except QueryError as exc:
             if self.guard_head and "head_moved" in str(exc):
                 raise CheckpointConflictError(
@@ -280,23 +330,26 @@ class Operations:
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str) -> Op[None]:
-        stmts = st.put_writes_statements(self.values, config, writes, task_id, task_path)
-        if stmts:
-            yield from self._changing([st.thread_id_of(config)], self.commit(stmts))
+        thread_id = st.thread_id_of(config)
+        yield from self._write(thread_id, lambda held: st.put_writes_statements(
+            self.values, config, writes, task_id, task_path, held))
 
     # --- deletes and copies -------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> Op[None]:
         yield from self._changing(
-            [str(thread_id)], self.exchange(st.delete_threads_statements([thread_id])))
+            [str(thread_id)], self.exchange(st.delete_threads_statements([thread_id])),
+            deletes=True)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> Op[None]:
         if run_ids:  # the runs' threads are known only to the database: forget every thread
-            yield from self._changing(None, self.exchange(st.delete_for_runs_statements(run_ids)))
+            yield from self._changing(None, self.exchange(st.delete_for_runs_statements(run_ids)),
+                                      deletes=True)
 
     def copy_thread(self, source: str, target: str, page_size: int) -> Op[None]:
         return (yield from self._changing([str(target)], self._copy_thread(source, target,
-                                                                           page_size)))
+                                                                           page_size),
+                                          deletes=True))
 
     def _copy_thread(self, source: str, target: str, page_size: int) -> Op[None]:
         """One atomic batch of INSERT ... SELECT without keys. With keys a value is bound to its
@@ -396,15 +449,18 @@ class Operations:
             stmts = st.retention_statements(thread_ids, 1)
         else:
             raise ConfigError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-        yield from self._changing([str(t) for t in thread_ids], self.exchange(stmts))
+        yield from self._changing([str(t) for t in thread_ids], self.exchange(stmts),
+                                  deletes=True)
 
     def execute(self, statements: Sequence[Statement]) -> Op[list[Result]]:
         """Maintenance statements (d1saver.admin), which may change any thread."""
-        return (yield from self._changing(None, self.exchange(statements)))
+        return (yield from self._changing(None, self.exchange(statements), deletes=True))
 
-    def _changing(self, thread_ids: Sequence[str] | None, op: Op[T]) -> Op[T]:
+    def _changing(self, thread_ids: Sequence[str] | None, op: Op[T], *,
+                  deletes: bool = False) -> Op[T]:
         """Run a write or delete of `thread_ids` (None: any thread), then drop their cached
-        DeltaChannel histories, also when it fails (it may have been applied)."""
+        DeltaChannel histories, also when it fails (it may have been applied); after a
+        delete, also what they were known to hold (chunks may have gone)."""
         try:
             return (yield from op)
         finally:
@@ -412,6 +468,8 @@ class Operations:
                 self.delta_cache.invalidate_all()
             else:
                 self.delta_cache.invalidate(thread_ids)
+            if deletes:
+                self.held.forget(thread_ids)
 
     # --- tags ---------------------------------------------------------------------------
 

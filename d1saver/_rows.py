@@ -50,12 +50,30 @@ def check_columns(result: Result, expected: Sequence[str]) -> None:
             f"D1 returned columns {result.columns} where d1saver expects {list(expected)}")
 
 
+Chunks = dict[str, str]  # a thread's content-addressed chunks: id -> data
+
+
+def chunk_ids(result: Result, thread_id: str | None = None) -> dict[str, list[str]]:
+    """The content-addressed chunk ids a read returned ('h' rows), per thread: in a page's
+    rows the thread is column 1 and the id column 4; in DELTA_HISTORY's (one thread, given)
+    the id is column 3."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for row in result.rows:
+        if row[0] == "h":
+            if thread_id is None:
+                out[row[1]].append(row[4])
+            else:
+                out[thread_id].append(row[3])
+    return out
+
+
 def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
-    """CheckpointTuples from a page's 'c'/'w'/'k' rows (SELECT_PAGE_*), newest first."""
+    """CheckpointTuples from a page's 'c'/'w'/'k'/'h' rows (SELECT_PAGE_*), newest first."""
     check_columns(result, _sql.PAGE_COLUMNS)
     checkpoints: list[list[Any]] = []
     writes: dict[Key, list[list[Any]]] = defaultdict(list)
     pieces: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    chunks: dict[str, Chunks] = defaultdict(dict)
     for row in result.rows:
         kind, key = row[0], (row[1], row[2], row[3])
         if kind == "c":
@@ -63,13 +81,16 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
         elif kind == "w":
             writes[key].append(row)
         elif kind == "k":
-            pieces[key][row[4]].append((row[5], row[6]))
+            pieces[key][row[4]].append((int(row[5]), row[6]))
+        elif kind == "h":
+            chunks[row[1]][row[4]] = row[5]
     checkpoints.sort(key=lambda r: (r[3], r[1], r[2]), reverse=True)
     out = []
     for _, thread_id, ns, cid, parent, type_, blob, md, channels, _ in checkpoints:
         key = (thread_id, ns, cid)
         checkpoint, metadata = values.load_checkpoint(type_, blob, pieces.get(key), md, channels,
-                                                      checkpoint_binder(*key))
+                                                      checkpoint_binder(*key),
+                                                      chunks.get(thread_id))
         out.append(CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                      "checkpoint_id": cid}},
@@ -77,18 +98,20 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
             metadata=cast(CheckpointMetadata, metadata),
             parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                              "checkpoint_id": parent}} if parent else None),
-            pending_writes=pending_writes(writes.get(key, []), pieces.get(key), values),
+            pending_writes=pending_writes(writes.get(key, []), pieces.get(key), values,
+                                          chunks.get(thread_id)),
         ))
     return out
 
 
 def pending_writes(rows: Iterable[list[Any]], pieces: Pieces | None,
-                   values: Values) -> list[PendingWrite]:
+                   values: Values, chunks: Chunks | None = None) -> list[PendingWrite]:
     """A checkpoint's writes in LangGraph's order, from page 'w' rows."""
     # row: kind, thread, ns, cid, task_id, task_path, idx, channel, type, value
     ordered = sorted(rows, key=lambda r: writes_sort_key(r[5] or "", r[4], int(r[6])))
     return [(r[4], r[7], values.load(r[8], r[9], pieces, f"{r[4]}/{int(r[6])}",
-                                     write_binder(r[1], r[2], r[3], r[4], r[5], int(r[6]), r[7])))
+                                     write_binder(r[1], r[2], r[3], r[4], r[5], int(r[6]), r[7]),
+                                     chunks))
             for r in ordered]
 
 
@@ -105,6 +128,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
     blobs: dict[Key, tuple[str, str, str, str]] = {}  # type, value, metadata, channels
     writes: dict[Key, list[list[Any]]] = defaultdict(list)
     pieces: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    chunks: dict[str, Chunks] = defaultdict(dict)
     for row in result.rows:
         kind, key = row[0], (row[1], row[2], row[3])
         if kind == "a":
@@ -115,7 +139,9 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
         elif kind == "w":
             writes[key].append(row)
         elif kind == "k":
-            pieces[key][row[4]].append((row[5], row[6]))
+            pieces[key][row[4]].append((int(row[5]), row[6]))
+        elif kind == "h":
+            chunks[row[1]][row[4]] = row[5]
     decoded: dict[Key, dict[str, Any]] = {}
     loaded: dict[Key, list[PendingWrite]] = {}
 
@@ -123,12 +149,14 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
         if key not in decoded:
             type_, blob, md, chans = blobs[key]
             decoded[key] = values.load_checkpoint(type_, blob, pieces.get(key), md, chans,
-                                                  checkpoint_binder(*key))[0]["channel_values"]
+                                                  checkpoint_binder(*key),
+                                                  chunks.get(key[0]))[0]["channel_values"]
         return decoded[key]
 
     def writes_at(key: Key) -> list[PendingWrite]:
         if key not in loaded:
-            loaded[key] = pending_writes(writes.get(key, []), pieces.get(key), values)
+            loaded[key] = pending_writes(writes.get(key, []), pieces.get(key), values,
+                                         chunks.get(key[0]))
         return loaded[key]
 
     out: dict[Key, dict[str, DeltaChannelHistory]] = {}
@@ -175,14 +203,19 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
     ancestors: dict[int, list[Any]] = {}
     writes: dict[int, list[list[Any]]] = defaultdict(list)
     pieces: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    chunks: Chunks = {}
     for row in result.rows:
-        kind, depth = row[0], int(row[1])
+        kind = row[0]
+        if kind == "h":
+            chunks[row[3]] = row[4]
+            continue
+        depth = int(row[1])
         if kind == "a":
             ancestors[depth] = row
         elif kind == "w":
             writes[depth].append(row)
         elif kind == "k":
-            pieces[row[2]][row[3]].append((row[4], row[5]))
+            pieces[row[2]][row[3]].append((int(row[4]), row[5]))
     collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
     seeds: dict[str, Any] = {}
     seen: set[str] = set()
@@ -198,7 +231,7 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
         sought = set(json.loads(sought_json))
         if blob is not None:
             held = values.load_checkpoint(type_, blob, pieces.get(cid), md, chans,
-                                          checkpoint_binder(thread_id, ns, cid)
+                                          checkpoint_binder(thread_id, ns, cid), chunks
                                           )[0]["channel_values"]
             for ch in sought:
                 if ch in held and ch not in seeds:
@@ -211,7 +244,7 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
             if r[6] in collected:
                 bind = write_binder(thread_id, ns, cid, r[3], r[4], int(r[5]), r[6])
                 collected[r[6]].append((r[3], r[6], values.load(
-                    r[7], r[8], pieces.get(cid), f"{r[3]}/{int(r[5])}", bind)))
+                    r[7], r[8], pieces.get(cid), f"{r[3]}/{int(r[5])}", bind, chunks)))
     out: dict[str, DeltaChannelHistory] = {}
     for ch in channels:
         entry: DeltaChannelHistory = {"writes": collected[ch]}

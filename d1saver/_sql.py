@@ -207,6 +207,81 @@ CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoin
         AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id;
 END""",
     ],
+    # 6: content-addressed values (docs/STORAGE_DESIGN.md). d1saver_chunks holds each chunk
+    # once per thread, keyed by its hash: level 0 codec text of bytes, level n a tree node (the
+    # JSON list of its children). Rows that hold an "m:" manifest list their chunks. Triggers
+    # keep the table closed: a node is stored only if its children are, and a row only if the
+    # chunks it lists are, so a chunk a writer wrongly assumed stored fails its batch
+    # ("chunk_missing") instead of leaving a dangling manifest. Garbage collection (GC_CHUNKS,
+    # DELETE_THREADS) keeps it exact. The two views take a put or a put_writes with its new
+    # chunks in one short statement (their text travels with every request). Additive.
+    [
+        """
+CREATE TABLE IF NOT EXISTS d1saver_chunks (
+    thread_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (thread_id, id)
+) WITHOUT ROWID""",
+        """
+CREATE TRIGGER IF NOT EXISTS d1saver_chunks_closed AFTER INSERT ON d1saver_chunks
+WHEN NEW.level > 0 BEGIN
+    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
+        SELECT 1 FROM json_each(NEW.data) AS j WHERE NOT EXISTS (
+            SELECT 1 FROM d1saver_chunks AS k
+            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));
+END""",
+        """
+CREATE TRIGGER IF NOT EXISTS checkpoints_chunks_closed AFTER INSERT ON checkpoints
+WHEN substr(NEW.checkpoint, 1, 2) = 'm:' BEGIN
+    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
+        SELECT 1 FROM json_each(substr(NEW.checkpoint, 3)) AS j
+        WHERE instr(j.value, ':') = 0 AND NOT EXISTS (
+            SELECT 1 FROM d1saver_chunks AS k
+            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));
+END""",
+        """
+CREATE TRIGGER IF NOT EXISTS writes_chunks_closed AFTER INSERT ON writes
+WHEN substr(NEW.value, 1, 2) = 'm:' BEGIN
+    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
+        SELECT 1 FROM json_each(substr(NEW.value, 3)) AS j
+        WHERE instr(j.value, ':') = 0 AND NOT EXISTS (
+            SELECT 1 FROM d1saver_chunks AS k
+            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));
+END""",
+        """
+CREATE VIEW IF NOT EXISTS d1saver_put (thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts, chunks)
+AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0""",
+        """
+CREATE TRIGGER IF NOT EXISTS d1saver_put_row INSTEAD OF INSERT ON d1saver_put BEGIN
+    INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
+    SELECT NEW.thread_id, value->>0, value->>1, value->>2 FROM json_each(NEW.chunks);
+    INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+        parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
+    VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.parent_checkpoint_id,
+        NEW.type, NEW.checkpoint, NEW.metadata, NEW.channels, NEW.run_id, NEW.ts);
+END""",
+        """
+CREATE VIEW IF NOT EXISTS d1saver_put_writes (thread_id, checkpoint_ns, checkpoint_id,
+    task_id, task_path, special, regular, chunks)
+AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0""",
+        """
+CREATE TRIGGER IF NOT EXISTS d1saver_put_writes_rows INSTEAD OF INSERT ON d1saver_put_writes
+BEGIN
+    INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
+    SELECT NEW.thread_id, value->>0, value->>1, value->>2 FROM json_each(NEW.chunks);
+    INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
+        task_path, idx, channel, type, value)
+    SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,
+        value->>0, value->>1, value->>2, value->>3 FROM json_each(NEW.special);
+    INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
+        task_path, idx, channel, type, value)
+    SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,
+        value->>0, value->>1, value->>2, value->>3 FROM json_each(NEW.regular);
+END""",
+    ],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
@@ -252,6 +327,19 @@ WRITE_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task
                  "channel", "type", "value")
 UPSERT_CHECKPOINT = (f"INSERT OR REPLACE INTO checkpoints ({','.join(CHECKPOINT_COLUMNS)}) "
                      "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)")
+
+# From schema version 6 on, a put and a put_writes go through views whose INSTEAD OF triggers
+# (migration 6) insert the new chunks (a JSON array of [id, level, data], children before
+# nodes) and then the rows, so the SQL text each request carries is the shortest possible.
+# The views' columns never change (a later release adds a new view).
+PUT = "INSERT INTO d1saver_put VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+# ?6 special writes, ?7 regular ones (JSON arrays of [idx, channel, type, value], or NULL),
+# ?8 the new chunks.
+PUT_WRITES = "INSERT INTO d1saver_put_writes VALUES (?,?,?,?,?,?,?,?)"
+# New chunks beyond what one parameter carries, sent before the row's statement.
+INSERT_CHUNKS = """
+INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
+SELECT ?1, value->>0, value->>1, value->>2 FROM json_each(?2)"""
 
 # Opt-in head guard, sent before UPSERT_CHECKPOINT in the same batch: ?4 is the parent the
 # caller built on; if the thread's newest checkpoint is another one, the insert trips the
@@ -343,7 +431,7 @@ page AS (
     LIMIT ?9
 )"""
 
-_PAGE = "WITH" + _PAGE_CTE + """
+_PAGE_ROWS = """
 SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
        type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
 FROM page
@@ -357,6 +445,38 @@ SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.dat
        NULL
 FROM page AS p CROSS JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id"""
+
+# Content-addressed chunks (migration 6) ride in the same statement as the rows that list them
+# (through `out`, whose columns take the first SELECT's affinity: integers may come back as
+# text, so readers convert them):
+# `refs` gathers every id the returned rows' "m:" manifests reach (nodes opened level by level);
+# UNION, not UNION ALL, so each chunk is returned once however many rows list it. Rows 'h':
+# the thread, f1 the chunk id, f2 its data. {value}: the manifest column of a row of `out`.
+_REFS = """,
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM out AS o, json_each(CASE WHEN substr({value}, 1, 2) = 'm:'
+                                  THEN substr({value}, 3) ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
+        AND n.level > 0, json_each(n.data) AS j
+)"""
+_CHUNK_ROWS = """
+SELECT * FROM out
+UNION ALL
+SELECT 'h', r.thread_id, NULL, NULL, k.id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r JOIN d1saver_chunks AS k ON k.thread_id = r.thread_id AND k.id = r.id"""
+
+
+def _with_chunks(ctes: str, select: str, value: str) -> str:
+    """A page statement (its CTEs and its final SELECT) that also returns its chunks."""
+    return ("WITH RECURSIVE" + ctes + ",\nout AS (" + select + "\n)" + _REFS.format(value=value)
+            + _CHUNK_ROWS)
+
+
+_PAGE = _with_chunks(_PAGE_CTE, _PAGE_ROWS, "CASE o.kind WHEN 'c' THEN o.f3 WHEN 'w' THEN o.f6 END")
 
 # --- DeltaChannels ------------------------------------------------------------------------
 
@@ -387,7 +507,7 @@ _STILL_SOUGHT = """(SELECT json_group_array(s.value) FROM json_each({sought}) AS
 # parents while some channel (_SOUGHT) is still without a seed. UNION (not UNION ALL) ends a
 # corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and the checkpoint when
 # it holds a sought channel), 'w' (its writes of sought channels), 'k' (chunks of both).
-_PAGE_DELTA = "WITH RECURSIVE" + _PAGE_CTE + """,
+_PAGE_DELTA_CTES = _PAGE_CTE + """,
 walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id, """ + _SOUGHT.format(c="p") + """
     FROM page AS p
@@ -404,7 +524,8 @@ visited AS (
     FROM walk, json_each(walk.sought) AS s
     WHERE checkpoint_id IS NOT NULL
     GROUP BY thread_id, checkpoint_ns, checkpoint_id
-)
+)"""
+_PAGE_DELTA = _with_chunks(_PAGE_DELTA_CTES, """
 SELECT 'a' AS kind, c.thread_id AS thread_id, c.checkpoint_ns AS checkpoint_ns,
        c.checkpoint_id AS checkpoint_id, c.parent_checkpoint_id AS f1, c.channels AS f2,
        c.type AS f3,
@@ -426,7 +547,8 @@ UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
        NULL
 FROM visited AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
-    AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id"""
+    AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id""",
+                           "CASE o.kind WHEN 'a' THEN o.f4 WHEN 'w' THEN o.f6 END")
 
 # Columns of every page statement. A UNION's columns carry a meaning per row kind:
 #   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata,
@@ -477,8 +599,7 @@ PAGE_DELTA_OF = {
 # Rows: 'a' (ancestor: depth, id, channels still sought on arrival, type, checkpoint),
 # 'w' (write of a sought channel at an ancestor), 'k' (chunk of an ancestor's value).
 # The depth bound stops a corrupt parent loop; LangGraph snapshots every 5000 steps at most.
-DELTA_HISTORY = """
-WITH RECURSIVE
+_DELTA_HISTORY_CTES = """
 target AS (
     SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints
     WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND (?3 IS NULL OR checkpoint_id = ?3)
@@ -500,7 +621,8 @@ ancestors AS (
     FROM chain JOIN checkpoints AS p ON p.thread_id = ?1 AND p.checkpoint_ns = ?2
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0
-)
+)"""
+_DELTA_HISTORY_ROWS = """
 SELECT 'a' AS kind, a.depth AS depth, a.checkpoint_id AS checkpoint_id, a.sought AS f1,
        a.type AS f2,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
@@ -520,6 +642,14 @@ UNION ALL
 SELECT 'k', a.depth, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
 FROM ancestors AS a JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?2
     AND k.checkpoint_id = a.checkpoint_id"""
+DELTA_HISTORY = ("WITH RECURSIVE" + _DELTA_HISTORY_CTES + ",\nout AS (" + _DELTA_HISTORY_ROWS
+                 + "\n)" + _REFS.replace("o.thread_id", "?1").format(
+                     value="CASE o.kind WHEN 'a' THEN o.f3 WHEN 'w' THEN o.f6 END")
+                 + """
+SELECT * FROM out
+UNION ALL
+SELECT 'h', NULL, NULL, k.id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r JOIN d1saver_chunks AS k ON k.thread_id = ?1 AND k.id = r.id""")
 
 # Columns of DELTA_HISTORY, per row kind:
 #   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint, f4 channels,
@@ -566,6 +696,56 @@ LIST_TAGS = """
 SELECT name, checkpoint_id FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2
 ORDER BY checkpoint_id DESC, name"""
 
+# --- content-addressed chunks: garbage collection and the check --------------------------
+
+# Exact garbage collection of content-addressed chunks (migration 6), last in every batch that
+# deletes rows of the threads in d1saver_scope: a chunk stays only if a remaining checkpoint or
+# write of its thread reaches it (through its manifest, nodes opened level by level). In the
+# same batch as the deletions, so no chunk is ever referenced but missing, and none is left
+# unreferenced. A put racing it either committed first (its chunks are reached) or finds a
+# chunk gone and fails with chunk_missing, then sends its chunks again (d1saver/_ops.py).
+_MANIFEST = "json_each(CASE WHEN substr({v}, 1, 2) = 'm:' THEN substr({v}, 3) ELSE '[]' END)"
+_REACHED = f"""
+WITH RECURSIVE reached(thread_id, id) AS (
+    SELECT c.thread_id, ltrim(j.value, '^')
+    FROM checkpoints AS c, {_MANIFEST.format(v="c.checkpoint")} AS j
+    WHERE c.thread_id IN ({{threads}}) AND instr(j.value, ':') = 0
+    UNION
+    SELECT w.thread_id, ltrim(j.value, '^')
+    FROM writes AS w, {_MANIFEST.format(v="w.value")} AS j
+    WHERE w.thread_id IN ({{threads}}) AND instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM reached AS r JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
+        AND n.level > 0, json_each(n.data) AS j
+)"""
+GC_CHUNKS = _REACHED.format(threads="SELECT thread_id FROM d1saver_scope") + """
+DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
+    AND (thread_id, id) NOT IN (SELECT thread_id, id FROM reached)"""
+
+# The check (`d1saver check`, and the tests after every deleting operation): per thread
+# (?1, or every thread when NULL) that breaks the rule, the ids its rows reach that are not
+# stored, and the chunks stored that no row reaches. No row: the chunk table is exact.
+CHUNK_CHECK_COLUMNS = ("thread_id", "missing", "unreferenced")
+CHUNK_CHECK = _REACHED.format(threads="""SELECT thread_id FROM checkpoints WHERE ?1 IS NULL OR thread_id = ?1
+        UNION SELECT thread_id FROM writes WHERE ?1 IS NULL OR thread_id = ?1""") + """,
+scoped AS (
+    SELECT thread_id FROM reached UNION
+    SELECT thread_id FROM d1saver_chunks WHERE ?1 IS NULL OR thread_id = ?1
+),
+counted AS (
+    SELECT t.thread_id,
+        (SELECT COUNT(*) FROM reached AS r WHERE r.thread_id = t.thread_id AND NOT EXISTS (
+            SELECT 1 FROM d1saver_chunks AS k WHERE k.thread_id = r.thread_id
+                AND k.id = r.id)) AS missing,
+        (SELECT COUNT(*) FROM d1saver_chunks AS k WHERE k.thread_id = t.thread_id
+            AND NOT EXISTS (SELECT 1 FROM reached AS r WHERE r.thread_id = k.thread_id
+                AND r.id = k.id)) AS unreferenced
+    FROM scoped AS t
+)
+SELECT thread_id, missing, unreferenced FROM counted
+WHERE missing > 0 OR unreferenced > 0 ORDER BY thread_id"""
+
 # --- deletes and copies -------------------------------------------------------------------
 
 # Lists of ids (threads, runs) arrive as a JSON array of the hex of their UTF-8: a JSON decoder
@@ -575,6 +755,7 @@ _IDS = "(SELECT CAST(unhex(value) AS TEXT) FROM json_each(?1))"
 # ?1: JSON array of thread ids. Children first, checkpoints last.
 DELETE_THREADS = [
     f"DELETE FROM writes WHERE thread_id IN {_IDS}",
+    f"DELETE FROM d1saver_chunks WHERE thread_id IN {_IDS}",
     f"DELETE FROM chunks WHERE thread_id IN {_IDS}",
     f"DELETE FROM tags WHERE thread_id IN {_IDS}",
     f"DELETE FROM checkpoints WHERE thread_id IN {_IDS}",
@@ -582,6 +763,9 @@ DELETE_THREADS = [
 
 # ?1 source thread, ?2 target thread. Rows already on the target are replaced.
 COPY_THREAD = [
+    """
+INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
+SELECT ?2, id, level, data FROM d1saver_chunks WHERE thread_id = ?1 ORDER BY level""",
     """
 INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
     parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
@@ -603,6 +787,11 @@ SELECT ?2, checkpoint_ns, checkpoint_id, name, created_at FROM tags WHERE thread
     """
 INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
 SELECT ?2, checkpoint_ns, checkpoint_id, channels FROM delta_unwritten WHERE thread_id = ?1""",
+    # Rows the copy replaced on the target may have left chunks no row reaches.
+    "DELETE FROM d1saver_scope",
+    "INSERT INTO d1saver_scope (thread_id) VALUES (?2)",
+    GC_CHUNKS,
+    "DELETE FROM d1saver_scope",
 ]
 
 # --- retention: shared by prune(), delete_for_runs() and the compaction job --------------
@@ -891,7 +1080,7 @@ def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = 
     if summarize:
         stmts += [FORGET_OLD_OPS, RECORD_PLAN, RECORDED_PLAN] if delete else [SUMMARIZE_PLAN]
     if delete:
-        stmts += [PLAN_RELINK, APPLY_RELINK, *DELETE_UNKEPT]
+        stmts += [PLAN_RELINK, APPLY_RELINK, *DELETE_UNKEPT, GC_CHUNKS]
     return [*stmts, *CLEAR_SCRATCH]
 
 # --- inspection ---------------------------------------------------------------------------
@@ -908,6 +1097,7 @@ SELECT 'checkpoints' AS tbl, COUNT(*) AS row_count,
 FROM checkpoints
 UNION ALL SELECT 'writes', COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM writes
 UNION ALL SELECT 'chunks', COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM chunks
+UNION ALL SELECT 'd1saver_chunks', COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM d1saver_chunks
 UNION ALL SELECT 'tags', COUNT(*), 0 FROM tags"""
 
 
@@ -921,6 +1111,8 @@ UNION ALL SELECT 'tags', COUNT(*), 0 FROM tags"""
 
 # table: (key columns after thread_id, in primary-key order; the other columns)
 TRANSFER_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # First, in level order: rows and nodes are stored only over stored chunks (migration 6).
+    "d1saver_chunks": (("level", "id"), ("data",)),
     "checkpoints": (("checkpoint_ns", "checkpoint_id"),
                     ("parent_checkpoint_id", "type", "checkpoint", "metadata", "channels",
                      "run_id", "ts")),
@@ -1006,6 +1198,7 @@ SELECT ?1 WHERE (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?1) = ?2
     AND (SELECT COUNT(*) FROM tags WHERE thread_id = ?1) = ?5""",
     f"DELETE FROM writes WHERE {_IN_SCOPE}",
     f"DELETE FROM chunks WHERE {_IN_SCOPE}",
+    f"DELETE FROM d1saver_chunks WHERE {_IN_SCOPE}",
     f"DELETE FROM tags WHERE {_IN_SCOPE}",
     f"DELETE FROM checkpoints WHERE {_IN_SCOPE}",
     CLEAR_SCRATCH[0],
@@ -1016,6 +1209,7 @@ THREADS_IN_RANGE = """
 SELECT thread_id FROM checkpoints WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM writes WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM chunks WHERE thread_id >= ?1 AND thread_id < ?2
+UNION SELECT thread_id FROM d1saver_chunks WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM tags WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM delta_unwritten WHERE thread_id >= ?1 AND thread_id < ?2
 ORDER BY thread_id"""
@@ -1138,4 +1332,4 @@ GROUP BY {_HEAD_GROUP}"""
 KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
 
 # copy_thread under keys: the target's tags, as COPY_THREAD copies them (?1 source, ?2 target).
-COPY_TAGS = COPY_THREAD[3]
+COPY_TAGS = next(s for s in COPY_THREAD if "INTO tags" in s)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -25,6 +25,7 @@ from d1saver import _sql
 from d1saver._crypto import checkpoint_binder, write_binder
 from d1saver._errors import ConfigError, MissingConfigKeyError, SerializationError
 from d1saver._protocol import Param, Statement
+from d1saver._manifest import Chunk
 from d1saver._values import METADATA_OWNER, ROW_MAX, StoredValue, Values, utf8_size
 
 # Metadata filter keys become JSON paths ('$.' || key), bound as data; a dotted key reaches
@@ -140,13 +141,37 @@ def unwritten_statements(thread_id: str, ns: str, cid: str, checkpoint: Checkpoi
                       (thread_id, ns, cid, json.dumps(unwritten, ensure_ascii=False)))]
 
 
-def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoint,
-                   metadata: CheckpointMetadata, *, guard_head: bool
-                   ) -> tuple[list[Statement], RunnableConfig]:
-    """The statements of one `put`, and the config it returns.
+def new_chunks_params(thread_id: str, chunks: Iterable[Chunk]) -> tuple[str | None,
+                                                                         list[Statement]]:
+    """New chunks as the put views' parameter (JSON [[id, level, data], ...], children before
+    nodes), or, past what one parameter carries, as INSERT_CHUNKS statements to send first."""
+    rows = [[c.id, c.level, c.data] for c in chunks]
+    if not rows:
+        return None, []
+    text = json.dumps(rows, separators=(",", ":"))
+    if len(text) <= _WRITES_PARAM_MAX:
+        return text, []
+    stmts, part, size = [], [], 0
+    for row in rows:
+        if part and size + len(row[2]) > _WRITES_PARAM_MAX:
+            stmts.append(Statement(_sql.INSERT_CHUNKS, (thread_id, json.dumps(part))))
+            part, size = [], 0
+        part.append(row)
+        size += len(row[2]) + 40
+    stmts.append(Statement(_sql.INSERT_CHUNKS, (thread_id, json.dumps(part))))
+    return None, stmts
 
-    The row's columns add up to at most ROW_MAX: the value moves to chunks when it, or the
-    row, is too big, and the metadata too when it still does not fit (d1saver/_values.py).
+
+def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoint,
+                   metadata: CheckpointMetadata, *, guard_head: bool,
+                   held: Container[str] | None = None
+                   ) -> tuple[list[Statement], RunnableConfig, set[str]]:
+    """The statements of one `put`, the config it returns, and the chunk ids its row reaches.
+
+    With `held` (the chunk ids the thread is known to hold) the value is stored by content:
+    an "m:" manifest, with only the chunks not held sent along (d1saver/_manifest.py). The
+    row's columns add up to at most ROW_MAX: a value stored whole moves to pieces when it, or
+    the row, is too big, and the metadata too when it still does not fit (d1saver/_values.py).
     """
     thread_id = thread_id_of(config)
     ns = ns_of(config)
@@ -161,62 +186,77 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
     fixed = sum(utf8_size(str(p)) for p in (thread_id, ns, cid, parent_id, channels, run_id, ts)
                 if p is not None)
     value, stored_md = values.dump_checkpoint(checkpoint, md, channels,
-                                              checkpoint_binder(thread_id, ns, cid), fixed)
+                                              checkpoint_binder(thread_id, ns, cid), fixed,
+                                              held=held)
     params: list[Param] = [thread_id, ns, cid, parent_id, value.type, value.text,
                            stored_md.text, channels, run_id, ts]
     stmts: list[Statement] = []
     if guard_head:
         stmts.append(Statement(_sql.GUARD_HEAD, params[:4]))
-    stmts.append(Statement(_sql.UPSERT_CHECKPOINT, params))
+    chunks, first = new_chunks_params(thread_id, value.new_chunks)
+    stmts += first
+    stmts.append(Statement(_sql.PUT, [*params, chunks]))
     stmts += unwritten_statements(thread_id, ns, cid, checkpoint, md)
     stmts += chunk_statements(thread_id, ns, cid, "", value.pieces)
     stmts += chunk_statements(thread_id, ns, cid, METADATA_OWNER, stored_md.pieces)
     next_config: RunnableConfig = {"configurable": {
         "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
-    return stmts, next_config
+    return stmts, next_config, set(value.reached)
 
 
 def put_writes_statements(values: Values, config: RunnableConfig,
-                          writes: Sequence[tuple[str, Any]], task_id: str,
-                          task_path: str) -> list[Statement]:
-    """The statements of one `put_writes`, as InMemorySaver stores them: special writes
-    (WRITES_IDX_MAP) upserted, the latest winning; regular ones inserted or ignored, the first
-    winning. Rows go as JSON parameters, one statement per kind present; pieces follow."""
+                          writes: Sequence[tuple[str, Any]], task_id: str, task_path: str,
+                          held: Container[str] | None = None
+                          ) -> tuple[list[Statement], set[str]]:
+    """The statements of one `put_writes`, as InMemorySaver stores them, and the chunk ids its
+    rows reach: special writes (WRITES_IDX_MAP) upserted, the latest winning; regular ones
+    inserted or ignored, the first winning. Rows go as JSON parameters of one PUT_WRITES
+    statement (more only past 1.5 MB), with the new chunks of values stored by content (see
+    `put_statements`); pieces of values stored whole follow."""
     thread_id = thread_id_of(config)
     ns = ns_of(config)
     cid = checkpoint_id_of(config)
     task_id = str(task_id)
     fixed = sum(utf8_size(p) for p in (thread_id, ns, cid, task_id, task_path)) + 16
-    rows: dict[bool, list[list[Any]]] = {True: [], False: []}  # special -> rows
+    batches: dict[bool, list[list[list[Any]]]] = {True: [[]], False: [[]]}  # special -> rows
     sizes = {True: 0, False: 0}
-    row_stmts: list[Statement] = []
     piece_stmts: list[Statement] = []
-
-    def flush(special: bool) -> None:
-        if rows[special]:
-            sql = _sql.INSERT_WRITES_REPLACE if special else _sql.INSERT_WRITES_IGNORE
-            row_stmts.append(Statement(sql, (thread_id, ns, cid, task_id, task_path,
-                                             json.dumps(rows[special], ensure_ascii=False))))
-        rows[special], sizes[special] = [], 0
+    new: dict[str, Chunk] = {}
+    reached: set[str] = set()
 
     for idx, (channel, obj) in enumerate(writes):
         special = channel in WRITES_IDX_MAP
         widx = WRITES_IDX_MAP.get(channel, idx)
         value = values.dump(obj, write_binder(thread_id, ns, cid, task_id, task_path, widx,
                                               channel),
-                            room=ROW_MAX - fixed - utf8_size(channel))
-        if sizes[special] + len(value.text) > _WRITES_PARAM_MAX:
-            flush(special)
-        rows[special].append([widx, channel, value.type, value.text])
+                            room=ROW_MAX - fixed - utf8_size(channel), held=held)
+        for chunk in value.new_chunks:
+            new.setdefault(chunk.id, chunk)
+        reached |= value.reached
+        if batches[special][-1] and sizes[special] + len(value.text) > _WRITES_PARAM_MAX:
+            batches[special].append([])
+            sizes[special] = 0
+        batches[special][-1].append([widx, channel, value.type, value.text])
         sizes[special] += len(value.text) + len(channel) + 32
         if special:
             piece_stmts += chunk_statements(thread_id, ns, cid, f"{task_id}/{widx}",
                                             value.pieces)
         else:
             piece_stmts += _write_chunk_statements(thread_id, ns, cid, task_id, widx, value)
-    flush(True)
-    flush(False)
-    return row_stmts + piece_stmts
+    chunks, stmts = new_chunks_params(thread_id, new.values())
+    special_rows = [b for b in batches[True] if b]
+    regular_rows = [b for b in batches[False] if b]
+    for n in range(max(len(special_rows), len(regular_rows))):
+        stmts.append(Statement(_sql.PUT_WRITES, (
+            thread_id, ns, cid, task_id, task_path,
+            _rows_json(special_rows[n]) if n < len(special_rows) else None,
+            _rows_json(regular_rows[n]) if n < len(regular_rows) else None,
+            chunks if n == 0 else None)))
+    return (stmts + piece_stmts if special_rows or regular_rows else []), reached
+
+
+def _rows_json(rows: list[list[Any]]) -> str:
+    return json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
 
 
 def page_statement(*, thread_id: str | None, ns: str | None, checkpoint_id: str | None,
@@ -258,7 +298,7 @@ def delete_for_runs_statements(run_ids: Sequence[str]) -> list[Statement]:
 
 def copy_thread_statements(source: str, target: str) -> list[Statement]:
     params = (str(source), str(target))
-    return [Statement(s, params) for s in _sql.COPY_THREAD]
+    return [Statement(s, params if "?" in s else ()) for s in _sql.COPY_THREAD]
 
 
 def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,

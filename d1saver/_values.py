@@ -27,13 +27,14 @@ other keys are decided in Python, on the opened metadata.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from d1saver import _codec
+from d1saver import _codec, _manifest
+from d1saver._manifest import Chunk
 from d1saver._crypto import Bind, Binding, CheckpointBind, Sealer, refuse_plaintext
 from d1saver._errors import (
     ConfigError,
@@ -69,20 +70,28 @@ _MARKER_MAX = 64  # a chunk marker, and the metadata key that names one, in byte
 PLAIN_METADATA = ("counters_since_delta_snapshot", "parents", "run_id", "source", "step")
 
 
+# A manifest longer than this is not used: the value is stored whole (with keys' path rules),
+# so that a manifest always fits its row and SQL can read every one (never a "c:" piece).
+_MANIFEST_MAX = 500_000
+
+
 @dataclass(frozen=True)
 class StoredValue:
-    """A serialized value ready to store: the row's type and text (the encoded value, or its
-    chunk marker), plus the pieces when it lives in chunks."""
+    """A serialized value ready to store: the row's type and text (the encoded value, its
+    chunk marker, or its "m:" manifest), plus the pieces when it lives in chunks, and for a
+    manifest the chunks the thread may not hold yet and every id it reaches."""
 
     type: str
     text: str
     pieces: list[str] | None
+    new_chunks: list[Chunk] = field(default_factory=list)
+    reached: frozenset[str] | set[str] = frozenset()
 
     def chunked(self) -> StoredValue:
         """The same value moved to chunks (however small), to make room in its row."""
         if self.pieces is not None:
             return self
-        return StoredValue(self.type, _codec.chunk_marker(1), [self.text])
+        return replace(self, text=_codec.chunk_marker(1), pieces=[self.text])
 
 
 @dataclass(frozen=True)
@@ -197,22 +206,39 @@ class Values:
 
     # --- values ---------------------------------------------------------------------------
 
-    def dump(self, obj: Any, bind: Bind, room: int = _codec.CHUNK_SIZE) -> StoredValue:
-        """`obj` serialized; in chunks when its text exceeds a piece or the `room` its row
-        has left. With keys sealed, bound by bind(the serde's type tag)."""
+    def dump(self, obj: Any, bind: Bind, room: int = _codec.CHUNK_SIZE,
+             held: Container[str] | None = None) -> StoredValue:
+        """`obj` serialized; as a manifest over the thread's chunks when `held` (the ids the
+        thread is known to hold) is given and the value has parts worth storing apart; else
+        in chunks when its text exceeds a piece or the `room` its row has left. With keys
+        sealed whole, bound by bind(the serde's type tag)."""
         type_, data = self._serialize(obj)
+        packed = self._pack(type_, data, held)
+        if packed is not None:
+            return packed
         text = _codec.encode(data) if self.sealer is None else self.sealer.seal_text(
             data, bind(type_))
         return _stored(type_, text, room)
 
+    def _pack(self, type_: str, data: bytes, held: Container[str] | None) -> StoredValue | None:
+        """The value as an "m:" manifest (content-addressed), or None. Not with keys: sealed
+        values are stored whole (docs/STORAGE_DESIGN.md)."""
+        if held is None or self.sealer is not None:
+            return None
+        packed = _manifest.pack(data, held, _codec.encode)
+        if packed is None or len(packed.text) > _MANIFEST_MAX:
+            return None
+        return StoredValue(type_, packed.text, None, packed.new, packed.reached)
+
     def load(self, type_: str | None, text: str | None, pieces: Pieces | None,
-             owner: str, bind: Bind) -> Any:
-        """The value of a row; a "c:" row is joined from its owner's pieces first. With keys
-        it is opened under bind(type_), the binding of the row it was read from."""
+             owner: str, bind: Bind, chunks: Mapping[str, str] | None = None) -> Any:
+        """The value of a row; a "c:" row is joined from its owner's pieces first, an "m:"
+        row from the thread's `chunks` (id -> data). With keys it is opened under
+        bind(type_), the binding of the row it was read from."""
         binding = None if self.sealer is None else bind(type_)
         if text is None and binding is None:
             return None
-        return self._deserialize(type_, self._open(text, pieces, owner, binding))
+        return self._deserialize(type_, self._open(text, pieces, owner, binding, chunks))
 
     def _serialize(self, obj: Any) -> tuple[str, bytes]:
         try:
@@ -232,13 +258,19 @@ class Values:
                 f"a stored value cannot be read ({type(exc).__name__}: {exc})") from exc
 
     def _open(self, text: str | None, pieces: Pieces | None, owner: str,
-              binding: Binding | None) -> bytes:
-        """A row's text (joined from its pieces) to bytes: opened under `binding` with keys."""
+              binding: Binding | None, chunks: Mapping[str, str] | None = None) -> bytes:
+        """A row's text (joined from its pieces or its chunks) to bytes: opened under
+        `binding` with keys."""
         if text is None:  # with keys: a sealed value is never NULL
             raise cast(Binding, binding).fail(PlaintextValueError,
                                               "is missing (NULL): nothing was returned")
         if _codec.is_chunked(text):
             text = _join(text, pieces, owner, binding)
+        if _manifest.is_manifest(text):
+            if binding is not None:  # written without keys: not authenticated
+                raise binding.fail(PlaintextValueError, "is stored by content without a seal "
+                                   "(written before keys were set): nothing was returned")
+            return unpack(text, chunks)
         if binding is not None:
             return cast(Sealer, self.sealer).open_text(text, binding)
         try:
@@ -250,14 +282,18 @@ class Values:
     # --- checkpoints: value and metadata --------------------------------------------------
 
     def dump_checkpoint(self, checkpoint: Any, metadata: Mapping[str, Any], channels: str,
-                        bind: CheckpointBind, fixed: int) -> tuple[StoredValue, StoredMetadata]:
+                        bind: CheckpointBind, fixed: int, held: Container[str] | None = None
+                        ) -> tuple[StoredValue, StoredMetadata]:
         """A checkpoint row's value and metadata column, `fixed` being what its other columns
-        take (see `fit_row`). With keys the column holds PLAIN_METADATA, and the rest of the
-        metadata is sealed with the checkpoint, bound to the column and `channels`."""
+        take (see `fit_row`); a manifest over the thread's chunks when `held` is given (see
+        `dump`). With keys the column holds PLAIN_METADATA, and the rest of the metadata is
+        sealed with the checkpoint, bound to the column and `channels`."""
         type_, data = self._serialize(checkpoint)
         if self.sealer is None:
-            return fit_row(_stored(type_, _codec.encode(data), _codec.CHUNK_SIZE), metadata,
-                           fixed + len(type_))
+            value = self._pack(type_, data, held)
+            if value is None:
+                value = _stored(type_, _codec.encode(data), _codec.CHUNK_SIZE)
+            return fit_row(value, metadata, fixed + len(type_))
         plain = {k: metadata[k] for k in PLAIN_METADATA if k in metadata}
         column = _json(plain, "checkpoint metadata")
         rest = {k: v for k, v in metadata.items() if k not in plain}
@@ -269,12 +305,14 @@ class Values:
         return _stored(type_, text, room), StoredMetadata(column, None)
 
     def load_checkpoint(self, type_: str | None, text: str, pieces: Pieces | None,
-                        column: str | None, channels: str | None, bind: CheckpointBind
+                        column: str | None, channels: str | None, bind: CheckpointBind,
+                        chunks: Mapping[str, str] | None = None
                         ) -> tuple[Any, dict[str, Any]]:
-        """A checkpoint and its metadata, from the row's value (and pieces), metadata column
-        and channels; with keys opened under the binding of the row they were read from."""
+        """A checkpoint and its metadata, from the row's value (and pieces or chunks),
+        metadata column and channels; with keys opened under the binding of the row they were
+        read from."""
         if self.sealer is None:
-            return (self._deserialize(type_, self._open(text, pieces, "", None)),
+            return (self._deserialize(type_, self._open(text, pieces, "", None, chunks)),
                     load_metadata(column, pieces))
         plain = self._plain_part(column, lambda: bind(type_, None))
         binding = bind(type_, bound_columns(plain, channels))
@@ -282,6 +320,9 @@ class Values:
             raise refuse_plaintext(binding)
         if _codec.is_chunked(text):
             text = _join(text, pieces, "", binding)
+        if _manifest.is_manifest(text):
+            raise binding.fail(PlaintextValueError, "is stored by content without a seal "
+                               "(written before keys were set): nothing was returned")
         data, framed = self.sealer.open_flagged(text, binding)
         if not framed:
             return self._deserialize(type_, data), plain
@@ -364,6 +405,17 @@ def _stored(type_: str, text: str, room: int) -> StoredValue:
         return StoredValue(type_, text, None)
     pieces = _pieces(text)
     return StoredValue(type_, _codec.chunk_marker(len(pieces)), pieces)
+
+
+def unpack(text: str, chunks: Mapping[str, str] | None) -> bytes:
+    """The bytes of an "m:" manifest from its thread's chunks; a chunk that was not returned
+    is D1's answer missing a part (or the table broken): a typed error naming it."""
+    try:
+        return _manifest.unpack(text, chunks or {}, _codec.decode)
+    except KeyError as exc:
+        raise ResponseError(f"value lists chunk {exc.args[0]!r}, which was not returned") from None
+    except (ValueError, TypeError) as exc:
+        raise StoredValueError(f"a stored manifest cannot be read ({exc})") from exc
 
 
 def _resplit(text: str, chunked: bool) -> tuple[str, list[str] | None]:

@@ -37,6 +37,13 @@ def chunk_rows(saver: D1Saver, thread_id: str) -> list[tuple[str, str, int]]:
     return [tuple(r) for r in res.rows]
 
 
+def pieces_saver(backend: Backend) -> D1Saver:
+    """A saver that stores values whole, in pieces past D1's 2 MB ("c:"): with encryption keys.
+    Without keys values are stored by content (d1saver_chunks: tests/saver/test_content.py),
+    and "c:" rows are only read (as 0.1.0 wrote them: test_010_chunk_rows_read_back)."""
+    return backend.saver(encryption_keys=[bytes([7]) * 32])
+
+
 def with_values(checkpoint_id: str, **values: Any) -> Checkpoint:
     return generate_checkpoint(checkpoint_id=checkpoint_id, channel_values=values)
 
@@ -51,7 +58,7 @@ def written(saver: D1Saver, thread_id: str) -> RunnableConfig:
 
 def test_copy_thread_onto_thread_with_more_chunks_reads_back(backend: Backend) -> None:
     """The target held the same checkpoint in 3 pieces, the source in 2: the copy reads back."""
-    saver = backend.saver()
+    saver = pieces_saver(backend)
     source, target = new_thread("src"), new_thread("dst")
     cid = generate_checkpoint()["id"]
     big3, big2 = os.urandom(THREE_PIECES), os.urandom(TWO_PIECES)
@@ -65,7 +72,7 @@ def test_copy_thread_onto_thread_with_more_chunks_reads_back(backend: Backend) -
 
 def test_copy_thread_of_small_value_onto_chunked_one_drops_its_chunks(backend: Backend) -> None:
     """Copying a small checkpoint over a chunked one leaves no chunk of the old value."""
-    saver = backend.saver()
+    saver = pieces_saver(backend)
     source, target = new_thread("src"), new_thread("dst")
     cid = generate_checkpoint()["id"]
     saver.put(generate_config(target), with_values(cid, blob=os.urandom(TWO_PIECES)), {}, {})
@@ -78,7 +85,7 @@ def test_copy_thread_of_small_value_onto_chunked_one_drops_its_chunks(backend: B
 
 def test_replayed_regular_write_keeps_first_value_and_exact_chunks(backend: Backend) -> None:
     """A regular write is insert-or-ignore: a replay with a bigger value changes nothing."""
-    saver = backend.saver()
+    saver = pieces_saver(backend)
     thread = new_thread()
     config = written(saver, thread)
     first, replay = os.urandom(TWO_PIECES), os.urandom(THREE_PIECES)
@@ -92,7 +99,7 @@ def test_replayed_regular_write_keeps_first_value_and_exact_chunks(backend: Back
 
 def test_small_write_replayed_big_leaves_no_chunks(backend: Backend) -> None:
     """The ignored replay of a small write must not leave the pieces of its big value."""
-    saver = backend.saver()
+    saver = pieces_saver(backend)
     thread = new_thread()
     config = written(saver, thread)
     saver.put_writes(config, [("blob", "small")], "task-1")
@@ -104,7 +111,7 @@ def test_small_write_replayed_big_leaves_no_chunks(backend: Backend) -> None:
 
 def test_chunked_checkpoint_rewritten_small_leaves_no_chunks(backend: Backend) -> None:
     """put of the same checkpoint id, now small: its old pieces go in the same batch."""
-    saver = backend.saver()
+    saver = pieces_saver(backend)
     thread = new_thread()
     cid = generate_checkpoint()["id"]
     saver.put(generate_config(thread), with_values(cid, blob=os.urandom(TWO_PIECES)), {}, {})
@@ -118,7 +125,7 @@ def test_chunked_checkpoint_rewritten_small_leaves_no_chunks(backend: Backend) -
 
 
 def test_chunked_checkpoint_rewritten_with_fewer_pieces_is_exact(backend: Backend) -> None:
-    saver = backend.saver()
+    saver = pieces_saver(backend)
     thread = new_thread()
     cid = generate_checkpoint()["id"]
     saver.put(generate_config(thread), with_values(cid, blob=os.urandom(THREE_PIECES)), {}, {})
@@ -131,7 +138,7 @@ def test_chunked_checkpoint_rewritten_with_fewer_pieces_is_exact(backend: Backen
 
 def test_chunked_special_write_rewritten_small_leaves_no_chunks(backend: Backend) -> None:
     """Special writes are upserted (the latest wins): the old pieces go with the old value."""
-    saver = backend.saver()
+    saver = pieces_saver(backend)
     thread = new_thread()
     config = written(saver, thread)
     saver.put_writes(config, [("__error__", os.urandom(TWO_PIECES))], "task-1")
@@ -172,7 +179,7 @@ def test_010_chunk_rows_read_back(backend: Backend, extra_piece: bool) -> None:
 
 
 def test_missing_piece_is_an_error_not_a_wrong_value(local: Backend) -> None:
-    saver = local.saver()
+    saver = pieces_saver(local)
     thread = new_thread()
     saver.put(generate_config(thread), generate_checkpoint(
         channel_values={"blob": os.urandom(TWO_PIECES)}), {}, {})
@@ -197,14 +204,18 @@ def _round_trip(saver: D1Saver, thread: str, values: dict[str, Any],
 
 
 def test_value_plus_metadata_over_2mb_round_trip(backend: Backend) -> None:
-    """A 1.77 MB value and 250 KB of metadata: each fits, their row does not."""
+    """A 1.77 MB value and 250 KB of metadata: each fits, their row does not (stored by
+    content, the value leaves a short manifest in the row; the metadata stays in its column)."""
     saver = backend.saver()
     thread = new_thread("sum")
     values = {"blob": os.urandom(1_327_000)}  # 1.77 MB of base64
     metadata = {"notes": "n" * 250_000, "user": thread, "step": 1}
     stored = _round_trip(saver, thread, values, metadata)
     cid = stored["configurable"]["checkpoint_id"]
-    assert chunk_rows(saver, thread) == [(cid, "", 0)]  # the value moved out; metadata stayed
+    assert chunk_rows(saver, thread) == []  # the value is in d1saver_chunks; metadata stayed
+    (res,) = saver.execute([Statement(
+        "SELECT substr(checkpoint, 1, 2) FROM checkpoints WHERE checkpoint_id = ?1", (cid,))])
+    assert res.rows == [["m:"]]
     for flt in ({"user": thread}, {"user": thread, "notes": "n" * 250_000, "step": 1}):
         assert [t.config for t in saver.list(None, filter=flt)] == [stored]
 

@@ -163,11 +163,13 @@ def test_put_of_chunked_value_is_one_batch(raw_route: respx.Route) -> None:
     assert (len(raw_route.calls), set(body), len(body["batch"])) == (1, {"batch"}, 1 + 1 + 2)
 
 
-def test_delete_thread_is_a_batch_of_four(raw_route: respx.Route) -> None:
-    """delete_thread sends its 4 statements as one batch."""
+def test_delete_thread_is_one_batch(raw_route: respx.Route) -> None:
+    """delete_thread sends its 5 statements (writes, pieces, content chunks, tags,
+    checkpoints) as one batch."""
     make_saver().delete_thread(THREAD)
     batch = sent_body(raw_route)["batch"]
-    assert [set(item) for item in batch] == [{"sql", "params"}] * 4
+    assert [set(item) for item in batch] == [{"sql", "params"}] * 5
+    assert any("d1saver_chunks" in item["sql"] for item in batch)
 
 
 def test_batch_params_are_json_scalars(raw_route: respx.Route) -> None:

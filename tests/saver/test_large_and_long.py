@@ -23,7 +23,8 @@ def big_state() -> dict:
 
 def chunk_rows(backend_saver, thread_id: str) -> int:
     (res,) = backend_saver.client.execute(
-        [Statement("SELECT COUNT(*) FROM chunks WHERE thread_id = ?1", (thread_id,))])
+        [Statement("SELECT (SELECT COUNT(*) FROM chunks WHERE thread_id = ?1) + "
+                   "(SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = ?1)", (thread_id,))])
     return res.rows[0][0]
 
 
@@ -39,7 +40,9 @@ def test_ten_megabyte_state_round_trips_everywhere(backend: Backend, keyed: bool
     cfg["configurable"]["checkpoint_id"] = first["configurable"]["checkpoint_id"]
     stored = saver.put(cfg, generate_checkpoint(channel_values=state), {"step": 1}, {})
     saver.put_writes(stored, [("blob", write), ("small", 1)], "task-1")
-    assert chunk_rows(saver, thread) >= 12  # each value split under D1's 2 MB limit
+    # Each value split under D1's 2 MB limit: in pieces with keys, else by content (FastCDC
+    # chunks of 16 KB on average).
+    assert chunk_rows(saver, thread) >= 12
 
     def check(tup) -> None:
         assert tup.checkpoint["channel_values"] == state

@@ -207,14 +207,12 @@ def test_first_op_on_an_up_to_date_database_is_one_request(backend: Backend) -> 
     assert [carries_probe(e) for e in backend.events[-2:]] == [True, False]
 
 
-@pytest.mark.parametrize("op", ["put", "tags"])
-def test_first_op_on_a_version_1_database_migrates_it(backend: Backend, op: str) -> None:
-    """An op whose statements version 1 can run: it runs, reports version 1, and the saver
-    applies every step: steps + 1 requests, then one request per op again."""
+def test_first_op_on_a_version_1_database_migrates_it(backend: Backend) -> None:
+    """An op whose statements version 1 can run (tags): it runs, reports version 1, and the
+    saver applies every step: steps + 1 requests, then one request per op again."""
     build_v1(backend)
     saver = backend.saver()
-    run = (lambda: put_one(saver)) if op == "put" else (lambda: saver.tags(CFG))
-    _, first = backend.count(run)
+    _, first = backend.count(lambda: saver.tags(CFG))
     assert first == STEPS + 1
     assert migration_attempts(backend) == [(v, None) for v in range(2, N + 1)]
     assert stored_schema(backend) == _rows.SchemaInfo(N, _sql.min_reader(N))
@@ -229,7 +227,9 @@ async def test_first_async_op_on_a_version_1_database_migrates_it(backend: Backe
     before = backend.requests
     await saver.aput(CFG, generate_checkpoint(), {"source": "loop", "step": 0}, {})
     await saver.aclose()
-    assert backend.requests - before == STEPS + 1
+    # A put goes through version 6's view: its first batch fails on version 1 ("no such
+    # table"), then the versions are read, every step applied, and the put resent.
+    assert backend.requests - before == STEPS + 3
     assert stored_schema(backend).version == N
 
 

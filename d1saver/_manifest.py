@@ -1,0 +1,140 @@
+"""Content-addressed values: a serialized value as an "m:" manifest of inline parts and chunk ids.
+
+Pure: bytes in, text out; no I/O. `pack` cuts a value with `_chunking.split` (every message of a
+conversation is a piece of its own) and lists, in order, the inline parts (codec text, "d:..."
+or "b:...") and the ids of its stored pieces. A run of consecutive ids is folded into a
+content-defined tree ("^" + id names a node: a stored chunk whose data is the JSON list of its
+children), so a row lists about twenty ids at any length of conversation, and the nodes over an
+unchanged prefix of a list are the same in every checkpoint (docs/STORAGE_DESIGN.md).
+
+Entries are told apart by their first characters: codec text has ':' second, base64url ids
+never contain ':' nor start with '^'. Boundaries and ids are stored forever; tests/test_manifest.py
+pins them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Container, Mapping
+from dataclasses import dataclass, field
+
+from d1saver._chunking import chunk_id, split
+
+MARKER = "m:"
+NODE = "^"
+# A node closes after a child whose id, read as an integer from its first 4 bytes, is a
+# multiple of FANOUT: nodes of about 8 children (measured best of 8 and 16 in
+# docs/STORAGE_DESIGN.md).
+FANOUT = 8
+
+__all__ = ["FANOUT", "MARKER", "NODE", "Chunk", "Packed", "is_manifest", "pack", "refs", "unpack"]
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A stored chunk: level 0 holds codec text of bytes, level n > 0 a JSON list of children."""
+
+    id: str
+    level: int
+    data: str
+
+
+@dataclass(slots=True)
+class Packed:
+    """A value as a manifest: the row's text, the chunks the thread may not hold yet (children
+    before their nodes), and every id the manifest reaches (to remember once stored)."""
+
+    text: str
+    new: list[Chunk] = field(default_factory=list)
+    reached: set[str] = field(default_factory=set)
+
+
+def is_manifest(text: str | None) -> bool:
+    return text is not None and text.startswith(MARKER)
+
+
+def _closes(ref: str) -> bool:
+    """Whether a node closes after the child `ref` (content-defined, pinned)."""
+    raw = base64.urlsafe_b64decode(ref.lstrip(NODE) + "=")
+    return int.from_bytes(raw[:4], "big") % FANOUT == 0
+
+
+def pack(data: bytes, held: Container[str], encode: Callable[[bytes], str],
+         key: bytes | None = None) -> Packed | None:
+    """`data` as a manifest, or None when no part of it is worth storing apart (then the row
+    holds the value's codec text, as before). Chunks in `held` are listed, not sent."""
+    pieces = split(data, key)
+    if not any(p.id for p in pieces):
+        return None
+    out = Packed("")
+    entries: list[str] = []
+    run: list[str] = []
+    for piece in pieces:
+        if piece.id is None:
+            entries += _fold(run, held, out, key)
+            run = []
+            entries.append(encode(piece.data))
+            continue
+        run.append(piece.id)
+        if piece.id not in held and piece.id not in out.reached:
+            out.new.append(Chunk(piece.id, 0, encode(piece.data)))
+        out.reached.add(piece.id)
+    entries += _fold(run, held, out, key)
+    out.text = MARKER + json.dumps(entries, separators=(",", ":"))
+    return out
+
+
+def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) -> list[str]:
+    """A run of consecutive refs as the manifest lists it: the top nodes, then the open
+    (unclosed) tail of each level below, highest first."""
+    level, depth, tails = list(run), 0, []
+    while True:
+        groups, current = [], []
+        for ref in level:
+            current.append(ref)
+            if _closes(ref):
+                groups.append(current)
+                current = []
+        if not groups:
+            break
+        depth += 1
+        nodes = []
+        for group in groups:
+            text = json.dumps(group, separators=(",", ":"))
+            nid = chunk_id(text.encode("ascii"), key)
+            if nid not in held and nid not in out.reached:
+                out.new.append(Chunk(nid, depth, text))
+            out.reached.add(nid)
+            nodes.append(NODE + nid)
+        tails.insert(0, current)
+        level = nodes
+    return level + [ref for tail in tails for ref in tail]
+
+
+def refs(text: str) -> list[str]:
+    """The ids a manifest lists itself (nodes without their "^")."""
+    return [e.lstrip(NODE) for e in json.loads(text[len(MARKER):]) if ":" not in e[:2]]
+
+
+def unpack(text: str, chunks: Mapping[str, str], decode: Callable[[str], bytes]) -> bytes:
+    """The bytes a manifest lists, chunks looked up in `chunks` (id -> data). A missing chunk
+    raises KeyError naming it."""
+    out = bytearray()
+    memo: dict[str, bytes] = {}
+
+    def walk(entries: list[str], depth: int) -> None:
+        for entry in entries:
+            if entry[1:2] == ":":
+                out.extend(decode(entry))
+            elif entry[:1] == NODE:
+                if depth > 64:
+                    raise ValueError("manifest tree too deep")
+                walk(json.loads(chunks[entry[1:]]), depth + 1)
+            else:
+                if entry not in memo:
+                    memo[entry] = decode(chunks[entry])
+                out.extend(memo[entry])
+
+    walk(json.loads(text[len(MARKER):]), 0)
+    return bytes(out)
