@@ -187,14 +187,14 @@ CREATE TABLE IF NOT EXISTS d1saver_chunks (
 CREATE TRIGGER IF NOT EXISTS d1saver_chunks_closed AFTER INSERT ON d1saver_chunks
 WHEN NEW.level > 0 BEGIN
     SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
-        SELECT 1 FROM json_each(NEW.data) AS j WHERE NOT EXISTS (
+        SELECT 1 FROM json_each('["' || replace(NEW.data, ',', '","') || '"]') AS j WHERE NOT EXISTS (
             SELECT 1 FROM d1saver_chunks AS k
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
 
 CREATE TRIGGER IF NOT EXISTS checkpoints_chunks_closed AFTER INSERT ON checkpoints
 WHEN substr(NEW.checkpoint, 1, 2) = 'm:' BEGIN
     SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
-        SELECT 1 FROM json_each(substr(NEW.checkpoint, 3)) AS j
+        SELECT 1 FROM json_each('["' || replace(substr(NEW.checkpoint, 3), ',', '","') || '"]') AS j
         WHERE instr(j.value, ':') = 0 AND NOT EXISTS (
             SELECT 1 FROM d1saver_chunks AS k
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
@@ -202,7 +202,7 @@ WHEN substr(NEW.checkpoint, 1, 2) = 'm:' BEGIN
 CREATE TRIGGER IF NOT EXISTS writes_chunks_closed AFTER INSERT ON writes
 WHEN substr(NEW.value, 1, 2) = 'm:' BEGIN
     SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
-        SELECT 1 FROM json_each(substr(NEW.value, 3)) AS j
+        SELECT 1 FROM json_each('["' || replace(substr(NEW.value, 3), ',', '","') || '"]') AS j
         WHERE instr(j.value, ':') = 0 AND NOT EXISTS (
             SELECT 1 FROM d1saver_chunks AS k
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
@@ -217,7 +217,8 @@ CREATE TRIGGER IF NOT EXISTS d1saver_put_row INSTEAD OF INSERT ON d1saver_put BE
     OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
         parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
     VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.parent_checkpoint_id,
-        NEW.type, NEW.checkpoint, NEW.metadata, NEW.channels, NEW.run_id, NEW.ts); END;
+        COALESCE(NEW.type, 'msgpack'), NEW.checkpoint, NEW.metadata, NEW.channels,
+        NEW.run_id, NEW.ts); END;
 
 CREATE VIEW IF NOT EXISTS d1saver_put_writes (thread_id, checkpoint_ns, checkpoint_id,
     task_id, task_path, special, regular, chunks)
@@ -230,11 +231,38 @@ BEGIN
     OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
         task_path, idx, channel, type, value)
     SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,
-        value->>0, value->>1, value->>2, value->>3 FROM json_each(NEW.special); INSERT
+        value->>0, value->>1, COALESCE(value->>2, 'msgpack'), value->>3
+    FROM json_each(NEW.special); INSERT
     OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
         task_path, idx, channel, type, value)
     SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,
-        value->>0, value->>1, value->>2, value->>3 FROM json_each(NEW.regular); END;
+        json_extract(NEW.regular, '$[0][0]'), '', 'pack', 'p:' || NEW.regular
+    WHERE json_array_length(NEW.regular) > 1 AND NOT EXISTS (
+        SELECT 1 FROM writes WHERE thread_id = NEW.thread_id
+            AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id
+            AND task_id = NEW.task_id AND idx >= 0); INSERT
+    OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
+        task_path, idx, channel, type, value)
+    SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,
+        j.value->>0, j.value->>1, COALESCE(j.value->>2, 'msgpack'), j.value->>3
+    FROM json_each(NEW.regular) AS j
+    WHERE NOT EXISTS (
+        SELECT 1 FROM writes AS p, json_each(CASE WHEN substr(p.value, 1, 2) = 'p:'
+                                                  THEN substr(p.value, 3) ELSE '[]' END) AS q
+        WHERE p.thread_id = NEW.thread_id AND p.checkpoint_ns = NEW.checkpoint_ns
+            AND p.checkpoint_id = NEW.checkpoint_id AND p.task_id = NEW.task_id
+            AND q.value->>0 = j.value->>0); END;
+
+CREATE TRIGGER IF NOT EXISTS writes_pack_chunks_closed AFTER INSERT ON writes
+WHEN substr(NEW.value, 1, 2) = 'p:' BEGIN
+    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
+        SELECT 1 FROM json_each(substr(NEW.value, 3)) AS w,
+            json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+                THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]'
+                ELSE '[]' END) AS j
+        WHERE instr(j.value, ':') = 0 AND NOT EXISTS (
+            SELECT 1 FROM d1saver_chunks AS k
+            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
 
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
 VALUES (6, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 1);

@@ -28,6 +28,11 @@ from pyfastcdc import FastCDC
 # inline. A LangChain message serializes to 300-1,000 bytes: each is its own piece.
 STORED_MIN = 256
 PIECE_MAX = 32 * 1024
+# In an array of LONG_ARRAY elements or more (a conversation), elements from LONG_ELEMENT_MIN
+# bytes on are pieces too: a short user message (a LangChain HumanMessage of a sentence is
+# about 200 bytes) is otherwise sent again inline with every checkpoint of the thread.
+LONG_ARRAY = 8
+LONG_ELEMENT_MIN = 128
 # Containers of more items than this are cut by FastCDC (or kept inline) rather than walked item by
 # item in Python (a few microseconds an item).
 WALK_MAX = 4096
@@ -36,7 +41,7 @@ CDC_MIN, CDC_AVG, CDC_MAX = 4 * 1024, 16 * 1024, 64 * 1024
 # 20 bytes: collisions need ~2**80 work without a key (see docs/STORAGE_DESIGN.md).
 ID_BYTES = 20
 
-__all__ = ["ID_BYTES", "Piece", "chunk_id", "join", "split"]
+__all__ = ["ID_BYTES", "LONG_ARRAY", "LONG_ELEMENT_MIN", "Piece", "chunk_id", "join", "split"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,16 +99,17 @@ def _inline(data: bytes, start: int, end: int, key: bytes | None) -> list[Piece]
 # --- cutting ---------------------------------------------------------------------------------
 
 def _cut_value(data: bytes, start: int, end: int, cuts: list[tuple[int, int, bool]],
-               element: bool = False) -> None:
+               element: bool = False, minimum: int = STORED_MIN) -> None:
     """Cut the msgpack value at data[start:end], appending (start, end, stored) ranges in order.
 
     An array element of STORED_MIN..PIECE_MAX bytes is a piece whatever its type (a message, a
     record); any other array or map is opened (its header and small items inline), so a record's
     changing scalars (versions, timestamps) never make a piece of their own; a larger string,
     binary or extension is one piece, or FastCDC pieces beyond PIECE_MAX. The ranges always
-    partition [start, end); bytes that are not msgpack raise _NotMsgpack."""
+    partition [start, end); bytes that are not msgpack raise _NotMsgpack. `minimum`: the
+    smallest stored piece (LONG_ELEMENT_MIN for elements of long arrays)."""
     size = end - start
-    if size < STORED_MIN:
+    if size < minimum:
         cuts.append((start, end, False))
         return
     kind, head, n = _header(data, start)
@@ -122,11 +128,12 @@ def _cut_value(data: bytes, start: int, end: int, cuts: list[tuple[int, int, boo
         return
     cuts.append((start, start + head, False))
     pos = start + head
+    smallest = LONG_ELEMENT_MIN if kind == _ARRAY and n >= LONG_ARRAY else STORED_MIN
     for i in range(items):
         item_end = end if i == items - 1 else _skip(data, pos)  # the last item ends with its container
         if item_end > end:
             raise _NotMsgpack
-        _cut_value(data, pos, item_end, cuts, element=kind == _ARRAY)
+        _cut_value(data, pos, item_end, cuts, element=kind == _ARRAY, minimum=smallest)
         pos = item_end
     if pos != end:  # an empty container with trailing bytes
         raise _NotMsgpack

@@ -3,19 +3,20 @@
 Pure: bytes in, text out; no I/O. `pack` cuts a value with `_chunking.split` (every message of a
 conversation is a piece of its own) and lists, in order, the inline parts (codec text, "d:..."
 or "b:...") and the ids of its stored pieces. A run of consecutive ids is folded into a
-content-defined tree ("^" + id names a node: a stored chunk whose data is the JSON list of its
-children), so a row lists about twenty ids at any length of conversation, and the nodes over an
+content-defined tree ("^" + id names a node: a stored chunk whose data lists its children), so a row lists about twenty ids at any length of conversation, and the nodes over an
 unchanged prefix of a list are the same in every checkpoint (docs/STORAGE_DESIGN.md).
 
-Entries are told apart by their first characters: codec text has ':' second, base64url ids
-never contain ':' nor start with '^'. Boundaries and ids are stored forever; tests/test_manifest.py
-pins them.
+A manifest is "m:" and its entries joined by ',' (a node's data is its children joined the same
+way): no entry can hold ',', '"' or '\\' (codec text is base85, ids base64url), so a manifest
+needs no escaping inside the JSON that carries it, and SQL reads it as a JSON array by wrapping
+(see d1saver/_sql.py, _LIST). Entries are told apart by their first characters: codec text has
+':' second, base64url ids never contain ':' nor start with '^'. Boundaries and ids are stored
+forever; tests/test_manifest.py pins them.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 
@@ -23,17 +24,18 @@ from d1saver._chunking import chunk_id, split
 
 MARKER = "m:"
 NODE = "^"
+SEP = ","
 # A node closes after a child whose id, read as an integer from its first 4 bytes, is a
 # multiple of FANOUT: nodes of about 8 children (measured best of 8 and 16 in
 # docs/STORAGE_DESIGN.md).
 FANOUT = 8
 
-__all__ = ["FANOUT", "MARKER", "NODE", "Chunk", "Packed", "is_manifest", "pack", "refs", "unpack"]
+__all__ = ["FANOUT", "MARKER", "NODE", "SEP", "Chunk", "Packed", "is_manifest", "pack", "refs", "unpack"]
 
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """A stored chunk: level 0 holds codec text of bytes, level n > 0 a JSON list of children."""
+    """A stored chunk: level 0 holds codec text of bytes, level n > 0 its children's refs."""
 
     id: str
     level: int
@@ -81,7 +83,7 @@ def pack(data: bytes, held: Container[str], encode: Callable[[bytes], str],
             out.new.append(Chunk(piece.id, 0, encode(piece.data)))
         out.reached.add(piece.id)
     entries += _fold(run, held, out, key)
-    out.text = MARKER + json.dumps(entries, separators=(",", ":"))
+    out.text = MARKER + SEP.join(entries)
     return out
 
 
@@ -101,7 +103,7 @@ def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) 
         depth += 1
         nodes = []
         for group in groups:
-            text = json.dumps(group, separators=(",", ":"))
+            text = SEP.join(group)
             nid = chunk_id(text.encode("ascii"), key)
             if nid not in held and nid not in out.reached:
                 out.new.append(Chunk(nid, depth, text))
@@ -114,7 +116,7 @@ def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) 
 
 def refs(text: str) -> list[str]:
     """The ids a manifest lists itself (nodes without their "^")."""
-    return [e.lstrip(NODE) for e in json.loads(text[len(MARKER):]) if ":" not in e[:2]]
+    return [e.lstrip(NODE) for e in text[len(MARKER):].split(SEP) if ":" not in e[:2]]
 
 
 def unpack(text: str, chunks: Mapping[str, str], decode: Callable[[str], bytes]) -> bytes:
@@ -130,11 +132,11 @@ def unpack(text: str, chunks: Mapping[str, str], decode: Callable[[str], bytes])
             elif entry[:1] == NODE:
                 if depth > 64:
                     raise ValueError("manifest tree too deep")
-                walk(json.loads(chunks[entry[1:]]), depth + 1)
+                walk(chunks[entry[1:]].split(SEP), depth + 1)
             else:
                 if entry not in memo:
                     memo[entry] = decode(chunks[entry])
                 out.extend(memo[entry])
 
-    walk(json.loads(text[len(MARKER):]), 0)
+    walk(text[len(MARKER):].split(SEP), 0)
     return bytes(out)

@@ -249,6 +249,8 @@ class Operations:
         result, deltas = yield from self.exchange([stmt, st.delta_statement(stmt)])
         self._learn(result, deltas)
         tuples = _rows.read_rows(_rows.tuples_from_page, result, self.values)
+        for tup in tuples[:1]:  # the newest: what the next put_writes builds on
+            self.held.saw_metadata(tup.config["configurable"]["thread_id"], tup.metadata)
         histories = _rows.read_rows(_rows.histories_from_walk, deltas, tuples, self.values)
         for key, entry in histories.items():
             self.delta_cache.put(key, entry, since)
@@ -316,6 +318,7 @@ class Operations:
                 held=held)
             return stmts, reached
 
+        self.held.saw_metadata(thread_id, metadata)
         try:
             yield from self._write(thread_id, build)
         except QueryError as exc:
@@ -331,8 +334,9 @@ class Operations:
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str) -> Op[None]:
         thread_id = st.thread_id_of(config)
+        deltas = self.held.delta_channels(thread_id)
         yield from self._write(thread_id, lambda held: st.put_writes_statements(
-            self.values, config, writes, task_id, task_path, held))
+            self.values, config, writes, task_id, task_path, held, whole=deltas))
 
     # --- deletes and copies -------------------------------------------------------------
 

@@ -104,11 +104,26 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
     return out
 
 
+def unpacked(rows: Iterable[list[Any]]) -> list[list[Any]]:
+    """Write rows with every "p:" row (one put_writes call's regular writes, migration 6) in
+    its writes: a write row ends with idx, channel, type, value in every read's layout; a
+    type null in a pack is "msgpack" (d1saver/_sql.py, PUT)."""
+    out: list[list[Any]] = []
+    for row in rows:
+        value = row[-1]
+        if isinstance(value, str) and value.startswith("p:"):
+            out += [[*row[:-4], idx, channel, "msgpack" if type_ is None else type_, text]
+                    for idx, channel, type_, text in json.loads(value[2:])]
+        else:
+            out.append(row)
+    return out
+
+
 def pending_writes(rows: Iterable[list[Any]], pieces: Pieces | None,
                    values: Values, chunks: Chunks | None = None) -> list[PendingWrite]:
     """A checkpoint's writes in LangGraph's order, from page 'w' rows."""
     # row: kind, thread, ns, cid, task_id, task_path, idx, channel, type, value
-    ordered = sorted(rows, key=lambda r: writes_sort_key(r[5] or "", r[4], int(r[6])))
+    ordered = sorted(unpacked(rows), key=lambda r: writes_sort_key(r[5] or "", r[4], int(r[6])))
     return [(r[4], r[7], values.load(r[8], r[9], pieces, f"{r[4]}/{int(r[6])}",
                                      write_binder(r[1], r[2], r[3], r[4], r[5], int(r[6]), r[7]),
                                      chunks))
@@ -239,7 +254,7 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
     for depth in reversed(path):
         cid = ancestors[depth][2]
         # row: kind, depth, cid, task_id, task_path, idx, channel, type, value
-        for r in sorted(writes.get(depth, []),
+        for r in sorted(unpacked(writes.get(depth, [])),
                         key=lambda r: writes_sort_key(r[4] or "", r[3], int(r[5]))):
             if r[6] in collected:
                 bind = write_binder(thread_id, ns, cid, r[3], r[4], int(r[5]), r[6])

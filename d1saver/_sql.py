@@ -228,7 +228,7 @@ CREATE TABLE IF NOT EXISTS d1saver_chunks (
 CREATE TRIGGER IF NOT EXISTS d1saver_chunks_closed AFTER INSERT ON d1saver_chunks
 WHEN NEW.level > 0 BEGIN
     SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
-        SELECT 1 FROM json_each(NEW.data) AS j WHERE NOT EXISTS (
+        SELECT 1 FROM json_each('["' || replace(NEW.data, ',', '","') || '"]') AS j WHERE NOT EXISTS (
             SELECT 1 FROM d1saver_chunks AS k
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));
 END""",
@@ -236,7 +236,7 @@ END""",
 CREATE TRIGGER IF NOT EXISTS checkpoints_chunks_closed AFTER INSERT ON checkpoints
 WHEN substr(NEW.checkpoint, 1, 2) = 'm:' BEGIN
     SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
-        SELECT 1 FROM json_each(substr(NEW.checkpoint, 3)) AS j
+        SELECT 1 FROM json_each('["' || replace(substr(NEW.checkpoint, 3), ',', '","') || '"]') AS j
         WHERE instr(j.value, ':') = 0 AND NOT EXISTS (
             SELECT 1 FROM d1saver_chunks AS k
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));
@@ -245,7 +245,7 @@ END""",
 CREATE TRIGGER IF NOT EXISTS writes_chunks_closed AFTER INSERT ON writes
 WHEN substr(NEW.value, 1, 2) = 'm:' BEGIN
     SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
-        SELECT 1 FROM json_each(substr(NEW.value, 3)) AS j
+        SELECT 1 FROM json_each('["' || replace(substr(NEW.value, 3), ',', '","') || '"]') AS j
         WHERE instr(j.value, ':') = 0 AND NOT EXISTS (
             SELECT 1 FROM d1saver_chunks AS k
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));
@@ -261,7 +261,8 @@ CREATE TRIGGER IF NOT EXISTS d1saver_put_row INSTEAD OF INSERT ON d1saver_put BE
     INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
         parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
     VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.parent_checkpoint_id,
-        NEW.type, NEW.checkpoint, NEW.metadata, NEW.channels, NEW.run_id, NEW.ts);
+        COALESCE(NEW.type, 'msgpack'), NEW.checkpoint, NEW.metadata, NEW.channels,
+        NEW.run_id, NEW.ts);
 END""",
         """
 CREATE VIEW IF NOT EXISTS d1saver_put_writes (thread_id, checkpoint_ns, checkpoint_id,
@@ -275,11 +276,39 @@ BEGIN
     INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
         task_path, idx, channel, type, value)
     SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,
-        value->>0, value->>1, value->>2, value->>3 FROM json_each(NEW.special);
+        value->>0, value->>1, COALESCE(value->>2, 'msgpack'), value->>3
+    FROM json_each(NEW.special);
     INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
         task_path, idx, channel, type, value)
     SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,
-        value->>0, value->>1, value->>2, value->>3 FROM json_each(NEW.regular);
+        json_extract(NEW.regular, '$[0][0]'), '', 'pack', 'p:' || NEW.regular
+    WHERE json_array_length(NEW.regular) > 1 AND NOT EXISTS (
+        SELECT 1 FROM writes WHERE thread_id = NEW.thread_id
+            AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id
+            AND task_id = NEW.task_id AND idx >= 0);
+    INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
+        task_path, idx, channel, type, value)
+    SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,
+        j.value->>0, j.value->>1, COALESCE(j.value->>2, 'msgpack'), j.value->>3
+    FROM json_each(NEW.regular) AS j
+    WHERE NOT EXISTS (
+        SELECT 1 FROM writes AS p, json_each(CASE WHEN substr(p.value, 1, 2) = 'p:'
+                                                  THEN substr(p.value, 3) ELSE '[]' END) AS q
+        WHERE p.thread_id = NEW.thread_id AND p.checkpoint_ns = NEW.checkpoint_ns
+            AND p.checkpoint_id = NEW.checkpoint_id AND p.task_id = NEW.task_id
+            AND q.value->>0 = j.value->>0);
+END""",
+        """
+CREATE TRIGGER IF NOT EXISTS writes_pack_chunks_closed AFTER INSERT ON writes
+WHEN substr(NEW.value, 1, 2) = 'p:' BEGIN
+    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (
+        SELECT 1 FROM json_each(substr(NEW.value, 3)) AS w,
+            json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+                THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]'
+                ELSE '[]' END) AS j
+        WHERE instr(j.value, ':') = 0 AND NOT EXISTS (
+            SELECT 1 FROM d1saver_chunks AS k
+            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));
 END""",
     ],
     # Append the next step here, as a list of statements; never edit one above, and update
@@ -331,7 +360,10 @@ UPSERT_CHECKPOINT = (f"INSERT OR REPLACE INTO checkpoints ({','.join(CHECKPOINT_
 # From schema version 6 on, a put and a put_writes go through views whose INSTEAD OF triggers
 # (migration 6) insert the new chunks (a JSON array of [id, level, data], children before
 # nodes) and then the rows, so the SQL text each request carries is the shortest possible.
-# The views' columns never change (a later release adds a new view).
+# A type NULL is "msgpack" (the serde's usual tag, sent with every value otherwise). A
+# put_writes call's regular writes, two or more, are one "p:" row (the JSON array as sent):
+# per write, they would be most of the rows a conversation writes. The views' columns never
+# change (a later release adds a new view).
 PUT = "INSERT INTO d1saver_put VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 # ?6 special writes, ?7 regular ones (JSON arrays of [idx, channel, type, value], or NULL),
 # ?8 the new chunks.
@@ -456,12 +488,19 @@ _REFS = """,
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM out AS o, json_each(CASE WHEN substr({value}, 1, 2) = 'm:'
-                                  THEN substr({value}, 3) ELSE '[]' END) AS j
+        THEN '["' || replace(substr({value}, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM out AS o, json_each(CASE WHEN substr({value}, 1, 2) = 'p:'
+        THEN substr({value}, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE instr(j.value, ':') = 0
     UNION
     SELECT r.thread_id, ltrim(j.value, '^')
     FROM refs AS r JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
-        AND n.level > 0, json_each(n.data) AS j
+        AND n.level > 0, json_each('["' || replace(n.data, ',', '","') || '"]') AS j
 )"""
 _CHUNK_ROWS = """
 SELECT * FROM out
@@ -542,7 +581,7 @@ SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_pat
        w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w ON w.thread_id = v.thread_id
     AND w.checkpoint_ns = v.checkpoint_ns AND w.checkpoint_id = v.checkpoint_id
-WHERE w.channel IN (SELECT value FROM json_each(v.sought))
+WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
        NULL
@@ -637,7 +676,7 @@ UNION ALL
 SELECT 'w', a.depth, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value
 FROM ancestors AS a JOIN writes AS w ON w.thread_id = ?1 AND w.checkpoint_ns = ?2
     AND w.checkpoint_id = a.checkpoint_id
-WHERE w.channel IN (SELECT value FROM json_each(a.sought))
+WHERE (w.channel IN (SELECT value FROM json_each(a.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
 SELECT 'k', a.depth, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
 FROM ancestors AS a JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?2
@@ -704,7 +743,12 @@ ORDER BY checkpoint_id DESC, name"""
 # same batch as the deletions, so no chunk is ever referenced but missing, and none is left
 # unreferenced. A put racing it either committed first (its chunks are reached) or finds a
 # chunk gone and fails with chunk_missing, then sends its chunks again (d1saver/_ops.py).
-_MANIFEST = "json_each(CASE WHEN substr({v}, 1, 2) = 'm:' THEN substr({v}, 3) ELSE '[]' END)"
+# The entries of manifest {v} (or none if it is not one) as a JSON array: entries never hold
+# ',', '"' or '\\' (d1saver/_manifest.py), so wrapping them is exact.
+_MANIFEST = ("json_each(CASE WHEN substr({v}, 1, 2) = 'm:' "
+             "THEN '[\"' || replace(substr({v}, 3), ',', '\",\"') || '\"]' ELSE '[]' END)")
+# The writes packed in {v} (a "p:" row: one put_writes call's regular writes, migration 6).
+_PACK = "json_each(CASE WHEN substr({v}, 1, 2) = 'p:' THEN substr({v}, 3) ELSE '[]' END)"
 _REACHED = f"""
 WITH RECURSIVE reached(thread_id, id) AS (
     SELECT c.thread_id, ltrim(j.value, '^')
@@ -715,9 +759,13 @@ WITH RECURSIVE reached(thread_id, id) AS (
     FROM writes AS w, {_MANIFEST.format(v="w.value")} AS j
     WHERE w.thread_id IN ({{threads}}) AND instr(j.value, ':') = 0
     UNION
+    SELECT w.thread_id, ltrim(j.value, '^')
+    FROM writes AS w, {_PACK.format(v="w.value")} AS p, {_MANIFEST.format(v="p.value->>3")} AS j
+    WHERE w.thread_id IN ({{threads}}) AND instr(j.value, ':') = 0
+    UNION
     SELECT r.thread_id, ltrim(j.value, '^')
     FROM reached AS r JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
-        AND n.level > 0, json_each(n.data) AS j
+        AND n.level > 0, json_each('["' || replace(n.data, ',', '","') || '"]') AS j
 )"""
 GC_CHUNKS = _REACHED.format(threads="SELECT thread_id FROM d1saver_scope") + """
 DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)

@@ -188,7 +188,7 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
     value, stored_md = values.dump_checkpoint(checkpoint, md, channels,
                                               checkpoint_binder(thread_id, ns, cid), fixed,
                                               held=held)
-    params: list[Param] = [thread_id, ns, cid, parent_id, value.type, value.text,
+    params: list[Param] = [thread_id, ns, cid, parent_id, _type(value.type), value.text,
                            stored_md.text, channels, run_id, ts]
     stmts: list[Statement] = []
     if guard_head:
@@ -206,13 +206,15 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
 
 def put_writes_statements(values: Values, config: RunnableConfig,
                           writes: Sequence[tuple[str, Any]], task_id: str, task_path: str,
-                          held: Container[str] | None = None
+                          held: Container[str] | None = None,
+                          whole: Container[str] = frozenset()
                           ) -> tuple[list[Statement], set[str]]:
     """The statements of one `put_writes`, as InMemorySaver stores them, and the chunk ids its
     rows reach: special writes (WRITES_IDX_MAP) upserted, the latest winning; regular ones
     inserted or ignored, the first winning. Rows go as JSON parameters of one PUT_WRITES
     statement (more only past 1.5 MB), with the new chunks of values stored by content (see
-    `put_statements`); pieces of values stored whole follow."""
+    `put_statements`); pieces of values stored whole follow. Writes to channels in `whole`
+    (DeltaChannels: d1saver/_held.py) are stored whole."""
     thread_id = thread_id_of(config)
     ns = ns_of(config)
     cid = checkpoint_id_of(config)
@@ -229,14 +231,15 @@ def put_writes_statements(values: Values, config: RunnableConfig,
         widx = WRITES_IDX_MAP.get(channel, idx)
         value = values.dump(obj, write_binder(thread_id, ns, cid, task_id, task_path, widx,
                                               channel),
-                            room=ROW_MAX - fixed - utf8_size(channel), held=held)
+                            room=ROW_MAX - fixed - utf8_size(channel),
+                            held=None if channel in whole else held)
         for chunk in value.new_chunks:
             new.setdefault(chunk.id, chunk)
         reached |= value.reached
         if batches[special][-1] and sizes[special] + len(value.text) > _WRITES_PARAM_MAX:
             batches[special].append([])
             sizes[special] = 0
-        batches[special][-1].append([widx, channel, value.type, value.text])
+        batches[special][-1].append([widx, channel, _type(value.type), value.text])
         sizes[special] += len(value.text) + len(channel) + 32
         if special:
             piece_stmts += chunk_statements(thread_id, ns, cid, f"{task_id}/{widx}",
@@ -253,6 +256,11 @@ def put_writes_statements(values: Values, config: RunnableConfig,
             _rows_json(regular_rows[n]) if n < len(regular_rows) else None,
             chunks if n == 0 else None)))
     return (stmts + piece_stmts if special_rows or regular_rows else []), reached
+
+
+def _type(type_: str) -> str | None:
+    """A value's type as the put views take it: NULL for "msgpack" (see _sql.PUT)."""
+    return None if type_ == "msgpack" else type_
 
 
 def _rows_json(rows: list[list[Any]]) -> str:

@@ -130,7 +130,10 @@ class Database:
             " (SELECT page_count FROM pragma_page_count()) * (SELECT page_size FROM pragma_page_size())"
         )[0]
         # changes() keeps the count of the last DML statement, so only trust it if this one wrote.
-        changes = changes_now if self.conn.total_changes != before else 0
+        # Rows written count what its triggers wrote too (an insert into d1saver_put writes
+        # its rows that way), as D1 bills them; `changes` is SQLite's changes() as D1 reports.
+        written = self.conn.total_changes - before
+        changes = changes_now if written else 0
         if raw:
             results: Any = {"columns": columns, "rows": rows}
         else:
@@ -141,7 +144,7 @@ class Database:
             "duration": duration_ms,
             "last_row_id": last_row_id,
             "rows_read": changes or len(rows),  # approximate: D1 counts rows scanned
-            "rows_written": changes,
+            "rows_written": written,
             "size_after": size,
             "served_by": "d1saver.local",
             "served_by_region": "local",
