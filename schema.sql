@@ -265,4 +265,4 @@ WHEN substr(NEW.value, 1, 2) = 'p:' BEGIN
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
 
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (6, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 1);
+VALUES (6, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 6);

@@ -17,6 +17,7 @@ forever; tests/test_manifest.py pins them.
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 
@@ -56,6 +57,7 @@ def is_manifest(text: str | None) -> bool:
     return text is not None and text.startswith(MARKER)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _closes(ref: str) -> bool:
     """Whether a node closes after the child `ref` (content-defined, pinned)."""
     raw = base64.urlsafe_b64decode(ref.lstrip(NODE) + "=")

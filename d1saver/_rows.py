@@ -302,6 +302,6 @@ def op_count(result: Result) -> int:
     return int(result.rows[0][0])
 
 
-__all__ = ["Load", "SchemaInfo", "check_columns", "delta_history", "histories_from_walk",
-           "op_count", "pending_writes", "read_rows", "schema_info", "tags_from",
-           "tuples_from_page"]
+__all__ = ["Chunks", "SchemaInfo", "check_columns", "chunk_ids", "delta_history",
+           "histories_from_walk", "op_count", "pending_writes", "read_rows", "schema_info",
+           "tags_from", "tuples_from_page", "unpacked"]

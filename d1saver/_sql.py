@@ -318,7 +318,11 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 # Contract steps, which code of older versions cannot use: version -> the oldest schema version
 # whose d1saver still works once that step is applied. A step not listed is additive.
-MIN_READER: dict[int, int] = {}
+MIN_READER: dict[int, int] = {
+    # Rows written from version 6 on may be "m:" manifests over d1saver_chunks and "p:" packed
+    # writes, which code of an older schema cannot read (0.1.0 reads neither: docs/MIGRATIONS.md).
+    6: 6,
+}
 
 
 def min_reader(version: int) -> int:
@@ -737,6 +741,10 @@ ORDER BY checkpoint_id DESC, name"""
 
 # --- content-addressed chunks: garbage collection and the check --------------------------
 
+# How many writes row {t} holds: a "p:" row packs one put_writes call's (migration 6).
+_WRITES_IN = ("CASE WHEN substr({t}.value, 1, 2) = 'p:' "
+              "THEN json_array_length(substr({t}.value, 3)) ELSE 1 END")
+
 # Exact garbage collection of content-addressed chunks (migration 6), last in every batch that
 # deletes rows of the threads in d1saver_scope: a chunk stays only if a remaining checkpoint or
 # write of its thread reaches it (through its manifest, nodes opened level by level). In the
@@ -1037,7 +1045,7 @@ SELECT s.thread_id,
   (SELECT COUNT(*) FROM checkpoints AS c WHERE c.thread_id = s.thread_id) AS checkpoints_total,
   (SELECT COUNT(*) FROM checkpoints AS c
      WHERE c.thread_id = s.thread_id AND {_UNKEPT.format(t="c")}) AS checkpoints,
-  (SELECT COUNT(*) FROM writes AS w
+  (SELECT COALESCE(SUM({_WRITES_IN.format(t="w")}), 0) FROM writes AS w
      WHERE w.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="w")}) AS writes,
   (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
      WHERE c.thread_id = s.thread_id AND {_UNKEPT.format(t="c")})
@@ -1082,12 +1090,13 @@ FROM checkpoints WHERE thread_id IN {_IDS}
 GROUP BY thread_id ORDER BY thread_id"""
 
 # One thread's checkpoints, newest first (`d1saver history`): ?1 thread_id, ?2 limit.
-HISTORY = """
+HISTORY = f"""
 SELECT c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        json_extract(c.metadata, '$.step') AS step, json_extract(c.metadata, '$.source') AS source,
        c.ts, LENGTH(c.checkpoint) + LENGTH(c.metadata) AS bytes,
-       (SELECT COUNT(*) FROM writes AS w WHERE w.thread_id = c.thread_id
-          AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id) AS writes,
+       (SELECT COALESCE(SUM({_WRITES_IN.format(t="w")}), 0) FROM writes AS w
+        WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+          AND w.checkpoint_id = c.checkpoint_id) AS writes,
        (SELECT group_concat(g.name, ',') FROM tags AS g WHERE g.thread_id = c.thread_id
           AND g.checkpoint_ns = c.checkpoint_ns AND g.checkpoint_id = c.checkpoint_id) AS tags
 FROM checkpoints AS c WHERE c.thread_id = ?1

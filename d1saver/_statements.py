@@ -239,7 +239,8 @@ def put_writes_statements(values: Values, config: RunnableConfig,
         if batches[special][-1] and sizes[special] + len(value.text) > _WRITES_PARAM_MAX:
             batches[special].append([])
             sizes[special] = 0
-        batches[special][-1].append([widx, channel, _type(value.type), value.text])
+        batches[special][-1].append([widx, channel, value.type if values.sealer else
+                                     _type(value.type), value.text])
         sizes[special] += len(value.text) + len(channel) + 32
         if special:
             piece_stmts += chunk_statements(thread_id, ns, cid, f"{task_id}/{widx}",
@@ -249,6 +250,13 @@ def put_writes_statements(values: Values, config: RunnableConfig,
     chunks, stmts = new_chunks_params(thread_id, new.values())
     special_rows = [b for b in batches[True] if b]
     regular_rows = [b for b in batches[False] if b]
+    if values.sealer is not None:
+        # With keys a write is sealed for its own row (task, idx, channel): one row each, as
+        # rekeying reads them, and nothing stored by content.
+        for special, sql in ((True, _sql.INSERT_WRITES_REPLACE), (False, _sql.INSERT_WRITES_IGNORE)):
+            stmts += [Statement(sql, (thread_id, ns, cid, task_id, task_path, _rows_json(rows)))
+                      for rows in (special_rows if special else regular_rows)]
+        return stmts + piece_stmts, reached
     for n in range(max(len(special_rows), len(regular_rows))):
         stmts.append(Statement(_sql.PUT_WRITES, (
             thread_id, ns, cid, task_id, task_path,

@@ -33,7 +33,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from d1saver._client import D1Client
 from d1saver._crypto import Key, Sealer, keys_from_env
 from d1saver._driver import Driver
-from d1saver._errors import ConfigError, NotFoundError
+from d1saver._errors import NotFoundError
 from d1saver._fleet import DEFAULT_CONCURRENCY, Fleet
 from d1saver._nodes import Node, client_factory, database_lists, make_nodes
 from d1saver._ops import Operations

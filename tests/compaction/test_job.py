@@ -33,6 +33,7 @@ from d1saver import (ConfigError, D1Saver, LeaseHeldError, NotFoundError, RetryP
 from d1saver.local import FaultPlan
 from tests.compaction import (BIG, LONG_AGO, LoseFirstResponse, cfg, checkpoint_id, ids_in,
                               new_thread, put_chain, put_checkpoint, query)
+from d1saver._rows import unpacked
 from tests.conftest import Backend, local_backend
 from tests.saver.graphs import LogState, log_node, sequence
 
@@ -73,12 +74,17 @@ def by_namespace(saver: D1Saver, thread_id: str) -> dict[str, list[str]]:
 
 
 def count_writes(saver: D1Saver, thread_id: str) -> int:
-    return query(saver, "SELECT COUNT(*) FROM writes WHERE thread_id = ?1", thread_id)[0][0]
+    """Writes stored, a "p:" row counting the writes it packs (migration 6)."""
+    return query(saver, "SELECT COALESCE(SUM(CASE WHEN substr(value, 1, 2) = 'p:' THEN "
+                        "json_array_length(substr(value, 3)) ELSE 1 END), 0) FROM writes "
+                        "WHERE thread_id = ?1", thread_id)[0][0]
 
 
 def write_rows(saver: D1Saver, thread_id: str, checkpoint_ids: Sequence[str]) -> list[list[Any]]:
-    return [r for r in query(saver, "SELECT * FROM writes WHERE thread_id = ?1 ORDER BY"
-                                    " checkpoint_ns, checkpoint_id, task_id, idx", thread_id)
+    """The writes stored, a "p:" row (a put_writes call's writes, migration 6) unpacked."""
+    return [r for r in unpacked(query(saver, "SELECT * FROM writes WHERE thread_id = ?1 ORDER BY"
+                                             " checkpoint_ns, checkpoint_id, task_id, idx",
+                                      thread_id))
             if r[2] in checkpoint_ids]
 
 
@@ -93,8 +99,11 @@ TABLES = {
 
 
 def dump(saver: D1Saver) -> dict[str, list[list[Any]]]:
-    """Every stored row (tags without their creation time), for whole-database comparisons."""
-    return {name: query(saver, sql) for name, sql in TABLES.items()}
+    """Every stored row (tags without their creation time; packed writes unpacked), for
+    whole-database comparisons."""
+    rows = {name: query(saver, sql) for name, sql in TABLES.items()}
+    rows["writes"] = unpacked(rows["writes"])
+    return rows
 
 
 def leases_held(saver: D1Saver) -> list[list[Any]]:
@@ -367,8 +376,9 @@ def test_writes_follow_their_checkpoints(backend: Backend) -> None:
 
 
 def test_chunks_follow_their_checkpoints(backend: Backend) -> None:
-    """Values over D1's 2 MB row limit live in chunks: those of deleted checkpoints and writes go."""
-    saver, tid = backend.saver(), new_thread()
+    """Values over D1's 2 MB row limit live in pieces (with keys: without, values are stored by
+    content, tests/compaction/test_content_gc.py): those of deleted checkpoints and writes go."""
+    saver, tid = backend.saver(encryption_keys=[bytes([5]) * 32]), new_thread()
     blobs = {i: os.urandom(BIG) for i in range(3)}
     put_chain(saver, tid, 3, value=blobs.__getitem__)
     chunks = "SELECT COUNT(*) FROM chunks WHERE thread_id = ?1"
@@ -394,7 +404,9 @@ def test_writes_of_a_checkpoint_not_stored_yet_survive(backend: Backend) -> None
     pending = cfg(tid, checkpoint_id=checkpoint_id(4))
     saver.put_writes(pending, [("x", "soon"), ("x", big)], task_id="task-4")
     saver.put_writes(cfg(tid, "child:1", checkpoint_id(0)), [("x", "first")], task_id="task-c")
-    chunks = "SELECT COUNT(*) FROM chunks WHERE thread_id = ?1"
+    # Stored by content (d1saver_chunks) without keys; pieces ("chunks") with them.
+    chunks = ("SELECT (SELECT COUNT(*) FROM chunks WHERE thread_id = ?1) + "
+              "(SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = ?1)")
     pending_chunks = query(saver, chunks, tid)[0][0]
     assert pending_chunks >= 2
 

@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from d1saver import D1Saver, FleetError, QueryError, Statement
-from d1saver._sql import UPSERT_CHECKPOINT
+from d1saver._sql import PUT
 from tests.compaction import BIG, cfg, checkpoint_id
 from tests.fleet.conftest import FleetBackend, unique
 
@@ -80,7 +80,7 @@ async def test_conformance_81_of_81_over_four_databases(fleet: FleetBackend) -> 
     assert sum(r.tests_passed for r in report.results.values()) == 81
     # The suite's threads spread over the four databases, each in its home only.
     puts = {e.statements[0].params[0] for e in fleet.events
-            if e.statements and e.statements[0].sql == UPSERT_CHECKPOINT}
+            if e.statements and e.statements[0].sql == PUT}
     saver = fleet.saver()
     assert {saver.home(t) for t in puts} == set(fleet.database_ids)
     found = threads_by_database(fleet)

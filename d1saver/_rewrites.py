@@ -1,0 +1,128 @@
+"""Operations that rewrite a thread's rows page by page: copy_thread under keys (each value
+re-sealed for its new row) and rekeying. A part of `Operations` (d1saver/_ops.py), kept apart
+because it is the one place that reads raw rows and writes them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from d1saver import _reseal, _rows, _sql
+from d1saver import _statements as st
+from d1saver._crypto import key_id_of_text
+from d1saver._errors import ConfigError, QueryError
+from d1saver._protocol import Op, Result, Statement
+from d1saver._values import Values
+
+T = TypeVar("T")
+# Re-sealing one page: its raw rows -> statements, adding to the counts.
+Build = Callable[[list[Any], _reseal.RekeyCounts], list[Statement]]
+_RACE_RETRIES = 3
+
+
+class Rewrites:
+    """copy_thread, key_census and rekey, over the host's `exchange` and `values`."""
+
+    values: Values
+
+    def exchange(self, statements: Sequence[Statement]) -> Op[list[Result]]:
+        raise NotImplementedError  # Operations.exchange
+
+    def _changing(self, thread_ids: Sequence[str] | None, op: Op[T], *,
+                  deletes: bool = False) -> Op[T]:
+        raise NotImplementedError  # Operations._changing
+
+    def copy_thread(self, source: str, target: str, page_size: int) -> Op[None]:
+        return (yield from self._changing([str(target)], self._copy_thread(source, target,
+                                                                           page_size),
+                                          deletes=True))
+
+    def _copy_thread(self, source: str, target: str, page_size: int) -> Op[None]:
+        """One atomic batch of INSERT ... SELECT without keys. With keys a value is bound to its
+        thread, so the rows are read in pages and written re-sealed for the target: each
+        request carries one page's rows and the next page's read: per table ceil((rows + 1) /
+        page_size) requests and one more at most, each atomic."""
+        if self.values.sealer is None:
+            yield from self.exchange(st.copy_thread_statements(source, target))
+            return
+        source, target = str(source), str(target)
+        yield from self._rewrite(
+            lambda c: _reseal.checkpoints_statement(source, c, page_size, None),
+            _reseal.raw_checkpoints, lambda r: r.key,
+            lambda rows, _: _reseal.copy_checkpoints(self.values, rows, target), page_size)
+        yield from self._rewrite(
+            lambda c: _reseal.writes_statement(source, c, page_size, None),
+            _reseal.raw_writes, lambda r: r.cursor,
+            lambda rows, _: _reseal.copy_writes(self.values, rows, target), page_size,
+            last=[Statement(_sql.COPY_TAGS, (source, target))])
+
+    # --- rekeying (with keys) -----------------------------------------------------------
+
+    def key_census(self) -> Op[dict[str, dict[str, int]]]:
+        """Stored values per table and key id ("plaintext" for values under none)."""
+        (result,) = yield from self.exchange([Statement(_sql.KEY_CENSUS)])
+        return _rows.read_rows(_reseal.census, result, key_id_of_text)
+
+    def rekey(self, table: str, *, page_size: int, plaintext: bool,
+              guard: Sequence[Statement] = (),
+              progress: Callable[[_reseal.RekeyCounts], None] | None = None
+              ) -> Op[_reseal.RekeyCounts]:
+        """Re-seal `table`'s values ("checkpoints" with their metadata, or "writes") that are
+        not under the newest key, in keyset pages; each page's rewrite is one atomic batch led
+        by `guard` (the compaction lease's), so a run stopped midway is continued by the next."""
+        heads = self.values._sealer().fresh_heads
+        if table == "checkpoints":
+            return (yield from self._rewrite(
+                lambda c: _reseal.checkpoints_statement(None, c, page_size, heads),
+                _reseal.raw_checkpoints, lambda r: r.key,
+                lambda rows, n: _reseal.rekey_checkpoints(self.values, rows, n,
+                                                          plaintext=plaintext),
+                page_size, guard=guard, progress=progress))
+        if table == "writes":
+            return (yield from self._rewrite(
+                lambda c: _reseal.writes_statement(None, c, page_size, heads),
+                _reseal.raw_writes, lambda r: r.cursor,
+                lambda rows, n: _reseal.rekey_writes(self.values, rows, n, plaintext=plaintext),
+                page_size, guard=guard, progress=progress))
+        raise ConfigError(f"unknown table {table!r}: rekey 'checkpoints' or 'writes'")
+
+    def _rewrite(self, read: Callable[[Any], Statement], parse: Callable[[Result], list[Any]],
+                 cursor_of: Callable[[Any], Any], build: Build, size: int, *,
+                 guard: Sequence[Statement] = (), last: Sequence[Statement] = (),
+                 progress: Callable[[_reseal.RekeyCounts], None] | None = None
+                 ) -> Op[_reseal.RekeyCounts]:
+        """Pages of raw rows rewritten: each request carries `guard`, one page's statements
+        and the next page's read (`last` rides with the final one). A guard that finds a row
+        changed since it was read ("head_moved") fails the batch; the page is read again."""
+        counts = _reseal.RekeyCounts()
+        cursor = None
+        (first,) = yield from self.exchange([read(cursor)])
+        rows = _rows.read_rows(parse, first)
+        counts.requests, races = 1, 0
+        while True:
+            page = _reseal.RekeyCounts()
+            stmts = build(rows, page)
+            done = len(rows) < size
+            after = cursor_of(rows[-1]) if rows else cursor
+            batch = [*guard, *stmts] if stmts else []
+            batch += [*last] if done else [read(after)]
+            try:
+                results = (yield from self.exchange(batch)) if batch else []
+            except QueryError as exc:
+                races += 1
+                if "head_moved" not in str(exc) or races > _RACE_RETRIES:
+                    raise
+                (again,) = yield from self.exchange([read(cursor)])
+                rows = _rows.read_rows(parse, again)
+                counts.requests += 2
+                continue
+            counts.requests += 1 if batch else 0
+            counts.pages += 1
+            counts.rewritten += page.rewritten
+            counts.plaintext += page.plaintext
+            if progress is not None:
+                progress(counts)
+            if done:
+                return counts
+            rows, cursor = _rows.read_rows(parse, results[-1]), after

@@ -1,0 +1,102 @@
+"""Manifests of content-addressed values (d1saver/_manifest.py): round trips, what is sent, and
+the stored format pinned (a manifest names its chunks forever)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from d1saver import _codec, _manifest
+from d1saver._chunking import chunk_id
+
+SERDE = JsonPlusSerializer()
+
+
+def state(n: int, *, human: bool = True) -> bytes:
+    msgs = [HumanMessage(content="hello", id="h")] if human else []
+    msgs += [AIMessage(content=f"message {i} " + "x" * 300, id=f"m{i}") for i in range(n)]
+    return SERDE.dumps_typed({"v": 4, "id": "c", "channel_values": {"messages": msgs}})[1]
+
+
+def store(packed: _manifest.Packed, chunks: dict[str, str]) -> None:
+    for c in packed.new:
+        chunks.setdefault(c.id, c.data)
+
+
+def test_round_trip_and_only_new_chunks_are_sent() -> None:
+    chunks: dict[str, str] = {}
+    first = _manifest.pack(state(100), set(), _codec.encode)
+    assert first is not None
+    store(first, chunks)
+    assert _manifest.unpack(first.text, chunks, _codec.decode) == state(100)
+    second = _manifest.pack(state(101), first.reached, _codec.encode)
+    assert second is not None
+    # One new message; at most the tree nodes over it besides.
+    assert [c.level for c in second.new][:1] == [0] and len(second.new) <= 4
+    store(second, chunks)
+    assert _manifest.unpack(second.text, chunks, _codec.decode) == state(101)
+
+
+def test_the_row_lists_few_entries_at_any_length() -> None:
+    for n in (50, 200, 800):
+        packed = _manifest.pack(state(n), set(), _codec.encode)
+        assert packed is not None and len(packed.text.split(",")) < 40
+
+
+def test_children_come_before_their_nodes() -> None:
+    packed = _manifest.pack(state(300), set(), _codec.encode)
+    assert packed is not None
+    seen: set[str] = set()
+    for c in packed.new:
+        if c.level:
+            assert all(ref.lstrip("^") in seen for ref in c.data.split(","))
+        seen.add(c.id)
+
+
+def test_a_short_message_in_a_long_conversation_is_a_chunk() -> None:
+    """In a list of 8 elements or more, elements from 128 bytes are stored apart: the first
+    user message is not sent again inline with every checkpoint."""
+    packed = _manifest.pack(state(20), set(), _codec.encode)
+    assert packed is not None
+    human = SERDE.dumps_typed(HumanMessage(content="hello", id="h"))[1]
+    assert 128 <= len(human) < 256
+    assert chunk_id(human) in packed.reached
+
+
+def test_no_stored_piece_means_no_manifest() -> None:
+    assert _manifest.pack(SERDE.dumps_typed({"a": 1})[1], set(), _codec.encode) is None
+
+
+def test_entries_need_no_escaping() -> None:
+    packed = _manifest.pack(state(60), set(), _codec.encode)
+    assert packed is not None
+    for text in [packed.text, *(c.data for c in packed.new)]:
+        assert '"' not in text and "\\" not in text
+    assert all("," not in e for c in packed.new if not c.level for e in [c.data])
+
+
+def test_a_missing_chunk_is_a_key_error() -> None:
+    packed = _manifest.pack(state(30), set(), _codec.encode)
+    assert packed is not None
+    chunks = {c.id: c.data for c in packed.new[1:]}
+    with pytest.raises(KeyError):
+        _manifest.unpack(packed.text, chunks, _codec.decode)
+
+
+def test_format_is_pinned() -> None:
+    """Changing the cut rules, the tree's boundaries or the entry syntax changes this digest:
+    rows already stored keep their manifests, but new ones would stop sharing chunks with
+    them. Change it only with a new marker (docs/STORAGE_DESIGN.md)."""
+    packed = _manifest.pack(state(120), set(), lambda b: "b:" + hashlib.sha256(b).hexdigest())
+    assert packed is not None
+    digest = hashlib.sha256("\n".join(
+        [packed.text, *(f"{c.id} {c.level} {c.data}" for c in packed.new)]).encode()).hexdigest()
+    assert (len(packed.new), sum(c.level > 0 for c in packed.new)) == PINNED_COUNTS
+    assert digest == PINNED_DIGEST
+
+
+PINNED_COUNTS = (145, 24)
+PINNED_DIGEST = "d3498c8a9a0eed9a5ce6fc3f982cb945e236b09772f9ea820492a0e5f57e15a7"
