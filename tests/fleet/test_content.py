@@ -5,13 +5,12 @@ content leaves the target's chunk table exact. Checked with compaction.fleet.che
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import ToolMessage
 
-from benchmarks.workload import build_graph, prose
+from benchmarks.workload import build_graph
 from compaction import rebalance
 from compaction.fleet import check_chunks
 from tests.fleet.conftest import FleetBackend, unique
-from tests.saver.content import assert_exact, chunk_ids, converse
+from tests.saver.content import assert_exact, chunk_ids, converse, copy_setup
 
 
 def test_rebalance_moves_chunks_whole_and_leaves_none(fleet: FleetBackend) -> None:
@@ -56,13 +55,7 @@ def test_copy_thread_into_another_database_onto_other_content(fleet: FleetBacken
     source = f"{prefix}-src"
     target = next(f"{prefix}-dst{i}" for i in range(1000)
                   if saver.home(f"{prefix}-dst{i}") != saver.home(source))
-    converse(saver, target, turns=3, fanout=4)
-    graph, source_config = converse(saver, source, turns=4)
-    head = saver.get_tuple(source_config)
-    assert head is not None
-    replaced = [ToolMessage(prose(f"replaced-{i}"), tool_call_id="x", id=f"r{i}") for i in range(3)]
-    saver.put({"configurable": {"thread_id": target, "checkpoint_ns": ""}},
-              {**head.checkpoint, "channel_values": {"messages": replaced}}, head.metadata, {})
+    graph, source_config, _ = copy_setup(saver, source, target)
     assert check_chunks(saver, target) == []
     saver.copy_thread(source, target)
     target_config = {"configurable": {"thread_id": target}}

@@ -7,10 +7,11 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
-from benchmarks.workload import build_graph, first_input
+from benchmarks.workload import build_graph, first_input, prose
 from d1saver import D1Saver, Statement, admin
 
 
@@ -29,6 +30,20 @@ def converse(saver: Any, thread_id: str, *, turns: int = 6, run_id: str | None =
         config["metadata"] = {"run_id": run_id}
     graph.invoke(first_input(), config)
     return graph, {"configurable": {"thread_id": thread_id}}
+
+
+def copy_setup(saver: Any, source: str, target: str) -> tuple[CompiledStateGraph, RunnableConfig, list[Any]]:
+    """A source conversation, and a target holding another one (older checkpoint ids, which
+    a copy keeps) plus a checkpoint under the id of the source's head with other content (which
+    a copy replaces). Returns the source's graph and config, and the replaced messages."""
+    converse(saver, target, turns=3, fanout=4)
+    graph, source_config = converse(saver, source, turns=4)
+    head = saver.get_tuple(source_config)
+    assert head is not None
+    replaced = [ToolMessage(prose(f"replaced-{i}"), tool_call_id="x", id=f"r{i}") for i in range(3)]
+    saver.put({"configurable": {"thread_id": target, "checkpoint_ns": ""}},
+              {**head.checkpoint, "channel_values": {"messages": replaced}}, head.metadata, {})
+    return graph, source_config, replaced
 
 
 def query(saver: D1Saver, sql: str, *params: Any) -> list[list[Any]]:

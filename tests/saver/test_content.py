@@ -20,8 +20,8 @@ from benchmarks.workload import prose
 from d1saver import _chunking, _codec
 from d1saver import _statements as st
 from tests.conftest import Backend
-from tests.saver.content import (assert_exact, chunk_ids, chunk_levels, converse, inexact,
-                                 markers, new_thread, query)
+from tests.saver.content import (assert_exact, chunk_ids, chunk_levels, converse, copy_setup,
+                                 inexact, markers, new_thread, query)
 
 # --- exactness after every deleting operation of the saver ---------------------------------
 
@@ -82,13 +82,7 @@ def test_copy_thread_onto_thread_with_other_content_is_exact(backend: Backend) -
     replaces): afterwards it holds the chunks of what remains, no more, no fewer."""
     saver = backend.saver()
     source, target = new_thread("src"), new_thread("dst")
-    converse(saver, target, turns=3, fanout=4)
-    graph, source_config = converse(saver, source, turns=5)
-    head = saver.get_tuple(source_config)
-    assert head is not None
-    replaced = [ToolMessage(prose(f"replaced-{i}"), tool_call_id="x", id=f"r{i}") for i in range(3)]
-    saver.put({"configurable": {"thread_id": target, "checkpoint_ns": ""}},
-              {**head.checkpoint, "channel_values": {"messages": replaced}}, head.metadata, {})
+    graph, source_config, replaced = copy_setup(saver, source, target)
     only_target = chunk_ids(saver, target) - chunk_ids(saver, source)
     assert_exact(saver, source, target)
 
