@@ -17,7 +17,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from langgraph.checkpoint.memory import InMemorySaver
 
 from benchmarks.workload import prose
-from d1saver import _chunking, _codec
+from d1saver import _chunking
 from d1saver import _statements as st
 from tests.conftest import Backend
 from tests.saver.content import (assert_exact, chunk_ids, chunk_levels, converse, copy_setup,
