@@ -9,8 +9,24 @@ import pytest
 from benchmarks.workload import build_graph
 from compaction import rebalance
 from compaction.fleet import check_chunks
+from d1saver import admin
+from tests.conftest import Backend
 from tests.fleet.conftest import FleetBackend, unique
-from tests.saver.content import assert_exact, chunk_ids, converse, copy_setup
+from tests.saver.content import assert_exact, chunk_ids, converse, copy_setup, query
+
+
+def test_staged_threads_statement_runs(backend: Backend) -> None:
+    """admin.staged_threads (THREADS_IN_RANGE, read first by every rebalance) names each table
+    that may hold a thread's rows, d1saver_chunks included; the real engine refuses a compound
+    SELECT of more than 5 terms ("too many terms in compound SELECT")."""
+    saver = backend.saver()
+    saver.setup()
+    staged = f"{admin.MOVING_PREFIX}{unique('st')}"
+    query(saver, "INSERT INTO d1saver_chunks (thread_id, id, level, data) "
+                 "VALUES (?1, 'x', 0, 'b:x')", staged)  # a copy killed after its first batch
+    (result,) = saver.execute([admin.staged_threads()])
+    assert [staged] == [r[0] for r in result.rows if r[0] == staged]
+    query(saver, "DELETE FROM d1saver_chunks WHERE thread_id = ?1", staged)
 
 
 def test_rebalance_moves_chunks_whole_and_leaves_none(fleet: FleetBackend) -> None:

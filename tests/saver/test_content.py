@@ -99,6 +99,19 @@ def test_copy_thread_onto_thread_with_other_content_is_exact(backend: Backend) -
 # --- a chunk assumed stored but missing -----------------------------------------------------
 
 
+def delete_a_listed_chunk(saver: Any, config: Any) -> str:
+    """Delete, behind the saver's back (raw SQL through its client), the first chunk the
+    checkpoint's manifest lists itself (a node or a leaf): a put of the same state lists it."""
+    conf = config["configurable"]
+    ((manifest,),) = query(saver, "SELECT checkpoint FROM checkpoints WHERE thread_id = ?1 "
+                                  "AND checkpoint_id = ?2", conf["thread_id"], conf["checkpoint_id"])
+    listed = [e.lstrip("^") for e in manifest[2:].split(",") if ":" not in e[:2]]
+    assert manifest.startswith("m:") and listed
+    query(saver, "DELETE FROM d1saver_chunks WHERE thread_id = ?1 AND id = ?2",
+          conf["thread_id"], listed[0])
+    return listed[0]
+
+
 def test_put_recovers_from_a_chunk_deleted_behind_its_back(backend: Backend) -> None:
     """The saver holds the thread's chunks in its set; one the head's manifest lists is
     deleted by someone else. The next put, listing it, fails on "chunk_missing", forgets and
@@ -108,12 +121,7 @@ def test_put_recovers_from_a_chunk_deleted_behind_its_back(backend: Backend) -> 
     converse(saver, tid)
     head = saver.get_tuple({"configurable": {"thread_id": tid}})
     assert head is not None
-    (manifest,) = query(saver, "SELECT checkpoint FROM checkpoints WHERE thread_id = ?1 "
-                               "AND checkpoint_id = ?2", tid, head.config["configurable"]["checkpoint_id"])[0]
-    listed = [e.lstrip("^") for e in manifest[2:].split(",") if ":" not in e[:2]]
-    assert listed and manifest.startswith("m:")
-    victim = listed[0]
-    query(saver, "DELETE FROM d1saver_chunks WHERE thread_id = ?1 AND id = ?2", tid, victim)
+    victim = delete_a_listed_chunk(saver, head.config)
     assert inexact(saver, tid)[0].missing >= 1  # the check sees it
 
     child = generate_checkpoint(channel_values=head.checkpoint["channel_values"])
@@ -124,6 +132,25 @@ def test_put_recovers_from_a_chunk_deleted_behind_its_back(backend: Backend) -> 
     assert got.checkpoint["channel_values"] == head.checkpoint["channel_values"]
     assert victim in chunk_ids(saver, tid)
     assert_exact(saver, tid)
+
+
+@pytest.mark.anyio
+async def test_aput_recovers_from_a_chunk_deleted_behind_its_back(backend: Backend) -> None:
+    """The async path: the same single resend."""
+    saver = backend.saver()
+    tid = new_thread()
+    converse(saver, tid, turns=3)
+    head = await saver.aget_tuple({"configurable": {"thread_id": tid}})
+    assert head is not None
+    delete_a_listed_chunk(saver, head.config)
+    child = generate_checkpoint(channel_values=head.checkpoint["channel_values"])
+    before = backend.requests
+    stored = await saver.aput(head.config, child, {"step": 99}, {})
+    assert backend.requests - before == 2
+    got = await saver.aget_tuple(stored)
+    assert got is not None and got.checkpoint["channel_values"] == head.checkpoint["channel_values"]
+    assert_exact(saver, tid)
+    await saver.aclose()
 
 
 def test_put_writes_recovers_from_a_chunk_deleted_behind_its_back(backend: Backend) -> None:
