@@ -4,8 +4,8 @@ separated by commas: each command then spans them (a thread's commands go to its
 Every command reads D1SAVER_ENCRYPTION_KEYS (through `D1Saver.from_env`); `rekey` needs it.
 
 Each command parses its options, calls one library function, and reports. Exit codes:
-0 done, 1 a D1 error (message on stderr), 2 bad usage, 3 another run holds the lease,
-4 not found (tagging a checkpoint that does not exist).
+0 done, 1 a D1 error (message on stderr) or, for `check`, a thread found not exact, 2 bad
+usage, 3 another run holds the lease, 4 not found (tagging a checkpoint that does not exist).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import typer
 from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
                      RekeyCounts, admin)
 from d1saver.cli_support import EXIT_USAGE, OneLineUsageErrors, printable
-from compaction.fleet import compact, history, list_threads
+from compaction.fleet import check_chunks, compact, history, list_threads
 from compaction.rebalance import rebalance
 from compaction.rekey import RekeySummary, rekey
 
@@ -332,6 +332,30 @@ def rebalance_cmd(
         raise typer.Exit(EXIT_D1)
 
 
+def check_cmd(
+    thread_id: Optional[str] = typer.Option(None, "--thread-id", help="Check one thread (default: every thread)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    account_id: Optional[str] = _Conn.account_id,
+    database_id: Optional[str] = _Conn.database_id,
+    api_base_url: Optional[str] = _Conn.api_base_url,
+) -> None:
+    """Check the content-addressed chunk table: every chunk a row lists is stored, and every
+    stored chunk is listed. Prints the threads that break either rule; exit 1 if any."""
+    with _connected(account_id, database_id, api_base_url) as saver:
+        found = check_chunks(saver, thread_id)
+    if as_json:
+        typer.echo(json.dumps([t.__dict__ for t in found], indent=2))
+    else:
+        for t in found:
+            db = f" ({getattr(t, 'database_id')})" if hasattr(t, "database_id") else ""
+            typer.echo(f"{printable(t.thread_id)}{db}: {t.missing} chunks missing, "
+                       f"{t.unreferenced} unreferenced")
+        scope = f"thread {printable(thread_id)}" if thread_id is not None else "every thread"
+        typer.echo(f"{len(found)} threads not exact" if found else f"{scope}: chunk table exact")
+    if found:
+        raise typer.Exit(EXIT_D1)
+
+
 def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> dict[str, Any]:
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
     if checkpoint_id:
@@ -348,6 +372,7 @@ def register(app: typer.Typer) -> None:
     app.command("untag")(untag_cmd)
     app.command("threads")(threads_cmd)
     app.command("history")(history_cmd)
+    app.command("check")(check_cmd)
 
 
 app = typer.Typer(cls=OneLineUsageErrors, help="Compaction of d1saver checkpoints.",

@@ -117,3 +117,26 @@ def history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
     rows.sort(key=lambda r: r["checkpoint_ns"])
     rows.sort(key=lambda r: r["checkpoint_id"], reverse=True)  # as HISTORY orders one database
     return rows[:limit]
+
+
+@dataclass(frozen=True)
+class FleetInexactThread(admin.InexactThread):
+    """A thread whose chunk table is not exact, and the database it was found in."""
+
+    database_id: str
+
+
+def check_chunks(saver: D1Saver, thread_id: str | None = None) -> list[admin.InexactThread]:
+    """The threads (`thread_id`, or all) whose content-addressed chunks are not exact: ids
+    referenced but not stored, or chunks stored but referenced by no row (admin.chunk_check).
+    Over several databases, every one is checked (a thread mid-move may be in two), and each
+    result names its database (FleetInexactThread). Empty: exact."""
+    def check(db: D1Saver) -> list[admin.InexactThread]:
+        (result,) = db.execute([admin.chunk_check(thread_id)])
+        return admin.inexact_threads(result)
+
+    if not spans(saver):
+        return check(saver)
+    found = saver.each_database(check, operation="check")
+    return [FleetInexactThread(**dataclasses.asdict(t), database_id=db)
+            for db, threads in found.items() for t in threads]

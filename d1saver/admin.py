@@ -11,6 +11,7 @@ d1saver ships lives in one place and runs on the real engine in CI.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from d1saver import _rows, _sql
 from d1saver import _statements as st
@@ -138,8 +139,35 @@ def delete_threads(thread_ids: Sequence[str]) -> list[Statement]:
     return st.delete_threads_statements(thread_ids)
 
 
-__all__ = ["MOVING_PREFIX", "ThreadReader", "ThreadRows", "acquire_lease", "break_lease",
-           "copy_batches", "delete_if_unchanged", "delete_threads", "history", "is_staging",
-           "lease_guard", "lease_holder", "moved_away", "release_lease", "retention",
-           "retention_summary", "staged_threads", "storage_summary", "stored_sample",
-           "thread_infos", "thread_reader", "threads_page"]
+# --- content-addressed chunks: the check (`d1saver check`) ------------------------------------
+
+
+@dataclass(frozen=True)
+class InexactThread:
+    """A thread whose chunk table breaks exactness: `missing` ids its rows reach that are not
+    stored (its reads fail), `unreferenced` chunks stored that no row reaches (wasted bytes)."""
+
+    thread_id: str
+    missing: int
+    unreferenced: int
+
+
+def chunk_check(thread_id: str | None = None) -> Statement:
+    """One row per thread (`thread_id`, or every thread when None) whose content-addressed
+    chunks are not exact; columns: thread_id, missing, unreferenced. No row: exact. Read the
+    result with `inexact_threads`."""
+    return Statement(_sql.CHUNK_CHECK, (thread_id,))
+
+
+def inexact_threads(result: Result) -> list[InexactThread]:
+    """The rows of a `chunk_check` result, typed, in thread_id order."""
+    _rows.check_columns(result, _sql.CHUNK_CHECK_COLUMNS)
+    return [InexactThread(str(t), int(m), int(u)) for t, m, u in result.rows]
+
+
+__all__ = ["MOVING_PREFIX", "InexactThread", "ThreadReader", "ThreadRows", "acquire_lease",
+           "break_lease", "chunk_check", "copy_batches", "delete_if_unchanged",
+           "delete_threads", "history", "inexact_threads", "is_staging", "lease_guard",
+           "lease_holder", "moved_away", "release_lease", "retention", "retention_summary",
+           "staged_threads", "storage_summary", "stored_sample", "thread_infos",
+           "thread_reader", "threads_page"]
