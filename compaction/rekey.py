@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, RekeyCounts
+from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, RekeyCounts, admin
 from compaction import lease as leases
 from compaction.fleet import databases
 
@@ -129,26 +129,13 @@ def _rekey_table(saver: D1Saver, table: str, held: leases.Lease, batch_rows: int
 
 def _add_up(parts: list[RekeySummary], seconds: float) -> RekeySummary:
     """One summary from per-database ones: counts and censuses add up."""
-    def census(cs: list[Census | None]) -> Census | None:
-        if any(c is None for c in cs):
-            return None
-        total: Census = {}
-        for c in cs:
-            for table, per_key in (c or {}).items():
-                into = total.setdefault(table, {})
-                for kid, n in per_key.items():
-                    into[kid] = into.get(kid, 0) + n
-        return total
-
     first = parts[0]
+    afters = [p.after for p in parts]
     out = RekeySummary(dry_run=first.dry_run, newest_key=first.newest_key, keys=first.keys,
-                       before=census([p.before for p in parts]) or {},
-                       after=census([p.after for p in parts]), seconds=seconds)
+                       before=admin.add_census(p.before for p in parts),
+                       after=None if None in afters else admin.add_census(
+                           a for a in afters if a is not None),
+                       tables=admin.add_census(p.tables for p in parts), seconds=seconds)
     for name in ("to_rewrite", "rewritten", "plaintext_left", "pages", "requests"):
         setattr(out, name, sum(getattr(p, name) for p in parts))
-    for p in parts:
-        for table, counts in p.tables.items():
-            into = out.tables.setdefault(table, {})
-            for k, n in counts.items():
-                into[k] = into.get(k, 0) + n
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -248,10 +248,11 @@ class SealedCopy:
 
 # --- rekeying ---------------------------------------------------------------------------------
 
-def add_census(parts: Mapping[str, dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
-    """Key censuses of several databases added up: {table: {key id: values}}."""
+def add_census(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
+    """Figures of several databases added up, table by table and name by name: key censuses
+    ({table: {key id: values}}) or per-table counts ({table: {"rewritten": n, ...}})."""
     total: dict[str, dict[str, int]] = {}
-    for census in parts.values():
+    for census in parts:
         for table, per_key in census.items():
             into = total.setdefault(table, {})
             for kid, n in per_key.items():
@@ -263,8 +264,6 @@ def add_counts(parts: Mapping[str, RekeyCounts]) -> RekeyCounts:
     """Rekey counts of several databases added up."""
     return RekeyCounts(*(sum(getattr(c, f) for c in parts.values())
                          for f in ("rewritten", "plaintext", "pages", "requests")))
-
-
 
 
 def fingerprint(text: str | None) -> str | None:

@@ -16,6 +16,7 @@ from d1saver import _rows, _sql
 from d1saver import _statements as st
 from d1saver import _transfer
 from d1saver._protocol import Result, Statement
+from d1saver._reseal import add_census
 from d1saver._routing import MOVING_PREFIX, is_staging
 from d1saver._transfer import ThreadReader, ThreadRows
 
@@ -138,8 +139,12 @@ def delete_threads(thread_ids: Sequence[str]) -> list[Statement]:
     return st.delete_threads_statements(thread_ids)
 
 
-__all__ = ["MOVING_PREFIX", "ThreadReader", "ThreadRows", "acquire_lease", "break_lease",
-           "copy_batches", "delete_if_unchanged", "delete_threads", "history", "is_staging",
-           "lease_guard", "lease_holder", "moved_away", "release_lease", "retention",
-           "retention_summary", "staged_threads", "storage_summary", "stored_sample",
-           "thread_infos", "thread_reader", "threads_page"]
+# --- figures of several databases ------------------------------------------------------------
+# `add_census(censuses)`: key censuses (`D1Saver.key_census`), or any {table: {name: count}}
+# figures, of several databases added up (`d1saver rekey` over a fleet).
+
+__all__ = ["MOVING_PREFIX", "ThreadReader", "ThreadRows", "acquire_lease", "add_census",
+           "break_lease", "copy_batches", "delete_if_unchanged", "delete_threads", "history",
+           "is_staging", "lease_guard", "lease_holder", "moved_away", "release_lease",
+           "retention", "retention_summary", "staged_threads", "storage_summary",
+           "stored_sample", "thread_infos", "thread_reader", "threads_page"]

@@ -399,7 +399,7 @@ class D1Saver(BaseCheckpointSaver[str]):
         """Stored values per table ("checkpoints" with their metadata, "writes") and key id
         ("plaintext": under none), summed over the databases: one request each."""
         return add_census(self._fleet.each(lambda n: n.run(lambda ops: ops.key_census()),
-                                           "key_census"))
+                                           "key_census").values())
 
     def rekey(self, table: str, *, page_size: int = 100, seal_plaintext: bool = False,
               guard: Sequence[Statement] = (),

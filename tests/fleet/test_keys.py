@@ -133,4 +133,5 @@ def test_the_rekey_job_runs_on_every_database(fleet: FleetBackend) -> None:
         summary = rekey(saver)
         assert summary.before == before and summary.after == saver.key_census()
         assert summary.rewritten == sum(per.get(old_id, 0) for per in before.values()) > 0
+        assert sum(t["rewritten"] for t in summary.tables.values()) == summary.rewritten
         assert all(old_id not in per for per in summary.after.values())
