@@ -315,7 +315,8 @@ class Operations:
             lambda c: _reseal.writes_statement(source, c, page_size, None),
             _reseal.raw_writes, lambda r: r.cursor,
             lambda rows, _: _reseal.copy_writes(self.values, rows, target), page_size,
-            last=[Statement(_sql.COPY_TAGS, (source, target))])
+            last=[Statement(_sql.COPY_TAGS, (source, target)),
+                  Statement(_sql.COPY_DELTA_UNWRITTEN, (source, target))])
 
     # --- rekeying (with keys) -----------------------------------------------------------
 

@@ -1137,5 +1137,7 @@ FROM (SELECT {_WRITE_HEAD} AS v FROM writes AS w WHERE w.value IS NOT NULL)
 GROUP BY {_HEAD_GROUP}"""
 KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
 
-# copy_thread under keys: the target's tags, as COPY_THREAD copies them (?1 source, ?2 target).
+# copy_thread under keys: the target's tags and delta_unwritten rows, as COPY_THREAD copies
+# them (?1 source, ?2 target); after the checkpoints, whose insert trigger clears the latter.
 COPY_TAGS = COPY_THREAD[3]
+COPY_DELTA_UNWRITTEN = COPY_THREAD[4]
