@@ -95,7 +95,7 @@ def rekey(
     if not dry_run:
         if break_lease:
             leases.break_lease(saver)
-        held = leases.acquire(saver, ttl=lease_ttl)
+        held = leases.acquire(saver, ttl=lease_ttl, job="rekey")
         try:
             for table in TABLES:
                 counts = _rekey_table(saver, table, held, batch_rows, seal_plaintext, progress)
