@@ -244,6 +244,20 @@ def test_rebalance_command_drains_a_removed_database(local4: FleetBackend) -> No
     assert all(local4.holding(t) == [three.home(t)] for t in threads)
 
 
+def test_rebalance_command_reads_previous_ids_as_it_reads_d1_database_id(
+        local4: FleetBackend) -> None:
+    """--previous-database-id "c, d" is two ids, as D1_DATABASE_ID="a, b" is."""
+    from tests.fleet.test_cli import cli, serve_fleet
+
+    a, b, c, d = local4.database_ids
+    with serve_fleet(local4) as env:
+        env["D1_DATABASE_ID"] = f"{a}, {b}"
+        result = cli(env, "rebalance", "--previous-database-id", f"{c}, {d}", "--dry-run",
+                     "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["databases"] == [a, b, c, d]
+
+
 def test_delta_channel_threads_move_whole(fleet: FleetBackend) -> None:
     """A thread with a DeltaChannel never written (rows in delta_unwritten) moves with them,
     and its state and history read back as before."""
