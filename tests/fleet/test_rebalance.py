@@ -16,7 +16,7 @@ import pytest
 
 from compaction import lease as leases
 from compaction import rebalance
-from d1saver import D1Saver, LeaseHeldError, Statement, admin
+from d1saver import D1Saver, LeaseHeldError, QueryError, Statement, admin
 from d1saver._routing import rendezvous
 from tests.compaction import BIG, cfg, checkpoint_id
 from tests.fleet.conftest import FleetBackend, unique
@@ -207,6 +207,29 @@ def test_rebalance_waits_for_no_compaction(local4: FleetBackend) -> None:
     for db in local4.database_ids[:3]:  # the leases it took are released
         assert four.database(db).execute([admin.lease_holder("compaction")])[0].rows == []
     leases.release(four.database(busy), held)
+    assert not rebalance(four).errors
+
+
+class FailingLease(httpx.BaseTransport):
+    """Fails (as D1 fails a query) the lease's acquisition in one database."""
+
+    def __init__(self, inner: Any, database_id: str) -> None:
+        self.inner, self.database_id = inner, database_id
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.database_id in request.url.path and b"INSERT INTO leases" in request.read():
+            return httpx.Response(400, json={"success": False, "messages": [], "result": [],
+                                             "errors": [{"code": 7500, "message": "D1_ERROR"}]})
+        return self.inner.handle_request(request)
+
+
+def test_leases_taken_are_released_when_another_cannot_be_asked(local4: FleetBackend) -> None:
+    four = local4.saver()
+    failing = local4.saver(transport=FailingLease(local4.transport, local4.database_ids[3]))
+    with pytest.raises(QueryError):
+        rebalance(failing)
+    for db in local4.database_ids:
+        assert four.database(db).execute([admin.lease_holder("compaction")])[0].rows == []
     assert not rebalance(four).errors
 
 
