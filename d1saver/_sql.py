@@ -438,7 +438,7 @@ _STILL_SOUGHT = """(SELECT json_group_array(s.value) FROM json_each({sought}) AS
 # UNION ALL) ends a corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and the
 # checkpoint when it holds a sought channel), 'w' (its writes of sought channels), 'k' (chunks
 # of both, and the frozen pieces of page rows), 'f' (frozen records of page rows, and of
-# ancestors for channels sought there: _FROZEN_ROW).
+# ancestors for channels sought there: _FROZEN_ROW). 4 terms at most (see DELTA_HISTORY).
 _PAGE_DELTA = "WITH RECURSIVE" + _PAGE_CTE + """,
 walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id,
@@ -458,6 +458,11 @@ visited AS (
     FROM walk, json_each(walk.sought) AS s
     WHERE checkpoint_id IS NOT NULL
     GROUP BY thread_id, checkpoint_ns, checkpoint_id
+),
+holders AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, sought FROM visited
+    UNION ALL
+    SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 )
 SELECT 'a' AS kind, c.thread_id AS thread_id, c.checkpoint_ns AS checkpoint_ns,
        c.checkpoint_id AS checkpoint_id, c.parent_checkpoint_id AS f1, c.channels AS f2,
@@ -479,23 +484,14 @@ WHERE w.channel IN (SELECT value FROM json_each(v.sought))
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
        NULL
-FROM visited AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
+FROM holders AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
     AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id
-UNION ALL
-SELECT 'f', p.thread_id, p.checkpoint_ns, p.checkpoint_id, """ + _FROZEN_ROW + """, NULL
-FROM page AS p CROSS JOIN delta_frozen AS f ON f.thread_id = p.thread_id
-    AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id
+WHERE v.sought IS NOT NULL OR """ + _FROZEN_PIECE.format(k="k") + """
 UNION ALL
 SELECT 'f', v.thread_id, v.checkpoint_ns, v.checkpoint_id, """ + _FROZEN_ROW + """, NULL
-FROM visited AS v CROSS JOIN delta_frozen AS f ON f.thread_id = v.thread_id
+FROM holders AS v CROSS JOIN delta_frozen AS f ON f.thread_id = v.thread_id
     AND f.checkpoint_ns = v.checkpoint_ns AND f.checkpoint_id = v.checkpoint_id
-WHERE f.channel IN (SELECT value FROM json_each(v.sought))
-UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL
-FROM page AS p CROSS JOIN chunks AS k ON k.thread_id = p.thread_id
-    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
-WHERE """ + _FROZEN_PIECE.format(k="k")
+WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))"""
 
 # Columns of every page statement. A UNION's columns carry a meaning per row kind:
 #   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata,
@@ -548,7 +544,8 @@ PAGE_DELTA_OF = {
 # with a frozen record of it (the target included) ends its walk with that record.
 # Rows: 'a' (ancestor: depth, id, channels still sought on arrival, type, checkpoint),
 # 'w' (write of a sought channel at an ancestor), 'k' (chunk of an ancestor's value, or a
-# frozen piece of a holder), 'f' (holder's id, _FROZEN_ROW, its depth).
+# frozen piece of the target), 'f' (holder's id, _FROZEN_ROW, its depth). At most 4 terms
+# in a compound SELECT: the real D1 engine refused 6 ("too many terms in compound SELECT").
 # The depth bound stops a corrupt parent loop; LangGraph snapshots every 5000 steps at most.
 DELTA_HISTORY = """
 WITH RECURSIVE
@@ -597,10 +594,6 @@ FROM ancestors AS a JOIN writes AS w ON w.thread_id = ?1 AND w.checkpoint_ns = ?
     AND w.checkpoint_id = a.checkpoint_id
 WHERE w.channel IN (SELECT value FROM json_each(a.sought))
 UNION ALL
-SELECT 'k', a.depth, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
-FROM ancestors AS a JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?2
-    AND k.checkpoint_id = a.checkpoint_id AND NOT """ + _FROZEN_PIECE.format(k="k") + """
-UNION ALL
 SELECT 'f', h.depth, h.checkpoint_id, """ + _FROZEN_ROW + """, h.depth
 FROM holders AS h JOIN delta_frozen AS f ON f.thread_id = ?1 AND f.checkpoint_ns = ?2
     AND f.checkpoint_id = h.checkpoint_id
@@ -609,7 +602,8 @@ WHERE f.channel IN (SELECT value FROM json_each(h.sought))
 UNION ALL
 SELECT 'k', h.depth, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
 FROM holders AS h JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?2
-    AND k.checkpoint_id = h.checkpoint_id AND """ + _FROZEN_PIECE.format(k="k")
+    AND k.checkpoint_id = h.checkpoint_id
+WHERE h.depth > 0 OR """ + _FROZEN_PIECE.format(k="k")
 
 # Columns of DELTA_HISTORY, per row kind:
 #   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint, f4 channels,
