@@ -1279,6 +1279,34 @@ UNION ALL""" + _RAW_PIECES.format(owner="= p.task_id || '/' || p.idx")
 RAW_WRITES_THREAD = _RAW_WRITES.format(scope="thread_id = ?1")
 RAW_WRITES_ALL = _RAW_WRITES.format(scope="?1 IS NULL")
 
+# Frozen DeltaChannel rows of thread ?1 after the cursor (?2..?8: checkpoint_ns, checkpoint_id,
+# channel, kind, depth, task_id, idx; '' and -2^63 to start), ?9 rows, with their holders'
+# frozen pieces ('k': owner in `channel`, seq in `depth`, data in `value`). For copy_thread
+# under keys, which re-seals them for the target.
+RAW_FROZEN_THREAD = f"""
+WITH page AS (
+    SELECT thread_id, {_FROZEN_COLUMNS.split(", ", 1)[1]} FROM delta_frozen
+    WHERE thread_id = ?1
+      AND (checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
+          > (?2, ?3, ?4, ?5, ?6, ?7, ?8)
+    ORDER BY checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx
+    LIMIT ?9
+)
+SELECT 'f' AS kind, thread_id, checkpoint_ns, checkpoint_id, channel, kind AS fkind, depth,
+       task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels
+FROM page
+UNION ALL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, NULL, k.seq, NULL, NULL,
+       NULL, NULL, NULL, k.data, NULL, NULL
+FROM chunks AS k WHERE k.thread_id = ?1 AND {_FROZEN_PIECE.format(k="k")}
+    AND EXISTS (SELECT 1 FROM page AS p WHERE p.checkpoint_ns = k.checkpoint_ns
+                    AND p.checkpoint_id = k.checkpoint_id)"""
+RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "channel",
+                      "fkind", "depth", "task_id", "idx", "src_checkpoint_id", "task_path",
+                      "type", "value", "metadata", "channels")
+INSERT_FROZEN = (f"INSERT OR REPLACE INTO delta_frozen ({_FROZEN_COLUMNS}) "
+                 "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)")
+
 # Columns of the raw pages, per row kind:
 #   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata, f5 channels,
 #                   f6 run_id, f7 ts

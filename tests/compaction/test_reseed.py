@@ -150,6 +150,27 @@ def test_frozen_with_encryption_keys(backend: Backend) -> None:
     run.turn(follow_up(1))
 
 
+def test_copy_with_keys_reseals_the_records(backend: Backend) -> None:
+    """copy_thread under keys re-seals the records for the target: one request more, their
+    write (their first read rides with the writes' last batch, so a thread without records
+    costs what it did). The copy's state is the source's; its frozen values differ from the
+    source's (bound to the target)."""
+    run = Run(backend.saver(encryption_keys=[KEY], page_size=1000))
+    compact(run.saver, keep=1, threads=[run.tid])
+    copy = new_thread()
+    _, requests = backend.count(lambda: run.saver.copy_thread(run.tid, copy))
+    # checkpoints: read, write; writes: read, write + the records' read; records: write.
+    assert requests == 2 + 2 + 1
+    assert run.graph.get_state(cfg(copy)).values == run.graph.get_state(run.config).values
+    source, target = ({r[0] for r in query(run.saver, "SELECT value FROM delta_frozen"
+                                           " WHERE thread_id = ?1 AND kind = 'w'", t)}
+                      for t in (run.tid, copy))
+    assert len(source) == len(target) > 0 and not source & target
+    run.graph.invoke(follow_up(1), cfg(copy))
+    run.turn(follow_up(1))
+    assert run.graph.get_state(cfg(copy)).values == run.graph.get_state(run.config).values
+
+
 def test_snapshot_at_the_head_needs_no_record(backend: Backend) -> None:
     """A kept checkpoint that holds a real _DeltaSnapshot of its channel replays nothing: no
     record is kept."""
