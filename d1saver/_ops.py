@@ -335,15 +335,9 @@ class Operations:
         not under the newest key, in keyset pages; each page's rewrite is one atomic batch led
         by `guard` (the compaction lease's), so a run stopped midway is continued by the next."""
         heads = self.values._sealer().fresh_heads
-        plans: dict[str, tuple[Callable[..., Statement], Callable[[Result], list[Any]],
-                               Callable[[Any], Any], Callable[..., list[Statement]]]] = {
-            "checkpoints": (_reseal.checkpoints_statement, _reseal.raw_checkpoints,
-                            lambda r: r.key, _reseal.rekey_checkpoints),
-            "writes": (_reseal.writes_statement, _reseal.raw_writes, lambda r: r.cursor,
-                       _reseal.rekey_writes)}
-        if table not in plans:
-            raise ConfigError(f"unknown table {table!r}: rekey 'checkpoints' or 'writes'")
-        read, parse, cursor_of, rekey = plans[table]
+        if table not in _reseal.REKEY_PLANS:
+            raise ConfigError(f"unknown table {table!r}: rekey one of {_reseal.REKEY_TABLES}")
+        read, parse, cursor_of, rekey = _reseal.REKEY_PLANS[table]
         return (yield from self._rewrite(
             lambda c: read(None, c, page_size, heads), parse, cursor_of,
             lambda rows, n: rekey(self.values, rows, n, plaintext=plaintext),
@@ -355,10 +349,10 @@ class Operations:
                  first: Result | None = None,
                  progress: Callable[[_reseal.RekeyCounts], None] | None = None
                  ) -> Op[_reseal.RekeyCounts]:
-        """Pages of raw rows rewritten: each request carries `guard`, one page's statements
-        and the next page's read (`last` rides with the final one, its last result kept in
-        the counts' `tail`; `first`: the first page, read by such a `last`). A guard that finds
-        a row changed since it was read ("head_moved") fails the batch; the page is read again."""
+        """Pages of raw rows rewritten: each request carries `guard`, one page's statements and
+        the next page's read (`last` rides with the final one: its last result is `tail`, which
+        can be the next call's `first` page). A row changed since read fails the batch's guard
+        ("head_moved"); the page is read again."""
         counts = _reseal.RekeyCounts()
         cursor, races = None, 0
         if first is None:

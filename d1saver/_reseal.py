@@ -25,10 +25,12 @@ from d1saver._crypto import (
 from d1saver._protocol import Param, Result, Statement
 from d1saver._reseal_frozen import (
     IDX_MIN,
+    RawFrozen,
     copy_frozen,
     frozen_statement,
     pieces_statements,
     raw_frozen,
+    reseal_frozen,
 )
 from d1saver._rows import check_columns, read_rows
 from d1saver._values import METADATA_OWNER, Values
@@ -323,6 +325,37 @@ def rekey_writes(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
                                                          plaintext=plaintext), rewrite)
 
 
+def rekey_frozen(values: Values, rows: list[RawFrozen], counts: RekeyCounts, *,
+                 plaintext: bool) -> list[Statement]:
+    """Statements that re-seal frozen DeltaChannel rows in place, each guarded to apply only
+    to what was read; their pieces lie with the holder."""
+
+    def rewrite(row: RawFrozen, sealed: tuple[str | None, str | None, list[str] | None]
+                ) -> list[Statement]:
+        text, metadata, pieces = sealed
+        old_pieces = row.pieces.get(row.piece_owner, [])
+        return [
+            Statement(_sql.REKEY_GUARD_FROZEN, (
+                *row.cursor, fingerprint(row.value), pieces_fingerprint(old_pieces),
+                row.piece_owner)),
+            Statement(_sql.REKEY_FROZEN, (*row.cursor, text, metadata)),
+            *pieces_statements(row.key, row.piece_owner, pieces, replace_old=bool(old_pieces)),
+        ]
+
+    return _rekey([r for r in rows if r.kind != "c"], counts,
+                  lambda row: reseal_frozen(values, row, row.key[0], plaintext=plaintext),
+                  rewrite)
+
+
+# Per table: its page read, row parser, keyset cursor and page rewrite (Operations.rekey).
+REKEY_PLANS: dict[str, tuple[Callable[..., Statement], Callable[[Result], list[Any]],
+                             Callable[[Any], Any], Callable[..., list[Statement]]]] = {
+    "checkpoints": (checkpoints_statement, raw_checkpoints, lambda r: r.key, rekey_checkpoints),
+    "writes": (writes_statement, raw_writes, lambda r: r.cursor, rekey_writes),
+    "delta_frozen": (frozen_statement, raw_frozen, lambda r: r.cursor, rekey_frozen),
+}
+REKEY_TABLES = tuple(REKEY_PLANS)
+
 Row = TypeVar("Row")
 Out = TypeVar("Out")
 
@@ -345,14 +378,16 @@ def census(result: Result, key_id_of: Callable[[str | None], str | None]
            ) -> dict[str, dict[str, int]]:
     """{table: {key id or "plaintext": stored values}} from KEY_CENSUS."""
     check_columns(result, _sql.KEY_CENSUS_COLUMNS)
-    out: dict[str, dict[str, int]] = {"checkpoints": {}, "writes": {}}
+    out: dict[str, dict[str, int]] = {"checkpoints": {}, "writes": {}}  # and delta_frozen
     for table, head, n in result.rows:
         kid = key_id_of(head) or "plaintext"
-        out[table][kid] = out[table].get(kid, 0) + int(n)
+        per = out.setdefault(table, {})
+        per[kid] = per.get(kid, 0) + int(n)
     return out
 
 
 __all__ = ["CheckpointCursor", "RawCheckpoint", "RawWrite", "RekeyCounts", "WriteCursor",
            "census", "checkpoints_statement", "copy_checkpoints", "copy_frozen", "copy_writes",
            "frozen_statement", "raw_checkpoints", "raw_frozen", "raw_writes",
-           "rekey_checkpoints", "rekey_writes", "writes_statement"]
+           "REKEY_PLANS", "REKEY_TABLES", "rekey_checkpoints", "rekey_frozen", "rekey_writes",
+           "writes_statement"]

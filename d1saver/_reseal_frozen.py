@@ -1,4 +1,4 @@
-"""Frozen DeltaChannel rows (delta_frozen) re-sealed for copy_thread under keys.
+"""Frozen DeltaChannel rows (delta_frozen) re-sealed under keys: for copy_thread and rekey.
 
 Each frozen value is bound to the row it was stored at (its thread, src_checkpoint_id, task,
 idx, channel: d1saver/_sql.py, FREEZE), so a copy to another thread opens it under the source
@@ -8,6 +8,7 @@ writes. Pure: result rows in, statements out.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -47,14 +48,28 @@ class RawFrozen:
     def cursor(self) -> FrozenCursor:
         return (*self.key, self.channel, self.kind, self.depth, self.task_id, self.idx)
 
+    @property
+    def owner(self) -> str:
+        """The owner of its value's pieces where it was stored ('' for a seed's checkpoint)."""
+        return "" if self.kind == "s" else f"{self.task_id}/{self.idx}"
+
+    @property
+    def piece_owner(self) -> str:
+        """The owner of its value's pieces at the holder."""
+        return f"f/{self.src}/{self.owner}"
+
     def pieces_of(self, owner: str) -> list[tuple[int, str]]:
         return self.pieces.get(f"f/{self.src}/{owner}", [])
 
 
-def frozen_statement(thread_id: str, after: FrozenCursor | None, size: int) -> Statement:
-    """A page of the thread's frozen DeltaChannel rows after `after`."""
-    cursor = after[1:] if after else ("", "", "", "", -1, "", IDX_MIN)
-    return Statement(_sql.RAW_FROZEN_THREAD, (thread_id, *cursor, int(size)))
+def frozen_statement(thread_id: str | None, after: FrozenCursor | None, size: int,
+                     heads: list[str] | None = None) -> Statement:
+    """A page of frozen DeltaChannel rows after `after`: of one thread or all; with `heads`
+    (the newest key's), only rows holding a value not sealed under it."""
+    sql = _sql.RAW_FROZEN_ALL if thread_id is None else _sql.RAW_FROZEN_THREAD
+    cursor = after or (thread_id or "", "", "", "", "", -1, "", IDX_MIN)
+    return Statement(sql, (thread_id, *cursor, int(size),
+                           None if heads is None else json.dumps(heads)))
 
 
 def raw_frozen(result: Result) -> list[RawFrozen]:
@@ -75,7 +90,7 @@ def raw_frozen(result: Result) -> list[RawFrozen]:
 
 
 def pieces_statements(key: CheckpointCursor, owner: str, pieces: list[str] | None,
-            replace_old: bool) -> list[Statement]:
+                      replace_old: bool) -> list[Statement]:
     """The chunk rows of a re-sealed value, replacing its owner's (when it had or has some).
     Rows an UPDATE rewrites fire no trigger, so the old pieces are deleted here."""
     if pieces is None and not replace_old:
@@ -85,40 +100,58 @@ def pieces_statements(key: CheckpointCursor, owner: str, pieces: list[str] | Non
                     for seq, piece in enumerate(pieces or [])]
 
 
+Resealed = tuple[str | None, str | None, list[str] | None]  # value, metadata, pieces
+
+
+def reseal_frozen(values: Values, row: RawFrozen, thread_id: str, *, plaintext: bool
+                  ) -> Resealed | None:
+    """The row's value (and a seed's metadata column) opened under the binding of the row it
+    was stored at, and sealed for that row in `thread_id`; None for plaintext left as it is
+    (a 'c' row holds no value: returned as it is)."""
+    ns, src = row.key[1], row.src
+    if row.kind == "s":
+        sealed = values.reseal_checkpoint(
+            row.type, row.value or "", {"": row.pieces_of(""),
+                                        METADATA_OWNER: row.pieces_of(METADATA_OWNER)},
+            row.metadata or "{}", row.channels, checkpoint_binder(row.key[0], ns, src),
+            checkpoint_binder(thread_id, ns, src), plaintext=plaintext)
+        return None if sealed is None else (sealed[0][0], sealed[1], sealed[0][1])
+    if row.kind == "w":
+        bind = (row.task_id, row.task_path, row.idx, row.channel)
+        out = values.reseal(row.value, {row.owner: row.pieces_of(row.owner)}, row.owner,
+                            write_binder(row.key[0], ns, src, *bind)(row.type),
+                            write_binder(thread_id, ns, src, *bind)(row.type),
+                            plaintext=plaintext)
+        return None if out is None else (out[0], row.metadata, out[1])
+    return row.value, row.metadata, None
+
+
+def refuse(row: RawFrozen) -> Exception:
+    """The error for a frozen value found in plaintext where keys are set."""
+    if row.kind == "s":
+        return refuse_plaintext(checkpoint_binder(row.key[0], row.key[1], row.src)(row.type,
+                                                                                    None))
+    return refuse_plaintext(write_binder(row.key[0], row.key[1], row.src, row.task_id,
+                                         row.task_path, row.idx, row.channel)(row.type))
+
+
 def copy_frozen(values: Values, rows: list[RawFrozen], target: str) -> list[Statement]:
     """Statements that write frozen rows into thread `target`, each value re-sealed from the
     binding of the row it was stored at in the source to that row's in the target."""
     stmts: list[Statement] = []
     for row in rows:
+        sealed = reseal_frozen(values, row, target, plaintext=False)
+        if sealed is None:
+            raise refuse(row)
+        text, metadata, pieces = sealed
         key = (target, *row.key[1:])
-        text, metadata, pieces = row.value, row.metadata, None
-        owner = "" if row.kind == "s" else f"{row.task_id}/{row.idx}"
-        if row.kind == "s":
-            old = checkpoint_binder(row.key[0], row.key[1], row.src)
-            sealed = values.reseal_checkpoint(
-                row.type, row.value or "", {"": row.pieces_of(""),
-                                            METADATA_OWNER: row.pieces_of(METADATA_OWNER)},
-                row.metadata or "{}", row.channels, old,
-                checkpoint_binder(target, row.key[1], row.src), plaintext=False)
-            if sealed is None:
-                raise refuse_plaintext(old(row.type, None))
-            (text, pieces), metadata = sealed
-        elif row.kind == "w":
-            bind = (row.task_id, row.task_path, row.idx, row.channel)
-            old_w = write_binder(row.key[0], row.key[1], row.src, *bind)(row.type)
-            sealed_w = values.reseal(row.value, {owner: row.pieces_of(owner)}, owner, old_w,
-                                     write_binder(target, row.key[1], row.src, *bind)(row.type),
-                                     plaintext=False)
-            if sealed_w is None:
-                raise refuse_plaintext(old_w)
-            text, pieces = sealed_w
         stmts.append(Statement(_sql.INSERT_FROZEN, (
             *key, row.channel, row.kind, row.depth, row.task_id, row.idx, row.src,
             row.task_path, row.type, text, metadata, row.channels)))
         if row.kind != "c":
-            stmts += pieces_statements(key, f"f/{row.src}/{owner}", pieces, replace_old=True)
+            stmts += pieces_statements(key, row.piece_owner, pieces, replace_old=True)
     return stmts
 
 
-__all__ = ["IDX_MIN", "FrozenCursor", "RawFrozen", "copy_frozen", "frozen_statement",
-           "pieces_statements", "raw_frozen"]
+__all__ = ["IDX_MIN", "FrozenCursor", "RawFrozen", "Resealed", "copy_frozen",
+           "frozen_statement", "pieces_statements", "raw_frozen", "refuse", "reseal_frozen"]

@@ -1279,18 +1279,27 @@ UNION ALL""" + _RAW_PIECES.format(owner="= p.task_id || '/' || p.idx")
 RAW_WRITES_THREAD = _RAW_WRITES.format(scope="thread_id = ?1")
 RAW_WRITES_ALL = _RAW_WRITES.format(scope="?1 IS NULL")
 
-# Frozen DeltaChannel rows of thread ?1 after the cursor (?2..?8: checkpoint_ns, checkpoint_id,
-# channel, kind, depth, task_id, idx; '' and -2^63 to start), ?9 rows, with their holders'
-# frozen pieces ('k': owner in `channel`, seq in `depth`, data in `value`). For copy_thread
-# under keys, which re-seals them for the target.
-RAW_FROZEN_THREAD = f"""
+# Frozen DeltaChannel rows (delta_frozen) after the cursor (?2..?9: thread_id, checkpoint_ns,
+# checkpoint_id, channel, kind, depth, task_id, idx; '' and -2^63 to start), ?10 rows, of one
+# thread (?1) or all; with ?11 (heads) only 's' and 'w' rows not under the newest key. With
+# their holders' frozen pieces ('k': owner in `channel`, seq in `depth`, data in `value`). For
+# copy_thread and rekey under keys, which re-seal them.
+_FROZEN_HEAD = """CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = f.thread_id
+        AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id = f.checkpoint_id
+        AND k.owner = 'f/' || f.src_checkpoint_id || '/'
+                      || CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx ELSE '' END
+        AND k.seq = 0) ELSE f.value END"""
+_RAW_FROZEN = f"""
 WITH page AS (
-    SELECT thread_id, {_FROZEN_COLUMNS.split(", ", 1)[1]} FROM delta_frozen
-    WHERE thread_id = ?1
-      AND (checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
-          > (?2, ?3, ?4, ?5, ?6, ?7, ?8)
-    ORDER BY checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx
-    LIMIT ?9
+    SELECT thread_id, {_FROZEN_COLUMNS.split(", ", 1)[1]} FROM delta_frozen AS f
+    WHERE {{scope}}
+      AND (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
+          > (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+      AND (?11 IS NULL OR (f.kind <> 'c' AND f.value IS NOT NULL
+                           AND {_STALE.format(x=_FROZEN_HEAD, n=11)}))
+    ORDER BY thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx
+    LIMIT ?10
 )
 SELECT 'f' AS kind, thread_id, checkpoint_ns, checkpoint_id, channel, kind AS fkind, depth,
        task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels
@@ -1298,9 +1307,11 @@ FROM page
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, NULL, k.seq, NULL, NULL,
        NULL, NULL, NULL, k.data, NULL, NULL
-FROM chunks AS k WHERE k.thread_id = ?1 AND {_FROZEN_PIECE.format(k="k")}
-    AND EXISTS (SELECT 1 FROM page AS p WHERE p.checkpoint_ns = k.checkpoint_ns
-                    AND p.checkpoint_id = k.checkpoint_id)"""
+FROM (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM page) AS h
+JOIN chunks AS k ON k.thread_id = h.thread_id AND k.checkpoint_ns = h.checkpoint_ns
+    AND k.checkpoint_id = h.checkpoint_id AND {_FROZEN_PIECE.format(k="k")}"""
+RAW_FROZEN_THREAD = _RAW_FROZEN.format(scope="thread_id = ?1")
+RAW_FROZEN_ALL = _RAW_FROZEN.format(scope="?1 IS NULL")
 RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "channel",
                       "fkind", "depth", "task_id", "idx", "src_checkpoint_id", "task_path",
                       "type", "value", "metadata", "channels")
@@ -1340,6 +1351,19 @@ SELECT 1 WHERE NOT EXISTS (
     SELECT 1 FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
         AND task_id = ?4 AND idx = ?5 AND {_FP.format(x="value")} IS ?6)
     OR {_PIECES_FP.format(owner="?4 || '/' || ?5")} IS NOT ?7"""
+# ?1..?8 the frozen row's key (thread_id .. idx), ?9 fingerprint of its value, ?10 of its
+# pieces (held by the holder, ?11 their owner).
+REKEY_GUARD_FROZEN = f"""
+INSERT INTO d1saver_guard (head_moved)
+SELECT 1 WHERE NOT EXISTS (
+    SELECT 1 FROM delta_frozen WHERE thread_id = ?1 AND checkpoint_ns = ?2
+        AND checkpoint_id = ?3 AND channel = ?4 AND kind = ?5 AND depth = ?6 AND task_id = ?7
+        AND idx = ?8 AND {_FP.format(x="value")} IS ?9)
+    OR {_PIECES_FP.format(owner="?11")} IS NOT ?10"""
+REKEY_FROZEN = """
+UPDATE delta_frozen SET value = ?9, metadata = ?10
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND channel = ?4
+  AND kind = ?5 AND depth = ?6 AND task_id = ?7 AND idx = ?8"""
 REKEY_CHECKPOINT = """
 UPDATE checkpoints SET checkpoint = ?4, metadata = ?5
 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"""
@@ -1356,6 +1380,11 @@ FROM (SELECT {_CHECKPOINT_HEAD} AS v FROM checkpoints AS c) GROUP BY {_HEAD_GROU
 UNION ALL
 SELECT 'writes', {_HEAD_GROUP}, COUNT(*)
 FROM (SELECT {_WRITE_HEAD} AS v FROM writes AS w WHERE w.value IS NOT NULL)
+GROUP BY {_HEAD_GROUP}
+UNION ALL
+SELECT 'delta_frozen', {_HEAD_GROUP}, COUNT(*)
+FROM (SELECT {_FROZEN_HEAD} AS v FROM delta_frozen AS f
+      WHERE f.kind <> 'c' AND f.value IS NOT NULL)
 GROUP BY {_HEAD_GROUP}"""
 KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
 

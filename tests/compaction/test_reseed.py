@@ -22,7 +22,9 @@ from typing_extensions import TypedDict
 
 from benchmarks.workload import append_batches, build_graph, first_input
 from compaction import compact
+from compaction.rekey import rekey
 from d1saver import D1Saver
+from d1saver._crypto import key_id
 from tests.compaction import BIG, cfg, ids_in, new_thread, query
 from tests.conftest import Backend
 
@@ -169,6 +171,27 @@ def test_copy_with_keys_reseals_the_records(backend: Backend) -> None:
     run.graph.invoke(follow_up(1), cfg(copy))
     run.turn(follow_up(1))
     assert run.graph.get_state(cfg(copy)).values == run.graph.get_state(run.config).values
+
+
+def test_rekey_reseals_the_records(local: Backend) -> None:
+    """Rotation: `rekey` re-seals frozen values (and their pieces) under the new key like any
+    other value, so the old key can go and the compacted thread still reads the same."""
+    old_key, new_key = bytes([1]) * 32, bytes([2]) * 32
+    saver, config = local.saver(encryption_keys=[old_key]), cfg(new_thread())
+    graph = blob_graph(saver, os.urandom(BIG).hex())
+    graph.invoke({"messages": ["hi"], "n": 0}, config)
+    compact(saver, keep=1, threads=[config["configurable"]["thread_id"]])
+    before = graph.get_state(config).values
+    rotated = local.saver(encryption_keys=[new_key, old_key])
+    census = rotated.key_census()
+    assert set(census["delta_frozen"]) == {key_id(old_key).hex()}
+
+    summary = rekey(rotated)
+
+    assert summary.after is not None
+    assert set(summary.after["delta_frozen"]) == {key_id(new_key).hex()}
+    dropped = local.saver(encryption_keys=[new_key])
+    assert blob_graph(dropped, "").get_state(config).values == before
 
 
 def test_snapshot_at_the_head_needs_no_record(backend: Backend) -> None:
