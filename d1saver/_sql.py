@@ -664,10 +664,7 @@ DELETE_THREADS = [
     f"DELETE FROM chunks WHERE thread_id IN {_IDS}",
     f"DELETE FROM tags WHERE thread_id IN {_IDS}",
     f"DELETE FROM checkpoints WHERE thread_id IN {_IDS}",
-    # Its rows go with their checkpoints (delta_frozen_on_delete); this catches a killed
-    # transfer's rows whose checkpoint never arrived.
-    f"DELETE FROM delta_frozen WHERE thread_id IN {_IDS}",
-]
+]  # delta_unwritten and delta_frozen rows go with their checkpoints (triggers)
 
 # ?1 source thread, ?2 target thread. Rows already on the target are replaced.
 COPY_THREAD = [
