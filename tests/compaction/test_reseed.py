@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Annotated, Any
 
+import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
@@ -205,16 +206,22 @@ def test_snapshot_at_the_head_needs_no_record(backend: Backend) -> None:
     run.turn(follow_up(1))
 
 
-def test_record_ends_at_the_nearest_snapshot(backend: Backend) -> None:
+@pytest.mark.parametrize("sealed", [False, True])
+def test_record_ends_at_the_nearest_snapshot(backend: Backend, sealed: bool) -> None:
     """With snapshots every 7 updates (the head 6 past one), the head's record holds the seed
     (the nearest snapshot's row) and fewer than 7 updates' writes (3 tool messages at most
-    each), not the thread's history: LangGraph's snapshots bound every record."""
-    run = Run(backend.saver(), snapshot_frequency=7)
+    each), not the thread's history: LangGraph's snapshots bound every record. With keys the
+    seed opens with its checkpoint's binding, here and in a copy."""
+    run = Run(backend.saver(**({"encryption_keys": [KEY]} if sealed else {})),
+              snapshot_frequency=7)
     compact(run.saver, keep=1, threads=[run.tid])
     kinds = dict(query(run.saver, "SELECT kind, COUNT(*) FROM delta_frozen WHERE thread_id = ?1"
                                   " GROUP BY kind", run.tid))
     assert kinds.get("s") == 1 and 0 < kinds.get("w", 0) < 7 * 3 and "c" not in kinds
     run.assert_head()
+    copy = new_thread()
+    run.saver.copy_thread(run.tid, copy)
+    assert run.graph.get_state(cfg(copy)).values == run.graph.get_state(run.config).values
     run.turn(follow_up(1))
 
 
