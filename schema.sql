@@ -1,4 +1,4 @@
--- d1saver schema, version 6: the whole current schema, for a fresh database.
+-- d1saver schema, version 7: the whole current schema, for a fresh database.
 -- Applied by D1Saver.setup() and, unchanged, by `wrangler d1 execute <db> --file schema.sql`.
 -- Statements are separated by semicolons at line ends only; each is idempotent.
 --
@@ -33,12 +33,12 @@ CREATE TABLE IF NOT EXISTS d1saver_guards (
 );
 
 -- Stop on a database at an older version (its migrations bring it up) or on one that needs a
--- newer d1saver than version 6's.
+-- newer d1saver than version 7's.
 INSERT INTO d1saver_guards (schema_outdated)
-SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 6;
+SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 7;
 
 INSERT INTO d1saver_guards (schema_too_new)
-SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 6;
+SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 7;
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -164,6 +164,33 @@ CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoin
     DELETE FROM delta_unwritten WHERE thread_id = OLD.thread_id
         AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id; END;
 
+-- Frozen DeltaChannel histories: for a kept checkpoint whose ancestors compaction deleted, per
+-- channel, the seed ('s': the whole checkpoint value that held it) and the writes ('w') its
+-- history replayed, copied verbatim with the identity of the rows they came from (src_checkpoint_id,
+-- task_id, task_path, idx, channel: with keys a value opens only with its own row's binding);
+-- depth counts from the holder (1: its parent). Deleting the holder drops its rows.
+CREATE TABLE IF NOT EXISTS delta_frozen (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    task_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    src_checkpoint_id TEXT NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    type TEXT,
+    value TEXT,
+    metadata TEXT,
+    channels TEXT,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
+);
+
+CREATE TRIGGER IF NOT EXISTS delta_frozen_on_delete AFTER DELETE ON checkpoints BEGIN
+    DELETE FROM delta_frozen WHERE thread_id = OLD.thread_id
+        AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id; END;
+
 -- Version 1's guard table, which d1saver 0.1.0 still uses (d1saver_guards replaces it; a later
 -- release drops it once no 0.1.0 instance remains).
 CREATE TABLE IF NOT EXISTS d1saver_guard (
@@ -265,4 +292,4 @@ WHEN substr(NEW.value, 1, 2) = 'p:' BEGIN
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
 
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (6, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 6);
+VALUES (7, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 7);

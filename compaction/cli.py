@@ -304,7 +304,8 @@ def rebalance_cmd(
 ) -> None:
     """Move each thread to its home after the database list changed: copy, verify, delete."""
     try:
-        extra = {"previous_database_ids": previous.split(",")} if previous else {}
+        extra = ({"previous_database_ids": [p.strip() for p in previous.split(",")]}
+                 if previous else {})  # "c, d" as D1_DATABASE_ID reads it
         with _saver(account_id, database_id, api_base_url, **extra) as saver:
             summary = rebalance(saver, dry_run=dry_run, lease_ttl=lease_ttl,
                                 break_lease=break_lease, concurrency=concurrency)

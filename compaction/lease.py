@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from d1saver import D1Saver, LeaseHeldError, Statement, admin
 
 LEASE_NAME = "compaction"
+JOBS = ("rebalance", "rekey")  # the other jobs that share the lease, named in its holder
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ def acquire(saver: D1Saver, *, ttl: int, name: str = LEASE_NAME, job: str | None
             ) -> Lease:
     """Take the lease or raise LeaseHeldError naming its holder and when it expires.
 
-    `job` names another maintenance job sharing the lease (rebalance takes the compaction
-    lease so that the two never overlap); its holder then reads "<job>:<host>:<pid>:...".
+    `job` names another maintenance job sharing the lease (JOBS: rebalance and rekey take the
+    compaction lease so that no two overlap); its holder then reads "<job>:<host>:<pid>:...".
     """
     holder = new_holder() if job is None else f"{job}:{new_holder()}"
     (taken,) = saver.execute([admin.acquire_lease(name, holder, ttl)])
@@ -45,7 +46,7 @@ def acquire(saver: D1Saver, *, ttl: int, name: str = LEASE_NAME, job: str | None
     (held,) = saver.execute([admin.lease_holder(name)])
     row = held.dicts()[0] if held.rows else {"holder": "?", "seconds_left": "?"}
     who, left = row["holder"], row["seconds_left"]
-    kind = "rebalance" if str(who).startswith("rebalance:") else "compaction"
+    kind = next((j for j in JOBS if str(who).startswith(f"{j}:")), "compaction")
     raise LeaseHeldError(
         f"another {kind} run holds the lease ({who}, {left} s left); it expires on its "
         "own if that run died; or pass --break-lease if you are sure no run is active")

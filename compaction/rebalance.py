@@ -127,17 +127,20 @@ def rebalance(saver: D1Saver, *, dry_run: bool = False, lease_ttl: int = 300,
 
 def _acquire_all(views: dict[str, D1Saver], ttl: int, break_lease: bool
                  ) -> dict[str, leases.Lease]:
-    """The lease of every database, or none (those taken are released) and LeaseHeldError."""
+    """The lease of every database, or none: those taken are released, and the error raised
+    (LeaseHeldError naming the database whose lease is held)."""
     held: dict[str, leases.Lease] = {}
     try:
         for db, view in views.items():
             if break_lease:
                 leases.break_lease(view)
             held[db] = leases.acquire(view, ttl=ttl, job="rebalance")
-    except LeaseHeldError as exc:
+    except D1Error as exc:
         for taken, lease in held.items():
             leases.release(views[taken], lease)
-        raise LeaseHeldError(f"database {db}: {exc}") from exc
+        if isinstance(exc, LeaseHeldError):
+            raise LeaseHeldError(f"database {db}: {exc}") from exc
+        raise
     return held
 
 

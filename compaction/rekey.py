@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, RekeyCounts
+from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, RekeyCounts, admin
 from compaction import lease as leases
 from compaction.fleet import databases
 
-TABLES = ("checkpoints", "writes")
+TABLES = ("checkpoints", "writes", "delta_frozen")  # d1saver._reseal.REKEY_TABLES
 Census = dict[str, dict[str, int]]
 Progress = Callable[[str, RekeyCounts], None]
 
@@ -95,9 +95,11 @@ def rekey(
     if not dry_run:
         if break_lease:
             leases.break_lease(saver)
-        held = leases.acquire(saver, ttl=lease_ttl)
+        held = leases.acquire(saver, ttl=lease_ttl, job="rekey")
         try:
-            for table in TABLES:
+            # A table the census found no value in (delta_frozen before any compaction) costs
+            # no request; values a prune froze meanwhile wait for the next run, as the old key.
+            for table in (t for t in TABLES if t in summary.before):
                 counts = _rekey_table(saver, table, held, batch_rows, seal_plaintext, progress)
                 summary.tables[table] = {"rewritten": counts.rewritten,
                                          "plaintext_left": counts.plaintext,
@@ -129,26 +131,13 @@ def _rekey_table(saver: D1Saver, table: str, held: leases.Lease, batch_rows: int
 
 def _add_up(parts: list[RekeySummary], seconds: float) -> RekeySummary:
     """One summary from per-database ones: counts and censuses add up."""
-    def census(cs: list[Census | None]) -> Census | None:
-        if any(c is None for c in cs):
-            return None
-        total: Census = {}
-        for c in cs:
-            for table, per_key in (c or {}).items():
-                into = total.setdefault(table, {})
-                for kid, n in per_key.items():
-                    into[kid] = into.get(kid, 0) + n
-        return total
-
     first = parts[0]
+    afters = [p.after for p in parts]
     out = RekeySummary(dry_run=first.dry_run, newest_key=first.newest_key, keys=first.keys,
-                       before=census([p.before for p in parts]) or {},
-                       after=census([p.after for p in parts]), seconds=seconds)
+                       before=admin.add_census(p.before for p in parts),
+                       after=None if None in afters else admin.add_census(
+                           a for a in afters if a is not None),
+                       tables=admin.add_census(p.tables for p in parts), seconds=seconds)
     for name in ("to_rewrite", "rewritten", "plaintext_left", "pages", "requests"):
         setattr(out, name, sum(getattr(p, name) for p in parts))
-    for p in parts:
-        for table, counts in p.tables.items():
-            into = out.tables.setdefault(table, {})
-            for k, n in counts.items():
-                into[k] = into.get(k, 0) + n
     return out

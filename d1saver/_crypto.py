@@ -129,7 +129,7 @@ def keys_from_env(environ: Mapping[str, str] | None = None) -> list[bytes] | Non
 
 
 def key_id(key: bytes) -> bytes:
-    """The 4-byte id stored with every value sealed under `key`."""
+    """The KEY_ID_SIZE-byte (3) id stored with every value sealed under `key`."""
     return hmac.new(key, _KEY_ID_LABEL, hashlib.sha256).digest()[:KEY_ID_SIZE]
 
 

@@ -115,10 +115,8 @@ class Operations(Rewrites):
 
     def __init__(self, values: Values, send: Exchange, *, guard_head: bool = False,
                  auto_setup: bool = True) -> None:
-        self.values = values
+        self.values, self.guard_head, self.auto_setup = values, guard_head, auto_setup
         self._send = send  # the client's exchange: statements -> Send/Sleep -> results
-        self.guard_head = guard_head
-        self.auto_setup = auto_setup
         self.delta_cache = DeltaCache()
         self.schema = SchemaState()  # shared with copies (with_values)
         self.held = HeldChunks()  # what the database holds: shared with copies too
@@ -132,8 +130,7 @@ class Operations(Rewrites):
         cache of their own: values decoded under one serde's allowlist are never served to a
         saver with another."""
         clone = copy.copy(self)
-        clone.values = values
-        clone.delta_cache = DeltaCache()
+        clone.values, clone.delta_cache = values, DeltaCache()
         return clone
 
     # --- sending ------------------------------------------------------------------------

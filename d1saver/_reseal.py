@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -23,12 +23,20 @@ from d1saver._crypto import (
     write_binder,
 )
 from d1saver._protocol import Param, Result, Statement
+from d1saver._reseal_frozen import (
+    IDX_MIN,
+    RawFrozen,
+    copy_frozen,
+    frozen_statement,
+    pieces_statements,
+    raw_frozen,
+    reseal_frozen,
+)
 from d1saver._rows import check_columns, read_rows
 from d1saver._values import METADATA_OWNER, Values
 
 CheckpointCursor = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 WriteCursor = tuple[str, str, str, str, int]  # ... and task_id, idx
-_IDX_MIN = -(2**63)  # below every idx (special writes have negative ones)
 
 
 @dataclass
@@ -77,6 +85,7 @@ class RekeyCounts:
     plaintext: int = 0
     pages: int = 0
     requests: int = 0
+    tail: Result | None = field(default=None, repr=False)  # the last result of the last batch
 
 
 # --- reads ------------------------------------------------------------------------------------
@@ -95,7 +104,7 @@ def writes_statement(thread_id: str | None, after: WriteCursor | None, size: int
                      heads: list[str] | None) -> Statement:
     """A page of write rows after `after`, as `checkpoints_statement`."""
     sql = _sql.RAW_WRITES_ALL if thread_id is None else _sql.RAW_WRITES_THREAD
-    after = after or (thread_id or "", "", "", "", _IDX_MIN)
+    after = after or (thread_id or "", "", "", "", IDX_MIN)
     return Statement(sql, (thread_id, *after, int(size), _heads(heads)))
 
 
@@ -160,17 +169,6 @@ def reseal_write(values: Values, row: RawWrite, thread_id: str, *, plaintext: bo
                          plaintext=plaintext)
 
 
-def _pieces(key: CheckpointCursor, owner: str, pieces: list[str] | None,
-            replace_old: bool) -> list[Statement]:
-    """The chunk rows of a re-sealed value, replacing its owner's (when it had or has some).
-    Rows an UPDATE rewrites fire no trigger, so the old pieces are deleted here."""
-    if pieces is None and not replace_old:
-        return []
-    stmts = [Statement(_sql.DELETE_CHUNKS_OF, (*key, owner))]
-    return stmts + [Statement(_sql.INSERT_CHUNK, (*key, owner, seq, piece))
-                    for seq, piece in enumerate(pieces or [])]
-
-
 # --- copies -----------------------------------------------------------------------------------
 
 
@@ -187,8 +185,8 @@ def copy_checkpoints(values: Values, rows: list[RawCheckpoint], target: str) -> 
         params: list[Param] = [*key, row.parent, row.type, text, metadata, row.channels,
                                row.run_id, row.ts]
         stmts.append(Statement(_sql.UPSERT_CHECKPOINT, params))
-        stmts += _pieces(key, "", pieces, replace_old=True)
-        stmts += _pieces(key, METADATA_OWNER, None, replace_old=True)
+        stmts += pieces_statements(key, "", pieces, replace_old=True)
+        stmts += pieces_statements(key, METADATA_OWNER, None, replace_old=True)
     return stmts
 
 
@@ -206,14 +204,17 @@ def copy_writes(values: Values, rows: list[RawWrite], target: str) -> list[State
         stmts.append(Statement(_sql.INSERT_WRITES_REPLACE, (
             *key, row.task_id, row.task_path,
             json.dumps([[row.idx, row.channel, row.type, text]], ensure_ascii=False))))
-        stmts += _pieces(key, row.owner, pieces, replace_old=True)
+        stmts += pieces_statements(key, row.owner, pieces, replace_old=True)
     return stmts
+
+
+_NEXT_TABLE = {"checkpoints": "writes", "writes": "delta_frozen", "delta_frozen": None}
 
 
 class SealedCopy:
     """A keyed thread copied into another database: pages of raw rows read from the source's
     database (`next_read`) and, re-sealed for the target, written into the target's (the
-    statements `consume` returns), checkpoints first, then writes. No I/O: the fleet runs
+    statements `consume` returns), checkpoints first, then writes, then frozen rows. No I/O: the fleet runs
     each read and write with its database's driver; each write is one atomic batch."""
 
     def __init__(self, values: Values, source: str, target: str, page_size: int) -> None:
@@ -226,6 +227,8 @@ class SealedCopy:
     def next_read(self) -> Statement | None:
         if self.table is None:
             return None
+        if self.table == "delta_frozen":
+            return frozen_statement(self.source, self.cursor, self.size)
         make = checkpoints_statement if self.table == "checkpoints" else writes_statement
         return make(self.source, self.cursor, self.size, None)
 
@@ -235,12 +238,15 @@ class SealedCopy:
         if self.table == "checkpoints":
             rows: list[Any] = read_rows(raw_checkpoints, result)
             stmts, last = copy_checkpoints(self.values, rows, self.target), rows and rows[-1].key
-        else:
+        elif self.table == "writes":
             rows = read_rows(raw_writes, result)
             stmts, last = copy_writes(self.values, rows, self.target), rows and rows[-1].cursor
+        else:
+            rows = read_rows(raw_frozen, result)
+            stmts, last = copy_frozen(self.values, rows, self.target), rows and rows[-1].cursor
         self.copied += len(rows)
         if len(rows) < self.size:
-            self.table, self.cursor = ("writes" if self.table == "checkpoints" else None), None
+            self.table, self.cursor = _NEXT_TABLE[self.table], None
         else:
             self.cursor = last
         return stmts
@@ -248,10 +254,11 @@ class SealedCopy:
 
 # --- rekeying ---------------------------------------------------------------------------------
 
-def add_census(parts: Mapping[str, dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
-    """Key censuses of several databases added up: {table: {key id: values}}."""
+def add_census(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
+    """Figures of several databases added up, table by table and name by name: key censuses
+    ({table: {key id: values}}) or per-table counts ({table: {"rewritten": n, ...}})."""
     total: dict[str, dict[str, int]] = {}
-    for census in parts.values():
+    for census in parts:
         for table, per_key in census.items():
             into = total.setdefault(table, {})
             for kid, n in per_key.items():
@@ -263,8 +270,6 @@ def add_counts(parts: Mapping[str, RekeyCounts]) -> RekeyCounts:
     """Rekey counts of several databases added up."""
     return RekeyCounts(*(sum(getattr(c, f) for c in parts.values())
                          for f in ("rewritten", "plaintext", "pages", "requests")))
-
-
 
 
 def fingerprint(text: str | None) -> str | None:
@@ -292,9 +297,9 @@ def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCo
                 pieces_fingerprint(row.pieces.get("", [])),
                 pieces_fingerprint(row.pieces.get(METADATA_OWNER, [])))),
             Statement(_sql.REKEY_CHECKPOINT, (*row.key, text, metadata)),
-            *_pieces(row.key, "", pieces, replace_old="" in row.pieces),
+            *pieces_statements(row.key, "", pieces, replace_old="" in row.pieces),
             # a row sealed from plaintext keeps its metadata in the value, not in chunks
-            *_pieces(row.key, METADATA_OWNER, None, replace_old=METADATA_OWNER in row.pieces),
+            *pieces_statements(row.key, METADATA_OWNER, None, replace_old=METADATA_OWNER in row.pieces),
         ]
 
     return _rekey(rows, counts, lambda row: reseal_checkpoint(
@@ -312,12 +317,43 @@ def rekey_writes(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
                 *row.key, row.task_id, row.idx, fingerprint(row.value),
                 pieces_fingerprint(row.pieces))),
             Statement(_sql.REKEY_WRITE, (*row.key, row.task_id, row.idx, text)),
-            *_pieces(row.key, row.owner, pieces, replace_old=bool(row.pieces)),
+            *pieces_statements(row.key, row.owner, pieces, replace_old=bool(row.pieces)),
         ]
 
     return _rekey(rows, counts, lambda row: reseal_write(values, row, row.key[0],
                                                          plaintext=plaintext), rewrite)
 
+
+def rekey_frozen(values: Values, rows: list[RawFrozen], counts: RekeyCounts, *,
+                 plaintext: bool) -> list[Statement]:
+    """Statements that re-seal frozen DeltaChannel rows in place, each guarded to apply only
+    to what was read; their pieces lie with the holder."""
+
+    def rewrite(row: RawFrozen, sealed: tuple[str | None, str | None, list[str] | None]
+                ) -> list[Statement]:
+        text, metadata, pieces = sealed
+        old_pieces = row.pieces.get(row.piece_owner, [])
+        return [
+            Statement(_sql.REKEY_GUARD_FROZEN, (
+                *row.cursor, fingerprint(row.value), pieces_fingerprint(old_pieces),
+                row.piece_owner)),
+            Statement(_sql.REKEY_FROZEN, (*row.cursor, text, metadata)),
+            *pieces_statements(row.key, row.piece_owner, pieces, replace_old=bool(old_pieces)),
+        ]
+
+    return _rekey([r for r in rows if r.kind != "c"], counts,
+                  lambda row: reseal_frozen(values, row, row.key[0], plaintext=plaintext),
+                  rewrite)
+
+
+# Per table: its page read, row parser, keyset cursor and page rewrite (Operations.rekey).
+REKEY_PLANS: dict[str, tuple[Callable[..., Statement], Callable[[Result], list[Any]],
+                             Callable[[Any], Any], Callable[..., list[Statement]]]] = {
+    "checkpoints": (checkpoints_statement, raw_checkpoints, lambda r: r.key, rekey_checkpoints),
+    "writes": (writes_statement, raw_writes, lambda r: r.cursor, rekey_writes),
+    "delta_frozen": (frozen_statement, raw_frozen, lambda r: r.cursor, rekey_frozen),
+}
+REKEY_TABLES = tuple(REKEY_PLANS)
 
 Row = TypeVar("Row")
 Out = TypeVar("Out")
@@ -341,14 +377,16 @@ def census(result: Result, key_id_of: Callable[[str | None], str | None]
            ) -> dict[str, dict[str, int]]:
     """{table: {key id or "plaintext": stored values}} from KEY_CENSUS."""
     check_columns(result, _sql.KEY_CENSUS_COLUMNS)
-    out: dict[str, dict[str, int]] = {"checkpoints": {}, "writes": {}}
+    out: dict[str, dict[str, int]] = {"checkpoints": {}, "writes": {}}  # and delta_frozen
     for table, head, n in result.rows:
         kid = key_id_of(head) or "plaintext"
-        out[table][kid] = out[table].get(kid, 0) + int(n)
+        per = out.setdefault(table, {})
+        per[kid] = per.get(kid, 0) + int(n)
     return out
 
 
 __all__ = ["CheckpointCursor", "RawCheckpoint", "RawWrite", "RekeyCounts", "WriteCursor",
-           "census", "checkpoints_statement", "copy_checkpoints", "copy_writes",
-           "raw_checkpoints", "raw_writes", "rekey_checkpoints", "rekey_writes",
+           "census", "checkpoints_statement", "copy_checkpoints", "copy_frozen", "copy_writes",
+           "frozen_statement", "raw_checkpoints", "raw_frozen", "raw_writes",
+           "REKEY_PLANS", "REKEY_TABLES", "rekey_checkpoints", "rekey_frozen", "rekey_writes",
            "writes_statement"]

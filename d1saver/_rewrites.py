@@ -41,8 +41,9 @@ class Rewrites:
     def _copy_thread(self, source: str, target: str, page_size: int) -> Op[None]:
         """One atomic batch of INSERT ... SELECT without keys. With keys a value is bound to its
         thread, so the rows are read in pages and written re-sealed for the target: each
-        request carries one page's rows and the next page's read: per table ceil((rows + 1) /
-        page_size) requests and one more at most, each atomic."""
+        request carries one page's rows and the next page's read: per table (checkpoints,
+        writes, frozen DeltaChannel rows) ceil((rows + 1) / page_size) requests and one more
+        at most, each atomic."""
         if self.values.sealer is None:
             yield from self.exchange(st.copy_thread_statements(source, target))
             return
@@ -51,11 +52,18 @@ class Rewrites:
             lambda c: _reseal.checkpoints_statement(source, c, page_size, None),
             _reseal.raw_checkpoints, lambda r: r.key,
             lambda rows, _: _reseal.copy_checkpoints(self.values, rows, target), page_size)
-        yield from self._rewrite(
+        frozen = _reseal.frozen_statement
+        done = yield from self._rewrite(
             lambda c: _reseal.writes_statement(source, c, page_size, None),
             _reseal.raw_writes, lambda r: r.cursor,
             lambda rows, _: _reseal.copy_writes(self.values, rows, target), page_size,
-            last=[Statement(_sql.COPY_TAGS, (source, target))])
+            last=[Statement(_sql.COPY_TAGS, (source, target)),
+                  Statement(_sql.COPY_DELTA_UNWRITTEN, (source, target)),
+                  frozen(source, None, page_size)])
+        yield from self._rewrite(
+            lambda c: frozen(source, c, page_size), _reseal.raw_frozen, lambda r: r.cursor,
+            lambda rows, _: _reseal.copy_frozen(self.values, rows, target), page_size,
+            first=done.tail)
 
     # --- rekeying (with keys) -----------------------------------------------------------
 
@@ -72,34 +80,30 @@ class Rewrites:
         not under the newest key, in keyset pages; each page's rewrite is one atomic batch led
         by `guard` (the compaction lease's), so a run stopped midway is continued by the next."""
         heads = self.values._sealer().fresh_heads
-        if table == "checkpoints":
-            return (yield from self._rewrite(
-                lambda c: _reseal.checkpoints_statement(None, c, page_size, heads),
-                _reseal.raw_checkpoints, lambda r: r.key,
-                lambda rows, n: _reseal.rekey_checkpoints(self.values, rows, n,
-                                                          plaintext=plaintext),
-                page_size, guard=guard, progress=progress))
-        if table == "writes":
-            return (yield from self._rewrite(
-                lambda c: _reseal.writes_statement(None, c, page_size, heads),
-                _reseal.raw_writes, lambda r: r.cursor,
-                lambda rows, n: _reseal.rekey_writes(self.values, rows, n, plaintext=plaintext),
-                page_size, guard=guard, progress=progress))
-        raise ConfigError(f"unknown table {table!r}: rekey 'checkpoints' or 'writes'")
+        if table not in _reseal.REKEY_PLANS:
+            raise ConfigError(f"unknown table {table!r}: rekey one of {_reseal.REKEY_TABLES}")
+        read, parse, cursor_of, rekey = _reseal.REKEY_PLANS[table]
+        return (yield from self._rewrite(
+            lambda c: read(None, c, page_size, heads), parse, cursor_of,
+            lambda rows, n: rekey(self.values, rows, n, plaintext=plaintext),
+            page_size, guard=guard, progress=progress))
 
     def _rewrite(self, read: Callable[[Any], Statement], parse: Callable[[Result], list[Any]],
                  cursor_of: Callable[[Any], Any], build: Build, size: int, *,
                  guard: Sequence[Statement] = (), last: Sequence[Statement] = (),
+                 first: Result | None = None,
                  progress: Callable[[_reseal.RekeyCounts], None] | None = None
                  ) -> Op[_reseal.RekeyCounts]:
-        """Pages of raw rows rewritten: each request carries `guard`, one page's statements
-        and the next page's read (`last` rides with the final one). A guard that finds a row
-        changed since it was read ("head_moved") fails the batch; the page is read again."""
+        """Pages of raw rows rewritten: each request carries `guard`, one page's statements and
+        the next page's read (`last` rides with the final one: its last result is `tail`, which
+        can be the next call's `first` page). A row changed since read fails the batch's guard
+        ("head_moved"); the page is read again."""
         counts = _reseal.RekeyCounts()
-        cursor = None
-        (first,) = yield from self.exchange([read(cursor)])
+        cursor, races = None, 0
+        if first is None:
+            (first,) = yield from self.exchange([read(cursor)])
+            counts.requests = 1
         rows = _rows.read_rows(parse, first)
-        counts.requests, races = 1, 0
         while True:
             page = _reseal.RekeyCounts()
             stmts = build(rows, page)
@@ -117,12 +121,12 @@ class Rewrites:
                 rows = _rows.read_rows(parse, again)
                 counts.requests += 2
                 continue
-            counts.requests += 1 if batch else 0
-            counts.pages += 1
+            counts.requests, counts.pages = counts.requests + bool(batch), counts.pages + 1
             counts.rewritten += page.rewritten
             counts.plaintext += page.plaintext
             if progress is not None:
                 progress(counts)
             if done:
+                counts.tail = results[-1] if last else None
                 return counts
             rows, cursor = _rows.read_rows(parse, results[-1]), after

@@ -68,10 +68,3 @@ class Router:
         if len(self.database_ids) == 1:
             return self.database_ids[0]
         return rendezvous(thread_id, self.database_ids)
-
-    def group(self, thread_ids: Iterable[str]) -> dict[str, list[str]]:
-        """Thread ids by home database (in the order given), homes with none left out."""
-        out: dict[str, list[str]] = {}
-        for thread_id in thread_ids:
-            out.setdefault(self.home(str(thread_id)), []).append(str(thread_id))
-        return out

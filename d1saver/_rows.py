@@ -105,7 +105,7 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
 
 
 def unpacked(rows: Iterable[list[Any]]) -> list[list[Any]]:
-    """Write rows with every "p:" row (one put_writes call's regular writes, migration 6) in
+    """Write rows with every "p:" row (one put_writes call's regular writes, migration 7) in
     its writes: a write row ends with idx, channel, type, value in every read's layout; a
     type null in a pack is "msgpack" (d1saver/_sql.py, PUT)."""
     out: list[list[Any]] = []
@@ -130,6 +130,64 @@ def pending_writes(rows: Iterable[list[Any]], pieces: Pieces | None,
             for r in ordered]
 
 
+@dataclass
+class Frozen:
+    """A holder's frozen DeltaChannel history for one channel (delta_frozen): the seed's row
+    and the writes, each as stored, with the identity of the row it was stored at."""
+
+    seed: list[Any] | None
+    writes: list[list[Any]]
+    ends: bool = True  # False: a 'c' row, the history goes on at the holder's parent
+
+
+def frozen_records(rows: Iterable[list[Any]]) -> dict[tuple[str, str], Frozen]:
+    """{(holder checkpoint_id, channel): Frozen} from 'f' rows whose columns 3.. are
+    holder, identity JSON, type, value, channels, metadata (DELTA_HISTORY and the page walk)."""
+    out: dict[tuple[str, str], Frozen] = {}
+    seen: set[tuple[str, str]] = set()
+    for row in rows:
+        if (row[0], row[1]) in seen:  # a page walk sends a holder that is also an ancestor twice
+            continue
+        seen.add((row[0], row[1]))
+        ident = json.loads(row[1])  # kind, src, task_id, task_path, idx, channel, depth
+        rec = out.setdefault((row[0], ident[5]), Frozen(None, []))
+        item = [ident, *row[2:6]]
+        if ident[0] == "s":
+            rec.seed = item
+        elif ident[0] == "c":
+            rec.ends = False
+        else:
+            rec.writes.append(item)
+    return out
+
+
+def load_frozen(rec: Frozen, thread_id: str, ns: str, holder_pieces: Pieces | None,
+                values: Values, chunks: Chunks | None = None) -> DeltaChannelHistory:
+    """What get_delta_channel_history returned for the holder before its ancestors went.
+
+    Each value opens with the binding of the row it was stored at; its pieces, if any, lie
+    with the holder under owner 'f/<checkpoint_id>/<owner>'."""
+    def pieces_of(src: str) -> Pieces:
+        prefix = f"f/{src}/"
+        return {o[len(prefix):]: v for o, v in (holder_pieces or {}).items()
+                if o.startswith(prefix)}
+
+    ordered = sorted(rec.writes, key=lambda w: (-int(w[0][6]), writes_sort_key(
+        w[0][3] or "", w[0][2], int(w[0][4]))))
+    writes: list[PendingWrite] = []
+    for (_, src, task_id, task_path, idx, ch, _), type_, value, _, _ in ordered:
+        bind = write_binder(thread_id, ns, src, task_id, task_path, int(idx), ch)
+        writes.append((task_id, ch, values.load(type_, value, pieces_of(src),
+                                                f"{task_id}/{int(idx)}", bind, chunks)))
+    entry: DeltaChannelHistory = {"writes": writes}
+    if rec.seed is not None:
+        (_, src, _, _, _, ch, _), type_, blob, chans, md = rec.seed
+        held = values.load_checkpoint(type_, blob, pieces_of(src), md, chans,
+                                      checkpoint_binder(thread_id, ns, src), chunks)[0]
+        entry["seed"] = held["channel_values"][ch]
+    return entry
+
+
 def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], values: Values
                         ) -> dict[Key, dict[str, DeltaChannelHistory]]:
     """Each tuple's DeltaChannel histories from a page's walk rows (SELECT_PAGE_DELTA_*).
@@ -143,6 +201,8 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
     blobs: dict[Key, tuple[str, str, str, str]] = {}  # type, value, metadata, channels
     writes: dict[Key, list[list[Any]]] = defaultdict(list)
     pieces: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    frozen_rows: dict[tuple[str, str], list[list[Any]]] = defaultdict(list)
+    seen_pieces: set[tuple[Key, str, int]] = set()
     chunks: dict[str, Chunks] = defaultdict(dict)
     for row in result.rows:
         kind, key = row[0], (row[1], row[2], row[3])
@@ -153,10 +213,17 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
                 blobs[key] = (row[6], row[7], row[8], row[5])
         elif kind == "w":
             writes[key].append(row)
-        elif kind == "k":
+        elif kind == "k" and (key, row[4], int(row[5])) not in seen_pieces:  # sent twice: see
+            seen_pieces.add((key, row[4], int(row[5])))                      # frozen_records
             pieces[key][row[4]].append((int(row[5]), row[6]))
         elif kind == "h":
             chunks[row[1]][row[4]] = row[5]
+        elif kind == "f":
+            frozen_rows[(row[1], row[2])].append(row[3:9])
+    frozen: dict[Key, dict[str, Frozen]] = defaultdict(dict)
+    for (thread_id, ns), rows in frozen_rows.items():
+        for (cid, ch), rec in frozen_records(rows).items():
+            frozen[(thread_id, ns, cid)][ch] = rec
     decoded: dict[Key, dict[str, Any]] = {}
     loaded: dict[Key, list[PendingWrite]] = {}
 
@@ -188,10 +255,23 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
         histories: dict[str, DeltaChannelHistory] = {}
         complete = True
         for ch in sought:
-            collected: list[PendingWrite] = []
+            collected: list[PendingWrite] = []  # newest first until reversed
             entry: DeltaChannelHistory = {"writes": collected}
+
+            def take(key: Key) -> bool:
+                """Add the record `key` holds of `ch`, if any; True if it ends the history."""
+                rec = frozen.get(key, {}).get(ch)
+                if rec is None:
+                    return False
+                old = load_frozen(rec, thread_id, ns, pieces.get(key), values,
+                                  chunks.get(thread_id))
+                collected.extend(reversed(old["writes"]))
+                if "seed" in old:
+                    entry["seed"] = old["seed"]
+                return rec.ends
+
             seen: set[str] = set()
-            cur = parent
+            cur = None if take((thread_id, ns, conf["checkpoint_id"])) else parent
             while cur is not None and cur not in seen:
                 key = (thread_id, ns, cur)
                 if key not in parents:
@@ -201,6 +281,8 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
                 collected.extend(w for w in reversed(writes_at(key)) if w[1] == ch)
                 if ch in channels[key]:
                     entry["seed"] = values_at(key)[ch]
+                    break
+                if take(key):
                     break
                 cur = parents[key]
             collected.reverse()
@@ -218,6 +300,7 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
     ancestors: dict[int, list[Any]] = {}
     writes: dict[int, list[list[Any]]] = defaultdict(list)
     pieces: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    frozen_rows: dict[int, list[list[Any]]] = defaultdict(list)
     chunks: Chunks = {}
     for row in result.rows:
         kind = row[0]
@@ -231,7 +314,9 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
             writes[depth].append(row)
         elif kind == "k":
             pieces[row[2]][row[3]].append((int(row[4]), row[5]))
-    collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
+        elif kind == "f":
+            frozen_rows[depth].append(row[2:8])
+    collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}  # newest first
     seeds: dict[str, Any] = {}
     seen: set[str] = set()
     path: list[int] = []
@@ -241,25 +326,36 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
             break
         seen.add(cid)
         path.append(depth)
+
+    def take(depth: int) -> None:
+        """Add the frozen records met at `depth` (0: the target's own) to the histories."""
+        for (holder, ch), rec in frozen_records(frozen_rows.get(depth, [])).items():
+            if ch in collected and ch not in seeds:
+                old = load_frozen(rec, thread_id, ns, pieces.get(holder), values, chunks)
+                collected[ch].extend(reversed(old["writes"]))
+                if "seed" in old:
+                    seeds[ch] = old["seed"]
+
+    take(0)
     for depth in path:
         _, _, cid, sought_json, type_, blob, chans, md, _ = ancestors[depth]
-        sought = set(json.loads(sought_json))
-        if blob is not None:
-            held = values.load_checkpoint(type_, blob, pieces.get(cid), md, chans,
-                                          checkpoint_binder(thread_id, ns, cid), chunks
-                                          )[0]["channel_values"]
-            for ch in sought:
-                if ch in held and ch not in seeds:
-                    seeds[ch] = held[ch]
-    for depth in reversed(path):
-        cid = ancestors[depth][2]
         # row: kind, depth, cid, task_id, task_path, idx, channel, type, value
-        for r in sorted(unpacked(writes.get(depth, [])),
+        for r in sorted(unpacked(writes.get(depth, [])), reverse=True,
                         key=lambda r: writes_sort_key(r[4] or "", r[3], int(r[5]))):
             if r[6] in collected:
                 bind = write_binder(thread_id, ns, cid, r[3], r[4], int(r[5]), r[6])
                 collected[r[6]].append((r[3], r[6], values.load(
                     r[7], r[8], pieces.get(cid), f"{r[3]}/{int(r[5])}", bind, chunks)))
+        if blob is not None:
+            held = values.load_checkpoint(type_, blob, pieces.get(cid), md, chans,
+                                          checkpoint_binder(thread_id, ns, cid), chunks
+                                          )[0]["channel_values"]
+            for ch in json.loads(sought_json):
+                if ch in held and ch not in seeds:
+                    seeds[ch] = held[ch]
+        take(depth)
+    for writes_of in collected.values():
+        writes_of.reverse()
     out: dict[str, DeltaChannelHistory] = {}
     for ch in channels:
         entry: DeltaChannelHistory = {"writes": collected[ch]}
@@ -302,6 +398,6 @@ def op_count(result: Result) -> int:
     return int(result.rows[0][0])
 
 
-__all__ = ["Chunks", "SchemaInfo", "check_columns", "chunk_ids", "delta_history",
-           "histories_from_walk", "op_count", "pending_writes", "read_rows", "schema_info",
-           "tags_from", "tuples_from_page", "unpacked"]
+__all__ = ["Chunks", "Frozen", "SchemaInfo", "check_columns", "chunk_ids", "delta_history",
+           "frozen_records", "histories_from_walk", "load_frozen", "op_count", "pending_writes",
+           "read_rows", "schema_info", "tags_from", "tuples_from_page", "unpacked"]

@@ -207,7 +207,36 @@ CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoin
         AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id;
 END""",
     ],
-    # 6: content-addressed values (docs/STORAGE_DESIGN.md). d1saver_chunks holds each chunk
+    # 6: frozen DeltaChannel histories (see FREEZE): what get_delta_channel_history returned
+    # for a kept checkpoint whose ancestors compaction deleted, copied verbatim from those
+    # ancestors' rows with their identity, so that walks stop there. A checkpoint deleted,
+    # by any statement or d1saver version, drops its records. Additive.
+    [
+        """
+CREATE TABLE IF NOT EXISTS delta_frozen (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    task_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    src_checkpoint_id TEXT NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    type TEXT,
+    value TEXT,
+    metadata TEXT,
+    channels TEXT,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
+)""",
+        """
+CREATE TRIGGER IF NOT EXISTS delta_frozen_on_delete AFTER DELETE ON checkpoints BEGIN
+    DELETE FROM delta_frozen WHERE thread_id = OLD.thread_id
+        AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id;
+END""",
+    ],
+    # 7: content-addressed values (docs/STORAGE_DESIGN.md). d1saver_chunks holds each chunk
     # once per thread, keyed by its hash: level 0 codec text of bytes, level n a tree node (the
     # JSON list of its children). Rows that hold an "m:" manifest list their chunks. Triggers
     # keep the table closed: a node is stored only if its children are, and a row only if the
@@ -319,9 +348,9 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # Contract steps, which code of older versions cannot use: version -> the oldest schema version
 # whose d1saver still works once that step is applied. A step not listed is additive.
 MIN_READER: dict[int, int] = {
-    # Rows written from version 6 on may be "m:" manifests over d1saver_chunks and "p:" packed
+    # Rows written from version 7 on may be "m:" manifests over d1saver_chunks and "p:" packed
     # writes, which code of an older schema cannot read (0.1.0 reads neither: docs/MIGRATIONS.md).
-    6: 6,
+    7: 7,
 }
 
 
@@ -361,8 +390,8 @@ WRITE_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task
 UPSERT_CHECKPOINT = (f"INSERT OR REPLACE INTO checkpoints ({','.join(CHECKPOINT_COLUMNS)}) "
                      "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)")
 
-# From schema version 6 on, a put and a put_writes go through views whose INSTEAD OF triggers
-# (migration 6) insert the new chunks (a JSON array of [id, level, data], children before
+# From schema version 7 on, a put and a put_writes go through views whose INSTEAD OF triggers
+# (migration 7) insert the new chunks (a JSON array of [id, level, data], children before
 # nodes) and then the rows, so the SQL text each request carries is the shortest possible.
 # A type NULL is "msgpack" (the serde's usual tag, sent with every value otherwise). A
 # put_writes call's regular writes, two or more, are one "p:" row (the JSON array as sent):
@@ -467,6 +496,26 @@ page AS (
     LIMIT ?9
 )"""
 
+# The channels of JSON array {sought} whose history holder {c} has no frozen record ending
+# (FREEZE: a record with a 'c' row goes on at the holder's parent).
+_NOT_FROZEN = """(SELECT json_group_array(s.value) FROM json_each({sought}) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = {c}.thread_id AND f.checkpoint_ns = {c}.checkpoint_ns
+                             AND f.checkpoint_id = {c}.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))"""
+
+# A holder's frozen record, as one row per seed or write: the identity of the row the value
+# came from as a JSON array [kind, src_checkpoint_id, task_id, task_path, idx, channel, depth],
+# then type, value, channels, metadata.
+_FROZEN_ROW = """json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
+                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata"""
+
+_FROZEN_COLUMNS = ("thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, "
+                   "src_checkpoint_id, task_path, type, value, metadata, channels")
+
+# A frozen value's pieces live with its holder in chunks, owner 'f/<src_checkpoint_id>/<owner>'.
+_FROZEN_PIECE = "substr({k}.owner, 1, 2) = 'f/'"
+
 _PAGE_ROWS = """
 SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
        type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
@@ -480,9 +529,10 @@ UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
        NULL
 FROM page AS p CROSS JOIN chunks AS k ON k.thread_id = p.thread_id
-    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id"""
+    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
+WHERE NOT """ + _FROZEN_PIECE.format(k="k")
 
-# Content-addressed chunks (migration 6) ride in the same statement as the rows that list them
+# Content-addressed chunks (migration 7) ride in the same statement as the rows that list them
 # (through `out`, whose columns take the first SELECT's affinity: integers may come back as
 # text, so readers convert them):
 # `refs` gathers every id the returned rows' "m:" manifests reach (nodes opened level by level);
@@ -547,16 +597,20 @@ _STILL_SOUGHT = """(SELECT json_group_array(s.value) FROM json_each({sought}) AS
 
 # Sent with each page, same parameters: what the page's DeltaChannels replay from, so that
 # LangGraph's get_delta_channel_history after get_tuple/list costs no request. The walk follows
-# parents while some channel (_SOUGHT) is still without a seed. UNION (not UNION ALL) ends a
-# corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and the checkpoint when
-# it holds a sought channel), 'w' (its writes of sought channels), 'k' (chunks of both).
+# parents while some channel (_SOUGHT) is still without a seed or a frozen record. UNION (not
+# UNION ALL) ends a corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and the
+# checkpoint when it holds a sought channel), 'w' (its writes of sought channels), 'k' (chunks
+# of both, and the frozen pieces of page rows), 'f' (frozen records of page rows, and of
+# ancestors for channels sought there: _FROZEN_ROW). 4 terms at most (see DELTA_HISTORY).
 _PAGE_DELTA_CTES = _PAGE_CTE + """,
 walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
-    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id, """ + _SOUGHT.format(c="p") + """
+    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id,
+           """ + _NOT_FROZEN.format(sought=_SOUGHT.format(c="p"), c="p") + """
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           """ + _STILL_SOUGHT.format(sought="w.sought", c="c") + """
+           """ + _NOT_FROZEN.format(sought=_STILL_SOUGHT.format(sought="w.sought", c="c"),
+                                    c="c") + """
     FROM walk AS w JOIN checkpoints AS c ON c.thread_id = w.thread_id
         AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id
     WHERE json_array_length(w.sought) > 0
@@ -567,6 +621,11 @@ visited AS (
     FROM walk, json_each(walk.sought) AS s
     WHERE checkpoint_id IS NOT NULL
     GROUP BY thread_id, checkpoint_ns, checkpoint_id
+),
+holders AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, sought FROM visited
+    UNION ALL
+    SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 )"""
 _PAGE_DELTA = _with_chunks(_PAGE_DELTA_CTES, """
 SELECT 'a' AS kind, c.thread_id AS thread_id, c.checkpoint_ns AS checkpoint_ns,
@@ -589,9 +648,15 @@ WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
        NULL
-FROM visited AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
-    AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id""",
-                           "CASE o.kind WHEN 'a' THEN o.f4 WHEN 'w' THEN o.f6 END")
+FROM holders AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
+    AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id
+WHERE v.sought IS NOT NULL OR """ + _FROZEN_PIECE.format(k="k") + """
+UNION ALL
+SELECT 'f', v.thread_id, v.checkpoint_ns, v.checkpoint_id, """ + _FROZEN_ROW + """, NULL
+FROM holders AS v CROSS JOIN delta_frozen AS f ON f.thread_id = v.thread_id
+    AND f.checkpoint_ns = v.checkpoint_ns AND f.checkpoint_id = v.checkpoint_id
+WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))""",
+                           "CASE o.kind WHEN 'a' THEN o.f4 WHEN 'w' THEN o.f6 WHEN 'f' THEN o.f3 END")
 
 # Columns of every page statement. A UNION's columns carry a meaning per row kind:
 #   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata,
@@ -600,6 +665,8 @@ FROM visited AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
 #   'k' chunk:      f1 owner, f2 seq, f3 data
 #   'a' ancestor (delta walk): f1 parent_checkpoint_id, f2 channels, f3 type,
 #                   f4 checkpoint and f5 metadata (only when it seeds a sought channel)
+#   'f' frozen (delta walk): checkpoint_id the holder, f1 identity, f2 type, f3 value,
+#                   f4 channels, f5 metadata (_FROZEN_ROW)
 PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
                 "f1", "f2", "f3", "f4", "f5", "f6")
 
@@ -638,22 +705,27 @@ PAGE_DELTA_OF = {
 
 # get_delta_channel_history in one statement. Walks parent links from the target
 # (?3, or the thread's newest when NULL) and carries, per step, the JSON array of requested
-# channels (?4) still without a seed; a checkpoint whose `channels` holds one seeds it.
+# channels (?4) still without a seed; a checkpoint whose `channels` holds one seeds it, and one
+# with a frozen record of it (the target included) ends its walk with that record.
 # Rows: 'a' (ancestor: depth, id, channels still sought on arrival, type, checkpoint),
-# 'w' (write of a sought channel at an ancestor), 'k' (chunk of an ancestor's value).
+# 'w' (write of a sought channel at an ancestor), 'k' (chunk of an ancestor's value, or a
+# frozen piece of the target), 'f' (holder's id, _FROZEN_ROW, its depth). At most 4 terms
+# in a compound SELECT: the real D1 engine refused 6 ("too many terms in compound SELECT").
 # The depth bound stops a corrupt parent loop; LangGraph snapshots every 5000 steps at most.
 _DELTA_HISTORY_CTES = """
 target AS (
-    SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id FROM checkpoints
     WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND (?3 IS NULL OR checkpoint_id = ?3)
     ORDER BY checkpoint_id DESC LIMIT 1
 ),
 chain(checkpoint_id, depth, sought) AS (
-    SELECT parent_checkpoint_id, 1, json(?4) FROM target
+    SELECT t.parent_checkpoint_id, 1, """ + _NOT_FROZEN.format(sought="json(?4)", c="t") + """
+    FROM target AS t
     UNION ALL
     SELECT p.parent_checkpoint_id, chain.depth + 1,
-           (SELECT json_group_array(s.value) FROM json_each(chain.sought) AS s
-            WHERE s.value NOT IN (SELECT value FROM json_each(p.channels)))
+           """ + _NOT_FROZEN.format(sought="""(SELECT json_group_array(s.value)
+            FROM json_each(chain.sought) AS s
+            WHERE s.value NOT IN (SELECT value FROM json_each(p.channels)))""", c="p") + """
     FROM chain JOIN checkpoints AS p ON p.thread_id = ?1 AND p.checkpoint_ns = ?2
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0 AND chain.depth < 20000
@@ -664,6 +736,11 @@ ancestors AS (
     FROM chain JOIN checkpoints AS p ON p.thread_id = ?1 AND p.checkpoint_ns = ?2
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0
+),
+holders AS (
+    SELECT 0 AS depth, json(?4) AS sought, t.checkpoint_id, '[]' AS channels FROM target AS t
+    UNION ALL
+    SELECT depth, sought, checkpoint_id, channels FROM ancestors
 )"""
 _DELTA_HISTORY_ROWS = """
 SELECT 'a' AS kind, a.depth AS depth, a.checkpoint_id AS checkpoint_id, a.sought AS f1,
@@ -682,12 +759,19 @@ FROM ancestors AS a JOIN writes AS w ON w.thread_id = ?1 AND w.checkpoint_ns = ?
     AND w.checkpoint_id = a.checkpoint_id
 WHERE (w.channel IN (SELECT value FROM json_each(a.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', a.depth, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
-FROM ancestors AS a JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?2
-    AND k.checkpoint_id = a.checkpoint_id"""
+SELECT 'f', h.depth, h.checkpoint_id, """ + _FROZEN_ROW + """, h.depth
+FROM holders AS h JOIN delta_frozen AS f ON f.thread_id = ?1 AND f.checkpoint_ns = ?2
+    AND f.checkpoint_id = h.checkpoint_id
+WHERE f.channel IN (SELECT value FROM json_each(h.sought))
+  AND f.channel NOT IN (SELECT value FROM json_each(h.channels))
+UNION ALL
+SELECT 'k', h.depth, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM holders AS h JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?2
+    AND k.checkpoint_id = h.checkpoint_id
+WHERE h.depth > 0 OR """ + _FROZEN_PIECE.format(k="k")
 DELTA_HISTORY = ("WITH RECURSIVE" + _DELTA_HISTORY_CTES + ",\nout AS (" + _DELTA_HISTORY_ROWS
                  + "\n)" + _REFS.replace("o.thread_id", "?1").format(
-                     value="CASE o.kind WHEN 'a' THEN o.f3 WHEN 'w' THEN o.f6 END")
+                     value="CASE o.kind WHEN 'a' THEN o.f3 WHEN 'w' THEN o.f6 WHEN 'f' THEN o.f3 END")
                  + """
 SELECT * FROM out
 UNION ALL
@@ -699,6 +783,8 @@ FROM refs AS r JOIN d1saver_chunks AS k ON k.thread_id = ?1 AND k.id = r.id""")
 #                 f5 metadata (checkpoint and metadata only if it is a seed)
 #   'w' write:    checkpoint_id, f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
 #   'k' chunk:    checkpoint_id, f1 owner, f2 seq, f3 data
+#   'f' frozen:   checkpoint_id (the holder), f1 identity, f2 type, f3 value, f4 channels,
+#                 f5 metadata, f6 the holder's depth
 DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "f1", "f2", "f3", "f4", "f5", "f6")
 
 # --- idempotency records ------------------------------------------------------------------
@@ -741,11 +827,11 @@ ORDER BY checkpoint_id DESC, name"""
 
 # --- content-addressed chunks: garbage collection and the check --------------------------
 
-# How many writes row {t} holds: a "p:" row packs one put_writes call's (migration 6).
+# How many writes row {t} holds: a "p:" row packs one put_writes call's (migration 7).
 _WRITES_IN = ("CASE WHEN substr({t}.value, 1, 2) = 'p:' "
               "THEN json_array_length(substr({t}.value, 3)) ELSE 1 END")
 
-# Exact garbage collection of content-addressed chunks (migration 6), last in every batch that
+# Exact garbage collection of content-addressed chunks (migration 7), last in every batch that
 # deletes rows of the threads in d1saver_scope: a chunk stays only if a remaining checkpoint or
 # write of its thread reaches it (through its manifest, nodes opened level by level). In the
 # same batch as the deletions, so no chunk is ever referenced but missing, and none is left
@@ -755,7 +841,7 @@ _WRITES_IN = ("CASE WHEN substr({t}.value, 1, 2) = 'p:' "
 # ',', '"' or '\\' (d1saver/_manifest.py), so wrapping them is exact.
 _MANIFEST = ("json_each(CASE WHEN substr({v}, 1, 2) = 'm:' "
              "THEN '[\"' || replace(substr({v}, 3), ',', '\",\"') || '\"]' ELSE '[]' END)")
-# The writes packed in {v} (a "p:" row: one put_writes call's regular writes, migration 6).
+# The writes packed in {v} (a "p:" row: one put_writes call's regular writes, migration 7).
 _PACK = "json_each(CASE WHEN substr({v}, 1, 2) = 'p:' THEN substr({v}, 3) ELSE '[]' END)"
 _REACHED = f"""
 WITH RECURSIVE reached(thread_id, id) AS (
@@ -770,6 +856,10 @@ WITH RECURSIVE reached(thread_id, id) AS (
     SELECT w.thread_id, ltrim(j.value, '^')
     FROM writes AS w, {_PACK.format(v="w.value")} AS p, {_MANIFEST.format(v="p.value->>3")} AS j
     WHERE w.thread_id IN ({{threads}}) AND instr(j.value, ':') = 0
+    UNION
+    SELECT f.thread_id, ltrim(j.value, '^')
+    FROM delta_frozen AS f, {_MANIFEST.format(v="f.value")} AS j
+    WHERE f.thread_id IN ({{threads}}) AND instr(j.value, ':') = 0
     UNION
     SELECT r.thread_id, ltrim(j.value, '^')
     FROM reached AS r JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
@@ -815,7 +905,7 @@ DELETE_THREADS = [
     f"DELETE FROM chunks WHERE thread_id IN {_IDS}",
     f"DELETE FROM tags WHERE thread_id IN {_IDS}",
     f"DELETE FROM checkpoints WHERE thread_id IN {_IDS}",
-]
+]  # delta_unwritten and delta_frozen rows go with their checkpoints (triggers)
 
 # ?1 source thread, ?2 target thread. Rows already on the target are replaced.
 COPY_THREAD = [
@@ -843,6 +933,11 @@ SELECT ?2, checkpoint_ns, checkpoint_id, name, created_at FROM tags WHERE thread
     """
 INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
 SELECT ?2, checkpoint_ns, checkpoint_id, channels FROM delta_unwritten WHERE thread_id = ?1""",
+    # Frozen histories (their pieces came with the chunks). Without keys only: with keys a
+    # value is bound to its thread (d1saver/_reseal.py).
+    f"""
+INSERT OR REPLACE INTO delta_frozen ({_FROZEN_COLUMNS})
+SELECT ?2, {_FROZEN_COLUMNS.split(", ", 1)[1]} FROM delta_frozen WHERE thread_id = ?1""",
     # Rows the copy replaced on the target may have left chunks no row reaches.
     "DELETE FROM d1saver_scope",
     "INSERT INTO d1saver_scope (thread_id) VALUES (?2)",
@@ -906,17 +1001,13 @@ owners AS (
 # ?1: N. Keeps, in the threads in scope:
 # - in every namespace that is not a subgraph's (the root's), the N newest checkpoints;
 # - every tagged checkpoint;
-# - the ancestors a kept checkpoint's DeltaChannels replay from (_SOUGHT), up to and including
-#   the nearest one holding each (its seed), with their writes;
 # - the max(N, 1) newest checkpoints of every subgraph namespace that a kept checkpoint of its
 #   parent reaches: the checkpoint holds a write of the task that opened it (a finished or
 #   interrupted subgraph, which get_state(subgraphs=True) shows and a resume continues), or
 #   is its parent's newest and the subgraph was written after it (one still running).
 # A subgraph namespace no kept checkpoint reaches goes with the checkpoints that reached it.
-# Rows of `keep` are (checkpoint, channels still sought in its ancestors); UNION ends a walk
-# where another already passed with the same channels, so the work grows with the checkpoints
-# visited, not with the kept ones times their distance to the seed, and it ends a parent loop.
-# CROSS JOIN holds the join order: left to choose, SQLite scanned a thread's checkpoints for
+# The ancestors a kept checkpoint's DeltaChannels replay from are not kept: FREEZE records its
+# history first. CROSS JOIN holds the join order: left to choose, SQLite scanned a thread's checkpoints for
 # every kept row. N = 0 keeps only tagged checkpoints (and what they need).
 PLAN_KEEP = f"""
 INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
@@ -928,11 +1019,9 @@ ranked AS (
     FROM checkpoints AS c
     WHERE c.{_IN_SCOPE}
 ),{_OWNERS},
-keep(thread_id, checkpoint_ns, checkpoint_id, parent_id, sought) AS (
-    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.parent_checkpoint_id,
-           {_SOUGHT.format(c="c")}
-    FROM ranked AS r JOIN checkpoints AS c ON c.thread_id = r.thread_id
-        AND c.checkpoint_ns = r.checkpoint_ns AND c.checkpoint_id = r.checkpoint_id
+keep(thread_id, checkpoint_ns, checkpoint_id) AS (
+    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id
+    FROM ranked AS r
     WHERE (r.rn <= ?1 AND NOT EXISTS (
             SELECT 1 FROM owners AS o WHERE o.thread_id = r.thread_id
                 AND o.checkpoint_ns = r.checkpoint_ns))
@@ -940,20 +1029,11 @@ keep(thread_id, checkpoint_ns, checkpoint_id, parent_id, sought) AS (
             SELECT 1 FROM tags AS g WHERE g.thread_id = r.thread_id
                 AND g.checkpoint_ns = r.checkpoint_ns AND g.checkpoint_id = r.checkpoint_id)
     UNION
-    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id,
-           {_STILL_SOUGHT.format(sought="k.sought", c="p")}
-    FROM keep AS k JOIN checkpoints AS p ON p.thread_id = k.thread_id
-        AND p.checkpoint_ns = k.checkpoint_ns AND p.checkpoint_id = k.parent_id
-    WHERE json_array_length(k.sought) > 0
-    UNION
-    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.parent_checkpoint_id,
-           {_SOUGHT.format(c="c")}
+    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id
     FROM keep AS k
     CROSS JOIN owners AS o ON o.thread_id = k.thread_id AND o.parent_ns = k.checkpoint_ns
     CROSS JOIN ranked AS r ON r.thread_id = o.thread_id AND r.checkpoint_ns = o.checkpoint_ns
         AND r.rn <= max(?1, 1)
-    CROSS JOIN checkpoints AS c ON c.thread_id = r.thread_id
-        AND c.checkpoint_ns = r.checkpoint_ns AND c.checkpoint_id = r.checkpoint_id
     WHERE EXISTS (
             SELECT 1 FROM writes AS w WHERE w.thread_id = k.thread_id
                 AND w.checkpoint_ns = k.checkpoint_ns AND w.checkpoint_id = k.checkpoint_id
@@ -968,6 +1048,116 @@ INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
 SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints
 WHERE {_IN_SCOPE}
   AND (run_id IS NULL OR run_id NOT IN {_IDS})"""
+
+# DeltaChannel histories frozen before their ancestors go (docs/STORAGE_DESIGN.md). A kept
+# checkpoint whose parent is not kept gets, per channel it replays (_SOUGHT) and holds no
+# ending record of, what get_delta_channel_history's walk finds between it and the nearest
+# kept ancestor: each ancestor's writes of the channel ('w'), and, where the walk ends before
+# a kept one, the seed's whole checkpoint row ('s') or the copy of the record it ended at (its
+# depths plus where it was met). A walk that reaches a kept ancestor leaves a 'c' row instead:
+# the record holds only the newer part of the history, and readers go on from the holder's
+# parent, which PLAN_RELINK makes that ancestor; walks through kept checkpoints change nothing,
+# so every deleted write is copied once, not once per kept descendant. A holder whose record
+# continues ('c') and whose parent goes again walks on from the 'c' row's depth. Values are
+# copied verbatim with the identity of the rows they were stored at: nothing is decoded, so
+# it works for any state and with keys. (The saver cannot compute the channel's value: its
+# reducer is graph code. So it records the history, not a snapshot.) A walk row is (origin,
+# channel, depth, cur: the checkpoint at that depth, steps taken, bound: the namespace's
+# checkpoints, more steps than a walk without a loop can take, so a corrupt parent loop ends).
+_KEPT = """EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
+    AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.{col})"""
+# The depth of the 'c' row of {t}'s record of channel {ch} (NULL: none, or no record).
+_CONTINUES_AT = """(SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = {t}.thread_id
+    AND f.checkpoint_ns = {t}.checkpoint_ns AND f.checkpoint_id = {t}.checkpoint_id
+    AND f.channel = {ch} AND f.kind = 'c')"""
+# Whether {t} holds a record of channel {ch} that ends its history (no 'c' row).
+_ENDS = """EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = {t}.thread_id
+    AND f.checkpoint_ns = {t}.checkpoint_ns AND f.checkpoint_id = {t}.checkpoint_id
+    AND f.channel = {ch}) AND {continues} IS NULL"""
+# Each write row {t} holds as [idx, channel, type, value] entries: a "p:" row (migration 7)
+# packs one put_writes call's writes (type null: "msgpack"), any other row holds itself.
+_WRITES_OF = """json_each(CASE WHEN substr({t}.value, 1, 2) = 'p:' THEN substr({t}.value, 3)
+    ELSE json_array(json_array({t}.idx, {t}.channel, {t}.type, {t}.value)) END)"""
+FREEZE = f"""
+INSERT OR IGNORE INTO delta_frozen ({_FROZEN_COLUMNS})
+WITH RECURSIVE
+walk(thread_id, checkpoint_ns, origin, channel, depth, cur, steps, bound) AS (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, s.value,
+           COALESCE({_CONTINUES_AT.format(t="c", ch="s.value")}, 1), c.parent_checkpoint_id, 1,
+           (SELECT COUNT(*) FROM checkpoints AS n WHERE n.thread_id = c.thread_id
+                AND n.checkpoint_ns = c.checkpoint_ns)
+    FROM d1saver_keep AS k CROSS JOIN checkpoints AS c ON c.thread_id = k.thread_id
+        AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id
+    CROSS JOIN json_each({_SOUGHT.format(c="c")}) AS s
+    WHERE c.parent_checkpoint_id IS NOT NULL
+      AND NOT {_KEPT.format(t="c", col="parent_checkpoint_id")}
+      AND NOT ({_ENDS.format(t="c", ch="s.value",
+                             continues=_CONTINUES_AT.format(t="c", ch="s.value"))})
+    UNION ALL
+    SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel,
+           w.depth + COALESCE({_CONTINUES_AT.format(t="p", ch="w.channel")}, 1),
+           p.parent_checkpoint_id, w.steps + 1, w.bound
+    FROM walk AS w CROSS JOIN checkpoints AS p ON p.thread_id = w.thread_id
+        AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.cur
+    WHERE p.parent_checkpoint_id IS NOT NULL AND w.steps < w.bound
+      AND NOT {_KEPT.format(t="p", col="checkpoint_id")}
+      AND w.channel NOT IN (SELECT value FROM json_each(p.channels))
+      AND NOT ({_ENDS.format(t="p", ch="w.channel",
+                             continues=_CONTINUES_AT.format(t="p", ch="w.channel"))})
+)
+SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, 'w', w.depth, x.task_id,
+       e.value->>0, w.cur, x.task_path, COALESCE(e.value->>2, 'msgpack'), e.value->>3, NULL, NULL
+FROM walk AS w CROSS JOIN writes AS x ON x.thread_id = w.thread_id
+    AND x.checkpoint_ns = w.checkpoint_ns AND x.checkpoint_id = w.cur
+CROSS JOIN {_WRITES_OF.format(t="x")} AS e
+WHERE e.value->>1 = w.channel AND NOT {_KEPT.format(t="w", col="cur")}
+UNION ALL
+SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, 's', w.depth, '', 0, w.cur, '',
+       p.type, p.checkpoint, p.metadata, p.channels
+FROM walk AS w CROSS JOIN checkpoints AS p ON p.thread_id = w.thread_id
+    AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.cur
+WHERE NOT {_KEPT.format(t="w", col="cur")}
+  AND w.channel IN (SELECT value FROM json_each(p.channels))
+UNION ALL
+SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, f.kind, w.depth + f.depth, f.task_id,
+       f.idx, f.src_checkpoint_id, f.task_path, f.type, f.value, f.metadata, f.channels
+FROM walk AS w CROSS JOIN delta_frozen AS f ON f.thread_id = w.thread_id
+    AND f.checkpoint_ns = w.checkpoint_ns AND f.checkpoint_id = w.cur AND f.channel = w.channel
+WHERE NOT {_KEPT.format(t="w", col="cur")} AND f.kind <> 'c'
+UNION ALL
+SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, 'c', w.depth, '', 0, w.cur, '', NULL,
+       NULL, NULL, NULL
+FROM walk AS w WHERE {_KEPT.format(t="w", col="cur")}"""
+
+# After FREEZE: a 'c' row that a record's newer rows now lie beyond (its holder's walk went on
+# from there) goes.
+FREEZE_DONE = f"""
+DELETE FROM delta_frozen AS c WHERE c.kind = 'c' AND c.{_IN_SCOPE} AND EXISTS (
+    SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = c.thread_id
+        AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id
+        AND f.channel = c.channel AND f.depth >= c.depth AND NOT (f.kind = 'c' AND f.depth = c.depth))"""
+
+# The pieces of frozen values stored over several rows ("c:<n>": values over D1's row limit),
+# copied to their holder as owner 'f/<src_checkpoint_id>/<owner>': from the row they were
+# stored with, or from the holder of the record they were copied from. For the threads in
+# scope; a piece already there is left alone.
+_FROZEN_OWNER = "CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx END"
+FREEZE_PIECES = f"""
+INSERT OR IGNORE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
+SELECT f.thread_id, f.checkpoint_ns, f.checkpoint_id,
+       'f/' || f.src_checkpoint_id || '/' || k.owner, k.seq, k.data
+FROM delta_frozen AS f CROSS JOIN chunks AS k ON k.thread_id = f.thread_id
+    AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id = f.src_checkpoint_id
+    AND (k.owner = {_FROZEN_OWNER} OR (f.kind = 's' AND k.owner IN ('', ':metadata')))
+WHERE f.{_IN_SCOPE}
+UNION ALL
+SELECT f.thread_id, f.checkpoint_ns, f.checkpoint_id, k.owner, k.seq, k.data
+FROM delta_frozen AS f CROSS JOIN chunks AS k ON k.thread_id = f.thread_id
+    AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id <> f.checkpoint_id
+    AND (k.owner = 'f/' || f.src_checkpoint_id || '/' || {_FROZEN_OWNER}
+         OR (f.kind = 's' AND k.owner IN ('f/' || f.src_checkpoint_id || '/',
+                                          'f/' || f.src_checkpoint_id || '/:metadata')))
+WHERE f.{_IN_SCOPE}"""
 
 # For every kept checkpoint whose parent is not kept, walk up to the nearest kept ancestor
 # (or none) and record it, so that no parent_config ever names a deleted checkpoint. A walk
@@ -1125,18 +1315,22 @@ SELECT holder, expires_at - CAST(strftime('%s', 'now') AS INTEGER) AS seconds_le
 FROM leases WHERE name = ?1"""
 
 
-def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = True) -> list[str]:
+def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = True,
+                    freeze: bool = False) -> list[str]:
     """The statements of one retention batch: scope and keep-plan statements, then the rest.
 
     `plan` are the statements that fill d1saver_scope and d1saver_keep; they share the
     batch's parameters. RECORD_PLAN and RECORDED_PLAN take the batch's op id; the rest take
     none. A summary of a batch that deletes is recorded (it must survive a retry); a dry
-    run's is only read.
+    run's is only read. With `freeze` (compaction and prune, which keep the state of what
+    they keep; not delete_for_runs, whose runs' writes must go), kept checkpoints' DeltaChannel
+    histories are frozen before their ancestors go.
     """
     stmts = [*CLEAR_SCRATCH, *plan]
     if summarize:
         stmts += [FORGET_OLD_OPS, RECORD_PLAN, RECORDED_PLAN] if delete else [SUMMARIZE_PLAN]
     if delete:
+        stmts += [FREEZE, FREEZE_DONE, FREEZE_PIECES] if freeze else []
         stmts += [PLAN_RELINK, APPLY_RELINK, *DELETE_UNKEPT, GC_CHUNKS]
     return [*stmts, *CLEAR_SCRATCH]
 
@@ -1154,8 +1348,12 @@ SELECT 'checkpoints' AS tbl, COUNT(*) AS row_count,
 FROM checkpoints
 UNION ALL SELECT 'writes', COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM writes
 UNION ALL SELECT 'chunks', COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM chunks
-UNION ALL SELECT 'd1saver_chunks', COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM d1saver_chunks
-UNION ALL SELECT 'tags', COUNT(*), 0 FROM tags"""
+UNION ALL SELECT 'tags', COUNT(*), 0 FROM tags
+UNION ALL SELECT * FROM (
+    SELECT 'delta_frozen', COUNT(*),
+        COALESCE(SUM(LENGTH(value) + COALESCE(LENGTH(metadata), 0)), 0) FROM delta_frozen
+    UNION ALL
+    SELECT 'd1saver_chunks', COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM d1saver_chunks)"""
 
 
 # --- transfers: a thread's rows read out of one database and written into another ----------
@@ -1168,7 +1366,7 @@ UNION ALL SELECT 'tags', COUNT(*), 0 FROM tags"""
 
 # table: (key columns after thread_id, in primary-key order; the other columns)
 TRANSFER_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # First, in level order: rows and nodes are stored only over stored chunks (migration 6).
+    # First, in level order: rows and nodes are stored only over stored chunks (migration 7).
     "d1saver_chunks": (("level", "id"), ("data",)),
     "checkpoints": (("checkpoint_ns", "checkpoint_id"),
                     ("parent_checkpoint_id", "type", "checkpoint", "metadata", "channels",
@@ -1179,6 +1377,9 @@ TRANSFER_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "tags": (("checkpoint_ns", "name"), ("checkpoint_id", "created_at")),
     # After checkpoints: inserting a checkpoint clears its row here (delta_unwritten_on_put).
     "delta_unwritten": (("checkpoint_ns", "checkpoint_id"), ("channels",)),
+    "delta_frozen": (("checkpoint_ns", "checkpoint_id", "channel", "kind", "depth", "task_id",
+                      "idx"),
+                     ("src_checkpoint_id", "task_path", "type", "value", "metadata", "channels")),
 }
 
 
@@ -1262,13 +1463,16 @@ SELECT ?1 WHERE (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?1) = ?2
 ]
 
 # Thread ids in [?1, ?2) in any table (staged rows left by a killed copy, by their prefix).
+# D1 refuses a compound SELECT of more than 5 terms (probed on Wrangler's engine): nested.
 THREADS_IN_RANGE = """
 SELECT thread_id FROM checkpoints WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM writes WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM chunks WHERE thread_id >= ?1 AND thread_id < ?2
-UNION SELECT thread_id FROM d1saver_chunks WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM tags WHERE thread_id >= ?1 AND thread_id < ?2
-UNION SELECT thread_id FROM delta_unwritten WHERE thread_id >= ?1 AND thread_id < ?2
+UNION SELECT thread_id FROM (
+    SELECT thread_id FROM d1saver_chunks WHERE thread_id >= ?1 AND thread_id < ?2
+    UNION SELECT thread_id FROM delta_unwritten WHERE thread_id >= ?1 AND thread_id < ?2
+    UNION SELECT thread_id FROM delta_frozen WHERE thread_id >= ?1 AND thread_id < ?2)
 ORDER BY thread_id"""
 
 # --- sealed rows: copies and rekeying (d1saver/_reseal.py) --------------------------------
@@ -1336,6 +1540,45 @@ UNION ALL""" + _RAW_PIECES.format(owner="= p.task_id || '/' || p.idx")
 RAW_WRITES_THREAD = _RAW_WRITES.format(scope="thread_id = ?1")
 RAW_WRITES_ALL = _RAW_WRITES.format(scope="?1 IS NULL")
 
+# Frozen DeltaChannel rows (delta_frozen) after the cursor (?2..?9: thread_id, checkpoint_ns,
+# checkpoint_id, channel, kind, depth, task_id, idx; '' and -2^63 to start), ?10 rows, of one
+# thread (?1) or all; with ?11 (heads) only 's' and 'w' rows not under the newest key. With
+# their holders' frozen pieces ('k': owner in `channel`, seq in `depth`, data in `value`). For
+# copy_thread and rekey under keys, which re-seal them.
+_FROZEN_HEAD = """CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = f.thread_id
+        AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id = f.checkpoint_id
+        AND k.owner = 'f/' || f.src_checkpoint_id || '/'
+                      || CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx ELSE '' END
+        AND k.seq = 0) ELSE f.value END"""
+_RAW_FROZEN = f"""
+WITH page AS (
+    SELECT thread_id, {_FROZEN_COLUMNS.split(", ", 1)[1]} FROM delta_frozen AS f
+    WHERE {{scope}}
+      AND (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
+          > (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+      AND (?11 IS NULL OR (f.kind <> 'c' AND f.value IS NOT NULL
+                           AND {_STALE.format(x=_FROZEN_HEAD, n=11)}))
+    ORDER BY thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx
+    LIMIT ?10
+)
+SELECT 'f' AS kind, thread_id, checkpoint_ns, checkpoint_id, channel, kind AS fkind, depth,
+       task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels
+FROM page
+UNION ALL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, NULL, k.seq, NULL, NULL,
+       NULL, NULL, NULL, k.data, NULL, NULL
+FROM (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM page) AS h
+JOIN chunks AS k ON k.thread_id = h.thread_id AND k.checkpoint_ns = h.checkpoint_ns
+    AND k.checkpoint_id = h.checkpoint_id AND {_FROZEN_PIECE.format(k="k")}"""
+RAW_FROZEN_THREAD = _RAW_FROZEN.format(scope="thread_id = ?1")
+RAW_FROZEN_ALL = _RAW_FROZEN.format(scope="?1 IS NULL")
+RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "channel",
+                      "fkind", "depth", "task_id", "idx", "src_checkpoint_id", "task_path",
+                      "type", "value", "metadata", "channels")
+INSERT_FROZEN = (f"INSERT OR REPLACE INTO delta_frozen ({_FROZEN_COLUMNS}) "
+                 "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)")
+
 # Columns of the raw pages, per row kind:
 #   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata, f5 channels,
 #                   f6 run_id, f7 ts
@@ -1369,6 +1612,19 @@ SELECT 1 WHERE NOT EXISTS (
     SELECT 1 FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
         AND task_id = ?4 AND idx = ?5 AND {_FP.format(x="value")} IS ?6)
     OR {_PIECES_FP.format(owner="?4 || '/' || ?5")} IS NOT ?7"""
+# ?1..?8 the frozen row's key (thread_id .. idx), ?9 fingerprint of its value, ?10 of its
+# pieces (held by the holder, ?11 their owner).
+REKEY_GUARD_FROZEN = f"""
+INSERT INTO d1saver_guard (head_moved)
+SELECT 1 WHERE NOT EXISTS (
+    SELECT 1 FROM delta_frozen WHERE thread_id = ?1 AND checkpoint_ns = ?2
+        AND checkpoint_id = ?3 AND channel = ?4 AND kind = ?5 AND depth = ?6 AND task_id = ?7
+        AND idx = ?8 AND {_FP.format(x="value")} IS ?9)
+    OR {_PIECES_FP.format(owner="?11")} IS NOT ?10"""
+REKEY_FROZEN = """
+UPDATE delta_frozen SET value = ?9, metadata = ?10
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND channel = ?4
+  AND kind = ?5 AND depth = ?6 AND task_id = ?7 AND idx = ?8"""
 REKEY_CHECKPOINT = """
 UPDATE checkpoints SET checkpoint = ?4, metadata = ?5
 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"""
@@ -1385,8 +1641,15 @@ FROM (SELECT {_CHECKPOINT_HEAD} AS v FROM checkpoints AS c) GROUP BY {_HEAD_GROU
 UNION ALL
 SELECT 'writes', {_HEAD_GROUP}, COUNT(*)
 FROM (SELECT {_WRITE_HEAD} AS v FROM writes AS w WHERE w.value IS NOT NULL)
+GROUP BY {_HEAD_GROUP}
+UNION ALL
+SELECT 'delta_frozen', {_HEAD_GROUP}, COUNT(*)
+FROM (SELECT {_FROZEN_HEAD} AS v FROM delta_frozen AS f
+      WHERE f.kind <> 'c' AND f.value IS NOT NULL)
 GROUP BY {_HEAD_GROUP}"""
 KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
 
-# copy_thread under keys: the target's tags, as COPY_THREAD copies them (?1 source, ?2 target).
+# copy_thread under keys: the target's tags and delta_unwritten rows, as COPY_THREAD copies
+# them (?1 source, ?2 target); after the checkpoints, whose insert trigger clears the latter.
 COPY_TAGS = next(s for s in COPY_THREAD if "INTO tags" in s)
+COPY_DELTA_UNWRITTEN = next(s for s in COPY_THREAD if "INTO delta_unwritten" in s)

@@ -320,13 +320,14 @@ def copy_thread_statements(source: str, target: str) -> list[Statement]:
 def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
                          delete: bool = True, op_id: str | None = None) -> list[Statement]:
     """One retention batch over `thread_ids`: what PLAN_KEEP keeps (the `keep` newest of the
-    root and of the subgraphs it reaches, tags, DeltaChannel seeds); relink; delete the rest.
+    root and of the subgraphs it reaches, tags); freeze the DeltaChannel histories of kept
+    checkpoints whose ancestors go; relink; delete the rest.
     A summary of a batch that deletes is recorded under `op_id` (drawn if None)."""
     ids = id_list(thread_ids)
     op = new_op_id() if op_id is None else str(op_id)
     bound = []
     for s in _sql.retention_batch([_sql.SCOPE_THREADS, _sql.PLAN_KEEP],
-                                  summarize=summarize, delete=delete):
+                                  summarize=summarize, delete=delete, freeze=True):
         if s == _sql.SCOPE_THREADS:
             bound.append(Statement(s, (ids,)))
         elif s == _sql.PLAN_KEEP:

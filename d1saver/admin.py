@@ -17,6 +17,7 @@ from d1saver import _rows, _sql
 from d1saver import _statements as st
 from d1saver import _transfer
 from d1saver._protocol import Result, Statement
+from d1saver._reseal import add_census
 from d1saver._routing import MOVING_PREFIX, is_staging
 from d1saver._transfer import ThreadReader, ThreadRows
 
@@ -165,8 +166,12 @@ def inexact_threads(result: Result) -> list[InexactThread]:
     return [InexactThread(str(t), int(m), int(u)) for t, m, u in result.rows]
 
 
+# --- figures of several databases ------------------------------------------------------------
+# `add_census(censuses)`: key censuses (`D1Saver.key_census`), or any {table: {name: count}}
+# figures, of several databases added up (`d1saver rekey` over a fleet).
+
 __all__ = ["MOVING_PREFIX", "InexactThread", "ThreadReader", "ThreadRows", "acquire_lease",
-           "break_lease", "chunk_check", "copy_batches", "delete_if_unchanged",
+           "add_census", "break_lease", "chunk_check", "copy_batches", "delete_if_unchanged",
            "delete_threads", "history", "inexact_threads", "is_staging", "lease_guard",
            "lease_holder", "moved_away", "release_lease", "retention", "retention_summary",
            "staged_threads", "storage_summary", "stored_sample", "thread_infos",

@@ -399,15 +399,15 @@ class D1Saver(BaseCheckpointSaver[str]):
         """Stored values per table ("checkpoints" with their metadata, "writes") and key id
         ("plaintext": under none), summed over the databases: one request each."""
         return add_census(self._fleet.each(lambda n: n.run(lambda ops: ops.key_census()),
-                                           "key_census"))
+                                           "key_census").values())
 
     def rekey(self, table: str, *, page_size: int = 100, seal_plaintext: bool = False,
               guard: Sequence[Statement] = (),
               progress: Callable[[RekeyCounts], None] | None = None) -> RekeyCounts:
         """Re-seal under the newest key every value of `table` ("checkpoints", with their
-        metadata, or "writes") under another key (and with `seal_plaintext` under none), in
-        keyset pages of `page_size` rows, one atomic batch each led by `guard` (a lease check):
-        resumable. Over several databases, on each (same `guard`: prefer `database(id)`)."""
+        metadata, "writes", or "delta_frozen": frozen DeltaChannel histories) under another
+        key (and with `seal_plaintext` under none), in keyset pages of `page_size` rows, one
+        atomic batch each led by `guard` (a lease check): resumable. Over several databases, on each (same `guard`: prefer `database(id)`)."""
         return add_counts(self._fleet.each(lambda n: n.run(lambda ops: ops.rekey(
             table, page_size=page_size, plaintext=seal_plaintext, guard=guard,
             progress=progress)), "rekey"))

@@ -39,8 +39,10 @@ LAYERS: dict[str, set[str]] = {
     "d1saver._crypto": {"d1saver._codec", "d1saver._errors"},
     "d1saver._statements": {"d1saver._sql", "d1saver._errors", "d1saver._protocol",
                             "d1saver._values", "d1saver._crypto", "d1saver._manifest"},
+    "d1saver._reseal_frozen": {"d1saver._sql", "d1saver._crypto", "d1saver._protocol",
+                               "d1saver._rows", "d1saver._values"},
     "d1saver._reseal": {"d1saver._sql", "d1saver._crypto", "d1saver._protocol", "d1saver._rows",
-                        "d1saver._values"},
+                        "d1saver._values", "d1saver._reseal_frozen"},
     "d1saver._rewrites": {"d1saver._rows", "d1saver._sql", "d1saver._statements",
                           "d1saver._errors", "d1saver._protocol", "d1saver._values",
                           "d1saver._reseal", "d1saver._crypto"},
@@ -49,7 +51,7 @@ LAYERS: dict[str, set[str]] = {
                      "d1saver._reseal", "d1saver._crypto", "d1saver._held",
                      "d1saver._rewrites"},
     "d1saver.admin": {"d1saver._sql", "d1saver._statements", "d1saver._protocol",
-                      "d1saver._rows", "d1saver._routing", "d1saver._transfer"},
+                      "d1saver._rows", "d1saver._routing", "d1saver._transfer", "d1saver._reseal"},
     "d1saver.cli_support": set(),
 }
 # The shell and the tools sit on top: anything of d1saver below them, never compaction.

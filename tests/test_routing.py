@@ -64,8 +64,6 @@ def test_order_of_the_list_does_not_matter() -> None:
 def test_a_route_decides_and_must_name_a_known_database() -> None:
     router = Router(DBS, route=lambda t: "db-c" if t.startswith("acme/") else "db-a")
     assert router.home("acme/1") == "db-c" and router.home("other") == "db-a"
-    assert router.group(["acme/1", "x", "acme/2"]) == {"db-c": ["acme/1", "acme/2"],
-                                                       "db-a": ["x"]}
     with pytest.raises(ConfigError, match="not one of"):
         Router(DBS, route=lambda t: "elsewhere").home("t")
 

@@ -21,7 +21,7 @@ from typing_extensions import TypedDict
 
 from compaction import compact
 from d1saver import D1Saver, _sql, admin
-from tests.compaction import cfg, checkpoint_id, ids_in, new_thread
+from tests.compaction import cfg, checkpoint_id, ids_in, new_thread, query
 from tests.compaction.test_job import by_namespace, count_writes, delta_graph, seed_chain
 from tests.conftest import Backend
 
@@ -279,27 +279,37 @@ def plan_work(backend: Backend, saver: D1Saver, thread_id: str, keep: int) -> in
     return work(backend, saver, admin.retention([thread_id], keep, delete=False), _sql.PLAN_KEEP)
 
 
+def freeze_work(backend: Backend, saver: D1Saver, thread_id: str, keep: int) -> int:
+    """The work of compacting the thread with keep=`keep` (freezing its DeltaChannel histories
+    included), on a copy so that the thread stays as it was."""
+    copy = new_thread()
+    saver.copy_thread(thread_id, copy)
+    return work(backend, saver, admin.retention([copy], keep), _sql.FREEZE)
+
+
 def test_retention_walk_work_grows_with_checkpoints_not_with_kept_ones(backend: Backend) -> None:
-    """60 checkpoints of a DeltaChannel seeded only at the first: keeping the newest 30 means
-    30 walks to the seed. They merge, so planning costs less than twice keeping the newest 1
-    (one walk over all 60): the walk rows carry no depth that would keep them apart."""
+    """60 checkpoints of a DeltaChannel seeded only at the first: keeping the newest 30 freezes
+    the history of the oldest kept one only (walks through kept checkpoints change nothing), so
+    it costs less than twice keeping the newest 1 (one walk over all 60)."""
     saver, tid = backend.saver(), new_thread()
     put_writes_chain(saver, tid, 60, "", delta=True)
-    one, thirty = plan_work(backend, saver, tid, 1), plan_work(backend, saver, tid, 30)
+    one, thirty = freeze_work(backend, saver, tid, 1), freeze_work(backend, saver, tid, 30)
     assert thirty < 2 * one
-    assert left_by(saver, tid, 30) == left_by(saver, tid, 1) == 60
+    assert left_by(saver, tid, 30) == 30 and left_by(saver, tid, 1) == 1
 
 
 def test_parent_loops_end_the_walks(backend: Backend) -> None:
     """Corrupt parent links that loop (3 -> 2 -> 1 -> 0 -> 2) end both walks: the
-    DeltaChannel's, which keeps the loop it finds no seed in, and the relink's, which finds no
-    kept ancestor and relinks the head to none."""
+    DeltaChannel freeze's, which takes at most as many steps as the namespace has checkpoints,
+    and the relink's, which finds no kept ancestor and relinks the head to none."""
     saver, delta_tid, plain_tid = backend.saver(), new_thread(), new_thread()
     loop = {0: 2, 1: 0, 2: 1, 3: 2}.__getitem__
     put_writes_chain(saver, delta_tid, 4, "", delta=True, seeds=(), parents=loop)
     put_writes_chain(saver, plain_tid, 4, "", parents=loop)
     saver.execute([*admin.retention([delta_tid], 1), *admin.retention([plain_tid], 1)])
-    assert ids_in(saver, delta_tid) == [checkpoint_id(i) for i in range(4)]
+    assert ids_in(saver, delta_tid) == [checkpoint_id(3)]
+    frozen = query(saver, "SELECT COUNT(*) FROM delta_frozen WHERE thread_id = ?1", delta_tid)
+    assert frozen == [[4]]  # the writes of 2, 1, 0 and 2 again: the walk's 4 steps
     assert ids_in(saver, plain_tid) == [checkpoint_id(3)]
     assert saver.get_tuple(cfg(plain_tid)).parent_config is None
 

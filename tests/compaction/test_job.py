@@ -485,7 +485,7 @@ def test_graph_goes_on_after_compaction(backend: Backend) -> None:
 
 
 def test_delta_channel_state_survives_compaction(backend: Backend) -> None:
-    """keep=1 keeps the head and its ancestors back to the DeltaChannel seed: same state after."""
+    """keep=1 keeps the head only, its DeltaChannel history frozen first: same state after."""
     saver = backend.saver()
     graph, config = run_delta_thread(saver)
     before = graph.get_state(config).values
@@ -494,13 +494,14 @@ def test_delta_channel_state_survives_compaction(backend: Backend) -> None:
 
     compact(saver, keep=1, threads=[config["configurable"]["thread_id"]])
 
-    assert sorted(ids_in(saver, config["configurable"]["thread_id"])) == sorted(chain)
+    assert ids_in(saver, config["configurable"]["thread_id"]) == [chain[0]]
     assert graph.get_state(config).values == before
     assert before["messages"] == ["hi", *(f"m{i}" for i in range(13))]
 
 
 def test_delta_channel_state_survives_prune(backend: Backend) -> None:
-    """saver.prune (keep_latest) keeps the DeltaChannel seed chain too: same state after."""
+    """saver.prune (keep_latest) keeps the head only, its DeltaChannel history frozen: same
+    state after."""
     saver = backend.saver()
     graph, config = run_delta_thread(saver)
     before = graph.get_state(config).values
@@ -508,14 +509,14 @@ def test_delta_channel_state_survives_prune(backend: Backend) -> None:
 
     saver.prune([config["configurable"]["thread_id"]])
 
-    assert sorted(ids_in(saver, config["configurable"]["thread_id"])) == sorted(chain)
+    assert ids_in(saver, config["configurable"]["thread_id"]) == [chain[0]]
     assert len(chain) > 1
     assert graph.get_state(config).values == before
 
 
-def test_delta_channel_without_seed_keeps_its_whole_history(backend: Backend) -> None:
-    """A DeltaChannel written once and never snapshotted replays from the thread's start, so
-    keep=1 keeps every checkpoint: nothing is deleted that the state needs."""
+def test_delta_channel_without_seed_is_frozen_whole(backend: Backend) -> None:
+    """A DeltaChannel written once and never snapshotted replays from the thread's start: keep=1
+    keeps the head only, its frozen history reaching back to the start: same state after."""
     saver = backend.saver()
     graph, config = delta_graph(saver, note_at=2), cfg(new_thread())
     graph.invoke({"messages": ["hi"], "n": 0}, config)
@@ -525,7 +526,7 @@ def test_delta_channel_without_seed_keeps_its_whole_history(backend: Backend) ->
 
     summary = compact(saver, keep=1, threads=[tid])
 
-    assert summary.checkpoints_deleted == 0 and len(ids_in(saver, tid)) == count
+    assert summary.checkpoints_deleted == count - 1 and len(ids_in(saver, tid)) == 1
     assert graph.get_state(config).values == before
     assert before["notes"] == ["note@2"]
 
@@ -544,10 +545,11 @@ def test_delta_channel_graph_goes_on_after_compaction(backend: Backend) -> None:
 
 
 def test_delta_channel_tagged_checkpoint_keeps_its_seed(backend: Backend) -> None:
-    """A tagged checkpoint without a snapshot keeps its own seed chain: its state still rebuilds."""
+    """A tagged checkpoint without a snapshot keeps its state (its history frozen), and so does
+    the head: both, and only they, remain."""
     saver = backend.saver()
     graph, config, history, tagged = tagged_delta_thread(saver)
-    expected = set(seed_chain(saver, config)) | set(seed_chain(saver, tagged.config))
+    expected = {seed_chain(saver, config)[0], seed_chain(saver, tagged.config)[0]}
 
     compact(saver, keep=1, threads=[config["configurable"]["thread_id"]])
 
@@ -557,7 +559,7 @@ def test_delta_channel_tagged_checkpoint_keeps_its_seed(backend: Backend) -> Non
 
 
 def test_idle_delta_thread_keeps_tagged_seed_chain(backend: Backend) -> None:
-    """An idle DeltaChannel thread keeps only its tagged checkpoint and that one's seed chain."""
+    """An idle DeltaChannel thread keeps only its tagged checkpoint, its history frozen."""
     saver = backend.saver()
     graph, config, _, tagged = tagged_delta_thread(saver)
     chain = seed_chain(saver, tagged.config)
@@ -566,7 +568,7 @@ def test_idle_delta_thread_keeps_tagged_seed_chain(backend: Backend) -> None:
     summary = compact(saver, keep=1, threads=[tid], max_age=timedelta(0))  # idle: all of them
 
     assert summary.threads_expired == 1
-    assert sorted(ids_in(saver, tid)) == sorted(chain)
+    assert ids_in(saver, tid) == [chain[0]]
     assert graph.get_state(tagged.config).values == tagged.values
 
 

@@ -179,6 +179,21 @@ def test_rekey_needs_keys_and_the_lease(local: Backend) -> None:
     lease.release(saver, held)
 
 
+def test_a_job_refused_while_a_rekey_runs_is_told_a_rekey_holds_the_lease(local: Backend) -> None:
+    put_chain(local.saver(encryption_keys=[K1]), "busy", 2)
+    saver = local.saver(encryption_keys=[K2, K1])
+    refused: list[str] = []
+
+    def compact_meanwhile(table: str, counts: Any) -> None:
+        with pytest.raises(LeaseHeldError) as info:
+            lease.acquire(saver, ttl=60)
+        refused.append(str(info.value))
+
+    rekey(saver, progress=compact_meanwhile)
+    assert refused and all(m.startswith("another rekey run holds the lease (rekey:")
+                           for m in refused)
+
+
 class RacingTransport(LocalD1Transport):
     """Before the first rekey batch reaches D1, another writer replaces a special write."""
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.workload import build_graph, first_input
 from d1saver import D1Saver, FleetError, IntegrityError, Statement
 from tests.fleet.conftest import FleetBackend, unique
 from tests.fleet.test_saver import chain, spread, view
@@ -133,4 +134,26 @@ def test_the_rekey_job_runs_on_every_database(fleet: FleetBackend) -> None:
         summary = rekey(saver)
         assert summary.before == before and summary.after == saver.key_census()
         assert summary.rewritten == sum(per.get(old_id, 0) for per in before.values()) > 0
+        assert sum(t["rewritten"] for t in summary.tables.values()) == summary.rewritten
         assert all(old_id not in per for per in summary.after.values())
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_copy_between_databases_carries_frozen_delta_histories(fleet: FleetBackend,
+                                                                sealed: bool) -> None:
+    """A DeltaChannel thread pruned to its head (its history frozen) and copied to another
+    database reads the same there: the frozen rows travel (re-sealed for the target, with
+    keys)."""
+    keys = {"encryption_keys": [KEY]} if sealed else {}
+    with fleet.saver(fleet.database_ids[:2], page_size=7, **keys) as saver:
+        source = spread(saver, unique("dsrc"), 1)[0]
+        target = next(t for i in range(100) if saver.home(t := f"{source}-to-{i}")
+                      != saver.home(source))
+        graph = build_graph(saver, variant="delta", turns=3, snapshot_frequency=50)
+        config: Any = {"configurable": {"thread_id": source}}
+        graph.invoke(first_input(), config)
+        saver.prune([source])
+        assert len(list(saver.list(config))) == 1
+        saver.copy_thread(source, target)
+        copied: Any = {"configurable": {"thread_id": target}}
+        assert graph.get_state(copied).values == graph.get_state(config).values

@@ -16,7 +16,7 @@ import pytest
 
 from compaction import lease as leases
 from compaction import rebalance
-from d1saver import D1Saver, LeaseHeldError, Statement, admin
+from d1saver import D1Saver, LeaseHeldError, QueryError, Statement, admin
 from d1saver._routing import rendezvous
 from tests.compaction import BIG, cfg, checkpoint_id
 from tests.fleet.conftest import FleetBackend, unique
@@ -210,6 +210,29 @@ def test_rebalance_waits_for_no_compaction(local4: FleetBackend) -> None:
     assert not rebalance(four).errors
 
 
+class FailingLease(httpx.BaseTransport):
+    """Fails (as D1 fails a query) the lease's acquisition in one database."""
+
+    def __init__(self, inner: Any, database_id: str) -> None:
+        self.inner, self.database_id = inner, database_id
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.database_id in request.url.path and b"INSERT INTO leases" in request.read():
+            return httpx.Response(400, json={"success": False, "messages": [], "result": [],
+                                             "errors": [{"code": 7500, "message": "D1_ERROR"}]})
+        return self.inner.handle_request(request)
+
+
+def test_leases_taken_are_released_when_another_cannot_be_asked(local4: FleetBackend) -> None:
+    four = local4.saver()
+    failing = local4.saver(transport=FailingLease(local4.transport, local4.database_ids[3]))
+    with pytest.raises(QueryError):
+        rebalance(failing)
+    for db in local4.database_ids:
+        assert four.database(db).execute([admin.lease_holder("compaction")])[0].rows == []
+    assert not rebalance(four).errors
+
+
 def test_a_route_decides_where_threads_move(local4: FleetBackend) -> None:
     a, b, c, d = local4.database_ids
     plain = local4.saver([a, b])
@@ -242,6 +265,20 @@ def test_rebalance_command_drains_a_removed_database(local4: FleetBackend) -> No
         everyone.home(t) == removed for t in threads)
     assert snapshot(three, threads) == expected
     assert all(local4.holding(t) == [three.home(t)] for t in threads)
+
+
+def test_rebalance_command_reads_previous_ids_as_it_reads_d1_database_id(
+        local4: FleetBackend) -> None:
+    """--previous-database-id "c, d" is two ids, as D1_DATABASE_ID="a, b" is."""
+    from tests.fleet.test_cli import cli, serve_fleet
+
+    a, b, c, d = local4.database_ids
+    with serve_fleet(local4) as env:
+        env["D1_DATABASE_ID"] = f"{a}, {b}"
+        result = cli(env, "rebalance", "--previous-database-id", f"{c}, {d}", "--dry-run",
+                     "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["databases"] == [a, b, c, d]
 
 
 def test_delta_channel_threads_move_whole(fleet: FleetBackend) -> None:

@@ -36,7 +36,7 @@ def test_pages_are_bounded_and_add_up_to_the_thread(backend: Backend) -> None:
     whole, requests = read(saver, t)
     assert requests == 1
     assert whole.counts() == {"checkpoints": 10, "writes": 10, "chunks": 0, "tags": 1,
-                              "delta_unwritten": 0}
+                              "delta_unwritten": 0, "delta_frozen": 0}
     paged, requests = read(saver, t, page_rows=3)
     assert paged.tables == whole.tables and requests == 4  # 10 rows: 3+3+3+1 (short: done)
     by_bytes, requests = read(saver, t, page_bytes=1)  # one row per page: the first always fits

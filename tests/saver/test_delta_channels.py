@@ -147,16 +147,19 @@ def test_history_after_delete_thread(backend: Backend) -> None:
 
 
 def test_history_after_prune(backend: Backend) -> None:
-    """After prune(keep_latest), a pruned checkpoint has no history and the head keeps its own:
-    as InMemorySaver holding what remains (checkpoints 2 to 4, 2 a seed)."""
+    """After prune(keep_latest), a pruned checkpoint has no history and the head keeps its own
+    (frozen: its ancestors are gone), as InMemorySaver's holding the checkpoints it replays
+    (2 to 4, 2 a seed)."""
     saver, memory, tid = backend.saver(), InMemorySaver(), new_thread()
     build(saver, tid, chain(5), seeds=(0, 2))
     build(memory, tid, [(2, None, "m2"), (3, 2, "m3"), (4, 3, "m4")], seeds=(2,))
     cache(saver, tid)
     saver.prune([tid])
-    assert [history(saver, tid, i) for i in range(5)] == [history(memory, tid, i)
-                                                         for i in range(5)]
-    assert history(saver, tid, 1) == {"messages": {"writes": []}}
+    assert history(saver, tid, 4) == history(memory, tid, 4)
+    assert history(saver, tid, 4)["messages"]["writes"] == [("task-2", "messages", "m2"),
+                                                            ("task-3", "messages", "m3")]
+    for i in range(4):
+        assert history(saver, tid, i) == {"messages": {"writes": []}}
 
 
 def test_history_after_delete_for_runs(backend: Backend) -> None:

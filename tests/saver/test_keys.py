@@ -22,7 +22,7 @@ from d1saver import ConfigError, D1Saver, Statement, StoredValueError, _codec
 from d1saver._crypto import ENV_KEYS, Sealer, aad_for_checkpoint, aad_for_write
 from d1saver._values import bound_columns
 from tests.conftest import Backend
-from tests.saver.graphs import approval_graph
+from tests.saver.graphs import approval_graph, chat_graph
 from tests.saver.test_graphs import check_delta, check_delta_requests, run_delta
 from tests.saver.test_state_types import Answer, Question
 
@@ -243,6 +243,22 @@ def test_copy_thread_re_seals_for_the_target(local: Backend) -> None:
     plain = local.saver()
     put_one(plain, "p-src", {"i": 1}, {"step": 0})
     assert local.count(lambda: plain.copy_thread("p-src", "p-dst"))[1] == 1
+
+
+def test_copy_thread_with_keys_carries_never_written_delta_channels(local: Backend) -> None:
+    """A DeltaChannel never written (rows in delta_unwritten) is copied as without keys, so
+    the copy's state and history read back as the source's."""
+    saver = local.saver(encryption_keys=[K1])
+    graph = chat_graph(saver, Counter())
+    for turn in range(3):
+        graph.invoke({"messages": [f"user{turn}"]}, cfg("chat-src"))
+    unwritten = "SELECT COUNT(*) AS n FROM delta_unwritten WHERE thread_id = ?1"
+    assert rows(saver, unwritten, "chat-src")[0][0] > 0
+    saver.copy_thread("chat-src", "chat-dst")
+    assert rows(saver, unwritten, "chat-dst") == rows(saver, unwritten, "chat-src")
+    fresh = chat_graph(local.saver(encryption_keys=[K1]), Counter())
+    assert [s.values for s in fresh.get_state_history(cfg("chat-dst"))] == [
+        s.values for s in fresh.get_state_history(cfg("chat-src"))]
 
 
 def test_compaction_with_keys_keeps_what_delta_channels_replay_from(local: Backend) -> None:
