@@ -239,8 +239,7 @@ def put_writes_statements(values: Values, config: RunnableConfig,
         if batches[special][-1] and sizes[special] + len(value.text) > _WRITES_PARAM_MAX:
             batches[special].append([])
             sizes[special] = 0
-        batches[special][-1].append([widx, channel, value.type if values.sealer else
-                                     _type(value.type), value.text])
+        batches[special][-1].append([widx, channel, value.type, value.text])
         sizes[special] += len(value.text) + len(channel) + 32
         if special:
             piece_stmts += chunk_statements(thread_id, ns, cid, f"{task_id}/{widx}",
@@ -250,9 +249,11 @@ def put_writes_statements(values: Values, config: RunnableConfig,
     chunks, stmts = new_chunks_params(thread_id, new.values())
     special_rows = [b for b in batches[True] if b]
     regular_rows = [b for b in batches[False] if b]
-    if values.sealer is not None:
-        # With keys a write is sealed for its own row (task, idx, channel): one row each, as
-        # rekeying reads them, and nothing stored by content.
+    if values.sealer is not None or piece_stmts:
+        # One row per write, not packed: with keys a write is sealed for its own row (task,
+        # idx, channel), as rekeying reads them; a value in pieces ("c:") is owned by its row.
+        if chunks is not None:
+            stmts = [Statement(_sql.INSERT_CHUNKS, (thread_id, chunks))]
         for special, sql in ((True, _sql.INSERT_WRITES_REPLACE), (False, _sql.INSERT_WRITES_IGNORE)):
             stmts += [Statement(sql, (thread_id, ns, cid, task_id, task_path, _rows_json(rows)))
                       for rows in (special_rows if special else regular_rows)]
@@ -260,8 +261,8 @@ def put_writes_statements(values: Values, config: RunnableConfig,
     for n in range(max(len(special_rows), len(regular_rows))):
         stmts.append(Statement(_sql.PUT_WRITES, (
             thread_id, ns, cid, task_id, task_path,
-            _rows_json(special_rows[n]) if n < len(special_rows) else None,
-            _rows_json(regular_rows[n]) if n < len(regular_rows) else None,
+            _rows_json(_short_types(special_rows[n])) if n < len(special_rows) else None,
+            _rows_json(_short_types(regular_rows[n])) if n < len(regular_rows) else None,
             chunks if n == 0 else None)))
     return (stmts + piece_stmts if special_rows or regular_rows else []), reached
 
@@ -269,6 +270,11 @@ def put_writes_statements(values: Values, config: RunnableConfig,
 def _type(type_: str) -> str | None:
     """A value's type as the put views take it: NULL for "msgpack" (see _sql.PUT)."""
     return None if type_ == "msgpack" else type_
+
+
+def _short_types(rows: list[list[Any]]) -> list[list[Any]]:
+    """Write rows [idx, channel, type, value] with the type as the put views take it."""
+    return [[idx, channel, _type(type_), text] for idx, channel, type_, text in rows]
 
 
 def _rows_json(rows: list[list[Any]]) -> str:

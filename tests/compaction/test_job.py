@@ -74,14 +74,14 @@ def by_namespace(saver: D1Saver, thread_id: str) -> dict[str, list[str]]:
 
 
 def count_writes(saver: D1Saver, thread_id: str) -> int:
-    """Writes stored, a "p:" row counting the writes it packs (migration 6)."""
+    """Writes stored, a "p:" row counting the writes it packs (migration 7)."""
     return query(saver, "SELECT COALESCE(SUM(CASE WHEN substr(value, 1, 2) = 'p:' THEN "
                         "json_array_length(substr(value, 3)) ELSE 1 END), 0) FROM writes "
                         "WHERE thread_id = ?1", thread_id)[0][0]
 
 
 def write_rows(saver: D1Saver, thread_id: str, checkpoint_ids: Sequence[str]) -> list[list[Any]]:
-    """The writes stored, a "p:" row (a put_writes call's writes, migration 6) unpacked."""
+    """The writes stored, a "p:" row (a put_writes call's writes, migration 7) unpacked."""
     return [r for r in unpacked(query(saver, "SELECT * FROM writes WHERE thread_id = ?1 ORDER BY"
                                              " checkpoint_ns, checkpoint_id, task_id, idx",
                                       thread_id))

@@ -37,7 +37,7 @@ CONFIG = {"configurable": {"thread_id": THREAD}}
 INPUT = first_input()
 TURNS = 4
 UPSERT = compact_sql(_sql.PUT)
-# Writes stored, a "p:" row counting the writes it packs (d1saver/_sql.py, migration 6).
+# Writes stored, a "p:" row counting the writes it packs (d1saver/_sql.py, migration 7).
 LOGICAL_WRITES = ("SELECT COALESCE(SUM(CASE WHEN substr(value, 1, 2) = 'p:' THEN "
                   "json_array_length(substr(value, 3)) ELSE 1 END), 0) FROM writes "
                   "WHERE thread_id = ?1 AND checkpoint_id = ?2")

@@ -1,4 +1,4 @@
-"""Helpers for the tests of content-addressed values (d1saver_chunks, migration 6): a real
+"""Helpers for the tests of content-addressed values (d1saver_chunks, migration 7): a real
 conversation to store, what the chunk table holds, and the exactness check (admin.chunk_check)."""
 
 from __future__ import annotations
