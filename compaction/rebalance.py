@@ -11,8 +11,13 @@ another database is misplaced, and moves:
    batch is staged under another id and renamed by a last batch, so a reader never sees part
    of it); read it back and verify that the home holds every source row: the same row counts
    and SHA-256 digest;
-4. delete it from the source, in one batch that deletes only if the source still has the row
-   counts read in 1 (a writer on the old layout added some: the thread stays, and moves again).
+4. delete it from the source only if the source still holds exactly the rows read in 1: they
+   are written back there under a scratch id (_routing.LEAVING_PREFIX; in several batches if
+   large) and one last batch compares, in SQL, every row and column of the thread with them,
+   and the row counts with those read, deletes the thread only if all are equal, and drops
+   the scratch rows. A writer on the old layout that added a row, or replaced one under the
+   same key (a special write, a tag moved, a checkpoint put again), keeps the thread there,
+   and it moves again.
 
 Every write is one atomic, idempotent batch and nothing is deleted before its copy is verified,
 so a run killed at any point leaves each thread whole in its source, whole in both, or moved,
@@ -40,7 +45,7 @@ from compaction import lease as leases
 from compaction.job import ThreadInfo, list_threads
 
 Progress = Callable[[int, int], None]
-ATTEMPTS = 3  # moves of one thread in a run while writers on the old layout keep adding rows
+ATTEMPTS = 3  # moves of one thread in a run while writers on the old layout keep changing it
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,7 @@ class RebalanceSummary:
     threads_misplaced: int = 0
     threads_moved: int = 0
     threads_found_copied: int = 0   # complete at home already (a killed run): only deleted
-    threads_changed: int = 0        # a writer kept adding rows at the source: left there
+    threads_changed: int = 0        # a writer kept changing it at the source: left there
     threads_failed: int = 0
     rows_copied: int = 0
     bytes_copied: int = 0
@@ -226,7 +231,10 @@ class _Mover:
                         f"thread {m.thread_id!r} copied to {m.target} does not read back as in "
                         f"{m.source} ({rows.counts()}): left in {m.source}")
                 copied = True
-            if admin.moved_away(self._write(m.source, admin.delete_if_unchanged(rows))):
+            results: list[Result] = []
+            for batch in admin.delete_if_unchanged(rows):
+                results = self._write(m.source, batch)
+            if admin.moved_away(results):
                 return ("moved" if copied else "found copied"), rows
         return "changed", rows
 
@@ -250,8 +258,9 @@ def _remove_staged(views: dict[str, D1Saver], held: dict[str, leases.Lease]) -> 
     """Delete the staged rows killed runs left (this run renamed its own)."""
     removed = 0
     for db, view in views.items():
-        (res,) = view.execute([admin.staged_threads()])
-        ids = [row[0] for row in res.rows]
+        found = view.execute([admin.staged_threads(admin.MOVING_PREFIX),
+                              admin.staged_threads(admin.LEAVING_PREFIX)])
+        ids = [row[0] for res in found for row in res.rows]
         if ids:
             _guarded(view, held[db], admin.delete_threads(ids))
             removed += len(ids)

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 
 from compaction import lease as leases
 from compaction import rebalance
@@ -52,7 +53,9 @@ def staged(fleet: FleetBackend) -> list[str]:
     out = []
     for db in fleet.database_ids:
         with fleet.single(db) as s:
-            out += [r[0] for r in s.execute([admin.staged_threads()])[0].rows]
+            for res in s.execute([admin.staged_threads(admin.MOVING_PREFIX),
+                                  admin.staged_threads(admin.LEAVING_PREFIX)]):
+                out += [r[0] for r in res.rows]
     return out
 
 
@@ -188,11 +191,19 @@ def test_a_thread_written_meanwhile_at_its_old_home_is_not_deleted(local4: Fleet
     chain(saver, t, 2)
     rows = read(saver, t)
     chain(saver, f"{t}", 3)  # a writer on the old layout adds a checkpoint after the read
-    results = saver.execute(admin.delete_if_unchanged(rows))
-    assert not admin.moved_away(results)
+    assert not leave(saver, rows)
     assert len(list(saver.list(cfg(t)))) == 3
-    results = saver.execute(admin.delete_if_unchanged(read(saver, t)))
-    assert admin.moved_away(results) and saver.get_tuple(cfg(t)) is None
+    assert leave(saver, read(saver, t)) and saver.get_tuple(cfg(t)) is None
+
+
+def leave(saver: D1Saver, rows: admin.ThreadRows) -> bool:
+    """Send the delete_if_unchanged batches; whether the thread was deleted."""
+    batches = admin.delete_if_unchanged(rows)
+    assert len(batches) == 1  # a small thread: one request, as before
+    results: list[Any] = []
+    for batch in batches:
+        results = saver.execute(batch)
+    return admin.moved_away(results)
 
 
 def test_rebalance_waits_for_no_compaction(local4: FleetBackend) -> None:
@@ -309,3 +320,72 @@ def unwritten_rows(fleet: FleetBackend, database_id: str, thread_id: str) -> int
         (res,) = s.execute([Statement(
             "SELECT COUNT(*) AS n FROM delta_unwritten WHERE thread_id = ?1", (thread_id,))])
     return int(res.rows[0][0])
+
+
+class ChangeBeforeDelete(httpx.BaseTransport):
+    """Runs `change` (a writer still on the old layout) just before the request that deletes
+    `thread_id` from `database_id` after its copy: between the copy and the delete."""
+
+    def __init__(self, inner: Any, database_id: str, thread_id: str,
+                 change: Any) -> None:
+        self.inner, self.database_id, self.change = inner, database_id, change
+        self.param = json.dumps(thread_id).encode()
+        self.changed = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        if (not self.changed and self.database_id in request.url.path
+                and b"d1saver_scope" in body and self.param in body):
+            self.change()
+            self.changed += 1
+        return self.inner.handle_request(request)
+
+
+def _rewrite_checkpoint(saver: D1Saver, t: str) -> None:
+    """A retried put of the newest checkpoint with other content: INSERT OR REPLACE."""
+    cp = empty_checkpoint()
+    cp.update(id=checkpoint_id(2), ts="2026-11-01T00:00:00+00:00",
+              channel_values={"x": "rewritten"}, channel_versions={"x": "3"})
+    saver.put(cfg(t, "", checkpoint_id(1)), cp, {"source": "loop", "step": 2, "parents": {}},
+              {})
+
+
+SAME_KEY_CHANGES = {
+    # A tag moved to another checkpoint (ON CONFLICT DO UPDATE: the same row, even its rowid).
+    "tag moved": lambda s, t: s.tag(cfg(t, "", checkpoint_id(2)), "approval"),
+    # A special write replaced by another (INSERT OR REPLACE).
+    "special write replaced": lambda s, t: s.put_writes(
+        cfg(t, "", checkpoint_id(2)), [("__error__", "second error")], task_id="task-e"),
+    "checkpoint rewritten": _rewrite_checkpoint,
+}
+
+
+@pytest.mark.parametrize("change", list(SAME_KEY_CHANGES))
+def test_a_same_key_change_between_copy_and_delete_is_not_lost(fleet: FleetBackend,
+                                                               change: str) -> None:
+    """A writer on the old layout replaces a row (same key, so same row counts) after the
+    thread was copied: the old database keeps the thread, and the move that follows carries
+    the change to its home."""
+    two_ids = fleet.database_ids[:2]
+    two, four = fleet.saver(two_ids), fleet.saver()
+    t = next(t for t in (unique("same") for _ in range(1000)) if four.home(t) not in two_ids)
+    chain(two, t, 3)
+    two.tag(cfg(t, "", checkpoint_id(1)), "approval")
+    two.put_writes(cfg(t, "", checkpoint_id(2)), [("__error__", "first error")], task_id="task-e")
+    source = fleet.single(two.home(t))
+    before = snapshot(source, [t])
+    seen: dict[str, Any] = {}
+
+    def writer() -> None:
+        SAME_KEY_CHANGES[change](source, t)
+        seen.update(snapshot(source, [t]))
+
+    hook = ChangeBeforeDelete(fleet.transport or httpx.HTTPTransport(), two.home(t), t, writer)
+    summary = rebalance(fleet.saver(transport=hook))
+    assert hook.changed == 1 and not summary.errors
+    assert seen != before
+    # Nothing lost: readers see the change, and the thread sits at its home alone.
+    assert snapshot(four, [t]) == seen
+    assert fleet.holding(t) == [four.home(t)]
+    outcomes = [m["outcome"] for m in summary.moves if m["thread_id"] == t]
+    assert outcomes == ["moved"]
