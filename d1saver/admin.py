@@ -70,6 +70,22 @@ def retention_summary(statements: Sequence[Statement], results: Sequence[Result]
     return summary
 
 
+# --- schema: what a dry run may read without setting anything up ----------------------------
+
+SCHEMA_VERSION = _sql.SCHEMA_VERSION
+
+
+def read_schema() -> Statement:
+    """Every schema version the database records (`schema_version` reads the result). Send it
+    with the raw client (`saver.client.execute`): `saver.execute` would set up or migrate."""
+    return Statement(_sql.READ_SCHEMA)
+
+
+def schema_version(result: Result) -> int:
+    """The newest schema version a `read_schema` result records."""
+    return _rows.schema_info(result).version
+
+
 # --- leases: keep two maintenance runs from overlapping, on the database's clock ----------
 
 def acquire_lease(name: str, holder: str, ttl: int) -> Statement:
@@ -146,8 +162,9 @@ def delete_threads(thread_ids: Sequence[str]) -> list[Statement]:
 # `add_census(censuses)`: key censuses (`D1Saver.key_census`), or any {table: {name: count}}
 # figures, of several databases added up (`d1saver rekey` over a fleet).
 
-__all__ = ["LEAVING_PREFIX", "MOVING_PREFIX", "ThreadReader", "ThreadRows", "acquire_lease", "add_census",
-           "break_lease", "copy_batches", "delete_if_unchanged", "delete_threads", "history",
-           "is_staging", "lease_guard", "lease_holder", "moved_away", "release_lease",
-           "retention", "retention_summary", "staged_threads", "storage_summary",
-           "stored_sample", "thread_infos", "thread_reader", "threads_page"]
+__all__ = ["LEAVING_PREFIX", "MOVING_PREFIX", "SCHEMA_VERSION", "ThreadReader", "ThreadRows",
+           "acquire_lease", "add_census", "break_lease", "copy_batches", "delete_if_unchanged",
+           "delete_threads", "history", "is_staging", "lease_guard", "lease_holder",
+           "moved_away", "read_schema", "release_lease", "retention", "retention_summary",
+           "schema_version", "staged_threads", "storage_summary", "stored_sample",
+           "thread_infos", "thread_reader", "threads_page"]

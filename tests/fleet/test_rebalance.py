@@ -17,7 +17,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from compaction import lease as leases
 from compaction import rebalance
-from d1saver import D1Saver, LeaseHeldError, QueryError, Statement, admin
+from d1saver import ConfigError, D1Error, D1Saver, LeaseHeldError, QueryError, Statement, admin
+from d1saver._sql import SCHEMA_VERSION
 from d1saver._routing import rendezvous
 from tests.compaction import BIG, cfg, checkpoint_id
 from tests.fleet.conftest import FleetBackend, unique
@@ -389,3 +390,66 @@ def test_a_same_key_change_between_copy_and_delete_is_not_lost(fleet: FleetBacke
     assert fleet.holding(t) == [four.home(t)]
     outcomes = [m["outcome"] for m in summary.moves if m["thread_id"] == t]
     assert outcomes == ["moved"]
+
+
+def schema_versions(fleet: FleetBackend, database_id: str) -> list[int]:
+    """The versions a database records, read raw (no setup); [] when it has no schema."""
+    with fleet.single(database_id) as s:
+        (tables,) = s.client.execute([Statement(
+            "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'd1saver_schema'")])
+        if not tables.rows[0][0]:
+            return []
+        (res,) = s.client.execute([Statement("SELECT version FROM d1saver_schema ORDER BY 1")])
+    return [row[0] for row in res.rows]
+
+
+def test_a_dry_run_migrates_nothing(local4: FleetBackend) -> None:
+    """A dry run refuses, by name, a database whose schema is older than this d1saver's
+    instead of migrating it, and leaves new, empty databases without any table."""
+    a, b, c, d = local4.database_ids
+    two = local4.saver([a, b])
+    build(two, unique("dry"), 6)
+    with local4.single(a) as s:  # as if the newest step were not applied yet
+        s.client.execute([Statement(
+            "UPDATE d1saver_schema SET version = ?1 - 1 WHERE version = ?1", (SCHEMA_VERSION,))])
+    with pytest.raises(ConfigError, match=rf"{a} \(v{SCHEMA_VERSION - 1}\).*without --dry-run"):
+        rebalance(local4.saver(), dry_run=True)
+    assert schema_versions(local4, a) == [SCHEMA_VERSION - 1]
+    assert schema_versions(local4, c) == schema_versions(local4, d) == []
+    local4.single(a).setup()
+    dry, requests = local4.requests(lambda: rebalance(local4.saver(), dry_run=True))
+    assert dry.moves and {m["target"] for m in dry.moves} & {c, d}
+    assert dry.per_database[c]["threads"] == dry.per_database[d]["threads"] == 0
+    assert schema_versions(local4, c) == schema_versions(local4, d) == []  # still no table
+    assert requests[c] == requests[d] == 1  # the schema read: nothing else is asked of them
+
+
+class FailingRelease(httpx.BaseTransport):
+    """Fails (as D1 fails a query) the thread scan in one database and the lease's release in
+    another."""
+
+    def __init__(self, inner: Any, scan: str, release: str) -> None:
+        self.inner, self.scan, self.release = inner, scan, release
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        if ((self.scan in request.url.path and b"GROUP BY thread_id" in body)
+                or (self.release in request.url.path and b"DELETE FROM leases" in body)):
+            return httpx.Response(400, json={"success": False, "messages": [], "result": [],
+                                             "errors": [{"code": 7500, "message": "D1_ERROR"}]})
+        return self.inner.handle_request(request)
+
+
+def test_every_lease_is_released_and_the_first_error_kept(local4: FleetBackend) -> None:
+    """A failed release neither stops the others nor hides the error that ended the run (it is
+    added to it as a note; that lease expires by itself)."""
+    a, b, c, d = local4.database_ids
+    failing = local4.saver(transport=FailingRelease(local4.transport, scan=d, release=a))
+    with pytest.raises(D1Error) as raised:
+        rebalance(failing)
+    assert "rebalance scan" in str(raised.value) and d in str(raised.value)
+    assert any(a in note and "not released" in note for note in raised.value.__notes__)
+    four = local4.saver()
+    for db in (b, c, d):
+        assert four.database(db).execute([admin.lease_holder("compaction")])[0].rows == []
+    assert four.database(a).execute([admin.lease_holder("compaction")])[0].rows != []
