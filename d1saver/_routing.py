@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from d1saver._errors import ConfigError
 
-__all__ = ["COPYING_PREFIX", "LEAVING_PREFIX", "MOVING_PREFIX", "Route", "Router", "is_staging", "rendezvous"]
+__all__ = ["COPYING_PREFIX", "LEAVING_PREFIX", "MOVING_PREFIX", "Route", "Router", "is_staging",
+           "rendezvous"]
 
 Route = Callable[[str], str]
 
