@@ -80,6 +80,44 @@ def _info(row: dict[str, Any]) -> ThreadInfo:
                       row["updated"], int(row["bytes"] or 0))
 
 
+def stored_version(saver: D1Saver) -> int:
+    """The schema version a database records, 0 if it has none (a new database), read without
+    setting it up or migrating it (as a dry run must); no request once this saver set it up."""
+    if saver.is_setup:
+        return admin.SCHEMA_VERSION
+    try:
+        (result,) = saver.client.execute([admin.read_schema()])
+    except QueryError as exc:
+        if "no such table" in str(exc):
+            return 0
+        raise
+    return max(1, admin.schema_version(result))  # a table without rows: as old as can be
+
+
+def refuse_older(versions: dict[str, int]) -> None:
+    """A dry run changes nothing, so it cannot migrate: ConfigError naming each database whose
+    schema is older than this d1saver's. (One with none, new, holds nothing: read as empty.)"""
+    older = {db: v for db, v in versions.items() if 0 < v < admin.SCHEMA_VERSION}
+    if older:
+        listed = ", ".join(f"{db} (v{v})" for db, v in older.items())
+        raise ConfigError(
+            f"a dry run changes nothing, so it does not migrate, and these databases have an "
+            f"older schema than this d1saver's (v{admin.SCHEMA_VERSION}): {listed}. Run the "
+            "command without --dry-run (it migrates them first), or saver.setup(), then "
+            "dry-run again")
+
+
+def prepare(saver: D1Saver, *, dry_run: bool) -> bool:
+    """Before a run on one database: set it up (create the schema, migrate). A dry run instead
+    only reads its version (refuse_older). Returns False if it has no schema, so no rows."""
+    if not dry_run:
+        saver.setup()
+        return True
+    version = stored_version(saver)
+    refuse_older({str(saver.database_id): version})
+    return version > 0
+
+
 def compact(
     saver: D1Saver,
     *,
@@ -96,7 +134,8 @@ def compact(
     """Compact `threads` (all when None). Returns a Summary; raises D1Error subclasses.
 
     `batch_checkpoints` bounds the deletions of one request (D1 stops a request at 30 s) and
-    `batch_threads` its thread list. Dry runs change nothing and take no lease.
+    `batch_threads` its thread list. Dry runs change nothing (nor set up or migrate: a schema
+    older than this d1saver's is refused with a ConfigError) and take no lease.
     """
     if keep < 1:
         raise ConfigError("--keep must be at least 1: every thread keeps its head, so it stays resumable")
@@ -105,8 +144,10 @@ def compact(
     cutoff = _cutoff(max_age)  # before any request: a max_age out of range is a ConfigError
     started, requests0 = time.monotonic(), saver.client.requests
     summary = Summary(dry_run=dry_run, keep=keep)
-    saver.setup()
-    infos = list_threads(saver) if threads is None else thread_infos(saver, threads)
+    if not prepare(saver, dry_run=dry_run):
+        infos: list[ThreadInfo] = []
+    else:
+        infos = list_threads(saver) if threads is None else thread_infos(saver, threads)
     summary.threads_scanned = len(infos)
     expired = [i for i in infos if cutoff is not None and (i.updated or "") < cutoff]
     expired_ids = {i.thread_id for i in expired}

@@ -11,8 +11,13 @@ another database is misplaced, and moves:
    batch is staged under another id and renamed by a last batch, so a reader never sees part
    of it); read it back and verify that the home holds every source row: the same row counts
    and SHA-256 digest;
-4. delete it from the source, in one batch that deletes only if the source still has the row
-   counts read in 1 (a writer on the old layout added some: the thread stays, and moves again).
+4. delete it from the source only if the source still holds exactly the rows read in 1: they
+   are written back there under a scratch id (_routing.LEAVING_PREFIX; in several batches if
+   large) and one last batch compares, in SQL, every row and column of the thread with them,
+   and the row counts with those read, deletes the thread only if all are equal, and drops
+   the scratch rows. A writer on the old layout that added a row, or replaced one under the
+   same key (a special write, a tag moved, a checkpoint put again), keeps the thread there,
+   and it moves again.
 
 Every write is one atomic, idempotent batch and nothing is deleted before its copy is verified,
 so a run killed at any point leaves each thread whole in its source, whole in both, or moved,
@@ -37,10 +42,10 @@ from d1saver import (D1Error, D1Saver, LeaseHeldError, QueryError, Result, State
                      VerificationError, admin)
 from compaction import fleet
 from compaction import lease as leases
-from compaction.job import ThreadInfo, list_threads
+from compaction.job import ThreadInfo, list_threads, refuse_older, stored_version
 
 Progress = Callable[[int, int], None]
-ATTEMPTS = 3  # moves of one thread in a run while writers on the old layout keep adding rows
+ATTEMPTS = 3  # moves of one thread in a run while writers on the old layout keep changing it
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,7 @@ class RebalanceSummary:
     threads_misplaced: int = 0
     threads_moved: int = 0
     threads_found_copied: int = 0   # complete at home already (a killed run): only deleted
-    threads_changed: int = 0        # a writer kept adding rows at the source: left there
+    threads_changed: int = 0        # a writer kept changing it at the source: left there
     threads_failed: int = 0
     rows_copied: int = 0
     bytes_copied: int = 0
@@ -83,7 +88,7 @@ def plan(saver: D1Saver, databases: Sequence[str]) -> tuple[dict[str, list[Threa
                                                              list[Move]]:
     """Each database's threads, and the moves that put every thread at its home."""
     found = saver.each_database(list_threads, operation="rebalance scan",
-                                database_ids=databases)
+                                database_ids=databases) if databases else {}
     moves = [Move(i.thread_id, db, saver.home(i.thread_id), i.checkpoints, i.bytes)
              for db, infos in found.items() for i in infos
              if not admin.is_staging(i.thread_id) and saver.home(i.thread_id) != db]
@@ -97,29 +102,39 @@ def rebalance(saver: D1Saver, *, dry_run: bool = False, lease_ttl: int = 300,
 
     Scans the saver's databases and its `previous_database_ids`. Per-thread failures are
     reported in the summary's `errors` (that thread stays where it was); losing a lease
-    raises LeaseHeldError. Dry runs change nothing and take no lease.
+    raises LeaseHeldError. Dry runs change nothing and take no lease: they neither set up nor
+    migrate a database (one whose schema is older is refused with a ConfigError; one with
+    none holds no thread).
     """
     started = time.monotonic()
     databases = fleet.databases(saver)
     views = {db: saver.database(db) for db in databases}
     requests0 = {db: v.client.requests for db, v in views.items()}
     summary = RebalanceSummary(dry_run=dry_run, databases=databases)
-    saver.each_database(lambda db: db.setup(), operation="setup", database_ids=databases)
+    scanned = databases
+    if dry_run:  # no setup, which would migrate: an older schema is refused, none is empty
+        versions = saver.each_database(stored_version, operation="schema",
+                                       database_ids=databases)
+        refuse_older(versions)
+        scanned = [db for db in databases if versions[db]]
+    else:
+        saver.each_database(lambda db: db.setup(), operation="setup", database_ids=databases)
     held = {} if dry_run else _acquire_all(views, lease_ttl, break_lease)
     try:
-        found, moves = plan(saver, databases)
+        found, moves = plan(saver, scanned)
         summary.threads_scanned = sum(len(infos) for infos in found.values())
         summary.threads_misplaced = len({m.thread_id for m in moves})
-        summary.per_database = {db: {"threads": len(found[db]), "moved_out": 0, "moved_in": 0}
-                                for db in databases}
+        summary.per_database = {db: {"threads": len(found.get(db, ())), "moved_out": 0,
+                                     "moved_in": 0} for db in databases}
         if dry_run:
             summary.moves = [asdict(m) for m in moves]
         else:
             _Mover(views, held, summary).run(moves, concurrency, progress)
             summary.staged_removed = _remove_staged(views, held)
-    finally:
-        for db, lease in held.items():
-            leases.release(views[db], lease)
+    except BaseException as exc:
+        _release_all(views, held, exc)
+        raise
+    _release_all(views, held)
     summary.requests = sum(v.client.requests - requests0[db] for db, v in views.items())
     summary.seconds = round(time.monotonic() - started, 3)
     return summary
@@ -136,12 +151,34 @@ def _acquire_all(views: dict[str, D1Saver], ttl: int, break_lease: bool
                 leases.break_lease(view)
             held[db] = leases.acquire(view, ttl=ttl, job="rebalance")
     except D1Error as exc:
-        for taken, lease in held.items():
-            leases.release(views[taken], lease)
-        if isinstance(exc, LeaseHeldError):
-            raise LeaseHeldError(f"database {db}: {exc}") from exc
-        raise
+        error = LeaseHeldError(f"database {db}: {exc}") if isinstance(exc, LeaseHeldError) else exc
+        _release_all(views, held, error)
+        if error is exc:
+            raise
+        raise error from exc
     return held
+
+
+def _release_all(views: dict[str, D1Saver], held: dict[str, leases.Lease],
+                 failing: BaseException | None = None) -> None:
+    """Release every lease held, each tried whatever the others do. A lease not released
+    expires by itself: said in a note on `failing` (the error that ended the run, which stays
+    the one raised), else raised (the first failure, the others in its notes)."""
+    errors: list[tuple[str, D1Error]] = []
+    for db, lease in held.items():
+        try:
+            leases.release(views[db], lease)
+        except D1Error as exc:
+            errors.append((db, exc))
+    notes = [f"the lease of database {db} was not released (it expires by itself): {exc}"
+             for db, exc in errors]
+    if not errors:
+        return
+    error = errors[0][1] if failing is None else failing
+    for note in notes[1:] if failing is None else notes:
+        error.add_note(note)
+    if failing is None:
+        raise error
 
 
 def _read(view: D1Saver, thread_id: str) -> admin.ThreadRows:
@@ -226,7 +263,10 @@ class _Mover:
                         f"thread {m.thread_id!r} copied to {m.target} does not read back as in "
                         f"{m.source} ({rows.counts()}): left in {m.source}")
                 copied = True
-            if admin.moved_away(self._write(m.source, admin.delete_if_unchanged(rows))):
+            results: list[Result] = []
+            for batch in admin.delete_if_unchanged(rows):
+                results = self._write(m.source, batch)
+            if admin.moved_away(results):
                 return ("moved" if copied else "found copied"), rows
         return "changed", rows
 
@@ -250,8 +290,9 @@ def _remove_staged(views: dict[str, D1Saver], held: dict[str, leases.Lease]) -> 
     """Delete the staged rows killed runs left (this run renamed its own)."""
     removed = 0
     for db, view in views.items():
-        (res,) = view.execute([admin.staged_threads()])
-        ids = [row[0] for row in res.rows]
+        found = view.execute([admin.staged_threads(admin.MOVING_PREFIX),
+                              admin.staged_threads(admin.LEAVING_PREFIX)])
+        ids = [row[0] for res in found for row in res.rows]
         if ids:
             _guarded(view, held[db], admin.delete_threads(ids))
             removed += len(ids)

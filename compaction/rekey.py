@@ -19,6 +19,7 @@ from typing import Any
 from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, RekeyCounts, admin
 from compaction import lease as leases
 from compaction.fleet import databases
+from compaction.job import prepare
 
 TABLES = ("checkpoints", "writes", "delta_frozen")  # d1saver._reseal.REKEY_TABLES
 Census = dict[str, dict[str, int]]
@@ -67,7 +68,8 @@ def rekey(
     """Re-seal every stored value under `saver`'s newest key. Raises D1Error subclasses:
     ConfigError without keys, UnknownKeyError for a row under a key the saver lacks (give
     every key rows may be under, newest first), LeaseHeldError if compaction or another
-    rekey holds the lease. Dry runs count and change nothing, and take no lease. Over several
+    rekey holds the lease. Dry runs count and change nothing (nor set up or migrate: a schema
+    older than this d1saver's is refused with a ConfigError), and take no lease. Over several
     databases it runs on each (one lease each) and the figures add up."""
     if len(databases(saver)) > 1:
         started = time.monotonic()
@@ -88,9 +90,9 @@ def rekey(
         raise ConfigError("--lease-ttl must be at least 1 second: a lease already expired "
                           "guards nothing")
     started, requests0 = time.monotonic(), saver.client.requests
-    saver.setup()
+    holds_rows = prepare(saver, dry_run=dry_run)
     summary = RekeySummary(dry_run=dry_run, newest_key=keys[0], keys=keys,
-                           before=saver.key_census())
+                           before=saver.key_census() if holds_rows else {})
     summary.to_rewrite = stale(summary.before, keys[0], seal_plaintext=seal_plaintext)
     if not dry_run:
         if break_lease:

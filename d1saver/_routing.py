@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from d1saver._errors import ConfigError
 
-__all__ = ["COPYING_PREFIX", "MOVING_PREFIX", "Route", "Router", "is_staging", "rendezvous"]
+__all__ = ["COPYING_PREFIX", "LEAVING_PREFIX", "MOVING_PREFIX", "Route", "Router", "is_staging",
+           "rendezvous"]
 
 Route = Callable[[str], str]
 
@@ -26,6 +27,9 @@ Route = Callable[[str], str]
 _STAGING = "\x1fd1saver-"
 MOVING_PREFIX = _STAGING + "moving\x1f"    # d1saver rebalance
 COPYING_PREFIX = _STAGING + "copying\x1f"  # copy_thread between databases
+# A moved thread's rows as copied, written back into its old database to compare with it
+# there before deleting it (d1saver rebalance; _transfer.delete_if_unchanged).
+LEAVING_PREFIX = _STAGING + "leaving\x1f"
 
 
 def is_staging(thread_id: str) -> bool:

@@ -1438,29 +1438,49 @@ DELETE FROM delta_unwritten WHERE thread_id = ?2 AND EXISTS (
         AND s.checkpoint_id = delta_unwritten.checkpoint_id)""",
     *(f"UPDATE OR REPLACE {table} SET thread_id = ?2 WHERE thread_id = ?1"
       for table in TRANSFER_TABLES),
+    # Rows the copy replaced on the target may have left chunks no row reaches.
+    "DELETE FROM d1saver_scope",
+    "INSERT INTO d1saver_scope (thread_id) VALUES (?2)",
+    GC_CHUNKS,
+    "DELETE FROM d1saver_scope",
 ]
 
-# Deletes a moved thread from its old database only if it still holds what was copied: ?1
-# thread_id, ?2..?5 its row counts in checkpoints, writes, chunks, tags when read (its
-# delta_unwritten rows go with its checkpoints, by their trigger). A writer
-# that added rows since then keeps them there (the scope stays empty, nothing is deleted) and
-# the next rebalance moves the thread again. Results: DELETE_THREAD_IF_UNCHANGED[1].changes
-# is 1 if the thread was deleted.
-DELETE_THREAD_IF_UNCHANGED = [
-    CLEAR_SCRATCH[0],
-    """
-INSERT INTO d1saver_scope (thread_id)
-SELECT ?1 WHERE (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?1) = ?2
-    AND (SELECT COUNT(*) FROM writes WHERE thread_id = ?1) = ?3
-    AND (SELECT COUNT(*) FROM chunks WHERE thread_id = ?1) = ?4
-    AND (SELECT COUNT(*) FROM tags WHERE thread_id = ?1) = ?5""",
-    f"DELETE FROM writes WHERE {_IN_SCOPE}",
-    f"DELETE FROM chunks WHERE {_IN_SCOPE}",
-    f"DELETE FROM d1saver_chunks WHERE {_IN_SCOPE}",
-    f"DELETE FROM tags WHERE {_IN_SCOPE}",
-    f"DELETE FROM checkpoints WHERE {_IN_SCOPE}",
-    CLEAR_SCRATCH[0],
-]
+# Deleting a moved thread from its old database, only if that database still holds exactly
+# the rows that were copied. Row counts alone miss a same-key replacement (a special write
+# replaced, a tag moved, a checkpoint rewritten by a retried put), and SQLite on D1 has no hash
+# function, so the rows as read are written back into the old database under a scratch thread
+# id (_routing.LEAVING_PREFIX + thread_id; in several batches when large) and one last batch
+# compares them there with the thread, row by row and column by column, and deletes.
+#
+# ?1 the thread, ?2 its scratch id, then per table in TRANSFER_TABLES order the row count read.
+# The scope gets the thread only if both hold that many rows in every table.
+LEAVE_SCOPE = (
+    "INSERT INTO d1saver_scope (thread_id) SELECT ?1 WHERE "
+    + "\n    AND ".join(
+        f"(SELECT COUNT(*) FROM {table} WHERE thread_id = ?1) = ?{i}"
+        f" AND (SELECT COUNT(*) FROM {table} WHERE thread_id = ?2) = ?{i}"
+        for i, table in enumerate(TRANSFER_TABLES, start=3)))
+
+
+def _unmatched(table: str, mine: str, other: str) -> str:
+    """A row of thread `mine` that thread `other` lacks with every column the same (IS: NULLs
+    equal, text and blobs byte for byte, numbers by value)."""
+    keys, rest = TRANSFER_TABLES[table]
+    same = " AND ".join(f"b.{c} IS a.{c}" for c in (*keys, *rest))
+    return (f"SELECT 1 FROM {table} AS a WHERE a.thread_id = {mine} AND NOT EXISTS ("
+            f"SELECT 1 FROM {table} AS b WHERE b.thread_id = {other} AND {same})")
+
+
+# ?1 the thread, ?2 its scratch id: empties the scope if the table's rows differ at all.
+LEAVE_UNLESS_SAME = {table: f"""
+DELETE FROM d1saver_scope WHERE EXISTS ({_unmatched(table, "?1", "?2")})
+    OR EXISTS ({_unmatched(table, "?2", "?1")})""" for table in TRANSFER_TABLES}
+LEAVING_COLUMNS = ("moved",)
+LEAVING = "SELECT COUNT(*) AS moved FROM d1saver_scope"
+# No parameters: the thread in the scope goes (its checkpoints last).
+LEAVE = [f"DELETE FROM {table} WHERE {_IN_SCOPE}" for table in reversed(TRANSFER_TABLES)]
+# ?1 a thread id: its rows in every transfer table (the scratch copy, before and after).
+DROP_THREAD = [f"DELETE FROM {table} WHERE thread_id = ?1" for table in reversed(TRANSFER_TABLES)]
 
 # Thread ids in [?1, ?2) in any table (staged rows left by a killed copy, by their prefix).
 # D1 refuses a compound SELECT of more than 5 terms (probed on Wrangler's engine): nested.

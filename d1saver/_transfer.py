@@ -80,6 +80,12 @@ class ThreadRows:
         return mine.counts() == other.counts() and mine.digest() == other.digest()
 
 
+def _check_columns(result: Result, expected: Sequence[str]) -> None:
+    if result.rows and tuple(result.columns) != tuple(expected):
+        raise ResponseError(f"D1 returned columns {result.columns} where d1saver expects "
+                            f"{list(expected)}")
+
+
 def _row_bytes(row: Row) -> int:
     return sum(len(v) if isinstance(v, str) else 8 for v in row)
 
@@ -117,10 +123,7 @@ class ThreadReader:
         if len(results) != len(self._asked):
             raise ResponseError(f"expected {len(self._asked)} results, got {len(results)}")
         for table, result in zip(self._asked, results):
-            expected = _sql.TRANSFER_PAGE_COLUMNS[table]
-            if result.rows and tuple(result.columns) != expected:
-                raise ResponseError(f"D1 returned columns {result.columns} where d1saver "
-                                    f"expects {list(expected)}")
+            _check_columns(result, _sql.TRANSFER_PAGE_COLUMNS[table])
             rows = [tuple(r[:-1]) for r in result.rows]
             self.rows.tables[table] += rows
             available = int(result.rows[0][-1]) if result.rows else 0
@@ -180,7 +183,8 @@ def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str,
     batches = _pack(_inserts(rows, staging), max_bytes, max_statements)
     ids = json.dumps([staging.encode("utf-8", "surrogatepass").hex()])
     batches[0][:0] = [Statement(s, (ids,)) for s in _sql.DELETE_THREADS]
-    batches.append([Statement(s, (staging, target)) for s in _sql.RENAME_THREAD])
+    batches.append([Statement(s, (staging, target) if "?" in s else ())
+                    for s in _sql.RENAME_THREAD])
     return batches
 
 
@@ -194,18 +198,46 @@ def write_thread(exchange: Exchange, rows: ThreadRows, target: str, *, staging_p
 # --- after a move -----------------------------------------------------------------------------
 
 
-def delete_if_unchanged(rows: ThreadRows) -> list[Statement]:
-    """Delete the thread from the database `rows` were read from, only if it still has as
-    many rows in each table (`deleted` tells from the results whether it did)."""
+def delete_if_unchanged(rows: ThreadRows, *, staging_prefix: str,
+                        max_bytes: int = WRITE_BATCH_BYTES,
+                        max_statements: int = WRITE_BATCH_STATEMENTS) -> list[list[Statement]]:
+    """The write requests that delete the thread from the database `rows` were read from, only
+    if it still holds exactly `rows` (`deleted` reads the last one's results).
+
+    Counts cannot tell a same-key replacement (a special write replaced, a tag moved, a
+    checkpoint rewritten), and D1's SQLite has no hash function, so the rows go back into that
+    database under the scratch id `staging_prefix + thread_id` (cleared first: a rerun after a
+    kill starts clean), in as many batches as they need, and the last batch compares, in SQL,
+    every row and column of the thread with them (and the row counts with `rows`), deletes
+    the thread only if all are equal, and drops the scratch rows. Costs the thread's bytes
+    once more; a thread that fits one batch takes one request, as the copy does.
+    """
+    thread_id = rows.thread_id
+    scratch = staging_prefix + thread_id
     counts = rows.counts()
-    params = (rows.thread_id, counts["checkpoints"], counts["writes"], counts["chunks"],
-              counts["tags"])
-    return [Statement(s, params if "?1" in s else ()) for s in _sql.DELETE_THREAD_IF_UNCHANGED]
+    pair = (thread_id, scratch)
+    tail = [Statement(_sql.CLEAR_SCRATCH[0]),
+            Statement(_sql.LEAVE_SCOPE, (*pair, *(counts[t] for t in TABLES))),
+            *(Statement(_sql.LEAVE_UNLESS_SAME[t], pair) for t in TABLES),
+            Statement(_sql.LEAVING),
+            *(Statement(s) for s in _sql.LEAVE),
+            *(Statement(s, (scratch,)) for s in _sql.DROP_THREAD),
+            Statement(_sql.CLEAR_SCRATCH[0])]
+    head = [Statement(s, (scratch,)) for s in _sql.DROP_THREAD]
+    batches = _pack(_inserts(rows, scratch), max_bytes,
+                    max(1, max_statements - len(head) - len(tail))) or [[]]
+    batches[0][:0] = head
+    batches[-1] += tail
+    return batches
 
 
 def deleted(results: Sequence[Result]) -> bool:
-    """Whether the `delete_if_unchanged` statements ending a request's results deleted."""
-    return results[len(results) - len(_sql.DELETE_THREAD_IF_UNCHANGED) + 1].changes > 0
+    """Whether the last `delete_if_unchanged` request (its results, which end with those of
+    its statements) deleted the thread."""
+    at = len(_sql.LEAVE) + len(_sql.DROP_THREAD) + 2
+    result = results[len(results) - at]
+    _check_columns(result, _sql.LEAVING_COLUMNS)
+    return bool(result.rows) and int(result.rows[0][0]) > 0
 
 
 def staged_threads(prefix: str) -> Statement:

@@ -18,7 +18,7 @@ from d1saver import _statements as st
 from d1saver import _transfer
 from d1saver._protocol import Result, Statement
 from d1saver._reseal import add_census
-from d1saver._routing import MOVING_PREFIX, is_staging
+from d1saver._routing import LEAVING_PREFIX, MOVING_PREFIX, is_staging
 from d1saver._transfer import ThreadReader, ThreadRows
 
 
@@ -71,6 +71,22 @@ def retention_summary(statements: Sequence[Statement], results: Sequence[Result]
     return summary
 
 
+# --- schema: what a dry run may read without setting anything up ----------------------------
+
+SCHEMA_VERSION = _sql.SCHEMA_VERSION
+
+
+def read_schema() -> Statement:
+    """Every schema version the database records (`schema_version` reads the result). Send it
+    with the raw client (`saver.client.execute`): `saver.execute` would set up or migrate."""
+    return Statement(_sql.READ_SCHEMA)
+
+
+def schema_version(result: Result) -> int:
+    """The newest schema version a `read_schema` result records."""
+    return _rows.schema_info(result).version
+
+
 # --- leases: keep two maintenance runs from overlapping, on the database's clock ----------
 
 def acquire_lease(name: str, holder: str, ttl: int) -> Statement:
@@ -119,19 +135,22 @@ def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str = MOVING_
     return _transfer.copy_batches(rows, target, staging_prefix=staging_prefix)
 
 
-def delete_if_unchanged(rows: ThreadRows) -> list[Statement]:
-    """Delete the thread `rows` were read from, in that database, only if its row counts are
-    still those of `rows`; `moved_away(results)` says whether it did."""
-    return _transfer.delete_if_unchanged(rows)
+def delete_if_unchanged(rows: ThreadRows) -> list[list[Statement]]:
+    """The atomic batches, sent in order, that delete the thread `rows` were read from, in that
+    database, only if it still holds exactly `rows` (every row and column compared there, in
+    SQL, against a scratch copy under `LEAVING_PREFIX + thread_id` the batches write);
+    `moved_away(results of the last)` says whether it did."""
+    return _transfer.delete_if_unchanged(rows, staging_prefix=LEAVING_PREFIX)
 
 
 def moved_away(results: Sequence[Result]) -> bool:
-    """Whether a `delete_if_unchanged` batch (the last statements of a request) deleted."""
+    """Whether the last `delete_if_unchanged` batch (the last statements of a request) deleted."""
     return _transfer.deleted(results)
 
 
 def staged_threads(prefix: str = MOVING_PREFIX) -> Statement:
-    """Thread ids holding staged rows (a copy killed midway); column: thread_id."""
+    """Thread ids holding staged rows under `prefix` (MOVING_PREFIX: a copy killed midway;
+    LEAVING_PREFIX: a comparison killed midway); column: thread_id."""
     return _transfer.staged_threads(prefix)
 
 
@@ -170,9 +189,10 @@ def inexact_threads(result: Result) -> list[InexactThread]:
 # `add_census(censuses)`: key censuses (`D1Saver.key_census`), or any {table: {name: count}}
 # figures, of several databases added up (`d1saver rekey` over a fleet).
 
-__all__ = ["MOVING_PREFIX", "InexactThread", "ThreadReader", "ThreadRows", "acquire_lease",
-           "add_census", "break_lease", "chunk_check", "copy_batches", "delete_if_unchanged",
-           "delete_threads", "history", "inexact_threads", "is_staging", "lease_guard",
-           "lease_holder", "moved_away", "release_lease", "retention", "retention_summary",
+__all__ = ["LEAVING_PREFIX", "MOVING_PREFIX", "SCHEMA_VERSION", "InexactThread", "ThreadReader",
+           "ThreadRows", "acquire_lease", "add_census", "break_lease", "chunk_check",
+           "copy_batches", "delete_if_unchanged", "delete_threads", "history",
+           "inexact_threads", "is_staging", "lease_guard", "lease_holder", "moved_away",
+           "read_schema", "release_lease", "retention", "retention_summary", "schema_version",
            "staged_threads", "storage_summary", "stored_sample", "thread_infos",
            "thread_reader", "threads_page"]

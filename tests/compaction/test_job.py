@@ -29,7 +29,7 @@ from typing_extensions import TypedDict
 from benchmarks.workload import append_batches
 from compaction import Summary, compact, lease
 from d1saver import (ConfigError, D1Saver, LeaseHeldError, NotFoundError, RetryPolicy, _sql,
-                     admin)
+                     Statement, admin)
 from d1saver.local import FaultPlan
 from tests.compaction import (BIG, LONG_AGO, LoseFirstResponse, cfg, checkpoint_id, ids_in,
                               new_thread, put_chain, put_checkpoint, query)
@@ -776,6 +776,25 @@ def test_dry_run_changes_nothing(local: Backend) -> None:
     assert summary.checkpoints_deleted > 0
     assert dump(saver) == before
     assert leases_held(saver) == []
+
+
+def test_a_dry_run_migrates_nothing(local: Backend) -> None:
+    """A schema older than this d1saver's is refused by a dry run, not migrated (a run that is
+    not dry migrates it); a database with none stays without one and finds nothing."""
+    saver = local.saver()
+    assert compact(saver, keep=1, dry_run=True).threads_scanned == 0
+    (tables,) = saver.client.execute([Statement("SELECT name FROM sqlite_master")])
+    assert tables.rows == []
+    build_fleet(local.saver(), 3)
+    latest = Statement("SELECT MAX(version) AS v FROM d1saver_schema")
+    saver.client.execute([Statement(  # as if the newest step were not applied yet
+        "UPDATE d1saver_schema SET version = ?1 - 1 WHERE version = ?1", (_sql.SCHEMA_VERSION,))])
+    saver = local.saver()
+    with pytest.raises(ConfigError, match=rf"v{_sql.SCHEMA_VERSION - 1}\).*without --dry-run"):
+        compact(saver, keep=1, dry_run=True)
+    assert saver.client.execute([latest])[0].rows == [[_sql.SCHEMA_VERSION - 1]]
+    assert compact(saver, keep=1).checkpoints_deleted > 0
+    assert saver.client.execute([latest])[0].rows == [[_sql.SCHEMA_VERSION]]
 
 
 def test_dry_run_reports_what_the_real_run_deletes(local: Backend) -> None:

@@ -26,6 +26,7 @@ from d1saver import (
     UnknownKeyError,
 )
 from d1saver._crypto import ENV_KEYS, key_id
+from d1saver._sql import SCHEMA_VERSION
 from d1saver.local import LocalD1Transport
 from tests.compaction.test_cli import cli, env_for
 from tests.conftest import Backend
@@ -141,6 +142,25 @@ def test_dry_run_counts_and_changes_nothing(local: Backend) -> None:
     assert summary.after is None and summary.rewritten == 0
     (after,) = rotated.client.execute([Statement("SELECT checkpoint FROM checkpoints")])
     assert after.rows == before.rows
+
+
+def test_a_dry_run_migrates_nothing(local: Backend) -> None:
+    """A schema older than this d1saver's is refused by a dry run, not migrated (a run that
+    is not dry migrates it); a database with none stays without one and counts nothing."""
+    rotated = local.saver(encryption_keys=[K2, K1])
+    assert rekey(rotated, dry_run=True).to_rewrite == 0
+    (tables,) = rotated.client.execute([Statement("SELECT name FROM sqlite_master")])
+    assert tables.rows == []
+    put_chain(local.saver(encryption_keys=[K1]), "m", 1)
+    latest = Statement("SELECT MAX(version) AS v FROM d1saver_schema")
+    local.saver().client.execute([Statement(  # as if the newest step were not applied yet
+        "UPDATE d1saver_schema SET version = ?1 - 1 WHERE version = ?1", (SCHEMA_VERSION,))])
+    rotated = local.saver(encryption_keys=[K2, K1])
+    with pytest.raises(ConfigError, match=rf"v{SCHEMA_VERSION - 1}\).*without --dry-run"):
+        rekey(rotated, dry_run=True)
+    assert rotated.client.execute([latest])[0].rows == [[SCHEMA_VERSION - 1]]
+    assert rekey(rotated).rewritten == 3
+    assert rotated.client.execute([latest])[0].rows == [[SCHEMA_VERSION]]
 
 
 def test_plaintext_rows_are_sealed_only_when_asked(local: Backend) -> None:

@@ -60,9 +60,6 @@ def test_rebalance_moves_chunks_whole_and_leaves_none(fleet: FleetBackend) -> No
         assert check_chunks(four, t) == []
 
 
-@pytest.mark.xfail(strict=True, reason="copy_thread between databases (_transfer.copy_batches) "
-                   "replaces the target's rows without GC_CHUNKS: the replaced checkpoint's "
-                   "3 chunks stay unreferenced")
 def test_copy_thread_into_another_database_onto_other_content(fleet: FleetBackend) -> None:
     """The target, homed in another database, holds another conversation and one checkpoint
     under the id of the source's head with other content: the copy leaves it exact."""

@@ -13,10 +13,12 @@ from typing import Any
 
 import httpx
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 
 from compaction import lease as leases
 from compaction import rebalance
-from d1saver import D1Saver, LeaseHeldError, QueryError, Statement, admin
+from d1saver import ConfigError, D1Error, D1Saver, LeaseHeldError, QueryError, Statement, admin
+from d1saver._sql import SCHEMA_VERSION
 from d1saver._routing import rendezvous
 from tests.compaction import BIG, cfg, checkpoint_id
 from tests.fleet.conftest import FleetBackend, unique
@@ -52,7 +54,9 @@ def staged(fleet: FleetBackend) -> list[str]:
     out = []
     for db in fleet.database_ids:
         with fleet.single(db) as s:
-            out += [r[0] for r in s.execute([admin.staged_threads()])[0].rows]
+            for res in s.execute([admin.staged_threads(admin.MOVING_PREFIX),
+                                  admin.staged_threads(admin.LEAVING_PREFIX)]):
+                out += [r[0] for r in res.rows]
     return out
 
 
@@ -188,11 +192,19 @@ def test_a_thread_written_meanwhile_at_its_old_home_is_not_deleted(local4: Fleet
     chain(saver, t, 2)
     rows = read(saver, t)
     chain(saver, f"{t}", 3)  # a writer on the old layout adds a checkpoint after the read
-    results = saver.execute(admin.delete_if_unchanged(rows))
-    assert not admin.moved_away(results)
+    assert not leave(saver, rows)
     assert len(list(saver.list(cfg(t)))) == 3
-    results = saver.execute(admin.delete_if_unchanged(read(saver, t)))
-    assert admin.moved_away(results) and saver.get_tuple(cfg(t)) is None
+    assert leave(saver, read(saver, t)) and saver.get_tuple(cfg(t)) is None
+
+
+def leave(saver: D1Saver, rows: admin.ThreadRows) -> bool:
+    """Send the delete_if_unchanged batches; whether the thread was deleted."""
+    batches = admin.delete_if_unchanged(rows)
+    assert len(batches) == 1  # a small thread: one request, as before
+    results: list[Any] = []
+    for batch in batches:
+        results = saver.execute(batch)
+    return admin.moved_away(results)
 
 
 def test_rebalance_waits_for_no_compaction(local4: FleetBackend) -> None:
@@ -309,3 +321,135 @@ def unwritten_rows(fleet: FleetBackend, database_id: str, thread_id: str) -> int
         (res,) = s.execute([Statement(
             "SELECT COUNT(*) AS n FROM delta_unwritten WHERE thread_id = ?1", (thread_id,))])
     return int(res.rows[0][0])
+
+
+class ChangeBeforeDelete(httpx.BaseTransport):
+    """Runs `change` (a writer still on the old layout) just before the request that deletes
+    `thread_id` from `database_id` after its copy: between the copy and the delete."""
+
+    def __init__(self, inner: Any, database_id: str, thread_id: str,
+                 change: Any) -> None:
+        self.inner, self.database_id, self.change = inner, database_id, change
+        self.param = json.dumps(thread_id).encode()
+        self.changed = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        if (not self.changed and self.database_id in request.url.path
+                and b"d1saver_scope" in body and self.param in body):
+            self.change()
+            self.changed += 1
+        return self.inner.handle_request(request)
+
+
+def _rewrite_checkpoint(saver: D1Saver, t: str) -> None:
+    """A retried put of the newest checkpoint with other content: INSERT OR REPLACE."""
+    cp = empty_checkpoint()
+    cp.update(id=checkpoint_id(2), ts="2026-11-01T00:00:00+00:00",
+              channel_values={"x": "rewritten"}, channel_versions={"x": "3"})
+    saver.put(cfg(t, "", checkpoint_id(1)), cp, {"source": "loop", "step": 2, "parents": {}},
+              {})
+
+
+SAME_KEY_CHANGES = {
+    # A tag moved to another checkpoint (ON CONFLICT DO UPDATE: the same row, even its rowid).
+    "tag moved": lambda s, t: s.tag(cfg(t, "", checkpoint_id(2)), "approval"),
+    # A special write replaced by another (INSERT OR REPLACE).
+    "special write replaced": lambda s, t: s.put_writes(
+        cfg(t, "", checkpoint_id(2)), [("__error__", "second error")], task_id="task-e"),
+    "checkpoint rewritten": _rewrite_checkpoint,
+}
+
+
+@pytest.mark.parametrize("change", list(SAME_KEY_CHANGES))
+def test_a_same_key_change_between_copy_and_delete_is_not_lost(fleet: FleetBackend,
+                                                               change: str) -> None:
+    """A writer on the old layout replaces a row (same key, so same row counts) after the
+    thread was copied: the old database keeps the thread, and the move that follows carries
+    the change to its home."""
+    two_ids = fleet.database_ids[:2]
+    two, four = fleet.saver(two_ids), fleet.saver()
+    t = next(t for t in (unique("same") for _ in range(1000)) if four.home(t) not in two_ids)
+    chain(two, t, 3)
+    two.tag(cfg(t, "", checkpoint_id(1)), "approval")
+    two.put_writes(cfg(t, "", checkpoint_id(2)), [("__error__", "first error")], task_id="task-e")
+    source = fleet.single(two.home(t))
+    before = snapshot(source, [t])
+    seen: dict[str, Any] = {}
+
+    def writer() -> None:
+        SAME_KEY_CHANGES[change](source, t)
+        seen.update(snapshot(source, [t]))
+
+    hook = ChangeBeforeDelete(fleet.transport or httpx.HTTPTransport(), two.home(t), t, writer)
+    summary = rebalance(fleet.saver(transport=hook))
+    assert hook.changed == 1 and not summary.errors
+    assert seen != before
+    # Nothing lost: readers see the change, and the thread sits at its home alone.
+    assert snapshot(four, [t]) == seen
+    assert fleet.holding(t) == [four.home(t)]
+    outcomes = [m["outcome"] for m in summary.moves if m["thread_id"] == t]
+    assert outcomes == ["moved"]
+
+
+def schema_versions(fleet: FleetBackend, database_id: str) -> list[int]:
+    """The versions a database records, read raw (no setup); [] when it has no schema."""
+    with fleet.single(database_id) as s:
+        (tables,) = s.client.execute([Statement(
+            "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'd1saver_schema'")])
+        if not tables.rows[0][0]:
+            return []
+        (res,) = s.client.execute([Statement("SELECT version FROM d1saver_schema ORDER BY 1")])
+    return [row[0] for row in res.rows]
+
+
+def test_a_dry_run_migrates_nothing(local4: FleetBackend) -> None:
+    """A dry run refuses, by name, a database whose schema is older than this d1saver's
+    instead of migrating it, and leaves new, empty databases without any table."""
+    a, b, c, d = local4.database_ids
+    two = local4.saver([a, b])
+    build(two, unique("dry"), 6)
+    with local4.single(a) as s:  # as if the newest step were not applied yet
+        s.client.execute([Statement(
+            "UPDATE d1saver_schema SET version = ?1 - 1 WHERE version = ?1", (SCHEMA_VERSION,))])
+    with pytest.raises(ConfigError, match=rf"{a} \(v{SCHEMA_VERSION - 1}\).*without --dry-run"):
+        rebalance(local4.saver(), dry_run=True)
+    assert schema_versions(local4, a) == [SCHEMA_VERSION - 1]
+    assert schema_versions(local4, c) == schema_versions(local4, d) == []
+    local4.single(a).setup()
+    dry, requests = local4.requests(lambda: rebalance(local4.saver(), dry_run=True))
+    assert dry.moves and {m["target"] for m in dry.moves} & {c, d}
+    assert dry.per_database[c]["threads"] == dry.per_database[d]["threads"] == 0
+    assert schema_versions(local4, c) == schema_versions(local4, d) == []  # still no table
+    assert requests[c] == requests[d] == 1  # the schema read: nothing else is asked of them
+
+
+class FailingRelease(httpx.BaseTransport):
+    """Fails (as D1 fails a query) the thread scan in one database and the lease's release in
+    another."""
+
+    def __init__(self, inner: Any, scan: str, release: str) -> None:
+        self.inner, self.scan, self.release = inner, scan, release
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        if ((self.scan in request.url.path and b"GROUP BY thread_id" in body)
+                or (self.release in request.url.path and b"DELETE FROM leases" in body)):
+            return httpx.Response(400, json={"success": False, "messages": [], "result": [],
+                                             "errors": [{"code": 7500, "message": "D1_ERROR"}]})
+        return self.inner.handle_request(request)
+
+
+def test_every_lease_is_released_and_the_first_error_kept(local4: FleetBackend) -> None:
+    """A failed release neither stops the others nor hides the error that ended the run (it is
+    added to it as a note; that lease expires by itself)."""
+    a, b, c, d = local4.database_ids
+    failing = local4.saver(transport=FailingRelease(local4.transport, scan=d, release=a))
+    with pytest.raises(D1Error) as raised:
+        rebalance(failing)
+    assert "rebalance scan" in str(raised.value) and d in str(raised.value)
+    assert any(a in note and "not released" in note for note in raised.value.__notes__)
+    four = local4.saver()
+    for db in (b, c, d):
+        assert four.database(db).execute([admin.lease_holder("compaction")])[0].rows == []
+    assert four.database(a).execute([admin.lease_holder("compaction")])[0].rows != []

@@ -8,10 +8,11 @@ from collections import Counter
 
 import pytest
 
-from d1saver import D1Saver, admin
-from d1saver._routing import COPYING_PREFIX
-from d1saver._sql import DELETE_THREADS, RENAME_THREAD
-from d1saver._transfer import ThreadReader, ThreadRows, copy_batches
+from d1saver import D1Saver, Statement, admin
+from d1saver._routing import COPYING_PREFIX, LEAVING_PREFIX
+from d1saver._sql import DELETE_THREADS, RENAME_THREAD, TRANSFER_INSERT, TRANSFER_TABLES
+from d1saver._transfer import (ThreadReader, ThreadRows, copy_batches, delete_if_unchanged,
+                               deleted)
 from tests.compaction import BIG, cfg
 from tests.conftest import Backend
 from tests.fleet.test_saver import chain, view
@@ -81,7 +82,7 @@ def test_one_batch_when_it_fits_else_staged_then_renamed(local: Backend) -> None
     assert small.tables == rows.tables
 
 
-@pytest.mark.parametrize("prefix", [COPYING_PREFIX, admin.MOVING_PREFIX])
+@pytest.mark.parametrize("prefix", [COPYING_PREFIX, admin.MOVING_PREFIX, LEAVING_PREFIX])
 def test_staging_ids_are_never_application_threads(prefix: str) -> None:
     assert admin.is_staging(prefix + "t") and not admin.is_staging("t")
 
@@ -107,3 +108,48 @@ def test_staged_copies_carry_every_table_and_replace_as_inserts_do(local: Backen
         saver.execute(batch)
     assert read(saver, "big")[0].tables == small.tables
     assert [view(x) for x in saver.list(cfg("big"))] == [view(x) for x in saver.list(cfg("small"))]
+
+
+def synthetic_rows(saver: D1Saver, thread_id: str, n: int) -> None:
+    """n rows in every transfer table, every column a text of digits and letters (integer
+    columns take the digits), keys distinct: any table listed in TRANSFER_TABLES is covered."""
+    for table, (keys, rest) in TRANSFER_TABLES.items():
+        saver.execute([Statement(TRANSFER_INSERT[table], (
+            thread_id, *(str(i) for _ in keys), *(f"{table}-{c}-{i}-" + "v" * 40 for c in rest)))
+            for i in range(n)])
+
+
+@pytest.mark.parametrize("table", list(TRANSFER_TABLES))
+def test_a_thread_leaves_only_if_every_row_and_column_is_unchanged(backend: Backend,
+                                                                    table: str) -> None:
+    """Compared over several requests (values sent back, staged under a scratch id, compared in
+    the last, atomic one): one value of one row changed in the meantime, its length and every
+    row count kept, and the thread stays, whole and changed; unchanged, it goes. Either way no
+    scratch row is left."""
+    saver = backend.saver()
+    t = f"leave-{os.urandom(5).hex()}"
+    synthetic_rows(saver, t, 3)
+    rows, _ = read(saver, t)
+    assert rows.counts() == {name: 3 for name in TRANSFER_TABLES}
+    batches = delete_if_unchanged(rows, staging_prefix=LEAVING_PREFIX, max_bytes=1_000)
+    assert len(batches) >= 4
+    for b in batches:
+        assert all(len(s.params) <= 100 and len(s.sql) < 100_000 for s in b)
+    for b in batches[:-1]:
+        saver.execute(b)
+    column = TRANSFER_TABLES[table][1][-1]
+    saver.execute([Statement(  # a same-key rewrite: same counts, same lengths
+        f"UPDATE {table} SET {column} = substr({column}, 1, length({column}) - 1) || 'w' "
+        f"WHERE thread_id = ?1 AND {TRANSFER_TABLES[table][0][0]} = '1'", (t,))])
+    changed, _ = read(saver, t)
+    assert changed.counts() == rows.counts() and changed.bytes == rows.bytes
+    assert changed.digest() != rows.digest()
+    assert not deleted(saver.execute(batches[-1]))
+    assert read(saver, t)[0].tables == changed.tables
+    assert saver.execute([admin.staged_threads(LEAVING_PREFIX)])[0].rows == []
+
+    for b in delete_if_unchanged(changed, staging_prefix=LEAVING_PREFIX, max_bytes=1_000):
+        results = saver.execute(b)
+    assert deleted(results)
+    assert read(saver, t)[0].total == 0
+    assert saver.execute([admin.staged_threads(LEAVING_PREFIX)])[0].rows == []
