@@ -70,14 +70,19 @@ def checkpoint_rows(saver: D1Saver, thread_id: str, n: int, started: datetime
                   channel_versions={"messages": version, "turn": version},
                   versions_seen={"agent": {"messages": version}})
         metadata = {"source": "loop", "step": step, "parents": {}, "run_id": f"run-{thread_id}"}
-        (stmt, *_), config = statements.put_statements(saver.ops.values, parent, cp, metadata,
-                                                        guard_head=False)
+        (stmt, *_), config, _ = statements.put_statements(saver.ops.values, parent, cp, metadata,
+                                                           guard_head=False)
         reply = {"role": "assistant", "content": f"Step {step}: I looked into {topic} and found "
                                                  f"record {step * 7919 % 100_000}; next I will check it."}
-        (write, *_) = statements.put_writes_statements(saver.ops.values, config,
-                                                      [("messages", reply)], f"task-{step}", "")
+        (write, *_), _ = statements.put_writes_statements(saver.ops.values, config,
+                                                         [("messages", reply)], f"task-{step}", "")
+        # The put views' parameters (d1saver/_sql.py PUT, PUT_WRITES): a NULL type is msgpack;
+        # the row's columns are the first ten, the regular writes the seventh.
+        row = list(stmt.params[:10])
+        row[4] = row[4] or "msgpack"
         head = list(write.params[:5])
-        yield list(stmt.params), [head + row for row in json.loads(str(write.params[5]))]
+        yield row, [head + [idx, ch, ty or "msgpack", v]
+                    for idx, ch, ty, v in json.loads(str(write.params[6]))]
         messages.append(reply)
         parent = config
 

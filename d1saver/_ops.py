@@ -271,7 +271,7 @@ class Operations(Rewrites):
     def _learn(self, *results: Result, thread_id: str | None = None) -> None:
         """Remember the chunks a read returned: its threads hold them."""
         for result in results:
-            for thread, ids in _rows.chunk_ids(result, thread_id).items():
+            for thread, ids in _rows.read_rows(_rows.chunk_ids, result, thread_id).items():
                 self.held.add(thread, ids)
 
     def _write(self, thread_id: str, build: Callable[[set[str]], tuple[list[Statement], set[str]]]

@@ -339,10 +339,12 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
     take(0)
     for depth in path:
         _, _, cid, sought_json, type_, blob, chans, md, _ = ancestors[depth]
-        # row: kind, depth, cid, task_id, task_path, idx, channel, type, value
+        sought = set(json.loads(sought_json))
+        # row: kind, depth, cid, task_id, task_path, idx, channel, type, value; a packed row
+        # holds channels no longer sought here too (beyond their seed)
         for r in sorted(unpacked(writes.get(depth, [])), reverse=True,
                         key=lambda r: writes_sort_key(r[4] or "", r[3], int(r[5]))):
-            if r[6] in collected:
+            if r[6] in collected and r[6] in sought:
                 bind = write_binder(thread_id, ns, cid, r[3], r[4], int(r[5]), r[6])
                 collected[r[6]].append((r[3], r[6], values.load(
                     r[7], r[8], pieces.get(cid), f"{r[3]}/{int(r[5])}", bind, chunks)))
@@ -350,7 +352,7 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
             held = values.load_checkpoint(type_, blob, pieces.get(cid), md, chans,
                                           checkpoint_binder(thread_id, ns, cid), chunks
                                           )[0]["channel_values"]
-            for ch in json.loads(sought_json):
+            for ch in sought:
                 if ch in held and ch not in seeds:
                     seeds[ch] = held[ch]
         take(depth)
