@@ -32,6 +32,7 @@ from d1saver._reseal_frozen import (
     raw_frozen,
     reseal_frozen,
 )
+from d1saver._manifest import is_manifest
 from d1saver._rows import check_columns, read_rows
 from d1saver._values import METADATA_OWNER, Values
 
@@ -306,9 +307,55 @@ def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCo
         values, row, row.key[0], plaintext=plaintext), rewrite)
 
 
+def _packed(row: RawWrite) -> list[RawWrite] | None:
+    """The writes a "p:" row packs (one put_writes call's, written without keys), or None."""
+    if not (row.value or "").startswith("p:"):
+        return None
+    return [RawWrite(row.key, row.task_id, row.task_path, int(idx), channel, type_ or "msgpack",
+                     text) for idx, channel, type_, text in json.loads(str(row.value)[2:])]
+
+
+def _unpack_sealed(values: Values, row: RawWrite, writes: list[RawWrite], counts: RekeyCounts
+                   ) -> list[Statement]:
+    """A plaintext pack sealed as one row per write (a sealed write is bound to its own row),
+    guarded like any rewrite; left as it is if a write in it is stored by content (its chunks
+    would have to be read: docs/STORAGE_DESIGN.md)."""
+    if any(is_manifest(w.value) for w in writes):
+        counts.plaintext += len(writes)
+        return []
+    stmts = [Statement(_sql.REKEY_GUARD_WRITE, (*row.key, row.task_id, row.idx,
+                                                 fingerprint(row.value), pieces_fingerprint([]))),
+             Statement(_sql.REKEY_DROP_WRITE, (*row.key, row.task_id, row.idx))]
+    for w in writes:
+        sealed = reseal_write(values, w, w.key[0], plaintext=True)
+        assert sealed is not None  # plaintext=True seals every plaintext value
+        text, pieces = sealed
+        stmts.append(Statement(_sql.REKEY_ADD_WRITE, (*w.key, w.task_id, w.task_path, w.idx,
+                                                      w.channel, w.type, text)))
+        stmts += pieces_statements(w.key, w.owner, pieces, replace_old=False)
+        counts.rewritten += 1
+    return stmts
+
+
 def rekey_writes(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
                  plaintext: bool) -> list[Statement]:
-    """Statements that re-seal `rows` in place, each guarded to apply only to what was read."""
+    """Statements that re-seal `rows` in place, each guarded to apply only to what was read.
+    A plaintext pack ("p:") becomes one sealed row per write (with `plaintext`) or is left."""
+    stmts: list[Statement] = []
+    whole: list[RawWrite] = []
+    for row in rows:
+        writes = _packed(row)
+        if writes is None:
+            whole.append(row)
+        elif plaintext:
+            stmts += _unpack_sealed(values, row, writes, counts)
+        else:
+            counts.plaintext += len(writes)
+    return stmts + _rekey_whole(values, whole, counts, plaintext=plaintext)
+
+
+def _rekey_whole(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
+                 plaintext: bool) -> list[Statement]:
 
     def rewrite(row: RawWrite, sealed: Sealed) -> list[Statement]:
         text, pieces = sealed

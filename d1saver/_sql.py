@@ -1648,6 +1648,12 @@ WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND channel =
 REKEY_CHECKPOINT = """
 UPDATE checkpoints SET checkpoint = ?4, metadata = ?5
 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"""
+# A plaintext pack (migration 7) sealed as one row per write: the pack goes, its writes come.
+REKEY_DROP_WRITE = """
+DELETE FROM writes
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id = ?4 AND idx = ?5"""
+REKEY_ADD_WRITE = f"""
+INSERT OR IGNORE INTO writes ({','.join(WRITE_COLUMNS)}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"""
 REKEY_WRITE = """
 UPDATE writes SET value = ?6
 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id = ?4 AND idx = ?5"""

@@ -360,6 +360,8 @@ class Values:
         joined = _join(text, pieces, owner, old) if chunked else text
         if _codec.is_sealed(joined):
             out = sealer.reseal_text(joined, old, new)
+        elif _manifest.is_manifest(joined):  # stored by content: its chunks are not at hand
+            return None
         elif plaintext:
             out = sealer.seal_text(_codec.decode(joined), new)
         else:
@@ -380,7 +382,7 @@ class Values:
             columns = bound_columns(self._plain_part(column, lambda: old(type_, None)), channels)
             out = sealer.reseal_text(joined, old(type_, columns), new(type_, columns))
             return _resplit(out, chunked), column
-        if not plaintext:
+        if not plaintext or _manifest.is_manifest(joined):  # by content: chunks not at hand
             return None
         metadata = load_metadata(column, pieces)  # plaintext, inline or in chunks
         data = _codec.decode(joined)

@@ -42,7 +42,7 @@ LAYERS: dict[str, set[str]] = {
     "d1saver._reseal_frozen": {"d1saver._sql", "d1saver._crypto", "d1saver._protocol",
                                "d1saver._rows", "d1saver._values"},
     "d1saver._reseal": {"d1saver._sql", "d1saver._crypto", "d1saver._protocol", "d1saver._rows",
-                        "d1saver._values", "d1saver._reseal_frozen"},
+                        "d1saver._values", "d1saver._reseal_frozen", "d1saver._manifest"},
     "d1saver._rewrites": {"d1saver._rows", "d1saver._sql", "d1saver._statements",
                           "d1saver._errors", "d1saver._protocol", "d1saver._values",
                           "d1saver._reseal", "d1saver._crypto"},
