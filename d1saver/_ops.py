@@ -245,7 +245,8 @@ class Operations(Rewrites):
         tuples = _rows.read_rows(_rows.tuples_from_page, result, self.values)
         for tup in tuples[:1]:  # the newest: what the next put_writes builds on
             self.held.saw_metadata(tup.config["configurable"]["thread_id"], tup.metadata)
-        histories = _rows.read_rows(_rows.histories_from_walk, deltas, tuples, self.values)
+        histories = _rows.read_rows(_rows.histories_from_walk, deltas, tuples, self.values,
+                                    result)
         for key, entry in histories.items():
             self.delta_cache.put(key, entry, since)
         return tuples

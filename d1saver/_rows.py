@@ -188,9 +188,10 @@ def load_frozen(rec: Frozen, thread_id: str, ns: str, holder_pieces: Pieces | No
     return entry
 
 
-def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], values: Values
-                        ) -> dict[Key, dict[str, DeltaChannelHistory]]:
-    """Each tuple's DeltaChannel histories from a page's walk rows (SELECT_PAGE_DELTA_*).
+def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], values: Values,
+                        page: Result | None = None) -> dict[Key, dict[str, DeltaChannelHistory]]:
+    """Each tuple's DeltaChannel histories from a page's walk rows (SELECT_PAGE_DELTA_*), with
+    the content-addressed chunks the `page` statement returned (the walk leaves those out).
 
     A tuple whose walk leaves the fetched rows (a missing ancestor) is left out; its
     get_delta_channel_history then asks D1 as usual.
@@ -204,6 +205,9 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
     frozen_rows: dict[tuple[str, str], list[list[Any]]] = defaultdict(list)
     seen_pieces: set[tuple[Key, str, int]] = set()
     chunks: dict[str, Chunks] = defaultdict(dict)
+    for row in page.rows if page is not None else ():
+        if row[0] == "h":
+            chunks[row[1]][row[4]] = row[5]
     for row in result.rows:
         kind, key = row[0], (row[1], row[2], row[3])
         if kind == "a":

@@ -563,10 +563,28 @@ SELECT 'h', r.thread_id, NULL, NULL, k.id, k.data, NULL, NULL, NULL, NULL
 FROM refs AS r JOIN d1saver_chunks AS k ON k.thread_id = r.thread_id AND k.id = r.id"""
 
 
-def _with_chunks(ctes: str, select: str, value: str) -> str:
-    """A page statement (its CTEs and its final SELECT) that also returns its chunks."""
-    return ("WITH RECURSIVE" + ctes + ",\nout AS (" + select + "\n)" + _REFS.format(value=value)
-            + _CHUNK_ROWS)
+# The page's own rows as the page statement returns them (for the prefetch that rides with it).
+_PAGE_OUT = """,
+page_out(kind, thread_id, v) AS (
+    SELECT 'c', thread_id, checkpoint FROM page
+    UNION ALL
+    SELECT 'w', w.thread_id, w.value FROM page AS p CROSS JOIN writes AS w
+        ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
+        AND w.checkpoint_id = p.checkpoint_id
+)"""
+
+
+def _with_chunks(ctes: str, select: str, value: str, *, after_page: bool = False) -> str:
+    """A page statement (its CTEs and its final SELECT) that also returns its chunks; with
+    `after_page` (the DeltaChannel prefetch, sent in the page statement's request) only those
+    the page statement does not return already: each chunk once per response."""
+    sql = "WITH RECURSIVE" + ctes + ",\nout AS (" + select + "\n)" + _REFS.format(value=value)
+    if not after_page:
+        return sql + _CHUNK_ROWS
+    seen = _REFS.replace("refs", "seen").replace("FROM out AS o", "FROM page_out AS o")
+    return (sql + _PAGE_OUT + seen.format(value="o.v") + _CHUNK_ROWS
+            + "\nWHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id"
+              " AND s.id = r.id)")
 
 
 _PAGE = _with_chunks(_PAGE_CTE, _PAGE_ROWS, "CASE o.kind WHEN 'c' THEN o.f3 WHEN 'w' THEN o.f6 END")
@@ -656,7 +674,8 @@ SELECT 'f', v.thread_id, v.checkpoint_ns, v.checkpoint_id, """ + _FROZEN_ROW + "
 FROM holders AS v CROSS JOIN delta_frozen AS f ON f.thread_id = v.thread_id
     AND f.checkpoint_ns = v.checkpoint_ns AND f.checkpoint_id = v.checkpoint_id
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))""",
-                           "CASE o.kind WHEN 'a' THEN o.f4 WHEN 'w' THEN o.f6 WHEN 'f' THEN o.f3 END")
+                           "CASE o.kind WHEN 'a' THEN o.f4 WHEN 'w' THEN o.f6 WHEN 'f' THEN o.f3 END",
+                           after_page=True)
 
 # Columns of every page statement. A UNION's columns carry a meaning per row kind:
 #   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata,
