@@ -6,7 +6,6 @@ from d1saver._protocol import Result, Statement, TraceEvent
 from d1saver._errors import (
     AuthenticationError,
     CheckpointConflictError,
-    ChunkMissingError,
     ConfigError,
     ConnectionError,
     D1APIError,
@@ -38,7 +37,6 @@ __all__ = [
     "admin",
     "AuthenticationError",
     "CheckpointConflictError",
-    "ChunkMissingError",
     "ConfigError",
     "ConnectionError",
     "D1APIError",

@@ -19,7 +19,6 @@
     │       ├── UnknownKeyError     sealed under a key the saver does not hold
     │       └── PlaintextValueError a plaintext row where keys require a sealed one
     ├── CheckpointConflictError     the opt-in head guard refused a put
-    ├── ChunkMissingError           a write's chunk was deleted while it was sent, twice
     ├── NotFoundError               tagging a checkpoint that does not exist
     ├── LeaseHeldError              another compaction run holds the lease
     ├── VerificationError           a thread copied between databases did not read back identical
@@ -144,11 +143,6 @@ class PlaintextValueError(IntegrityError):
 
 class CheckpointConflictError(D1Error):
     """`put` refused: the checkpoint's parent is no longer the thread's head (opt-in guard)."""
-
-
-class ChunkMissingError(D1Error):
-    """A write's content-addressed chunk was deleted while it was sent, again after resending
-    every chunk (a concurrent delete of the thread): nothing was stored; retry."""
 
 
 class NotFoundError(D1Error, LookupError):

@@ -26,7 +26,6 @@ from d1saver import _statements as st
 from d1saver._delta_cache import DeltaCache
 from d1saver._errors import (
     CheckpointConflictError,
-    ChunkMissingError,
     ConfigError,
     NotFoundError,
     QueryError,
@@ -280,7 +279,8 @@ class Operations(Rewrites):
         """Commit a put's or put_writes' statements, built over the chunks the thread is known
         to hold; then it holds the ones its rows reach. If one was deleted behind this
         process's back (compaction, another instance), the batch fails whole on
-        "chunk_missing": forget the thread and send again with every chunk, once."""
+        "chunk_missing": forget the thread and send again with every chunk (in the same atomic
+        batch as its rows, so it cannot fail that way again)."""
         stmts, reached = build(self.held.of(thread_id))
         if not stmts:
             return
@@ -291,14 +291,7 @@ class Operations(Rewrites):
                 raise
             self.held.forget([thread_id])
             stmts, reached = build(set())
-            try:
-                yield from self._changing([thread_id], self.commit(stmts))
-            except QueryError as again:
-                if "chunk_missing" not in str(again):
-                    raise
-                raise ChunkMissingError(
-                    f"thread {thread_id!r}: a chunk its write needs was deleted while the "
-                    "write was sent, twice; retry the operation") from again
+            yield from self._changing([thread_id], self.commit(stmts))
         self.held.add(thread_id, reached)
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
