@@ -1457,9 +1457,12 @@ DELETE FROM delta_unwritten WHERE thread_id = ?2 AND EXISTS (
         AND s.checkpoint_id = delta_unwritten.checkpoint_id)""",
     *(f"UPDATE OR REPLACE {table} SET thread_id = ?2 WHERE thread_id = ?1"
       for table in TRANSFER_TABLES),
-    # Rows the copy replaced on the target may have left chunks no row reaches.
+]
+# After rows written into thread ?1 (a copy between databases, RENAME_THREAD included): those
+# they replaced may have left chunks no row reaches.
+COLLECT_THREAD = [
     "DELETE FROM d1saver_scope",
-    "INSERT INTO d1saver_scope (thread_id) VALUES (?2)",
+    "INSERT INTO d1saver_scope (thread_id) VALUES (?1)",
     GC_CHUNKS,
     "DELETE FROM d1saver_scope",
 ]

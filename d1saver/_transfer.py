@@ -174,17 +174,18 @@ def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str,
     One batch if they fit: the thread appears whole, at once. Otherwise the rows go under the
     staging id `staging_prefix + target` (emptied first, so a rerun after a kill starts clean)
     and the last batch renames them to `target`; rows already in `target` with the same keys
-    are replaced, as copy_thread within one database replaces them.
+    are replaced, as copy_thread within one database replaces them, and the chunks no row of
+    `target` reaches any more go in the same batch.
     """
+    collect = [Statement(s, (target,) if "?" in s else ()) for s in _sql.COLLECT_THREAD]
     batches = _pack(_inserts(rows, target), max_bytes, max_statements)
     if len(batches) <= 1:
-        return batches
+        return [[*batch, *collect] for batch in batches]
     staging = staging_prefix + target
     batches = _pack(_inserts(rows, staging), max_bytes, max_statements)
     ids = json.dumps([staging.encode("utf-8", "surrogatepass").hex()])
     batches[0][:0] = [Statement(s, (ids,)) for s in _sql.DELETE_THREADS]
-    batches.append([Statement(s, (staging, target) if "?" in s else ())
-                    for s in _sql.RENAME_THREAD])
+    batches.append([*(Statement(s, (staging, target)) for s in _sql.RENAME_THREAD), *collect])
     return batches
 
 

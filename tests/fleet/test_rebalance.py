@@ -39,7 +39,7 @@ def build(saver: D1Saver, prefix: str, n: int, *, big_to: Sequence[str] = ()) ->
     if big_to:
         name = next(f"{prefix}-big{i}" for i in range(1000)
                     if rendezvous(f"{prefix}-big{i}", big_to) not in saver.database_ids)
-        chain(saver, name, 2, marker=prefix, value=os.urandom(BIG))
+        chain(saver, name, 2, marker=prefix, value=lambda _: os.urandom(BIG))
         threads.append(name)
     return threads
 

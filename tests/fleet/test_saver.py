@@ -23,12 +23,15 @@ from tests.fleet.conftest import FleetBackend, unique
 
 def chain(saver: D1Saver, thread_id: str, n: int, *, marker: str = "", ns: str = "",
           run_id: str | None = None, value: Any = None) -> list[RunnableConfig]:
-    """n linked checkpoints with one write each; metadata carries `marker` (and `run_id`)."""
+    """n linked checkpoints with one write each; metadata carries `marker` (and `run_id`).
+    `value`: every checkpoint's, or a function of its index (stored by content, the same
+    value is stored once)."""
     parent, out = cfg(thread_id, ns), []
     for i in range(n):
         cp = empty_checkpoint()
+        x = f"{thread_id}:{i}" if value is None else value(i) if callable(value) else value
         cp.update(id=checkpoint_id(i), ts="2026-11-01T00:00:00+00:00",
-                  channel_values={"x": f"{thread_id}:{i}" if value is None else value},
+                  channel_values={"x": x},
                   channel_versions={"x": str(i + 1)})
         md: dict[str, Any] = {"source": "loop", "step": i, "parents": {}, "marker": marker}
         if run_id is not None:
@@ -198,7 +201,7 @@ def test_copy_thread_between_databases(fleet: FleetBackend, size: str) -> None:
         chain(saver, source, 3)
         chain(saver, source, 2, ns="child:1")
     else:  # over one write batch: staged under another id, then renamed at once
-        chain(saver, source, 3, value=os.urandom(BIG))  # chunked, incompressible
+        chain(saver, source, 3, value=lambda _: os.urandom(BIG))  # chunked, incompressible
     saver.tag(cfg(source, "", checkpoint_id(1)), "approval")
     _, by_db = fleet.requests(lambda: saver.copy_thread(source, target))
     assert set(by_db) == {saver.home(source), saver.home(target)}

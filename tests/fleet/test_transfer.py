@@ -10,7 +10,8 @@ import pytest
 
 from d1saver import D1Saver, Statement, admin
 from d1saver._routing import COPYING_PREFIX, LEAVING_PREFIX
-from d1saver._sql import DELETE_THREADS, RENAME_THREAD, TRANSFER_INSERT, TRANSFER_TABLES
+from d1saver._sql import (COLLECT_THREAD, DELETE_THREADS, RENAME_THREAD, TRANSFER_INSERT,
+                          TRANSFER_TABLES)
 from d1saver._transfer import (ThreadReader, ThreadRows, copy_batches, delete_if_unchanged,
                                deleted)
 from tests.compaction import BIG, cfg
@@ -36,8 +37,8 @@ def test_pages_are_bounded_and_add_up_to_the_thread(backend: Backend) -> None:
     saver.tag(cfg(t), "approval")
     whole, requests = read(saver, t)
     assert requests == 1
-    assert whole.counts() == {"checkpoints": 10, "writes": 10, "chunks": 0, "tags": 1,
-                              "delta_unwritten": 0, "delta_frozen": 0}
+    assert whole.counts() == {"d1saver_chunks": 0, "checkpoints": 10, "writes": 10,
+                              "chunks": 0, "tags": 1, "delta_unwritten": 0, "delta_frozen": 0}
     paged, requests = read(saver, t, page_rows=3)
     assert paged.tables == whole.tables and requests == 4  # 10 rows: 3+3+3+1 (short: done)
     by_bytes, requests = read(saver, t, page_bytes=1)  # one row per page: the first always fits
@@ -60,16 +61,17 @@ def test_digests_and_holds_tell_rows_apart() -> None:
 def test_one_batch_when_it_fits_else_staged_then_renamed(local: Backend) -> None:
     saver = local.saver()
     t = "big-source"
-    chain(saver, t, 3, value=os.urandom(BIG))  # three values over 2 MB, each in chunks
+    chain(saver, t, 3, value=lambda _: os.urandom(BIG))  # three values over 2 MB, each in chunks
     rows, _ = read(saver, t)
     assert copy_batches(ThreadRows("x"), "y", staging_prefix=COPYING_PREFIX) == []
     small, _ = read(saver, t, page_rows=1)
     batches = copy_batches(rows, "target", staging_prefix=COPYING_PREFIX)
     assert len(batches) >= 3
     staging = COPYING_PREFIX + "target"
-    assert [s.sql for s in batches[0][:4]] == DELETE_THREADS  # a rerun starts clean
-    assert [s.sql for s in batches[-1]] == RENAME_THREAD
-    assert all(s.params[0] == staging for b in batches[:-1] for s in b[4 if b is batches[0] else 0:])
+    n = len(DELETE_THREADS)
+    assert [s.sql for s in batches[0][:n]] == DELETE_THREADS  # a rerun starts clean
+    assert [s.sql for s in batches[-1]] == RENAME_THREAD + COLLECT_THREAD  # and unreached chunks go
+    assert all(s.params[0] == staging for b in batches[:-1] for s in b[n if b is batches[0] else 0:])
     for b in batches:
         assert sum(len(str(p)) for s in b for p in s.params) < 4_500_000
         assert all(len(s.params) <= 100 for s in b)
@@ -114,8 +116,10 @@ def synthetic_rows(saver: D1Saver, thread_id: str, n: int) -> None:
     """n rows in every transfer table, every column a text of digits and letters (integer
     columns take the digits), keys distinct: any table listed in TRANSFER_TABLES is covered."""
     for table, (keys, rest) in TRANSFER_TABLES.items():
+        # Content chunks at level 0 (a node's children must be stored: migration 7).
         saver.execute([Statement(TRANSFER_INSERT[table], (
-            thread_id, *(str(i) for _ in keys), *(f"{table}-{c}-{i}-" + "v" * 40 for c in rest)))
+            thread_id, *("0" if k == "level" else str(i) for k in keys),
+            *(f"{table}-{c}-{i}-" + "v" * 40 for c in rest)))
             for i in range(n)])
 
 
@@ -140,7 +144,7 @@ def test_a_thread_leaves_only_if_every_row_and_column_is_unchanged(backend: Back
     column = TRANSFER_TABLES[table][1][-1]
     saver.execute([Statement(  # a same-key rewrite: same counts, same lengths
         f"UPDATE {table} SET {column} = substr({column}, 1, length({column}) - 1) || 'w' "
-        f"WHERE thread_id = ?1 AND {TRANSFER_TABLES[table][0][0]} = '1'", (t,))])
+        f"WHERE thread_id = ?1 AND {TRANSFER_TABLES[table][0][-1]} = '1'", (t,))])
     changed, _ = read(saver, t)
     assert changed.counts() == rows.counts() and changed.bytes == rows.bytes
     assert changed.digest() != rows.digest()
