@@ -553,14 +553,14 @@ refs(thread_id, id) AS (
     WHERE instr(j.value, ':') = 0
     UNION
     SELECT r.thread_id, ltrim(j.value, '^')
-    FROM refs AS r JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
         AND n.level > 0, json_each('["' || replace(n.data, ',', '","') || '"]') AS j
 )"""
 _CHUNK_ROWS = """
 SELECT * FROM out
 UNION ALL
 SELECT 'h', r.thread_id, NULL, NULL, k.id, k.data, NULL, NULL, NULL, NULL
-FROM refs AS r JOIN d1saver_chunks AS k ON k.thread_id = r.thread_id AND k.id = r.id"""
+FROM refs AS r CROSS JOIN d1saver_chunks AS k ON k.thread_id = r.thread_id AND k.id = r.id"""
 
 
 # The page's own rows as the page statement returns them (for the prefetch that rides with it).
@@ -795,7 +795,7 @@ DELTA_HISTORY = ("WITH RECURSIVE" + _DELTA_HISTORY_CTES + ",\nout AS (" + _DELTA
 SELECT * FROM out
 UNION ALL
 SELECT 'h', NULL, NULL, k.id, k.data, NULL, NULL, NULL, NULL
-FROM refs AS r JOIN d1saver_chunks AS k ON k.thread_id = ?1 AND k.id = r.id""")
+FROM refs AS r CROSS JOIN d1saver_chunks AS k ON k.thread_id = ?1 AND k.id = r.id""")
 
 # Columns of DELTA_HISTORY, per row kind:
 #   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint, f4 channels,
@@ -881,7 +881,7 @@ WITH RECURSIVE reached(thread_id, id) AS (
     WHERE f.thread_id IN ({{threads}}) AND instr(j.value, ':') = 0
     UNION
     SELECT r.thread_id, ltrim(j.value, '^')
-    FROM reached AS r JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
+    FROM reached AS r CROSS JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
         AND n.level > 0, json_each('["' || replace(n.data, ',', '","') || '"]') AS j
 )"""
 GC_CHUNKS = _REACHED.format(threads="SELECT thread_id FROM d1saver_scope") + """

@@ -74,8 +74,10 @@ def test_list_none_page_reads_a_page_of_rows(real: Backend) -> None:
     read = [sum(int(r.meta.get("rows_read") or 0) for r in results) for results in (first, later)]
     print("rows_read per page (first, later):", read)
     # Before checkpoints_by_id: 8,211 rows per page here (each statement sorted the table);
-    # joins on non-empty writes and chunks tables add about one row per checkpoint each.
-    assert max(read) <= 10 * PAGE, read
+    # joins on non-empty writes and chunks tables add about one row per checkpoint each, and
+    # the content-addressed chunks' pass over the page's rows (migration 7) a few more:
+    # 1,228 measured on Wrangler's engine, in proportion to the page, not the table.
+    assert max(read) <= 15 * PAGE, read
 
 
 @pytest.mark.realengine
@@ -97,7 +99,9 @@ def test_get_tuple_reads_its_rows_not_every_write(real: Backend) -> None:
     results = saver.execute([stmt, st.delta_statement(stmt)])
     saver.delete_thread(other)
     rows_read = sum(int(r.meta.get("rows_read") or 0) for r in results)
-    assert rows_read <= 20, rows_read  # before: 12,017 (3,000 writes elsewhere)
+    # Before: 12,017 (3,000 writes elsewhere); 30 with the content-addressed chunks' passes
+    # over the page's rows (measured on Wrangler's engine).
+    assert rows_read <= 40, rows_read
 
 
 class CountingSerde(JsonPlusSerializer):
