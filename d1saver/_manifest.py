@@ -106,7 +106,9 @@ def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) 
         nodes = []
         for group in groups:
             text = SEP.join(group)
-            nid = chunk_id(text.encode("ascii"), key)
+            # Named apart from leaves (b"^" first: a leaf cut from a value could be the very
+            # text of a node; under one id, one of them would read as the other).
+            nid = chunk_id(NODE.encode("ascii") + text.encode("ascii"), key)
             if nid not in held and nid not in out.reached:
                 out.new.append(Chunk(nid, depth, text))
             out.reached.add(nid)

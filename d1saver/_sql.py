@@ -424,7 +424,15 @@ _INSERT_WRITES = f"""
 INSERT OR {{verb}} INTO writes ({','.join(WRITE_COLUMNS)})
 SELECT ?1,?2,?3,?4,?5,value->>0,value->>1,value->>2,value->>3 FROM json_each(?6)"""
 INSERT_WRITES_REPLACE = _INSERT_WRITES.format(verb="REPLACE")
-INSERT_WRITES_IGNORE = _INSERT_WRITES.format(verb="IGNORE")
+# Nor an index a "p:" row of the task holds (migration 7): the first write stays the one read.
+INSERT_WRITES_IGNORE = f"""
+INSERT OR IGNORE INTO writes ({','.join(WRITE_COLUMNS)})
+SELECT ?1,?2,?3,?4,?5,j.value->>0,j.value->>1,j.value->>2,j.value->>3 FROM json_each(?6) AS j
+WHERE NOT EXISTS (
+    SELECT 1 FROM writes AS p, json_each(CASE WHEN substr(p.value, 1, 2) = 'p:'
+                                              THEN substr(p.value, 3) ELSE '[]' END) AS q
+    WHERE p.thread_id = ?1 AND p.checkpoint_ns = ?2 AND p.checkpoint_id = ?3
+        AND p.task_id = ?4 AND q.value->>0 = j.value->>0)"""
 
 # Values over D1's 2 MB limit: the owner row holds "c:<n>", the pieces (seq 0..n-1) live
 # here. Pieces follow their row in the batch. An upserted row (checkpoint, special write)

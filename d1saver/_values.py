@@ -122,20 +122,24 @@ def fit_row(value: StoredValue, metadata: Mapping[str, Any], fixed: int
             ) -> tuple[StoredValue, StoredMetadata]:
     """A checkpoint's value and metadata as one row of at most ROW_MAX bytes, `fixed` being
     what its other columns take. Metadata moves to chunks only if it cannot fit even beside a
-    chunked value; then the value moves if the row still exceeds ROW_MAX."""
+    chunked value (beside the value itself if it is an "m:" manifest, which is never split:
+    SQL reads it, to return, check and collect its chunks); then a value stored whole moves if
+    the row still exceeds ROW_MAX (a manifest, at most _MANIFEST_MAX, always fits then)."""
     md_text = _json(dict(metadata), "checkpoint metadata")
     stored = StoredMetadata(md_text, None)
-    if METADATA_KEY in metadata or fixed + _MARKER_MAX + utf8_size(md_text) > ROW_MAX:
+    manifest = _manifest.is_manifest(value.text)
+    stays = len(value.text) if manifest else _MARKER_MAX
+    if METADATA_KEY in metadata or fixed + stays + utf8_size(md_text) > ROW_MAX:
         try:
             data = md_text.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise SerializationError(
                 f"checkpoint metadata is not valid Unicode ({exc.reason})") from None
         pieces = _pieces(_codec.encode(data))
-        kept = _filterable_part(metadata, min(_KEPT_MAX, ROW_MAX - fixed - 2 * _MARKER_MAX))
+        kept = _filterable_part(metadata, min(_KEPT_MAX, ROW_MAX - fixed - stays - _MARKER_MAX))
         kept[METADATA_KEY] = _codec.chunk_marker(len(pieces))
         stored = StoredMetadata(_json(kept, "checkpoint metadata"), pieces)
-    if fixed + len(value.text) + utf8_size(stored.text) > ROW_MAX:
+    if fixed + len(value.text) + utf8_size(stored.text) > ROW_MAX and not manifest:
         value = value.chunked()
     return value, stored
 

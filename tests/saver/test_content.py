@@ -380,3 +380,36 @@ def test_packed_writes_of_a_graph_match_inmemory(backend: Backend) -> None:
               for t in memory.list(config)]
     assert ours == theirs
 
+
+
+# --- found by review: a manifest beside metadata that fills the row; packs and row writes ----
+
+
+def test_manifest_beside_metadata_filling_the_row_stays_readable_and_kept(backend: Backend
+                                                                          ) -> None:
+    """Metadata that fits the row alone but not beside the manifest moves to pieces; the
+    manifest is never split (SQL could not see its chunks: reads failed, and the next prune
+    collected every chunk)."""
+    saver, thread = backend.saver(), new_thread("md")
+    messages = [message(i) for i in range(5)]
+    cp = generate_checkpoint(channel_values={"messages": messages})
+    config = saver.put(generate_config(thread), cp, {"step": 0, "notes": "n" * 1_899_750}, {})
+    saver.prune([thread], strategy="keep_latest")
+    got = saver.get_tuple(config)
+    assert got is not None and got.checkpoint["channel_values"]["messages"] == messages
+    assert got.metadata["notes"] == "n" * 1_899_750
+    assert markers(saver, thread)["cm:"] == 1
+    assert_exact(saver, thread)
+
+
+def test_row_by_row_writes_of_a_task_skip_what_its_pack_holds(backend: Backend) -> None:
+    """A task's writes packed by one saver, then the same task written by a saver that stores
+    writes row by row (with keys): the first write of each index stays the only one."""
+    thread = new_thread("mix")
+    plain, keyed = backend.saver(), backend.saver(encryption_keys=[bytes([9]) * 32])
+    config = plain.put(generate_config(thread), generate_checkpoint(), {"step": 0}, {})
+    plain.put_writes(config, [("a", "first-a"), ("b", "first-b")], "task-1")
+    keyed.put_writes(config, [("a", "second-a"), ("b", "second-b"), ("c", "new-c")], "task-1")
+    rows = query(plain, "SELECT idx, channel FROM writes WHERE thread_id = ?1 AND task_id = ?2 "
+                        "ORDER BY idx", thread, "task-1")
+    assert [tuple(r) for r in rows] == [(0, ""), (2, "c")]  # the pack, then the new index
