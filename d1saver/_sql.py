@@ -237,8 +237,8 @@ CREATE TRIGGER IF NOT EXISTS delta_frozen_on_delete AFTER DELETE ON checkpoints 
 END""",
     ],
     # 7: content-addressed values (docs/STORAGE_DESIGN.md). d1saver_chunks holds each chunk
-    # once per thread, keyed by its hash: level 0 codec text of bytes, level n a tree node (the
-    # JSON list of its children). Rows that hold an "m:" manifest list their chunks. Triggers
+    # once per thread, keyed by its hash: level 0 codec text of bytes, level n a tree node (its
+    # children's refs joined by ','). Rows that hold an "m:" manifest list their chunks. Triggers
     # keep the table closed: a node is stored only if its children are, and a row only if the
     # chunks it lists are, so a chunk a writer wrongly assumed stored fails its batch
     # ("chunk_missing") instead of leaving a dangling manifest. Garbage collection (GC_CHUNKS,
