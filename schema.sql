@@ -1,4 +1,4 @@
--- d1saver schema, version 7: the whole current schema, for a fresh database.
+-- d1saver schema, version 8: the whole current schema, for a fresh database.
 -- Applied by D1Saver.setup() and, unchanged, by `wrangler d1 execute <db> --file schema.sql`.
 -- Statements are separated by semicolons at line ends only; each is idempotent.
 --
@@ -33,12 +33,12 @@ CREATE TABLE IF NOT EXISTS d1saver_guards (
 );
 
 -- Stop on a database at an older version (its migrations bring it up) or on one that needs a
--- newer d1saver than version 7's.
+-- newer d1saver than version 8's.
 INSERT INTO d1saver_guards (schema_outdated)
-SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 7;
+SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 8;
 
 INSERT INTO d1saver_guards (schema_too_new)
-SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 7;
+SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 8;
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -292,4 +292,4 @@ WHEN substr(NEW.value, 1, 2) = 'p:' BEGIN
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
 
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (7, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 7);
+VALUES (8, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 8);

@@ -1,6 +1,7 @@
 """`python -m benchmarks [agent options]` runs the agent benchmark; `python -m benchmarks compaction ...` the
 compaction one; `python -m benchmarks growth ...` the growth one (bytes, rows and CPU against turns); `python -m benchmarks keys` what encryption keys cost; `python -m benchmarks chunking ...` compares ways
-to cut values into chunks; `python -m benchmarks scaling ...` runs agents over 1, 2 and 4 databases."""
+to cut values into chunks; `python -m benchmarks scaling ...` runs agents over 1, 2 and 4 databases; `python -m benchmarks
+bytes ...` breaks one conversation's request bodies down by statement and parameter."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks import keys_bench
 
         keys_bench.main(argv[1:])
+        return
+    if argv and argv[0] == "bytes":
+        from benchmarks import bytes_bench
+
+        bytes_bench.main(argv[1:])
         return
     if argv and argv[0] == "growth":
         from benchmarks import growth_bench

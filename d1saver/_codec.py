@@ -3,25 +3,31 @@
 D1's REST API carries parameters as JSON and returns BLOB columns as arrays of integers (about
 4 bytes per byte), so bytes go as text. Codecs:
   "b:" base64 of the raw bytes (values too small or too random to compress);
-  "d:" base85 of zlib-compressed bytes with the preset dictionary DICT_V1 (the default above
-       COMPRESS_MIN, when it saves at least 10%). Most writes are single small messages that
-       compress poorly alone; the dictionary holds the serializer's own framing (LangChain
-       message and checkpoint skeletons, no user text), so each value need not spell it out
-       again. base85 costs 5/4 instead of base64's 4/3, and its alphabet needs no escaping in
+  "d:" base85 of zlib-compressed bytes with the preset dictionary DICT_V1 (written by 0.1.0 and
+       schema v7 from 128 bytes when it saved 10%, sealed or not; read only). Most writes are
+       single small messages that compress poorly alone; the dictionary holds the
+       serializer's own framing (LangChain message and checkpoint skeletons, no user text),
+       so each value need not spell it out again. base85 costs 5/4 instead of base64's 4/3, and its alphabet needs no escaping in
        JSON. Measured on the 30-turn DeltaChannel agent: write values 88.7 KB -> 65.6 KB.
+  "r:" base85 of raw deflate (no zlib header nor checksum: 6 bytes) with the preset dictionary
+       DICT_V2 (DICT_V1 and then the framing of a LangGraph 1.x checkpoint with schema v8's
+       versions and of a `Send` packet), from R_MIN bytes, when that saves 10% and its text is
+       the shorter: what schema v8 writes. On the 30-turn benchmark agent its values take
+       77.3 KB as text instead of 88.5 KB as "d:"/"b:". The deflate stream's end marker still
+       tells a truncated value from a whole one.
   "z:" base64 of zlib-compressed bytes without a dictionary (rows of d1saver 0.1.0; read only);
   "c:" the value was over D1's 2 MB limit and lives in the `chunks` table as pieces of
        encoded text; the marker records the piece count.
-  "e:" base85 of a value sealed with a key (d1saver/_crypto.py): key id, codec byte ("d" or
-       "b", as `pack` makes it; upper case when the sealer's caller set its flag: a checkpoint
-       carrying metadata, d1saver/_values.py), nonce, then the AES-256-GCM ciphertext and tag
-       of the packed payload. Compressed before sealing, since ciphertext does not compress; base85 like
-       "d:", so a key adds exactly 40 characters (32 bytes) to a compressed value and less
-       than that to one stored raw in base64 ("b:"). Python's base85 is pure Python (about
+  "e:" base85 of a value sealed with a key (d1saver/_crypto.py): key id, codec byte ("r" or
+       "b", as `pack` makes it, or "d" as schema v7 made it; upper case when the sealer's
+       caller set its flag: a checkpoint carrying metadata, d1saver/_values.py), nonce, then the AES-256-GCM ciphertext and tag
+       of the packed payload. Compressed before sealing, since ciphertext does not compress;
+       base85 like "r:", so a key adds exactly 40 characters (32 bytes) to a compressed value
+       and less than that to one stored raw in base64 ("b:"). Python's base85 is pure Python (about
        0.4 us a byte each way, base64 0.02): values without a key pay it too once compressed.
 The marker makes every stored row self-describing, so the format can evolve row by row.
-DICT_V1 must never change: rows written with it are decoded with it. A new dictionary is a
-new codec letter.
+DICT_V1 and DICT_V2 must never change: rows written with them are decoded with them. A new
+dictionary is a new codec letter.
 """
 
 from __future__ import annotations
@@ -29,7 +35,6 @@ from __future__ import annotations
 import base64
 import zlib
 
-COMPRESS_MIN = 128
 # D1 refuses strings, BLOBs and rows over 2,000,000 bytes; stay clear of it with row overhead.
 CHUNK_SIZE = 1_800_000
 
@@ -72,6 +77,24 @@ DICT_V1 = base64.b64decode(
 )
 
 
+# What schema v8 adds to DICT_V1: the msgpack of a checkpoint (empty messages and tasks, ten-digit
+# versions) and of Send("tools", <a tool call>), as langgraph-checkpoint 4.3 writes them. zlib
+# matches nearest the dictionary's end most cheaply, so these come last.
+DICT_V2 = DICT_V1 + base64.b64decode(
+    "h6F2BKJ0c9kgMjAyNi0wMS0wMVQwMDowMDowMC4wMDAwMDArMDA6MDCiaWTZJDFmMDAwMDAwLTAwMDAtNjAwMC04MDAwLTAw"
+    "MDAwMDAwMDAwMK5jaGFubmVsX3ZhbHVlc4OobWVzc2FnZXOQrl9fcHJlZ2VsX3Rhc2tzkK9icmFuY2g6dG86YWdlbnTAsGNo"
+    "YW5uZWxfdmVyc2lvbnOEqV9fc3RhcnRfX6owMDAwMDAwMDAxqG1lc3NhZ2VzqjAwMDAwMDAwMDKvYnJhbmNoOnRvOmFnZW50"
+    "qjAwMDAwMDAwMDKuX19wcmVnZWxfdGFza3OqMDAwMDAwMDAwMq12ZXJzaW9uc19zZWVuhKlfX2lucHV0X1+AqV9fc3RhcnRf"
+    "X4GpX19zdGFydF9fqjAwMDAwMDAwMDGlYWdlbnSBr2JyYW5jaDp0bzphZ2VudKowMDAwMDAwMDAxpXRvb2xzgLB1cGRhdGVk"
+    "X2NoYW5uZWxzk6htZXNzYWdlc69icmFuY2g6dG86YWdlbnSuX19wcmVnZWxfdGFza3PHTAGTr2xhbmdncmFwaC50eXBlc6RT"
+    "ZW5kkqV0b29sc4SkbmFtZaF4pGFyZ3OBpXF1ZXJ5oXiiaWSmY2FsbF8wpHR5cGWpdG9vbF9jYWxs"
+)
+# From this size "r:" is tried: the dictionary makes even a checkpoint's 90-byte head (its
+# ts, id and framing) shorter compressed than in base64 (measured: values under schema v7's 128
+# bytes were 10% of the benchmark's text).
+R_MIN = 16
+
+
 def _deflate(data: bytes) -> bytes:
     packer = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS, zdict=DICT_V1)
     return packer.compress(data) + packer.flush()
@@ -82,21 +105,31 @@ def _inflate(data: bytes) -> bytes:
     return unpacker.decompress(data) + unpacker.flush()
 
 
-def _compressed(data: bytes) -> bytes | None:
-    """`data` deflated with DICT_V1 when that pays (saves 10% or more), else None."""
-    if len(data) >= COMPRESS_MIN:
-        packed = _deflate(data)
-        if len(packed) <= len(data) * 0.9:
-            return packed
-    return None
+def _raw_deflate(data: bytes) -> bytes:
+    packer = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS, zdict=DICT_V2)
+    return packer.compress(data) + packer.flush()
+
+
+def _raw_inflate(data: bytes) -> bytes:
+    unpacker = zlib.decompressobj(-zlib.MAX_WBITS, zdict=DICT_V2)
+    out = unpacker.decompress(data) + unpacker.flush()
+    if not unpacker.eof or unpacker.unused_data:
+        raise ValueError("an \"r:\" value is truncated or has trailing bytes")
+    return out
 
 
 def encode(data: bytes) -> str:
-    """Encode bytes as codec-marked text, compressed when that pays."""
-    packed = _compressed(data)
-    if packed is not None:
-        return "d:" + base64.b85encode(packed).decode("ascii")
-    return "b:" + base64.b64encode(data).decode("ascii")
+    """Encode bytes as codec-marked text: "r:" (compressed) or "b:", whichever is shorter."""
+    raw = "b:" + base64.b64encode(data).decode("ascii")
+    if len(data) >= R_MIN:
+        deflated = _raw_deflate(data)
+        # Incompressible bytes stay in base64 (C-fast) even where base85 would be shorter:
+        # Python's base85 is pure Python, 20 times slower a byte.
+        if len(deflated) <= len(data) * 0.9:
+            packed = "r:" + base64.b85encode(deflated).decode("ascii")
+            if len(packed) < len(raw):
+                return packed
+    return raw
 
 
 def decode(text: str) -> bytes:
@@ -104,6 +137,8 @@ def decode(text: str) -> bytes:
     codec, _, payload = text.partition(":")
     if codec == "b":
         return base64.b64decode(payload)
+    if codec == "r":
+        return _raw_inflate(base64.b85decode(payload))
     if codec == "d":
         return _inflate(base64.b85decode(payload))
     if codec == "z":
@@ -114,13 +149,18 @@ def decode(text: str) -> bytes:
     raise ValueError(f"unknown value codec {codec!r}: written by a newer d1saver?")
 
 
-PACKED_CODECS = (b"b", b"d")
+PACKED_CODECS = (b"b", b"d", b"r")
 
 
 def pack(data: bytes) -> bytes:
-    """One codec byte and its payload, compressed when that pays: the plaintext a key seals."""
-    packed = _compressed(data)
-    return b"d" + packed if packed is not None else b"b" + data
+    """One codec byte and its payload, the plaintext a key seals: "r" (raw deflate with
+    DICT_V2, as "r:") from R_MIN bytes when that saves 10%, else "b". Schema v7 and 0.1.0
+    sealed "d" (zlib with DICT_V1), still opened."""
+    if len(data) >= R_MIN:
+        deflated = _raw_deflate(data)
+        if len(deflated) <= len(data) * 0.9:
+            return b"r" + deflated
+    return b"b" + data
 
 
 def unpack(packed: bytes) -> bytes:
@@ -128,6 +168,8 @@ def unpack(packed: bytes) -> bytes:
     codec, payload = packed[:1], packed[1:]
     if codec == b"b":
         return payload
+    if codec == b"r":
+        return _raw_inflate(payload)
     if codec == b"d":
         return _inflate(payload)
     raise ValueError(f"unknown packed codec {codec!r}: written by a newer d1saver?")

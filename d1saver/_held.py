@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
-# Threads remembered; a set holds one 27-character id per chunk (about 2 per checkpoint in an
+# Threads remembered; a set holds one 25-character id per chunk (about 2 per checkpoint in an
 # agent conversation), so a 300-turn thread costs about 100 KB.
 MAX_THREADS = 256
 

@@ -1,35 +1,38 @@
 """Content-addressed values: a serialized value as an "m:" manifest of inline parts and chunk ids.
 
 Pure: bytes in, text out; no I/O. `pack` cuts a value with `_chunking.split` (every message of a
-conversation is a piece of its own) and lists, in order, the inline parts (codec text, "d:..."
+conversation is a piece of its own) and lists, in order, the inline parts (codec text, "r:..."
 or "b:...") and the ids of its stored pieces. A run of consecutive ids is folded into a
-content-defined tree ("^" + id names a node: a stored chunk whose data lists its children), so a row lists about twenty ids at any length of conversation, and the nodes over an
+content-defined tree ("^" + id names a node: a stored chunk whose data lists its children), so
+a row lists about ten ids at any length of conversation, and the nodes over an
 unchanged prefix of a list are the same in every checkpoint (docs/STORAGE_DESIGN.md).
 
 A manifest is "m:" and its entries joined by ',' (a node's data is its children joined the same
-way): no entry can hold ',', '"' or '\\' (codec text is base85, ids base64url), so a manifest
+way): no entry can hold ',', '"' or '\\' (codec text is base64 or base85, ids
+base85), so a manifest
 needs no escaping inside the JSON that carries it, and SQL reads it as a JSON array by wrapping
 (see d1saver/_sql.py, _LIST). Entries are told apart by their first characters: codec text has
-':' second, base64url ids never contain ':' nor start with '^'. Boundaries and ids are stored
+':' second, ids never contain ':' nor '^' (written "." in them). Boundaries and ids are stored
 forever; tests/test_manifest.py pins them.
 """
 
 from __future__ import annotations
 
-import base64
 import functools
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 
-from d1saver._chunking import chunk_id, split
+from d1saver._chunking import chunk_id, id_prefix, split
 
 MARKER = "m:"
 NODE = "^"
 SEP = ","
 # A node closes after a child whose id, read as an integer from its first 4 bytes, is a
-# multiple of FANOUT: nodes of about 8 children (measured best of 8 and 16 in
-# docs/STORAGE_DESIGN.md).
-FANOUT = 8
+# multiple of FANOUT. 4, not schema v7's 8: a manifest lists the open tail of each level (about
+# FANOUT - 1 refs), so on the 30-turn benchmark agent a checkpoint lists ~8 ids instead of ~11
+# for 22 more node rows (342 rows written instead of 320, 0.1.0 wrote 354): 167 KB sent
+# instead of 174 (docs/STORAGE_DESIGN.md).
+FANOUT = 4
 
 __all__ = ["FANOUT", "MARKER", "NODE", "SEP", "Chunk", "Packed", "is_manifest", "pack", "refs", "unpack"]
 
@@ -60,8 +63,7 @@ def is_manifest(text: str | None) -> bool:
 @functools.lru_cache(maxsize=1 << 16)
 def _closes(ref: str) -> bool:
     """Whether a node closes after the child `ref` (content-defined, pinned)."""
-    raw = base64.urlsafe_b64decode(ref.lstrip(NODE) + "=")
-    return int.from_bytes(raw[:4], "big") % FANOUT == 0
+    return id_prefix(ref.lstrip(NODE)) % FANOUT == 0
 
 
 def pack(data: bytes, held: Container[str], encode: Callable[[bytes], str],
@@ -91,7 +93,11 @@ def pack(data: bytes, held: Container[str], encode: Callable[[bytes], str],
 
 def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) -> list[str]:
     """A run of consecutive refs as the manifest lists it: the top nodes, then the open
-    (unclosed) tail of each level below, highest first."""
+    (unclosed) tail of each level below, highest first. A run of one ref is listed as is: a
+    node over it alone would be a row that no other value lists (a write of one message whose
+    id closes a node: 17 of the 118 write calls of the 30-turn benchmark)."""
+    if len(run) < 2:
+        return list(run)
     level, depth, tails = list(run), 0, []
     while True:
         groups, current = [], []

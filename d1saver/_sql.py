@@ -340,6 +340,9 @@ WHEN substr(NEW.value, 1, 2) = 'p:' BEGIN
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));
 END""",
     ],
+    # 8: values written from here on may be "r:" (raw deflate with DICT_V2, d1saver/_codec.py),
+    # which an older reader cannot decode: a contract step with no DDL, only its min_reader.
+    [],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
@@ -351,6 +354,8 @@ MIN_READER: dict[int, int] = {
     # Rows written from version 7 on may be "m:" manifests over d1saver_chunks and "p:" packed
     # writes, which code of an older schema cannot read (0.1.0 reads neither: docs/MIGRATIONS.md).
     7: 7,
+    # Values written from version 8 on may be "r:" (d1saver/_codec.py): version 7 cannot read them.
+    8: 8,
 }
 
 

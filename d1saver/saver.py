@@ -13,7 +13,6 @@ threads runs on every database concurrently (d1saver/_fleet.py).
 from __future__ import annotations
 
 import copy
-import random
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -415,12 +414,12 @@ class D1Saver(BaseCheckpointSaver[str]):
     # --- versions -------------------------------------------------------------------------
 
     def get_next_version(self, current: str | None, channel: None) -> str:
-        """Monotonic string versions, shorter than SqliteSaver's (17 characters, not 51).
-
-        Every checkpoint carries a version per channel and per node seen, so their length is a
-        large part of what each `put` sends. The counter is zero-padded to 10 digits; a version
-        of this form still sorts above any 32-digit one (SqliteSaver's form) with the same or a
-        lower counter, so threads written in that form keep increasing.
+        """Monotonic string versions: the counter zero-padded to 10 digits. SqliteSaver adds a
+        random fraction so two forks never store channel blobs under one version; d1saver keeps
+        values in the checkpoint, so it needs none (each costs ~3 compressed bytes a version,
+        and every checkpoint carries one per channel and per node seen). A version of this form
+        sorts above any earlier one (schema v7's "0000000005.123456", SqliteSaver's 32 digits)
+        with a lower counter, so their threads keep increasing.
         """
         if current is None:
             current_v = 0
@@ -428,7 +427,7 @@ class D1Saver(BaseCheckpointSaver[str]):
             current_v = current
         else:
             current_v = int(current.split(".")[0])
-        return f"{current_v + 1:010}.{random.randrange(1_000_000):06}"
+        return f"{current_v + 1:010}"
 
 
 def _config(thread_id: str) -> RunnableConfig:

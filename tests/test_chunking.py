@@ -76,38 +76,38 @@ NOISE = _noise(150_000)
 # (length, id) of each piece; id None: inline framing.
 CHECKPOINT_PIECES: list[tuple[int, str | None]] = [
     (72, None),
-    (608, "QkBmBV-8_tNJr0Z8Cuj__KK9x6E"),
-    (608, "k6rmDK-hShdUDkOwOSBcssRAG-8"),
-    (608, "3qejydUlAaS8_ILmCc3p-wuDkY0"),
-    (608, "njMuH6-QN2KDY8w4sxcS4X2vLAw"),
-    (608, "pEgoIjI7cwLWW9DoPWJbVkuwIZg"),
-    (608, "UIK1TE64HMyd79cMl0vXR-m5gPs"),
-    (608, "U5IHahCejek7VxrXlsHDyErnejk"),
-    (608, "jQbIhoQI3mHBu8-DPY1Z6QVMGy8"),
-    (608, "Zcr7ygK7aEgUxlFuPT4wRnizO8k"),
-    (608, "y2J17xIES4f4__ObipJFOlElq0c"),
-    (610, "wN8WZbe3ATXkhaDmDxBXHsoiuCk"),
-    (610, "cAUYBlsZCXR7K4v0QujOHpfTFaQ"),
+    (608, "LO.B(U%dX)Nv}qH3h4j*qP@qV"),
+    (608, "ld9$nuc1m8R1QP1IUroJ#6TPG"),
+    (608, "-lwC<)g=L>y!?XZ3C-#I3xko3"),
+    (608, "o--~VuaGxlgJaA%vlkNKeXlGG"),
+    (608, "q(~?tGCOku)?3i%Jz`r{ORyoB"),
+    (608, "P=d8gPPiP*o$uESmrK`2>A8UW"),
+    (608, "Q<4X25T1?cJ69UlmchfwO6Phx"),
+    (608, "jRweugb3bY!Mo3cJ&jrE1xy<+"),
+    (608, "Wy<@?0=sBP6vk0*Jw7l-c(Xgn"),
+    (608, "%VKr!5(G<!`2X{pijqY-Q6;NK"),
+    (610, "z~2.Sx3>W`<b|N-4-i)#$|ATa"),
+    (610, "a0M6!TNw#-dn=3dLg>yOm(vxb"),
     (14, None),
-    (26242, "VIILjU0ZD-oh5cHFXOA8aUHn79E"),
-    (31117, "6IKF2L4ZK_GmMDiiVI6z_Xtk5FA"),
-    (27787, "qjtd7wtDeUu9uR7LrsXwFdUu3d8"),
-    (6248, "Zk0o86LeWzpyLhaF5L_g4Soy2dA"),
-    (8606, "RuTZD1njfHwxVGmj-MIEUvaMADo"),
+    (26242, "RDuhQO&JgBA?3lvT;M!uLFez$"),
+    (31117, "=z@jVz8Nd=rZ707RF1R#dt~HL"),
+    (27787, "sykip3qyHJy}2ICuEp>b)h.xN"),
+    (6248, "W=$ybqTX9NaxNBy<iFtIDl*y7"),
+    (8606, "M&#KKS>t?sF;r=z_`(EI_KW~J"),
     (9, None),
-    (418, "QIxdcLmC7d0xZpYd8_NKpj28LVU"),
-    (418, "lQagOYZPcMRqGocC2cM2DSoDL_o"),
-    (418, "f_BCslfAYG1klItdJbcZy1kdcjU"),
-    (28112, "lf8mWWFgmIth1YuGzDB2ASz94n0"),
+    (418, "K#W~*xq|K8F=mz>.YcokJ-jVd"),
+    (418, "l?I?WhEH(BY8r<E*~2ysDg!V2"),
+    (418, "fAB)GSHNIxWR#0tCAS&NSsijU"),
+    (28112, "mH#GLVPKexVbzO<%rJHVEdAnr"),
     (232, None),
 ]
 NOISE_PIECES: list[tuple[int, str | None]] = [
-    (33668, 'r3Ffu-JDHF9kiPsQmx7goWgSXRw'),
-    (9646, 'r3Wk3w-fx5-WD9KJNyDQiemQoao'),
-    (37677, 'fIcr5Nfg2f-kl0U4oHmcDbugvM8'),
-    (27047, 'ktBEL9FrGpM_uKpisprcl3rq4c4'),
-    (37272, '1XM_mMdlgiy30CBKtRt2MqWhcyU'),
-    (4690, 'NTaUarFToKrNDaUFXSf83NuD5JA'),
+    (33668, 'uW?_y;zJx?WQh9.n;zhyXcAo<'),
+    (9646, 'uXUu~51+@MmJia2Hz3f7>5!qS'),
+    (37677, 'e1|LK*WlUzq?biFpn04PyP&+!'),
+    (27047, 'lF&pi(Q6u$Ke(!5vYOnNdg|fM'),
+    (37272, ')pI|X$7O;nx6mL;wHtOarJ-{r'),
+    (4690, 'H8zxLu~VR`%?+gmT_.n9+k@ng'),
 ]
 
 
@@ -130,15 +130,16 @@ def test_bytes_that_are_not_msgpack_are_cut_by_fastcdc_and_pinned() -> None:
 
 
 def test_chunk_id_is_pinned() -> None:
-    assert chunk_id(b"d1saver") == "0BaFemjecEcOQfAhJdItFK9m4b0"
-    assert chunk_id(b"d1saver", key=b"k" * 32) == "k6AqZzAedM9wSFQxY-_kywyDz-I"
+    # Base85 since schema v8 (v7, never released, wrote the same 20 bytes in base64url).
+    assert chunk_id(b"d1saver") == "&=!SyXx?x~4ngoCCDJVvuV&%B"
+    assert chunk_id(b"d1saver", key=b"k" * 32) == "lb|YRFdlTza7a`!WAEh441>?&"
 
 
 # --- behaviour --------------------------------------------------------------------------------
 
 def test_chunk_id_is_20_bytes_of_sha256_or_of_hmac_with_a_key() -> None:
     data = b"a message"
-    assert chunk_id(data) == chunk_id(data) and len(chunk_id(data)) == 27
+    assert chunk_id(data) == chunk_id(data) and len(chunk_id(data)) == 25
     assert chunk_id(data, key=b"one key") != chunk_id(data) != chunk_id(data, key=b"another key")
     assert chunk_id(data, key=b"one key") == chunk_id(data, key=b"one key")
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 
 from benchmarks.workload import prose
 from compaction import compact
@@ -34,12 +34,15 @@ def test_compaction_keep_1_with_tags_leaves_exact_chunks(backend: Backend, varia
     options = {"snapshot_frequency": 4} if variant == "delta" else {}
     graph, config = converse(saver, tagged_tid, turns=6, variant=variant, **options)
     converse(saver, plain_tid, turns=5, variant=variant, **options)
+    for tid in (tagged_tid, plain_tid):
+        fork(graph, saver, tid)
     early = list(saver.list(config))[-4]  # a few steps into the conversation
     saver.tag(early.config, "early")
     tagged = {"early": early.config}
     before = states(graph, config, tagged)
     stored = {t: chunk_ids(saver, t) for t in (tagged_tid, plain_tid)}
-    assert all(chunk_levels(saver, t)[1] > 0 for t in stored)
+    # Plain: the conversation's lists are trees of nodes; DeltaChannel: its snapshots' messages.
+    assert all(chunk_levels(saver, t)[1 if variant == "plain" else 0] > 0 for t in stored)
     assert_exact(saver, tagged_tid, plain_tid)
 
     summary = compact(saver, keep=1, threads=[tagged_tid, plain_tid])
@@ -54,6 +57,17 @@ def test_compaction_keep_1_with_tags_leaves_exact_chunks(backend: Backend, varia
     # The threads run on.
     graph.invoke({"messages": []}, config)
     assert_exact(saver, tagged_tid)
+
+
+def fork(graph: Any, saver: Any, thread_id: str) -> None:
+    """Time travel: a new head forked from the thread's fifth checkpoint. The later turns of
+    the old branch are then reached only by checkpoints `--keep 1` deletes, so their chunks go
+    (an append-only conversation alone frees none: its head reaches every message and node)."""
+    config = {"configurable": {"thread_id": thread_id}}
+    at = list(saver.list(config))[-5]
+    graph.update_state(at.config, {"messages": [HumanMessage(prose(f"fork-{thread_id}"),
+                                                             id=f"fork-{thread_id}")]},
+                       as_node="tool")
 
 
 # --- `d1saver check` ----------------------------------------------------------------------------

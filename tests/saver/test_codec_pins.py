@@ -2,12 +2,12 @@
 
 Every value d1saver stores is "<codec>:<payload>" text (d1saver/_codec.py). Rows live for
 months across releases, so:
-- decoding each codec's pinned text must give back its exact input, forever ("b:", "d:", and
-  "z:", which only pre-0.1.0 builds wrote);
+- decoding each codec's pinned text must give back its exact input, forever ("b:", "d:", "r:",
+  and "z:", which only pre-0.1.0 builds wrote);
 - what the current writer emits for fixed inputs is pinned too: a change there is a new
   format, which needs a new codec letter, not an edit;
-- DICT_V1, the "d:" preset dictionary, is pinned by its sha256: one byte reformatted and every
-  "d:" row decodes to garbage or fails;
+- DICT_V1 and DICT_V2, the "d:" and "r:" preset dictionaries, are pinned by their sha256: one
+  byte reformatted and every such row decodes to garbage or fails;
 - "c:" values (over D1's 2 MB limit, split into the chunks table) written by 0.1.0 decode.
 
 This file imports the private d1saver._codec on purpose: it pins a private storage format.
@@ -21,6 +21,7 @@ import hashlib
 import zlib
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from d1saver import _codec
@@ -29,8 +30,10 @@ from tests.data import v0_1_0_graphs as g
 
 DICT_V1_SHA256 = "8db8c5e69e3f4cebba14afc9b65dc5df2e00e52c793fe6a81cf27d7ac7cee7ea"
 DICT_V1_BYTES = 2409
+DICT_V2_SHA256 = "2850715b3f705c9a7ee9cb440a00c246002d3c0acf8a6612a3d54c392c397613"
+DICT_V2_BYTES = 2898
 
-# 28 bytes, under COMPRESS_MIN: stored raw.
+# 28 bytes, of which deflate cannot save 10%: stored raw.
 SMALL = bytes(range(0, 256, 7))
 SMALL_B = "b:AAcOFRwjKjE4P0ZNVFtiaXB3foWMk5qhqK+2vcTL0tng5+71/A=="
 
@@ -44,7 +47,8 @@ RANDOM_B = (
 )
 
 # LangGraph's serde bytes (msgpack) of AIMessage(content="The answer is 42.", id="ai-1", one
-# tool call), as langgraph-checkpoint 4.3 writes them: 249 bytes, 81 characters as "d:".
+# tool call), as langgraph-checkpoint 4.3 writes them: 249 bytes, 81 characters as "d:" (what
+# schema v7 wrote), 70 as "r:" (what schema v8 writes).
 MESSAGE = bytes.fromhex(
     "c7f60594ba6c616e67636861696e5f636f72652e6d657373616765732e6169a941494d65737361676589a7636f6e"
     "74656e74b154686520616e737765722069732034322eb16164646974696f6e616c5f6b776172677380b172657370"
@@ -54,6 +58,7 @@ MESSAGE = bytes.fromhex(
     "6d6f64656c5f76616c69646174655f6a736f6e"
 )
 MESSAGE_D = "d:c)N0Lot!)VjnuTXF(e~ZAu+GGJhez6vsl5zNRI>$Bd3}riJ7{FL?wqsDTYAx%Rs7h4M|T32e5e@01YH-e*"
+MESSAGE_R = "r:JN}K-LSth{Myf($UU7M9kwRv%f{BqH2`L-7cvzB{scT47zF(AL2=johA?Z2(0Jank00"
 
 # "z:" as the first builds wrote it (commit c51f07b's encode: base64 of zlib.compress(data, 6)).
 # d1saver 0.1.0 reads it and never writes it.
@@ -61,9 +66,12 @@ PROSE = b"The quick brown fox jumps over the lazy dog. " * 14
 PROSE_Z = "z:eJwLyUhVKCzNTM5WSCrKL89TSMuvUMgqzS0oVsgvSy1SKAFK5yRWVSqk5KfrKYSMKh5VTA3FADgI4iM="
 
 
-def test_dict_v1_is_pinned() -> None:
+def test_dicts_are_pinned() -> None:
     assert len(_codec.DICT_V1) == DICT_V1_BYTES
     assert hashlib.sha256(_codec.DICT_V1).hexdigest() == DICT_V1_SHA256
+    assert len(_codec.DICT_V2) == DICT_V2_BYTES
+    assert hashlib.sha256(_codec.DICT_V2).hexdigest() == DICT_V2_SHA256
+    assert _codec.DICT_V2.startswith(_codec.DICT_V1)
 
 
 def test_b_decodes_and_encodes_exactly() -> None:
@@ -79,9 +87,27 @@ def test_d_decodes_and_encodes_exactly() -> None:
     header = base64.b85decode(MESSAGE_D[2:])[:6]
     assert header[1] & 0x20, "FDICT flag"
     assert int.from_bytes(header[2:6], "big") == zlib.adler32(_codec.DICT_V1)
-    # Deflate's output at level 6 with this dictionary (zlib 1.2.13 here): a different
-    # encoder output is a new format and needs a new codec letter.
-    assert _codec.encode(MESSAGE) == MESSAGE_D
+    # Deflate's output at level 6 with this dictionary (zlib 1.2.13 here), as schema v7 wrote
+    # it (and sealed it, codec byte "d", still opened).
+    assert "d:" + base64.b85encode(_codec._deflate(MESSAGE)).decode() == MESSAGE_D
+    assert _codec.unpack(b"d" + _codec._deflate(MESSAGE)) == MESSAGE
+
+
+def test_r_decodes_and_encodes_exactly() -> None:
+    assert _codec.decode(MESSAGE_R) == MESSAGE
+    assert _codec.encode(MESSAGE) == MESSAGE_R
+    # What a key seals: the same raw deflate behind codec byte "r".
+    assert _codec.pack(MESSAGE) == b"r" + base64.b85decode(MESSAGE_R[2:])
+    assert _codec.unpack(_codec.pack(MESSAGE)) == MESSAGE
+    # Raw deflate with DICT_V2: no zlib header; a stream cut short is refused, not shortened.
+    cut = "r:" + base64.b85encode(base64.b85decode(MESSAGE_R[2:])[:-4]).decode()
+    with pytest.raises(ValueError, match="truncated"):
+        _codec.decode(cut)
+
+
+def test_small_and_incompressible_values_stay_base64() -> None:
+    assert _codec.encode(SMALL[:_codec.R_MIN - 1]).startswith("b:")
+    assert _codec.encode(RANDOM) == RANDOM_B  # base85 would be shorter, but 20 times slower
 
 
 def test_z_decodes_exactly() -> None:

@@ -283,7 +283,7 @@ def test_overhead_is_at_most_40_bytes_per_value(size: int, kind: str) -> None:
     text = Sealer([K1]).seal_text(data, CK)
     plain = _codec.encode(data)
     extra = len(text) - len(plain)
-    assert extra == 40 if plain.startswith("d:") else extra <= 40
+    assert extra == 40 if plain.startswith("r:") else extra <= 40
 
 
 # --- keys: parsing, ids, errors -----------------------------------------------------------------
