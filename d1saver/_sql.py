@@ -458,14 +458,18 @@ SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (
 # D1's REST API carries a statement's text in every request body, and the page statements are
 # the longest sent at run time (the first get_tuple of each graph invocation sends the page
 # and its DeltaChannel prefetch together). They are laid out here for reading and sent tight:
-# no white space beside punctuation (the client folds the rest: _client.compact_sql).
+# no white space beside punctuation (the client folds the rest: _client.compact_sql), and no
+# AS before an alias (optional in SQLite; aliases here are lower case, CAST's types and the
+# keywords upper case, and a CTE's AS is followed by its parenthesis).
 def _tight(sql: str) -> str:
-    """`sql` without white space beside , ( ) = < > | outside string literals."""
+    """`sql` as sent, parsed to the same statement: outside string literals, no white space
+    beside , ( ) = < > | and no AS before a lower-case alias."""
     parts = sql.split("'")
     for i in range(0, len(parts), 2):  # even parts lie outside '...' literals
         if "--" in parts[i]:
             raise ValueError("a statement made tight must hold no comment")
-        parts[i] = re.sub(r"\s*([,()=<>|])\s*", r"\1", parts[i])
+        code = re.sub(r"\s+AS\s+(?=[a-z])", " ", parts[i])
+        parts[i] = re.sub(r"\s*([,()=<>|])\s*", r"\1", code)
     return "'".join(parts)
 
 
