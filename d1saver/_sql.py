@@ -7,6 +7,7 @@ from user input and none comes near D1's 100-parameter limit.
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -459,6 +460,24 @@ SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (
 
 # --- reads --------------------------------------------------------------------------------
 
+# D1's REST API carries a statement's text in every request body, and the page statements are
+# the longest sent at run time (the first get_tuple of each graph invocation sends the page
+# and its DeltaChannel prefetch together). They are laid out here for reading and sent tight:
+# no white space beside punctuation (the client folds the rest: _client.compact_sql), and no
+# AS before an alias (optional in SQLite; aliases here are lower case, CAST's types and the
+# keywords upper case, and a CTE's AS is followed by its parenthesis).
+def _tight(sql: str) -> str:
+    """`sql` as sent, parsed to the same statement: outside string literals, no white space
+    beside , ( ) = < > | and no AS before a lower-case alias."""
+    parts = sql.split("'")
+    for i in range(0, len(parts), 2):  # even parts lie outside '...' literals
+        if "--" in parts[i]:
+            raise ValueError("a statement made tight must hold no comment")
+        code = re.sub(r"\s+AS\s+(?=[a-z])", " ", parts[i])
+        parts[i] = re.sub(r"\s*([,()=<>|])\s*", r"\1", code)
+    return "'".join(parts)
+
+
 # One page of checkpoints together with their writes and chunks, in ONE statement: rows are
 # tagged 'c' (checkpoint), 'w' (write) or 'k' (chunk). Parameters:
 #   ?1 thread_id   ?2 checkpoint_ns (NULL: any)   ?3 checkpoint_id (NULL: any)
@@ -534,73 +553,74 @@ SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_i
        type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
 FROM page
 UNION ALL
-SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
-       w.channel, w.type, w.value
-FROM page AS p CROSS JOIN writes AS w ON w.thread_id = p.thread_id
-    AND w.checkpoint_ns = p.checkpoint_ns AND w.checkpoint_id = p.checkpoint_id
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL
-FROM page AS p CROSS JOIN chunks AS k ON k.thread_id = p.thread_id
-    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT """ + _FROZEN_PIECE.format(k="k")
 
 # Content-addressed chunks (migration 7) ride in the same statement as the rows that list them
 # (through `out`, whose columns take the first SELECT's affinity: integers may come back as
-# text, so readers convert them):
-# `refs` gathers every id the returned rows' "m:" manifests reach (nodes opened level by level);
-# UNION, not UNION ALL, so each chunk is returned once however many rows list it. Rows 'h':
-# the thread, f1 the chunk id, f2 its data. {value}: the manifest column of a row of `out`.
+# text, so readers convert them). `vals` holds the manifest column of each returned row;
+# {refs} gathers every id the "m:" manifests in {vals} (rows of thread_id, v) reach (nodes
+# opened level by level). UNION, not UNION ALL, so each chunk is returned once however many
+# rows list it. Rows 'h': the thread, f1 the chunk id, f2 its data.
+_VALS = """,
+vals(thread_id, v) AS (SELECT {thread}, {value} FROM out)"""
 _REFS = """,
-refs(thread_id, id) AS (
+{refs}(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
-    FROM out AS o, json_each(CASE WHEN substr({value}, 1, 2) = 'm:'
-        THEN '["' || replace(substr({value}, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    FROM {vals} AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE instr(j.value, ':') = 0
     UNION
     SELECT o.thread_id, ltrim(j.value, '^')
-    FROM out AS o, json_each(CASE WHEN substr({value}, 1, 2) = 'p:'
-        THEN substr({value}, 3) ELSE '[]' END) AS w,
+    FROM {vals} AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
         json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
         THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE instr(j.value, ':') = 0
     UNION
     SELECT r.thread_id, ltrim(j.value, '^')
-    FROM refs AS r CROSS JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
-        AND n.level > 0, json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    FROM {refs} AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
 )"""
 _CHUNK_ROWS = """
 SELECT * FROM out
 UNION ALL
-SELECT 'h', r.thread_id, NULL, NULL, k.id, k.data, NULL, NULL, NULL, NULL
-FROM refs AS r CROSS JOIN d1saver_chunks AS k ON k.thread_id = r.thread_id AND k.id = r.id"""
+SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)"""
 
-
-# The page's own rows as the page statement returns them (for the prefetch that rides with it).
+# The manifest columns of the page's own rows, as the page statement returns them (for the
+# DeltaChannel prefetch that rides with it). `seen` is read only when the prefetch has chunks
+# of its own: on Wrangler's engine, folding it into `refs` read the page's writes every time.
 _PAGE_OUT = """,
-page_out(kind, thread_id, v) AS (
-    SELECT 'c', thread_id, checkpoint FROM page
+page_out(thread_id, v) AS (
+    SELECT thread_id, checkpoint FROM page
     UNION ALL
-    SELECT 'w', w.thread_id, w.value FROM page AS p CROSS JOIN writes AS w
-        ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
-        AND w.checkpoint_id = p.checkpoint_id
+    SELECT thread_id, w.value
+    FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 )"""
 
 
 def _with_chunks(ctes: str, select: str, value: str, *, after_page: bool = False) -> str:
-    """A page statement (its CTEs and its final SELECT) that also returns its chunks; with
-    `after_page` (the DeltaChannel prefetch, sent in the page statement's request) only those
-    the page statement does not return already: each chunk once per response."""
-    sql = "WITH RECURSIVE" + ctes + ",\nout AS (" + select + "\n)" + _REFS.format(value=value)
+    """A page statement (its CTEs and its final SELECT) that also returns its chunks (`value`:
+    the manifest column of a row of `out`). With `after_page` (the DeltaChannel prefetch, sent
+    in the page statement's request) only those the page statement does not return already:
+    each chunk once per response."""
+    sql = ("WITH RECURSIVE" + ctes + ",\nout AS (" + select + "\n)"
+           + _VALS.format(thread="thread_id", value=value) + _REFS.format(refs="refs", vals="vals"))
     if not after_page:
         return sql + _CHUNK_ROWS
-    seen = _REFS.replace("refs", "seen").replace("FROM out AS o", "FROM page_out AS o")
-    return (sql + _PAGE_OUT + seen.format(value="o.v") + _CHUNK_ROWS
+    return (sql + _PAGE_OUT + _REFS.format(refs="seen", vals="page_out") + _CHUNK_ROWS
             + "\nWHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id"
               " AND s.id = r.id)")
 
 
-_PAGE = _with_chunks(_PAGE_CTE, _PAGE_ROWS, "CASE o.kind WHEN 'c' THEN o.f3 WHEN 'w' THEN o.f6 END")
+_PAGE = _with_chunks(_PAGE_CTE, _PAGE_ROWS, "CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END")
 
 # --- DeltaChannels ------------------------------------------------------------------------
 
@@ -642,8 +662,7 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
            """ + _NOT_FROZEN.format(sought=_STILL_SOUGHT.format(sought="w.sought", c="c"),
                                     c="c") + """
-    FROM walk AS w JOIN checkpoints AS c ON c.thread_id = w.thread_id
-        AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id
+    FROM walk AS w JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
     WHERE json_array_length(w.sought) > 0
 ),
 visited AS (
@@ -659,35 +678,29 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 )"""
 _PAGE_DELTA = _with_chunks(_PAGE_DELTA_CTES, """
-SELECT 'a' AS kind, c.thread_id AS thread_id, c.checkpoint_ns AS checkpoint_ns,
-       c.checkpoint_id AS checkpoint_id, c.parent_checkpoint_id AS f1, c.channels AS f2,
-       c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
+       c.channels AS f2, c.type AS f3,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
             THEN c.checkpoint END AS f4,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
             THEN c.metadata END AS f5, NULL AS f6
-FROM visited AS v JOIN checkpoints AS c ON c.thread_id = v.thread_id
-    AND c.checkpoint_ns = v.checkpoint_ns AND c.checkpoint_id = v.checkpoint_id
+FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
-       w.channel, w.type, w.value
-FROM visited AS v CROSS JOIN writes AS w ON w.thread_id = v.thread_id
-    AND w.checkpoint_ns = v.checkpoint_ns AND w.checkpoint_id = v.checkpoint_id
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL
-FROM holders AS v CROSS JOIN chunks AS k ON k.thread_id = v.thread_id
-    AND k.checkpoint_ns = v.checkpoint_ns AND k.checkpoint_id = v.checkpoint_id
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR """ + _FROZEN_PIECE.format(k="k") + """
 UNION ALL
-SELECT 'f', v.thread_id, v.checkpoint_ns, v.checkpoint_id, """ + _FROZEN_ROW + """, NULL
-FROM holders AS v CROSS JOIN delta_frozen AS f ON f.thread_id = v.thread_id
-    AND f.checkpoint_ns = v.checkpoint_ns AND f.checkpoint_id = v.checkpoint_id
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, """ + _FROZEN_ROW + """, NULL
+FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))""",
-                           "CASE o.kind WHEN 'a' THEN o.f4 WHEN 'w' THEN o.f6 WHEN 'f' THEN o.f3 END",
+                           "CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END",
                            after_page=True)
 
 # Columns of every page statement. A UNION's columns carry a meaning per row kind:
@@ -712,19 +725,21 @@ _SCOPE_ALL = "?1 IS NULL AND ?2 IS NULL AND " + _BELOW_ROW
 # Each scope comes without a filter (?5 NULL: get_tuple, most lists) and with one, so that
 # the filter's text travels only with the lists that filter.
 _NO_FILTER = "?5 IS NULL"
-SELECT_PAGE_THREAD_NS = _PAGE.format(scope=_SCOPE_THREAD_NS, filter=_NO_FILTER)
-SELECT_PAGE_THREAD = _PAGE.format(scope=_SCOPE_THREAD, filter=_NO_FILTER)
-SELECT_PAGE_ALL = _PAGE.format(scope=_SCOPE_ALL, filter=_NO_FILTER)
-SELECT_PAGE_THREAD_NS_FILTERED = _PAGE.format(scope=_SCOPE_THREAD_NS, filter=_FILTER)
-SELECT_PAGE_THREAD_FILTERED = _PAGE.format(scope=_SCOPE_THREAD, filter=_FILTER)
-SELECT_PAGE_ALL_FILTERED = _PAGE.format(scope=_SCOPE_ALL, filter=_FILTER)
-SELECT_PAGE_DELTA_THREAD_NS = _PAGE_DELTA.format(scope=_SCOPE_THREAD_NS, filter=_NO_FILTER)
-SELECT_PAGE_DELTA_THREAD = _PAGE_DELTA.format(scope=_SCOPE_THREAD, filter=_NO_FILTER)
-SELECT_PAGE_DELTA_ALL = _PAGE_DELTA.format(scope=_SCOPE_ALL, filter=_NO_FILTER)
-SELECT_PAGE_DELTA_THREAD_NS_FILTERED = _PAGE_DELTA.format(scope=_SCOPE_THREAD_NS,
-                                                          filter=_FILTER)
-SELECT_PAGE_DELTA_THREAD_FILTERED = _PAGE_DELTA.format(scope=_SCOPE_THREAD, filter=_FILTER)
-SELECT_PAGE_DELTA_ALL_FILTERED = _PAGE_DELTA.format(scope=_SCOPE_ALL, filter=_FILTER)
+SELECT_PAGE_THREAD_NS = _tight(_PAGE.format(scope=_SCOPE_THREAD_NS, filter=_NO_FILTER))
+SELECT_PAGE_THREAD = _tight(_PAGE.format(scope=_SCOPE_THREAD, filter=_NO_FILTER))
+SELECT_PAGE_ALL = _tight(_PAGE.format(scope=_SCOPE_ALL, filter=_NO_FILTER))
+SELECT_PAGE_THREAD_NS_FILTERED = _tight(_PAGE.format(scope=_SCOPE_THREAD_NS, filter=_FILTER))
+SELECT_PAGE_THREAD_FILTERED = _tight(_PAGE.format(scope=_SCOPE_THREAD, filter=_FILTER))
+SELECT_PAGE_ALL_FILTERED = _tight(_PAGE.format(scope=_SCOPE_ALL, filter=_FILTER))
+SELECT_PAGE_DELTA_THREAD_NS = _tight(_PAGE_DELTA.format(scope=_SCOPE_THREAD_NS,
+                                                        filter=_NO_FILTER))
+SELECT_PAGE_DELTA_THREAD = _tight(_PAGE_DELTA.format(scope=_SCOPE_THREAD, filter=_NO_FILTER))
+SELECT_PAGE_DELTA_ALL = _tight(_PAGE_DELTA.format(scope=_SCOPE_ALL, filter=_NO_FILTER))
+SELECT_PAGE_DELTA_THREAD_NS_FILTERED = _tight(_PAGE_DELTA.format(scope=_SCOPE_THREAD_NS,
+                                                                 filter=_FILTER))
+SELECT_PAGE_DELTA_THREAD_FILTERED = _tight(_PAGE_DELTA.format(scope=_SCOPE_THREAD,
+                                                              filter=_FILTER))
+SELECT_PAGE_DELTA_ALL_FILTERED = _tight(_PAGE_DELTA.format(scope=_SCOPE_ALL, filter=_FILTER))
 # The DeltaChannel prefetch that rides with each page statement.
 PAGE_DELTA_OF = {
     SELECT_PAGE_THREAD_NS: SELECT_PAGE_DELTA_THREAD_NS,
@@ -801,14 +816,15 @@ SELECT 'k', h.depth, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
 FROM holders AS h JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?2
     AND k.checkpoint_id = h.checkpoint_id
 WHERE h.depth > 0 OR """ + _FROZEN_PIECE.format(k="k")
-DELTA_HISTORY = ("WITH RECURSIVE" + _DELTA_HISTORY_CTES + ",\nout AS (" + _DELTA_HISTORY_ROWS
-                 + "\n)" + _REFS.replace("o.thread_id", "?1").format(
-                     value="CASE o.kind WHEN 'a' THEN o.f3 WHEN 'w' THEN o.f6 WHEN 'f' THEN o.f3 END")
-                 + """
+DELTA_HISTORY = _tight(
+    "WITH RECURSIVE" + _DELTA_HISTORY_CTES + ",\nout AS (" + _DELTA_HISTORY_ROWS + "\n)"
+    + _VALS.format(thread="?1",
+                   value="CASE kind WHEN 'a' THEN f3 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END")
+    + _REFS.format(refs="refs", vals="vals") + """
 SELECT * FROM out
 UNION ALL
-SELECT 'h', NULL, NULL, k.id, k.data, NULL, NULL, NULL, NULL
-FROM refs AS r CROSS JOIN d1saver_chunks AS k ON k.thread_id = ?1 AND k.id = r.id""")
+SELECT 'h', NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 
 # Columns of DELTA_HISTORY, per row kind:
 #   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint, f4 channels,
