@@ -9,15 +9,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 
 from benchmarks.workload import prose
 from compaction import compact
 from d1saver import D1Saver
 from tests.compaction.test_cli import TOKEN, cli, env_for
 from tests.conftest import Backend
-from tests.saver.content import (assert_exact, chunk_ids, chunk_levels, converse, inexact,
-                                 new_thread, query)
+from tests.saver.content import (assert_exact, chunk_ids, chunk_levels, converse, fork,
+                                 inexact, new_thread, query)
 
 
 def states(graph: Any, config: dict[str, Any], tagged: dict[str, Any]) -> list[Any]:
@@ -57,17 +57,6 @@ def test_compaction_keep_1_with_tags_leaves_exact_chunks(backend: Backend, varia
     # The threads run on.
     graph.invoke({"messages": []}, config)
     assert_exact(saver, tagged_tid)
-
-
-def fork(graph: Any, saver: Any, thread_id: str) -> None:
-    """Time travel: a new head forked from the thread's fifth checkpoint. The later turns of
-    the old branch are then reached only by checkpoints `--keep 1` deletes, so their chunks go
-    (an append-only conversation alone frees none: its head reaches every message and node)."""
-    config = {"configurable": {"thread_id": thread_id}}
-    at = list(saver.list(config))[-5]
-    graph.update_state(at.config, {"messages": [HumanMessage(prose(f"fork-{thread_id}"),
-                                                             id=f"fork-{thread_id}")]},
-                       as_node="tool")
 
 
 # --- `d1saver check` ----------------------------------------------------------------------------

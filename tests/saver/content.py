@@ -7,7 +7,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
@@ -30,6 +30,23 @@ def converse(saver: Any, thread_id: str, *, turns: int = 6, run_id: str | None =
         config["metadata"] = {"run_id": run_id}
     graph.invoke(first_input(), config)
     return graph, {"configurable": {"thread_id": thread_id}}
+
+
+def fork(graph: CompiledStateGraph, saver: Any, thread_id: str, *, back: int = 5,
+         run_id: str | None = None) -> RunnableConfig:
+    """Time travel: a new head forked from the thread's `back`-th oldest checkpoint, adding a
+    message of its own. Returns the old branch's head. An append-only conversation frees no
+    chunk when its older checkpoints go (its head reaches every message and node); the turns
+    after the fork point are reached only by the old branch."""
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+    old_head = saver.get_tuple(config)
+    at = list(saver.list(config))[-back]
+    if run_id is not None:
+        at = at._replace(config={**at.config, "metadata": {"run_id": run_id}})
+    graph.update_state(at.config, {"messages": [HumanMessage(prose(f"fork-{thread_id}"),
+                                                             id=f"fork-{thread_id}")]},
+                       as_node="tool")
+    return old_head.config
 
 
 def copy_setup(saver: Any, source: str, target: str) -> tuple[CompiledStateGraph, RunnableConfig, list[Any]]:

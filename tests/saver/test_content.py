@@ -17,12 +17,12 @@ from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
 from langgraph.checkpoint.memory import InMemorySaver
 
-from benchmarks.workload import prose
+from benchmarks.workload import build_graph, first_input, prose
 from d1saver import _chunking
 from d1saver import _statements as st
 from tests.conftest import Backend
 from tests.saver.content import (assert_exact, chunk_ids, chunk_levels, converse, copy_setup,
-                                 inexact, markers, new_thread, query)
+                                 fork, inexact, markers, new_thread, query)
 
 # --- exactness after every deleting operation of the saver ---------------------------------
 
@@ -46,8 +46,12 @@ def test_delete_for_runs_collects_what_only_the_run_reached(backend: Backend) ->
     saver = backend.saver()
     tid = new_thread()
     r1, r2 = f"r1-{tid}", f"r2-{tid}"
-    converse(saver, tid, turns=4, run_id=r1)
-    graph, config = converse(saver, tid, turns=6, run_id=r2)
+    graph, config = converse(saver, tid, turns=4, run_id=r1)
+    # The first run also leaves a branch of its own (a message the second run never sees);
+    # the second run goes on from the first run's head.
+    r1_head = fork(graph, saver, tid, run_id=r1)
+    graph = build_graph(saver, variant="plain", turns=6)
+    graph.invoke(first_input(), {**r1_head, "metadata": {"run_id": r2}})
     state = graph.get_state(config).values
     assert_exact(saver, tid)
     stored = chunk_ids(saver, tid)
@@ -63,6 +67,7 @@ def test_prune_keeps_exactly_the_chunks_left_reached(backend: Backend, strategy:
     saver = backend.saver()
     tid, other = new_thread(), new_thread()
     graph, config = converse(saver, tid)
+    fork(graph, saver, tid)  # the old branch's later turns are then not in the kept head
     converse(saver, other, turns=3)
     state = graph.get_state(config).values
     stored, others = chunk_ids(saver, tid), chunk_ids(saver, other)
