@@ -7,24 +7,27 @@ D1's REST API carries parameters as JSON and returns BLOB columns as arrays of i
        schema v7 from 128 bytes when it saved 10%, sealed or not; read only). Most writes are
        single small messages that compress poorly alone; the dictionary holds the
        serializer's own framing (LangChain message and checkpoint skeletons, no user text),
-       so each value need not spell it out again. base85 costs 5/4 instead of base64's 4/3, and its alphabet needs no escaping in
-       JSON. Measured on the 30-turn DeltaChannel agent: write values 88.7 KB -> 65.6 KB.
+       so each value need not spell it out again. base85 costs 5/4 instead of base64's 4/3,
+       and its alphabet needs no escaping in JSON. Measured on the 30-turn DeltaChannel agent:
+       write values 88.7 KB -> 65.6 KB.
   "r:" base85 of raw deflate (no zlib header nor checksum: 6 bytes) with the preset dictionary
        DICT_V2 (DICT_V1 and then the framing of a LangGraph 1.x checkpoint with schema v8's
        versions and of a `Send` packet), from R_MIN bytes, when that saves 10% and its text is
        the shorter: what schema v8 writes. On the 30-turn benchmark agent its values take
        77.3 KB as text instead of 88.5 KB as "d:"/"b:". The deflate stream's end marker still
-       tells a truncated value from a whole one.
+       tells a truncated value from a whole one, but with no checksum some damaged bytes
+       decode to other bytes: a chunk is checked against its id when read (_manifest.unpack).
   "z:" base64 of zlib-compressed bytes without a dictionary (rows of d1saver 0.1.0; read only);
   "c:" the value was over D1's 2 MB limit and lives in the `chunks` table as pieces of
        encoded text; the marker records the piece count.
   "e:" base85 of a value sealed with a key (d1saver/_crypto.py): key id, codec byte ("r" or
        "b", as `pack` makes it, or "d" as schema v7 made it; upper case when the sealer's
-       caller set its flag: a checkpoint carrying metadata, d1saver/_values.py), nonce, then the AES-256-GCM ciphertext and tag
-       of the packed payload. Compressed before sealing, since ciphertext does not compress;
-       base85 like "r:", so a key adds exactly 40 characters (32 bytes) to a compressed value
-       and less than that to one stored raw in base64 ("b:"). Python's base85 is pure Python (about
-       0.4 us a byte each way, base64 0.02): values without a key pay it too once compressed.
+       caller set its flag: a checkpoint carrying metadata, d1saver/_values.py), nonce, then
+       the AES-256-GCM ciphertext and tag of the packed payload. Compressed before sealing,
+       since ciphertext does not compress; base85 like "r:", so a key adds exactly 40
+       characters (32 bytes) to a compressed value and less than that to one stored raw in
+       base64 ("b:"). Python's base85 is pure Python (about 0.4 us a byte each way, base64
+       0.02): values without a key pay it too once compressed.
 The marker makes every stored row self-describing, so the format can evolve row by row.
 DICT_V1 and DICT_V2 must never change: rows written with them are decoded with them. A new
 dictionary is a new codec letter.
@@ -101,8 +104,11 @@ def _deflate(data: bytes) -> bytes:
 
 
 def _inflate(data: bytes) -> bytes:
-    unpacker = zlib.decompressobj(zlib.MAX_WBITS, zdict=DICT_V1)
-    return unpacker.decompress(data) + unpacker.flush()
+    try:
+        unpacker = zlib.decompressobj(zlib.MAX_WBITS, zdict=DICT_V1)
+        return unpacker.decompress(data) + unpacker.flush()
+    except zlib.error as exc:  # not a ValueError: callers turn ValueError into a typed error
+        raise ValueError(f"a \"d:\" value is damaged ({exc})") from None
 
 
 def _raw_deflate(data: bytes) -> bytes:
@@ -112,7 +118,10 @@ def _raw_deflate(data: bytes) -> bytes:
 
 def _raw_inflate(data: bytes) -> bytes:
     unpacker = zlib.decompressobj(-zlib.MAX_WBITS, zdict=DICT_V2)
-    out = unpacker.decompress(data) + unpacker.flush()
+    try:
+        out = unpacker.decompress(data) + unpacker.flush()
+    except zlib.error as exc:
+        raise ValueError(f"an \"r:\" value is damaged ({exc})") from None
     if not unpacker.eof or unpacker.unused_data:
         raise ValueError("an \"r:\" value is truncated or has trailing bytes")
     return out

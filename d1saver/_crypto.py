@@ -9,7 +9,7 @@ one-bit flag; it is in clear and authenticated as associated data. New values ar
 Nonces are random 96-bit values: NIST SP 800-38D allows 2^32 seals per key that way, far
 more than one database's rows.
 
-Stored as "e:" and base85, the alphabet of d1saver's compressed values ("d:"), so that a key
+Stored as "e:" and base85, the alphabet of d1saver's compressed values ("r:"), so that a key
 adds exactly 40 characters to a stored value (32 bytes) and never more than that to what the
 same value takes without a key. Key id and codec fill the first base85 group: the 5
 characters after "e:" name the key and the codec, which is how SQL finds rows under another

@@ -8,11 +8,10 @@ a row lists about ten ids at any length of conversation, and the nodes over an
 unchanged prefix of a list are the same in every checkpoint (docs/STORAGE_DESIGN.md).
 
 A manifest is "m:" and its entries joined by ',' (a node's data is its children joined the same
-way): no entry can hold ',', '"' or '\\' (codec text is base64 or base85, ids
-base85), so a manifest
-needs no escaping inside the JSON that carries it, and SQL reads it as a JSON array by wrapping
-(see d1saver/_sql.py, _LIST). Entries are told apart by their first characters: codec text has
-':' second, ids never contain ':' nor '^' (written "." in them). Boundaries and ids are stored
+way): no entry can hold ',', '"' or '\\' (codec text is base64 or base85, ids base85), so a
+manifest needs no escaping inside the JSON that carries it, and SQL reads it as a JSON array by
+wrapping (see d1saver/_sql.py, _LIST). Entries are told apart by their first characters: codec
+text has ':' second, ids never contain ':' nor '^' (written "." in them). Boundaries and ids are stored
 forever; tests/test_manifest.py pins them.
 """
 
@@ -22,7 +21,7 @@ import functools
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 
-from d1saver._chunking import chunk_id, id_prefix, split
+from d1saver._chunking import chunk_id, id_prefix, names, split
 
 MARKER = "m:"
 NODE = "^"
@@ -124,6 +123,11 @@ def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) 
     return level + [ref for tail in tails for ref in tail]
 
 
+def _check(chunk: str, content: bytes) -> None:
+    if not names(chunk, content):
+        raise ValueError(f"chunk {chunk!r} does not hold what its id names: damaged")
+
+
 def refs(text: str) -> list[str]:
     """The ids a manifest lists itself (nodes without their "^")."""
     return [e.lstrip(NODE) for e in text[len(MARKER):].split(SEP) if ":" not in e[:2]]
@@ -131,7 +135,8 @@ def refs(text: str) -> list[str]:
 
 def unpack(text: str, chunks: Mapping[str, str], decode: Callable[[str], bytes]) -> bytes:
     """The bytes a manifest lists, chunks looked up in `chunks` (id -> data). A missing chunk
-    raises KeyError naming it."""
+    raises KeyError naming it; a chunk or node whose content is not what its id names (damaged
+    in storage: "r:" has no checksum) raises ValueError."""
     out = bytearray()
     memo: dict[str, bytes] = {}
 
@@ -142,10 +147,13 @@ def unpack(text: str, chunks: Mapping[str, str], decode: Callable[[str], bytes])
             elif entry[:1] == NODE:
                 if depth > 64:
                     raise ValueError("manifest tree too deep")
-                walk(chunks[entry[1:]].split(SEP), depth + 1)
+                data = chunks[entry[1:]]
+                _check(entry[1:], NODE.encode("ascii") + data.encode("ascii"))
+                walk(data.split(SEP), depth + 1)
             else:
                 if entry not in memo:
                     memo[entry] = decode(chunks[entry])
+                    _check(entry, memo[entry])
                 out.extend(memo[entry])
 
     walk(text[len(MARKER):].split(SEP), 0)

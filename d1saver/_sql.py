@@ -471,8 +471,9 @@ def _tight(sql: str) -> str:
     beside , ( ) = < > | and no AS before a lower-case alias."""
     parts = sql.split("'")
     for i in range(0, len(parts), 2):  # even parts lie outside '...' literals
-        if "--" in parts[i]:
-            raise ValueError("a statement made tight must hold no comment")
+        if "--" in parts[i] or "CAST(" in parts[i].upper():
+            # A comment would swallow the rest; CAST(x AS type) needs its AS.
+            raise ValueError("a statement made tight must hold no comment and no CAST")
         code = re.sub(r"\s+AS\s+(?=[a-z])", " ", parts[i])
         parts[i] = re.sub(r"\s*([,()=<>|])\s*", r"\1", code)
     return "'".join(parts)

@@ -3,14 +3,16 @@ the stored format pinned (a manifest names its chunks forever)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from d1saver import _codec, _manifest
+from d1saver import _chunking, _codec, _manifest, _values
 from d1saver._chunking import chunk_id
+from d1saver._errors import StoredValueError
 
 SERDE = JsonPlusSerializer()
 
@@ -119,3 +121,27 @@ def test_a_lone_chunk_gets_no_node() -> None:
         pytest.fail("no message of 200 has an id that closes a node")
     assert [c.level for c in packed.new] == [0]
     assert "^" not in packed.text
+
+
+def test_a_damaged_chunk_is_refused_not_read_as_other_bytes() -> None:
+    """"r:" has no checksum: a chunk whose stored text decodes to other bytes (or to nothing) is
+    a typed error when read, never a value that silently differs."""
+    packed = _manifest.pack(state(12), set(), _codec.encode)
+    assert packed is not None
+    chunks = {c.id: c.data for c in packed.new}
+    leaf = next(c for c in packed.new if c.level == 0)
+    node = next(c for c in packed.new if c.level > 0)
+    other = _codec.encode(SERDE.dumps_typed(AIMessage(content="not this", id="x"))[1])
+    for chunk, text in ((leaf.id, other), (leaf.id, "r:" + "A" * 40),
+                        (node.id, node.data.split(",")[0])):
+        with pytest.raises(StoredValueError):
+            _values.unpack(packed.text, {**chunks, chunk: text})
+    assert _values.unpack(packed.text, chunks) == state(12)
+
+
+def test_ids_of_schema_v7_are_checked_too() -> None:
+    """Schema v7 (never released) named chunks by base64url ids: still read, still checked."""
+    data = SERDE.dumps_typed(AIMessage(content="v7 " + "z" * 300, id="v7"))[1]
+    v7 = base64.urlsafe_b64encode(hashlib.sha256(data).digest()[:20]).rstrip(b"=").decode()
+    assert _chunking.names(v7, data) and not _chunking.names(v7, data + b" ")
+    assert _values.unpack("m:" + v7, {v7: _codec.encode(data)}) == data
