@@ -33,7 +33,8 @@ SEP = ","
 # instead of 174 (docs/STORAGE_DESIGN.md).
 FANOUT = 4
 
-__all__ = ["FANOUT", "MARKER", "NODE", "SEP", "Chunk", "Packed", "is_manifest", "pack", "refs", "unpack"]
+__all__ = ["FANOUT", "MARKER", "NODE", "SEP", "Chunk", "Chunks", "Packed", "is_manifest", "pack", "refs",
+           "unpack"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,18 @@ class Packed:
     text: str
     new: list[Chunk] = field(default_factory=list)
     reached: set[str] = field(default_factory=set)
+
+
+class Chunks(dict[str, str]):
+    """A read's chunks of one thread (id -> stored text) that decode and check each chunk once,
+    however many of the read's values list it (a page of 61 checkpoints lists each message ~30
+    times: base85-decoding it every time took 0.42 s of a 0.61 s `list`)."""
+
+    __slots__ = ("decoded",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decoded: dict[str, bytes] = {}
 
 
 def is_manifest(text: str | None) -> bool:
@@ -138,7 +151,8 @@ def unpack(text: str, chunks: Mapping[str, str], decode: Callable[[str], bytes])
     raises KeyError naming it; a chunk or node whose content is not what its id names (damaged
     in storage: "r:" has no checksum) raises ValueError."""
     out = bytearray()
-    memo: dict[str, bytes] = {}
+    # Decoded leaves, and nodes once checked (b""), keyed by entry: per read with `Chunks`.
+    memo = chunks.decoded if isinstance(chunks, Chunks) else {}
 
     def walk(entries: list[str], depth: int) -> None:
         for entry in entries:
@@ -148,7 +162,9 @@ def unpack(text: str, chunks: Mapping[str, str], decode: Callable[[str], bytes])
                 if depth > 64:
                     raise ValueError("manifest tree too deep")
                 data = chunks[entry[1:]]
-                _check(entry[1:], NODE.encode("ascii") + data.encode("ascii"))
+                if entry not in memo:
+                    _check(entry[1:], NODE.encode("ascii") + data.encode("ascii"))
+                    memo[entry] = b""
                 walk(data.split(SEP), depth + 1)
             else:
                 if entry not in memo:

@@ -26,7 +26,7 @@ from d1saver import _sql
 from d1saver._crypto import checkpoint_binder, write_binder
 from d1saver._errors import D1Error, ResponseError
 from d1saver._protocol import Result
-from d1saver._values import Pieces, Values
+from d1saver._values import Chunks, Pieces, Values
 
 Key = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 T = TypeVar("T")
@@ -50,7 +50,6 @@ def check_columns(result: Result, expected: Sequence[str]) -> None:
             f"D1 returned columns {result.columns} where d1saver expects {list(expected)}")
 
 
-Chunks = dict[str, str]  # a thread's content-addressed chunks: id -> data
 
 
 def chunk_ids(result: Result, thread_id: str | None = None) -> dict[str, list[str]]:
@@ -73,7 +72,7 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
     checkpoints: list[list[Any]] = []
     writes: dict[Key, list[list[Any]]] = defaultdict(list)
     pieces: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    chunks: dict[str, Chunks] = defaultdict(dict)
+    chunks: dict[str, Chunks] = defaultdict(Chunks)
     for row in result.rows:
         kind, key = row[0], (row[1], row[2], row[3])
         if kind == "c":
@@ -204,7 +203,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
     pieces: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     frozen_rows: dict[tuple[str, str], list[list[Any]]] = defaultdict(list)
     seen_pieces: set[tuple[Key, str, int]] = set()
-    chunks: dict[str, Chunks] = defaultdict(dict)
+    chunks: dict[str, Chunks] = defaultdict(Chunks)
     for row in page.rows if page is not None else ():
         if row[0] == "h":
             chunks[row[1]][row[4]] = row[5]
@@ -305,7 +304,7 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
     writes: dict[int, list[list[Any]]] = defaultdict(list)
     pieces: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     frozen_rows: dict[int, list[list[Any]]] = defaultdict(list)
-    chunks: Chunks = {}
+    chunks = Chunks()
     for row in result.rows:
         kind = row[0]
         if kind == "h":

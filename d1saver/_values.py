@@ -34,7 +34,7 @@ from typing import Any, cast
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from d1saver import _codec, _manifest
-from d1saver._manifest import Chunk
+from d1saver._manifest import Chunk, Chunks
 from d1saver._crypto import Bind, Binding, CheckpointBind, Sealer, refuse_plaintext
 from d1saver._errors import (
     ConfigError,
@@ -439,6 +439,6 @@ def _utf8(text: str) -> bytes:
         raise SerializationError(f"checkpoint metadata is not valid Unicode ({exc.reason})") from None
 
 
-__all__ = ["METADATA_KEY", "METADATA_OWNER", "PLAIN_METADATA", "Pieces", "ROW_MAX",
+__all__ = ["METADATA_KEY", "METADATA_OWNER", "PLAIN_METADATA", "Chunks", "Pieces", "ROW_MAX",
            "StoredMetadata", "StoredValue", "Values", "bound_columns", "fit_row",
            "load_metadata", "utf8_size"]

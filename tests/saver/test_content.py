@@ -18,7 +18,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from langgraph.checkpoint.memory import InMemorySaver
 
 from benchmarks.workload import build_graph, first_input, prose
-from d1saver import _chunking
+from d1saver import _chunking, _manifest
 from d1saver import _statements as st
 from tests.conftest import Backend
 from tests.saver.content import (assert_exact, chunk_ids, chunk_levels, converse, copy_setup,
@@ -418,3 +418,15 @@ def test_row_by_row_writes_of_a_task_skip_what_its_pack_holds(backend: Backend) 
     rows = query(plain, "SELECT idx, channel FROM writes WHERE thread_id = ?1 AND task_id = ?2 "
                         "ORDER BY idx", thread, "task-1")
     assert [tuple(r) for r in rows] == [(0, ""), (2, "c")]  # the pack, then the new index
+
+
+def test_a_page_decodes_and_checks_each_chunk_once(backend: Backend, monkeypatch: Any) -> None:
+    """A page's checkpoints list the same messages again and again: each chunk is decoded and
+    checked against its id once per read, not once per checkpoint that lists it."""
+    saver = backend.saver()
+    graph, config = converse(saver, new_thread())
+    checked: Counter[str] = Counter()
+    names = _manifest.names
+    monkeypatch.setattr(_manifest, "names", lambda c, d: checked.update([c]) or names(c, d))
+    assert len(list(saver.list(config))) > 10
+    assert checked and max(checked.values()) == 1
