@@ -3,13 +3,13 @@
 -- Statements are separated by semicolons at line ends only; each is idempotent.
 --
 -- A database that an older d1saver created is NOT upgraded by this file but by the migrations
--- in d1saver/_sql.py (MIGRATIONS), which any d1saver operation or D1Saver.setup() applies:
+-- in d1saver/sql/catalogue.py (MIGRATIONS), which any d1saver operation or D1Saver.setup() applies:
 -- on such a database this file stops at the schema_outdated guard below, and D1 rolls it all
 -- back. See docs/MIGRATIONS.md. A test holds this file to version 1 plus every migration.
 --
 -- Values (serialized checkpoints and writes) are stored as TEXT, not BLOB: D1's REST API carries
 -- parameters as JSON and returns BLOBs as arrays of integers, so a value travels as
--- "<codec>:<base64>" both ways (see d1saver/_codec.py). Metadata is plain JSON so that
+-- "<codec>:<base64>" both ways (see d1saver/storage/codec.py). Metadata is plain JSON so that
 -- json_extract() filters work on a real D1.
 
 -- The applied schema versions, one row each (a fresh database records the current one only).
@@ -73,7 +73,7 @@ CREATE TABLE IF NOT EXISTS writes (
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 );
 
--- Pieces of values over D1's 2 MB limit; the owning row holds a "c:" reference (d1saver/_codec.py).
+-- Pieces of values over D1's 2 MB limit; the owning row holds a "c:" reference (d1saver/storage/codec.py).
 CREATE TABLE IF NOT EXISTS chunks (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL DEFAULT '',
@@ -136,7 +136,7 @@ CREATE TABLE IF NOT EXISTS d1saver_relink (
 );
 
 -- Idempotency records: the answers of untag and of compaction batches, kept a day so that a
--- retry after a lost response answers as the first try did (d1saver/_sql.py, FORGET_OLD_OPS).
+-- retry after a lost response answers as the first try did (d1saver/sql/catalogue.py, FORGET_OLD_OPS).
 CREATE TABLE IF NOT EXISTS d1saver_ops (
     op_id TEXT PRIMARY KEY,
     result TEXT NOT NULL,

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from benchmarks.workload import build_graph, first_input
-from d1saver import _chunking, _codec
-from d1saver._chunking import Piece
+from d1saver.storage import chunking as _chunking
+from d1saver.storage import codec as _codec
+from d1saver.storage.chunking import Piece
 
 ID_CHARS = 27  # a 20-byte id in base64url, as measured then (schema v8 writes base85: 25)
 ENTRY_OVERHEAD = 3  # quotes and comma of an id in a JSON manifest

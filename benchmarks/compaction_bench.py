@@ -25,7 +25,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from compaction import compact
 from d1saver import D1Saver, Statement, TraceEvent
 # The rows `put` and `put_writes` store, built by the saver's own statement builders.
-from d1saver import _statements as statements
+from d1saver.ops import statements
 from d1saver.local import LocalD1, LocalD1Transport, make_server
 
 TARGET_REQUESTS = 200
@@ -76,7 +76,7 @@ def checkpoint_rows(saver: D1Saver, thread_id: str, n: int, started: datetime
                                                  f"record {step * 7919 % 100_000}; next I will check it."}
         (write, *_), _ = statements.put_writes_statements(saver.ops.values, config,
                                                          [("messages", reply)], f"task-{step}", "")
-        # The put views' parameters (d1saver/_sql.py PUT, PUT_WRITES): a NULL type is msgpack;
+        # The put views' parameters (d1saver/sql/catalogue.py PUT, PUT_WRITES): a NULL type is msgpack;
         # the row's columns are the first ten, the regular writes the seventh.
         row = list(stmt.params[:10])
         row[4] = row[4] or "msgpack"

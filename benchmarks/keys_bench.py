@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.workload import VARIANTS, build_graph, first_input
-from d1saver import D1Saver, Statement, _codec
-from d1saver._crypto import Sealer, aad_for_checkpoint
+from d1saver import D1Saver, Statement
+from d1saver.storage import codec as _codec
+from d1saver.storage.crypto import Sealer, aad_for_checkpoint
 from d1saver.local import LocalD1, LocalD1Transport
 
 KEYS = [bytes(range(32))]

@@ -22,7 +22,7 @@ import typer
 
 from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
                      RekeyCounts, admin)
-from d1saver.cli_support import EXIT_USAGE, OneLineUsageErrors, printable
+from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable
 from compaction.fleet import check_chunks, compact, history, list_threads
 from compaction.rebalance import rebalance
 from compaction.rekey import RekeySummary, rekey

@@ -21,7 +21,7 @@ from compaction import lease as leases
 from compaction.fleet import databases
 from compaction.job import prepare
 
-TABLES = ("checkpoints", "writes", "delta_frozen")  # d1saver._reseal.REKEY_TABLES
+TABLES = ("checkpoints", "writes", "delta_frozen")  # d1saver.ops.reseal.REKEY_TABLES
 Census = dict[str, dict[str, int]]
 Progress = Callable[[str, RekeyCounts], None]
 

@@ -1,9 +1,9 @@
 """d1saver: LangGraph checkpoints in Cloudflare D1, over D1's REST API."""
 
 from d1saver import admin
-from d1saver._client import D1Client
-from d1saver._protocol import Result, Statement, TraceEvent
-from d1saver._errors import (
+from d1saver.http.client import D1Client
+from d1saver.core.protocol import Result, Statement, TraceEvent
+from d1saver.core.errors import (
     AuthenticationError,
     CheckpointConflictError,
     ConfigError,
@@ -28,9 +28,9 @@ from d1saver._errors import (
     UnknownKeyError,
     VerificationError,
 )
-from d1saver._reseal import RekeyCounts
-from d1saver._retry import RetryPolicy
-from d1saver._settings import D1Settings, load_settings
+from d1saver.ops.reseal import RekeyCounts
+from d1saver.http.retry import RetryPolicy
+from d1saver.core.settings import D1Settings, load_settings
 from d1saver.saver import D1Saver
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Statements for maintenance tools, to send with `D1Saver.execute`: d1saver's public SQL.
 
 The compaction job and the CLI build their requests here and read the named columns of the
-results; the SQL itself stays in d1saver's catalogue (d1saver/_sql.py), so every statement
+results; the SQL itself stays in d1saver's catalogue (d1saver/sql/catalogue.py), so every statement
 d1saver ships lives in one place and runs on the real engine in CI.
 
     saver.execute([threads_page("", 1000)])       # a page of threads with their figures
@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from d1saver import _rows, _sql
-from d1saver import _statements as st
-from d1saver import _transfer
-from d1saver._protocol import Result, Statement
-from d1saver._reseal import add_census
-from d1saver._routing import LEAVING_PREFIX, MOVING_PREFIX, is_staging
-from d1saver._transfer import ThreadReader, ThreadRows
+from d1saver.ops import rows as _rows
+from d1saver.sql import catalogue as _sql
+from d1saver.ops import statements as st
+from d1saver.ops import transfer as _transfer
+from d1saver.core.protocol import Result, Statement
+from d1saver.ops.reseal import add_census
+from d1saver.fleet.routing import LEAVING_PREFIX, MOVING_PREFIX, is_staging
+from d1saver.ops.transfer import ThreadReader, ThreadRows
 
 
 def threads_page(after: str, size: int) -> Statement:

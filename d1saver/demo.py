@@ -25,7 +25,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, Send, interrupt
 
 from d1saver import D1Error, D1Saver, TraceEvent, admin
-from d1saver._crypto import new_key
+from d1saver.storage.crypto import new_key
 from d1saver.local import LocalD1, LocalD1Transport
 
 ACCOUNT_ID = "local-account"

@@ -1,13 +1,13 @@
 """D1Saver: a LangGraph checkpointer over Cloudflare D1's REST API, sync and async on one instance.
 
-A thin shell: each method runs one operation (d1saver/_ops.py) with the sync or the async
+A thin shell: each method runs one operation (d1saver/ops/operations.py) with the sync or the async
 driver. Every public method is one HTTP request (a `list` is one per page): the statements an
 operation needs go together as one D1 batch, which D1 runs as one transaction. Writes are
 upserts keyed by primary key, so a retry after a lost response stores nothing twice.
 
 Over several databases (`database_ids=[...]`) each thread lives in one, its home
-(d1saver/_routing.py), and per-thread methods go there, still one request; what spans
-threads runs on every database concurrently (d1saver/_fleet.py).
+(d1saver/fleet/routing.py), and per-thread methods go there, still one request; what spans
+threads runs on every database concurrently (d1saver/fleet/fleet.py).
 """
 
 from __future__ import annotations
@@ -29,20 +29,20 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from d1saver._client import D1Client
-from d1saver._crypto import Key, Sealer, keys_from_env
-from d1saver._driver import Driver
-from d1saver._errors import NotFoundError
-from d1saver._fleet import DEFAULT_CONCURRENCY, Fleet
-from d1saver._nodes import Node, client_factory, database_lists, make_nodes
-from d1saver._ops import Operations
-from d1saver._protocol import Result, Statement, Tracer
-from d1saver._reseal import RekeyCounts, add_census, add_counts
-from d1saver._retry import RetryPolicy
-from d1saver._routing import Route, Router
-from d1saver._serde import default_serde, trusted_serde
-from d1saver._settings import DEFAULT_API_BASE_URL, load_settings
-from d1saver._values import Values
+from d1saver.http.client import D1Client
+from d1saver.storage.crypto import Key, Sealer, keys_from_env
+from d1saver.http.driver import Driver
+from d1saver.core.errors import NotFoundError
+from d1saver.fleet.fleet import DEFAULT_CONCURRENCY, Fleet
+from d1saver.fleet.databases import Node, client_factory, database_lists, make_nodes
+from d1saver.ops.operations import Operations
+from d1saver.core.protocol import Result, Statement, Tracer
+from d1saver.ops.reseal import RekeyCounts, add_census, add_counts
+from d1saver.http.retry import RetryPolicy
+from d1saver.fleet.routing import Route, Router
+from d1saver.storage.serde import default_serde, trusted_serde
+from d1saver.core.settings import DEFAULT_API_BASE_URL, load_settings
+from d1saver.storage.values import Values
 
 T = TypeVar("T")
 
@@ -57,7 +57,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     two writers resume one thread. `page_size` is how many checkpoints one `list` request
     reads. `group_commit` sends writes that arrive while one is in flight together, in
     one batch, after a window of `group_commit_window` seconds (10 ms; see
-    d1saver/_group_commit.py). The schema is created on first use (one extra request, once) unless
+    d1saver/http/group_commit.py). The schema is created on first use (one extra request, once) unless
     `auto_setup=False`; `setup()` does it explicitly.
 
     Many databases: `database_ids=[...]` instead of `database_id` (give exactly one of them).
@@ -99,7 +99,7 @@ class D1Saver(BaseCheckpointSaver[str]):
         fleet_concurrency: int = DEFAULT_CONCURRENCY,
         encryption_keys: Sequence[Key] | Key | None = None,
     ) -> None:
-        # Compatible by default, exactly as LangGraph's own savers (d1saver/_serde.py): every
+        # Compatible by default, exactly as LangGraph's own savers (d1saver/storage/serde.py): every
         # type that round-trips through SqliteSaver round-trips here, and
         # LANGGRAPH_STRICT_MSGPACK is honoured as LangGraph honours it. With keys only a key
         # holder can write a row that is read at all, so any type may be constructed.
@@ -308,7 +308,7 @@ class D1Saver(BaseCheckpointSaver[str]):
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """One request within one database (with keys, pages re-sealed: _ops.py); else copied
-        between databases in bounded batches, re-sealed with keys (d1saver/_fleet.py)."""
+        between databases in bounded batches, re-sealed with keys (d1saver/fleet/fleet.py)."""
         self._fleet.copy_thread(str(source_thread_id), str(target_thread_id), self.page_size)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:

@@ -1,4 +1,4 @@
-"""d1saver/_chunking.py: content-defined pieces of serialized values, named by hash.
+"""d1saver/storage/chunking.py: content-defined pieces of serialized values, named by hash.
 
 Chunk ids will be stored forever (every manifest names its chunks by id), so the pieces of fixed
 inputs are pinned here: a change that moves a boundary or an id fails these tests, and needs a new
@@ -16,8 +16,8 @@ from typing import Any
 import ormsgpack
 import pytest
 
-from d1saver import _chunking
-from d1saver._chunking import CDC_MAX, PIECE_MAX, STORED_MIN, Piece, chunk_id, join, split
+from d1saver.storage import chunking as _chunking
+from d1saver.storage.chunking import CDC_MAX, PIECE_MAX, STORED_MIN, Piece, chunk_id, join, split
 
 _WORDS = ("order invoice refund shipment customer warehouse delivery status payment report review "
           "balance account region quarter pending").split()

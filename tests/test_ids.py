@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 import d1saver
 from d1saver import ConfigError, D1Client, D1Saver, load_settings
-from d1saver._ids import MAX_ID_LENGTH, validate_account_id, validate_database_id
+from d1saver.core.ids import MAX_ID_LENGTH, validate_account_id, validate_database_id
 from d1saver.cli import app
 
 TOKEN = "ids-token"

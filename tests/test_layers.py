@@ -1,5 +1,5 @@
-"""The layout holds: no import cycle, each layer imports only the layers below it, compaction
-reaches d1saver through public names only, and no product module outgrows its job."""
+"""The layout holds: the package's folders are its layers, each imports only the layers below
+it, no import cycle, and compaction reaches d1saver through public names only."""
 
 from __future__ import annotations
 
@@ -11,52 +11,23 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("d1saver", "compaction")
 
-# Each module may import only modules of the layers listed below it (d1saver/ only).
+# The layer folders of d1saver/, bottom first, with the layers each may import
+# (docs/ARCHITECTURE.md draws the same picture).
 LAYERS: dict[str, set[str]] = {
-    "d1saver._errors": set(),
-    "d1saver._protocol": {"d1saver._errors"},  # for annotations only (TYPE_CHECKING)
-    "d1saver._codec": set(),
-    "d1saver._chunking": set(),
-    "d1saver._manifest": {"d1saver._chunking"},
-    "d1saver._held": set(),
-    "d1saver._sql": set(),
-    "d1saver._delta_cache": set(),
-    "d1saver._retry": {"d1saver._errors"},
-    "d1saver._settings": {"d1saver._errors", "d1saver._ids"},
-    "d1saver._envelope": {"d1saver._errors", "d1saver._protocol"},
-    "d1saver._client": {"d1saver._envelope", "d1saver._errors", "d1saver._protocol",
-                        "d1saver._retry", "d1saver._ids"},
-    "d1saver._group_commit": {"d1saver._errors", "d1saver._protocol"},
-    "d1saver._driver": {"d1saver._client", "d1saver._group_commit", "d1saver._protocol"},
-    "d1saver._values": {"d1saver._codec", "d1saver._errors", "d1saver._crypto",
-                        "d1saver._manifest"},
-    "d1saver._rows": {"d1saver._sql", "d1saver._errors", "d1saver._protocol", "d1saver._values",
-                      "d1saver._crypto"},
-    "d1saver._routing": {"d1saver._errors"},
-    "d1saver._transfer": {"d1saver._sql", "d1saver._errors", "d1saver._protocol"},
-    "d1saver._ids": {"d1saver._errors"},
-    "d1saver._serde": set(),
-    "d1saver._crypto": {"d1saver._codec", "d1saver._errors"},
-    "d1saver._statements": {"d1saver._sql", "d1saver._errors", "d1saver._protocol",
-                            "d1saver._values", "d1saver._crypto", "d1saver._manifest"},
-    "d1saver._reseal_frozen": {"d1saver._sql", "d1saver._crypto", "d1saver._protocol",
-                               "d1saver._rows", "d1saver._values"},
-    "d1saver._reseal": {"d1saver._sql", "d1saver._crypto", "d1saver._protocol", "d1saver._rows",
-                        "d1saver._values", "d1saver._reseal_frozen", "d1saver._manifest"},
-    "d1saver._rewrites": {"d1saver._rows", "d1saver._sql", "d1saver._statements",
-                          "d1saver._errors", "d1saver._protocol", "d1saver._values",
-                          "d1saver._reseal", "d1saver._crypto"},
-    "d1saver._ops": {"d1saver._rows", "d1saver._sql", "d1saver._statements", "d1saver._errors",
-                     "d1saver._delta_cache", "d1saver._protocol", "d1saver._values",
-                     "d1saver._reseal", "d1saver._crypto", "d1saver._held",
-                     "d1saver._rewrites"},
-    "d1saver.admin": {"d1saver._sql", "d1saver._statements", "d1saver._protocol",
-                      "d1saver._rows", "d1saver._routing", "d1saver._transfer", "d1saver._reseal"},
-    "d1saver.cli_support": set(),
+    "core": set(),
+    "sql": set(),
+    "storage": {"core"},
+    "http": {"core"},
+    "local": {"core"},
+    "ops": {"core", "sql", "storage"},
+    "fleet": {"core", "sql", "storage", "http", "ops"},
 }
-# The shell and the tools sit on top: anything of d1saver below them, never compaction.
-MAX_LINES = 450
-SQL_CATALOGUES = {"d1saver/_sql.py"}
+# The public surface on top: any layer below, never compaction.
+PUBLIC_MODULES = {"__init__", "saver", "admin", "demo"}
+PUBLIC_PACKAGES = {"cli"}
+# What compaction/ may import of d1saver: the public surface only.
+COMPACTION_MAY_IMPORT = {"d1saver", "d1saver.admin", "d1saver.saver", "d1saver.cli",
+                         "d1saver.cli.support"}
 
 
 def _modules() -> dict[str, Path]:
@@ -119,18 +90,43 @@ def test_no_import_cycle(graph: dict[str, set[str]]) -> None:
             visit(node)
 
 
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "d1saver" and len(parts) > 2 and parts[1] in LAYERS else None
+
+
 def test_layers_import_only_downward(graph: dict[str, set[str]]) -> None:
-    for module, allowed in LAYERS.items():
-        if module in graph:
-            extra = {m for m in graph[module] if m.startswith("d1saver")} - allowed
-            assert not extra, f"{module} imports {sorted(extra)}, above its layer"
+    for module, deps in graph.items():
+        layer = _layer(module)
+        if layer is None:
+            continue
+        for dep in deps:
+            if not dep.startswith("d1saver"):
+                continue
+            below = _layer(dep)
+            assert below is not None, f"{module} imports {dep}, the public surface above it"
+            assert below == layer or below in LAYERS[layer], \
+                f"{module} ({layer}) imports {dep} ({below}), not a layer below it"
+
+
+def test_every_module_sits_in_a_layer_or_is_public() -> None:
+    package = ROOT / "d1saver"
+    loose = {p.stem for p in package.glob("*.py")} - PUBLIC_MODULES
+    folders = {p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert not loose, f"modules outside the layer folders: {sorted(loose)}"
+    assert folders <= set(LAYERS) | PUBLIC_PACKAGES, sorted(folders - set(LAYERS) - PUBLIC_PACKAGES)
+
+
+def test_layer_check_can_fail() -> None:
+    """The checker itself: an upward import is found."""
+    with pytest.raises(AssertionError, match="not a layer below"):
+        test_layers_import_only_downward({"d1saver.storage.values": {"d1saver.ops.rows"}})
 
 
 def test_compaction_uses_only_public_d1saver(graph: dict[str, set[str]]) -> None:
     for module, deps in graph.items():
         if module.startswith("compaction"):
-            private = [d for d in deps if any(p.startswith("_") for p in d.split(".")[1:])
-                       and d.startswith("d1saver")]
+            private = sorted(d for d in deps if d.startswith("d1saver") and d not in COMPACTION_MAY_IMPORT)
             assert not private, f"{module} imports private {private}"
 
 
@@ -138,17 +134,6 @@ def test_d1saver_does_not_import_compaction(graph: dict[str, set[str]]) -> None:
     for module, deps in graph.items():
         if module.startswith("d1saver"):
             assert not [d for d in deps if d.startswith("compaction")], module
-
-
-def test_no_product_module_over_limit() -> None:
-    long = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            rel = str(path.relative_to(ROOT))
-            n = len(path.read_text().splitlines())
-            if n > MAX_LINES and rel not in SQL_CATALOGUES:
-                long[rel] = n
-    assert not long, f"modules over {MAX_LINES} lines: {long}"
 
 
 def test_cycle_detector_can_fail() -> None:

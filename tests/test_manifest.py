@@ -1,4 +1,4 @@
-"""Manifests of content-addressed values (d1saver/_manifest.py): round trips, what is sent, and
+"""Manifests of content-addressed values (d1saver/storage/manifest.py): round trips, what is sent, and
 the stored format pinned (a manifest names its chunks forever)."""
 
 from __future__ import annotations
@@ -10,9 +10,12 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from d1saver import _chunking, _codec, _manifest, _values
-from d1saver._chunking import chunk_id
-from d1saver._errors import StoredValueError
+from d1saver.storage import chunking as _chunking
+from d1saver.storage import codec as _codec
+from d1saver.storage import manifest as _manifest
+from d1saver.storage import values as _values
+from d1saver.storage.chunking import chunk_id
+from d1saver.core.errors import StoredValueError
 
 SERDE = JsonPlusSerializer()
 

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from d1saver import ConfigError, D1Saver, load_settings
-from d1saver._routing import Router, rendezvous
+from d1saver.fleet.routing import Router, rendezvous
 from d1saver.local import LocalD1Transport
 
 DBS = ["db-a", "db-b", "db-c", "db-d"]
@@ -28,7 +28,7 @@ def test_homes_are_pinned() -> None:
 
 def test_homes_agree_across_processes() -> None:
     """hashlib, not hash(): another interpreter (another PYTHONHASHSEED) agrees."""
-    code = ("from d1saver._routing import rendezvous; "
+    code = ("from d1saver.fleet.routing import rendezvous; "
             f"print(','.join(rendezvous(t, {DBS!r}) for t in {THREADS[:200]!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONHASHSEED": "12345", "PYTHONPATH": ":".join(sys.path)},

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from d1saver._errors import ConfigError
-from d1saver._ids import validate_account_id, validate_database_id
+from d1saver.core.errors import ConfigError
+from d1saver.core.ids import validate_account_id, validate_database_id
 
 from .envelope import ApiError, LocalResponse, encode, error_envelope, success_envelope
 from .faults import RATE_LIMIT, DroppedConnection, Fault, FaultPlan
@@ -37,7 +37,7 @@ class LocalD1:
 
     `handle()` takes a raw HTTP request and returns a `LocalResponse`; it raises `DroppedConnection`
     when the fault plan drops the connection. A request naming an invalid account or database id
-    (see `d1saver._ids`) gets a 404 and never reaches the file system.
+    (see `d1saver.core.ids`) gets a 404 and never reaches the file system.
 
     `service_time_ms` imitates D1's execution time: each statement takes that long while its
     database is held, so requests to one database queue behind each other as on D1 (one query

@@ -10,8 +10,8 @@ import os
 import threading
 from pathlib import Path
 
-from d1saver._errors import ConfigError
-from d1saver._ids import validate_database_id
+from d1saver.core.errors import ConfigError
+from d1saver.core.ids import validate_database_id
 
 from .database import Database
 

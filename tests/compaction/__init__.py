@@ -13,7 +13,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
 from d1saver import D1Saver, Statement
-from d1saver._client import compact_sql
+from d1saver.http.client import compact_sql
 from d1saver.local import FaultPlan, LocalD1Transport
 
 NOW = datetime.now(timezone.utc).isoformat()

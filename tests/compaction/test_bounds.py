@@ -20,7 +20,8 @@ from langgraph.types import Command, StateSnapshot, interrupt
 from typing_extensions import TypedDict
 
 from compaction import compact
-from d1saver import D1Saver, _sql, admin
+from d1saver import D1Saver, admin
+from d1saver.sql import catalogue as _sql
 from tests.compaction import cfg, checkpoint_id, ids_in, new_thread, query
 from tests.compaction.test_job import by_namespace, count_writes, delta_graph, seed_chain
 from tests.conftest import Backend

@@ -28,12 +28,12 @@ from typing_extensions import TypedDict
 
 from benchmarks.workload import append_batches
 from compaction import Summary, compact, lease
-from d1saver import (ConfigError, D1Saver, LeaseHeldError, NotFoundError, RetryPolicy, _sql,
-                     Statement, admin)
+from d1saver import ConfigError, D1Saver, LeaseHeldError, NotFoundError, RetryPolicy, Statement, admin
+from d1saver.sql import catalogue as _sql
 from d1saver.local import FaultPlan
 from tests.compaction import (BIG, LONG_AGO, LoseFirstResponse, cfg, checkpoint_id, ids_in,
                               new_thread, put_chain, put_checkpoint, query)
-from d1saver._rows import unpacked
+from d1saver.ops.rows import unpacked
 from tests.conftest import Backend, local_backend
 from tests.saver.graphs import LogState, log_node, sequence
 

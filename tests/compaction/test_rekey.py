@@ -25,8 +25,8 @@ from d1saver import (
     Statement,
     UnknownKeyError,
 )
-from d1saver._crypto import ENV_KEYS, key_id
-from d1saver._sql import SCHEMA_VERSION
+from d1saver.storage.crypto import ENV_KEYS, key_id
+from d1saver.sql.catalogue import SCHEMA_VERSION
 from d1saver.local import LocalD1Transport
 from tests.compaction.test_cli import cli, env_for
 from tests.conftest import Backend

@@ -25,7 +25,7 @@ from benchmarks.workload import append_batches, build_graph, first_input
 from compaction import compact
 from compaction.rekey import rekey
 from d1saver import D1Saver
-from d1saver._crypto import key_id
+from d1saver.storage.crypto import key_id
 from tests.compaction import BIG, cfg, ids_in, new_thread, query
 from tests.conftest import Backend
 

@@ -18,8 +18,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from compaction import lease as leases
 from compaction import rebalance
 from d1saver import ConfigError, D1Error, D1Saver, LeaseHeldError, QueryError, Statement, admin
-from d1saver._sql import SCHEMA_VERSION
-from d1saver._routing import rendezvous
+from d1saver.sql.catalogue import SCHEMA_VERSION
+from d1saver.fleet.routing import rendezvous
 from tests.compaction import BIG, cfg, checkpoint_id
 from tests.fleet.conftest import FleetBackend, unique
 from tests.fleet.test_saver import chain, key, view

@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from d1saver import D1Saver, FleetError, QueryError, Statement
-from d1saver._sql import PUT
+from d1saver.sql.catalogue import PUT
 from tests.compaction import BIG, cfg, checkpoint_id
 from tests.fleet.conftest import FleetBackend, unique
 

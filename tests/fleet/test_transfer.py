@@ -1,4 +1,4 @@
-"""Moving a thread's rows between databases (d1saver/_transfer.py): bounded pages, bounded
+"""Moving a thread's rows between databases (d1saver/ops/transfer.py): bounded pages, bounded
 atomic batches, staging for what needs several, and digests that tell rows apart."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from collections import Counter
 import pytest
 
 from d1saver import D1Saver, Statement, admin
-from d1saver._routing import COPYING_PREFIX, LEAVING_PREFIX
-from d1saver._sql import (COLLECT_THREAD, DELETE_THREADS, RENAME_THREAD, TRANSFER_INSERT,
+from d1saver.fleet.routing import COPYING_PREFIX, LEAVING_PREFIX
+from d1saver.sql.catalogue import (COLLECT_THREAD, DELETE_THREADS, RENAME_THREAD, TRANSFER_INSERT,
                           TRANSFER_TABLES)
-from d1saver._transfer import (ThreadReader, ThreadRows, copy_batches, delete_if_unchanged,
+from d1saver.ops.transfer import (ThreadReader, ThreadRows, copy_batches, delete_if_unchanged,
                                deleted)
 from tests.compaction import BIG, cfg
 from tests.conftest import Backend

@@ -51,7 +51,8 @@ from langgraph.checkpoint.serde.jsonplus import (
     JsonPlusSerializer,
 )
 
-from d1saver import D1Saver, PlaintextValueError, Statement, StoredValueError, _codec
+from d1saver import D1Saver, PlaintextValueError, Statement, StoredValueError
+from d1saver.storage import codec as _codec
 from d1saver.local import LocalD1, LocalD1Transport
 
 HERE = __name__  # "tests.reliability.test_deserialization"

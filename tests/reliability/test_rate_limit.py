@@ -18,7 +18,7 @@ import httpx
 import pytest
 import respx
 
-import d1saver._client
+import d1saver.http.client
 from d1saver import D1Saver, RateLimitError, RetryPolicy
 
 BASE_URL = "https://api.example.test/client/v4"
@@ -49,8 +49,8 @@ class VirtualClock:
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
         """Make d1saver's client read and sleep on this clock (its module only)."""
-        monkeypatch.setattr(d1saver._client, "time", _TimeFace(self))
-        monkeypatch.setattr(d1saver._client, "asyncio", _AsyncioFace(self))
+        monkeypatch.setattr(d1saver.http.client, "time", _TimeFace(self))
+        monkeypatch.setattr(d1saver.http.client, "asyncio", _AsyncioFace(self))
         return self
 
 

@@ -22,15 +22,8 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from compaction.rekey import rekey
-from d1saver import (
-    D1Error,
-    D1Saver,
-    IntegrityError,
-    PlaintextValueError,
-    Statement,
-    UnknownKeyError,
-    _codec,
-)
+from d1saver import D1Error, D1Saver, IntegrityError, PlaintextValueError, Statement, UnknownKeyError
+from d1saver.storage import codec as _codec
 from tests.conftest import Backend
 
 KEY, OTHER, NEWER = bytes([31]) * 32, bytes([32]) * 32, bytes([33]) * 32

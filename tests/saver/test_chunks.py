@@ -17,7 +17,8 @@ from langgraph.checkpoint.base import Checkpoint
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from d1saver import D1Saver, Statement, _codec
+from d1saver import D1Saver, Statement
+from d1saver.storage import codec as _codec
 from tests.conftest import Backend
 
 # Random bytes do not compress; base64 makes them 4/3 longer, and pieces are 1.8 MB of text.

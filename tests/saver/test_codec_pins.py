@@ -1,6 +1,6 @@
 """Pins the stored value formats byte for byte, so no stored row ever becomes unreadable.
 
-Every value d1saver stores is "<codec>:<payload>" text (d1saver/_codec.py). Rows live for
+Every value d1saver stores is "<codec>:<payload>" text (d1saver/storage/codec.py). Rows live for
 months across releases, so:
 - decoding each codec's pinned text must give back its exact input, forever ("b:", "d:", "r:",
   and "z:", which only pre-0.1.0 builds wrote);
@@ -10,7 +10,7 @@ months across releases, so:
   byte reformatted and every such row decodes to garbage or fails;
 - "c:" values (over D1's 2 MB limit, split into the chunks table) written by 0.1.0 decode.
 
-This file imports the private d1saver._codec on purpose: it pins a private storage format.
+This file imports the private d1saver.storage.codec on purpose: it pins a private storage format.
 (_codec keeps its name through refactors; everything else here uses public API.)
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from d1saver import _codec
+from d1saver.storage import codec as _codec
 from tests.data import v0_1_0_fixture as fx
 from tests.data import v0_1_0_graphs as g
 

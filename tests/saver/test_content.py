@@ -18,8 +18,9 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from langgraph.checkpoint.memory import InMemorySaver
 
 from benchmarks.workload import build_graph, first_input, prose
-from d1saver import _chunking, _manifest
-from d1saver import _statements as st
+from d1saver.storage import chunking as _chunking
+from d1saver.storage import manifest as _manifest
+from d1saver.ops import statements as st
 from tests.conftest import Backend
 from tests.saver.content import (assert_exact, chunk_ids, chunk_levels, converse, copy_setup,
                                  fork, inexact, markers, new_thread, query)

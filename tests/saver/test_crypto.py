@@ -1,4 +1,4 @@
-"""Authenticated encryption of stored values (d1saver/_crypto.py), standalone: sealing, what is
+"""Authenticated encryption of stored values (d1saver/storage/crypto.py), standalone: sealing, what is
 refused (a flipped byte, a moved value, an unknown key, plaintext), rotation, overhead, key
 parsing, and that no message or repr shows key material."""
 
@@ -15,16 +15,9 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from d1saver import (
-    ConfigError,
-    D1Error,
-    IntegrityError,
-    PlaintextValueError,
-    StoredValueError,
-    UnknownKeyError,
-    _codec,
-)
-from d1saver._crypto import (
+from d1saver import ConfigError, D1Error, IntegrityError, PlaintextValueError, StoredValueError, UnknownKeyError
+from d1saver.storage import codec as _codec
+from d1saver.storage.crypto import (
     ENV_KEYS,
     KEY_ID_SIZE,
     OVERHEAD,

@@ -13,8 +13,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from d1saver import D1Saver
-from d1saver import _statements as st
-from d1saver._delta_cache import DeltaCache
+from d1saver.ops import statements as st
+from d1saver.ops.delta_cache import DeltaCache
 from tests.compaction import cfg, new_thread
 from tests.compaction import checkpoint_id as cid
 from tests.conftest import Backend

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
 
-import d1saver._group_commit as group_commit
+import d1saver.http.group_commit as group_commit
 from d1saver import (
     D1Error,
     D1Saver,

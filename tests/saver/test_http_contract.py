@@ -31,7 +31,8 @@ from d1saver import (
     TimeoutError,
     TransportError,
 )
-from d1saver import _codec, _errors
+from d1saver.storage import codec as _codec
+from d1saver.core import errors as _errors
 
 SENTINEL = "tok-SENTINEL-5f3a9c1e"
 BASE_URL = "https://api.example.test/client/v4"
@@ -559,7 +560,7 @@ def test_every_exported_exception_is_a_d1error() -> None:
 
 
 def test_all_exports_every_public_name_of_errors_module() -> None:
-    """d1saver.__all__ lists every public name defined in d1saver/_errors.py."""
+    """d1saver.__all__ lists every public name defined in d1saver/core/errors.py."""
     defined = {name for name, obj in vars(_errors).items()
                if not name.startswith("_") and getattr(obj, "__module__", None) == _errors.__name__}
     assert defined and defined <= set(d1saver.__all__)

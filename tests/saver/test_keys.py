@@ -18,9 +18,10 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from benchmarks.workload import build_graph, first_input
 from compaction import compact
-from d1saver import ConfigError, D1Saver, Statement, StoredValueError, _codec
-from d1saver._crypto import ENV_KEYS, Sealer, aad_for_checkpoint, aad_for_write
-from d1saver._values import bound_columns
+from d1saver import ConfigError, D1Saver, Statement, StoredValueError
+from d1saver.storage import codec as _codec
+from d1saver.storage.crypto import ENV_KEYS, Sealer, aad_for_checkpoint, aad_for_write
+from d1saver.storage.values import bound_columns
 from tests.conftest import Backend
 from tests.saver.graphs import approval_graph, chat_graph
 from tests.saver.test_graphs import check_delta, check_delta_requests, run_delta

@@ -11,7 +11,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from d1saver import D1Saver, Statement
-from d1saver import _statements as st
+from d1saver.ops import statements as st
 from tests.conftest import Backend
 
 PAGE = 100

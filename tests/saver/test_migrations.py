@@ -19,9 +19,11 @@ import httpx
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 
-from d1saver import ConfigError, D1Saver, QueryError, Result, Statement, _rows, _sql
-from d1saver._client import compact_sql
-from d1saver._statements import migration_statements, setup_statements
+from d1saver import ConfigError, D1Saver, QueryError, Result, Statement
+from d1saver.ops import rows as _rows
+from d1saver.sql import catalogue as _sql
+from d1saver.http.client import compact_sql
+from d1saver.ops.statements import migration_statements, setup_statements
 from tests.conftest import Backend
 from tests.data import v0_1_0_fixture as fx
 from tests.data import v0_1_0_graphs as g

@@ -14,7 +14,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 
 from d1saver import D1Saver
-from d1saver._sql import SCHEMA_STATEMENTS
+from d1saver.sql.catalogue import SCHEMA_STATEMENTS
 from tests.conftest import Backend
 
 BIG = 3_000_000  # bytes: over D1's 2 MB value limit, so stored as chunks

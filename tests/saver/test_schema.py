@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from d1saver import Statement, _rows, _sql
+from d1saver import Statement
+from d1saver.ops import rows as _rows
+from d1saver.sql import catalogue as _sql
 from tests.conftest import Backend
 
 

@@ -1,4 +1,4 @@
-"""The serializer policy (d1saver/_serde.py): LangGraph's own default without a key; any type
+"""The serializer policy (d1saver/storage/serde.py): LangGraph's own default without a key; any type
 from an authenticated row with one."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from d1saver._serde import default_serde, trusted_serde
+from d1saver.storage.serde import default_serde, trusted_serde
 from tests.saver.test_state_types import Answer, Question
 
 STRICT = JsonPlusSerializer(allowed_msgpack_modules=None)

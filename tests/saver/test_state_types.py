@@ -41,7 +41,7 @@ from langgraph.types import Command, Interrupt, StateSnapshot, interrupt
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from d1saver._serde import default_serde
+from d1saver.storage.serde import default_serde
 from tests.conftest import Backend
 
 ROOT = Path(__file__).resolve().parents[2]

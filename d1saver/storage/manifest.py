@@ -10,7 +10,7 @@ unchanged prefix of a list are the same in every checkpoint (docs/STORAGE_DESIGN
 A manifest is "m:" and its entries joined by ',' (a node's data is its children joined the same
 way): no entry can hold ',', '"' or '\\' (codec text is base64 or base85, ids base85), so a
 manifest needs no escaping inside the JSON that carries it, and SQL reads it as a JSON array by
-wrapping (see d1saver/_sql.py, _LIST). Entries are told apart by their first characters: codec
+wrapping (see d1saver/sql/catalogue.py, _LIST). Entries are told apart by their first characters: codec
 text has ':' second, ids never contain ':' nor '^' (written "." in them). Boundaries and ids are stored
 forever; tests/test_manifest.py pins them.
 """
@@ -21,7 +21,7 @@ import functools
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 
-from d1saver._chunking import chunk_id, id_prefix, names, split
+from d1saver.storage.chunking import chunk_id, id_prefix, names, split
 
 MARKER = "m:"
 NODE = "^"

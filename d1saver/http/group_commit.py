@@ -33,8 +33,8 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from d1saver._protocol import Result, Statement
-from d1saver._errors import D1Error, QueryError, SerializationError, TransientQueryError
+from d1saver.core.protocol import Result, Statement
+from d1saver.core.errors import D1Error, QueryError, SerializationError, TransientQueryError
 
 # Bounds on one merged batch, well inside D1's 30 s per request.
 MAX_OPS = 64

@@ -7,14 +7,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from d1saver._client import D1Client
-from d1saver._delta_cache import DeltaCache
-from d1saver._driver import Driver
-from d1saver._errors import ConfigError
-from d1saver._ids import validate_database_ids
-from d1saver._ops import Operations
-from d1saver._protocol import Op
-from d1saver._values import Values
+from d1saver.http.client import D1Client
+from d1saver.ops.delta_cache import DeltaCache
+from d1saver.http.driver import Driver
+from d1saver.core.errors import ConfigError
+from d1saver.core.ids import validate_database_ids
+from d1saver.ops.operations import Operations
+from d1saver.core.protocol import Op
+from d1saver.storage.values import Values
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 
-from d1saver._errors import ConfigError
+from d1saver.core.errors import ConfigError
 
 __all__ = ["COPYING_PREFIX", "LEAVING_PREFIX", "MOVING_PREFIX", "Route", "Router", "is_staging",
            "rendezvous"]
@@ -22,7 +22,7 @@ __all__ = ["COPYING_PREFIX", "LEAVING_PREFIX", "MOVING_PREFIX", "Route", "Router
 Route = Callable[[str], str]
 
 # Rows being copied between databases wait under a staging thread id, invisible to reads of
-# the thread, until one atomic batch renames them (d1saver/_transfer.py). The control
+# the thread, until one atomic batch renames them (d1saver/ops/transfer.py). The control
 # character keeps these ids apart from any thread id an application uses.
 _STAGING = "\x1fd1saver-"
 MOVING_PREFIX = _STAGING + "moving\x1f"    # d1saver rebalance
@@ -38,7 +38,7 @@ def is_staging(thread_id: str) -> bool:
 
 
 def _weight(thread_id: str, database_id: str) -> bytes:
-    # Database ids cannot hold NUL (d1saver/_ids.py), so the pair is encoded unambiguously.
+    # Database ids cannot hold NUL (d1saver/core/ids.py), so the pair is encoded unambiguously.
     key = f"{database_id}\x00{thread_id}".encode("utf-8", "surrogatepass")
     return hashlib.blake2b(key, digest_size=8).digest()
 

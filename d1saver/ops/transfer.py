@@ -6,7 +6,7 @@ state machine (`ThreadReader`) over every table the thread has rows in; writing 
 per row, every value a bound parameter, packed into batches within D1's limits (100 KB of SQL
 and 100 parameters per statement, 2 MB per value; the batch itself is kept to a few MB so it
 finishes well inside D1's 30 s). A thread that fits one batch appears at once; a larger one is
-written under a staging thread id (d1saver/_routing.py) and renamed in one last batch, so a
+written under a staging thread id (d1saver/fleet/routing.py) and renamed in one last batch, so a
 reader never sees part of a thread. No I/O here: `read_thread` and `write_thread` are
 operations over an exchange, which the saver runs with a database's driver.
 """
@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from d1saver import _sql
-from d1saver._errors import ResponseError
-from d1saver._protocol import Op, Result, Statement
+from d1saver.sql import catalogue as _sql
+from d1saver.core.errors import ResponseError
+from d1saver.core.protocol import Op, Result, Statement
 
 __all__ = ["TABLES", "ThreadReader", "ThreadRows", "copy_batches", "delete_if_unchanged",
            "deleted", "read_thread", "staged_threads", "write_thread"]

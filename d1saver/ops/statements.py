@@ -1,6 +1,6 @@
 """Statements built from LangGraph's arguments: configs, checkpoints, writes, filters and ids.
 
-Pure functions over the SQL catalogue (d1saver/_sql.py) and the values layer: they validate
+Pure functions over the SQL catalogue (d1saver/sql/catalogue.py) and the values layer: they validate
 their input with typed errors and bind everything as parameters. No I/O.
 """
 
@@ -21,12 +21,12 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 
-from d1saver import _sql
-from d1saver._crypto import checkpoint_binder, write_binder
-from d1saver._errors import ConfigError, MissingConfigKeyError, SerializationError
-from d1saver._protocol import Param, Statement
-from d1saver._manifest import Chunk
-from d1saver._values import METADATA_OWNER, ROW_MAX, StoredValue, Values, utf8_size
+from d1saver.sql import catalogue as _sql
+from d1saver.storage.crypto import checkpoint_binder, write_binder
+from d1saver.core.errors import ConfigError, MissingConfigKeyError, SerializationError
+from d1saver.core.protocol import Param, Statement
+from d1saver.storage.manifest import Chunk
+from d1saver.storage.values import METADATA_OWNER, ROW_MAX, StoredValue, Values, utf8_size
 
 # Metadata filter keys become JSON paths ('$.' || key), bound as data; a dotted key reaches
 # into nested objects. Anything else is refused before it reaches SQL.
@@ -169,9 +169,9 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
     """The statements of one `put`, the config it returns, and the chunk ids its row reaches.
 
     With `held` (the chunk ids the thread is known to hold) the value is stored by content:
-    an "m:" manifest, with only the chunks not held sent along (d1saver/_manifest.py). The
+    an "m:" manifest, with only the chunks not held sent along (d1saver/storage/manifest.py). The
     row's columns add up to at most ROW_MAX: a value stored whole moves to pieces when it, or
-    the row, is too big, and the metadata too when it still does not fit (d1saver/_values.py).
+    the row, is too big, and the metadata too when it still does not fit (d1saver/storage/values.py).
     """
     thread_id = thread_id_of(config)
     ns = ns_of(config)
@@ -214,7 +214,7 @@ def put_writes_statements(values: Values, config: RunnableConfig,
     inserted or ignored, the first winning. Rows go as JSON parameters of one PUT_WRITES
     statement (more only past 1.5 MB), with the new chunks of values stored by content (see
     `put_statements`); pieces of values stored whole follow. Writes to channels in `whole`
-    (DeltaChannels: d1saver/_held.py) are stored whole."""
+    (DeltaChannels: d1saver/ops/held.py) are stored whole."""
     thread_id = thread_id_of(config)
     ns = ns_of(config)
     cid = checkpoint_id_of(config)

@@ -20,9 +20,9 @@ D1's REST API carries parameters as JSON and returns BLOB columns as arrays of i
   "z:" base64 of zlib-compressed bytes without a dictionary (rows of d1saver 0.1.0; read only);
   "c:" the value was over D1's 2 MB limit and lives in the `chunks` table as pieces of
        encoded text; the marker records the piece count.
-  "e:" base85 of a value sealed with a key (d1saver/_crypto.py): key id, codec byte ("r" or
+  "e:" base85 of a value sealed with a key (d1saver/storage/crypto.py): key id, codec byte ("r" or
        "b", as `pack` makes it, or "d" as schema v7 made it; upper case when the sealer's
-       caller set its flag: a checkpoint carrying metadata, d1saver/_values.py), nonce, then
+       caller set its flag: a checkpoint carrying metadata, d1saver/storage/values.py), nonce, then
        the AES-256-GCM ciphertext and tag of the packed payload. Compressed before sealing,
        since ciphertext does not compress; base85 like "r:", so a key adds exactly 40
        characters (32 bytes) to a compressed value and less than that to one stored raw in

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from d1saver.cli_support import OneLineUsageErrors, usage_error
+from d1saver.cli.support import OneLineUsageErrors, usage_error
 
 app = typer.Typer(
     cls=OneLineUsageErrors,

@@ -14,7 +14,7 @@ import re
 
 import httpx
 
-from d1saver._errors import ConfigError
+from d1saver.core.errors import ConfigError
 
 __all__ = ["DEFAULT_API_BASE_URL", "MAX_ID_LENGTH", "check_api_base_url", "validate_account_id",
            "validate_database_id", "validate_database_ids"]

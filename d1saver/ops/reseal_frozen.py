@@ -1,8 +1,8 @@
 """Frozen DeltaChannel rows (delta_frozen) re-sealed under keys: for copy_thread and rekey.
 
 Each frozen value is bound to the row it was stored at (its thread, src_checkpoint_id, task,
-idx, channel: d1saver/_sql.py, FREEZE), so a copy to another thread opens it under the source
-row's binding and seals it under the target's, as d1saver/_reseal.py does for checkpoints and
+idx, channel: d1saver/sql/catalogue.py, FREEZE), so a copy to another thread opens it under the source
+row's binding and seals it under the target's, as d1saver/ops/reseal.py does for checkpoints and
 writes. Pure: result rows in, statements out.
 """
 
@@ -12,11 +12,11 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from d1saver import _sql
-from d1saver._crypto import checkpoint_binder, refuse_plaintext, write_binder
-from d1saver._protocol import Result, Statement
-from d1saver._rows import check_columns
-from d1saver._values import METADATA_OWNER, Values
+from d1saver.sql import catalogue as _sql
+from d1saver.storage.crypto import checkpoint_binder, refuse_plaintext, write_binder
+from d1saver.core.protocol import Result, Statement
+from d1saver.ops.rows import check_columns
+from d1saver.storage.values import METADATA_OWNER, Values
 
 CheckpointCursor = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 IDX_MIN = -(2**63)  # below every idx (special writes have negative ones)
@@ -27,7 +27,7 @@ FrozenCursor = tuple[str, str, str, str, str, int, str, int]  # thread_id ... id
 
 @dataclass
 class RawFrozen:
-    """A delta_frozen row as stored (d1saver/_sql.py, FREEZE), with its holder's pieces of
+    """A delta_frozen row as stored (d1saver/sql/catalogue.py, FREEZE), with its holder's pieces of
     frozen values (owner 'f/<src_checkpoint_id>/<owner>')."""
 
     key: CheckpointCursor  # the holder

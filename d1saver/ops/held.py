@@ -8,7 +8,7 @@ correctness. A DeltaChannel's writes are its history: no checkpoint lists their 
 storing them by content would cost an id and a chunk row each for nothing; the channels are
 learned from the checkpoints' `counters_since_delta_snapshot`. A wrong guess the other way (a chunk deleted behind this process's back) fails the
 write's batch with "chunk_missing"; the operation then forgets the thread and sends again
-(d1saver/_ops.py). Bounded: the threads used last are kept.
+(d1saver/ops/operations.py). Bounded: the threads used last are kept.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The D1 REST client: statements in, Results out, one HTTP request per call, over any transport.
 
-It builds the request, reads D1's envelope (d1saver/_envelope.py), retries by the policy,
+It builds the request, reads D1's envelope (d1saver/http/envelope.py), retries by the policy,
 keeps the API's rate-limit state, and performs the two I/O actions of the protocol, `Send`
 and `Sleep`, synchronously (`run`) or asynchronously (`arun`). It knows nothing of schema
 setup or group commit: other actions are handed to the caller's `perform` (the driver layer).
@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 
 import httpx
 
-from d1saver._envelope import map_transport_error, parse_response, rate_limit_reset, retry_after
-from d1saver._errors import ConfigError, D1Error, RateLimitError, SerializationError
-from d1saver._protocol import Action, Result, Send, Sleep, Statement, TraceEvent, Tracer
-from d1saver._ids import check_api_base_url, validate_account_id, validate_database_id
-from d1saver._retry import RetryPolicy
+from d1saver.http.envelope import map_transport_error, parse_response, rate_limit_reset, retry_after
+from d1saver.core.errors import ConfigError, D1Error, RateLimitError, SerializationError
+from d1saver.core.protocol import Action, Result, Send, Sleep, Statement, TraceEvent, Tracer
+from d1saver.core.ids import check_api_base_url, validate_account_id, validate_database_id
+from d1saver.http.retry import RetryPolicy
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # D1 cuts every request at 30 s anyway

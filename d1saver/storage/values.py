@@ -1,11 +1,11 @@
 """The values layer: a Python value to the text a row stores, and back.
 
-Serialize with the saver's serde, compress and mark with a codec (d1saver/_codec.py), and
+Serialize with the saver's serde, compress and mark with a codec (d1saver/storage/codec.py), and
 move to the `chunks` table whatever would take a row past D1's 2 MB limit; loading reverses
 it. No I/O, no SQL: testable alone with a serde.
 
 Chunks. An owner's pieces are exactly the rows its marker "c:<n>" names, seq 0..n-1: a row
-written again replaces its pieces in the same batch (d1saver/_sql.py), and a read joins
+written again replaces its pieces in the same batch (d1saver/sql/catalogue.py), and a read joins
 pieces 0..n-1 only, so pieces that rows of d1saver 0.1.0 left past n are never mixed in.
 
 Metadata. Metadata stays plain JSON in its column so that SQL can filter on it and walk it.
@@ -14,7 +14,7 @@ codec-encoded, and the column keeps its small top-level keys (the filterable par
 `METADATA_KEY: "c:<n>"`. A filter on a key the column lacks is then decided in Python.
 
 Encryption keys. With a `Sealer`, every value is compressed and sealed as one "e:" text bound
-to its row by the `Bind` the caller gives (d1saver/_crypto.py), then chunked if need be: pieces
+to its row by the `Bind` the caller gives (d1saver/storage/crypto.py), then chunked if need be: pieces
 are parts of one sealed text, so a piece moved, lost or mixed in fails the whole. A
 checkpoint's metadata keeps in its column only `PLAIN_METADATA` (LangGraph's own bookkeeping,
 no user content: what d1saver's SQL reads, and the ids the row holds anyway); the rest, when
@@ -33,10 +33,11 @@ from typing import Any, cast
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from d1saver import _codec, _manifest
-from d1saver._manifest import Chunk, Chunks
-from d1saver._crypto import Bind, Binding, CheckpointBind, Sealer, refuse_plaintext
-from d1saver._errors import (
+from d1saver.storage import codec as _codec
+from d1saver.storage import manifest as _manifest
+from d1saver.storage.manifest import Chunk, Chunks
+from d1saver.storage.crypto import Bind, Binding, CheckpointBind, Sealer, refuse_plaintext
+from d1saver.core.errors import (
     ConfigError,
     D1Error,
     IntegrityError,

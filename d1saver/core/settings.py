@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from d1saver._errors import ConfigError
-from d1saver._ids import (
+from d1saver.core.errors import ConfigError
+from d1saver.core.ids import (
     DEFAULT_API_BASE_URL,
     check_api_base_url,
     validate_account_id,

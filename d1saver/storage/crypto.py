@@ -4,7 +4,7 @@ A sealed value is  key id (3) || codec (1) || nonce (12) || ciphertext || tag (1
 more than the bytes it seals. The key id, the first 3 bytes of HMAC-SHA256(key, "d1saver key
 id"), lets a reader pick the key without trial decryption and says nothing about the key
 (two keys with the same id are refused when the keys are given). The codec byte says whether
-the plaintext is deflated (d1saver/_codec.py, `pack`), and in upper case carries the caller's
+the plaintext is deflated (d1saver/storage/codec.py, `pack`), and in upper case carries the caller's
 one-bit flag; it is in clear and authenticated as associated data. New values are sealed with the newest key; any key held opens (rotation).
 Nonces are random 96-bit values: NIST SP 800-38D allows 2^32 seals per key that way, far
 more than one database's rows.
@@ -20,7 +20,7 @@ metadata, write, chunk), the row's identity (thread, namespace, checkpoint; task
 channel for a write) and the serializer's type tag, as length-prefixed fields. A value that
 was altered, or moved or copied to another row, fails authentication (`IntegrityError`),
 and so does a plaintext row where keys are set (`PlaintextValueError`); nothing of it is
-returned. The codec compresses before sealing (see d1saver/_codec.py), so a value's stored
+returned. The codec compresses before sealing (see d1saver/storage/codec.py), so a value's stored
 length still tracks how well its plaintext compresses.
 
 Key ids and the chunk-hash subkey use the standard library (HMAC, HKDF per RFC 5869); only
@@ -39,8 +39,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from d1saver import _codec
-from d1saver._errors import ConfigError, IntegrityError, PlaintextValueError, UnknownKeyError
+from d1saver.storage import codec as _codec
+from d1saver.core.errors import ConfigError, IntegrityError, PlaintextValueError, UnknownKeyError
 
 KEY_SIZE = 32
 KEY_ID_SIZE = 3
@@ -187,7 +187,7 @@ def aad_for_checkpoint(thread_id: str, ns: str, checkpoint_id: str,
     """The binding of a checkpoint's value or metadata; `type_` is the serializer's type tag
     stored beside the value (None for metadata), so the tag cannot be swapped either.
     `columns` is what the row keeps readable to SQL beside the sealed value (its metadata's
-    plaintext part and its channels: d1saver/_values.py), so that it cannot be altered apart
+    plaintext part and its channels: d1saver/storage/values.py), so that it cannot be altered apart
     from it."""
     if part not in ("checkpoint", "metadata"):
         raise ValueError(f"part must be 'checkpoint' or 'metadata', not {part!r}")
@@ -210,7 +210,7 @@ def aad_for_chunk(chunk_id: str) -> Binding:
 
 # A Bind completes a row's binding with what is known only when the value is (de)coded: the
 # serializer's type tag; for a checkpoint also the plaintext columns bound to it (its
-# metadata's plaintext part and its channels: d1saver/_values.py).
+# metadata's plaintext part and its channels: d1saver/storage/values.py).
 Bind = Callable[[str | None], Binding]
 CheckpointBind = Callable[[str | None, str | None], Binding]
 
@@ -319,7 +319,7 @@ class Sealer:
     def seal_text(self, data: bytes, aad: Binding, *, flag: bool = False) -> str:
         """`data` packed (compressed when that pays), sealed, as "e:" text for a D1 row.
         `flag` rides in the codec byte (upper case), authenticated: a caller's one bit about
-        the plaintext (d1saver/_values.py: a checkpoint that carries part of its metadata)."""
+        the plaintext (d1saver/storage/values.py: a checkpoint that carries part of its metadata)."""
         packed = _codec.pack(data)
         codec = packed[:CODEC_SIZE].upper() if flag else packed[:CODEC_SIZE]
         return self._text(self.seal(packed[CODEC_SIZE:], aad, codec))

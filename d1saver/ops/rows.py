@@ -1,9 +1,9 @@
 """The rows layer: pure decoders from D1 result rows to CheckpointTuples and delta histories.
 
 No I/O and no serde of its own: values are loaded by the values layer given, each with the
-binding of the row it came from (d1saver/_crypto.py), so with keys a value read from another
+binding of the row it came from (d1saver/storage/crypto.py), so with keys a value read from another
 row than the one it was sealed for is refused. Each reader first checks that the result's columns are the ones its statement
-names (d1saver/_sql.py), so a statement and its reader cannot drift apart silently.
+names (d1saver/sql/catalogue.py), so a statement and its reader cannot drift apart silently.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from d1saver import _sql
-from d1saver._crypto import checkpoint_binder, write_binder
-from d1saver._errors import D1Error, ResponseError
-from d1saver._protocol import Result
-from d1saver._values import Chunks, Pieces, Values
+from d1saver.sql import catalogue as _sql
+from d1saver.storage.crypto import checkpoint_binder, write_binder
+from d1saver.core.errors import D1Error, ResponseError
+from d1saver.core.protocol import Result
+from d1saver.storage.values import Chunks, Pieces, Values
 
 Key = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 T = TypeVar("T")
@@ -106,7 +106,7 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
 def unpacked(rows: Iterable[list[Any]]) -> list[list[Any]]:
     """Write rows with every "p:" row (one put_writes call's regular writes, migration 7) in
     its writes: a write row ends with idx, channel, type, value in every read's layout; a
-    type null in a pack is "msgpack" (d1saver/_sql.py, PUT)."""
+    type null in a pack is "msgpack" (d1saver/sql/catalogue.py, PUT)."""
     out: list[list[Any]] = []
     for row in rows:
         value = row[-1]

@@ -1,5 +1,5 @@
 """Operations that rewrite a thread's rows page by page: copy_thread under keys (each value
-re-sealed for its new row) and rekeying. A part of `Operations` (d1saver/_ops.py), kept apart
+re-sealed for its new row) and rekeying. A part of `Operations` (d1saver/ops/operations.py), kept apart
 because it is the one place that reads raw rows and writes them back.
 """
 
@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from d1saver import _reseal, _rows, _sql
-from d1saver import _statements as st
-from d1saver._crypto import key_id_of_text
-from d1saver._errors import ConfigError, QueryError
-from d1saver._protocol import Op, Result, Statement
-from d1saver._values import Values
+from d1saver.ops import reseal as _reseal
+from d1saver.ops import rows as _rows
+from d1saver.sql import catalogue as _sql
+from d1saver.ops import statements as st
+from d1saver.storage.crypto import key_id_of_text
+from d1saver.core.errors import ConfigError, QueryError
+from d1saver.core.protocol import Op, Result, Statement
+from d1saver.storage.values import Values
 
 T = TypeVar("T")
 # Re-sealing one page: its raw rows -> statements, adding to the counts.

@@ -17,7 +17,7 @@ from pathlib import Path
 # version k - 1 to k, and a database records each version applied, one row in d1saver_schema.
 # A fresh database is created whole from schema.sql (the current schema, recording
 # SCHEMA_VERSION); an older one is brought up by the steps after its version, each in one
-# batch (d1saver/_ops.py, docs/MIGRATIONS.md). A released step never changes.
+# batch (d1saver/ops/operations.py, docs/MIGRATIONS.md). A released step never changes.
 
 
 def _schema_text() -> str:
@@ -26,7 +26,7 @@ def _schema_text() -> str:
     packaged = resources.files("d1saver").joinpath("schema.sql")
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")
-    checkout = Path(__file__).resolve().parent.parent / "schema.sql"
+    checkout = Path(__file__).resolve().parents[2] / "schema.sql"
     if (checkout.parent / "pyproject.toml").is_file() and checkout.is_file():
         return checkout.read_text(encoding="utf-8")
     raise FileNotFoundError("d1saver's schema.sql is missing from the package: reinstall d1saver "
@@ -341,7 +341,7 @@ WHEN substr(NEW.value, 1, 2) = 'p:' BEGIN
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));
 END""",
     ],
-    # 8: values written from here on may be "r:" (raw deflate with DICT_V2, d1saver/_codec.py),
+    # 8: values written from here on may be "r:" (raw deflate with DICT_V2, d1saver/storage/codec.py),
     # which an older reader cannot decode: a contract step with no DDL, only its min_reader.
     [],
     # Append the next step here, as a list of statements; never edit one above, and update
@@ -355,7 +355,7 @@ MIN_READER: dict[int, int] = {
     # Rows written from version 7 on may be "m:" manifests over d1saver_chunks and "p:" packed
     # writes, which code of an older schema cannot read (0.1.0 reads neither: docs/MIGRATIONS.md).
     7: 7,
-    # Values written from version 8 on may be "r:" (d1saver/_codec.py): version 7 cannot read them.
+    # Values written from version 8 on may be "r:" (d1saver/storage/codec.py): version 7 cannot read them.
     8: 8,
 }
 
@@ -500,7 +500,7 @@ _BELOW_ROW = ("(checkpoint_id, thread_id, checkpoint_ns) "
 # at f.path in the metadata and in f.doc are equal JSON trees: the same nodes (by full key,
 # so object key order does not matter), each of the same kind (numbers and booleans are one
 # kind, so 1 == 1.0 == true) and atom. A null query matches null or a missing key. Chunked
-# metadata (d1saver/_values.py) that lacks the key in its column passes here and is decided
+# metadata (d1saver/storage/values.py) that lacks the key in its column passes here and is decided
 # in Python. Trees are read from the stored text itself: no number is re-rendered.
 _KIND = "CASE WHEN {t}.type IN ('integer','real','true','false') THEN 'n' ELSE {t}.type END"
 _FILTER = """NOT EXISTS (
@@ -885,9 +885,9 @@ _WRITES_IN = ("CASE WHEN substr({t}.value, 1, 2) = 'p:' "
 # write of its thread reaches it (through its manifest, nodes opened level by level). In the
 # same batch as the deletions, so no chunk is ever referenced but missing, and none is left
 # unreferenced. A put racing it either committed first (its chunks are reached) or finds a
-# chunk gone and fails with chunk_missing, then sends its chunks again (d1saver/_ops.py).
+# chunk gone and fails with chunk_missing, then sends its chunks again (d1saver/ops/operations.py).
 # The entries of manifest {v} (or none if it is not one) as a JSON array: entries never hold
-# ',', '"' or '\\' (d1saver/_manifest.py), so wrapping them is exact.
+# ',', '"' or '\\' (d1saver/storage/manifest.py), so wrapping them is exact.
 _MANIFEST = ("json_each(CASE WHEN substr({v}, 1, 2) = 'm:' "
              "THEN '[\"' || replace(substr({v}, 3), ',', '\",\"') || '\"]' ELSE '[]' END)")
 # The writes packed in {v} (a "p:" row: one put_writes call's regular writes, migration 7).
@@ -983,7 +983,7 @@ SELECT ?2, checkpoint_ns, checkpoint_id, name, created_at FROM tags WHERE thread
 INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
 SELECT ?2, checkpoint_ns, checkpoint_id, channels FROM delta_unwritten WHERE thread_id = ?1""",
     # Frozen histories (their pieces came with the chunks). Without keys only: with keys a
-    # value is bound to its thread (d1saver/_reseal.py).
+    # value is bound to its thread (d1saver/ops/reseal.py).
     f"""
 INSERT OR REPLACE INTO delta_frozen ({_FROZEN_COLUMNS})
 SELECT ?2, {_FROZEN_COLUMNS.split(", ", 1)[1]} FROM delta_frozen WHERE thread_id = ?1""",
@@ -1547,7 +1547,7 @@ UNION SELECT thread_id FROM (
     UNION SELECT thread_id FROM delta_frozen WHERE thread_id >= ?1 AND thread_id < ?2)
 ORDER BY thread_id"""
 
-# --- sealed rows: copies and rekeying (d1saver/_reseal.py) --------------------------------
+# --- sealed rows: copies and rekeying (d1saver/ops/reseal.py) --------------------------------
 #
 # With encryption keys a value is bound to its row, so copy_thread and rekey rewrite values
 # rather than rows: they read rows raw, in keyset pages in primary key order, re-seal each
@@ -1561,7 +1561,7 @@ _HEAD_OF = """CASE WHEN substr({t}.{col}, 1, 2) = 'c:' THEN (
 _CHECKPOINT_HEAD = _HEAD_OF.format(t="c", col="checkpoint", owner="''")
 _WRITE_HEAD = _HEAD_OF.format(t="w", col="value", owner="w.task_id || '/' || w.idx")
 # Not under the newest key: ?{n} is the JSON array of the 7-character heads its texts have
-# ("e:" and the base85 group of key id and codec: d1saver/_crypto.py).
+# ("e:" and the base85 group of key id and codec: d1saver/storage/crypto.py).
 _STALE = "substr(COALESCE({x}, ''), 1, 7) NOT IN (SELECT value FROM json_each(?{n}))"
 
 # The chunks of a raw page's rows ('k' rows), of the owners named.
@@ -1711,7 +1711,7 @@ UPDATE writes SET value = ?6
 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id = ?4 AND idx = ?5"""
 
 # Stored values per table and key: rows (tbl, head, row_count), head being the first 7
-# characters of sealed texts (d1saver/_crypto.py: key_id_of_text) and NULL for plaintext.
+# characters of sealed texts (d1saver/storage/crypto.py: key_id_of_text) and NULL for plaintext.
 _HEAD_GROUP = "CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END"
 KEY_CENSUS = f"""
 SELECT 'checkpoints' AS tbl, {_HEAD_GROUP} AS head, COUNT(*) AS row_count

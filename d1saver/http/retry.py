@@ -2,7 +2,7 @@
 
 Retried: 429 (honouring Retry-After), 5xx, connection failures, timeouts, and the D1 errors
 Cloudflare documents as transient (TransientQueryError: the database restarted, overloaded,
-network lost; see d1saver/_envelope.py). Never retried: an SQL error or any other 4xx, which
+network lost; see d1saver/http/envelope.py). Never retried: an SQL error or any other 4xx, which
 would fail again.
 
 Retrying is safe because every statement d1saver sends is idempotent: rows are written with
@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from d1saver._errors import (
+from d1saver.core.errors import (
     D1Error,
     RateLimitError,
     ServerError,

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from d1saver._errors import (
+from d1saver.core.errors import (
     AuthenticationError,
     ConfigError,
     ConnectionError,
@@ -27,7 +27,7 @@ from d1saver._errors import (
     TransientQueryError,
     TransportError,
 )
-from d1saver._protocol import Result
+from d1saver.core.protocol import Result
 
 # D1 errors that Cloudflare documents as transient, to be retried ("Retry the operation"; for
 # an overloaded database, after backing off), matched case-insensitively anywhere in the

@@ -1,7 +1,7 @@
 """The saver's operations, each a typed generator (`Op[T]`) with no I/O of its own.
 
-An operation builds its statements (d1saver/_statements.py), yields them as actions, and
-decodes the replies (d1saver/_rows.py). `D1Saver` runs the same generator with the sync or
+An operation builds its statements (d1saver/ops/statements.py), yields them as actions, and
+decodes the replies (d1saver/ops/rows.py). `D1Saver` runs the same generator with the sync or
 the async driver, so every method's logic exists once.
 """
 
@@ -21,19 +21,20 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from d1saver import _rows, _sql
-from d1saver import _statements as st
-from d1saver._delta_cache import DeltaCache
-from d1saver._errors import (
+from d1saver.ops import rows as _rows
+from d1saver.sql import catalogue as _sql
+from d1saver.ops import statements as st
+from d1saver.ops.delta_cache import DeltaCache
+from d1saver.core.errors import (
     CheckpointConflictError,
     ConfigError,
     NotFoundError,
     QueryError,
 )
-from d1saver._held import HeldChunks
-from d1saver._protocol import Commit, Once, Op, Result, Statement
-from d1saver._rewrites import Rewrites
-from d1saver._values import PLAIN_METADATA, Values
+from d1saver.ops.held import HeldChunks
+from d1saver.core.protocol import Commit, Once, Op, Result, Statement
+from d1saver.ops.rewrites import Rewrites
+from d1saver.storage.values import PLAIN_METADATA, Values
 
 Exchange = Callable[[Sequence[Statement]], Op[list[Result]]]
 T = TypeVar("T")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, Union
 if TYPE_CHECKING:  # types only: this module imports nothing at run time
     import httpx
 
-    from d1saver._errors import D1Error
+    from d1saver.core.errors import D1Error
 
 Param = Union[str, int, float, None]
 T = TypeVar("T")

@@ -1,8 +1,8 @@
 """Sealed rows rewritten without being decoded: copy_thread and rekeying under encryption keys.
 
-With keys every value is bound to its row (d1saver/_crypto.py), so a copy cannot be made in
+With keys every value is bound to its row (d1saver/storage/crypto.py), so a copy cannot be made in
 SQL and a key rotation cannot be finished by SQL either. Both read rows raw, in keyset pages
-in primary-key order (d1saver/_sql.py, RAW_*), open each value under the binding of the row it
+in primary-key order (d1saver/sql/catalogue.py, RAW_*), open each value under the binding of the row it
 was read from and seal it under the newest key, bound to the row it is written to: the
 target thread's for a copy, the same row for a rekey. Nothing is deserialized, so no stored
 type is ever constructed. Pure: result rows in, statements out.
@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from d1saver import _sql
-from d1saver._crypto import (
+from d1saver.sql import catalogue as _sql
+from d1saver.storage.crypto import (
     checkpoint_binder,
     refuse_plaintext,
     write_binder,
 )
-from d1saver._protocol import Param, Result, Statement
-from d1saver._reseal_frozen import (
+from d1saver.core.protocol import Param, Result, Statement
+from d1saver.ops.reseal_frozen import (
     IDX_MIN,
     RawFrozen,
     copy_frozen,
@@ -32,9 +32,9 @@ from d1saver._reseal_frozen import (
     raw_frozen,
     reseal_frozen,
 )
-from d1saver._manifest import is_manifest
-from d1saver._rows import check_columns, read_rows
-from d1saver._values import METADATA_OWNER, Values
+from d1saver.storage.manifest import is_manifest
+from d1saver.ops.rows import check_columns, read_rows
+from d1saver.storage.values import METADATA_OWNER, Values
 
 CheckpointCursor = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 WriteCursor = tuple[str, str, str, str, int]  # ... and task_id, idx

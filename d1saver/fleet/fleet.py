@@ -1,7 +1,7 @@
 """A saver's databases: one client and driver per database, routing, and operations across them.
 
 Each database has its own `Node` (client, driver with its own group commit and once-only
-setup, operations). A thread lives in one database, its home (d1saver/_routing.py); the
+setup, operations). A thread lives in one database, its home (d1saver/fleet/routing.py); the
 saver sends every per-thread operation there, as one request. What spans databases runs on
 each concurrently, at most `limit` at a time (a thread pool for sync callers, a semaphore for
 async ones); a failure in some raises `FleetError` with each failed database's error and the
@@ -20,17 +20,17 @@ from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import CheckpointTuple
 
-from d1saver import _statements as st
-from d1saver import _transfer
-from d1saver._crypto import Sealer
-from d1saver._delta_cache import DeltaCache
-from d1saver._errors import ConfigError, D1Error, FleetError
-from d1saver._nodes import Node
-from d1saver._ops import ListPlan, Operations
-from d1saver._protocol import Op
-from d1saver._reseal import SealedCopy
-from d1saver._routing import COPYING_PREFIX, Router, is_staging
-from d1saver._values import Values
+from d1saver.ops import statements as st
+from d1saver.ops import transfer as _transfer
+from d1saver.storage.crypto import Sealer
+from d1saver.ops.delta_cache import DeltaCache
+from d1saver.core.errors import ConfigError, D1Error, FleetError
+from d1saver.fleet.databases import Node
+from d1saver.ops.operations import ListPlan, Operations
+from d1saver.core.protocol import Op
+from d1saver.ops.reseal import SealedCopy
+from d1saver.fleet.routing import COPYING_PREFIX, Router, is_staging
+from d1saver.storage.values import Values
 
 T = TypeVar("T")
 # With keys, what a copy moves as stored (no value in them is sealed): after the re-sealed rows.

@@ -12,9 +12,9 @@ import threading
 import weakref
 from typing import Any, TypeVar
 
-from d1saver._client import D1Client
-from d1saver._group_commit import DEFAULT_WINDOW, GroupCommit
-from d1saver._protocol import Action, Commit, Once, Op
+from d1saver.http.client import D1Client
+from d1saver.http.group_commit import DEFAULT_WINDOW, GroupCommit
+from d1saver.core.protocol import Action, Commit, Once, Op
 
 T = TypeVar("T")
 
