@@ -15,6 +15,9 @@ try:  # recent typer carries its own copy of click
 except ImportError:  # older typer runs on click
     from click import Context, UsageError
 
+# Exit codes of every d1saver command (docs list them): 0 done, 1 a runtime or D1 error,
+# 2 bad usage or configuration, 3 the maintenance lease is held, 4 not found.
+EXIT_RUNTIME = 1
 EXIT_USAGE = 2
 
 

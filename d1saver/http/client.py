@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import re
 import threading
 import time
@@ -29,6 +30,9 @@ from d1saver.core.ids import check_api_base_url, validate_account_id, validate_d
 from d1saver.http.retry import RetryPolicy
 
 T = TypeVar("T")
+# The library's logger: one DEBUG line per HTTP attempt (never the token, never values). No
+# handler is added: the application (or the CLI's -v) decides where it goes.
+log = logging.getLogger("d1saver")
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # D1 cuts every request at 30 s anyway
 Exchange = Generator[Action, Any, list[Result]]
 Perform = Callable[[Action], Any]
@@ -167,10 +171,15 @@ class D1Client:
     def _trace(self, statements: Sequence[Statement], attempt: int, status: int | None,
                error: D1Error | None, t0: float, request: httpx.Request, received: int) -> None:
         self.requests += 1
+        seconds = time.monotonic() - t0
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("D1 request database=%s statements=%d sent=%dB received=%dB status=%s "
+                      "%.1fms attempt=%d%s", self.database_id, len(statements), len(request.content),
+                      received, status if status is not None else "-", seconds * 1000, attempt,
+                      f" error={type(error).__name__}" if error is not None else "")
         if self.tracer is not None:
             self.tracer(TraceEvent(tuple(statements), attempt, status, error,
-                                   time.monotonic() - t0, len(request.content), received,
-                                   self.database_id))
+                                   seconds, len(request.content), received, self.database_id))
 
     # --- sync: moving bytes -----------------------------------------------------------------
 
