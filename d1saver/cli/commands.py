@@ -71,6 +71,8 @@ def serve(
     fault_transient: float = typer.Option(0.0, min=0.0, max=1.0, help="Share of requests answered with a D1 error Cloudflare documents as transient."),
     retry_after: float = typer.Option(1.0, min=0.0, help="Retry-After seconds on injected 429s."),
     verbose: bool = typer.Option(False, help="Log each request line."),
+    create: bool = typer.Option(True, "--create/--no-create",
+                                help="Create a database on its first request (said on stderr), or refuse unknown ids with 404."),
 ) -> None:
     """Serve a local D1 that speaks D1's REST API, at http://HOST:PORT/client/v4."""
     from d1saver.local import FaultPlan
@@ -87,7 +89,8 @@ def serve(
             raise usage_error(str(exc)) from None
     try:  # bind first: nothing is printed for a server that cannot start
         server = make_server(host, port, data_dir, latency_ms=latency_ms, api_token=token,
-                             faults=faults, verbose=verbose)
+                             faults=faults, verbose=verbose, create=create,
+                             on_create=lambda db, where: typer.echo(f"created database {db} ({where})", err=True))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise usage_error(f"port {port} on {host} is in use: choose another with --port") from None

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 from .engine import LocalD1
@@ -88,6 +89,8 @@ def make_server(
     faults: FaultPlan | None = None,
     engine: LocalD1 | None = None,
     verbose: bool = False,
+    create: bool = True,
+    on_create: Callable[[str, str], None] | None = None,
 ) -> LocalD1Server:
     """A bound, not yet serving server; use port 0 for a free port and read `server.server_address`.
 
@@ -97,7 +100,7 @@ def make_server(
         raise ValueError("pass either engine or data_dir/api_token/faults, not both")
     owns = engine is None
     if engine is None:
-        engine = LocalD1(data_dir, api_token=api_token, faults=faults)
+        engine = LocalD1(data_dir, api_token=api_token, faults=faults, create=create, on_create=on_create)
     return LocalD1Server((host, port), engine, latency_ms=latency_ms, verbose=verbose, owns_engine=owns)
 
 
