@@ -90,3 +90,28 @@ def test_gateway_init_writes_the_worker(tmp_path: Path) -> None:
     again = CliRunner().invoke(app, ["gateway", "init", str(target)])
     assert again.exit_code == 2 and "--force" in again.output
     assert CliRunner().invoke(app, ["gateway", "init", "--force", str(target)]).exit_code == 0
+
+
+def test_errors_name_the_address_and_the_fix() -> None:
+    """A refused connection names the server and D1_API_BASE_URL; a base URL without /client/v4
+    says so instead of a bare 404."""
+    import pytest
+
+    from d1saver import D1Error, D1Saver, RetryPolicy
+    from d1saver.local import LocalD1, LocalD1Transport
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    nobody = D1Saver(account_id="a", database_id="b", api_token="t",
+                     api_base_url=f"http://127.0.0.1:{port}/client/v4", retry=RetryPolicy.none())
+    with pytest.raises(D1Error) as refused:
+        nobody.get_tuple({"configurable": {"thread_id": "x"}})
+    assert f"127.0.0.1:{port}" in str(refused.value) and "D1_API_BASE_URL" in str(refused.value)
+    nobody.close()
+    wrong = D1Saver(account_id="a", database_id="b", api_token="t", api_base_url="http://d1.local",
+                    transport=LocalD1Transport(LocalD1()), retry=RetryPolicy.none())
+    with pytest.raises(D1Error) as missing:
+        wrong.get_tuple({"configurable": {"thread_id": "x"}})
+    assert "/client/v4" in str(missing.value)
+    wrong.close()
