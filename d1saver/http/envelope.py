@@ -122,9 +122,9 @@ def parse_response(response: httpx.Response, expected: int, token: str,
     if status == 429:
         raise RateLimitError(message, status=status, code=code, retry_after=retry_after(response, now))
     if status in (401, 403) or code == 10000:
-        raise AuthenticationError(
-            f"{message}: check CLOUDFLARE_API_TOKEN (a token with D1 edit permission)",
-            status=status, code=code)
+        # A gateway without its secret says how to set it (HTTP 500): our token is not the cause.
+        hint = "" if status >= 500 else ": check CLOUDFLARE_API_TOKEN (a token with D1 edit permission)"
+        raise AuthenticationError(f"{message}{hint}", status=status, code=code)
     if status >= 500:
         raise ServerError(message, status=status, code=code)
     if status >= 400:
