@@ -115,3 +115,10 @@ def test_errors_name_the_address_and_the_fix() -> None:
         wrong.get_tuple({"configurable": {"thread_id": "x"}})
     assert "/client/v4" in str(missing.value)
     wrong.close()
+
+
+def test_readme_is_a_newcomers_page() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 150
+    head = "\n".join(lines[:40])
+    assert "./dev demo" in head and "./dev test" in head
