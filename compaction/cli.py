@@ -23,6 +23,7 @@ import typer
 from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
                      RekeyCounts, admin)
 from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable
+from compaction import inspector
 from compaction.fleet import check_chunks, compact, history, list_threads
 from compaction.rebalance import rebalance
 from compaction.rekey import RekeySummary, rekey
@@ -357,6 +358,78 @@ def check_cmd(
         raise typer.Exit(EXIT_D1)
 
 
+def _short(value: Any, width: int = 100) -> str:
+    text = printable(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def show_cmd(
+    thread_id: str = typer.Argument(..., help="Thread id."),
+    checkpoint_id: Optional[str] = typer.Option(None, "--checkpoint", help="A checkpoint id (default: the newest)."),
+    ns: str = typer.Option("", "--ns", help="Checkpoint namespace (a subgraph's); default the root."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON: every value whole."),
+    account_id: Optional[str] = _Conn.account_id,
+    database_id: Optional[str] = _Conn.database_id,
+    api_base_url: Optional[str] = _Conn.api_base_url,
+) -> None:
+    """A checkpoint's state: channel values decoded, pending writes, next tasks, interrupts,
+    metadata, tags and stored bytes."""
+    with _connected(account_id, database_id, api_base_url) as saver:
+        snap = inspector.snapshot(saver, thread_id, checkpoint_id, ns)  # NotFoundError: exit 4
+    if as_json:
+        typer.echo(json.dumps(snap, indent=2, ensure_ascii=False))
+        return
+    meta = snap["metadata"]
+    db = f"  database {snap['database_id']}" if "database_id" in snap else ""
+    typer.echo(f"thread {printable(thread_id)}  checkpoint {snap['checkpoint_id']}"
+               f"{'  ns ' + printable(ns) if ns else ''}{db}")
+    typer.echo(f"  step {meta.get('step')}  source {meta.get('source')}  at {snap['ts']}  "
+               f"parent {snap['parent_checkpoint_id']}  stored {snap['bytes']} bytes")
+    typer.echo(f"  next: {', '.join(snap['next']) or '(none)'}   tags: {', '.join(map(printable, snap['tags'])) or '(none)'}")
+    for value in snap["interrupts"]:
+        typer.echo(f"  interrupt: {_short(value)}")
+    typer.echo("  channels:")
+    for name, value in snap["channels"].items():
+        if isinstance(value, list):
+            typer.echo(f"    {printable(name)}: {len(value)} items" + (f", last: {_short(value[-1], 80)}" if value else ""))
+        else:
+            typer.echo(f"    {printable(name)}: {_short(value)}")
+    typer.echo(f"  pending writes: {len(snap['pending_writes'])}")
+    for w in snap["pending_writes"]:
+        typer.echo(f"    {printable(w['task_id'])} {printable(w['channel'])}: {_short(w['value'], 80)}")
+
+
+def diff_cmd(
+    thread_id: str = typer.Argument(..., help="Thread id."),
+    a: str = typer.Argument(..., help="The older checkpoint id."),
+    b: str = typer.Argument(..., help="The newer checkpoint id."),
+    ns: str = typer.Option("", "--ns", help="Checkpoint namespace (a subgraph's); default the root."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    account_id: Optional[str] = _Conn.account_id,
+    database_id: Optional[str] = _Conn.database_id,
+    api_base_url: Optional[str] = _Conn.api_base_url,
+) -> None:
+    """What changed between two checkpoints of a thread, channel by channel (messages added and
+    removed)."""
+    with _connected(account_id, database_id, api_base_url) as saver:
+        found = inspector.diff(saver, thread_id, a, b, ns)
+    if as_json:
+        typer.echo(json.dumps(found, indent=2, ensure_ascii=False))
+        return
+    typer.echo(f"thread {printable(thread_id)}: {found['a']} -> {found['b']}")
+    if not found["channels"]:
+        typer.echo("  no channel changed")
+    for name, change in found["channels"].items():
+        if "added" in change:
+            typer.echo(f"  {printable(name)}: +{len(change['added'])} -{len(change['removed'])}")
+            for item in change["added"]:
+                typer.echo(f"    + {_short(item, 90)}")
+            for item in change["removed"]:
+                typer.echo(f"    - {_short(item, 90)}")
+        else:
+            typer.echo(f"  {printable(name)}: {_short(change['before'], 45)} -> {_short(change['after'], 45)}")
+
+
 def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> dict[str, Any]:
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
     if checkpoint_id:
@@ -374,6 +447,8 @@ def register(app: typer.Typer) -> None:
     app.command("threads")(threads_cmd)
     app.command("history")(history_cmd)
     app.command("check")(check_cmd)
+    app.command("show")(show_cmd)
+    app.command("diff")(diff_cmd)
 
 
 app = typer.Typer(cls=OneLineUsageErrors, help="Compaction of d1saver checkpoints.",
