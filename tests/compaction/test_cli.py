@@ -28,7 +28,7 @@ from tests.reliability.test_faults import LoseNextResponse
 from tests.servers import closed_url
 
 TOKEN = "sentinel-token-5b0e91d7"
-COMMANDS = ["compact", "rebalance", "rekey", "tag", "untag", "threads", "history", "check"]
+COMMANDS = ["compact", "rebalance", "rekey", "tag", "untag", "threads", "history", "check", "show", "diff"]
 runner = CliRunner()
 
 
@@ -351,7 +351,8 @@ def test_compaction_app_runs_the_same_commands(saver: D1Saver, env: dict[str, st
 # --- the token never shows; errors are clean -------------------------------------------------
 
 ARGS = {"compact": ["--keep", "1", "--all"], "rekey": [], "tag": ["a", checkpoint_id(0), "x"],
-        "untag": ["a", "x"], "threads": [], "history": ["a"], "rebalance": [], "check": []}
+        "untag": ["a", "x"], "threads": [], "history": ["a"], "rebalance": [], "check": [],
+        "show": ["a"], "diff": ["a", checkpoint_id(0), checkpoint_id(1)]}
 # Every command reads D1SAVER_ENCRYPTION_KEYS; rekey needs it.
 KEYS_ENV = {"D1SAVER_ENCRYPTION_KEYS": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}
 
