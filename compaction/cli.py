@@ -296,7 +296,7 @@ def rebalance_cmd(
              "those removed from D1_DATABASE_ID."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Change nothing; print the moves."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
-    lease_ttl: int = typer.Option(300, help="Seconds each database's lease lives unless renewed (by each batch)."),
+    lease_ttl: int = typer.Option(300, min=1, help="Seconds each database's lease lives unless renewed (by each batch)."),
     break_lease: bool = typer.Option(False, "--break-lease", help="Remove stale leases first (only if no run is active)."),
     concurrency: int = typer.Option(8, min=1, help="Threads moved at once."),
     account_id: Optional[str] = _Conn.account_id,
@@ -345,6 +345,9 @@ def check_cmd(
     stored chunk is listed. Prints the threads that break either rule; exit 1 if any."""
     with _connected(account_id, database_id, api_base_url) as saver:
         found = check_chunks(saver, thread_id)
+        if thread_id is not None and not found and not history(saver, thread_id, 1):
+            typer.echo(f"error: thread {printable(thread_id)!s} has no checkpoints", err=True)
+            raise typer.Exit(EXIT_NOT_FOUND)
     if as_json:
         typer.echo(json.dumps([t.__dict__ for t in found], indent=2))
     else:

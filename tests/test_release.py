@@ -122,3 +122,15 @@ def test_readme_is_a_newcomers_page() -> None:
     assert len(lines) <= 150
     head = "\n".join(lines[:40])
     assert "./dev demo" in head and "./dev test" in head
+
+
+def test_page_size_below_one_is_refused() -> None:
+    import pytest
+
+    from d1saver import ConfigError, D1Saver
+    from d1saver.local import LocalD1Transport
+
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ConfigError, match="page_size"):
+            D1Saver(account_id="a", database_id="b", api_token="t", api_base_url="http://d1.local/client/v4",
+                    transport=LocalD1Transport(), page_size=bad)

@@ -453,3 +453,16 @@ def test_demo_without_langgraph_names_the_extra(monkeypatch: pytest.MonkeyPatch)
     result = cli({}, "demo")
     assert_usage_error(result)
     assert "pip install 'd1saver[demo]'" in result.stderr
+
+
+def test_rebalance_refuses_a_negative_lease_ttl(env: dict[str, str]) -> None:
+    result = cli(env, "rebalance", "--lease-ttl", "-5")
+    assert_usage_error(result)
+    assert "--lease-ttl" in result.stderr
+
+
+def test_check_of_a_missing_thread_exits_4(saver: D1Saver, env: dict[str, str]) -> None:
+    seed(saver, "a")
+    assert cli(env, "check", "--thread-id", "a").exit_code == 0
+    missing = cli(env, "check", "--thread-id", "no-such-thread")
+    assert missing.exit_code == 4 and "no-such-thread" in missing.stderr
