@@ -22,7 +22,7 @@ import typer
 
 from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
                      RekeyCounts, admin)
-from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable
+from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable, progress_bar
 from compaction import inspector
 from compaction.fleet import check_chunks, compact, history, list_threads
 from compaction.rebalance import rebalance
@@ -205,6 +205,7 @@ def tag_cmd(
     checkpoint_id: str = typer.Argument(..., help="Checkpoint id (see `d1saver history`)."),
     name: str = typer.Argument(..., help="Tag name, unique per thread and namespace."),
     ns: str = typer.Option("", "--ns", help="Checkpoint namespace (subgraph)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
@@ -212,6 +213,10 @@ def tag_cmd(
     """Tag a checkpoint so that compaction keeps it."""
     with _connected(account_id, database_id, api_base_url) as saver:
         saver.tag(_config(thread_id, ns, checkpoint_id), name)
+    if as_json:
+        typer.echo(json.dumps({"thread_id": thread_id, "checkpoint_ns": ns,
+                               "checkpoint_id": checkpoint_id, "tag": name, "tagged": True}))
+        return
     typer.echo(f"tagged {printable(thread_id)}/{printable(checkpoint_id)} as {name!r}")
 
 
@@ -219,6 +224,7 @@ def untag_cmd(
     thread_id: str = typer.Argument(..., help="Thread id."),
     name: str = typer.Argument(..., help="Tag name."),
     ns: str = typer.Option("", "--ns", help="Checkpoint namespace (subgraph)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
@@ -226,10 +232,13 @@ def untag_cmd(
     """Remove a tag; the checkpoint becomes subject to compaction again."""
     with _connected(account_id, database_id, api_base_url) as saver:
         existed = saver.untag(_config(thread_id, ns, None), name)
+    if as_json:
+        typer.echo(json.dumps({"thread_id": thread_id, "checkpoint_ns": ns, "tag": name, "untagged": existed}))
     if not existed:
         typer.echo(f"error: thread {thread_id!r} has no tag {name!r}", err=True)
         raise typer.Exit(EXIT_NOT_FOUND)
-    typer.echo(f"untagged {name!r} in {printable(thread_id)}")
+    if not as_json:
+        typer.echo(f"untagged {name!r} in {printable(thread_id)}")
 
 
 def threads_cmd(
@@ -307,9 +316,10 @@ def rebalance_cmd(
     try:
         extra = ({"previous_database_ids": [p.strip() for p in previous.split(",")]}
                  if previous else {})  # "c, d" as D1_DATABASE_ID reads it
-        with _saver(account_id, database_id, api_base_url, **extra) as saver:
+        with _saver(account_id, database_id, api_base_url, **extra) as saver, \
+                progress_bar("moving threads", quiet=as_json) as progress:
             summary = rebalance(saver, dry_run=dry_run, lease_ttl=lease_ttl,
-                                break_lease=break_lease, concurrency=concurrency)
+                                break_lease=break_lease, concurrency=concurrency, progress=progress)
     except D1Error as exc:
         _fail(exc)
         return

@@ -4,6 +4,9 @@ print on a terminal."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import typer
@@ -47,3 +50,27 @@ def printable(text: str) -> str:
     if text.isprintable() and "\\" not in text:
         return text
     return "".join(c if c.isprintable() and c != "\\" else repr(c)[1:-1] for c in text)
+
+
+@contextmanager
+def progress_bar(label: str, *, quiet: bool = False) -> Iterator[Callable[[int, int], None]]:
+    """A `(done, total)` callback that draws a progress bar on stderr when it is a terminal,
+    and does nothing otherwise (or with `quiet`, e.g. under --json): cron logs stay clean."""
+    state: dict[str, Any] = {}
+
+    def report(done: int, total: int) -> None:
+        if quiet or not sys.stderr.isatty() or total <= 0:
+            return
+        if "bar" not in state:
+            state["bar"] = typer.progressbar(length=total, label=label, file=sys.stderr)
+            state["bar"].__enter__()
+            state["done"] = 0
+        state["bar"].length = total
+        state["bar"].update(max(0, done - state["done"]))
+        state["done"] = done
+
+    try:
+        yield report
+    finally:
+        if "bar" in state:
+            state["bar"].__exit__(None, None, None)

@@ -466,3 +466,20 @@ def test_check_of_a_missing_thread_exits_4(saver: D1Saver, env: dict[str, str]) 
     assert cli(env, "check", "--thread-id", "a").exit_code == 0
     missing = cli(env, "check", "--thread-id", "no-such-thread")
     assert missing.exit_code == 4 and "no-such-thread" in missing.stderr
+
+
+JSON_ARGS = {**ARGS, "compact": ["--keep", "2", "--all"], "tag": ["a", checkpoint_id(1), "x"], "untag": ["a", "x"],
+             "diff": ["a", checkpoint_id(0), checkpoint_id(4)]}
+
+
+@pytest.mark.parametrize("command", ["tag", "untag", "threads", "history", "check", "show", "diff", "rebalance",
+                                     "rekey", "compact"])
+def test_every_reporting_command_prints_one_json_document(command: str, saver: D1Saver,
+                                                          env: dict[str, str]) -> None:
+    """For cron monitoring: `--json` output is exactly one JSON document on stdout."""
+    seed(saver, "a")
+    if command == "untag":
+        saver.tag({"configurable": {"thread_id": "a", "checkpoint_ns": "", "checkpoint_id": checkpoint_id(1)}}, "x")
+    result = cli({**env, **(KEYS_ENV if command == "rekey" else {})}, command, *JSON_ARGS[command], "--json")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    json.loads(result.stdout)
