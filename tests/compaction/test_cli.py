@@ -28,7 +28,7 @@ from tests.reliability.test_faults import LoseNextResponse
 from tests.servers import closed_url
 
 TOKEN = "sentinel-token-5b0e91d7"
-COMMANDS = ["compact", "rebalance", "rekey", "tag", "untag", "threads", "history", "check"]
+COMMANDS = ["compact", "rebalance", "rekey", "tag", "untag", "threads", "history", "check", "show", "diff"]
 runner = CliRunner()
 
 
@@ -351,7 +351,8 @@ def test_compaction_app_runs_the_same_commands(saver: D1Saver, env: dict[str, st
 # --- the token never shows; errors are clean -------------------------------------------------
 
 ARGS = {"compact": ["--keep", "1", "--all"], "rekey": [], "tag": ["a", checkpoint_id(0), "x"],
-        "untag": ["a", "x"], "threads": [], "history": ["a"], "rebalance": [], "check": []}
+        "untag": ["a", "x"], "threads": [], "history": ["a"], "rebalance": [], "check": [],
+        "show": ["a"], "diff": ["a", checkpoint_id(0), checkpoint_id(1)]}
 # Every command reads D1SAVER_ENCRYPTION_KEYS; rekey needs it.
 KEYS_ENV = {"D1SAVER_ENCRYPTION_KEYS": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}
 
@@ -452,3 +453,33 @@ def test_demo_without_langgraph_names_the_extra(monkeypatch: pytest.MonkeyPatch)
     result = cli({}, "demo")
     assert_usage_error(result)
     assert "pip install 'd1saver[demo]'" in result.stderr
+
+
+def test_rebalance_refuses_a_negative_lease_ttl(env: dict[str, str]) -> None:
+    result = cli(env, "rebalance", "--lease-ttl", "-5")
+    assert_usage_error(result)
+    assert "--lease-ttl" in result.stderr
+
+
+def test_check_of_a_missing_thread_exits_4(saver: D1Saver, env: dict[str, str]) -> None:
+    seed(saver, "a")
+    assert cli(env, "check", "--thread-id", "a").exit_code == 0
+    missing = cli(env, "check", "--thread-id", "no-such-thread")
+    assert missing.exit_code == 4 and "no-such-thread" in missing.stderr
+
+
+JSON_ARGS = {**ARGS, "compact": ["--keep", "2", "--all"], "tag": ["a", checkpoint_id(1), "x"], "untag": ["a", "x"],
+             "diff": ["a", checkpoint_id(0), checkpoint_id(4)]}
+
+
+@pytest.mark.parametrize("command", ["tag", "untag", "threads", "history", "check", "show", "diff", "rebalance",
+                                     "rekey", "compact"])
+def test_every_reporting_command_prints_one_json_document(command: str, saver: D1Saver,
+                                                          env: dict[str, str]) -> None:
+    """For cron monitoring: `--json` output is exactly one JSON document on stdout."""
+    seed(saver, "a")
+    if command == "untag":
+        saver.tag({"configurable": {"thread_id": "a", "checkpoint_ns": "", "checkpoint_id": checkpoint_id(1)}}, "x")
+    result = cli({**env, **(KEYS_ENV if command == "rekey" else {})}, command, *JSON_ARGS[command], "--json")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    json.loads(result.stdout)
