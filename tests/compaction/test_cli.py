@@ -280,6 +280,19 @@ def test_threads_json(saver: D1Saver, env: dict[str, str]) -> None:
     assert all(r["bytes"] > 0 and r["updated"] for r in rows)
 
 
+def test_threads_bytes_count_the_whole_storage(saver: D1Saver, env: dict[str, str]) -> None:
+    """A thread's bytes are everything it stores: checkpoints, writes and chunk rows, not its
+    checkpoint rows alone."""
+    seed(saver, "a", n=3, writes=2, value=lambda i: [f"message {i}-{j} " * 20 for j in range(12)])
+    whole = sum(query(saver, sql, "a")[0][0] or 0 for sql in (
+        "SELECT SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints WHERE thread_id = ?1",
+        "SELECT SUM(LENGTH(value)) FROM writes WHERE thread_id = ?1",
+        "SELECT SUM(LENGTH(data)) FROM d1saver_chunks WHERE thread_id = ?1"))
+    assert query(saver, "SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = ?1", "a")[0][0] > 0
+    (row,) = json.loads(cli(env, "threads", "--json").stdout)
+    assert row["bytes"] == whole
+
+
 def test_threads_table(saver: D1Saver, env: dict[str, str]) -> None:
     """`threads` prints a table with a header and a line per thread."""
     seed(saver, "a", n=3)
