@@ -48,9 +48,9 @@ def parse_duration(text: str) -> timedelta:
 
 
 def _saver(account_id: Optional[str], database_id: Optional[str], api_base_url: Optional[str],
-           **kwargs: Any) -> D1Saver:
+           api_token: Optional[str] = None, **kwargs: Any) -> D1Saver:
     return D1Saver.from_env(account_id=account_id, database_id=database_id,
-                            api_base_url=api_base_url, **kwargs)
+                            api_base_url=api_base_url, api_token=api_token, **kwargs)
 
 
 class _Conn:
@@ -60,14 +60,16 @@ class _Conn:
     database_id = typer.Option(None, "--database-id",
                                help="Default: $D1_DATABASE_ID. Several: comma-separated.")
     api_base_url = typer.Option(None, "--api-base-url", help="Default: $D1_API_BASE_URL or Cloudflare's API.")
+    # The environment is the better place for a secret (a flag shows in `ps`); never echoed.
+    api_token = typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.", show_default=False)
 
 
 @contextmanager
 def _connected(account_id: Optional[str], database_id: Optional[str],
-               api_base_url: Optional[str]) -> Iterator[D1Saver]:
+               api_base_url: Optional[str], api_token: Optional[str] = None) -> Iterator[D1Saver]:
     """A saver for one command; a D1Error ends the command with its exit code and one line."""
     try:
-        with _saver(account_id, database_id, api_base_url) as saver:
+        with _saver(account_id, database_id, api_base_url, api_token) as saver:
             yield saver
     except D1Error as exc:
         _fail(exc)
@@ -101,6 +103,7 @@ def compact_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Keep the latest N checkpoints of each thread plus the tagged ones; delete the rest."""
     if bool(thread) == all_threads:
@@ -109,7 +112,7 @@ def compact_cmd(
     age = parse_duration(max_age) if max_age else None
     bar: Any = None
     try:
-        with _saver(account_id, database_id, api_base_url) as saver:
+        with _saver(account_id, database_id, api_base_url, api_token) as saver:
             def progress(done: int, total: int) -> None:
                 nonlocal bar
                 if as_json or not sys.stderr.isatty():
@@ -160,6 +163,7 @@ def rekey_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Re-seal every stored value under the newest key of D1SAVER_ENCRYPTION_KEYS (newest
     first), so that older keys can be dropped. Resumable: a rerun continues."""
@@ -168,7 +172,7 @@ def rekey_cmd(
             typer.echo(f"\rrekeying {table}: {counts.rewritten} rows", err=True, nl=False)
 
     try:
-        with _saver(account_id, database_id, api_base_url) as saver:
+        with _saver(account_id, database_id, api_base_url, api_token) as saver:
             summary = rekey(saver, dry_run=dry_run, seal_plaintext=seal_plaintext,
                             batch_rows=batch_rows, lease_ttl=lease_ttl,
                             break_lease=break_lease, progress=progress)
@@ -209,9 +213,10 @@ def tag_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Tag a checkpoint so that compaction keeps it."""
-    with _connected(account_id, database_id, api_base_url) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         saver.tag(_config(thread_id, ns, checkpoint_id), name)
     if as_json:
         typer.echo(json.dumps({"thread_id": thread_id, "checkpoint_ns": ns,
@@ -228,9 +233,10 @@ def untag_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Remove a tag; the checkpoint becomes subject to compaction again."""
-    with _connected(account_id, database_id, api_base_url) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         existed = saver.untag(_config(thread_id, ns, None), name)
     if as_json:
         typer.echo(json.dumps({"thread_id": thread_id, "checkpoint_ns": ns, "tag": name, "untagged": existed}))
@@ -248,13 +254,14 @@ def threads_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """List threads: checkpoints, namespaces, last update, stored bytes."""
     keys = {"updated": lambda t: t.updated or "", "checkpoints": lambda t: t.checkpoints,
             "bytes": lambda t: t.bytes, "id": lambda t: t.thread_id}
     if sort not in keys:
         raise typer.BadParameter(f"--sort takes one of {', '.join(keys)}")
-    with _connected(account_id, database_id, api_base_url) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         infos = list_threads(saver)
     infos.sort(key=keys[sort], reverse=sort != "id")
     if limit:
@@ -277,9 +284,10 @@ def history_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """A thread's checkpoints, newest first: ids, parents, step, source, writes, tags."""
-    with _connected(account_id, database_id, api_base_url) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         rows = history(saver, thread_id, limit)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -311,12 +319,13 @@ def rebalance_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Move each thread to its home after the database list changed: copy, verify, delete."""
     try:
         extra = ({"previous_database_ids": [p.strip() for p in previous.split(",")]}
                  if previous else {})  # "c, d" as D1_DATABASE_ID reads it
-        with _saver(account_id, database_id, api_base_url, **extra) as saver, \
+        with _saver(account_id, database_id, api_base_url, api_token, **extra) as saver, \
                 progress_bar("moving threads", quiet=as_json) as progress:
             summary = rebalance(saver, dry_run=dry_run, lease_ttl=lease_ttl,
                                 break_lease=break_lease, concurrency=concurrency, progress=progress)
@@ -350,10 +359,11 @@ def check_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Check the content-addressed chunk table: every chunk a row lists is stored, and every
     stored chunk is listed. Prints the threads that break either rule; exit 1 if any."""
-    with _connected(account_id, database_id, api_base_url) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         found = check_chunks(saver, thread_id)
         if thread_id is not None and not found and not history(saver, thread_id, 1):
             typer.echo(f"error: thread {printable(thread_id)!s} has no checkpoints", err=True)
@@ -384,10 +394,11 @@ def show_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """A checkpoint's state: channel values decoded, pending writes, next tasks, interrupts,
     metadata, tags and stored bytes."""
-    with _connected(account_id, database_id, api_base_url) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         snap = inspector.snapshot(saver, thread_id, checkpoint_id, ns)  # NotFoundError: exit 4
     if as_json:
         typer.echo(json.dumps(snap, indent=2, ensure_ascii=False))
@@ -421,10 +432,11 @@ def diff_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """What changed between two checkpoints of a thread, channel by channel (messages added and
     removed)."""
-    with _connected(account_id, database_id, api_base_url) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         found = inspector.diff(saver, thread_id, a, b, ns)
     if as_json:
         typer.echo(json.dumps(found, indent=2, ensure_ascii=False))

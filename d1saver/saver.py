@@ -218,13 +218,14 @@ class D1Saver(BaseCheckpointSaver[str]):
 
     @classmethod
     def from_env(cls, *, account_id: str | None = None, database_id: str | None = None,
-                 api_base_url: str | None = None, **kwargs: Any) -> D1Saver:
+                 api_base_url: str | None = None, api_token: str | None = None,
+                 **kwargs: Any) -> D1Saver:
         """Build from CLOUDFLARE_ACCOUNT_ID, CLOUDFLARE_API_TOKEN, D1_DATABASE_ID (one id, or
         several separated by commas), D1_API_BASE_URL and D1SAVER_ENCRYPTION_KEYS
         (comma-separated base64, newest first); arguments that are not None override them
         (CLI flags do)."""
         settings = load_settings(account_id=account_id, database_id=database_id,
-                                 api_base_url=api_base_url)
+                                 api_base_url=api_base_url, api_token=api_token)
         if kwargs.get("encryption_keys") is None:
             kwargs["encryption_keys"] = keys_from_env()
         ids = settings.database_ids

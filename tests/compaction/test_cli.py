@@ -496,3 +496,11 @@ def test_every_reporting_command_prints_one_json_document(command: str, saver: D
     result = cli({**env, **(KEYS_ENV if command == "rekey" else {})}, command, *JSON_ARGS[command], "--json")
     assert result.exit_code == 0, (result.stdout, result.stderr)
     json.loads(result.stdout)
+
+
+def test_the_token_can_be_given_as_an_option(saver: D1Saver, env: dict[str, str]) -> None:
+    """`--api-token` stands in for CLOUDFLARE_API_TOKEN (and is never echoed)."""
+    seed(saver, "a")
+    result = cli({**env, "CLOUDFLARE_API_TOKEN": None}, "threads", "--json", "--api-token", TOKEN)
+    assert result.exit_code == 0, result.stderr
+    assert [r["thread_id"] for r in json.loads(result.stdout)] == ["a"]
