@@ -1106,7 +1106,9 @@ WHERE {_IN_SCOPE}
 # depths plus where it was met). A walk that reaches a kept ancestor leaves a 'c' row instead:
 # the record holds only the newer part of the history, and readers go on from the holder's
 # parent, which PLAN_RELINK makes that ancestor; walks through kept checkpoints change nothing,
-# so every deleted write is copied once, not once per kept descendant. A holder whose record
+# so every deleted write is copied once, not once per kept descendant. A walk at a parent id
+# with no checkpoint row ends there, as the readers' (and InMemorySaver's): writes stored under
+# it are not history. A holder whose record
 # continues ('c') and whose parent goes again walks on from the 'c' row's depth. Values are
 # copied verbatim with the identity of the rows they were stored at: nothing is decoded, so
 # it works for any state and with keys. (The saver cannot compute the channel's value: its
@@ -1160,6 +1162,8 @@ FROM walk AS w CROSS JOIN writes AS x ON x.thread_id = w.thread_id
     AND x.checkpoint_ns = w.checkpoint_ns AND x.checkpoint_id = w.cur
 CROSS JOIN {_WRITES_OF.format(t="x")} AS e
 WHERE e.value->>1 = w.channel AND NOT {_KEPT.format(t="w", col="cur")}
+  AND EXISTS (SELECT 1 FROM checkpoints AS n WHERE n.thread_id = w.thread_id
+              AND n.checkpoint_ns = w.checkpoint_ns AND n.checkpoint_id = w.cur)
 UNION ALL
 SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, 's', w.depth, '', 0, w.cur, '',
        p.type, p.checkpoint, p.metadata, p.channels
@@ -1678,12 +1682,13 @@ SELECT 1 WHERE NOT EXISTS (
     OR {_PIECES_FP.format(owner="''")} IS NOT ?6
     OR {_PIECES_FP.format(owner="':metadata'")} IS NOT ?7"""
 # ?1 ?2 ?3 the checkpoint, ?4 task_id, ?5 idx, ?6 fingerprint of the value, ?7 of its chunks.
+# The owner is built with CAST: D1 binds numbers as REAL, so ?5 alone would read '0.0'.
 REKEY_GUARD_WRITE = f"""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
     SELECT 1 FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
         AND task_id = ?4 AND idx = ?5 AND {_FP.format(x="value")} IS ?6)
-    OR {_PIECES_FP.format(owner="?4 || '/' || ?5")} IS NOT ?7"""
+    OR {_PIECES_FP.format(owner="?4 || '/' || CAST(?5 AS INTEGER)")} IS NOT ?7"""
 # ?1..?8 the frozen row's key (thread_id .. idx), ?9 fingerprint of its value, ?10 of its
 # pieces (held by the holder, ?11 their owner).
 REKEY_GUARD_FROZEN = f"""
