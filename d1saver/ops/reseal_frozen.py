@@ -42,6 +42,7 @@ class RawFrozen:
     value: str | None
     metadata: str | None
     channels: str | None
+    parent: str | None = None  # the holder's parent the record is bound to (migration 9)
     pieces: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
     @property
@@ -77,11 +78,11 @@ def raw_frozen(result: Result) -> list[RawFrozen]:
     rows: list[RawFrozen] = []
     pieces: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
         lambda: defaultdict(list))
-    for kind, t, ns, cid, ch, fkind, depth, task, idx, src, path, type_, value, md, chans \
-            in result.rows:
+    for kind, t, ns, cid, ch, fkind, depth, task, idx, src, path, type_, value, md, chans, \
+            parent in result.rows:
         if kind == "f":
             rows.append(RawFrozen((t, ns, cid), ch, fkind, int(depth), task, int(idx), src,
-                                  path, type_, value, md, chans))
+                                  path, type_, value, md, chans, parent))
         elif kind == "k":
             pieces[(t, ns, cid)][ch].append((int(depth), value))
     for row in rows:
@@ -147,7 +148,7 @@ def copy_frozen(values: Values, rows: list[RawFrozen], target: str) -> list[Stat
         key = (target, *row.key[1:])
         stmts.append(Statement(_sql.INSERT_FROZEN, (
             *key, row.channel, row.kind, row.depth, row.task_id, row.idx, row.src,
-            row.task_path, row.type, text, metadata, row.channels)))
+            row.task_path, row.type, text, metadata, row.channels, row.parent)))
         if row.kind != "c":
             stmts += pieces_statements(key, row.piece_owner, pieces, replace_old=True)
     return stmts

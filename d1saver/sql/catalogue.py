@@ -344,6 +344,47 @@ END""",
     # 8: values written from here on may be "r:" (raw deflate with DICT_V2, d1saver/storage/codec.py),
     # which an older reader cannot decode: a contract step with no DDL, only its min_reader.
     [],
+    # 9: derived rows bound to what they were derived from (issue 20).
+    # - delta_frozen.parent: the holder's parent a frozen record was computed for (retention
+    #   sets it as it relinks the holder: REBIND_FROZEN; records already stored are bound to
+    #   their holder's parent now). A checkpoint row inserted by any statement (a put, a copy,
+    #   an older d1saver's) drops its records unless its parent is that one, with their pieces:
+    #   INSERT OR REPLACE fires no delete trigger, so a record would otherwise outlive the row
+    #   it was computed for (a restored backup read the messages after a tag twice). A put
+    #   retried after a prune relinked its row names a parent that is gone: the row keeps the
+    #   parent its records hold for (else the retry lost the first messages).
+    # - Chunk ids hash a domain tag first (d1saver/storage/chunking.py: a leaf could spell a
+    #   node's text): a version-8 reader cannot check them, hence min_reader 9.
+    [
+        "ALTER TABLE delta_frozen ADD COLUMN parent TEXT",
+        """
+UPDATE delta_frozen SET parent = (
+    SELECT c.parent_checkpoint_id FROM checkpoints AS c WHERE c.thread_id = delta_frozen.thread_id
+        AND c.checkpoint_ns = delta_frozen.checkpoint_ns
+        AND c.checkpoint_id = delta_frozen.checkpoint_id)""",
+        """
+CREATE TRIGGER IF NOT EXISTS delta_frozen_bound AFTER INSERT ON checkpoints
+WHEN EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = NEW.thread_id
+    AND f.checkpoint_ns = NEW.checkpoint_ns AND f.checkpoint_id = NEW.checkpoint_id) BEGIN
+    UPDATE checkpoints SET parent_checkpoint_id = (
+        SELECT f.parent FROM delta_frozen AS f WHERE f.thread_id = NEW.thread_id
+            AND f.checkpoint_ns = NEW.checkpoint_ns AND f.checkpoint_id = NEW.checkpoint_id
+        LIMIT 1)
+    WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+      AND checkpoint_id = NEW.checkpoint_id AND NEW.parent_checkpoint_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM checkpoints AS p WHERE p.thread_id = NEW.thread_id
+          AND p.checkpoint_ns = NEW.checkpoint_ns AND p.checkpoint_id = NEW.parent_checkpoint_id);
+    DELETE FROM delta_frozen WHERE thread_id = NEW.thread_id
+        AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id
+        AND parent IS NOT (SELECT c.parent_checkpoint_id FROM checkpoints AS c
+            WHERE c.thread_id = NEW.thread_id AND c.checkpoint_ns = NEW.checkpoint_ns
+              AND c.checkpoint_id = NEW.checkpoint_id);
+    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND substr(owner, 1, 2) = 'f/'
+        AND NOT EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = NEW.thread_id
+            AND f.checkpoint_ns = NEW.checkpoint_ns AND f.checkpoint_id = NEW.checkpoint_id);
+END""",
+    ],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
@@ -357,6 +398,8 @@ MIN_READER: dict[int, int] = {
     7: 7,
     # Values written from version 8 on may be "r:" (d1saver/storage/codec.py): version 7 cannot read them.
     8: 8,
+    # Chunk ids from version 9 on are domain-separated: version 8 cannot check them.
+    9: 9,
 }
 
 
@@ -956,7 +999,8 @@ DELETE_THREADS = [
     f"DELETE FROM checkpoints WHERE thread_id IN {_IDS}",
 ]  # delta_unwritten and delta_frozen rows go with their checkpoints (triggers)
 
-# ?1 source thread, ?2 target thread. Rows already on the target are replaced.
+# ?1 source thread, ?2 target thread. Rows already on the target are replaced. Checkpoints go in
+# id order, parents before children (delta_frozen_bound, migration 9, looks a parent up).
 COPY_THREAD = [
     """
 INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
@@ -966,7 +1010,7 @@ INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
     parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
 SELECT ?2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
        metadata, channels, run_id, ts
-FROM checkpoints WHERE thread_id = ?1""",
+FROM checkpoints WHERE thread_id = ?1 ORDER BY checkpoint_ns, checkpoint_id""",
     """
 INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
     idx, channel, type, value)
@@ -982,11 +1026,12 @@ SELECT ?2, checkpoint_ns, checkpoint_id, name, created_at FROM tags WHERE thread
     """
 INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
 SELECT ?2, checkpoint_ns, checkpoint_id, channels FROM delta_unwritten WHERE thread_id = ?1""",
-    # Frozen histories (their pieces came with the chunks). Without keys only: with keys a
-    # value is bound to its thread (d1saver/ops/reseal.py).
+    # Frozen histories (their pieces came with the chunks), with the parent each is bound to
+    # (migration 9). Without keys only: with keys a value is bound to its thread
+    # (d1saver/ops/reseal.py).
     f"""
-INSERT OR REPLACE INTO delta_frozen ({_FROZEN_COLUMNS})
-SELECT ?2, {_FROZEN_COLUMNS.split(", ", 1)[1]} FROM delta_frozen WHERE thread_id = ?1""",
+INSERT OR REPLACE INTO delta_frozen ({_FROZEN_COLUMNS}, parent)
+SELECT ?2, {_FROZEN_COLUMNS.split(", ", 1)[1]}, parent FROM delta_frozen WHERE thread_id = ?1""",
     # Rows the copy replaced on the target may have left chunks no row reaches.
     "DELETE FROM d1saver_scope",
     "INSERT INTO d1saver_scope (thread_id) VALUES (?2)",
@@ -1243,6 +1288,13 @@ UPDATE checkpoints SET parent_checkpoint_id = r.new_parent
 FROM d1saver_relink AS r
 WHERE checkpoints.thread_id = r.thread_id AND checkpoints.checkpoint_ns = r.checkpoint_ns
   AND checkpoints.checkpoint_id = r.checkpoint_id"""
+# After APPLY_RELINK: the frozen records of a relinked holder (FREEZE has just made them whole
+# for its new parent) are bound to that parent (migration 9).
+REBIND_FROZEN = """
+UPDATE delta_frozen SET parent = r.new_parent
+FROM d1saver_relink AS r
+WHERE delta_frozen.thread_id = r.thread_id AND delta_frozen.checkpoint_ns = r.checkpoint_ns
+  AND delta_frozen.checkpoint_id = r.checkpoint_id"""
 
 _NOT_KEPT = _IN_SCOPE + """ AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
@@ -1384,7 +1436,7 @@ def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = 
         stmts += [FORGET_OLD_OPS, RECORD_PLAN, RECORDED_PLAN] if delete else [SUMMARIZE_PLAN]
     if delete:
         stmts += [FREEZE, FREEZE_DONE, FREEZE_PIECES] if freeze else []
-        stmts += [PLAN_RELINK, APPLY_RELINK, *DELETE_UNKEPT, GC_CHUNKS]
+        stmts += [PLAN_RELINK, APPLY_RELINK, REBIND_FROZEN, *DELETE_UNKEPT, GC_CHUNKS]
     return [*stmts, *CLEAR_SCRATCH]
 
 # --- inspection ---------------------------------------------------------------------------
@@ -1432,7 +1484,8 @@ TRANSFER_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "delta_unwritten": (("checkpoint_ns", "checkpoint_id"), ("channels",)),
     "delta_frozen": (("checkpoint_ns", "checkpoint_id", "channel", "kind", "depth", "task_id",
                       "idx"),
-                     ("src_checkpoint_id", "task_path", "type", "value", "metadata", "channels")),
+                     ("src_checkpoint_id", "task_path", "type", "value", "metadata", "channels",
+                      "parent")),
 }
 
 
@@ -1474,7 +1527,8 @@ TRANSFER_INSERT = {table: _transfer_insert(table) for table in TRANSFER_TABLES}
 # Staged rows become the thread in one batch: ?1 staging thread id, ?2 the thread id. An
 # UPDATE fires no insert trigger, so the batch first does what the triggers of migrations 2 and
 # 4 do for an insert: a checkpoint or write that replaces one of the thread's drops the old
-# one's pieces, and a checkpoint its old delta_unwritten row.
+# one's pieces, and a checkpoint its old delta_unwritten row and the frozen records it no
+# longer matches (migration 9).
 RENAME_THREAD = [
     """
 DELETE FROM chunks WHERE thread_id = ?2 AND owner IN ('', ':metadata') AND EXISTS (
@@ -1489,6 +1543,12 @@ DELETE FROM delta_unwritten WHERE thread_id = ?2 AND EXISTS (
     SELECT 1 FROM checkpoints AS s WHERE s.thread_id = ?1
         AND s.checkpoint_ns = delta_unwritten.checkpoint_ns
         AND s.checkpoint_id = delta_unwritten.checkpoint_id)""",
+    """
+DELETE FROM delta_frozen WHERE thread_id = ?2 AND EXISTS (
+    SELECT 1 FROM checkpoints AS s WHERE s.thread_id = ?1
+        AND s.checkpoint_ns = delta_frozen.checkpoint_ns
+        AND s.checkpoint_id = delta_frozen.checkpoint_id
+        AND s.parent_checkpoint_id IS NOT delta_frozen.parent)""",
     *(f"UPDATE OR REPLACE {table} SET thread_id = ?2 WHERE thread_id = ?1"
       for table in TRANSFER_TABLES),
 ]
@@ -1629,7 +1689,7 @@ _FROZEN_HEAD = """CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
         AND k.seq = 0) ELSE f.value END"""
 _RAW_FROZEN = f"""
 WITH page AS (
-    SELECT thread_id, {_FROZEN_COLUMNS.split(", ", 1)[1]} FROM delta_frozen AS f
+    SELECT thread_id, {_FROZEN_COLUMNS.split(", ", 1)[1]}, parent FROM delta_frozen AS f
     WHERE {{scope}}
       AND (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
           > (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
@@ -1639,11 +1699,11 @@ WITH page AS (
     LIMIT ?10
 )
 SELECT 'f' AS kind, thread_id, checkpoint_ns, checkpoint_id, channel, kind AS fkind, depth,
-       task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels
+       task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent
 FROM page
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, NULL, k.seq, NULL, NULL,
-       NULL, NULL, NULL, k.data, NULL, NULL
+       NULL, NULL, NULL, k.data, NULL, NULL, NULL
 FROM (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM page) AS h
 JOIN chunks AS k ON k.thread_id = h.thread_id AND k.checkpoint_ns = h.checkpoint_ns
     AND k.checkpoint_id = h.checkpoint_id AND {_FROZEN_PIECE.format(k="k")}"""
@@ -1651,9 +1711,9 @@ RAW_FROZEN_THREAD = _RAW_FROZEN.format(scope="thread_id = ?1")
 RAW_FROZEN_ALL = _RAW_FROZEN.format(scope="?1 IS NULL")
 RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "channel",
                       "fkind", "depth", "task_id", "idx", "src_checkpoint_id", "task_path",
-                      "type", "value", "metadata", "channels")
-INSERT_FROZEN = (f"INSERT OR REPLACE INTO delta_frozen ({_FROZEN_COLUMNS}) "
-                 "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)")
+                      "type", "value", "metadata", "channels", "parent")
+INSERT_FROZEN = (f"INSERT OR REPLACE INTO delta_frozen ({_FROZEN_COLUMNS}, parent) "
+                 "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)")
 
 # Columns of the raw pages, per row kind:
 #   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata, f5 channels,

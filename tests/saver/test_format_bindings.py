@@ -87,3 +87,101 @@ def test_rekey_of_a_write_stored_in_pieces(backend: Backend) -> None:
     dropped = backend.saver(encryption_keys=[K2])
     writes = dropped.get_tuple(at(tid, 1)).pending_writes
     assert ("big-task", "blob", big) in writes
+
+
+# --- defect 3: content ids of different kinds never collide -----------------------------------
+
+
+def _colliding_state() -> list[str]:
+    """Eleven chat messages whose pieces fold into one tree node (the first ten do not close a
+    node, the eleventh does), then a long text whose last piece is "^" and their ids: the
+    text of that node as schema v8 named it (its id was the hash of "^" + text, and a leaf's
+    the hash of its bytes)."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from d1saver.storage import chunking, manifest
+
+    serde = JsonPlusSerializer()
+
+    def piece(message: str) -> str:
+        return next(p.id for p in chunking.split(serde.dumps_typed([message] * 8)[1]) if p.id)
+
+    messages = []
+    for i in range(11):
+        nonce = 0
+        while manifest._closes(piece(text := f"message {i} ({nonce}) " + "x" * 300)) != (i == 10):
+            nonce += 1
+        messages.append(text)
+    ids = [p.id for p in chunking.split(serde.dumps_typed(messages)[1]) if p.id]
+    # a FastCDC cut falls at 64 KB in a run of one byte: the tail is a piece of its own
+    return [*messages, "a" * chunking.CDC_MAX + "^" + ",".join(ids)]
+
+
+def test_a_piece_spelling_a_node_reads_back(backend: Backend) -> None:
+    """A value whose last piece is "^" + the ids of a node of the same value: before domain
+    separation the piece and the node had one id, and the read raised StoredValueError."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver, memory, tid = backend.saver(), InMemorySaver(), new_thread()
+    messages = _colliding_state()
+    for s in (saver, memory):
+        cp = empty_checkpoint()
+        cp.update(id="1f000000-0000-6000-8000-000000000001", channel_values={"messages": messages},
+                  channel_versions={"messages": "1"})
+        conf = s.put(at(tid), cp, {"source": "loop", "step": 0, "parents": {}},
+                     {"messages": "1"})
+        s.put_writes(conf, [("messages", messages), ("other", messages[-1])], task_id="t")
+    ours, theirs = saver.get_tuple(at(tid)), memory.get_tuple(at(tid))
+    assert ours.checkpoint["channel_values"] == theirs.checkpoint["channel_values"]
+    assert ours.pending_writes == theirs.pending_writes
+
+
+def test_leaf_and_node_ids_are_domain_separated() -> None:
+    """The same bytes as a leaf and as a node's text get different ids, and the reader's
+    check knows which kind it checks."""
+    from d1saver.storage import chunking
+
+    text = "a,b"
+    assert chunking.node_id(text) != chunking.chunk_id(text.encode())
+    assert chunking.node_id(text) != chunking.chunk_id(b"^" + text.encode())
+    assert chunking.names(chunking.node_id(text), text.encode(), chunking.NODE)
+    assert not chunking.names(chunking.node_id(text), text.encode())
+    assert not chunking.names(chunking.chunk_id(text.encode()), text.encode(), chunking.NODE)
+
+
+# --- defect 2: a frozen DeltaChannel record is bound to the row it was computed for ----------
+
+
+def test_restoring_a_backup_onto_a_pruned_thread_duplicates_nothing(backend: Backend) -> None:
+    """copy_thread(backup, T) onto T that prune reduced (a tagged checkpoint kept, so the
+    head's frozen record ends "go on at the holder's parent"): the head gets its old parent
+    back, and its record, computed for the relinked parent, no longer applies. The history is
+    InMemorySaver's for the whole chain (messages after the tag were read twice)."""
+    saver, memory, tid, backup = backend.saver(), InMemorySaver(), new_thread(), new_thread()
+    build(saver, tid, chain(6))
+    build(memory, tid, chain(6))
+    saver.copy_thread(tid, backup)
+    saver.tag(at(tid, 2), "kept")
+    saver.prune([tid])
+    assert history(saver, tid, 5) == history(memory, tid, 5)
+    saver.copy_thread(backup, tid)
+    assert [history(saver, tid, i) for i in range(6)] == [history(memory, tid, i)
+                                                         for i in range(6)]
+    assert history(backend.saver(), tid, 5) == history(memory, tid, 5)  # not from a cache
+
+
+def test_a_put_retried_after_a_prune_loses_no_history(backend: Backend) -> None:
+    """A put whose response was lost is sent again after a prune relinked its row: the row
+    keeps the parent its frozen record was computed for, and the history stays whole."""
+    for tag in (False, True):
+        saver, memory, tid = backend.saver(), InMemorySaver(), new_thread()
+        build(saver, tid, chain(5))
+        build(memory, tid, chain(5))
+        if tag:
+            saver.tag(at(tid, 1), "kept")
+        saver.prune([tid])
+        build(saver, tid, [(4, 3, "m4")])  # the same put (and write) again
+        fresh = backend.saver()
+        assert history(fresh, tid, 4) == history(memory, tid, 4), tag
+        assert fresh.get_tuple(at(tid, 4)).parent_config == (
+            fresh.get_tuple(at(tid, 1)).config if tag else None)
