@@ -999,6 +999,40 @@ DELETE_THREADS = [
     f"DELETE FROM checkpoints WHERE thread_id IN {_IDS}",
 ]  # delta_unwritten and delta_frozen rows go with their checkpoints (triggers)
 
+# Writes are stored packed ("p:": one put_writes call's regular writes in one row, keyed by its
+# first idx), so a copy cannot replace them by row key: for every task the source (?1) has
+# writes of, at a checkpoint, the target's (?2) writes of that task become one row each but
+# those whose idx the source has, which go (with their pieces), so that the source's rows then
+# inserted give each (task, idx) once: the source's if it has it, else the target's (as a
+# per-key copy of InMemorySaver's storage).
+_SOURCE_TASK = """EXISTS (SELECT 1 FROM writes AS s WHERE s.thread_id = ?1
+    AND s.checkpoint_ns = {t}.checkpoint_ns AND s.checkpoint_id = {t}.checkpoint_id
+    AND s.task_id = {t}.task_id)"""
+_SOURCE_IDX = """EXISTS (SELECT 1 FROM writes AS s CROSS JOIN {writes_of} AS q
+    WHERE s.thread_id = ?1 AND s.checkpoint_ns = {t}.checkpoint_ns
+      AND s.checkpoint_id = {t}.checkpoint_id AND s.task_id = {t}.task_id
+      AND q.value->>0 = {idx})"""
+_WRITES_OF_S = """json_each(CASE WHEN substr(s.value, 1, 2) = 'p:' THEN substr(s.value, 3)
+    ELSE json_array(json_array(s.idx)) END)"""
+UNPACK_TARGET_WRITES = [
+    f"""
+DELETE FROM chunks WHERE thread_id = ?2 AND EXISTS (
+    SELECT 1 FROM writes AS t WHERE t.thread_id = ?2 AND t.checkpoint_ns = chunks.checkpoint_ns
+        AND t.checkpoint_id = chunks.checkpoint_id AND chunks.owner = t.task_id || '/' || t.idx
+        AND {_SOURCE_IDX.format(writes_of=_WRITES_OF_S, t="t", idx="t.idx")})""",
+    f"""
+INSERT OR REPLACE INTO writes ({','.join(WRITE_COLUMNS)})
+SELECT t.thread_id, t.checkpoint_ns, t.checkpoint_id, t.task_id, t.task_path, e.value->>0,
+       e.value->>1, COALESCE(e.value->>2, 'msgpack'), e.value->>3
+FROM writes AS t CROSS JOIN json_each(substr(t.value, 3)) AS e
+WHERE t.thread_id = ?2 AND substr(t.value, 1, 2) = 'p:' AND {_SOURCE_TASK.format(t="t")}
+  AND NOT {_SOURCE_IDX.format(writes_of=_WRITES_OF_S, t="t", idx="e.value->>0")}""",
+    f"""
+DELETE FROM writes AS t WHERE t.thread_id = ?2 AND {_SOURCE_TASK.format(t="t")}
+  AND (substr(t.value, 1, 2) = 'p:'
+       OR {_SOURCE_IDX.format(writes_of=_WRITES_OF_S, t="t", idx="t.idx")})""",
+]
+
 # ?1 source thread, ?2 target thread. Rows already on the target are replaced. Checkpoints go in
 # id order, parents before children (delta_frozen_bound, migration 9, looks a parent up).
 COPY_THREAD = [
@@ -1011,6 +1045,7 @@ INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
 SELECT ?2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
        metadata, channels, run_id, ts
 FROM checkpoints WHERE thread_id = ?1 ORDER BY checkpoint_ns, checkpoint_id""",
+    *UNPACK_TARGET_WRITES,
     """
 INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
     idx, channel, type, value)
@@ -1549,6 +1584,7 @@ DELETE FROM delta_frozen WHERE thread_id = ?2 AND EXISTS (
         AND s.checkpoint_ns = delta_frozen.checkpoint_ns
         AND s.checkpoint_id = delta_frozen.checkpoint_id
         AND s.parent_checkpoint_id IS NOT delta_frozen.parent)""",
+    *UNPACK_TARGET_WRITES,
     *(f"UPDATE OR REPLACE {table} SET thread_id = ?2 WHERE thread_id = ?1"
       for table in TRANSFER_TABLES),
 ]

@@ -185,3 +185,51 @@ def test_a_put_retried_after_a_prune_loses_no_history(backend: Backend) -> None:
         assert history(fresh, tid, 4) == history(memory, tid, 4), tag
         assert fresh.get_tuple(at(tid, 4)).parent_config == (
             fresh.get_tuple(at(tid, 1)).config if tag else None)
+
+
+# --- defect 6: copy_thread of packed writes is InMemorySaver's, per (task, idx) ---------------
+
+
+def packed_writes(saver: Any, source: str, target: str) -> None:
+    """The same checkpoint in both threads, with writes stored packed ("p:": one row per
+    put_writes call of two or more) on one side and single on the other."""
+    build(saver, source, chain(1))
+    build(saver, target, chain(1))
+    c = at(target, 0)
+    s = at(source, 0)
+    saver.put_writes(c, [("a", 1), ("b", 2), ("c", 3)], task_id="t1")  # a pack of 3
+    saver.put_writes(s, [("a", 10)], task_id="t1")  # a single row at idx 0
+    saver.put_writes(c, [("a", 1)], task_id="t2")  # single rows at 0, then 1
+    saver.put_writes(c, [("a", 1), ("b", 2)], task_id="t2")
+    saver.put_writes(s, [("a", 10), ("b", 20)], task_id="t2")  # a pack of 2
+    saver.put_writes(c, [("__error__", "old")], task_id="t3")
+    saver.put_writes(s, [("__error__", "new")], task_id="t3")
+
+
+def memory_copy(memory: InMemorySaver, source: str, target: str) -> None:
+    """InMemorySaver's storage copied as D1Saver's copy_thread does: every row of the source
+    replaces the target's of the same key (a write's key: checkpoint, task and idx)."""
+    for ns, checkpoints in memory.storage[source].items():
+        memory.storage[target][ns].update(checkpoints)
+    for (thread, ns, cid), writes in list(memory.writes.items()):
+        if thread == source:
+            memory.writes[(target, ns, cid)].update(writes)
+
+
+def sorted_writes(saver: Any, thread_id: str) -> list[Any]:
+    return sorted(saver.get_tuple(at(thread_id, 0)).pending_writes, key=repr)
+
+
+def test_copy_thread_of_packed_writes_is_per_task_and_idx(backend: Backend) -> None:
+    """After copy_thread(B, T) a write keyed (task, idx) is B's if B has it, else T's, once:
+    packed rows replaced by row key gave a write twice or lost T's others."""
+    for keys in (None, [K1]):
+        saver, memory = backend.saver(encryption_keys=keys), InMemorySaver()
+        source, target = new_thread(), new_thread()
+        packed_writes(saver, source, target)
+        packed_writes(memory, source, target)
+        memory_copy(memory, source, target)
+        saver.copy_thread(source, target)
+        assert sorted_writes(saver, target) == sorted_writes(memory, target), keys
+        assert sorted_writes(backend.saver(encryption_keys=keys), source) == sorted_writes(
+            memory, source)
