@@ -1811,6 +1811,11 @@ REKEY_WRITE = """
 UPDATE writes SET value = ?6
 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id = ?4 AND idx = ?5"""
 
+# The threads that hold values stored by content (an "m:" manifest lists at least one chunk,
+# and garbage collection leaves no chunk unlisted): `rekey --seal-plaintext` leaves each of
+# them whole, in plaintext (a manifest's chunks are shared by its thread's rows).
+CONTENT_THREADS = "SELECT DISTINCT thread_id FROM d1saver_chunks"
+
 # Stored values per table and key: rows (tbl, head, row_count), head being the first 7
 # characters of sealed texts (d1saver/storage/crypto.py: key_id_of_text) and NULL for plaintext.
 _HEAD_GROUP = "CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END"

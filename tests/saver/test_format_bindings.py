@@ -233,3 +233,41 @@ def test_copy_thread_of_packed_writes_is_per_task_and_idx(backend: Backend) -> N
         assert sorted_writes(saver, target) == sorted_writes(memory, target), keys
         assert sorted_writes(backend.saver(encryption_keys=keys), source) == sorted_writes(
             memory, source)
+
+
+# --- defect 4: rekey --seal-plaintext leaves a thread whole -----------------------------------
+
+
+def stored_by_content(saver: D1Saver, thread_id: str) -> int:
+    from d1saver import Statement
+
+    (result,) = saver.client.execute([Statement(
+        "SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = ?1", (thread_id,))])
+    return int(result.rows[0][0])
+
+
+def test_seal_plaintext_leaves_a_thread_stored_by_content_whole(local: Backend) -> None:
+    """A database that started without keys stores values by content ("m:" manifests over
+    d1saver_chunks). `rekey --seal-plaintext` cannot seal those rows one by one (their chunks
+    are shared), so it leaves such a thread whole, readable without keys as before, and counts
+    its rows as plaintext left; a thread of whole values is sealed whole."""
+    from benchmarks.workload import build_graph, first_input
+
+    plain = local.saver()
+    graph = build_graph(plain, variant="plain", turns=3, fanout=2)
+    config = {"configurable": {"thread_id": "by-content"}}
+    final = graph.invoke(first_input(), config)
+    assert stored_by_content(plain, "by-content") > 0
+    before = [(t.config, t.checkpoint, t.metadata, t.pending_writes) for t in plain.list(config)]
+    build(plain, "whole", chain(2))  # small values: no manifest
+    assert stored_by_content(plain, "whole") == 0
+
+    keyed = local.saver(encryption_keys=[K1])
+    summary = rekey(keyed, seal_plaintext=True)
+    assert summary.plaintext_left > 0  # the thread stored by content, left whole
+    after = local.saver()
+    assert [(t.config, t.checkpoint, t.metadata, t.pending_writes)
+            for t in after.list(config)] == before
+    assert build_graph(after, variant="plain", turns=3, fanout=2).get_state(
+        config).values == final
+    assert keyed.get_tuple(at("whole", 1)).pending_writes == [("task-1", "messages", "m1")]
