@@ -1,4 +1,4 @@
--- d1saver schema, version 8: the whole current schema, for a fresh database.
+-- d1saver schema, version 9: the whole current schema, for a fresh database.
 -- Applied by D1Saver.setup() and, unchanged, by `wrangler d1 execute <db> --file schema.sql`.
 -- Statements are separated by semicolons at line ends only; each is idempotent.
 --
@@ -33,12 +33,12 @@ CREATE TABLE IF NOT EXISTS d1saver_guards (
 );
 
 -- Stop on a database at an older version (its migrations bring it up) or on one that needs a
--- newer d1saver than version 8's.
+-- newer d1saver than version 9's.
 INSERT INTO d1saver_guards (schema_outdated)
-SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 8;
+SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 9;
 
 INSERT INTO d1saver_guards (schema_too_new)
-SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 8;
+SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 9;
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -184,12 +184,35 @@ CREATE TABLE IF NOT EXISTS delta_frozen (
     value TEXT,
     metadata TEXT,
     channels TEXT,
+    parent TEXT,
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
 );
 
 CREATE TRIGGER IF NOT EXISTS delta_frozen_on_delete AFTER DELETE ON checkpoints BEGIN
     DELETE FROM delta_frozen WHERE thread_id = OLD.thread_id
         AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id; END;
+
+-- A frozen record holds for the parent its holder had when it was computed (parent). A
+-- checkpoint row inserted (put, copy, any statement) drops the records it no longer matches;
+-- a put retried after a prune relinked the row (its parent is gone) keeps the relinked parent.
+CREATE TRIGGER IF NOT EXISTS delta_frozen_bound AFTER INSERT ON checkpoints
+WHEN EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = NEW.thread_id
+    AND f.checkpoint_ns = NEW.checkpoint_ns AND f.checkpoint_id = NEW.checkpoint_id) BEGIN
+    UPDATE checkpoints SET parent_checkpoint_id = (
+        SELECT f.parent FROM delta_frozen AS f WHERE f.thread_id = NEW.thread_id
+            AND f.checkpoint_ns = NEW.checkpoint_ns AND f.checkpoint_id = NEW.checkpoint_id
+        LIMIT 1)
+    WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+      AND checkpoint_id = NEW.checkpoint_id AND NEW.parent_checkpoint_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM checkpoints AS p WHERE p.thread_id = NEW.thread_id
+          AND p.checkpoint_ns = NEW.checkpoint_ns AND p.checkpoint_id = NEW.parent_checkpoint_id); DELETE FROM delta_frozen WHERE thread_id = NEW.thread_id
+        AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id
+        AND parent IS NOT (SELECT c.parent_checkpoint_id FROM checkpoints AS c
+            WHERE c.thread_id = NEW.thread_id AND c.checkpoint_ns = NEW.checkpoint_ns
+              AND c.checkpoint_id = NEW.checkpoint_id); DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND substr(owner, 1, 2) = 'f/'
+        AND NOT EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = NEW.thread_id
+            AND f.checkpoint_ns = NEW.checkpoint_ns AND f.checkpoint_id = NEW.checkpoint_id); END;
 
 -- Version 1's guard table, which d1saver 0.1.0 still uses (d1saver_guards replaces it; a later
 -- release drops it once no 0.1.0 instance remains).
@@ -292,4 +315,4 @@ WHEN substr(NEW.value, 1, 2) = 'p:' BEGIN
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
 
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (8, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 8);
+VALUES (9, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 9);

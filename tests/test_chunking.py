@@ -76,38 +76,38 @@ NOISE = _noise(150_000)
 # (length, id) of each piece; id None: inline framing.
 CHECKPOINT_PIECES: list[tuple[int, str | None]] = [
     (72, None),
-    (608, "LO.B(U%dX)Nv}qH3h4j*qP@qV"),
-    (608, "ld9$nuc1m8R1QP1IUroJ#6TPG"),
-    (608, "-lwC<)g=L>y!?XZ3C-#I3xko3"),
-    (608, "o--~VuaGxlgJaA%vlkNKeXlGG"),
-    (608, "q(~?tGCOku)?3i%Jz`r{ORyoB"),
-    (608, "P=d8gPPiP*o$uESmrK`2>A8UW"),
-    (608, "Q<4X25T1?cJ69UlmchfwO6Phx"),
-    (608, "jRweugb3bY!Mo3cJ&jrE1xy<+"),
-    (608, "Wy<@?0=sBP6vk0*Jw7l-c(Xgn"),
-    (608, "%VKr!5(G<!`2X{pijqY-Q6;NK"),
-    (610, "z~2.Sx3>W`<b|N-4-i)#$|ATa"),
-    (610, "a0M6!TNw#-dn=3dLg>yOm(vxb"),
+    (608, "@0?-z1sA3=&B&Equ;F3Q?JVaD"),
+    (608, "bQOwSnhsw<_J~l4pxaFNnr5u0"),
+    (608, "F2.3?cN+!GmwgP0U5AhPOndDP"),
+    (608, "_6v_Y+3ue5|7q<t6-m{=8o#5}"),
+    (608, "jfMW4vMOsK;q;@?ukFx$+UlAa"),
+    (608, "9+3T@wcMTk@UDrjqt!+h@A1(7"),
+    (608, "JW_2DfREtQ_bbOb!j!QCm|O)A"),
+    (608, "<luxgBE}bm*(%D@ZoTS}{LX;+"),
+    (608, "zZA)6<4)~m7@p%&C-Ivlel*+R"),
+    (608, "3@ilLClmhbm=>(2AJ>yfCmmso"),
+    (610, "Z_3JcFhVIWFPAg|Cc;>AZtr3X"),
+    (610, "V`i$t!Xa?~D`1`=dSmXp(1|dY"),
     (14, None),
-    (26242, "RDuhQO&JgBA?3lvT;M!uLFez$"),
-    (31117, "=z@jVz8Nd=rZ707RF1R#dt~HL"),
-    (27787, "sykip3qyHJy}2ICuEp>b)h.xN"),
-    (6248, "W=$ybqTX9NaxNBy<iFtIDl*y7"),
-    (8606, "M&#KKS>t?sF;r=z_`(EI_KW~J"),
+    (26242, "p}y1H>T>LZuv>K=fS*=!V1*8f"),
+    (31117, "@%}2S0pDOQV.)RZP>7$Nqcbj?"),
+    (27787, "WGF43-YIHPpFwwN66+H3zwv7O"),
+    (6248, "Y?hmczsvzyveeWMG$oK#SeHjT"),
+    (8606, "Fp3r5W5otM6D$Cnq+FFPI!-u#"),
     (9, None),
-    (418, "K#W~*xq|K8F=mz>.YcokJ-jVd"),
-    (418, "l?I?WhEH(BY8r<E*~2ysDg!V2"),
-    (418, "fAB)GSHNIxWR#0tCAS&NSsijU"),
-    (28112, "mH#GLVPKexVbzO<%rJHVEdAnr"),
+    (418, "DIh>%k4JuuIUV<QMgn(X9PKv?"),
+    (418, "Ql$$cZ0dOcC*cp3b~W=-uL_;M"),
+    (418, "6%rqBuEAy*bd7.;1b3`Y@kp$@"),
+    (28112, "*tc-t${cO6et8ed6GJ@lB}&yq"),
     (232, None),
 ]
 NOISE_PIECES: list[tuple[int, str | None]] = [
-    (33668, 'uW?_y;zJx?WQh9.n;zhyXcAo<'),
-    (9646, 'uXUu~51+@MmJia2Hz3f7>5!qS'),
-    (37677, 'e1|LK*WlUzq?biFpn04PyP&+!'),
-    (27047, 'lF&pi(Q6u$Ke(!5vYOnNdg|fM'),
-    (37272, ')pI|X$7O;nx6mL;wHtOarJ-{r'),
-    (4690, 'H8zxLu~VR`%?+gmT_.n9+k@ng'),
+    (33668, 'y2cI(SZm6=>ibIRJ-4XlS|u@R'),
+    (9646, '{0Jotnuy8$!&v?~*pRKvnAhoU'),
+    (37677, 'Gpu*_*t0s6r$z9E4IP_r*&sGH'),
+    (27047, 'a-wN;(%g{v@b=;k4ac(OW82q-'),
+    (37272, 'j?I!2RH+nuzS5rYt!%mVFlYIq'),
+    (4690, '54PxshFzCz(*bpiX@DHVhLnuj'),
 ]
 
 
@@ -130,9 +130,10 @@ def test_bytes_that_are_not_msgpack_are_cut_by_fastcdc_and_pinned() -> None:
 
 
 def test_chunk_id_is_pinned() -> None:
-    # Base85 since schema v8 (v7, never released, wrote the same 20 bytes in base64url).
-    assert chunk_id(b"d1saver") == "&=!SyXx?x~4ngoCCDJVvuV&%B"
-    assert chunk_id(b"d1saver", key=b"k" * 32) == "lb|YRFdlTza7a`!WAEh441>?&"
+    # Base85 since schema v8 (v7, never released, wrote the same 20 bytes in base64url); the
+    # hash of LEAF + the bytes since schema v9 (v8 hashed them bare: "&=!SyXx?x~4ngoCCDJVvuV&%B").
+    assert chunk_id(b"d1saver") == 'krBv7f~bNVM?7K&ZeYEdMC&dD'
+    assert chunk_id(b"d1saver", key=b"k" * 32) == '#~W$JotK}}Tkf87#$+Px2=c=E'
 
 
 # --- behaviour --------------------------------------------------------------------------------

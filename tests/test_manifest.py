@@ -103,10 +103,12 @@ def test_format_is_pinned() -> None:
     assert digest == PINNED_DIGEST
 
 
-# Schema v8's format: ids in base85 and nodes of about 4 children. (Schema v7, never released,
-# wrote base64url ids and nodes of about 8: (139, 18), c58bf793...; its rows still read.)
-PINNED_COUNTS = (161, 40)
-PINNED_DIGEST = "150f8b2b1e6b74bf7e7121e38966a5a66ab1fc2f5d371e2ece81b972c7527e28"
+# Schema v9's format: ids in base85, domain-separated (leaf and node tags), nodes of about 4
+# children. (Schema v8 hashed leaves bare and nodes as "^" + text: (161, 40), 150f8b2b...;
+# schema v7 wrote base64url ids and nodes of about 8: (139, 18), c58bf793...; neither was
+# released, and the rows of both still read.)
+PINNED_COUNTS = (160, 39)
+PINNED_DIGEST = "3fcd048bee5b0a9c2c5434e7f1f315c7e364532ad91a52cad8fb76625ac463e6"
 
 
 def test_a_lone_chunk_gets_no_node() -> None:
@@ -148,3 +150,20 @@ def test_ids_of_schema_v7_are_checked_too() -> None:
     v7 = base64.urlsafe_b64encode(hashlib.sha256(data).digest()[:20]).rstrip(b"=").decode()
     assert _chunking.names(v7, data) and not _chunking.names(v7, data + b" ")
     assert _values.unpack("m:" + v7, {v7: _codec.encode(data)}) == data
+
+
+def test_ids_of_schema_v8_are_checked_too() -> None:
+    """Schema v8 (never released) hashed a leaf bare and a node as "^" + its text: its rows
+    still read and are still checked; new ids are the domain-separated ones."""
+    def v8(data: bytes) -> str:
+        return _chunking._id_text(hashlib.sha256(data).digest()[:20])
+
+    a, b = (SERDE.dumps_typed(AIMessage(content=f"v8 {i} " + "z" * 300, id=f"v8-{i}"))[1]
+            for i in range(2))
+    text = f"{v8(a)},{v8(b)}"
+    node = v8(b"^" + text.encode())
+    chunks = {v8(a): _codec.encode(a), v8(b): _codec.encode(b), node: text}
+    assert _values.unpack("m:^" + node, chunks) == a + b
+    assert _chunking.names(node, text.encode(), _chunking.NODE)
+    assert not _chunking.names(node, text.encode())  # a node's id never names a leaf
+    assert _chunking.chunk_id(a) != v8(a)

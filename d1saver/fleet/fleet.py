@@ -268,7 +268,10 @@ class Fleet:
         """Within the target's home when the source lives there too (one request without keys,
         re-sealed pages with keys: Operations.copy_thread), else the source's rows read where
         it lives and written to the target's home: in bounded atomic batches without keys,
-        re-sealed for the target page by page with keys (_reseal.SealedCopy)."""
+        re-sealed for the target page by page with keys (_reseal.SealedCopy). A thread copied
+        onto itself is left as it is (re-inserting its rows would drop derived rows)."""
+        if source == target:
+            return
         if not self.spans:
             self.single().run(lambda ops: ops.copy_thread(source, target, page_size))
             return
@@ -283,6 +286,8 @@ class Fleet:
             dst.ops.delta_cache.invalidate([target])
 
     async def acopy_thread(self, source: str, target: str, page_size: int) -> None:
+        if source == target:
+            return
         if not self.spans:
             await self.single().arun(lambda ops: ops.copy_thread(source, target, page_size))
             return

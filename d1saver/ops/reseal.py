@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -301,8 +301,9 @@ def pieces_fingerprint(pieces: list[tuple[int, str]]) -> str | None:
 
 
 def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCounts, *,
-                      plaintext: bool) -> list[Statement]:
-    """Statements that re-seal `rows` in place, each guarded to apply only to what was read."""
+                      plaintext: bool, leave: Container[str] = ()) -> list[Statement]:
+    """Statements that re-seal `rows` in place, each guarded to apply only to what was read;
+    plaintext rows of the threads in `leave` stay as they are (counted as plaintext)."""
 
     def rewrite(row: RawCheckpoint, sealed: tuple[Sealed, str]) -> list[Statement]:
         (text, pieces), metadata = sealed
@@ -320,7 +321,7 @@ def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCo
         ]
 
     return _rekey(rows, counts, lambda row: reseal_checkpoint(
-        values, row, row.key[0], plaintext=plaintext), rewrite)
+        values, row, row.key[0], plaintext=plaintext and row.key[0] not in leave), rewrite)
 
 
 def _packed(row: RawWrite) -> list[RawWrite] | None:
@@ -357,24 +358,25 @@ def _unpack_sealed(values: Values, row: RawWrite, writes: list[RawWrite], counts
 
 
 def rekey_writes(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
-                 plaintext: bool) -> list[Statement]:
+                 plaintext: bool, leave: Container[str] = ()) -> list[Statement]:
     """Statements that re-seal `rows` in place, each guarded to apply only to what was read.
-    A plaintext pack ("p:") becomes one sealed row per write (with `plaintext`) or is left."""
+    A plaintext pack ("p:") becomes one sealed row per write (with `plaintext`) or is left;
+    plaintext rows of the threads in `leave` stay as they are."""
     stmts: list[Statement] = []
     whole: list[RawWrite] = []
     for row in rows:
         writes = _packed(row)
         if writes is None:
             whole.append(row)
-        elif plaintext:
+        elif plaintext and row.key[0] not in leave:
             stmts += _unpack_sealed(values, row, writes, counts)
         else:
             counts.plaintext += len(writes)
-    return stmts + _rekey_whole(values, whole, counts, plaintext=plaintext)
+    return stmts + _rekey_whole(values, whole, counts, plaintext=plaintext, leave=leave)
 
 
 def _rekey_whole(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
-                 plaintext: bool) -> list[Statement]:
+                 plaintext: bool, leave: Container[str]) -> list[Statement]:
 
     def rewrite(row: RawWrite, sealed: Sealed) -> list[Statement]:
         text, pieces = sealed
@@ -387,12 +389,12 @@ def _rekey_whole(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
             *pieces_statements(row.key, row.owner, pieces, replace_old=bool(row.pieces)),
         ]
 
-    return _rekey(rows, counts, lambda row: reseal_write(values, row, row.key[0],
-                                                         plaintext=plaintext), rewrite)
+    return _rekey(rows, counts, lambda row: reseal_write(
+        values, row, row.key[0], plaintext=plaintext and row.key[0] not in leave), rewrite)
 
 
 def rekey_frozen(values: Values, rows: list[RawFrozen], counts: RekeyCounts, *,
-                 plaintext: bool) -> list[Statement]:
+                 plaintext: bool, leave: Container[str] = ()) -> list[Statement]:
     """Statements that re-seal frozen DeltaChannel rows in place, each guarded to apply only
     to what was read; their pieces lie with the holder."""
 
@@ -410,7 +412,8 @@ def rekey_frozen(values: Values, rows: list[RawFrozen], counts: RekeyCounts, *,
         ]
 
     return _rekey([r for r in rows if r.kind != "c"], counts,
-                  lambda row: reseal_frozen(values, row, row.key[0], plaintext=plaintext),
+                  lambda row: reseal_frozen(values, row, row.key[0],
+                                            plaintext=plaintext and row.key[0] not in leave),
                   rewrite)
 
 

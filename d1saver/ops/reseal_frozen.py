@@ -43,6 +43,7 @@ class RawFrozen:
     value: str | None
     metadata: str | None
     channels: str | None
+    parent: str | None = None  # the holder's parent the record is bound to (migration 9)
     pieces: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
     @property
@@ -97,11 +98,11 @@ def raw_frozen(result: Result) -> list[RawFrozen]:
     rows: list[RawFrozen] = []
     pieces: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
         lambda: defaultdict(list))
-    for kind, t, ns, cid, ch, fkind, depth, task, idx, src, path, type_, value, md, chans \
-            in result.rows:
+    for kind, t, ns, cid, ch, fkind, depth, task, idx, src, path, type_, value, md, chans, \
+            parent in result.rows:
         if kind == "f":
             rows.append(RawFrozen((t, ns, cid), ch, fkind, int(depth), task, int(idx), src,
-                                  path, type_, value, md, chans))
+                                  path, type_, value, md, chans, parent))
         elif kind == "k":
             pieces[(t, ns, cid)][ch].append((int(depth), value))
     for row in rows:
@@ -170,7 +171,7 @@ def copy_frozen(values: Values, rows: list[RawFrozen], target: str) -> list[Stat
             **key_params(key), "channel": row.channel, "kind": row.kind, "depth": row.depth,
             "task_id": row.task_id, "idx": row.idx, "src_checkpoint_id": row.src,
             "task_path": row.task_path, "type": row.type, "value": text, "metadata": metadata,
-            "channels": row.channels}))
+            "channels": row.channels, "parent": row.parent}))
         if row.kind != "c":
             stmts += pieces_statements(key, row.piece_owner, pieces, replace_old=True)
     return stmts

@@ -36,6 +36,8 @@ class Rewrites:
         raise NotImplementedError  # Operations._changing
 
     def copy_thread(self, source: str, target: str, page_size: int) -> Op[None]:
+        if str(source) == str(target):  # a copy onto itself: nothing to do, nothing to re-insert
+            return None
         return (yield from self._changing([str(target)], self._copy_thread(source, target,
                                                                            page_size),
                                           deletes=True))
@@ -80,15 +82,23 @@ class Rewrites:
               ) -> Op[_reseal.RekeyCounts]:
         """Re-seal `table`'s values ("checkpoints" with their metadata, or "writes") that are
         not under the newest key, in keyset pages; each page's rewrite is one atomic batch led
-        by `guard` (the compaction lease's), so a run stopped midway is continued by the next."""
+        by `guard` (the compaction lease's), so a run stopped midway is continued by the next.
+        With `plaintext`, a thread that holds values stored by content is left whole, in
+        plaintext (sealing some of its rows would leave it readable under no configuration)."""
         heads = self.values._sealer().fresh_heads
         if table not in _reseal.REKEY_PLANS:
             raise ConfigError(f"unknown table {table!r}: rekey one of {_reseal.REKEY_TABLES}")
         read, parse, cursor_of, rekey = _reseal.REKEY_PLANS[table]
-        return (yield from self._rewrite(
+        leave: set[str] = set()
+        if plaintext:
+            (found,) = yield from self.exchange([Statement.bind(_sql.CONTENT_THREADS)])
+            leave = {str(row[0]) for row in found.rows}
+        counts = yield from self._rewrite(
             lambda c: read(None, c, page_size, heads), parse, cursor_of,
-            lambda rows, n: rekey(self.values, rows, n, plaintext=plaintext),
-            page_size, guard=guard, progress=progress))
+            lambda rows, n: rekey(self.values, rows, n, plaintext=plaintext, leave=leave),
+            page_size, guard=guard, progress=progress)
+        counts.requests += int(plaintext)
+        return counts
 
     def _rewrite(self, read: Callable[[Any], Statement], parse: Callable[[Result], list[Any]],
                  cursor_of: Callable[[Any], Any], build: Build, size: int, *,

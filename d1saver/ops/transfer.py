@@ -176,23 +176,28 @@ def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str,
                  max_statements: int = WRITE_BATCH_STATEMENTS) -> list[list[Statement]]:
     """The write requests that put `rows` into thread `target`, each an atomic batch.
 
-    One batch if they fit: the thread appears whole, at once. Otherwise the rows go under the
-    staging id `staging_prefix + target` (emptied first, so a rerun after a kill starts clean)
-    and the last batch renames them to `target`; rows already in `target` with the same keys
-    are replaced, as copy_thread within one database replaces them, and the chunks no row of
-    `target` reaches any more go in the same batch.
+    The rows go under the staging id `staging_prefix + target` (emptied first, so a rerun
+    after a kill starts clean) and the last batch renames them to `target`: one batch if they
+    fit, so the thread appears whole, at once. Rows already in `target` with the same keys are
+    replaced, and its writes of a task the rows have writes of are taken per (task, idx), as
+    copy_thread within one database does (writes are stored packed: a row key is not a
+    write's key); the chunks no row of `target` reaches any more go in the same batch.
     """
     collect = Statement.bind_each(_sql.COLLECT_THREAD, {"thread_id": target})
-    batches = _pack(_inserts(rows, target), max_bytes, max_statements)
-    if len(batches) <= 1:
-        return [[*batch, *collect] for batch in batches]
     staging = staging_prefix + target
-    batches = _pack(_inserts(rows, staging), max_bytes, max_statements)
     ids = json.dumps([staging.encode("utf-8", "surrogatepass").hex()])
-    batches[0][:0] = Statement.bind_each(_sql.DELETE_THREADS, {"thread_ids": ids})
-    batches.append([*Statement.bind_each(_sql.RENAME_THREAD,
-                                         {"staged": staging, "thread_id": target}),
-                    *collect])
+    head = Statement.bind_each(_sql.DELETE_THREADS, {"thread_ids": ids})
+    tail = [*Statement.bind_each(_sql.RENAME_THREAD, {"staged": staging, "thread_id": target}),
+            *collect]
+    batches = _pack(_inserts(rows, staging), max_bytes,
+                    max(1, max_statements - len(head) - len(tail)))
+    if not batches:
+        return []
+    batches[0][:0] = head
+    if len(batches) == 1:
+        batches[0] += tail
+    else:
+        batches.append(tail)
     return batches
 
 

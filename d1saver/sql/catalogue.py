@@ -347,6 +347,47 @@ END""",
     # 8: values written from here on may be "r:" (raw deflate with DICT_V2, d1saver/storage/codec.py),
     # which an older reader cannot decode: a contract step with no DDL, only its min_reader.
     [],
+    # 9: derived rows bound to what they were derived from (issue 20).
+    # - delta_frozen.parent: the holder's parent a frozen record was computed for (retention
+    #   sets it as it relinks the holder: REBIND_FROZEN; records already stored are bound to
+    #   their holder's parent now). A checkpoint row inserted by any statement (a put, a copy,
+    #   an older d1saver's) drops its records unless its parent is that one, with their pieces:
+    #   INSERT OR REPLACE fires no delete trigger, so a record would otherwise outlive the row
+    #   it was computed for (a restored backup read the messages after a tag twice). A put
+    #   retried after a prune relinked its row names a parent that is gone: the row keeps the
+    #   parent its records hold for (else the retry lost the first messages).
+    # - Chunk ids hash a domain tag first (d1saver/storage/chunking.py: a leaf could spell a
+    #   node's text): a version-8 reader cannot check them, hence min_reader 9.
+    [
+        "ALTER TABLE delta_frozen ADD COLUMN parent TEXT",
+        """
+UPDATE delta_frozen SET parent = (
+    SELECT c.parent_checkpoint_id FROM checkpoints AS c WHERE c.thread_id = delta_frozen.thread_id
+        AND c.checkpoint_ns = delta_frozen.checkpoint_ns
+        AND c.checkpoint_id = delta_frozen.checkpoint_id)""",
+        """
+CREATE TRIGGER IF NOT EXISTS delta_frozen_bound AFTER INSERT ON checkpoints
+WHEN EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = NEW.thread_id
+    AND f.checkpoint_ns = NEW.checkpoint_ns AND f.checkpoint_id = NEW.checkpoint_id) BEGIN
+    UPDATE checkpoints SET parent_checkpoint_id = (
+        SELECT f.parent FROM delta_frozen AS f WHERE f.thread_id = NEW.thread_id
+            AND f.checkpoint_ns = NEW.checkpoint_ns AND f.checkpoint_id = NEW.checkpoint_id
+        LIMIT 1)
+    WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+      AND checkpoint_id = NEW.checkpoint_id AND NEW.parent_checkpoint_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM checkpoints AS p WHERE p.thread_id = NEW.thread_id
+          AND p.checkpoint_ns = NEW.checkpoint_ns AND p.checkpoint_id = NEW.parent_checkpoint_id);
+    DELETE FROM delta_frozen WHERE thread_id = NEW.thread_id
+        AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id
+        AND parent IS NOT (SELECT c.parent_checkpoint_id FROM checkpoints AS c
+            WHERE c.thread_id = NEW.thread_id AND c.checkpoint_ns = NEW.checkpoint_ns
+              AND c.checkpoint_id = NEW.checkpoint_id);
+    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+        AND checkpoint_id = NEW.checkpoint_id AND substr(owner, 1, 2) = 'f/'
+        AND NOT EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = NEW.thread_id
+            AND f.checkpoint_ns = NEW.checkpoint_ns AND f.checkpoint_id = NEW.checkpoint_id);
+END""",
+    ],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
@@ -367,6 +408,8 @@ MIN_READER: dict[int, int] = {
     7: 7,
     # Values written from version 8 on may be "r:" (d1saver/storage/codec.py): version 7 cannot read them.
     8: 8,
+    # Chunk ids from version 9 on are domain-separated: version 8 cannot check them.
+    9: 9,
 }
 
 
@@ -1908,7 +1951,55 @@ DELETE_THREADS_CHECKPOINTS = q("""
 DELETE FROM checkpoints WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
 DELETE_THREADS = [DELETE_THREADS_WRITES, DELETE_THREADS_D1SAVER_CHUNKS, DELETE_THREADS_CHUNKS, DELETE_THREADS_TAGS, DELETE_THREADS_CHECKPOINTS]
 
-# ?1 source thread, ?2 target thread. Rows already on the target are replaced.
+# Writes are stored packed ("p:": one put_writes call's regular writes in one row, keyed by its
+# first idx), so a copy cannot replace them by row key: for every task the source has writes
+# of, at a checkpoint, the target's writes of that task become one row each but those whose
+# idx the source has, which go (with their pieces), so that the source's rows then inserted
+# give each (task, idx) once: the source's if it has it, else the target's (as a per-key copy
+# of InMemorySaver's storage). :source, :target; in COPY_THREAD and RENAME_THREAD.
+UNPACK_TARGET_PIECES = q("""
+DELETE FROM chunks WHERE thread_id = :target AND EXISTS (
+    SELECT 1 FROM writes AS t WHERE t.thread_id = :target AND t.checkpoint_ns = chunks.checkpoint_ns
+        AND t.checkpoint_id = chunks.checkpoint_id AND chunks.owner = t.task_id || '/' || t.idx
+        AND EXISTS (SELECT 1 FROM writes AS s CROSS JOIN json_each(
+                CASE WHEN substr(s.value, 1, 2) = 'p:' THEN substr(s.value, 3)
+                ELSE json_array(json_array(s.idx)) END) AS q
+            WHERE s.thread_id = :source AND s.checkpoint_ns = t.checkpoint_ns
+              AND s.checkpoint_id = t.checkpoint_id AND s.task_id = t.task_id
+              AND q.value->>0 = t.idx))""")
+UNPACK_TARGET_PACKS = q("""
+INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
+    idx, channel, type, value)
+SELECT t.thread_id, t.checkpoint_ns, t.checkpoint_id, t.task_id, t.task_path, e.value->>0,
+       e.value->>1, COALESCE(e.value->>2, 'msgpack'), e.value->>3
+FROM writes AS t CROSS JOIN json_each(substr(t.value, 3)) AS e
+WHERE t.thread_id = :target AND substr(t.value, 1, 2) = 'p:'
+  AND EXISTS (SELECT 1 FROM writes AS s WHERE s.thread_id = :source
+      AND s.checkpoint_ns = t.checkpoint_ns AND s.checkpoint_id = t.checkpoint_id
+      AND s.task_id = t.task_id)
+  AND NOT EXISTS (SELECT 1 FROM writes AS s CROSS JOIN json_each(
+          CASE WHEN substr(s.value, 1, 2) = 'p:' THEN substr(s.value, 3)
+          ELSE json_array(json_array(s.idx)) END) AS q
+      WHERE s.thread_id = :source AND s.checkpoint_ns = t.checkpoint_ns
+        AND s.checkpoint_id = t.checkpoint_id AND s.task_id = t.task_id
+        AND q.value->>0 = e.value->>0)""")
+UNPACK_TARGET_DROP = q("""
+DELETE FROM writes AS t WHERE t.thread_id = :target
+  AND EXISTS (SELECT 1 FROM writes AS s WHERE s.thread_id = :source
+      AND s.checkpoint_ns = t.checkpoint_ns AND s.checkpoint_id = t.checkpoint_id
+      AND s.task_id = t.task_id)
+  AND (substr(t.value, 1, 2) = 'p:'
+       OR EXISTS (SELECT 1 FROM writes AS s CROSS JOIN json_each(
+              CASE WHEN substr(s.value, 1, 2) = 'p:' THEN substr(s.value, 3)
+              ELSE json_array(json_array(s.idx)) END) AS q
+          WHERE s.thread_id = :source AND s.checkpoint_ns = t.checkpoint_ns
+            AND s.checkpoint_id = t.checkpoint_id AND s.task_id = t.task_id
+            AND q.value->>0 = t.idx))""")
+UNPACK_TARGET_WRITES = [UNPACK_TARGET_PIECES, UNPACK_TARGET_PACKS, UNPACK_TARGET_DROP]
+
+# :source thread, :target thread. Rows already on the target are replaced (writes per (task,
+# idx): UNPACK_TARGET_WRITES). Checkpoints go in id order, parents before children
+# (delta_frozen_bound, migration 9, looks a parent up).
 COPY_D1SAVER_CHUNKS = q("""
 INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
 SELECT :target, id, level, data FROM d1saver_chunks WHERE thread_id = :source ORDER BY level""")
@@ -1917,7 +2008,7 @@ INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
     parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
 SELECT :target, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
        metadata, channels, run_id, ts
-FROM checkpoints WHERE thread_id = :source""")
+FROM checkpoints WHERE thread_id = :source ORDER BY checkpoint_ns, checkpoint_id""")
 COPY_WRITES = q("""
 INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
     idx, channel, type, value)
@@ -1932,12 +2023,15 @@ SELECT :target, checkpoint_ns, checkpoint_id, name, created_at FROM tags WHERE t
 COPY_DELTA_UNWRITTEN = q("""
 INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
 SELECT :target, checkpoint_ns, checkpoint_id, channels FROM delta_unwritten WHERE thread_id = :source""")
+# Frozen histories (their pieces came with the chunks), with the parent each is bound to
+# (migration 9). Without keys only: with keys a value is bound to its thread
+# (d1saver/ops/reseal.py).
 COPY_DELTA_FROZEN = q("""
-INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels)
-SELECT :target, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen WHERE thread_id = :source""")
+INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent)
+SELECT :target, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent FROM delta_frozen WHERE thread_id = :source""")
 CLEAR_SCOPE = q("DELETE FROM d1saver_scope")
 SCOPE_TARGET = q("INSERT INTO d1saver_scope (thread_id) VALUES (:target)")
-COPY_THREAD = [COPY_D1SAVER_CHUNKS, COPY_CHECKPOINTS, COPY_WRITES, COPY_CHUNKS, COPY_TAGS, COPY_DELTA_UNWRITTEN, COPY_DELTA_FROZEN, CLEAR_SCOPE, SCOPE_TARGET, GC_CHUNKS, CLEAR_SCOPE]
+COPY_THREAD = [COPY_D1SAVER_CHUNKS, COPY_CHECKPOINTS, *UNPACK_TARGET_WRITES, COPY_WRITES, COPY_CHUNKS, COPY_TAGS, COPY_DELTA_UNWRITTEN, COPY_DELTA_FROZEN, CLEAR_SCOPE, SCOPE_TARGET, GC_CHUNKS, CLEAR_SCOPE]
 
 # --- retention: shared by prune(), delete_for_runs() and the compaction job --------------
 #
@@ -2048,7 +2142,9 @@ WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
 # depths plus where it was met). A walk that reaches a kept ancestor leaves a 'c' row instead:
 # the record holds only the newer part of the history, and readers go on from the holder's
 # parent, which PLAN_RELINK makes that ancestor; walks through kept checkpoints change nothing,
-# so every deleted write is copied once, not once per kept descendant. A holder whose record
+# so every deleted write is copied once, not once per kept descendant. A walk at a parent id
+# with no checkpoint row ends there, as the readers' (and InMemorySaver's): writes stored under
+# it are not history. A holder whose record
 # continues ('c') and whose parent goes again walks on from the 'c' row's depth. Values are
 # copied verbatim with the identity of the rows they were stored at: nothing is decoded, so
 # it works for any state and with keys. (The saver cannot compute the channel's value: its
@@ -2112,6 +2208,8 @@ CROSS JOIN json_each(CASE WHEN substr(x.value, 1, 2) = 'p:' THEN substr(x.value,
     ELSE json_array(json_array(x.idx, x.channel, x.type, x.value)) END) AS e
 WHERE e.value->>1 = w.channel AND NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
     AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)
+  AND EXISTS (SELECT 1 FROM checkpoints AS n WHERE n.thread_id = w.thread_id
+              AND n.checkpoint_ns = w.checkpoint_ns AND n.checkpoint_id = w.cur)
 UNION ALL
 SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, 's', w.depth, '', 0, w.cur, '',
        p.type, p.checkpoint, p.metadata, p.channels
@@ -2193,6 +2291,13 @@ UPDATE checkpoints SET parent_checkpoint_id = r.new_parent
 FROM d1saver_relink AS r
 WHERE checkpoints.thread_id = r.thread_id AND checkpoints.checkpoint_ns = r.checkpoint_ns
   AND checkpoints.checkpoint_id = r.checkpoint_id""")
+# After APPLY_RELINK: the frozen records of a relinked holder (FREEZE has just made them whole
+# for its new parent) are bound to that parent (migration 9).
+REBIND_FROZEN = q("""
+UPDATE delta_frozen SET parent = r.new_parent
+FROM d1saver_relink AS r
+WHERE delta_frozen.thread_id = r.thread_id AND delta_frozen.checkpoint_ns = r.checkpoint_ns
+  AND delta_frozen.checkpoint_id = r.checkpoint_id""")
 
 
 # A write (or a chunk) may be stored before its checkpoint: with durability="async" LangGraph
@@ -2396,7 +2501,7 @@ def retention_batch(plan: list[Query], *, summarize: bool = False, delete: bool 
         stmts += [FORGET_OLD_OPS, RECORD_PLAN, RECORDED_PLAN] if delete else [SUMMARIZE_PLAN]
     if delete:
         stmts += [FREEZE, FREEZE_DONE, FREEZE_PIECES] if freeze else []
-        stmts += [PLAN_RELINK, APPLY_RELINK, *DELETE_UNKEPT, GC_CHUNKS]
+        stmts += [PLAN_RELINK, APPLY_RELINK, REBIND_FROZEN, *DELETE_UNKEPT, GC_CHUNKS]
     return [*stmts, *CLEAR_SCRATCH]
 
 # --- inspection ---------------------------------------------------------------------------
@@ -2444,7 +2549,8 @@ TRANSFER_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "delta_unwritten": (("checkpoint_ns", "checkpoint_id"), ("channels",)),
     "delta_frozen": (("checkpoint_ns", "checkpoint_id", "channel", "kind", "depth", "task_id",
                       "idx"),
-                     ("src_checkpoint_id", "task_path", "type", "value", "metadata", "channels")),
+                     ("src_checkpoint_id", "task_path", "type", "value", "metadata", "channels",
+                      "parent")),
 }
 
 
@@ -2521,11 +2627,11 @@ SELECT checkpoint_ns, checkpoint_id, channels, available FROM (
 WHERE bytes_before < :budget
 ORDER BY checkpoint_ns, checkpoint_id""")
 TRANSFER_PAGE_DELTA_FROZEN = q("""
-SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, available FROM (
-    SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, SUM(COALESCE(LENGTH(src_checkpoint_id), 0) + COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx ROWS UNBOUNDED PRECEDING)
-               - (COALESCE(LENGTH(src_checkpoint_id), 0) + COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0)) AS bytes_before,
+SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent, available FROM (
+    SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent, SUM(COALESCE(LENGTH(src_checkpoint_id), 0) + COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0) + COALESCE(LENGTH(parent), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(src_checkpoint_id), 0) + COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0) + COALESCE(LENGTH(parent), 0)) AS bytes_before,
            COUNT(*) OVER () AS available
-    FROM (SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen
+    FROM (SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent FROM delta_frozen
           WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx) > (:after_checkpoint_ns, :after_checkpoint_id, :after_channel, :after_kind, :after_depth, :after_task_id, :after_idx))
           ORDER BY checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx LIMIT :limit)
 )
@@ -2557,7 +2663,7 @@ INSERT OR REPLACE INTO tags (thread_id, checkpoint_ns, name, checkpoint_id, crea
 TRANSFER_INSERT_DELTA_UNWRITTEN = q("""
 INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channels)""")
 TRANSFER_INSERT_DELTA_FROZEN = q("""
-INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channel, :kind, :depth, :task_id, :idx, :src_checkpoint_id, :task_path, :type, :value, :metadata, :channels)""")
+INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channel, :kind, :depth, :task_id, :idx, :src_checkpoint_id, :task_path, :type, :value, :metadata, :channels, :parent)""")
 TRANSFER_INSERT = {
     "d1saver_chunks": TRANSFER_INSERT_D1SAVER_CHUNKS,
     "checkpoints": TRANSFER_INSERT_CHECKPOINTS,
@@ -2571,7 +2677,9 @@ TRANSFER_INSERT = {
 # Staged rows become the thread in one batch: ?1 staging thread id, ?2 the thread id. An
 # UPDATE fires no insert trigger, so the batch first does what the triggers of migrations 2 and
 # 4 do for an insert: a checkpoint or write that replaces one of the thread's drops the old
-# one's pieces, and a checkpoint its old delta_unwritten row.
+# one's pieces, and a checkpoint its old delta_unwritten row and the frozen records it no
+# longer matches (migration 9); the target's writes of a task the staged rows have writes of
+# are taken per (task, idx) (UNPACK_TARGET_WRITES).
 RENAME_DROP_CHECKPOINT_PIECES = q("""
 DELETE FROM chunks WHERE thread_id = :thread_id AND owner IN ('', ':metadata') AND EXISTS (
     SELECT 1 FROM checkpoints AS s WHERE s.thread_id = :staged
@@ -2585,6 +2693,18 @@ DELETE FROM delta_unwritten WHERE thread_id = :thread_id AND EXISTS (
     SELECT 1 FROM checkpoints AS s WHERE s.thread_id = :staged
         AND s.checkpoint_ns = delta_unwritten.checkpoint_ns
         AND s.checkpoint_id = delta_unwritten.checkpoint_id)""")
+RENAME_DROP_FROZEN = q("""
+DELETE FROM delta_frozen WHERE thread_id = :thread_id AND EXISTS (
+    SELECT 1 FROM checkpoints AS s WHERE s.thread_id = :staged
+        AND s.checkpoint_ns = delta_frozen.checkpoint_ns
+        AND s.checkpoint_id = delta_frozen.checkpoint_id
+        AND s.parent_checkpoint_id IS NOT delta_frozen.parent)""")
+RENAME_UNPACK_PIECES = q(UNPACK_TARGET_PIECES.text.replace(":source", ":staged")
+                         .replace(":target", ":thread_id"))
+RENAME_UNPACK_PACKS = q(UNPACK_TARGET_PACKS.text.replace(":source", ":staged")
+                        .replace(":target", ":thread_id"))
+RENAME_UNPACK_DROP = q(UNPACK_TARGET_DROP.text.replace(":source", ":staged")
+                       .replace(":target", ":thread_id"))
 RENAME_D1SAVER_CHUNKS = q("""
 UPDATE OR REPLACE d1saver_chunks SET thread_id = :thread_id WHERE thread_id = :staged""")
 RENAME_CHECKPOINTS = q("""
@@ -2596,7 +2716,9 @@ RENAME_DELTA_UNWRITTEN = q("""
 UPDATE OR REPLACE delta_unwritten SET thread_id = :thread_id WHERE thread_id = :staged""")
 RENAME_DELTA_FROZEN = q("""
 UPDATE OR REPLACE delta_frozen SET thread_id = :thread_id WHERE thread_id = :staged""")
-RENAME_THREAD = [RENAME_DROP_CHECKPOINT_PIECES, RENAME_DROP_WRITE_PIECES, RENAME_DROP_UNWRITTEN, RENAME_D1SAVER_CHUNKS, RENAME_CHECKPOINTS, RENAME_WRITES, RENAME_CHUNKS, RENAME_TAGS, RENAME_DELTA_UNWRITTEN, RENAME_DELTA_FROZEN]
+RENAME_THREAD = [RENAME_DROP_CHECKPOINT_PIECES, RENAME_DROP_WRITE_PIECES, RENAME_DROP_UNWRITTEN,
+                 RENAME_DROP_FROZEN, RENAME_UNPACK_PIECES, RENAME_UNPACK_PACKS, RENAME_UNPACK_DROP,
+                 RENAME_D1SAVER_CHUNKS, RENAME_CHECKPOINTS, RENAME_WRITES, RENAME_CHUNKS, RENAME_TAGS, RENAME_DELTA_UNWRITTEN, RENAME_DELTA_FROZEN]
 # After rows written into thread ?1 (a copy between databases, RENAME_THREAD included): those
 # they replaced may have left chunks no row reaches.
 SCOPE_THREAD = q("INSERT INTO d1saver_scope (thread_id) VALUES (:thread_id)")
@@ -2806,7 +2928,7 @@ FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
 # copy_thread and rekey under keys, which re-seal them.
 RAW_FROZEN_THREAD = q("""
 WITH page AS (
-    SELECT thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen AS f
+    SELECT thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent FROM delta_frozen AS f
     WHERE thread_id = :thread_id
       AND (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
           > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel, :after_kind, :after_depth, :after_task_id, :after_idx)
@@ -2821,17 +2943,17 @@ WITH page AS (
     LIMIT :limit
 )
 SELECT 'f' AS kind, thread_id, checkpoint_ns, checkpoint_id, channel, kind AS fkind, depth,
-       task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels
+       task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent
 FROM page
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, NULL, k.seq, NULL, NULL,
-       NULL, NULL, NULL, k.data, NULL, NULL
+       NULL, NULL, NULL, k.data, NULL, NULL, NULL
 FROM (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM page) AS h
 JOIN chunks AS k ON k.thread_id = h.thread_id AND k.checkpoint_ns = h.checkpoint_ns
     AND k.checkpoint_id = h.checkpoint_id AND substr(k.owner, 1, 2) = 'f/'""")
 RAW_FROZEN_ALL = q("""
 WITH page AS (
-    SELECT thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen AS f
+    SELECT thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent FROM delta_frozen AS f
     WHERE (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
           > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel, :after_kind, :after_depth, :after_task_id, :after_idx)
       AND (:heads IS NULL OR (f.kind <> 'c' AND f.value IS NOT NULL
@@ -2845,19 +2967,19 @@ WITH page AS (
     LIMIT :limit
 )
 SELECT 'f' AS kind, thread_id, checkpoint_ns, checkpoint_id, channel, kind AS fkind, depth,
-       task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels
+       task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent
 FROM page
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, NULL, k.seq, NULL, NULL,
-       NULL, NULL, NULL, k.data, NULL, NULL
+       NULL, NULL, NULL, k.data, NULL, NULL, NULL
 FROM (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM page) AS h
 JOIN chunks AS k ON k.thread_id = h.thread_id AND k.checkpoint_ns = h.checkpoint_ns
     AND k.checkpoint_id = h.checkpoint_id AND substr(k.owner, 1, 2) = 'f/'""")
 RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "channel",
                       "fkind", "depth", "task_id", "idx", "src_checkpoint_id", "task_path",
-                      "type", "value", "metadata", "channels")
+                      "type", "value", "metadata", "channels", "parent")
 INSERT_FROZEN = q("""
-INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels) VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:channel,:kind,:depth,:task_id,:idx,:src_checkpoint_id,:task_path,:type,:value,:metadata,:channels)""")
+INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent) VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:channel,:kind,:depth,:task_id,:idx,:src_checkpoint_id,:task_path,:type,:value,:metadata,:channels,:parent)""")
 
 # Columns of the raw pages, per row kind:
 #   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata, f5 channels,
@@ -2887,6 +3009,7 @@ SELECT 1 WHERE NOT EXISTS (
     FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
         AND owner = ':metadata') IS NOT :metadata_pieces_fp""")
 # ?1 ?2 ?3 the checkpoint, ?4 task_id, ?5 idx, ?6 fingerprint of the value, ?7 of its chunks.
+# The owner is built with CAST: D1 binds numbers as REAL, so :idx alone would read '0.0'.
 REKEY_GUARD_WRITE = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
@@ -2895,7 +3018,7 @@ SELECT 1 WHERE NOT EXISTS (
     OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
         || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
     FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
-        AND owner = :task_id || '/' || :idx) IS NOT :pieces_fp""")
+        AND owner = :task_id || '/' || CAST(:idx AS INTEGER)) IS NOT :pieces_fp""")
 # ?1..?8 the frozen row's key (thread_id .. idx), ?9 fingerprint of its value, ?10 of its
 # pieces (held by the holder, ?11 their owner).
 REKEY_GUARD_FROZEN = q("""
@@ -2924,6 +3047,11 @@ INSERT OR IGNORE INTO writes (thread_id,checkpoint_ns,checkpoint_id,task_id,task
 REKEY_WRITE = q("""
 UPDATE writes SET value = :value
 WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx""")
+
+# The threads that hold values stored by content (an "m:" manifest lists at least one chunk,
+# and garbage collection leaves no chunk unlisted): `rekey --seal-plaintext` leaves each of
+# them whole, in plaintext (a manifest's chunks are shared by its thread's rows).
+CONTENT_THREADS = q("SELECT DISTINCT thread_id FROM d1saver_chunks")
 
 # Stored values per table and key: rows (tbl, head, row_count), head being the first 7
 # characters of sealed texts (d1saver/storage/crypto.py: key_id_of_text) and NULL for plaintext.

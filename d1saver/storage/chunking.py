@@ -46,8 +46,17 @@ ID_BYTES = 20
 _ID_FROM_B85 = str.maketrans("^", ".")
 _ID_TO_B85 = str.maketrans(".", "^")
 
-__all__ = ["ID_BYTES", "LONG_ARRAY", "LONG_ELEMENT_MIN", "Piece", "chunk_id", "id_prefix", "join",
-           "names", "split"]
+# Domain tags, hashed before the content: a leaf's id is the hash of LEAF + its bytes, a tree
+# node's the hash of NODE + its text, so no bytes of one kind can take the id of the other (a
+# piece is user content and may spell a node's text: the tail of a long string starting "^").
+# Both are 16 bytes, so neither tagged input is a prefix of the other's. Any later kind of id
+# gets a tag of its own. Schema v7 and v8 hashed leaves bare and nodes as "^" + text: readers
+# still accept those ids (names, legacy=True), writers never make them.
+LEAF = b"d1saver:leaf:v9\x00"
+NODE = b"d1saver:node:v9\x00"
+
+__all__ = ["ID_BYTES", "LEAF", "LONG_ARRAY", "LONG_ELEMENT_MIN", "NODE", "Piece", "chunk_id",
+           "id_prefix", "join", "names", "node_id", "split"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +67,18 @@ class Piece:
     id: str | None
 
 
-def chunk_id(data: bytes, key: bytes | None = None) -> str:
-    """The id of a chunk: SHA-256 (HMAC-SHA256 with `key`) truncated to 20 bytes, in base85
-    with "." for "^" (25 characters)."""
-    digest = hmac.digest(key, data, "sha256") if key else hashlib.sha256(data).digest()
+def chunk_id(data: bytes, key: bytes | None = None, domain: bytes = LEAF) -> str:
+    """The id of a chunk: SHA-256 (HMAC-SHA256 with `key`) of `domain` + `data` (LEAF: a
+    piece's bytes; NODE: a tree node's text), truncated to 20 bytes, in base85 with "." for
+    "^" (25 characters)."""
+    tagged = domain + data
+    digest = hmac.digest(key, tagged, "sha256") if key else hashlib.sha256(tagged).digest()
     return _id_text(digest[:ID_BYTES])
+
+
+def node_id(text: str, key: bytes | None = None) -> str:
+    """The id of a tree node whose data (its children's refs joined by ',') is `text`."""
+    return chunk_id(text.encode("ascii"), key, NODE)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -72,9 +88,13 @@ def _id_text(digest: bytes) -> str:
     return base64.b85encode(digest).decode("ascii").translate(_ID_FROM_B85)
 
 
-def names(chunk: str, data: bytes) -> bool:
-    """Whether `chunk` is the unkeyed id of `data`: in base85 (schema v8) or base64url (v7)."""
-    digest = hashlib.sha256(data).digest()[:ID_BYTES]
+def names(chunk: str, data: bytes, domain: bytes = LEAF) -> bool:
+    """Whether `chunk` is the unkeyed id of `data` of kind `domain` (LEAF: a piece's bytes,
+    NODE: a node's text), or the id schema v8 (base85) or v7 (base64url) gave it: a leaf's
+    bare hash, a node's hash of "^" + its text."""
+    if len(chunk) == 25 and _id_text(hashlib.sha256(domain + data).digest()[:ID_BYTES]) == chunk:
+        return True
+    digest = hashlib.sha256(data if domain == LEAF else b"^" + data).digest()[:ID_BYTES]
     if len(chunk) == 27:
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii") == chunk
     return _id_text(digest) == chunk

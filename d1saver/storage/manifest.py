@@ -21,7 +21,7 @@ import functools
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 
-from d1saver.storage.chunking import chunk_id, id_prefix, names, split
+from d1saver.storage.chunking import LEAF, NODE as NODE_DOMAIN, id_prefix, names, node_id, split
 
 MARKER = "m:"
 NODE = "^"
@@ -124,9 +124,9 @@ def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) 
         nodes = []
         for group in groups:
             text = SEP.join(group)
-            # Named apart from leaves (b"^" first: a leaf cut from a value could be the very
-            # text of a node; under one id, one of them would read as the other).
-            nid = chunk_id(NODE.encode("ascii") + text.encode("ascii"), key)
+            # Named apart from leaves (chunking.NODE: a leaf cut from a value could be the
+            # very text of a node; under one id, one of them would read as the other).
+            nid = node_id(text, key)
             if nid not in held and nid not in out.reached:
                 out.new.append(Chunk(nid, depth, text))
             out.reached.add(nid)
@@ -136,8 +136,8 @@ def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) 
     return level + [ref for tail in tails for ref in tail]
 
 
-def _check(chunk: str, content: bytes) -> None:
-    if not names(chunk, content):
+def _check(chunk: str, content: bytes, domain: bytes = LEAF) -> None:
+    if not names(chunk, content, domain):
         raise ValueError(f"chunk {chunk!r} does not hold what its id names: damaged")
 
 
@@ -163,7 +163,7 @@ def unpack(text: str, chunks: Mapping[str, str], decode: Callable[[str], bytes])
                     raise ValueError("manifest tree too deep")
                 data = chunks[entry[1:]]
                 if entry not in memo:
-                    _check(entry[1:], NODE.encode("ascii") + data.encode("ascii"))
+                    _check(entry[1:], data.encode("ascii"), NODE_DOMAIN)
                     memo[entry] = b""
                 walk(data.split(SEP), depth + 1)
             else:
