@@ -1,4 +1,4 @@
--- d1saver schema, version 8: the whole current schema, for a fresh database.
+-- d1saver schema, version 9: the whole current schema, for a fresh database.
 -- Applied by D1Saver.setup() and, unchanged, by `wrangler d1 execute <db> --file schema.sql`.
 -- Statements are separated by semicolons at line ends only; each is idempotent.
 --
@@ -33,12 +33,12 @@ CREATE TABLE IF NOT EXISTS d1saver_guards (
 );
 
 -- Stop on a database at an older version (its migrations bring it up) or on one that needs a
--- newer d1saver than version 8's.
+-- newer d1saver than version 9's.
 INSERT INTO d1saver_guards (schema_outdated)
-SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 8;
+SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 9;
 
 INSERT INTO d1saver_guards (schema_too_new)
-SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 8;
+SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 9;
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -191,6 +191,41 @@ CREATE TRIGGER IF NOT EXISTS delta_frozen_on_delete AFTER DELETE ON checkpoints 
     DELETE FROM delta_frozen WHERE thread_id = OLD.thread_id
         AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id; END;
 
+-- Compaction runs of the gateway Worker's Cron Trigger, one row per run and database
+-- (`d1saver compact --history`; docs/COMPACTION.md). status: running, done, partial (its
+-- budget of batches spent: the next run goes on), skipped (another run held the lease),
+-- failed (reason says why), interrupted (found still running by the next run: it was killed).
+CREATE TABLE IF NOT EXISTS d1saver_compaction_runs (
+    run_id TEXT NOT NULL,
+    database_id TEXT NOT NULL,
+    trigger TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    status TEXT NOT NULL,
+    reason TEXT,
+    keep INTEGER,
+    max_age_days INTEGER,
+    threads_scanned INTEGER NOT NULL DEFAULT 0,
+    threads_compacted INTEGER NOT NULL DEFAULT 0,
+    threads_expired INTEGER NOT NULL DEFAULT 0,
+    checkpoints_deleted INTEGER NOT NULL DEFAULT 0,
+    writes_deleted INTEGER NOT NULL DEFAULT 0,
+    bytes_freed INTEGER NOT NULL DEFAULT 0,
+    batches INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, database_id)
+);
+
+CREATE INDEX IF NOT EXISTS d1saver_compaction_runs_started ON d1saver_compaction_runs (started_at);
+
+-- Where the Cron Trigger's pass over the threads stopped (the last thread id it finished),
+-- written in the same batch as that thread's deletions; no row: the next run starts a pass.
+CREATE TABLE IF NOT EXISTS d1saver_compaction_cursor (
+    name TEXT PRIMARY KEY,
+    after TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+
 -- Version 1's guard table, which d1saver 0.1.0 still uses (d1saver_guards replaces it; a later
 -- release drops it once no 0.1.0 instance remains).
 CREATE TABLE IF NOT EXISTS d1saver_guard (
@@ -292,4 +327,4 @@ WHEN substr(NEW.value, 1, 2) = 'p:' BEGIN
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
 
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (8, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 8);
+VALUES (9, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 8);

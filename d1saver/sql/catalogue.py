@@ -344,6 +344,39 @@ END""",
     # 8: values written from here on may be "r:" (raw deflate with DICT_V2, d1saver/storage/codec.py),
     # which an older reader cannot decode: a contract step with no DDL, only its min_reader.
     [],
+    # 9: the compaction runs of the gateway Worker's Cron Trigger, one row per run and database
+    # (`d1saver compact --history`), and the cursor a run stopped at, so that the next run goes
+    # on from there (worker/compaction.js). Additive.
+    [
+        """
+CREATE TABLE IF NOT EXISTS d1saver_compaction_runs (
+    run_id TEXT NOT NULL,
+    database_id TEXT NOT NULL,
+    trigger TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    status TEXT NOT NULL,
+    reason TEXT,
+    keep INTEGER,
+    max_age_days INTEGER,
+    threads_scanned INTEGER NOT NULL DEFAULT 0,
+    threads_compacted INTEGER NOT NULL DEFAULT 0,
+    threads_expired INTEGER NOT NULL DEFAULT 0,
+    checkpoints_deleted INTEGER NOT NULL DEFAULT 0,
+    writes_deleted INTEGER NOT NULL DEFAULT 0,
+    bytes_freed INTEGER NOT NULL DEFAULT 0,
+    batches INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, database_id)
+)""",
+        "CREATE INDEX IF NOT EXISTS d1saver_compaction_runs_started ON d1saver_compaction_runs (started_at)",
+        """
+CREATE TABLE IF NOT EXISTS d1saver_compaction_cursor (
+    name TEXT PRIMARY KEY,
+    after TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+)""",
+    ],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
@@ -1363,6 +1396,65 @@ LEASE_HOLDER = """
 SELECT holder, expires_at - CAST(strftime('%s', 'now') AS INTEGER) AS seconds_left
 FROM leases WHERE name = ?1"""
 
+
+# --- compaction by the gateway Worker's Cron Trigger (worker/compaction.js) ----------------
+#
+# The Worker sends these (generated into worker/compaction.generated.js by `d1saver gateway
+# build`) around the retention batches above; `d1saver compact --history` reads the records.
+# Times are the database's clock, as ISO 8601 UTC text.
+_NOW_TEXT = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+# A run begins on one database: ?1 run id, ?2 database id, ?3 trigger (the cron expression),
+# ?4 keep, ?5 max age in days (NULL: none), ?6 status, ?7 reason (NULL unless skipped/failed).
+RUN_BEGIN = f"""
+INSERT OR REPLACE INTO d1saver_compaction_runs (run_id, database_id, trigger, started_at,
+    status, reason, keep, max_age_days)
+VALUES (?1, ?2, ?3, {_NOW_TEXT}, ?6, ?7, CAST(?4 AS INTEGER), CAST(?5 AS INTEGER))"""
+# Runs still "running" on this database when a run takes the lease died midway (a run holding
+# the lease would have stopped this one): ?1 database id, ?2 this run's id.
+RUNS_INTERRUPTED = f"""
+UPDATE d1saver_compaction_runs SET status = 'interrupted', ended_at = {_NOW_TEXT},
+    reason = 'stopped midway (the Worker was killed or ran out of time); ' || ?2 || ' went on'
+WHERE database_id = ?1 AND status = 'running' AND run_id <> ?2"""
+# Last in a compaction batch, so the figures commit with the deletions they count: adds what
+# the batch's recorded plan (RECORD_PLAN, op id ?3) says. ?1 run id, ?2 database id, ?4 1 if
+# the batch expired idle threads, else 0.
+RUN_ADD_BATCH = """
+UPDATE d1saver_compaction_runs SET batches = batches + 1,
+    threads_compacted = threads_compacted + (SELECT COUNT(*) FROM d1saver_ops AS o,
+        json_each(o.result) AS r WHERE o.op_id = ?3 AND CAST(?4 AS INTEGER) = 0
+        AND r.value->>2 > 0),
+    threads_expired = threads_expired + (SELECT COUNT(*) FROM d1saver_ops AS o,
+        json_each(o.result) AS r WHERE o.op_id = ?3 AND CAST(?4 AS INTEGER) = 1),
+    checkpoints_deleted = checkpoints_deleted + (SELECT COALESCE(SUM(r.value->>2), 0)
+        FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = ?3),
+    writes_deleted = writes_deleted + (SELECT COALESCE(SUM(r.value->>3), 0)
+        FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = ?3),
+    bytes_freed = bytes_freed + (SELECT COALESCE(SUM(r.value->>4), 0)
+        FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = ?3)
+WHERE run_id = ?1 AND database_id = ?2"""
+# A run ends on one database: ?1 run id, ?2 database id, ?3 status, ?4 reason, ?5 threads
+# scanned by this run.
+RUN_END = f"""
+UPDATE d1saver_compaction_runs SET ended_at = {_NOW_TEXT}, status = ?3, reason = ?4,
+    threads_scanned = threads_scanned + CAST(?5 AS INTEGER)
+WHERE run_id = ?1 AND database_id = ?2"""
+# The pass's cursor: ?1 name. Columns: after, run_id (the run that wrote it).
+CURSOR_COLUMNS = ("after", "run_id")
+CURSOR_GET = "SELECT after, run_id FROM d1saver_compaction_cursor WHERE name = ?1"
+# Last in a compaction batch: the pass has finished every thread up to ?2. ?1 name, ?3 run id.
+CURSOR_SET = f"""
+INSERT OR REPLACE INTO d1saver_compaction_cursor (name, after, run_id, updated_at)
+VALUES (?1, ?2, ?3, {_NOW_TEXT})"""
+# A pass is over: the next run starts from the first thread. ?1 name.
+CURSOR_CLEAR = "DELETE FROM d1saver_compaction_cursor WHERE name = ?1"
+# The newest run records, newest first: ?1 how many.
+COMPACTION_RUNS_COLUMNS = ("run_id", "database_id", "trigger", "started_at", "ended_at",
+                           "status", "reason", "keep", "max_age_days", "threads_scanned",
+                           "threads_compacted", "threads_expired", "checkpoints_deleted",
+                           "writes_deleted", "bytes_freed", "batches")
+COMPACTION_RUNS = f"""
+SELECT {', '.join(COMPACTION_RUNS_COLUMNS)} FROM d1saver_compaction_runs
+ORDER BY started_at DESC, run_id, database_id LIMIT ?1"""
 
 def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = True,
                     freeze: bool = False) -> list[str]:
