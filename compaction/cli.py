@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
@@ -24,6 +25,9 @@ from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, 
                      RekeyCounts, admin)
 from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable
 from compaction.fleet import check_chunks, compact, history, list_threads
+from compaction.gateway import GENERATED_PATH
+from compaction.gateway import render as render_gateway
+from compaction.gateway import write as write_gateway
 from compaction.rebalance import rebalance
 from compaction.rekey import RekeySummary, rekey
 
@@ -357,6 +361,33 @@ def check_cmd(
         raise typer.Exit(EXIT_D1)
 
 
+gateway_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
+                          help="The gateway Worker (worker/, wrangler.toml).")
+
+
+@gateway_app.command("build")
+def gateway_build_cmd(
+    out: Path = typer.Option(GENERATED_PATH, "--out", help="The generated module (run from the repository's root)."),
+    check: bool = typer.Option(False, "--check", help="Change nothing; exit 1 if the file differs from the catalogue."),
+) -> None:
+    """Generate the SQL of the Worker's scheduled compaction from d1saver's catalogue
+    (worker/compaction.generated.js): the statements `d1saver compact` sends."""
+    if check:
+        current = out.read_text(encoding="utf-8") if out.is_file() else None
+        if current != render_gateway():
+            typer.echo(f"error: {out} differs from d1saver's catalogue: run `d1saver gateway build`",
+                       err=True)
+            raise typer.Exit(EXIT_D1)
+        typer.echo(f"{out} matches d1saver's catalogue")
+        return
+    if not out.parent.is_dir():
+        typer.echo(f"error: {out.parent} is not a directory: run from the repository's root, or "
+                   "pass --out", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    changed = write_gateway(out)
+    typer.echo(f"{'wrote' if changed else 'unchanged:'} {out}")
+
+
 def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> dict[str, Any]:
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
     if checkpoint_id:
@@ -374,6 +405,7 @@ def register(app: typer.Typer) -> None:
     app.command("threads")(threads_cmd)
     app.command("history")(history_cmd)
     app.command("check")(check_cmd)
+    app.add_typer(gateway_app, name="gateway")
 
 
 app = typer.Typer(cls=OneLineUsageErrors, help="Compaction of d1saver checkpoints.",

@@ -65,6 +65,9 @@ def retention(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
                                    op_id=op_id)
 
 
+SUMMARY_COLUMNS = _sql.SUMMARY_COLUMNS  # retention_summary's columns
+
+
 def retention_summary(statements: Sequence[Statement], results: Sequence[Result]) -> Result:
     """The summary among a retention batch's results; columns: thread_id, checkpoints_total,
     checkpoints, writes, bytes (what the batch deletes per thread)."""
@@ -158,9 +161,10 @@ def runs_interrupted(database_id: str, run_id: str) -> Statement:
     return Statement(_sql.RUNS_INTERRUPTED, (database_id, run_id))
 
 
-def run_add_batch(run_id: str, database_id: str, op_id: str, expired: bool) -> Statement:
-    """Last in a retention batch recorded under `op_id`: add its figures to the run's record."""
-    return Statement(_sql.RUN_ADD_BATCH, (run_id, database_id, op_id, 1 if expired else 0))
+def run_add_batch(run_id: str, database_id: str, op_id: str, expired: int) -> Statement:
+    """Last in a retention batch recorded under `op_id`: add its figures to the run's record
+    (`expired` 1 for a batch of idle threads, counted as expired; 0 otherwise)."""
+    return Statement(_sql.RUN_ADD_BATCH, (run_id, database_id, op_id, int(expired)))
 
 
 def run_end(run_id: str, database_id: str, status: str, reason: str | None,
@@ -258,7 +262,7 @@ def inexact_threads(result: Result) -> list[InexactThread]:
 # figures, of several databases added up (`d1saver rekey` over a fleet).
 
 __all__ = ["COMPACTION_RUNS_COLUMNS", "CRON_CURSOR", "LEAVING_PREFIX", "MOVING_PREFIX",
-           "SCHEMA_VERSION", "InexactThread", "ThreadReader", "ThreadRows", "acquire_lease",
+           "SCHEMA_VERSION", "SUMMARY_COLUMNS", "InexactThread", "ThreadReader", "ThreadRows", "acquire_lease",
            "add_census", "break_lease", "chunk_check", "compaction_runs", "copy_batches",
            "cursor_clear", "cursor_get", "cursor_set", "delete_if_unchanged",
            "delete_threads", "history", "inexact_threads", "is_staging", "lease_guard",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -27,3 +28,7 @@ def test_deploy_dry_run(tmp_path: Path):
     bundle = (out / "index.js").read_text()
     assert "timingSafeEqual" in bundle and "DATABASES" in bundle  # the whole worker/, bundled
     assert "API_TOKEN" not in done.stdout  # no token among the bindings
+    # The Cron Trigger (wrangler checks [triggers] while reading the config) and its handler.
+    with WRANGLER_TOML.open("rb") as f:
+        assert tomllib.load(f)["triggers"]["crons"]
+    assert "async scheduled(" in bundle and "d1saver_compaction_runs" in bundle
