@@ -7,6 +7,8 @@
 //   COMPACTION_MAX_AGE_DAYS  optional: threads idle longer lose all but their tags (--max-age Nd)
 //   COMPACTION_BATCHES       most batches per database per run (default 50): the next run goes on
 //   COMPACTION_LEASE_TTL     seconds the lease lives unless renewed by a batch (default 300)
+//   COMPACTION_BATCH_CHECKPOINTS  most checkpoints deleted per batch (--batch-checkpoints,
+//                            default 2000)
 //   COMPACTION_DATABASES     optional: the bindings to compact, comma-separated (default: all
 //                            of DATABASES)
 // Bad settings make every reachable database record a failed run, and nothing is deleted.
@@ -74,11 +76,13 @@ export function readSettings(env) {
   const maxAgeDays = integer(env, "COMPACTION_MAX_AGE_DAYS", { min: 1, optional: true }, errors);
   const batches = integer(env, "COMPACTION_BATCHES", { min: 1, fallback: DEFAULT_BATCHES }, errors);
   const leaseTtl = integer(env, "COMPACTION_LEASE_TTL", { min: 1, fallback: GENERATED.lease_ttl }, errors);
+  const batchCheckpoints = integer(env, "COMPACTION_BATCH_CHECKPOINTS",
+    { min: 1, fallback: GENERATED.batch_checkpoints }, errors);
   const map = databaseMap(env);
   const targets = [];
   if (!map) {
     errors.push('DATABASES is not set: set it in [vars], e.g. DATABASES = { "<database id>" = "DB_A" }');
-    return { keep, maxAgeDays, batches, leaseTtl, targets, errors };
+    return { keep, maxAgeDays, batches, leaseTtl, batchCheckpoints, targets, errors };
   }
   const byBinding = new Map(Object.entries(map).map(([id, binding]) => [binding, id]));
   let wanted = [...byBinding.keys()];
@@ -101,7 +105,8 @@ export function readSettings(env) {
     }
   }
   // With bad settings nothing is compacted, and every database that can record it does.
-  return { keep, maxAgeDays, batches, leaseTtl, targets: errors.length ? all : targets, errors };
+  return { keep, maxAgeDays, batches, leaseTtl, batchCheckpoints,
+    targets: errors.length ? all : targets, errors };
 }
 
 // --- statements: the generated ones, their slots filled --------------------------------
@@ -272,7 +277,7 @@ async function compactDatabase(target, settings, run) {
         const keep = expired ? 0 : settings.keep;
         const w = Math.max(count - keep, 1);
         if (pending.threads.length && (pending.expired !== expired
-            || pending.weight + w > GENERATED.batch_checkpoints
+            || pending.weight + w > settings.batchCheckpoints
             || pending.threads.length >= GENERATED.batch_threads)) {
           await flush();
           if (spent) break pages;
@@ -334,7 +339,8 @@ export async function runCompaction(env, { cron = "manual", now = Date.now() } =
   const line = {
     event: "d1saver.compaction", run_id: run.id, trigger: cron,
     started_at: new Date(now).toISOString(), ended_at: new Date().toISOString(),
-    settings: { keep: settings.keep, max_age_days: settings.maxAgeDays, batches: settings.batches },
+    settings: { keep: settings.keep, max_age_days: settings.maxAgeDays, batches: settings.batches,
+      batch_checkpoints: settings.batchCheckpoints, lease_ttl: settings.leaseTtl },
     errors: settings.errors, databases,
   };
   console.log(JSON.stringify(line));
