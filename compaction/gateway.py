@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,18 +80,12 @@ class _Slots:
         return {"value": value}
 
 
-def _params_of(statement: Statement) -> Sequence[Any]:
-    """A statement's parameters, in the order its placeholders (?1, ?2, ...) number them."""
-    params = statement.params
-    if isinstance(params, Mapping):  # named parameters: in the order the text names them
-        return list(params.values())
-    return list(params)
-
-
 def _statements(stmts: Sequence[Statement], slots: _Slots, *, literals: bool = False
                 ) -> list[dict[str, Any]]:
-    return [{"sql": s.sql, "params": [slots.param(p, literals=literals) for p in _params_of(s)]}
-            for s in stmts]
+    """Each statement as sent: its catalogue name, its text, and its parameters in position
+    order (?1, ?2, ...), each traced to a slot (or, with `literals`, a constant)."""
+    return [{"name": s.name, "sql": s.sql,
+             "params": [slots.param(p, literals=literals) for p in s.params]} for s in stmts]
 
 
 def _default(fn: Callable[..., Any], name: str) -> Any:

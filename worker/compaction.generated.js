@@ -35,171 +35,212 @@ export default {
  "statements": {
   "read_schema": [
    {
+    "name": "READ_SCHEMA",
     "sql": "SELECT * FROM d1saver_schema",
     "params": []
    }
   ],
   "setup": [
    {
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_schema (\n    version INTEGER PRIMARY KEY,\n    applied_at TEXT NOT NULL,\n    min_reader INTEGER NOT NULL DEFAULT 1\n)",
+    "name": "SCHEMA[0]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_schema(version INTEGER PRIMARY KEY,applied_at TEXT NOT NULL,min_reader INTEGER NOT NULL DEFAULT 1)",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_guards (\n    head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL),\n    lease_lost INTEGER CONSTRAINT lease_lost CHECK (lease_lost IS NULL),\n    schema_outdated INTEGER CONSTRAINT schema_outdated CHECK (schema_outdated IS NULL),\n    schema_too_new INTEGER CONSTRAINT schema_too_new CHECK (schema_too_new IS NULL)\n)",
+    "name": "SCHEMA[1]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_guards(head_moved INTEGER CONSTRAINT head_moved CHECK(head_moved IS NULL),lease_lost INTEGER CONSTRAINT lease_lost CHECK(lease_lost IS NULL),schema_outdated INTEGER CONSTRAINT schema_outdated CHECK(schema_outdated IS NULL),schema_too_new INTEGER CONSTRAINT schema_too_new CHECK(schema_too_new IS NULL))",
     "params": []
    },
    {
-    "sql": "INSERT INTO d1saver_guards (schema_outdated)\nSELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 9",
+    "name": "SCHEMA[2]",
+    "sql": "INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<9",
     "params": []
    },
    {
-    "sql": "INSERT INTO d1saver_guards (schema_too_new)\nSELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 9",
+    "name": "SCHEMA[3]",
+    "sql": "INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>9",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS checkpoints (\n    thread_id TEXT NOT NULL,\n    checkpoint_ns TEXT NOT NULL DEFAULT '',\n    checkpoint_id TEXT NOT NULL,\n    parent_checkpoint_id TEXT,\n    type TEXT,\n    checkpoint TEXT NOT NULL,\n    metadata TEXT NOT NULL DEFAULT '{}',\n    channels TEXT NOT NULL DEFAULT '[]',\n    run_id TEXT,\n    ts TEXT,\n    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)\n)",
+    "name": "SCHEMA[4]",
+    "sql": "CREATE TABLE IF NOT EXISTS checkpoints(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,parent_checkpoint_id TEXT,type TEXT,checkpoint TEXT NOT NULL,metadata TEXT NOT NULL DEFAULT '{}',channels TEXT NOT NULL DEFAULT '[]',run_id TEXT,ts TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))",
     "params": []
    },
    {
-    "sql": "CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints (run_id)",
+    "name": "SCHEMA[5]",
+    "sql": "CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints(run_id)",
     "params": []
    },
    {
-    "sql": "CREATE INDEX IF NOT EXISTS checkpoints_by_id ON checkpoints (checkpoint_id, thread_id, checkpoint_ns)",
+    "name": "SCHEMA[6]",
+    "sql": "CREATE INDEX IF NOT EXISTS checkpoints_by_id ON checkpoints(checkpoint_id,thread_id,checkpoint_ns)",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS writes (\n    thread_id TEXT NOT NULL,\n    checkpoint_ns TEXT NOT NULL DEFAULT '',\n    checkpoint_id TEXT NOT NULL,\n    task_id TEXT NOT NULL,\n    task_path TEXT NOT NULL DEFAULT '',\n    idx INTEGER NOT NULL,\n    channel TEXT NOT NULL,\n    type TEXT,\n    value TEXT,\n    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)\n)",
+    "name": "SCHEMA[7]",
+    "sql": "CREATE TABLE IF NOT EXISTS writes(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,task_id TEXT NOT NULL,task_path TEXT NOT NULL DEFAULT '',idx INTEGER NOT NULL,channel TEXT NOT NULL,type TEXT,value TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id,task_id,idx))",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS chunks (\n    thread_id TEXT NOT NULL,\n    checkpoint_ns TEXT NOT NULL DEFAULT '',\n    checkpoint_id TEXT NOT NULL,\n    owner TEXT NOT NULL,\n    seq INTEGER NOT NULL,\n    data TEXT NOT NULL,\n    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, owner, seq)\n)",
+    "name": "SCHEMA[8]",
+    "sql": "CREATE TABLE IF NOT EXISTS chunks(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,owner TEXT NOT NULL,seq INTEGER NOT NULL,data TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id,owner,seq))",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN\n    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns\n        AND checkpoint_id = NEW.checkpoint_id AND owner IN ('', ':metadata'); END",
+    "name": "SCHEMA[9]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN DELETE FROM chunks WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND owner IN('',':metadata'); END",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN\n    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns\n        AND checkpoint_id = NEW.checkpoint_id AND owner = NEW.task_id || '/' || NEW.idx; END",
+    "name": "SCHEMA[10]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN DELETE FROM chunks WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND owner=NEW.task_id||'/'||NEW.idx; END",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS tags (\n    thread_id TEXT NOT NULL,\n    checkpoint_ns TEXT NOT NULL DEFAULT '',\n    checkpoint_id TEXT NOT NULL,\n    name TEXT NOT NULL,\n    created_at TEXT NOT NULL,\n    PRIMARY KEY (thread_id, checkpoint_ns, name)\n)",
+    "name": "SCHEMA[11]",
+    "sql": "CREATE TABLE IF NOT EXISTS tags(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,name TEXT NOT NULL,created_at TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,name))",
     "params": []
    },
    {
-    "sql": "CREATE INDEX IF NOT EXISTS tags_checkpoint ON tags (thread_id, checkpoint_ns, checkpoint_id)",
+    "name": "SCHEMA[12]",
+    "sql": "CREATE INDEX IF NOT EXISTS tags_checkpoint ON tags(thread_id,checkpoint_ns,checkpoint_id)",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS leases (\n    name TEXT PRIMARY KEY,\n    holder TEXT NOT NULL,\n    expires_at INTEGER NOT NULL\n)",
+    "name": "SCHEMA[13]",
+    "sql": "CREATE TABLE IF NOT EXISTS leases(name TEXT PRIMARY KEY,holder TEXT NOT NULL,expires_at INTEGER NOT NULL)",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_scope (\n    thread_id TEXT PRIMARY KEY\n)",
+    "name": "SCHEMA[14]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_scope(thread_id TEXT PRIMARY KEY)",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_keep (\n    thread_id TEXT NOT NULL,\n    checkpoint_ns TEXT NOT NULL,\n    checkpoint_id TEXT NOT NULL,\n    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)\n)",
+    "name": "SCHEMA[15]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_keep(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_relink (\n    thread_id TEXT NOT NULL,\n    checkpoint_ns TEXT NOT NULL,\n    checkpoint_id TEXT NOT NULL,\n    new_parent TEXT,\n    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)\n)",
+    "name": "SCHEMA[16]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_relink(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,new_parent TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_ops (\n    op_id TEXT PRIMARY KEY,\n    result TEXT NOT NULL,\n    created_at INTEGER NOT NULL\n)",
+    "name": "SCHEMA[17]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_ops(op_id TEXT PRIMARY KEY,result TEXT NOT NULL,created_at INTEGER NOT NULL)",
     "params": []
    },
    {
-    "sql": "CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops (created_at)",
+    "name": "SCHEMA[18]",
+    "sql": "CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops(created_at)",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS delta_unwritten (\n    thread_id TEXT NOT NULL,\n    checkpoint_ns TEXT NOT NULL,\n    checkpoint_id TEXT NOT NULL,\n    channels TEXT NOT NULL,\n    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)\n)",
+    "name": "SCHEMA[19]",
+    "sql": "CREATE TABLE IF NOT EXISTS delta_unwritten(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,channels TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_put AFTER INSERT ON checkpoints BEGIN\n    DELETE FROM delta_unwritten WHERE thread_id = NEW.thread_id\n        AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id; END",
+    "name": "SCHEMA[20]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_put AFTER INSERT ON checkpoints BEGIN DELETE FROM delta_unwritten WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id; END",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoints BEGIN\n    DELETE FROM delta_unwritten WHERE thread_id = OLD.thread_id\n        AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id; END",
+    "name": "SCHEMA[21]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoints BEGIN DELETE FROM delta_unwritten WHERE thread_id=OLD.thread_id AND checkpoint_ns=OLD.checkpoint_ns AND checkpoint_id=OLD.checkpoint_id; END",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS delta_frozen (\n    thread_id TEXT NOT NULL,\n    checkpoint_ns TEXT NOT NULL,\n    checkpoint_id TEXT NOT NULL,\n    channel TEXT NOT NULL,\n    kind TEXT NOT NULL,\n    depth INTEGER NOT NULL,\n    task_id TEXT NOT NULL,\n    idx INTEGER NOT NULL,\n    src_checkpoint_id TEXT NOT NULL,\n    task_path TEXT NOT NULL DEFAULT '',\n    type TEXT,\n    value TEXT,\n    metadata TEXT,\n    channels TEXT,\n    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)\n)",
+    "name": "SCHEMA[22]",
+    "sql": "CREATE TABLE IF NOT EXISTS delta_frozen(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,channel TEXT NOT NULL,kind TEXT NOT NULL,depth INTEGER NOT NULL,task_id TEXT NOT NULL,idx INTEGER NOT NULL,src_checkpoint_id TEXT NOT NULL,task_path TEXT NOT NULL DEFAULT '',type TEXT,value TEXT,metadata TEXT,channels TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx))",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS delta_frozen_on_delete AFTER DELETE ON checkpoints BEGIN\n    DELETE FROM delta_frozen WHERE thread_id = OLD.thread_id\n        AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id; END",
+    "name": "SCHEMA[23]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS delta_frozen_on_delete AFTER DELETE ON checkpoints BEGIN DELETE FROM delta_frozen WHERE thread_id=OLD.thread_id AND checkpoint_ns=OLD.checkpoint_ns AND checkpoint_id=OLD.checkpoint_id; END",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_compaction_runs (\n    run_id TEXT NOT NULL,\n    database_id TEXT NOT NULL,\n    trigger TEXT NOT NULL,\n    started_at TEXT NOT NULL,\n    ended_at TEXT,\n    status TEXT NOT NULL,\n    reason TEXT,\n    keep INTEGER,\n    max_age_days INTEGER,\n    threads_scanned INTEGER NOT NULL DEFAULT 0,\n    threads_compacted INTEGER NOT NULL DEFAULT 0,\n    threads_expired INTEGER NOT NULL DEFAULT 0,\n    checkpoints_deleted INTEGER NOT NULL DEFAULT 0,\n    writes_deleted INTEGER NOT NULL DEFAULT 0,\n    bytes_freed INTEGER NOT NULL DEFAULT 0,\n    batches INTEGER NOT NULL DEFAULT 0,\n    PRIMARY KEY (run_id, database_id)\n)",
+    "name": "SCHEMA[24]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_compaction_runs(run_id TEXT NOT NULL,database_id TEXT NOT NULL,trigger TEXT NOT NULL,started_at TEXT NOT NULL,ended_at TEXT,status TEXT NOT NULL,reason TEXT,keep INTEGER,max_age_days INTEGER,threads_scanned INTEGER NOT NULL DEFAULT 0,threads_compacted INTEGER NOT NULL DEFAULT 0,threads_expired INTEGER NOT NULL DEFAULT 0,checkpoints_deleted INTEGER NOT NULL DEFAULT 0,writes_deleted INTEGER NOT NULL DEFAULT 0,bytes_freed INTEGER NOT NULL DEFAULT 0,batches INTEGER NOT NULL DEFAULT 0,PRIMARY KEY(run_id,database_id))",
     "params": []
    },
    {
-    "sql": "CREATE INDEX IF NOT EXISTS d1saver_compaction_runs_started ON d1saver_compaction_runs (started_at)",
+    "name": "SCHEMA[25]",
+    "sql": "CREATE INDEX IF NOT EXISTS d1saver_compaction_runs_started ON d1saver_compaction_runs(started_at)",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_compaction_cursor (\n    name TEXT PRIMARY KEY,\n    after TEXT NOT NULL,\n    run_id TEXT NOT NULL,\n    updated_at TEXT NOT NULL\n)",
+    "name": "SCHEMA[26]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_compaction_cursor(name TEXT PRIMARY KEY,after TEXT NOT NULL,run_id TEXT NOT NULL,updated_at TEXT NOT NULL)",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_guard (\n    head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL),\n    lease_lost INTEGER CONSTRAINT lease_lost CHECK (lease_lost IS NULL)\n)",
+    "name": "SCHEMA[27]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_guard(head_moved INTEGER CONSTRAINT head_moved CHECK(head_moved IS NULL),lease_lost INTEGER CONSTRAINT lease_lost CHECK(lease_lost IS NULL))",
     "params": []
    },
    {
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_chunks (\n    thread_id TEXT NOT NULL,\n    id TEXT NOT NULL,\n    level INTEGER NOT NULL,\n    data TEXT NOT NULL,\n    PRIMARY KEY (thread_id, id)\n) WITHOUT ROWID",
+    "name": "SCHEMA[28]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_chunks(thread_id TEXT NOT NULL,id TEXT NOT NULL,level INTEGER NOT NULL,data TEXT NOT NULL,PRIMARY KEY(thread_id,id))WITHOUT ROWID",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS d1saver_chunks_closed AFTER INSERT ON d1saver_chunks\nWHEN NEW.level > 0 BEGIN\n    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (\n        SELECT 1 FROM json_each('[\"' || replace(NEW.data, ',', '\",\"') || '\"]') AS j WHERE NOT EXISTS (\n            SELECT 1 FROM d1saver_chunks AS k\n            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END",
+    "name": "SCHEMA[29]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS d1saver_chunks_closed AFTER INSERT ON d1saver_chunks WHEN NEW.level>0 BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('[\"'||replace(NEW.data,',','\",\"')||'\"]')j WHERE NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS checkpoints_chunks_closed AFTER INSERT ON checkpoints\nWHEN substr(NEW.checkpoint, 1, 2) = 'm:' BEGIN\n    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (\n        SELECT 1 FROM json_each('[\"' || replace(substr(NEW.checkpoint, 3), ',', '\",\"') || '\"]') AS j\n        WHERE instr(j.value, ':') = 0 AND NOT EXISTS (\n            SELECT 1 FROM d1saver_chunks AS k\n            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END",
+    "name": "SCHEMA[30]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS checkpoints_chunks_closed AFTER INSERT ON checkpoints WHEN substr(NEW.checkpoint,1,2)='m:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('[\"'||replace(substr(NEW.checkpoint,3),',','\",\"')||'\"]')j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS writes_chunks_closed AFTER INSERT ON writes\nWHEN substr(NEW.value, 1, 2) = 'm:' BEGIN\n    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (\n        SELECT 1 FROM json_each('[\"' || replace(substr(NEW.value, 3), ',', '\",\"') || '\"]') AS j\n        WHERE instr(j.value, ':') = 0 AND NOT EXISTS (\n            SELECT 1 FROM d1saver_chunks AS k\n            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END",
+    "name": "SCHEMA[31]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS writes_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='m:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('[\"'||replace(substr(NEW.value,3),',','\",\"')||'\"]')j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END",
     "params": []
    },
    {
-    "sql": "CREATE VIEW IF NOT EXISTS d1saver_put (thread_id, checkpoint_ns, checkpoint_id,\n    parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts, chunks)\nAS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    "name": "SCHEMA[32]",
+    "sql": "CREATE VIEW IF NOT EXISTS d1saver_put(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts,chunks)AS SELECT NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL WHERE 0",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS d1saver_put_row INSTEAD OF INSERT ON d1saver_put BEGIN\n    INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)\n    SELECT NEW.thread_id, value->>0, value->>1, value->>2 FROM json_each(NEW.chunks); INSERT\n    OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,\n        parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)\n    VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.parent_checkpoint_id,\n        COALESCE(NEW.type, 'msgpack'), NEW.checkpoint, NEW.metadata, NEW.channels,\n        NEW.run_id, NEW.ts); END",
+    "name": "SCHEMA[33]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS d1saver_put_row INSTEAD OF INSERT ON d1saver_put BEGIN INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT NEW.thread_id,value->>0,value->>1,value->>2 FROM json_each(NEW.chunks); INSERT OR REPLACE INTO checkpoints(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts)VALUES(NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.parent_checkpoint_id,COALESCE(NEW.type,'msgpack'),NEW.checkpoint,NEW.metadata,NEW.channels,NEW.run_id,NEW.ts); END",
     "params": []
    },
    {
-    "sql": "CREATE VIEW IF NOT EXISTS d1saver_put_writes (thread_id, checkpoint_ns, checkpoint_id,\n    task_id, task_path, special, regular, chunks)\nAS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    "name": "SCHEMA[34]",
+    "sql": "CREATE VIEW IF NOT EXISTS d1saver_put_writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,special,regular,chunks)AS SELECT NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL WHERE 0",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS d1saver_put_writes_rows INSTEAD OF INSERT ON d1saver_put_writes\nBEGIN\n    INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)\n    SELECT NEW.thread_id, value->>0, value->>1, value->>2 FROM json_each(NEW.chunks); INSERT\n    OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,\n        task_path, idx, channel, type, value)\n    SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,\n        value->>0, value->>1, COALESCE(value->>2, 'msgpack'), value->>3\n    FROM json_each(NEW.special); INSERT\n    OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,\n        task_path, idx, channel, type, value)\n    SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,\n        json_extract(NEW.regular, '$[0][0]'), '', 'pack', 'p:' || NEW.regular\n    WHERE json_array_length(NEW.regular) > 1 AND NOT EXISTS (\n        SELECT 1 FROM writes WHERE thread_id = NEW.thread_id\n            AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id\n            AND task_id = NEW.task_id AND idx >= 0); INSERT\n    OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,\n        task_path, idx, channel, type, value)\n    SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,\n        j.value->>0, j.value->>1, COALESCE(j.value->>2, 'msgpack'), j.value->>3\n    FROM json_each(NEW.regular) AS j\n    WHERE NOT EXISTS (\n        SELECT 1 FROM writes AS p, json_each(CASE WHEN substr(p.value, 1, 2) = 'p:'\n                                                  THEN substr(p.value, 3) ELSE '[]' END) AS q\n        WHERE p.thread_id = NEW.thread_id AND p.checkpoint_ns = NEW.checkpoint_ns\n            AND p.checkpoint_id = NEW.checkpoint_id AND p.task_id = NEW.task_id\n            AND q.value->>0 = j.value->>0); END",
+    "name": "SCHEMA[35]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS d1saver_put_writes_rows INSTEAD OF INSERT ON d1saver_put_writes BEGIN INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT NEW.thread_id,value->>0,value->>1,value->>2 FROM json_each(NEW.chunks); INSERT OR REPLACE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,value->>0,value->>1,COALESCE(value->>2,'msgpack'),value->>3 FROM json_each(NEW.special); INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,json_extract(NEW.regular,'$[0][0]'),'','pack','p:'||NEW.regular WHERE json_array_length(NEW.regular)>1 AND NOT EXISTS(SELECT 1 FROM writes WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND task_id=NEW.task_id AND idx>=0); INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,j.value->>0,j.value->>1,COALESCE(j.value->>2,'msgpack'),j.value->>3 FROM json_each(NEW.regular)j WHERE NOT EXISTS(SELECT 1 FROM writes p,json_each(CASE WHEN substr(p.value,1,2)='p:' THEN substr(p.value,3)ELSE '[]' END)q WHERE p.thread_id=NEW.thread_id AND p.checkpoint_ns=NEW.checkpoint_ns AND p.checkpoint_id=NEW.checkpoint_id AND p.task_id=NEW.task_id AND q.value->>0=j.value->>0); END",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS writes_pack_chunks_closed AFTER INSERT ON writes\nWHEN substr(NEW.value, 1, 2) = 'p:' BEGIN\n    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (\n        SELECT 1 FROM json_each(substr(NEW.value, 3)) AS w,\n            json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'\n                THEN '[\"' || replace(substr(w.value->>3, 3), ',', '\",\"') || '\"]'\n                ELSE '[]' END) AS j\n        WHERE instr(j.value, ':') = 0 AND NOT EXISTS (\n            SELECT 1 FROM d1saver_chunks AS k\n            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END",
+    "name": "SCHEMA[36]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS writes_pack_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='p:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each(substr(NEW.value,3))w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '[\"'||replace(substr(w.value->>3,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END",
     "params": []
    },
    {
-    "sql": "INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)\nVALUES (9, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 8)",
+    "name": "SCHEMA[37]",
+    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(9,strftime('%Y-%m-%dT%H:%M:%SZ','now'),8)",
     "params": []
    },
    {
+    "name": "READ_SCHEMA",
     "sql": "SELECT * FROM d1saver_schema",
     "params": []
    }
   ],
   "threads_page": [
    {
-    "sql": "\nSELECT thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT checkpoint_ns) AS namespaces,\n       MAX(ts) AS updated, SUM(LENGTH(checkpoint) + LENGTH(metadata)) AS bytes\nFROM checkpoints WHERE thread_id > ?1\nGROUP BY thread_id ORDER BY thread_id LIMIT ?2",
+    "name": "THREADS_PAGE",
+    "sql": "SELECT thread_id,COUNT(*)checkpoints,COUNT(DISTINCT checkpoint_ns)namespaces,MAX(ts)updated,SUM(LENGTH(checkpoint)+ LENGTH(metadata))bytes FROM checkpoints WHERE thread_id>? GROUP BY thread_id ORDER BY thread_id LIMIT ?",
     "params": [
      {
       "slot": "after"
@@ -212,7 +253,8 @@ export default {
   ],
   "acquire_lease": [
    {
-    "sql": "\nINSERT INTO leases (name, holder, expires_at)\nVALUES (?1, ?2, CAST(strftime('%s', 'now') AS INTEGER) + ?3)\nON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at\nWHERE leases.expires_at < CAST(strftime('%s', 'now') AS INTEGER)\n   OR leases.holder = excluded.holder\nRETURNING holder",
+    "name": "ACQUIRE_LEASE",
+    "sql": "INSERT INTO leases(name,holder,expires_at)VALUES(?,?,CAST(strftime('%s','now')AS INTEGER)+ ?)ON CONFLICT(name)DO UPDATE SET holder=excluded.holder,expires_at=excluded.expires_at WHERE leases.expires_at<CAST(strftime('%s','now')AS INTEGER)OR leases.holder=excluded.holder RETURNING holder",
     "params": [
      {
       "slot": "lease"
@@ -228,7 +270,8 @@ export default {
   ],
   "lease_guard": [
    {
-    "sql": "\nINSERT INTO d1saver_guards (lease_lost)\nSELECT 1 WHERE NOT EXISTS (SELECT 1 FROM leases WHERE name = ?1 AND holder = ?2)",
+    "name": "CHECK_LEASE",
+    "sql": "INSERT INTO d1saver_guards(lease_lost)SELECT 1 WHERE NOT EXISTS(SELECT 1 FROM leases WHERE name=? AND holder=?)",
     "params": [
      {
       "slot": "lease"
@@ -239,23 +282,25 @@ export default {
     ]
    },
    {
-    "sql": "\nUPDATE leases SET expires_at = CAST(strftime('%s', 'now') AS INTEGER) + ?3\nWHERE name = ?1 AND holder = ?2",
+    "name": "RENEW_LEASE",
+    "sql": "UPDATE leases SET expires_at=CAST(strftime('%s','now')AS INTEGER)+ ? WHERE name=? AND holder=?",
     "params": [
+     {
+      "slot": "ttl"
+     },
      {
       "slot": "lease"
      },
      {
       "slot": "holder"
-     },
-     {
-      "slot": "ttl"
      }
     ]
    }
   ],
   "release_lease": [
    {
-    "sql": "DELETE FROM leases WHERE name = ?1 AND holder = ?2",
+    "name": "RELEASE_LEASE",
+    "sql": "DELETE FROM leases WHERE name=? AND holder=?",
     "params": [
      {
       "slot": "lease"
@@ -268,7 +313,8 @@ export default {
   ],
   "lease_holder": [
    {
-    "sql": "\nSELECT holder, expires_at - CAST(strftime('%s', 'now') AS INTEGER) AS seconds_left\nFROM leases WHERE name = ?1",
+    "name": "LEASE_HOLDER",
+    "sql": "SELECT holder,expires_at - CAST(strftime('%s','now')AS INTEGER)seconds_left FROM leases WHERE name=?",
     "params": [
      {
       "slot": "lease"
@@ -278,19 +324,23 @@ export default {
   ],
   "retention": [
    {
+    "name": "CLEAR_SCOPE",
     "sql": "DELETE FROM d1saver_scope",
     "params": []
    },
    {
+    "name": "CLEAR_KEEP",
     "sql": "DELETE FROM d1saver_keep",
     "params": []
    },
    {
+    "name": "CLEAR_RELINK",
     "sql": "DELETE FROM d1saver_relink",
     "params": []
    },
    {
-    "sql": "INSERT OR IGNORE INTO d1saver_scope (thread_id) SELECT CAST(unhex(value) AS TEXT) FROM json_each(?1)",
+    "name": "SCOPE_THREADS",
+    "sql": "INSERT OR IGNORE INTO d1saver_scope(thread_id)SELECT CAST(unhex(value)AS TEXT)FROM json_each(?)",
     "params": [
      {
       "slot": "thread_ids",
@@ -299,7 +349,8 @@ export default {
     ]
    },
    {
-    "sql": "\nINSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)\nWITH RECURSIVE\nranked AS (\n    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,\n           ROW_NUMBER() OVER (PARTITION BY c.thread_id, c.checkpoint_ns\n                              ORDER BY c.checkpoint_id DESC) AS rn\n    FROM checkpoints AS c\n    WHERE c.thread_id IN (SELECT thread_id FROM d1saver_scope)\n),\nspaces AS (\n    SELECT thread_id, checkpoint_ns, checkpoint_id AS newest FROM ranked WHERE rn = 1\n),\npeel(thread_id, checkpoint_ns, s, head) AS (\n    SELECT thread_id, checkpoint_ns, checkpoint_ns,\n           rtrim(checkpoint_ns, replace(checkpoint_ns, '|', ''))\n    FROM spaces\n    UNION ALL\n    SELECT thread_id, checkpoint_ns, substr(head, 1, length(head) - 1),\n           rtrim(substr(head, 1, length(head) - 1),\n                 replace(substr(head, 1, length(head) - 1), '|', ''))\n    FROM peel\n    WHERE head <> '' AND length(s) > length(head)\n      AND rtrim(substr(s, length(head) + 1), '0123456789') = ''\n),\nowners AS (\n    SELECT f.thread_id, f.checkpoint_ns, p.checkpoint_ns AS parent_ns,\n           p.newest AS parent_newest, c.newest AS newest,\n           substr(f.s, length(f.head) + instr(substr(f.s, length(f.head) + 1), ':') + 1)\n               AS task_id\n    FROM peel AS f\n    JOIN spaces AS p ON p.thread_id = f.thread_id\n        AND p.checkpoint_ns = substr(f.head, 1, max(length(f.head) - 1, 0))\n    JOIN spaces AS c ON c.thread_id = f.thread_id AND c.checkpoint_ns = f.checkpoint_ns\n    WHERE f.checkpoint_ns <> '' AND instr(substr(f.s, length(f.head) + 1), ':') > 1\n),\nkeep(thread_id, checkpoint_ns, checkpoint_id) AS (\n    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id\n    FROM ranked AS r\n    WHERE (r.rn <= ?1 AND NOT EXISTS (\n            SELECT 1 FROM owners AS o WHERE o.thread_id = r.thread_id\n                AND o.checkpoint_ns = r.checkpoint_ns))\n       OR EXISTS (\n            SELECT 1 FROM tags AS g WHERE g.thread_id = r.thread_id\n                AND g.checkpoint_ns = r.checkpoint_ns AND g.checkpoint_id = r.checkpoint_id)\n    UNION\n    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id\n    FROM keep AS k\n    CROSS JOIN owners AS o ON o.thread_id = k.thread_id AND o.parent_ns = k.checkpoint_ns\n    CROSS JOIN ranked AS r ON r.thread_id = o.thread_id AND r.checkpoint_ns = o.checkpoint_ns\n        AND r.rn <= max(?1, 1)\n    WHERE EXISTS (\n            SELECT 1 FROM writes AS w WHERE w.thread_id = k.thread_id\n                AND w.checkpoint_ns = k.checkpoint_ns AND w.checkpoint_id = k.checkpoint_id\n                AND w.task_id = o.task_id)\n       OR (k.checkpoint_id = o.parent_newest AND o.newest > k.checkpoint_id)\n)\nSELECT thread_id, checkpoint_ns, checkpoint_id FROM keep",
+    "name": "PLAN_KEEP",
+    "sql": "INSERT OR IGNORE INTO d1saver_keep(thread_id,checkpoint_ns,checkpoint_id)WITH RECURSIVE ranked AS(SELECT c.thread_id,c.checkpoint_ns,c.checkpoint_id,c.parent_checkpoint_id,ROW_NUMBER()OVER(PARTITION BY c.thread_id,c.checkpoint_ns ORDER BY c.checkpoint_id DESC)rn FROM checkpoints c WHERE c.thread_id IN(SELECT thread_id FROM d1saver_scope)),spaces AS(SELECT thread_id,checkpoint_ns,checkpoint_id newest FROM ranked WHERE rn=1),peel(thread_id,checkpoint_ns,s,head)AS(SELECT thread_id,checkpoint_ns,checkpoint_ns,rtrim(checkpoint_ns,replace(checkpoint_ns,'|',''))FROM spaces UNION ALL SELECT thread_id,checkpoint_ns,substr(head,1,length(head)- 1),rtrim(substr(head,1,length(head)- 1),replace(substr(head,1,length(head)- 1),'|',''))FROM peel WHERE head<>'' AND length(s)>length(head)AND rtrim(substr(s,length(head)+ 1),'0123456789')=''),owners AS(SELECT f.thread_id,f.checkpoint_ns,p.checkpoint_ns parent_ns,p.newest parent_newest,c.newest newest,substr(f.s,length(f.head)+ instr(substr(f.s,length(f.head)+ 1),':')+ 1)task_id FROM peel f JOIN spaces p ON p.thread_id=f.thread_id AND p.checkpoint_ns=substr(f.head,1,max(length(f.head)- 1,0))JOIN spaces c ON c.thread_id=f.thread_id AND c.checkpoint_ns=f.checkpoint_ns WHERE f.checkpoint_ns<>'' AND instr(substr(f.s,length(f.head)+ 1),':')>1),keep(thread_id,checkpoint_ns,checkpoint_id)AS(SELECT r.thread_id,r.checkpoint_ns,r.checkpoint_id FROM ranked r WHERE(r.rn<=? AND NOT EXISTS(SELECT 1 FROM owners o WHERE o.thread_id=r.thread_id AND o.checkpoint_ns=r.checkpoint_ns))OR EXISTS(SELECT 1 FROM tags g WHERE g.thread_id=r.thread_id AND g.checkpoint_ns=r.checkpoint_ns AND g.checkpoint_id=r.checkpoint_id)UNION SELECT r.thread_id,r.checkpoint_ns,r.checkpoint_id FROM keep k CROSS JOIN owners o ON o.thread_id=k.thread_id AND o.parent_ns=k.checkpoint_ns CROSS JOIN ranked r ON r.thread_id=o.thread_id AND r.checkpoint_ns=o.checkpoint_ns AND r.rn<=max(?1,1)WHERE EXISTS(SELECT 1 FROM writes w WHERE w.thread_id=k.thread_id AND w.checkpoint_ns=k.checkpoint_ns AND w.checkpoint_id=k.checkpoint_id AND w.task_id=o.task_id)OR(k.checkpoint_id=o.parent_newest AND o.newest>k.checkpoint_id))SELECT thread_id,checkpoint_ns,checkpoint_id FROM keep",
     "params": [
      {
       "slot": "keep"
@@ -307,11 +358,13 @@ export default {
     ]
    },
    {
-    "sql": "\nDELETE FROM d1saver_ops WHERE created_at < CAST(strftime('%s', 'now') AS INTEGER) - 86400",
+    "name": "FORGET_OLD_OPS",
+    "sql": "DELETE FROM d1saver_ops WHERE created_at<CAST(strftime('%s','now')AS INTEGER)- 86400",
     "params": []
    },
    {
-    "sql": "\nINSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)\nSELECT ?1, json_group_array(json_array(hex(p.thread_id), p.checkpoints_total, p.checkpoints,\n                                       p.writes, p.bytes)),\n       CAST(strftime('%s', 'now') AS INTEGER)\nFROM (\nSELECT s.thread_id,\n  (SELECT COUNT(*) FROM checkpoints AS c WHERE c.thread_id = s.thread_id) AS checkpoints_total,\n  (SELECT COUNT(*) FROM checkpoints AS c\n     WHERE c.thread_id = s.thread_id AND NOT EXISTS (\n    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = c.thread_id\n        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id)) AS checkpoints,\n  (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w\n     WHERE w.thread_id = s.thread_id AND NOT EXISTS (\n    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id\n        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (\n    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n\n    WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns)) AS writes,\n  (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c\n     WHERE c.thread_id = s.thread_id AND NOT EXISTS (\n    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = c.thread_id\n        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id))\n  + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w\n     WHERE w.thread_id = s.thread_id AND NOT EXISTS (\n    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id\n        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (\n    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n\n    WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns))\n  + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k\n     WHERE k.thread_id = s.thread_id AND NOT EXISTS (\n    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = k.thread_id\n        AND k.checkpoint_ns = k.checkpoint_ns AND k.checkpoint_id = k.checkpoint_id) AND k.checkpoint_id <= (\n    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n\n    WHERE n.thread_id = k.thread_id AND n.checkpoint_ns = k.checkpoint_ns)) AS bytes\nFROM d1saver_scope AS s ORDER BY s.thread_id) AS p",
+    "name": "RECORD_PLAN",
+    "sql": "INSERT OR IGNORE INTO d1saver_ops(op_id,result,created_at)SELECT ?,json_group_array(json_array(hex(p.thread_id),p.checkpoints_total,p.checkpoints,p.writes,p.bytes)),CAST(strftime('%s','now')AS INTEGER)FROM(SELECT s.thread_id,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id)checkpoints_total,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))checkpoints,(SELECT COALESCE(SUM(CASE WHEN substr(w.value,1,2)='p:' THEN json_array_length(substr(w.value,3))ELSE 1 END),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))writes,(SELECT COALESCE(SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata)),0)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM chunks k WHERE k.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=k.thread_id AND k.checkpoint_ns=k.checkpoint_ns AND k.checkpoint_id=k.checkpoint_id)AND k.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=k.thread_id AND n.checkpoint_ns=k.checkpoint_ns))bytes FROM d1saver_scope s ORDER BY s.thread_id)p",
     "params": [
      {
       "slot": "op_id"
@@ -319,7 +372,8 @@ export default {
     ]
    },
    {
-    "sql": "\nSELECT CAST(unhex(r.value->>0) AS TEXT) AS thread_id, r.value->>1 AS checkpoints_total,\n       r.value->>2 AS checkpoints, r.value->>3 AS writes, r.value->>4 AS bytes\nFROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = ?1\nORDER BY thread_id",
+    "name": "RECORDED_PLAN",
+    "sql": "SELECT CAST(unhex(r.value->>0)AS TEXT)thread_id,r.value->>1 checkpoints_total,r.value->>2 checkpoints,r.value->>3 writes,r.value->>4 bytes FROM d1saver_ops o,json_each(o.result)r WHERE o.op_id=? ORDER BY thread_id",
     "params": [
      {
       "slot": "op_id"
@@ -327,61 +381,75 @@ export default {
     ]
    },
    {
-    "sql": "\nINSERT OR IGNORE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels)\nWITH RECURSIVE\nwalk(thread_id, checkpoint_ns, origin, channel, depth, cur, steps, bound) AS (\n    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, s.value,\n           COALESCE((SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = c.thread_id\n    AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id\n    AND f.channel = s.value AND f.kind = 'c'), 1), c.parent_checkpoint_id, 1,\n           (SELECT COUNT(*) FROM checkpoints AS n WHERE n.thread_id = c.thread_id\n                AND n.checkpoint_ns = c.checkpoint_ns)\n    FROM d1saver_keep AS k CROSS JOIN checkpoints AS c ON c.thread_id = k.thread_id\n        AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id\n    CROSS JOIN json_each((SELECT json_group_array(d.key)\n     FROM json_each(c.metadata, '$.counters_since_delta_snapshot') AS d\n     WHERE d.key NOT IN (SELECT value FROM json_each(c.channels))\n       AND d.key NOT IN (\n            SELECT u.value FROM delta_unwritten AS x, json_each(x.channels) AS u\n            WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns\n              AND x.checkpoint_id = c.checkpoint_id))) AS s\n    WHERE c.parent_checkpoint_id IS NOT NULL\n      AND NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = c.thread_id\n    AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.parent_checkpoint_id)\n      AND NOT (EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = c.thread_id\n    AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id\n    AND f.channel = s.value) AND (SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = c.thread_id\n    AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id\n    AND f.channel = s.value AND f.kind = 'c') IS NULL)\n    UNION ALL\n    SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel,\n           w.depth + COALESCE((SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = p.thread_id\n    AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id\n    AND f.channel = w.channel AND f.kind = 'c'), 1),\n           p.parent_checkpoint_id, w.steps + 1, w.bound\n    FROM walk AS w CROSS JOIN checkpoints AS p ON p.thread_id = w.thread_id\n        AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.cur\n    WHERE p.parent_checkpoint_id IS NOT NULL AND w.steps < w.bound\n      AND NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = p.thread_id\n    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id)\n      AND w.channel NOT IN (SELECT value FROM json_each(p.channels))\n      AND NOT (EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = p.thread_id\n    AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id\n    AND f.channel = w.channel) AND (SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = p.thread_id\n    AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id\n    AND f.channel = w.channel AND f.kind = 'c') IS NULL)\n)\nSELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, 'w', w.depth, x.task_id,\n       e.value->>0, w.cur, x.task_path, COALESCE(e.value->>2, 'msgpack'), e.value->>3, NULL, NULL\nFROM walk AS w CROSS JOIN writes AS x ON x.thread_id = w.thread_id\n    AND x.checkpoint_ns = w.checkpoint_ns AND x.checkpoint_id = w.cur\nCROSS JOIN json_each(CASE WHEN substr(x.value, 1, 2) = 'p:' THEN substr(x.value, 3)\n    ELSE json_array(json_array(x.idx, x.channel, x.type, x.value)) END) AS e\nWHERE e.value->>1 = w.channel AND NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id\n    AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)\nUNION ALL\nSELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, 's', w.depth, '', 0, w.cur, '',\n       p.type, p.checkpoint, p.metadata, p.channels\nFROM walk AS w CROSS JOIN checkpoints AS p ON p.thread_id = w.thread_id\n    AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.cur\nWHERE NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id\n    AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)\n  AND w.channel IN (SELECT value FROM json_each(p.channels))\nUNION ALL\nSELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, f.kind, w.depth + f.depth, f.task_id,\n       f.idx, f.src_checkpoint_id, f.task_path, f.type, f.value, f.metadata, f.channels\nFROM walk AS w CROSS JOIN delta_frozen AS f ON f.thread_id = w.thread_id\n    AND f.checkpoint_ns = w.checkpoint_ns AND f.checkpoint_id = w.cur AND f.channel = w.channel\nWHERE NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id\n    AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur) AND f.kind <> 'c'\nUNION ALL\nSELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, 'c', w.depth, '', 0, w.cur, '', NULL,\n       NULL, NULL, NULL\nFROM walk AS w WHERE EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id\n    AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)",
+    "name": "FREEZE",
+    "sql": "INSERT OR IGNORE INTO delta_frozen(thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels)WITH RECURSIVE walk(thread_id,checkpoint_ns,origin,channel,depth,cur,steps,bound)AS(SELECT c.thread_id,c.checkpoint_ns,c.checkpoint_id,s.value,COALESCE((SELECT MAX(f.depth)FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id AND f.channel=s.value AND f.kind='c'),1),c.parent_checkpoint_id,1,(SELECT COUNT(*)FROM checkpoints n WHERE n.thread_id=c.thread_id AND n.checkpoint_ns=c.checkpoint_ns)FROM d1saver_keep k CROSS JOIN checkpoints c ON c.thread_id=k.thread_id AND c.checkpoint_ns=k.checkpoint_ns AND c.checkpoint_id=k.checkpoint_id CROSS JOIN json_each((SELECT json_group_array(d.key)FROM json_each(c.metadata,'$.counters_since_delta_snapshot')d WHERE d.key NOT IN(SELECT value FROM json_each(c.channels))AND d.key NOT IN(SELECT u.value FROM delta_unwritten x,json_each(x.channels)u WHERE x.thread_id=c.thread_id AND x.checkpoint_ns=c.checkpoint_ns AND x.checkpoint_id=c.checkpoint_id)))s WHERE c.parent_checkpoint_id IS NOT NULL AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.parent_checkpoint_id)AND NOT(EXISTS(SELECT 1 FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id AND f.channel=s.value)AND(SELECT MAX(f.depth)FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id AND f.channel=s.value AND f.kind='c')IS NULL)UNION ALL SELECT w.thread_id,w.checkpoint_ns,w.origin,w.channel,w.depth + COALESCE((SELECT MAX(f.depth)FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id AND f.channel=w.channel AND f.kind='c'),1),p.parent_checkpoint_id,w.steps + 1,w.bound FROM walk w CROSS JOIN checkpoints p ON p.thread_id=w.thread_id AND p.checkpoint_ns=w.checkpoint_ns AND p.checkpoint_id=w.cur WHERE p.parent_checkpoint_id IS NOT NULL AND w.steps<w.bound AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=p.thread_id AND k.checkpoint_ns=p.checkpoint_ns AND k.checkpoint_id=p.checkpoint_id)AND w.channel NOT IN(SELECT value FROM json_each(p.channels))AND NOT(EXISTS(SELECT 1 FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id AND f.channel=w.channel)AND(SELECT MAX(f.depth)FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id AND f.channel=w.channel AND f.kind='c')IS NULL))SELECT w.thread_id,w.checkpoint_ns,w.origin,w.channel,'w',w.depth,x.task_id,e.value->>0,w.cur,x.task_path,COALESCE(e.value->>2,'msgpack'),e.value->>3,NULL,NULL FROM walk w CROSS JOIN writes x ON x.thread_id=w.thread_id AND x.checkpoint_ns=w.checkpoint_ns AND x.checkpoint_id=w.cur CROSS JOIN json_each(CASE WHEN substr(x.value,1,2)='p:' THEN substr(x.value,3)ELSE json_array(json_array(x.idx,x.channel,x.type,x.value))END)e WHERE e.value->>1=w.channel AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.cur)UNION ALL SELECT w.thread_id,w.checkpoint_ns,w.origin,w.channel,'s',w.depth,'',0,w.cur,'',p.type,p.checkpoint,p.metadata,p.channels FROM walk w CROSS JOIN checkpoints p ON p.thread_id=w.thread_id AND p.checkpoint_ns=w.checkpoint_ns AND p.checkpoint_id=w.cur WHERE NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.cur)AND w.channel IN(SELECT value FROM json_each(p.channels))UNION ALL SELECT w.thread_id,w.checkpoint_ns,w.origin,w.channel,f.kind,w.depth + f.depth,f.task_id,f.idx,f.src_checkpoint_id,f.task_path,f.type,f.value,f.metadata,f.channels FROM walk w CROSS JOIN delta_frozen f ON f.thread_id=w.thread_id AND f.checkpoint_ns=w.checkpoint_ns AND f.checkpoint_id=w.cur AND f.channel=w.channel WHERE NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.cur)AND f.kind<>'c' UNION ALL SELECT w.thread_id,w.checkpoint_ns,w.origin,w.channel,'c',w.depth,'',0,w.cur,'',NULL,NULL,NULL,NULL FROM walk w WHERE EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.cur)",
     "params": []
    },
    {
-    "sql": "\nDELETE FROM delta_frozen AS c WHERE c.kind = 'c' AND c.thread_id IN (SELECT thread_id FROM d1saver_scope) AND EXISTS (\n    SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = c.thread_id\n        AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id\n        AND f.channel = c.channel AND f.depth >= c.depth AND NOT (f.kind = 'c' AND f.depth = c.depth))",
+    "name": "FREEZE_DONE",
+    "sql": "DELETE FROM delta_frozen AS c WHERE c.kind='c' AND c.thread_id IN(SELECT thread_id FROM d1saver_scope)AND EXISTS(SELECT 1 FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id AND f.channel=c.channel AND f.depth>=c.depth AND NOT(f.kind='c' AND f.depth=c.depth))",
     "params": []
    },
    {
-    "sql": "\nINSERT OR IGNORE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)\nSELECT f.thread_id, f.checkpoint_ns, f.checkpoint_id,\n       'f/' || f.src_checkpoint_id || '/' || k.owner, k.seq, k.data\nFROM delta_frozen AS f CROSS JOIN chunks AS k ON k.thread_id = f.thread_id\n    AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id = f.src_checkpoint_id\n    AND (k.owner = CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx END OR (f.kind = 's' AND k.owner IN ('', ':metadata')))\nWHERE f.thread_id IN (SELECT thread_id FROM d1saver_scope)\nUNION ALL\nSELECT f.thread_id, f.checkpoint_ns, f.checkpoint_id, k.owner, k.seq, k.data\nFROM delta_frozen AS f CROSS JOIN chunks AS k ON k.thread_id = f.thread_id\n    AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id <> f.checkpoint_id\n    AND (k.owner = 'f/' || f.src_checkpoint_id || '/' || CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx END\n         OR (f.kind = 's' AND k.owner IN ('f/' || f.src_checkpoint_id || '/',\n                                          'f/' || f.src_checkpoint_id || '/:metadata')))\nWHERE f.thread_id IN (SELECT thread_id FROM d1saver_scope)",
+    "name": "FREEZE_PIECES",
+    "sql": "INSERT OR IGNORE INTO chunks(thread_id,checkpoint_ns,checkpoint_id,owner,seq,data)SELECT f.thread_id,f.checkpoint_ns,f.checkpoint_id,'f/'||f.src_checkpoint_id||'/'||k.owner,k.seq,k.data FROM delta_frozen f CROSS JOIN chunks k ON k.thread_id=f.thread_id AND k.checkpoint_ns=f.checkpoint_ns AND k.checkpoint_id=f.src_checkpoint_id AND(k.owner=CASE f.kind WHEN 'w' THEN f.task_id||'/'||f.idx END OR(f.kind='s' AND k.owner IN('',':metadata')))WHERE f.thread_id IN(SELECT thread_id FROM d1saver_scope)UNION ALL SELECT f.thread_id,f.checkpoint_ns,f.checkpoint_id,k.owner,k.seq,k.data FROM delta_frozen f CROSS JOIN chunks k ON k.thread_id=f.thread_id AND k.checkpoint_ns=f.checkpoint_ns AND k.checkpoint_id<>f.checkpoint_id AND(k.owner='f/'||f.src_checkpoint_id||'/'||CASE f.kind WHEN 'w' THEN f.task_id||'/'||f.idx END OR(f.kind='s' AND k.owner IN('f/'||f.src_checkpoint_id||'/','f/'||f.src_checkpoint_id||'/:metadata')))WHERE f.thread_id IN(SELECT thread_id FROM d1saver_scope)",
     "params": []
    },
    {
-    "sql": "\nINSERT OR REPLACE INTO d1saver_relink (thread_id, checkpoint_ns, checkpoint_id, new_parent)\nWITH RECURSIVE\nwalk(thread_id, checkpoint_ns, origin, cur, kept) AS (\n    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, 0\n    FROM d1saver_keep AS k CROSS JOIN checkpoints AS c ON c.thread_id = k.thread_id\n        AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id\n    WHERE c.parent_checkpoint_id IS NOT NULL AND NOT EXISTS (\n        SELECT 1 FROM d1saver_keep AS k2 WHERE k2.thread_id = c.thread_id\n            AND k2.checkpoint_ns = c.checkpoint_ns AND k2.checkpoint_id = c.parent_checkpoint_id)\n    UNION\n    SELECT w.thread_id, w.checkpoint_ns, w.origin, p.parent_checkpoint_id, EXISTS (\n        SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id\n            AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = p.parent_checkpoint_id)\n    FROM walk AS w JOIN checkpoints AS p ON p.thread_id = w.thread_id\n        AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.cur\n    WHERE w.kept = 0\n)\nSELECT thread_id, checkpoint_ns, origin AS checkpoint_id,\n       MAX(CASE WHEN kept THEN cur END) AS new_parent\nFROM walk GROUP BY thread_id, checkpoint_ns, origin",
+    "name": "PLAN_RELINK",
+    "sql": "INSERT OR REPLACE INTO d1saver_relink(thread_id,checkpoint_ns,checkpoint_id,new_parent)WITH RECURSIVE walk(thread_id,checkpoint_ns,origin,cur,kept)AS(SELECT c.thread_id,c.checkpoint_ns,c.checkpoint_id,c.parent_checkpoint_id,0 FROM d1saver_keep k CROSS JOIN checkpoints c ON c.thread_id=k.thread_id AND c.checkpoint_ns=k.checkpoint_ns AND c.checkpoint_id=k.checkpoint_id WHERE c.parent_checkpoint_id IS NOT NULL AND NOT EXISTS(SELECT 1 FROM d1saver_keep k2 WHERE k2.thread_id=c.thread_id AND k2.checkpoint_ns=c.checkpoint_ns AND k2.checkpoint_id=c.parent_checkpoint_id)UNION SELECT w.thread_id,w.checkpoint_ns,w.origin,p.parent_checkpoint_id,EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=p.parent_checkpoint_id)FROM walk w JOIN checkpoints p ON p.thread_id=w.thread_id AND p.checkpoint_ns=w.checkpoint_ns AND p.checkpoint_id=w.cur WHERE w.kept=0)SELECT thread_id,checkpoint_ns,origin checkpoint_id,MAX(CASE WHEN kept THEN cur END)new_parent FROM walk GROUP BY thread_id,checkpoint_ns,origin",
     "params": []
    },
    {
-    "sql": "\nUPDATE checkpoints SET parent_checkpoint_id = r.new_parent\nFROM d1saver_relink AS r\nWHERE checkpoints.thread_id = r.thread_id AND checkpoints.checkpoint_ns = r.checkpoint_ns\n  AND checkpoints.checkpoint_id = r.checkpoint_id",
+    "name": "APPLY_RELINK",
+    "sql": "UPDATE checkpoints SET parent_checkpoint_id=r.new_parent FROM d1saver_relink r WHERE checkpoints.thread_id=r.thread_id AND checkpoints.checkpoint_ns=r.checkpoint_ns AND checkpoints.checkpoint_id=r.checkpoint_id",
     "params": []
    },
    {
-    "sql": "DELETE FROM writes WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (\n    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = writes.thread_id\n        AND k.checkpoint_ns = writes.checkpoint_ns AND k.checkpoint_id = writes.checkpoint_id) AND writes.checkpoint_id <= (\n    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n\n    WHERE n.thread_id = writes.thread_id AND n.checkpoint_ns = writes.checkpoint_ns)",
+    "name": "DELETE_UNKEPT_WRITES",
+    "sql": "DELETE FROM writes WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=writes.thread_id AND k.checkpoint_ns=writes.checkpoint_ns AND k.checkpoint_id=writes.checkpoint_id)AND writes.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=writes.thread_id AND n.checkpoint_ns=writes.checkpoint_ns)",
     "params": []
    },
    {
-    "sql": "DELETE FROM chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (\n    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = chunks.thread_id\n        AND k.checkpoint_ns = chunks.checkpoint_ns AND k.checkpoint_id = chunks.checkpoint_id) AND chunks.checkpoint_id <= (\n    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n\n    WHERE n.thread_id = chunks.thread_id AND n.checkpoint_ns = chunks.checkpoint_ns)",
+    "name": "DELETE_UNKEPT_CHUNKS",
+    "sql": "DELETE FROM chunks WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=chunks.thread_id AND k.checkpoint_ns=chunks.checkpoint_ns AND k.checkpoint_id=chunks.checkpoint_id)AND chunks.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=chunks.thread_id AND n.checkpoint_ns=chunks.checkpoint_ns)",
     "params": []
    },
    {
-    "sql": "DELETE FROM tags WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (\n    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = tags.thread_id\n        AND k.checkpoint_ns = tags.checkpoint_ns AND k.checkpoint_id = tags.checkpoint_id)",
+    "name": "DELETE_UNKEPT_TAGS",
+    "sql": "DELETE FROM tags WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=tags.thread_id AND k.checkpoint_ns=tags.checkpoint_ns AND k.checkpoint_id=tags.checkpoint_id)",
     "params": []
    },
    {
-    "sql": "DELETE FROM checkpoints WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (\n    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = checkpoints.thread_id\n        AND k.checkpoint_ns = checkpoints.checkpoint_ns AND k.checkpoint_id = checkpoints.checkpoint_id)",
+    "name": "DELETE_UNKEPT_CHECKPOINTS",
+    "sql": "DELETE FROM checkpoints WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=checkpoints.thread_id AND k.checkpoint_ns=checkpoints.checkpoint_ns AND k.checkpoint_id=checkpoints.checkpoint_id)",
     "params": []
    },
    {
-    "sql": "\nWITH RECURSIVE reached(thread_id, id) AS (\n    SELECT c.thread_id, ltrim(j.value, '^')\n    FROM checkpoints AS c, json_each(CASE WHEN substr(c.checkpoint, 1, 2) = 'm:' THEN '[\"' || replace(substr(c.checkpoint, 3), ',', '\",\"') || '\"]' ELSE '[]' END) AS j\n    WHERE c.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0\n    UNION\n    SELECT w.thread_id, ltrim(j.value, '^')\n    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'm:' THEN '[\"' || replace(substr(w.value, 3), ',', '\",\"') || '\"]' ELSE '[]' END) AS j\n    WHERE w.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0\n    UNION\n    SELECT w.thread_id, ltrim(j.value, '^')\n    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN substr(w.value, 3) ELSE '[]' END) AS p, json_each(CASE WHEN substr(p.value->>3, 1, 2) = 'm:' THEN '[\"' || replace(substr(p.value->>3, 3), ',', '\",\"') || '\"]' ELSE '[]' END) AS j\n    WHERE w.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0\n    UNION\n    SELECT f.thread_id, ltrim(j.value, '^')\n    FROM delta_frozen AS f, json_each(CASE WHEN substr(f.value, 1, 2) = 'm:' THEN '[\"' || replace(substr(f.value, 3), ',', '\",\"') || '\"]' ELSE '[]' END) AS j\n    WHERE f.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0\n    UNION\n    SELECT r.thread_id, ltrim(j.value, '^')\n    FROM reached AS r CROSS JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id\n        AND n.level > 0, json_each('[\"' || replace(n.data, ',', '\",\"') || '\"]') AS j\n)\nDELETE FROM d1saver_chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)\n    AND (thread_id, id) NOT IN (SELECT thread_id, id FROM reached)",
+    "name": "GC_CHUNKS",
+    "sql": "WITH RECURSIVE reached(thread_id,id)AS(SELECT c.thread_id,ltrim(j.value,'^')FROM checkpoints c,json_each(CASE WHEN substr(c.checkpoint,1,2)='m:' THEN '[\"'||replace(substr(c.checkpoint,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE c.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT w.thread_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='m:' THEN '[\"'||replace(substr(w.value,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE w.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT w.thread_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='p:' THEN substr(w.value,3)ELSE '[]' END)p,json_each(CASE WHEN substr(p.value->>3,1,2)='m:' THEN '[\"'||replace(substr(p.value->>3,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE w.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT f.thread_id,ltrim(j.value,'^')FROM delta_frozen f,json_each(CASE WHEN substr(f.value,1,2)='m:' THEN '[\"'||replace(substr(f.value,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE f.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM reached r CROSS JOIN d1saver_chunks n ON n.thread_id=r.thread_id AND n.id=r.id AND n.level>0,json_each('[\"'||replace(n.data,',','\",\"')||'\"]')j)DELETE FROM d1saver_chunks WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND(thread_id,id)NOT IN(SELECT thread_id,id FROM reached)",
     "params": []
    },
    {
+    "name": "CLEAR_SCOPE",
     "sql": "DELETE FROM d1saver_scope",
     "params": []
    },
    {
+    "name": "CLEAR_KEEP",
     "sql": "DELETE FROM d1saver_keep",
     "params": []
    },
    {
+    "name": "CLEAR_RELINK",
     "sql": "DELETE FROM d1saver_relink",
     "params": []
    }
   ],
   "run_begin": [
    {
-    "sql": "\nINSERT OR REPLACE INTO d1saver_compaction_runs (run_id, database_id, trigger, started_at,\n    status, reason, keep, max_age_days)\nVALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?6, ?7, CAST(?4 AS INTEGER), CAST(?5 AS INTEGER))",
+    "name": "RUN_BEGIN",
+    "sql": "INSERT OR REPLACE INTO d1saver_compaction_runs(run_id,database_id,trigger,started_at,status,reason,keep,max_age_days)VALUES(?,?,?,strftime('%Y-%m-%dT%H:%M:%fZ','now'),?,?,CAST(? AS INTEGER),CAST(? AS INTEGER))",
     "params": [
      {
       "slot": "run_id"
@@ -393,62 +461,59 @@ export default {
       "slot": "trigger"
      },
      {
-      "slot": "keep"
-     },
-     {
-      "slot": "max_age_days"
-     },
-     {
       "slot": "status"
      },
      {
       "slot": "reason"
+     },
+     {
+      "slot": "keep"
+     },
+     {
+      "slot": "max_age_days"
      }
     ]
    }
   ],
   "runs_interrupted": [
    {
-    "sql": "\nUPDATE d1saver_compaction_runs SET status = 'interrupted', ended_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),\n    reason = 'stopped midway (the Worker was killed or ran out of time); ' || ?2 || ' went on'\nWHERE database_id = ?1 AND status = 'running' AND run_id <> ?2",
+    "name": "RUNS_INTERRUPTED",
+    "sql": "UPDATE d1saver_compaction_runs SET status='interrupted',ended_at=strftime('%Y-%m-%dT%H:%M:%fZ','now'),reason='stopped midway (the Worker was killed or ran out of time); '||?||' went on' WHERE database_id=? AND status='running' AND run_id<>?1",
     "params": [
      {
-      "slot": "database_id"
+      "slot": "run_id"
      },
      {
-      "slot": "run_id"
+      "slot": "database_id"
      }
     ]
    }
   ],
   "run_add_batch": [
    {
-    "sql": "\nUPDATE d1saver_compaction_runs SET batches = batches + 1,\n    threads_compacted = threads_compacted + (SELECT COUNT(*) FROM d1saver_ops AS o,\n        json_each(o.result) AS r WHERE o.op_id = ?3 AND CAST(?4 AS INTEGER) = 0\n        AND r.value->>2 > 0),\n    threads_expired = threads_expired + (SELECT COUNT(*) FROM d1saver_ops AS o,\n        json_each(o.result) AS r WHERE o.op_id = ?3 AND CAST(?4 AS INTEGER) = 1),\n    checkpoints_deleted = checkpoints_deleted + (SELECT COALESCE(SUM(r.value->>2), 0)\n        FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = ?3),\n    writes_deleted = writes_deleted + (SELECT COALESCE(SUM(r.value->>3), 0)\n        FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = ?3),\n    bytes_freed = bytes_freed + (SELECT COALESCE(SUM(r.value->>4), 0)\n        FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = ?3)\nWHERE run_id = ?1 AND database_id = ?2",
+    "name": "RUN_ADD_BATCH",
+    "sql": "UPDATE d1saver_compaction_runs SET batches=batches + 1,threads_compacted=threads_compacted +(SELECT COUNT(*)FROM d1saver_ops o,json_each(o.result)r WHERE o.op_id=? AND CAST(? AS INTEGER)=0 AND r.value->>2>0),threads_expired=threads_expired +(SELECT COUNT(*)FROM d1saver_ops o,json_each(o.result)r WHERE o.op_id=?1 AND CAST(?2 AS INTEGER)=1),checkpoints_deleted=checkpoints_deleted +(SELECT COALESCE(SUM(r.value->>2),0)FROM d1saver_ops o,json_each(o.result)r WHERE o.op_id=?1),writes_deleted=writes_deleted +(SELECT COALESCE(SUM(r.value->>3),0)FROM d1saver_ops o,json_each(o.result)r WHERE o.op_id=?1),bytes_freed=bytes_freed +(SELECT COALESCE(SUM(r.value->>4),0)FROM d1saver_ops o,json_each(o.result)r WHERE o.op_id=?1)WHERE run_id=? AND database_id=?",
     "params": [
-     {
-      "slot": "run_id"
-     },
-     {
-      "slot": "database_id"
-     },
      {
       "slot": "op_id"
      },
      {
       "slot": "expired"
+     },
+     {
+      "slot": "run_id"
+     },
+     {
+      "slot": "database_id"
      }
     ]
    }
   ],
   "run_end": [
    {
-    "sql": "\nUPDATE d1saver_compaction_runs SET ended_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), status = ?3, reason = ?4,\n    threads_scanned = threads_scanned + CAST(?5 AS INTEGER)\nWHERE run_id = ?1 AND database_id = ?2",
+    "name": "RUN_END",
+    "sql": "UPDATE d1saver_compaction_runs SET ended_at=strftime('%Y-%m-%dT%H:%M:%fZ','now'),status=?,reason=?,threads_scanned=threads_scanned + CAST(? AS INTEGER)WHERE run_id=? AND database_id=?",
     "params": [
-     {
-      "slot": "run_id"
-     },
-     {
-      "slot": "database_id"
-     },
      {
       "slot": "status"
      },
@@ -457,13 +522,20 @@ export default {
      },
      {
       "slot": "threads_scanned"
+     },
+     {
+      "slot": "run_id"
+     },
+     {
+      "slot": "database_id"
      }
     ]
    }
   ],
   "cursor_get": [
    {
-    "sql": "SELECT after, run_id FROM d1saver_compaction_cursor WHERE name = ?1",
+    "name": "CURSOR_GET",
+    "sql": "SELECT after,run_id FROM d1saver_compaction_cursor WHERE name=?",
     "params": [
      {
       "slot": "cursor"
@@ -473,7 +545,8 @@ export default {
   ],
   "cursor_set": [
    {
-    "sql": "\nINSERT OR REPLACE INTO d1saver_compaction_cursor (name, after, run_id, updated_at)\nVALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+    "name": "CURSOR_SET",
+    "sql": "INSERT OR REPLACE INTO d1saver_compaction_cursor(name,after,run_id,updated_at)VALUES(?,?,?,strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
     "params": [
      {
       "slot": "cursor"
@@ -489,7 +562,8 @@ export default {
   ],
   "cursor_clear": [
    {
-    "sql": "DELETE FROM d1saver_compaction_cursor WHERE name = ?1",
+    "name": "CURSOR_CLEAR",
+    "sql": "DELETE FROM d1saver_compaction_cursor WHERE name=?",
     "params": [
      {
       "slot": "cursor"
@@ -501,7 +575,8 @@ export default {
  "migrations": {
   "2": [
    {
-    "sql": "INSERT INTO d1saver_schema (version, applied_at) VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
     "params": [
      {
       "value": 2
@@ -509,28 +584,32 @@ export default {
     ]
    },
    {
-    "sql": "\nCREATE TABLE IF NOT EXISTS d1saver_guards (\n    head_moved INTEGER CONSTRAINT head_moved CHECK (head_moved IS NULL),\n    lease_lost INTEGER CONSTRAINT lease_lost CHECK (lease_lost IS NULL),\n    schema_outdated INTEGER CONSTRAINT schema_outdated CHECK (schema_outdated IS NULL),\n    schema_too_new INTEGER CONSTRAINT schema_too_new CHECK (schema_too_new IS NULL)\n)",
+    "name": "MIGRATIONS[1][0]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_guards(head_moved INTEGER CONSTRAINT head_moved CHECK(head_moved IS NULL),lease_lost INTEGER CONSTRAINT lease_lost CHECK(lease_lost IS NULL),schema_outdated INTEGER CONSTRAINT schema_outdated CHECK(schema_outdated IS NULL),schema_too_new INTEGER CONSTRAINT schema_too_new CHECK(schema_too_new IS NULL))",
     "params": []
    },
    {
+    "name": "MIGRATIONS[1][1]",
     "sql": "ALTER TABLE d1saver_schema ADD COLUMN min_reader INTEGER NOT NULL DEFAULT 1",
     "params": []
    },
    {
-    "sql": "UPDATE d1saver_schema SET min_reader = ?2 WHERE version = ?1",
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
     "params": [
      {
-      "value": 2
+      "value": 1
      },
      {
-      "value": 1
+      "value": 2
      }
     ]
    }
   ],
   "3": [
    {
-    "sql": "INSERT INTO d1saver_schema (version, applied_at) VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
     "params": [
      {
       "value": 3
@@ -538,32 +617,37 @@ export default {
     ]
    },
    {
-    "sql": "CREATE INDEX IF NOT EXISTS checkpoints_by_id ON checkpoints (checkpoint_id, thread_id, checkpoint_ns)",
+    "name": "MIGRATIONS[2][0]",
+    "sql": "CREATE INDEX IF NOT EXISTS checkpoints_by_id ON checkpoints(checkpoint_id,thread_id,checkpoint_ns)",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN\n    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns\n        AND checkpoint_id = NEW.checkpoint_id AND owner IN ('', ':metadata');\nEND",
+    "name": "MIGRATIONS[2][1]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN DELETE FROM chunks WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND owner IN('',':metadata'); END",
     "params": []
    },
    {
-    "sql": "CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN\n    DELETE FROM chunks WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns\n        AND checkpoint_id = NEW.checkpoint_id AND owner = NEW.task_id || '/' || NEW.idx;\nEND",
+    "name": "MIGRATIONS[2][2]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN DELETE FROM chunks WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND owner=NEW.task_id||'/'||NEW.idx; END",
     "params": []
    },
    {
-    "sql": "UPDATE d1saver_schema SET min_reader = ?2 WHERE version = ?1",
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
     "params": [
      {
-      "value": 3
+      "value": 1
      },
      {
-      "value": 1
+      "value": 3
      }
     ]
    }
   ],
   "4": [
    {
-    "sql": "INSERT INTO d1saver_schema (version, applied_at) VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
     "params": [
      {
       "value": 4
@@ -571,28 +655,32 @@ export default {
     ]
    },
    {
-    "sql": "\nCREATE TABLE IF NOT EXISTS d1saver_ops (\n    op_id TEXT PRIMARY KEY,\n    result TEXT NOT NULL,\n    created_at INTEGER NOT NULL\n)",
+    "name": "MIGRATIONS[3][0]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_ops(op_id TEXT PRIMARY KEY,result TEXT NOT NULL,created_at INTEGER NOT NULL)",
     "params": []
    },
    {
-    "sql": "CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops (created_at)",
+    "name": "MIGRATIONS[3][1]",
+    "sql": "CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops(created_at)",
     "params": []
    },
    {
-    "sql": "UPDATE d1saver_schema SET min_reader = ?2 WHERE version = ?1",
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
     "params": [
      {
-      "value": 4
+      "value": 1
      },
      {
-      "value": 1
+      "value": 4
      }
     ]
    }
   ],
   "5": [
    {
-    "sql": "INSERT INTO d1saver_schema (version, applied_at) VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
     "params": [
      {
       "value": 5
@@ -600,32 +688,37 @@ export default {
     ]
    },
    {
-    "sql": "\nCREATE TABLE IF NOT EXISTS delta_unwritten (\n    thread_id TEXT NOT NULL,\n    checkpoint_ns TEXT NOT NULL,\n    checkpoint_id TEXT NOT NULL,\n    channels TEXT NOT NULL,\n    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)\n)",
+    "name": "MIGRATIONS[4][0]",
+    "sql": "CREATE TABLE IF NOT EXISTS delta_unwritten(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,channels TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))",
     "params": []
    },
    {
-    "sql": "\nCREATE TRIGGER IF NOT EXISTS delta_unwritten_on_put AFTER INSERT ON checkpoints BEGIN\n    DELETE FROM delta_unwritten WHERE thread_id = NEW.thread_id\n        AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id;\nEND",
+    "name": "MIGRATIONS[4][1]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_put AFTER INSERT ON checkpoints BEGIN DELETE FROM delta_unwritten WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id; END",
     "params": []
    },
    {
-    "sql": "\nCREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoints BEGIN\n    DELETE FROM delta_unwritten WHERE thread_id = OLD.thread_id\n        AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id;\nEND",
+    "name": "MIGRATIONS[4][2]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoints BEGIN DELETE FROM delta_unwritten WHERE thread_id=OLD.thread_id AND checkpoint_ns=OLD.checkpoint_ns AND checkpoint_id=OLD.checkpoint_id; END",
     "params": []
    },
    {
-    "sql": "UPDATE d1saver_schema SET min_reader = ?2 WHERE version = ?1",
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
     "params": [
      {
-      "value": 5
+      "value": 1
      },
      {
-      "value": 1
+      "value": 5
      }
     ]
    }
   ],
   "6": [
    {
-    "sql": "INSERT INTO d1saver_schema (version, applied_at) VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
     "params": [
      {
       "value": 6
@@ -633,28 +726,32 @@ export default {
     ]
    },
    {
-    "sql": "\nCREATE TABLE IF NOT EXISTS delta_frozen (\n    thread_id TEXT NOT NULL,\n    checkpoint_ns TEXT NOT NULL,\n    checkpoint_id TEXT NOT NULL,\n    channel TEXT NOT NULL,\n    kind TEXT NOT NULL,\n    depth INTEGER NOT NULL,\n    task_id TEXT NOT NULL,\n    idx INTEGER NOT NULL,\n    src_checkpoint_id TEXT NOT NULL,\n    task_path TEXT NOT NULL DEFAULT '',\n    type TEXT,\n    value TEXT,\n    metadata TEXT,\n    channels TEXT,\n    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)\n)",
+    "name": "MIGRATIONS[5][0]",
+    "sql": "CREATE TABLE IF NOT EXISTS delta_frozen(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,channel TEXT NOT NULL,kind TEXT NOT NULL,depth INTEGER NOT NULL,task_id TEXT NOT NULL,idx INTEGER NOT NULL,src_checkpoint_id TEXT NOT NULL,task_path TEXT NOT NULL DEFAULT '',type TEXT,value TEXT,metadata TEXT,channels TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx))",
     "params": []
    },
    {
-    "sql": "\nCREATE TRIGGER IF NOT EXISTS delta_frozen_on_delete AFTER DELETE ON checkpoints BEGIN\n    DELETE FROM delta_frozen WHERE thread_id = OLD.thread_id\n        AND checkpoint_ns = OLD.checkpoint_ns AND checkpoint_id = OLD.checkpoint_id;\nEND",
+    "name": "MIGRATIONS[5][1]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS delta_frozen_on_delete AFTER DELETE ON checkpoints BEGIN DELETE FROM delta_frozen WHERE thread_id=OLD.thread_id AND checkpoint_ns=OLD.checkpoint_ns AND checkpoint_id=OLD.checkpoint_id; END",
     "params": []
    },
    {
-    "sql": "UPDATE d1saver_schema SET min_reader = ?2 WHERE version = ?1",
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
     "params": [
      {
-      "value": 6
+      "value": 1
      },
      {
-      "value": 1
+      "value": 6
      }
     ]
    }
   ],
   "7": [
    {
-    "sql": "INSERT INTO d1saver_schema (version, applied_at) VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
     "params": [
      {
       "value": 7
@@ -662,43 +759,53 @@ export default {
     ]
    },
    {
-    "sql": "\nCREATE TABLE IF NOT EXISTS d1saver_chunks (\n    thread_id TEXT NOT NULL,\n    id TEXT NOT NULL,\n    level INTEGER NOT NULL,\n    data TEXT NOT NULL,\n    PRIMARY KEY (thread_id, id)\n) WITHOUT ROWID",
+    "name": "MIGRATIONS[6][0]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_chunks(thread_id TEXT NOT NULL,id TEXT NOT NULL,level INTEGER NOT NULL,data TEXT NOT NULL,PRIMARY KEY(thread_id,id))WITHOUT ROWID",
     "params": []
    },
    {
-    "sql": "\nCREATE TRIGGER IF NOT EXISTS d1saver_chunks_closed AFTER INSERT ON d1saver_chunks\nWHEN NEW.level > 0 BEGIN\n    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (\n        SELECT 1 FROM json_each('[\"' || replace(NEW.data, ',', '\",\"') || '\"]') AS j WHERE NOT EXISTS (\n            SELECT 1 FROM d1saver_chunks AS k\n            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));\nEND",
+    "name": "MIGRATIONS[6][1]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS d1saver_chunks_closed AFTER INSERT ON d1saver_chunks WHEN NEW.level>0 BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('[\"'||replace(NEW.data,',','\",\"')||'\"]')j WHERE NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END",
     "params": []
    },
    {
-    "sql": "\nCREATE TRIGGER IF NOT EXISTS checkpoints_chunks_closed AFTER INSERT ON checkpoints\nWHEN substr(NEW.checkpoint, 1, 2) = 'm:' BEGIN\n    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (\n        SELECT 1 FROM json_each('[\"' || replace(substr(NEW.checkpoint, 3), ',', '\",\"') || '\"]') AS j\n        WHERE instr(j.value, ':') = 0 AND NOT EXISTS (\n            SELECT 1 FROM d1saver_chunks AS k\n            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));\nEND",
+    "name": "MIGRATIONS[6][2]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS checkpoints_chunks_closed AFTER INSERT ON checkpoints WHEN substr(NEW.checkpoint,1,2)='m:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('[\"'||replace(substr(NEW.checkpoint,3),',','\",\"')||'\"]')j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END",
     "params": []
    },
    {
-    "sql": "\nCREATE TRIGGER IF NOT EXISTS writes_chunks_closed AFTER INSERT ON writes\nWHEN substr(NEW.value, 1, 2) = 'm:' BEGIN\n    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (\n        SELECT 1 FROM json_each('[\"' || replace(substr(NEW.value, 3), ',', '\",\"') || '\"]') AS j\n        WHERE instr(j.value, ':') = 0 AND NOT EXISTS (\n            SELECT 1 FROM d1saver_chunks AS k\n            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));\nEND",
+    "name": "MIGRATIONS[6][3]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS writes_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='m:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('[\"'||replace(substr(NEW.value,3),',','\",\"')||'\"]')j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END",
     "params": []
    },
    {
-    "sql": "\nCREATE VIEW IF NOT EXISTS d1saver_put (thread_id, checkpoint_ns, checkpoint_id,\n    parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts, chunks)\nAS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    "name": "MIGRATIONS[6][4]",
+    "sql": "CREATE VIEW IF NOT EXISTS d1saver_put(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts,chunks)AS SELECT NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL WHERE 0",
     "params": []
    },
    {
-    "sql": "\nCREATE TRIGGER IF NOT EXISTS d1saver_put_row INSTEAD OF INSERT ON d1saver_put BEGIN\n    INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)\n    SELECT NEW.thread_id, value->>0, value->>1, value->>2 FROM json_each(NEW.chunks);\n    INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,\n        parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)\n    VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.parent_checkpoint_id,\n        COALESCE(NEW.type, 'msgpack'), NEW.checkpoint, NEW.metadata, NEW.channels,\n        NEW.run_id, NEW.ts);\nEND",
+    "name": "MIGRATIONS[6][5]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS d1saver_put_row INSTEAD OF INSERT ON d1saver_put BEGIN INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT NEW.thread_id,value->>0,value->>1,value->>2 FROM json_each(NEW.chunks); INSERT OR REPLACE INTO checkpoints(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts)VALUES(NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.parent_checkpoint_id,COALESCE(NEW.type,'msgpack'),NEW.checkpoint,NEW.metadata,NEW.channels,NEW.run_id,NEW.ts); END",
     "params": []
    },
    {
-    "sql": "\nCREATE VIEW IF NOT EXISTS d1saver_put_writes (thread_id, checkpoint_ns, checkpoint_id,\n    task_id, task_path, special, regular, chunks)\nAS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
+    "name": "MIGRATIONS[6][6]",
+    "sql": "CREATE VIEW IF NOT EXISTS d1saver_put_writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,special,regular,chunks)AS SELECT NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL WHERE 0",
     "params": []
    },
    {
-    "sql": "\nCREATE TRIGGER IF NOT EXISTS d1saver_put_writes_rows INSTEAD OF INSERT ON d1saver_put_writes\nBEGIN\n    INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)\n    SELECT NEW.thread_id, value->>0, value->>1, value->>2 FROM json_each(NEW.chunks);\n    INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,\n        task_path, idx, channel, type, value)\n    SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,\n        value->>0, value->>1, COALESCE(value->>2, 'msgpack'), value->>3\n    FROM json_each(NEW.special);\n    INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,\n        task_path, idx, channel, type, value)\n    SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,\n        json_extract(NEW.regular, '$[0][0]'), '', 'pack', 'p:' || NEW.regular\n    WHERE json_array_length(NEW.regular) > 1 AND NOT EXISTS (\n        SELECT 1 FROM writes WHERE thread_id = NEW.thread_id\n            AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id\n            AND task_id = NEW.task_id AND idx >= 0);\n    INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,\n        task_path, idx, channel, type, value)\n    SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.task_path,\n        j.value->>0, j.value->>1, COALESCE(j.value->>2, 'msgpack'), j.value->>3\n    FROM json_each(NEW.regular) AS j\n    WHERE NOT EXISTS (\n        SELECT 1 FROM writes AS p, json_each(CASE WHEN substr(p.value, 1, 2) = 'p:'\n                                                  THEN substr(p.value, 3) ELSE '[]' END) AS q\n        WHERE p.thread_id = NEW.thread_id AND p.checkpoint_ns = NEW.checkpoint_ns\n            AND p.checkpoint_id = NEW.checkpoint_id AND p.task_id = NEW.task_id\n            AND q.value->>0 = j.value->>0);\nEND",
+    "name": "MIGRATIONS[6][7]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS d1saver_put_writes_rows INSTEAD OF INSERT ON d1saver_put_writes BEGIN INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT NEW.thread_id,value->>0,value->>1,value->>2 FROM json_each(NEW.chunks); INSERT OR REPLACE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,value->>0,value->>1,COALESCE(value->>2,'msgpack'),value->>3 FROM json_each(NEW.special); INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,json_extract(NEW.regular,'$[0][0]'),'','pack','p:'||NEW.regular WHERE json_array_length(NEW.regular)>1 AND NOT EXISTS(SELECT 1 FROM writes WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND task_id=NEW.task_id AND idx>=0); INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,j.value->>0,j.value->>1,COALESCE(j.value->>2,'msgpack'),j.value->>3 FROM json_each(NEW.regular)j WHERE NOT EXISTS(SELECT 1 FROM writes p,json_each(CASE WHEN substr(p.value,1,2)='p:' THEN substr(p.value,3)ELSE '[]' END)q WHERE p.thread_id=NEW.thread_id AND p.checkpoint_ns=NEW.checkpoint_ns AND p.checkpoint_id=NEW.checkpoint_id AND p.task_id=NEW.task_id AND q.value->>0=j.value->>0); END",
     "params": []
    },
    {
-    "sql": "\nCREATE TRIGGER IF NOT EXISTS writes_pack_chunks_closed AFTER INSERT ON writes\nWHEN substr(NEW.value, 1, 2) = 'p:' BEGIN\n    SELECT RAISE(ABORT, 'd1saver chunk_missing') WHERE EXISTS (\n        SELECT 1 FROM json_each(substr(NEW.value, 3)) AS w,\n            json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'\n                THEN '[\"' || replace(substr(w.value->>3, 3), ',', '\",\"') || '\"]'\n                ELSE '[]' END) AS j\n        WHERE instr(j.value, ':') = 0 AND NOT EXISTS (\n            SELECT 1 FROM d1saver_chunks AS k\n            WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^')));\nEND",
+    "name": "MIGRATIONS[6][8]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS writes_pack_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='p:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each(substr(NEW.value,3))w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '[\"'||replace(substr(w.value->>3,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END",
     "params": []
    },
    {
-    "sql": "UPDATE d1saver_schema SET min_reader = ?2 WHERE version = ?1",
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
     "params": [
      {
       "value": 7
@@ -711,7 +818,8 @@ export default {
   ],
   "8": [
    {
-    "sql": "INSERT INTO d1saver_schema (version, applied_at) VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
     "params": [
      {
       "value": 8
@@ -719,7 +827,8 @@ export default {
     ]
    },
    {
-    "sql": "UPDATE d1saver_schema SET min_reader = ?2 WHERE version = ?1",
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
     "params": [
      {
       "value": 8
@@ -732,7 +841,8 @@ export default {
   ],
   "9": [
    {
-    "sql": "INSERT INTO d1saver_schema (version, applied_at) VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
     "params": [
      {
       "value": 9
@@ -740,25 +850,29 @@ export default {
     ]
    },
    {
-    "sql": "\nCREATE TABLE IF NOT EXISTS d1saver_compaction_runs (\n    run_id TEXT NOT NULL,\n    database_id TEXT NOT NULL,\n    trigger TEXT NOT NULL,\n    started_at TEXT NOT NULL,\n    ended_at TEXT,\n    status TEXT NOT NULL,\n    reason TEXT,\n    keep INTEGER,\n    max_age_days INTEGER,\n    threads_scanned INTEGER NOT NULL DEFAULT 0,\n    threads_compacted INTEGER NOT NULL DEFAULT 0,\n    threads_expired INTEGER NOT NULL DEFAULT 0,\n    checkpoints_deleted INTEGER NOT NULL DEFAULT 0,\n    writes_deleted INTEGER NOT NULL DEFAULT 0,\n    bytes_freed INTEGER NOT NULL DEFAULT 0,\n    batches INTEGER NOT NULL DEFAULT 0,\n    PRIMARY KEY (run_id, database_id)\n)",
+    "name": "MIGRATIONS[8][0]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_compaction_runs(run_id TEXT NOT NULL,database_id TEXT NOT NULL,trigger TEXT NOT NULL,started_at TEXT NOT NULL,ended_at TEXT,status TEXT NOT NULL,reason TEXT,keep INTEGER,max_age_days INTEGER,threads_scanned INTEGER NOT NULL DEFAULT 0,threads_compacted INTEGER NOT NULL DEFAULT 0,threads_expired INTEGER NOT NULL DEFAULT 0,checkpoints_deleted INTEGER NOT NULL DEFAULT 0,writes_deleted INTEGER NOT NULL DEFAULT 0,bytes_freed INTEGER NOT NULL DEFAULT 0,batches INTEGER NOT NULL DEFAULT 0,PRIMARY KEY(run_id,database_id))",
     "params": []
    },
    {
-    "sql": "CREATE INDEX IF NOT EXISTS d1saver_compaction_runs_started ON d1saver_compaction_runs (started_at)",
+    "name": "MIGRATIONS[8][1]",
+    "sql": "CREATE INDEX IF NOT EXISTS d1saver_compaction_runs_started ON d1saver_compaction_runs(started_at)",
     "params": []
    },
    {
-    "sql": "\nCREATE TABLE IF NOT EXISTS d1saver_compaction_cursor (\n    name TEXT PRIMARY KEY,\n    after TEXT NOT NULL,\n    run_id TEXT NOT NULL,\n    updated_at TEXT NOT NULL\n)",
+    "name": "MIGRATIONS[8][2]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_compaction_cursor(name TEXT PRIMARY KEY,after TEXT NOT NULL,run_id TEXT NOT NULL,updated_at TEXT NOT NULL)",
     "params": []
    },
    {
-    "sql": "UPDATE d1saver_schema SET min_reader = ?2 WHERE version = ?1",
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
     "params": [
      {
-      "value": 9
+      "value": 8
      },
      {
-      "value": 8
+      "value": 9
      }
     ]
    }

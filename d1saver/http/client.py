@@ -11,9 +11,7 @@ or in-process to d1saver's local D1.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-import re
 import threading
 import time
 import weakref
@@ -95,10 +93,12 @@ class D1Client:
     # --- the protocol, once ---------------------------------------------------------------
 
     def build_request(self, statements: Sequence[Statement]) -> httpx.Request:
-        """One statement as {"sql", "params"}; several as {"batch": [...]}, run atomically."""
+        """One statement as {"sql", "params"}; several as {"batch": [...]}, run atomically.
+        The SQL goes as given: the catalogue's statements are made ready to send when loaded
+        (d1saver/sql/query.py)."""
         if not statements:
             raise ValueError("no statements to send")
-        items = [{"sql": compact_sql(s.sql), "params": list(s.params)} for s in statements]
+        items = [{"sql": s.sql, "params": list(s.params)} for s in statements]
         body = items[0] if len(items) == 1 else {"batch": items}
         try:
             content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -295,18 +295,4 @@ def _outcome(response: httpx.Response | D1Error) -> Outcome:
     return (None, response) if isinstance(response, D1Error) else (response, None)
 
 
-@functools.lru_cache(maxsize=512)
-def compact_sql(sql: str) -> str:
-    """The statement with runs of white space outside string literals folded to one space.
-
-    SQL text travels with every statement; the named statements are laid out for reading, and
-    folding them cut the bytes a 30-turn agent sends by about a sixth (README, Figures).
-    """
-    parts = sql.split("'")
-    for i in range(0, len(parts), 2):  # even parts lie outside '...' literals
-        parts[i] = re.sub(r"\s+", " ", parts[i])
-    return "'".join(parts).strip()
-
-
-
-__all__ = ["D1Client", "DEFAULT_TIMEOUT", "compact_sql"]
+__all__ = ["D1Client", "DEFAULT_TIMEOUT"]

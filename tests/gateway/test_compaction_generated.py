@@ -13,6 +13,7 @@ from compaction import gateway
 from d1saver import admin
 from d1saver.cli.commands import app
 from d1saver.sql import catalogue as _sql
+from d1saver.sql.query import q
 from tests.realengine import ROOT
 
 GENERATED = ROOT / gateway.GENERATED_PATH
@@ -31,7 +32,8 @@ def test_the_committed_file_is_what_the_catalogue_generates():
 def test_a_changed_statement_is_caught(monkeypatch: pytest.MonkeyPatch):
     """The check is not vacuous: a catalogue edit (here, the lease's) changes the render."""
     before = gateway.render()
-    monkeypatch.setattr(_sql, "ACQUIRE_LEASE", _sql.ACQUIRE_LEASE + " ")
+    monkeypatch.setattr(_sql, "ACQUIRE_LEASE", q(_sql.ACQUIRE_LEASE.text + " AND 1",
+                                                 name="ACQUIRE_LEASE"))
     assert gateway.render() != before
     monkeypatch.setattr(admin, "retention_summary",
                         lambda stmts, results: results[0])  # a different summary statement
@@ -56,11 +58,8 @@ def test_every_statement_is_the_catalogues_and_every_parameter_traced():
     doc = _generated()
     sent = [s for group in doc["statements"].values() for s in group]
     sent += [s for group in doc["migrations"].values() for s in group]
-    catalogue = {v for v in vars(_sql).values() if isinstance(v, str)}
-    catalogue |= {s for v in vars(_sql).values() if isinstance(v, list) for s in v
-                  if isinstance(s, str)}
-    catalogue |= set(_sql.SCHEMA_STATEMENTS) | {s for step in _sql.MIGRATIONS for s in step}
-    assert all(s["sql"] in catalogue for s in sent)  # no SQL of the Worker's own
+    catalogue = {query.name: query.sql for query in _sql.STATEMENTS}
+    assert all(catalogue[s["name"]] == s["sql"] for s in sent)  # no SQL of the Worker's own
     assert doc["schema_version"] == _sql.SCHEMA_VERSION
     # Retention as `d1saver compact` sends it (job._run_batch): the CLI's statements, in order.
     assert [s["sql"] for s in doc["statements"]["retention"]] == [
