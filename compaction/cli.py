@@ -398,11 +398,12 @@ gateway_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_comp
 
 @gateway_app.command("build")
 def gateway_build_cmd(
-    out: Path = typer.Option(GENERATED_PATH, "--out", help="The generated module (run from the repository's root)."),
+    out_path: Optional[Path] = typer.Option(None, "--out", help="The generated module (default: worker/compaction.generated.js, from the repository's root)."),
     check: bool = typer.Option(False, "--check", help="Change nothing; exit 1 if the file differs from the catalogue."),
 ) -> None:
     """Generate the SQL of the Worker's scheduled compaction from d1saver's catalogue
     (worker/compaction.generated.js): the statements `d1saver compact` sends."""
+    out = GENERATED_PATH if out_path is None else out_path
     if check:
         current = out.read_text(encoding="utf-8") if out.is_file() else None
         if current != render_gateway():
