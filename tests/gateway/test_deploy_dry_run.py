@@ -32,3 +32,24 @@ def test_deploy_dry_run(tmp_path: Path):
     with WRANGLER_TOML.open("rb") as f:
         assert tomllib.load(f)["triggers"]["crons"]
     assert "async scheduled(" in bundle and "d1saver_compaction_runs" in bundle
+
+
+def test_deploy_dry_run_of_gateway_init(tmp_path: Path):
+    """The Worker `d1saver gateway init` writes is one `wrangler deploy` accepts, as it stands."""
+    require_wrangler()
+    from d1saver.cli.gateway import init
+
+    site = tmp_path / "site"
+    init(site)
+    done = subprocess.run(
+        [str(WRANGLER), "deploy", "--dry-run", "--outdir", str(tmp_path / "bundle")],
+        cwd=site, env=wrangler_env(tmp_path), stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "--dry-run: exiting now." in done.stdout
+    # With the Cron Trigger and its handler, and the generated SQL it imports.
+    with (site / "wrangler.toml").open("rb") as f:
+        assert tomllib.load(f)["triggers"]["crons"]
+    bundle = (tmp_path / "bundle" / "index.js").read_text()
+    assert "async scheduled(" in bundle and "d1saver_compaction_runs" in bundle
+    assert (site / "worker" / "compaction.generated.js").is_file()
