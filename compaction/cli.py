@@ -113,7 +113,7 @@ def compact_cmd(
 ) -> None:
     """Keep the latest N checkpoints of each thread plus the tagged ones; delete the rest."""
     if show_history:
-        _print_runs(account_id, database_id, api_base_url, limit, as_json)
+        _print_runs(account_id, database_id, api_base_url, api_token, limit, as_json)
         return
     if keep is None:
         typer.echo("error: pass --keep N (or --history)", err=True)
@@ -166,8 +166,9 @@ def compact_cmd(
 
 
 def _print_runs(account_id: Optional[str], database_id: Optional[str],
-                api_base_url: Optional[str], limit: int, as_json: bool) -> None:
-    with _connected(account_id, database_id, api_base_url) as saver:
+                api_base_url: Optional[str], api_token: Optional[str], limit: int,
+                as_json: bool) -> None:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         runs = run_history(saver, limit)
     if as_json:
         typer.echo(json.dumps(runs, indent=2))
