@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
@@ -24,7 +25,10 @@ from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, 
                      RekeyCounts, admin)
 from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable, progress_bar
 from compaction import inspector
-from compaction.fleet import check_chunks, compact, history, list_threads
+from compaction.fleet import check_chunks, compact, history, list_threads, run_history
+from compaction.gateway import GENERATED_PATH
+from compaction.gateway import render as render_gateway
+from compaction.gateway import write as write_gateway
 from compaction.rebalance import rebalance
 from compaction.rekey import RekeySummary, rekey
 
@@ -91,7 +95,7 @@ def _fail(exc: Exception) -> None:
 
 
 def compact_cmd(
-    keep: int = typer.Option(..., "--keep", min=1, help="Checkpoints to keep per thread, and per subgraph namespace still reached (>= 1)."),
+    keep: Optional[int] = typer.Option(None, "--keep", min=1, help="Checkpoints to keep per thread, and per subgraph namespace still reached (>= 1)."),
     thread: Optional[List[str]] = typer.Option(None, "--thread", help="A thread to compact (repeatable)."),
     all_threads: bool = typer.Option(False, "--all", help="Compact every thread."),
     max_age: Optional[str] = typer.Option(None, "--max-age", help="Also delete threads idle longer than this (30d, 12h): all but their tags."),
@@ -100,12 +104,20 @@ def compact_cmd(
     lease_ttl: int = typer.Option(300, min=1, help="Seconds the run's lease lives unless renewed (by each batch)."),
     break_lease: bool = typer.Option(False, "--break-lease", help="Remove a stale lease first (only if no run is active)."),
     batch_checkpoints: int = typer.Option(2000, min=1, help="Most checkpoints deleted per request."),
+    show_history: bool = typer.Option(False, "--history", help="Change nothing; show the gateway Worker's scheduled runs (newest first)."),
+    limit: int = typer.Option(20, "--limit", min=1, help="With --history: the runs to show."),
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Keep the latest N checkpoints of each thread plus the tagged ones; delete the rest."""
+    if show_history:
+        _print_runs(account_id, database_id, api_base_url, api_token, limit, as_json)
+        return
+    if keep is None:
+        typer.echo("error: pass --keep N (or --history)", err=True)
+        raise typer.Exit(EXIT_USAGE)
     if bool(thread) == all_threads:
         typer.echo("error: name threads with --thread ID (repeatable) or pass --all", err=True)
         raise typer.Exit(EXIT_USAGE)
@@ -151,6 +163,30 @@ def compact_cmd(
                f" checkpoints and {summary.writes_deleted} writes ({summary.bytes_freed} bytes);"
                f" {summary.checkpoints_kept} checkpoints kept; {summary.threads_expired} idle"
                f" threads expired; {summary.requests} requests in {summary.seconds:.1f} s")
+
+
+def _print_runs(account_id: Optional[str], database_id: Optional[str],
+                api_base_url: Optional[str], api_token: Optional[str], limit: int,
+                as_json: bool) -> None:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+        runs = run_history(saver, limit)
+    if as_json:
+        typer.echo(json.dumps(runs, indent=2))
+        return
+    if not runs:
+        typer.echo("no scheduled compaction run recorded (the gateway Worker's Cron Trigger "
+                   "records its runs here; docs/COMPACTION.md)")
+        return
+    for r in runs:
+        age = f" max_age={r['max_age_days']}d" if r["max_age_days"] is not None else ""
+        typer.echo(f"{r['started_at']}  {r['status']:<11} {r['database_id']}  keep={r['keep']}"
+                   f"{age}  {r['threads_scanned']} threads scanned, {r['threads_compacted']}"
+                   f" compacted, {r['threads_expired']} expired; {r['checkpoints_deleted']}"
+                   f" checkpoints and {r['writes_deleted']} writes deleted ({r['bytes_freed']}"
+                   f" bytes) in {r['batches']} batches; ended {r['ended_at'] or '-'}"
+                   f"  run {r['run_id']}")
+        if r["reason"]:
+            typer.echo(f"    {printable(str(r['reason']))}")
 
 
 def rekey_cmd(
@@ -381,6 +417,29 @@ def check_cmd(
         raise typer.Exit(EXIT_D1)
 
 
+def gateway_build_cmd(
+    out_path: Optional[Path] = typer.Option(None, "--out", help="The generated module (default: worker/compaction.generated.js, from the repository's root)."),
+    check: bool = typer.Option(False, "--check", help="Change nothing; exit 1 if the file differs from the catalogue."),
+) -> None:
+    """Generate the SQL of the Worker's scheduled compaction from d1saver's catalogue
+    (worker/compaction.generated.js): the statements `d1saver compact` sends."""
+    out = GENERATED_PATH if out_path is None else out_path
+    if check:
+        current = out.read_text(encoding="utf-8") if out.is_file() else None
+        if current != render_gateway():
+            typer.echo(f"error: {out} differs from d1saver's catalogue: run `d1saver gateway build`",
+                       err=True)
+            raise typer.Exit(EXIT_D1)
+        typer.echo(f"{out} matches d1saver's catalogue")
+        return
+    if not out.parent.is_dir():
+        typer.echo(f"error: {out.parent} is not a directory: run from the repository's root, or "
+                   "pass --out", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    changed = write_gateway(out)
+    typer.echo(f"{'wrote' if changed else 'unchanged:'} {out}")
+
+
 def _short(value: Any, width: int = 100) -> str:
     text = printable(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -474,6 +533,14 @@ def register(app: typer.Typer) -> None:
     app.command("check")(check_cmd)
     app.command("show")(show_cmd)
     app.command("diff")(diff_cmd)
+    # `gateway build` joins the app's gateway group (d1saver's has `gateway init`), or makes one.
+    group = next((g.typer_instance for g in app.registered_groups
+                  if g.name == "gateway" and g.typer_instance is not None), None)
+    if group is None:
+        group = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
+                            help="The gateway Worker (worker/, wrangler.toml).")
+        app.add_typer(group, name="gateway")
+    group.command("build")(gateway_build_cmd)
 
 
 app = typer.Typer(cls=OneLineUsageErrors, help="Compaction of d1saver checkpoints.",

@@ -119,6 +119,20 @@ def history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
     return rows[:limit]
 
 
+def run_history(saver: D1Saver, limit: int) -> list[dict[str, Any]]:
+    """The newest scheduled compaction runs (admin.compaction_runs: one record per run and
+    database, which each database keeps), from every database, newest first."""
+    if not spans(saver):
+        (res,) = saver.execute([admin.compaction_runs(limit)])
+        return res.dicts()
+    found = saver.each_database(lambda db: db.execute([admin.compaction_runs(limit)])[0],
+                                operation="history")
+    rows = [row for res in found.values() for row in res.dicts()]
+    rows.sort(key=lambda r: (r["run_id"], r["database_id"]))
+    rows.sort(key=lambda r: r["started_at"], reverse=True)
+    return rows[:limit]
+
+
 @dataclass(frozen=True)
 class FleetInexactThread(admin.InexactThread):
     """A thread whose chunk table is not exact, and the database it was found in."""

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from d1saver import D1Saver, LeaseHeldError, Statement, admin
 
 LEASE_NAME = "compaction"
-JOBS = ("rebalance", "rekey")  # the other jobs that share the lease, named in its holder
+# The other jobs that share the lease, named in its holder ("cron": the gateway Worker's
+# scheduled compaction, worker/compaction.js).
+JOBS = ("rebalance", "rekey", "cron")
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,12 @@ class RealD1:
     account_id: str = "local"
     log_path: Path | None = None
     startup_seconds: float = 0.0
+    pid: int | None = None  # wrangler's, leader of its process group (workerd included)
+
+    @property
+    def root_url(self) -> str:
+        """The Worker's origin, e.g. http://127.0.0.1:PORT (``/__scheduled`` is under it)."""
+        return self.base_url.removesuffix("/client/v4")
 
     @property
     def database_id(self) -> str:
@@ -145,13 +151,19 @@ def require_wrangler() -> None:
 
 
 @contextmanager
-def gateway(secret_vars: dict[str, str]) -> Iterator[RealD1]:
+def gateway(secret_vars: dict[str, str], *, extra_args: tuple[str, ...] = (),
+            state_dir: Path | None = None, log_level: str = "info") -> Iterator[RealD1]:
     """Run ``wrangler dev`` on the gateway with these secrets (its .dev.vars), stop it after.
 
     ``gateway({"API_TOKEN": token})`` is a working gateway; ``gateway({})`` one with no token.
+    .dev.vars also overrides [vars] (``{"COMPACTION_KEEP": "3"}``); ``extra_args`` go to
+    ``wrangler dev`` (``("--test-scheduled",)`` serves ``/__scheduled``, which runs the Cron
+    Trigger); ``state_dir`` keeps the databases there, to start another instance on them;
+    ``log_level="log"`` also logs the Worker's console.log lines.
     """
     require_wrangler()
     tmp = Path(tempfile.mkdtemp(prefix="d1saver-wrangler-"))
+    state = state_dir if state_dir is not None else tmp / "state"
     log_path = tmp / "wrangler.log"
     # The secrets go in a .dev.vars of our own, passed with --env-file: wrangler then reads no
     # other (not the repository's .dev.vars or .env), and parallel sessions never share one.
@@ -167,10 +179,11 @@ def gateway(secret_vars: dict[str, str]) -> Iterator[RealD1]:
         "--ip", "127.0.0.1",
         "--port", "0",
         "--inspector-port", "0",
-        "--persist-to", str(tmp / "state"),
+        "--persist-to", str(state),
         "--env-file", str(dev_vars),
         "--show-interactive-dev-session=false",
-        "--log-level", "info",
+        "--log-level", log_level,
+        *extra_args,
     ]
     started = time.monotonic()
     with open(log_path, "wb") as log:
@@ -179,7 +192,7 @@ def gateway(secret_vars: dict[str, str]) -> Iterator[RealD1]:
     try:
         base_url = _wait_ready(proc, log_path)
         yield RealD1(base_url=base_url, api_token=secret_vars.get("API_TOKEN", ""),
-                     databases=gateway_databases(), log_path=log_path,
+                     databases=gateway_databases(), log_path=log_path, pid=proc.pid,
                      startup_seconds=time.monotonic() - started)
     finally:
         _stop(proc)

@@ -8,11 +8,15 @@
 // picks the binding (DATABASES in wrangler.toml, see databases.js); `:account` is not checked.
 // The bearer token is the API_TOKEN secret. Only the binding's public API is used (d1.js).
 // README "Deploying the gateway" and docs/REAL_ENGINE.md describe it; tests/gateway/ test it.
+//
+// Its Cron Trigger ([triggers] in wrangler.toml) compacts the databases as `d1saver compact`
+// does (compaction.js; docs/COMPACTION.md).
 
 import { authorize, configuredToken } from "./auth.js";
 import { bindingFor } from "./databases.js";
 import { GatewayError, failure, success } from "./envelope.js";
 import { run } from "./d1.js";
+import { runCompaction } from "./compaction.js";
 import { parseStatements, readBody } from "./request.js";
 
 const ROUTE = /^\/client\/v4\/accounts\/[^/]+\/d1\/database\/([^/]+)\/(query|raw)\/?$/;
@@ -25,6 +29,12 @@ export default {
       if (e instanceof GatewayError) return failure(e.status, e.code, e.message, e.headers);
       return failure(500, 10001, `gateway: ${e instanceof Error ? e.message : String(e)}`);
     }
+  },
+
+  // The Cron Trigger: one compaction run over the databases (its record and log line say
+  // what it did; a failure is recorded, not thrown).
+  async scheduled(controller, env) {
+    await runCompaction(env, { cron: controller.cron || "manual", now: controller.scheduledTime || Date.now() });
   },
 };
 

@@ -388,6 +388,39 @@ WHEN EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = NEW.thread_id
             AND f.checkpoint_ns = NEW.checkpoint_ns AND f.checkpoint_id = NEW.checkpoint_id);
 END""",
     ],
+    # 10: the compaction runs of the gateway Worker's Cron Trigger, one row per run and database
+    # (`d1saver compact --history`), and the cursor a run stopped at, so that the next run goes
+    # on from there (worker/compaction.js). Additive.
+    [
+        """
+CREATE TABLE IF NOT EXISTS d1saver_compaction_runs (
+    run_id TEXT NOT NULL,
+    database_id TEXT NOT NULL,
+    trigger TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    status TEXT NOT NULL,
+    reason TEXT,
+    keep INTEGER,
+    max_age_days INTEGER,
+    threads_scanned INTEGER NOT NULL DEFAULT 0,
+    threads_compacted INTEGER NOT NULL DEFAULT 0,
+    threads_expired INTEGER NOT NULL DEFAULT 0,
+    checkpoints_deleted INTEGER NOT NULL DEFAULT 0,
+    writes_deleted INTEGER NOT NULL DEFAULT 0,
+    bytes_freed INTEGER NOT NULL DEFAULT 0,
+    batches INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, database_id)
+)""",
+        "CREATE INDEX IF NOT EXISTS d1saver_compaction_runs_started ON d1saver_compaction_runs (started_at)",
+        """
+CREATE TABLE IF NOT EXISTS d1saver_compaction_cursor (
+    name TEXT PRIMARY KEY,
+    after TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+)""",
+    ],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
@@ -2483,6 +2516,69 @@ BREAK_LEASE = q("DELETE FROM leases WHERE name = :name")
 LEASE_HOLDER = q("""
 SELECT holder, expires_at - CAST(strftime('%s', 'now') AS INTEGER) AS seconds_left
 FROM leases WHERE name = :name""")
+
+
+# --- compaction by the gateway Worker's Cron Trigger (worker/compaction.js) ----------------
+#
+# The Worker sends these (generated into worker/compaction.generated.js by `d1saver gateway
+# build`) around the retention batches above; `d1saver compact --history` reads the records.
+# Times are the database's clock, as ISO 8601 UTC text. Numbers arrive as REAL from the
+# Worker as from the REST API: each is CAST where it is stored.
+
+# A run begins on one database; :max_age_days NULL: none; :reason NULL unless the run was
+# skipped or failed.
+RUN_BEGIN = q("""
+INSERT OR REPLACE INTO d1saver_compaction_runs (run_id, database_id, trigger, started_at,
+    status, reason, keep, max_age_days)
+VALUES (:run_id, :database_id, :trigger, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), :status,
+    :reason, CAST(:keep AS INTEGER), CAST(:max_age_days AS INTEGER))""")
+# Runs still "running" on this database when a run takes the lease died midway (a run holding
+# the lease would have stopped this one).
+RUNS_INTERRUPTED = q("""
+UPDATE d1saver_compaction_runs SET status = 'interrupted',
+    ended_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+    reason = 'stopped midway (the Worker was killed or ran out of time); ' || :run_id || ' went on'
+WHERE database_id = :database_id AND status = 'running' AND run_id <> :run_id""")
+# Last in a compaction batch, so the figures commit with the deletions they count: adds what
+# the batch's recorded plan (RECORD_PLAN under :op_id) says; :expired 1 if the batch expired
+# idle threads, else 0.
+RUN_ADD_BATCH = q("""
+UPDATE d1saver_compaction_runs SET batches = batches + 1,
+    threads_compacted = threads_compacted + (SELECT COUNT(*) FROM d1saver_ops AS o,
+        json_each(o.result) AS r WHERE o.op_id = :op_id AND CAST(:expired AS INTEGER) = 0
+        AND r.value->>2 > 0),
+    threads_expired = threads_expired + (SELECT COUNT(*) FROM d1saver_ops AS o,
+        json_each(o.result) AS r WHERE o.op_id = :op_id AND CAST(:expired AS INTEGER) = 1),
+    checkpoints_deleted = checkpoints_deleted + (SELECT COALESCE(SUM(r.value->>2), 0)
+        FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = :op_id),
+    writes_deleted = writes_deleted + (SELECT COALESCE(SUM(r.value->>3), 0)
+        FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = :op_id),
+    bytes_freed = bytes_freed + (SELECT COALESCE(SUM(r.value->>4), 0)
+        FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = :op_id)
+WHERE run_id = :run_id AND database_id = :database_id""")
+# A run ends on one database; :threads_scanned by this run.
+RUN_END = q("""
+UPDATE d1saver_compaction_runs SET ended_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+    status = :status, reason = :reason,
+    threads_scanned = threads_scanned + CAST(:threads_scanned AS INTEGER)
+WHERE run_id = :run_id AND database_id = :database_id""")
+# The pass's cursor. Columns: after (the last thread id it finished), run_id (who wrote it).
+CURSOR_COLUMNS = ("after", "run_id")
+CURSOR_GET = q("SELECT after, run_id FROM d1saver_compaction_cursor WHERE name = :name")
+# Last in a compaction batch: the pass has finished every thread up to :after.
+CURSOR_SET = q("""
+INSERT OR REPLACE INTO d1saver_compaction_cursor (name, after, run_id, updated_at)
+VALUES (:name, :after, :run_id, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))""")
+# A pass is over: the next run starts from the first thread.
+CURSOR_CLEAR = q("DELETE FROM d1saver_compaction_cursor WHERE name = :name")
+# The newest run records, newest first.
+COMPACTION_RUNS_COLUMNS = ("run_id", "database_id", "trigger", "started_at", "ended_at",
+                           "status", "reason", "keep", "max_age_days", "threads_scanned",
+                           "threads_compacted", "threads_expired", "checkpoints_deleted",
+                           "writes_deleted", "bytes_freed", "batches")
+COMPACTION_RUNS = q(f"""
+SELECT {', '.join(COMPACTION_RUNS_COLUMNS)} FROM d1saver_compaction_runs
+ORDER BY started_at DESC, run_id, database_id LIMIT :limit""")
 
 
 def retention_batch(plan: list[Query], *, summarize: bool = False, delete: bool = True,

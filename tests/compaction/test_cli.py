@@ -20,7 +20,7 @@ from typer.testing import CliRunner, Result
 
 from compaction import lease
 from compaction.cli import app as compaction_app
-from d1saver import D1Saver
+from d1saver import D1Saver, admin
 from d1saver.cli import app as d1saver_app
 from d1saver.local import LocalD1, make_server
 from tests.compaction import LONG_AGO, checkpoint_id, ids_in, put_chain, query
@@ -504,3 +504,31 @@ def test_the_token_can_be_given_as_an_option(saver: D1Saver, env: dict[str, str]
     result = cli({**env, "CLOUDFLARE_API_TOKEN": None}, "threads", "--json", "--api-token", TOKEN)
     assert result.exit_code == 0, result.stderr
     assert [r["thread_id"] for r in json.loads(result.stdout)] == ["a"]
+
+
+# --- compact --history: the gateway Worker's scheduled runs ---------------------------------
+
+
+def test_compact_history_shows_the_scheduled_runs(saver: D1Saver, env: dict[str, str]) -> None:
+    """The records the Cron Trigger writes (with the statements it sends), newest first, as
+    text and as JSON; --keep is needed only to compact."""
+    saver.setup()
+    empty = cli(env, "compact", "--history")
+    assert empty.exit_code == 0 and "no scheduled compaction run" in empty.stdout
+    db = env["D1_DATABASE_ID"]
+    saver.execute([admin.run_begin("r1", db, "17 3 * * *", 5, None, "running", None),
+                   admin.run_end("r1", db, "done", None, 12)])
+    saver.execute([admin.run_begin("r2", db, "17 3 * * *", 5, 30, "skipped",
+                                   "the lease is held by host:1:ab (42 s left)"),
+                   admin.run_end("r2", db, "skipped", "the lease is held by host:1:ab (42 s left)", 0)])
+    shown = cli(env, "compact", "--history", "--json")
+    assert shown.exit_code == 0, shown.stderr
+    runs = json.loads(shown.stdout)
+    assert [r["run_id"] for r in runs] == ["r2", "r1"]
+    assert runs[1]["threads_scanned"] == 12 and runs[1]["status"] == "done"
+    assert runs[0]["max_age_days"] == 30 and "lease is held" in runs[0]["reason"]
+    text = cli(env, "compact", "--history", "--limit", "1")
+    assert text.exit_code == 0
+    assert "skipped" in text.stdout and "lease is held" in text.stdout and "r1" not in text.stdout
+    missing = cli(env, "compact", "--all")
+    assert missing.exit_code == 2 and "--keep" in missing.stderr

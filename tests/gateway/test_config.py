@@ -17,7 +17,8 @@ def _config() -> dict:
 def test_no_token_in_wrangler_toml():
     config = _config()
     assert "API_TOKEN" not in config.get("vars", {})
-    assert set(config.get("vars", {})) == {"DATABASES"}  # nothing else, secret or not
+    # Nothing else, secret or not: the id map and the scheduled compaction's settings.
+    assert set(config.get("vars", {})) == {"DATABASES", "COMPACTION_KEEP", "COMPACTION_BATCHES"}
     assert not re.search(r"token|secret\s*=|password", WRANGLER_TOML.read_text().split("[vars]")[1], re.I)
 
 

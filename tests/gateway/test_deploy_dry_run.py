@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,10 @@ def test_deploy_dry_run(tmp_path: Path):
     bundle = (out / "index.js").read_text()
     assert "timingSafeEqual" in bundle and "DATABASES" in bundle  # the whole worker/, bundled
     assert "API_TOKEN" not in done.stdout  # no token among the bindings
+    # The Cron Trigger (wrangler checks [triggers] while reading the config) and its handler.
+    with WRANGLER_TOML.open("rb") as f:
+        assert tomllib.load(f)["triggers"]["crons"]
+    assert "async scheduled(" in bundle and "d1saver_compaction_runs" in bundle
 
 
 def test_deploy_dry_run_of_gateway_init(tmp_path: Path):
@@ -42,3 +47,9 @@ def test_deploy_dry_run_of_gateway_init(tmp_path: Path):
         text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "--dry-run: exiting now." in done.stdout
+    # With the Cron Trigger and its handler, and the generated SQL it imports.
+    with (site / "wrangler.toml").open("rb") as f:
+        assert tomllib.load(f)["triggers"]["crons"]
+    bundle = (tmp_path / "bundle" / "index.js").read_text()
+    assert "async scheduled(" in bundle and "d1saver_compaction_runs" in bundle
+    assert (site / "worker" / "compaction.generated.js").is_file()

@@ -79,37 +79,46 @@ CREATE TRIGGER IF NOT EXISTS delta_frozen_on_delete AFTER DELETE ON checkpoints 
 CREATE TRIGGER IF NOT EXISTS delta_frozen_bound AFTER INSERT ON checkpoints WHEN EXISTS(SELECT 1 FROM delta_frozen f WHERE f.thread_id=NEW.thread_id AND f.checkpoint_ns=NEW.checkpoint_ns AND f.checkpoint_id=NEW.checkpoint_id)BEGIN UPDATE checkpoints SET parent_checkpoint_id=(SELECT f.parent FROM delta_frozen f WHERE f.thread_id=NEW.thread_id AND f.checkpoint_ns=NEW.checkpoint_ns AND f.checkpoint_id=NEW.checkpoint_id LIMIT 1)WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND NEW.parent_checkpoint_id IS NOT NULL AND NOT EXISTS(SELECT 1 FROM checkpoints p WHERE p.thread_id=NEW.thread_id AND p.checkpoint_ns=NEW.checkpoint_ns AND p.checkpoint_id=NEW.parent_checkpoint_id); DELETE FROM delta_frozen WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND parent IS NOT(SELECT c.parent_checkpoint_id FROM checkpoints c WHERE c.thread_id=NEW.thread_id AND c.checkpoint_ns=NEW.checkpoint_ns AND c.checkpoint_id=NEW.checkpoint_id); DELETE FROM chunks WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND substr(owner,1,2)='f/' AND NOT EXISTS(SELECT 1 FROM delta_frozen f WHERE f.thread_id=NEW.thread_id AND f.checkpoint_ns=NEW.checkpoint_ns AND f.checkpoint_id=NEW.checkpoint_id); END
 
 -- name: SCHEMA[25]
-CREATE TABLE IF NOT EXISTS d1saver_guard(head_moved INTEGER CONSTRAINT head_moved CHECK(head_moved IS NULL),lease_lost INTEGER CONSTRAINT lease_lost CHECK(lease_lost IS NULL))
+CREATE TABLE IF NOT EXISTS d1saver_compaction_runs(run_id TEXT NOT NULL,database_id TEXT NOT NULL,trigger TEXT NOT NULL,started_at TEXT NOT NULL,ended_at TEXT,status TEXT NOT NULL,reason TEXT,keep INTEGER,max_age_days INTEGER,threads_scanned INTEGER NOT NULL DEFAULT 0,threads_compacted INTEGER NOT NULL DEFAULT 0,threads_expired INTEGER NOT NULL DEFAULT 0,checkpoints_deleted INTEGER NOT NULL DEFAULT 0,writes_deleted INTEGER NOT NULL DEFAULT 0,bytes_freed INTEGER NOT NULL DEFAULT 0,batches INTEGER NOT NULL DEFAULT 0,PRIMARY KEY(run_id,database_id))
 
 -- name: SCHEMA[26]
-CREATE TABLE IF NOT EXISTS d1saver_chunks(thread_id TEXT NOT NULL,id TEXT NOT NULL,level INTEGER NOT NULL,data TEXT NOT NULL,PRIMARY KEY(thread_id,id))WITHOUT ROWID
+CREATE INDEX IF NOT EXISTS d1saver_compaction_runs_started ON d1saver_compaction_runs(started_at)
 
 -- name: SCHEMA[27]
-CREATE TRIGGER IF NOT EXISTS d1saver_chunks_closed AFTER INSERT ON d1saver_chunks WHEN NEW.level>0 BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('["'||replace(NEW.data,',','","')||'"]')j WHERE NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
+CREATE TABLE IF NOT EXISTS d1saver_compaction_cursor(name TEXT PRIMARY KEY,after TEXT NOT NULL,run_id TEXT NOT NULL,updated_at TEXT NOT NULL)
 
 -- name: SCHEMA[28]
-CREATE TRIGGER IF NOT EXISTS checkpoints_chunks_closed AFTER INSERT ON checkpoints WHEN substr(NEW.checkpoint,1,2)='m:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('["'||replace(substr(NEW.checkpoint,3),',','","')||'"]')j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
+CREATE TABLE IF NOT EXISTS d1saver_guard(head_moved INTEGER CONSTRAINT head_moved CHECK(head_moved IS NULL),lease_lost INTEGER CONSTRAINT lease_lost CHECK(lease_lost IS NULL))
 
 -- name: SCHEMA[29]
-CREATE TRIGGER IF NOT EXISTS writes_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='m:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('["'||replace(substr(NEW.value,3),',','","')||'"]')j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
+CREATE TABLE IF NOT EXISTS d1saver_chunks(thread_id TEXT NOT NULL,id TEXT NOT NULL,level INTEGER NOT NULL,data TEXT NOT NULL,PRIMARY KEY(thread_id,id))WITHOUT ROWID
 
 -- name: SCHEMA[30]
-CREATE VIEW IF NOT EXISTS d1saver_put(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts,chunks)AS SELECT NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL WHERE 0
+CREATE TRIGGER IF NOT EXISTS d1saver_chunks_closed AFTER INSERT ON d1saver_chunks WHEN NEW.level>0 BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('["'||replace(NEW.data,',','","')||'"]')j WHERE NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
 
 -- name: SCHEMA[31]
-CREATE TRIGGER IF NOT EXISTS d1saver_put_row INSTEAD OF INSERT ON d1saver_put BEGIN INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT NEW.thread_id,value->>0,value->>1,value->>2 FROM json_each(NEW.chunks); INSERT OR REPLACE INTO checkpoints(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts)VALUES(NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.parent_checkpoint_id,COALESCE(NEW.type,'msgpack'),NEW.checkpoint,NEW.metadata,NEW.channels,NEW.run_id,NEW.ts); END
+CREATE TRIGGER IF NOT EXISTS checkpoints_chunks_closed AFTER INSERT ON checkpoints WHEN substr(NEW.checkpoint,1,2)='m:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('["'||replace(substr(NEW.checkpoint,3),',','","')||'"]')j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
 
 -- name: SCHEMA[32]
-CREATE VIEW IF NOT EXISTS d1saver_put_writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,special,regular,chunks)AS SELECT NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL WHERE 0
+CREATE TRIGGER IF NOT EXISTS writes_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='m:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('["'||replace(substr(NEW.value,3),',','","')||'"]')j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
 
 -- name: SCHEMA[33]
-CREATE TRIGGER IF NOT EXISTS d1saver_put_writes_rows INSTEAD OF INSERT ON d1saver_put_writes BEGIN INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT NEW.thread_id,value->>0,value->>1,value->>2 FROM json_each(NEW.chunks); INSERT OR REPLACE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,value->>0,value->>1,COALESCE(value->>2,'msgpack'),value->>3 FROM json_each(NEW.special); INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,json_extract(NEW.regular,'$[0][0]'),'','pack','p:'||NEW.regular WHERE json_array_length(NEW.regular)>1 AND NOT EXISTS(SELECT 1 FROM writes WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND task_id=NEW.task_id AND idx>=0); INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,j.value->>0,j.value->>1,COALESCE(j.value->>2,'msgpack'),j.value->>3 FROM json_each(NEW.regular)j WHERE NOT EXISTS(SELECT 1 FROM writes p,json_each(CASE WHEN substr(p.value,1,2)='p:' THEN substr(p.value,3)ELSE '[]' END)q WHERE p.thread_id=NEW.thread_id AND p.checkpoint_ns=NEW.checkpoint_ns AND p.checkpoint_id=NEW.checkpoint_id AND p.task_id=NEW.task_id AND q.value->>0=j.value->>0); END
+CREATE VIEW IF NOT EXISTS d1saver_put(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts,chunks)AS SELECT NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL WHERE 0
 
 -- name: SCHEMA[34]
-CREATE TRIGGER IF NOT EXISTS writes_pack_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='p:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each(substr(NEW.value,3))w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
+CREATE TRIGGER IF NOT EXISTS d1saver_put_row INSTEAD OF INSERT ON d1saver_put BEGIN INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT NEW.thread_id,value->>0,value->>1,value->>2 FROM json_each(NEW.chunks); INSERT OR REPLACE INTO checkpoints(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts)VALUES(NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.parent_checkpoint_id,COALESCE(NEW.type,'msgpack'),NEW.checkpoint,NEW.metadata,NEW.channels,NEW.run_id,NEW.ts); END
 
 -- name: SCHEMA[35]
-INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(9,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)
+CREATE VIEW IF NOT EXISTS d1saver_put_writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,special,regular,chunks)AS SELECT NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL WHERE 0
+
+-- name: SCHEMA[36]
+CREATE TRIGGER IF NOT EXISTS d1saver_put_writes_rows INSTEAD OF INSERT ON d1saver_put_writes BEGIN INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT NEW.thread_id,value->>0,value->>1,value->>2 FROM json_each(NEW.chunks); INSERT OR REPLACE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,value->>0,value->>1,COALESCE(value->>2,'msgpack'),value->>3 FROM json_each(NEW.special); INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,json_extract(NEW.regular,'$[0][0]'),'','pack','p:'||NEW.regular WHERE json_array_length(NEW.regular)>1 AND NOT EXISTS(SELECT 1 FROM writes WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND task_id=NEW.task_id AND idx>=0); INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,j.value->>0,j.value->>1,COALESCE(j.value->>2,'msgpack'),j.value->>3 FROM json_each(NEW.regular)j WHERE NOT EXISTS(SELECT 1 FROM writes p,json_each(CASE WHEN substr(p.value,1,2)='p:' THEN substr(p.value,3)ELSE '[]' END)q WHERE p.thread_id=NEW.thread_id AND p.checkpoint_ns=NEW.checkpoint_ns AND p.checkpoint_id=NEW.checkpoint_id AND p.task_id=NEW.task_id AND q.value->>0=j.value->>0); END
+
+-- name: SCHEMA[37]
+CREATE TRIGGER IF NOT EXISTS writes_pack_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='p:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each(substr(NEW.value,3))w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
+
+-- name: SCHEMA[38]
+INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(10,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)
 
 -- name: READ_SCHEMA
 SELECT * FROM d1saver_schema
@@ -413,6 +422,38 @@ DELETE FROM leases WHERE name=?
 -- name: LEASE_HOLDER
 -- params: ?1 name
 SELECT holder,expires_at - CAST(strftime('%s','now')AS INTEGER)seconds_left FROM leases WHERE name=?
+
+-- name: RUN_BEGIN
+-- params: ?1 run_id, ?2 database_id, ?3 trigger, ?4 status, ?5 reason, ?6 keep, ?7 max_age_days
+INSERT OR REPLACE INTO d1saver_compaction_runs(run_id,database_id,trigger,started_at,status,reason,keep,max_age_days)VALUES(?,?,?,strftime('%Y-%m-%dT%H:%M:%fZ','now'),?,?,CAST(? AS INTEGER),CAST(? AS INTEGER))
+
+-- name: RUNS_INTERRUPTED
+-- params: ?1 run_id, ?2 database_id
+UPDATE d1saver_compaction_runs SET status='interrupted',ended_at=strftime('%Y-%m-%dT%H:%M:%fZ','now'),reason='stopped midway (the Worker was killed or ran out of time); '||?||' went on' WHERE database_id=? AND status='running' AND run_id<>?1
+
+-- name: RUN_ADD_BATCH
+-- params: ?1 op_id, ?2 expired, ?3 run_id, ?4 database_id
+UPDATE d1saver_compaction_runs SET batches=batches + 1,threads_compacted=threads_compacted +(SELECT COUNT(*)FROM d1saver_ops o,json_each(o.result)r WHERE o.op_id=? AND CAST(? AS INTEGER)=0 AND r.value->>2>0),threads_expired=threads_expired +(SELECT COUNT(*)FROM d1saver_ops o,json_each(o.result)r WHERE o.op_id=?1 AND CAST(?2 AS INTEGER)=1),checkpoints_deleted=checkpoints_deleted +(SELECT COALESCE(SUM(r.value->>2),0)FROM d1saver_ops o,json_each(o.result)r WHERE o.op_id=?1),writes_deleted=writes_deleted +(SELECT COALESCE(SUM(r.value->>3),0)FROM d1saver_ops o,json_each(o.result)r WHERE o.op_id=?1),bytes_freed=bytes_freed +(SELECT COALESCE(SUM(r.value->>4),0)FROM d1saver_ops o,json_each(o.result)r WHERE o.op_id=?1)WHERE run_id=? AND database_id=?
+
+-- name: RUN_END
+-- params: ?1 status, ?2 reason, ?3 threads_scanned, ?4 run_id, ?5 database_id
+UPDATE d1saver_compaction_runs SET ended_at=strftime('%Y-%m-%dT%H:%M:%fZ','now'),status=?,reason=?,threads_scanned=threads_scanned + CAST(? AS INTEGER)WHERE run_id=? AND database_id=?
+
+-- name: CURSOR_GET
+-- params: ?1 name
+SELECT after,run_id FROM d1saver_compaction_cursor WHERE name=?
+
+-- name: CURSOR_SET
+-- params: ?1 name, ?2 after, ?3 run_id
+INSERT OR REPLACE INTO d1saver_compaction_cursor(name,after,run_id,updated_at)VALUES(?,?,?,strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+
+-- name: CURSOR_CLEAR
+-- params: ?1 name
+DELETE FROM d1saver_compaction_cursor WHERE name=?
+
+-- name: COMPACTION_RUNS
+-- params: ?1 limit
+SELECT run_id,database_id,trigger,started_at,ended_at,status,reason,keep,max_age_days,threads_scanned,threads_compacted,threads_expired,checkpoints_deleted,writes_deleted,bytes_freed,batches FROM d1saver_compaction_runs ORDER BY started_at DESC,run_id,database_id LIMIT ?
 
 -- name: STORED_SAMPLE
 -- params: ?1 chars, ?2 thread_id
@@ -801,3 +842,12 @@ UPDATE delta_frozen SET parent=(SELECT c.parent_checkpoint_id FROM checkpoints c
 
 -- name: MIGRATIONS[8][2]
 CREATE TRIGGER IF NOT EXISTS delta_frozen_bound AFTER INSERT ON checkpoints WHEN EXISTS(SELECT 1 FROM delta_frozen f WHERE f.thread_id=NEW.thread_id AND f.checkpoint_ns=NEW.checkpoint_ns AND f.checkpoint_id=NEW.checkpoint_id)BEGIN UPDATE checkpoints SET parent_checkpoint_id=(SELECT f.parent FROM delta_frozen f WHERE f.thread_id=NEW.thread_id AND f.checkpoint_ns=NEW.checkpoint_ns AND f.checkpoint_id=NEW.checkpoint_id LIMIT 1)WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND NEW.parent_checkpoint_id IS NOT NULL AND NOT EXISTS(SELECT 1 FROM checkpoints p WHERE p.thread_id=NEW.thread_id AND p.checkpoint_ns=NEW.checkpoint_ns AND p.checkpoint_id=NEW.parent_checkpoint_id); DELETE FROM delta_frozen WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND parent IS NOT(SELECT c.parent_checkpoint_id FROM checkpoints c WHERE c.thread_id=NEW.thread_id AND c.checkpoint_ns=NEW.checkpoint_ns AND c.checkpoint_id=NEW.checkpoint_id); DELETE FROM chunks WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND substr(owner,1,2)='f/' AND NOT EXISTS(SELECT 1 FROM delta_frozen f WHERE f.thread_id=NEW.thread_id AND f.checkpoint_ns=NEW.checkpoint_ns AND f.checkpoint_id=NEW.checkpoint_id); END
+
+-- name: MIGRATIONS[9][0]
+CREATE TABLE IF NOT EXISTS d1saver_compaction_runs(run_id TEXT NOT NULL,database_id TEXT NOT NULL,trigger TEXT NOT NULL,started_at TEXT NOT NULL,ended_at TEXT,status TEXT NOT NULL,reason TEXT,keep INTEGER,max_age_days INTEGER,threads_scanned INTEGER NOT NULL DEFAULT 0,threads_compacted INTEGER NOT NULL DEFAULT 0,threads_expired INTEGER NOT NULL DEFAULT 0,checkpoints_deleted INTEGER NOT NULL DEFAULT 0,writes_deleted INTEGER NOT NULL DEFAULT 0,bytes_freed INTEGER NOT NULL DEFAULT 0,batches INTEGER NOT NULL DEFAULT 0,PRIMARY KEY(run_id,database_id))
+
+-- name: MIGRATIONS[9][1]
+CREATE INDEX IF NOT EXISTS d1saver_compaction_runs_started ON d1saver_compaction_runs(started_at)
+
+-- name: MIGRATIONS[9][2]
+CREATE TABLE IF NOT EXISTS d1saver_compaction_cursor(name TEXT PRIMARY KEY,after TEXT NOT NULL,run_id TEXT NOT NULL,updated_at TEXT NOT NULL)
