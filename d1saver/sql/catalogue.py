@@ -2143,9 +2143,9 @@ WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
 # the record holds only the newer part of the history, and readers go on from the holder's
 # parent, which PLAN_RELINK makes that ancestor; walks through kept checkpoints change nothing,
 # so every deleted write is copied once, not once per kept descendant. A walk at a parent id
-# with no checkpoint row ends there, as the readers' (and InMemorySaver's): writes stored under
-# it are not history. A holder whose record
-# continues ('c') and whose parent goes again walks on from the 'c' row's depth. Values are
+# with no checkpoint row ends there, as the readers' (and InMemorySaver's) do: writes stored
+# under it are not history. A holder whose record continues ('c') and whose parent goes again
+# walks on from the 'c' row's depth. Values are
 # copied verbatim with the identity of the rows they were stored at: nothing is decoded, so
 # it works for any state and with keys. (The saver cannot compute the channel's value: its
 # reducer is graph code. So it records the history, not a snapshot.) A walk row is (origin,
