@@ -161,18 +161,22 @@ def test_restoring_a_backup_onto_a_pruned_thread_duplicates_nothing(backend: Bac
     """copy_thread(backup, T) onto T that prune reduced (a tagged checkpoint kept, so the
     head's frozen record ends "go on at the holder's parent"): the head gets its old parent
     back, and its record, computed for the relinked parent, no longer applies. The history is
-    InMemorySaver's for the whole chain (messages after the tag were read twice)."""
-    saver, memory, tid, backup = backend.saver(), InMemorySaver(), new_thread(), new_thread()
-    build(saver, tid, chain(6))
-    build(memory, tid, chain(6))
-    saver.copy_thread(tid, backup)
-    saver.tag(at(tid, 2), "kept")
-    saver.prune([tid])
-    assert history(saver, tid, 5) == history(memory, tid, 5)
-    saver.copy_thread(backup, tid)
-    assert [history(saver, tid, i) for i in range(6)] == [history(memory, tid, i)
-                                                         for i in range(6)]
-    assert history(backend.saver(), tid, 5) == history(memory, tid, 5)  # not from a cache
+    InMemorySaver's for the whole chain (messages after the tag were read twice). With and
+    without keys (with keys the copy re-seals rows one by one)."""
+    for keys in (None, [K1]):
+        saver, memory = backend.saver(encryption_keys=keys), InMemorySaver()
+        tid, backup = new_thread(), new_thread()
+        build(saver, tid, chain(6))
+        build(memory, tid, chain(6))
+        saver.copy_thread(tid, backup)
+        saver.tag(at(tid, 2), "kept")
+        saver.prune([tid])
+        assert history(saver, tid, 5) == history(memory, tid, 5)
+        saver.copy_thread(backup, tid)
+        assert [history(saver, tid, i) for i in range(6)] == [history(memory, tid, i)
+                                                             for i in range(6)]
+        fresh = backend.saver(encryption_keys=keys)  # not from a cache
+        assert history(fresh, tid, 5) == history(memory, tid, 5), keys
 
 
 def test_a_put_retried_after_a_prune_loses_no_history(backend: Backend) -> None:
