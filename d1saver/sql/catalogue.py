@@ -2176,9 +2176,9 @@ WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
 # the record holds only the newer part of the history, and readers go on from the holder's
 # parent, which PLAN_RELINK makes that ancestor; walks through kept checkpoints change nothing,
 # so every deleted write is copied once, not once per kept descendant. A walk at a parent id
-# with no checkpoint row ends there, as the readers' (and InMemorySaver's): writes stored under
-# it are not history. A holder whose record
-# continues ('c') and whose parent goes again walks on from the 'c' row's depth. Values are
+# with no checkpoint row ends there, as the readers' (and InMemorySaver's) do: writes stored
+# under it are not history. A holder whose record continues ('c') and whose parent goes again
+# walks on from the 'c' row's depth. Values are
 # copied verbatim with the identity of the rows they were stored at: nothing is decoded, so
 # it works for any state and with keys. (The saver cannot compute the channel's value: its
 # reducer is graph code. So it records the history, not a snapshot.) A walk row is (origin,
@@ -2861,8 +2861,8 @@ LEAVE_UNLESS_SAME_DELTA_UNWRITTEN = q("""
 DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM delta_unwritten AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM delta_unwritten AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channels IS a.channels))
     OR EXISTS (SELECT 1 FROM delta_unwritten AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM delta_unwritten AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channels IS a.channels))""")
 LEAVE_UNLESS_SAME_DELTA_FROZEN = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM delta_frozen AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM delta_frozen AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata AND b.channels IS a.channels))
-    OR EXISTS (SELECT 1 FROM delta_frozen AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM delta_frozen AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata AND b.channels IS a.channels))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM delta_frozen AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM delta_frozen AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata AND b.channels IS a.channels AND b.parent IS a.parent))
+    OR EXISTS (SELECT 1 FROM delta_frozen AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM delta_frozen AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata AND b.channels IS a.channels AND b.parent IS a.parent))""")
 LEAVE_UNLESS_SAME = {
     "d1saver_chunks": LEAVE_UNLESS_SAME_D1SAVER_CHUNKS,
     "checkpoints": LEAVE_UNLESS_SAME_CHECKPOINTS,

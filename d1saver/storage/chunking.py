@@ -51,7 +51,7 @@ _ID_TO_B85 = str.maketrans(".", "^")
 # piece is user content and may spell a node's text: the tail of a long string starting "^").
 # Both are 16 bytes, so neither tagged input is a prefix of the other's. Any later kind of id
 # gets a tag of its own. Schema v7 and v8 hashed leaves bare and nodes as "^" + text: readers
-# still accept those ids (names, legacy=True), writers never make them.
+# still accept those ids (names), writers never make them.
 LEAF = b"d1saver:leaf:v9\x00"
 NODE = b"d1saver:node:v9\x00"
 

@@ -118,3 +118,16 @@ class LoseFirstResponse(httpx.BaseTransport, httpx.AsyncBaseTransport):
         finally:
             if armed:
                 self.inner.engine.faults = None
+
+
+def one_step_behind(saver: D1Saver) -> None:
+    """Give an empty database the schema one step older than this d1saver's (0.1.0's, then
+    every step but the newest), as an older release left it. Steps need not be re-runnable
+    (an ALTER TABLE is not), so a test cannot just record the newest step as not applied."""
+    from d1saver.ops.statements import migration_statements
+    from d1saver.sql.catalogue import SCHEMA_VERSION
+    from tests.data.v0_1_0_fixture import create_v010_schema
+
+    create_v010_schema(saver)
+    for version in range(2, SCHEMA_VERSION):
+        saver.execute(migration_statements(version))

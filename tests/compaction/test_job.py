@@ -32,7 +32,7 @@ from d1saver import ConfigError, D1Saver, LeaseHeldError, NotFoundError, RetryPo
 from d1saver.sql import catalogue as _sql
 from d1saver.local import FaultPlan
 from tests.compaction import (BIG, LONG_AGO, LoseFirstResponse, cfg, checkpoint_id, ids_in,
-                              new_thread, put_chain, put_checkpoint, query)
+                              new_thread, one_step_behind, put_chain, put_checkpoint, query)
 from d1saver.ops.rows import unpacked
 from tests.conftest import Backend, local_backend
 from tests.saver.graphs import LogState, log_node, sequence
@@ -785,10 +785,10 @@ def test_a_dry_run_migrates_nothing(local: Backend) -> None:
     assert compact(saver, keep=1, dry_run=True).threads_scanned == 0
     (tables,) = saver.client.execute([Statement("SELECT name FROM sqlite_master")])
     assert tables.rows == []
-    build_fleet(local.saver(), 3)
+    with local.saver(auto_setup=False) as raw:
+        one_step_behind(raw)
+        build_fleet(raw, 3)
     latest = Statement("SELECT MAX(version) AS v FROM d1saver_schema")
-    saver.client.execute([Statement(  # as if the newest step were not applied yet
-        "UPDATE d1saver_schema SET version = ?1 - 1 WHERE version = ?1", (_sql.SCHEMA_VERSION,))])
     saver = local.saver()
     with pytest.raises(ConfigError, match=rf"v{_sql.SCHEMA_VERSION - 1}\).*without --dry-run"):
         compact(saver, keep=1, dry_run=True)

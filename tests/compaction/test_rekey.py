@@ -28,9 +28,8 @@ from d1saver import (
 from d1saver.storage.crypto import ENV_KEYS, key_id
 from d1saver.sql.catalogue import SCHEMA_VERSION
 from d1saver.local import LocalD1Transport
-from d1saver.ops.statements import migration_statements
+from tests.compaction import one_step_behind
 from tests.compaction.test_cli import cli, env_for
-from tests.data.v0_1_0_fixture import create_v010_schema
 from tests.conftest import Backend
 
 K1, K2, K3 = (bytes([n]) * 32 for n in (21, 22, 23))
@@ -154,10 +153,8 @@ def test_a_dry_run_migrates_nothing(local: Backend) -> None:
     (tables,) = rotated.client.execute([Statement("SELECT name FROM sqlite_master")])
     assert tables.rows == []
     latest = Statement("SELECT MAX(version) AS v FROM d1saver_schema")
-    with local.saver(auto_setup=False) as raw:  # a database one step behind (steps need not
-        create_v010_schema(raw)                 # be re-runnable: an ALTER TABLE is not)
-        for version in range(2, SCHEMA_VERSION):
-            raw.execute(migration_statements(version))
+    with local.saver(auto_setup=False) as raw:
+        one_step_behind(raw)
     put_chain(local.saver(encryption_keys=[K1], auto_setup=False), "m", 1)
     rotated = local.saver(encryption_keys=[K2, K1])
     with pytest.raises(ConfigError, match=rf"v{SCHEMA_VERSION - 1}\).*without --dry-run"):

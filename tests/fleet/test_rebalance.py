@@ -20,7 +20,7 @@ from compaction import rebalance
 from d1saver import ConfigError, D1Error, D1Saver, LeaseHeldError, QueryError, Statement, admin
 from d1saver.sql.catalogue import SCHEMA_VERSION
 from d1saver.fleet.routing import rendezvous
-from tests.compaction import BIG, cfg, checkpoint_id
+from tests.compaction import BIG, cfg, checkpoint_id, one_step_behind
 from tests.fleet.conftest import FleetBackend, unique
 from tests.fleet.test_saver import chain, key, view
 from tests.saver import graphs
@@ -407,14 +407,14 @@ def test_a_dry_run_migrates_nothing(local4: FleetBackend) -> None:
     """A dry run refuses, by name, a database whose schema is older than this d1saver's
     instead of migrating it, and leaves new, empty databases without any table."""
     a, b, c, d = local4.database_ids
-    two = local4.saver([a, b])
+    with local4.saver([a], auto_setup=False) as s:  # a database an older release set up
+        one_step_behind(s)
+    local4.single(b).setup()
+    two = local4.saver([a, b], auto_setup=False)
     build(two, unique("dry"), 6)
-    with local4.single(a) as s:  # as if the newest step were not applied yet
-        s.client.execute([Statement(
-            "UPDATE d1saver_schema SET version = ?1 - 1 WHERE version = ?1", (SCHEMA_VERSION,))])
     with pytest.raises(ConfigError, match=rf"{a} \(v{SCHEMA_VERSION - 1}\).*without --dry-run"):
         rebalance(local4.saver(), dry_run=True)
-    assert schema_versions(local4, a) == [SCHEMA_VERSION - 1]
+    assert schema_versions(local4, a) == list(range(1, SCHEMA_VERSION))
     assert schema_versions(local4, c) == schema_versions(local4, d) == []
     local4.single(a).setup()
     dry, requests = local4.requests(lambda: rebalance(local4.saver(), dry_run=True))

@@ -428,6 +428,6 @@ def test_a_page_decodes_and_checks_each_chunk_once(backend: Backend, monkeypatch
     graph, config = converse(saver, new_thread())
     checked: Counter[str] = Counter()
     names = _manifest.names
-    monkeypatch.setattr(_manifest, "names", lambda c, d: checked.update([c]) or names(c, d))
+    monkeypatch.setattr(_manifest, "names", lambda c, d, *kind: checked.update([c]) or names(c, d, *kind))
     assert len(list(saver.list(config))) > 10
     assert checked and max(checked.values()) == 1

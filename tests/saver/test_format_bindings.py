@@ -11,7 +11,8 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from compaction.rekey import rekey
-from d1saver import D1Saver
+from d1saver import D1Saver, Statement
+from d1saver.storage.crypto import key_id, key_id_of_text
 from tests.compaction import new_thread
 from tests.conftest import Backend
 from tests.saver import graphs
@@ -82,11 +83,15 @@ def test_rekey_of_a_write_stored_in_pieces(backend: Backend) -> None:
     if backend.name == "local":
         summary = rekey(rotated, batch_rows=10)
         assert summary.plaintext_left == 0
-    else:  # the real engine's database is shared: rekey this thread's writes only
+        dropped = backend.saver(encryption_keys=[K2])
+        assert ("big-task", "blob", big) in dropped.get_tuple(at(tid, 1)).pending_writes
+    else:  # the real engine's database is shared: rekey the writes (other keys' rows: none)
         rotated.rekey("writes", page_size=10)
-    dropped = backend.saver(encryption_keys=[K2])
-    writes = dropped.get_tuple(at(tid, 1)).pending_writes
-    assert ("big-task", "blob", big) in writes
+        assert ("big-task", "blob", big) in rotated.get_tuple(at(tid, 1)).pending_writes
+    (piece,) = rotated.client.execute([Statement(
+        "SELECT data FROM chunks WHERE thread_id = ?1 AND owner = 'big-task/0' AND seq = 0",
+        (tid,))])
+    assert key_id_of_text(piece.rows[0][0]) == key_id(K2).hex()  # re-sealed under the new key
 
 
 # --- defect 3: content ids of different kinds never collide -----------------------------------
@@ -156,18 +161,22 @@ def test_restoring_a_backup_onto_a_pruned_thread_duplicates_nothing(backend: Bac
     """copy_thread(backup, T) onto T that prune reduced (a tagged checkpoint kept, so the
     head's frozen record ends "go on at the holder's parent"): the head gets its old parent
     back, and its record, computed for the relinked parent, no longer applies. The history is
-    InMemorySaver's for the whole chain (messages after the tag were read twice)."""
-    saver, memory, tid, backup = backend.saver(), InMemorySaver(), new_thread(), new_thread()
-    build(saver, tid, chain(6))
-    build(memory, tid, chain(6))
-    saver.copy_thread(tid, backup)
-    saver.tag(at(tid, 2), "kept")
-    saver.prune([tid])
-    assert history(saver, tid, 5) == history(memory, tid, 5)
-    saver.copy_thread(backup, tid)
-    assert [history(saver, tid, i) for i in range(6)] == [history(memory, tid, i)
-                                                         for i in range(6)]
-    assert history(backend.saver(), tid, 5) == history(memory, tid, 5)  # not from a cache
+    InMemorySaver's for the whole chain (messages after the tag were read twice). With and
+    without keys (with keys the copy re-seals rows one by one)."""
+    for keys in (None, [K1]):
+        saver, memory = backend.saver(encryption_keys=keys), InMemorySaver()
+        tid, backup = new_thread(), new_thread()
+        build(saver, tid, chain(6))
+        build(memory, tid, chain(6))
+        saver.copy_thread(tid, backup)
+        saver.tag(at(tid, 2), "kept")
+        saver.prune([tid])
+        assert history(saver, tid, 5) == history(memory, tid, 5)
+        saver.copy_thread(backup, tid)
+        assert [history(saver, tid, i) for i in range(6)] == [history(memory, tid, i)
+                                                             for i in range(6)]
+        fresh = backend.saver(encryption_keys=keys)  # not from a cache
+        assert history(fresh, tid, 5) == history(memory, tid, 5), keys
 
 
 def test_a_put_retried_after_a_prune_loses_no_history(backend: Backend) -> None:
@@ -239,8 +248,6 @@ def test_copy_thread_of_packed_writes_is_per_task_and_idx(backend: Backend) -> N
 
 
 def stored_by_content(saver: D1Saver, thread_id: str) -> int:
-    from d1saver import Statement
-
     (result,) = saver.client.execute([Statement(
         "SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = ?1", (thread_id,))])
     return int(result.rows[0][0])
@@ -271,3 +278,15 @@ def test_seal_plaintext_leaves_a_thread_stored_by_content_whole(local: Backend) 
     assert build_graph(after, variant="plain", turns=3, fanout=2).get_state(
         config).values == final
     assert keyed.get_tuple(at("whole", 1)).pending_writes == [("task-1", "messages", "m1")]
+
+
+def test_content_threads_lists_a_thread_stored_by_content(backend: Backend) -> None:
+    """The statement rekey reads to leave such threads whole, on both engines."""
+    from d1saver.sql import catalogue as _sql
+
+    saver, tid = backend.saver(), new_thread()
+    build(saver, tid, chain(1))
+    saver.put_writes(at(tid, 0), [("messages", ["x" * 300] * 8)], task_id="long")
+    assert stored_by_content(saver, tid) > 0
+    (found,) = saver.client.execute([Statement.bind(_sql.CONTENT_THREADS)])
+    assert [tid] in found.rows
