@@ -558,8 +558,8 @@ VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channels)""")
 #                   f4 checkpoint and f5 metadata (only when it seeds a sought channel)
 #   'f' frozen (delta walk): checkpoint_id the holder, f1 identity, f2 type, f3 value,
 #                   f4 channels, f5 metadata (_FROZEN_ROW)
-PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
-                "f1", "f2", "f3", "f4", "f5", "f6")
+PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "ref", "metadata",
+                "task_path", "idx", "channels", "type", "value")
 
 # Three scopes, each read in page order from its cursor on: one namespace of a thread
 # (get_tuple, and list with a namespace) by the primary key, every thread (list(None)) by
@@ -578,19 +578,22 @@ page AS (
     LIMIT :limit
 ),
 out AS (
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS ref,
+       metadata, NULL AS task_path, NULL AS idx, channels, type, checkpoint AS value
 FROM page
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('c', 'w') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -611,7 +614,7 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 SELECT_PAGE_THREAD = q("""
 WITH RECURSIVE
@@ -625,19 +628,22 @@ page AS (
     LIMIT :limit
 ),
 out AS (
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS ref,
+       metadata, NULL AS task_path, NULL AS idx, channels, type, checkpoint AS value
 FROM page
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('c', 'w') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -658,7 +664,7 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 SELECT_PAGE_ALL = q("""
 WITH RECURSIVE
@@ -672,19 +678,22 @@ page AS (
     LIMIT :limit
 ),
 out AS (
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS ref,
+       metadata, NULL AS task_path, NULL AS idx, channels, type, checkpoint AS value
 FROM page
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('c', 'w') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -705,7 +714,7 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 SELECT_PAGE_THREAD_NS_FILTERED = q("""
 WITH RECURSIVE
@@ -731,19 +740,22 @@ page AS (
     LIMIT :limit
 ),
 out AS (
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS ref,
+       metadata, NULL AS task_path, NULL AS idx, channels, type, checkpoint AS value
 FROM page
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('c', 'w') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -764,7 +776,7 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 SELECT_PAGE_THREAD_FILTERED = q("""
 WITH RECURSIVE
@@ -790,19 +802,22 @@ page AS (
     LIMIT :limit
 ),
 out AS (
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS ref,
+       metadata, NULL AS task_path, NULL AS idx, channels, type, checkpoint AS value
 FROM page
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('c', 'w') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -823,7 +838,7 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 SELECT_PAGE_ALL_FILTERED = q("""
 WITH RECURSIVE
@@ -849,19 +864,22 @@ page AS (
     LIMIT :limit
 ),
 out AS (
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS ref,
+       metadata, NULL AS task_path, NULL AS idx, channels, type, checkpoint AS value
 FROM page
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('c', 'w') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -882,7 +900,7 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 SELECT_PAGE_DELTA_THREAD_NS = q("""
 WITH RECURSIVE
@@ -933,31 +951,35 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 ),
 out AS (
-SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
-       c.channels AS f2, c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS ref,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4,
+            THEN c.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, c.channels AS channels, c.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.metadata END AS f5, NULL AS f6
+            THEN c.checkpoint END AS value
 FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1002,7 +1024,7 @@ seen(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
 WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
 SELECT_PAGE_DELTA_THREAD = q("""
@@ -1054,31 +1076,35 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 ),
 out AS (
-SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
-       c.channels AS f2, c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS ref,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4,
+            THEN c.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, c.channels AS channels, c.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.metadata END AS f5, NULL AS f6
+            THEN c.checkpoint END AS value
 FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1123,7 +1149,7 @@ seen(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
 WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
 SELECT_PAGE_DELTA_ALL = q("""
@@ -1175,31 +1201,35 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 ),
 out AS (
-SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
-       c.channels AS f2, c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS ref,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4,
+            THEN c.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, c.channels AS channels, c.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.metadata END AS f5, NULL AS f6
+            THEN c.checkpoint END AS value
 FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1244,7 +1274,7 @@ seen(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
 WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
 SELECT_PAGE_DELTA_THREAD_NS_FILTERED = q("""
@@ -1308,31 +1338,35 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 ),
 out AS (
-SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
-       c.channels AS f2, c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS ref,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4,
+            THEN c.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, c.channels AS channels, c.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.metadata END AS f5, NULL AS f6
+            THEN c.checkpoint END AS value
 FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1377,7 +1411,7 @@ seen(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
 WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
 SELECT_PAGE_DELTA_THREAD_FILTERED = q("""
@@ -1441,31 +1475,35 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 ),
 out AS (
-SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
-       c.channels AS f2, c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS ref,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4,
+            THEN c.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, c.channels AS channels, c.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.metadata END AS f5, NULL AS f6
+            THEN c.checkpoint END AS value
 FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1510,7 +1548,7 @@ seen(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
 WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
 SELECT_PAGE_DELTA_ALL_FILTERED = q("""
@@ -1574,31 +1612,35 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 ),
 out AS (
-SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
-       c.channels AS f2, c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS ref,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4,
+            THEN c.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, c.channels AS channels, c.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.metadata END AS f5, NULL AS f6
+            THEN c.checkpoint END AS value
 FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1643,7 +1685,7 @@ seen(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
 WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
 # The DeltaChannel prefetch that rides with each page statement (same parameters).
@@ -1705,35 +1747,39 @@ holders AS (
     SELECT depth, sought, checkpoint_id, channels FROM ancestors
 ),
 out AS (
-SELECT 'a' AS kind, a.depth AS depth, a.checkpoint_id AS checkpoint_id, a.sought AS f1,
-       a.type AS f2,
+SELECT 'a' AS kind, a.depth AS depth, a.checkpoint_id AS checkpoint_id, NULL AS ref,
+       a.sought AS sought,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(a.channels)))
-            THEN a.checkpoint END AS f3,
-       a.channels AS f4,
+            THEN a.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, a.channels AS channels, a.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(a.channels)))
-            THEN a.metadata END AS f5, NULL AS f6
+            THEN a.checkpoint END AS value
 FROM ancestors AS a
 UNION ALL
-SELECT 'w', a.depth, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value
+SELECT 'w', a.depth, w.checkpoint_id, w.task_id, NULL, NULL, w.task_path, w.idx, w.channel,
+       w.type, w.value
 FROM ancestors AS a JOIN writes AS w ON w.thread_id = :thread_id AND w.checkpoint_ns = :checkpoint_ns
     AND w.checkpoint_id = a.checkpoint_id
 WHERE (w.channel IN (SELECT value FROM json_each(a.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'f', h.depth, h.checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, h.depth
+SELECT 'f', h.depth, h.checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       NULL, f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS h JOIN delta_frozen AS f ON f.thread_id = :thread_id AND f.checkpoint_ns = :checkpoint_ns
     AND f.checkpoint_id = h.checkpoint_id
 WHERE f.channel IN (SELECT value FROM json_each(h.sought))
   AND f.channel NOT IN (SELECT value FROM json_each(h.channels))
 UNION ALL
-SELECT 'k', h.depth, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', h.depth, k.checkpoint_id, k.owner, NULL, NULL, NULL, k.seq, NULL, NULL, k.data
 FROM holders AS h JOIN chunks AS k ON k.thread_id = :thread_id AND k.checkpoint_ns = :checkpoint_ns
     AND k.checkpoint_id = h.checkpoint_id
 WHERE h.depth > 0 OR substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT :thread_id, CASE kind WHEN 'a' THEN f3 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT :thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1754,7 +1800,7 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 
 # Columns of DELTA_HISTORY, per row kind:
@@ -1764,7 +1810,8 @@ FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 #   'k' chunk:    checkpoint_id, f1 owner, f2 seq, f3 data
 #   'f' frozen:   checkpoint_id (the holder), f1 identity, f2 type, f3 value, f4 channels,
 #                 f5 metadata, f6 the holder's depth
-DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "f1", "f2", "f3", "f4", "f5", "f6")
+DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "ref", "sought", "metadata",
+                         "task_path", "idx", "channels", "type", "value")
 
 # --- idempotency records ------------------------------------------------------------------
 #
@@ -2707,12 +2754,12 @@ WITH page AS (
     ORDER BY thread_id, checkpoint_ns, checkpoint_id
     LIMIT :limit
 )
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, run_id AS f6, ts AS f7
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
+       checkpoint AS value, metadata, channels, run_id, ts, NULL AS owner, NULL AS seq
 FROM page
 UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL, NULL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, NULL, NULL, k.data, NULL, NULL, NULL,
+       NULL, k.owner, k.seq
 FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
     AND k.owner IN ('', ':metadata')""")
@@ -2729,12 +2776,12 @@ WITH page AS (
     ORDER BY thread_id, checkpoint_ns, checkpoint_id
     LIMIT :limit
 )
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, run_id AS f6, ts AS f7
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
+       checkpoint AS value, metadata, channels, run_id, ts, NULL AS owner, NULL AS seq
 FROM page
 UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL, NULL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, NULL, NULL, k.data, NULL, NULL, NULL,
+       NULL, k.owner, k.seq
 FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
     AND k.owner IN ('', ':metadata')""")
@@ -2754,12 +2801,12 @@ WITH page AS (
     ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
     LIMIT :limit
 )
-SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id AS f1, task_path AS f2,
-       idx AS f3, channel AS f4, type AS f5, value AS f6, NULL AS f7
+SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel,
+       type, value, NULL AS owner, NULL AS seq
 FROM page
 UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL, NULL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, NULL, NULL, NULL, NULL, NULL, k.data,
+       k.owner, k.seq
 FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
     AND k.owner = p.task_id || '/' || p.idx""")
@@ -2775,12 +2822,12 @@ WITH page AS (
     ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
     LIMIT :limit
 )
-SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id AS f1, task_path AS f2,
-       idx AS f3, channel AS f4, type AS f5, value AS f6, NULL AS f7
+SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel,
+       type, value, NULL AS owner, NULL AS seq
 FROM page
 UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL, NULL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, NULL, NULL, NULL, NULL, NULL, k.data,
+       k.owner, k.seq
 FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
     AND k.owner = p.task_id || '/' || p.idx""")
@@ -2845,13 +2892,13 @@ RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "ch
 INSERT_FROZEN = q("""
 INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels) VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:channel,:kind,:depth,:task_id,:idx,:src_checkpoint_id,:task_path,:type,:value,:metadata,:channels)""")
 
-# Columns of the raw pages, per row kind:
-#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata, f5 channels,
-#                   f6 run_id, f7 ts
-#   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
-#   'k' chunk:      f1 owner, f2 seq, f3 data
-RAW_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
-               "f1", "f2", "f3", "f4", "f5", "f6", "f7")
+# Columns of the raw pages: a row's own columns ('c' or 'w'), then its pieces' ('k': the piece
+# text in `value`, with its owner and seq).
+RAW_CHECKPOINT_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
+                          "parent_checkpoint_id", "type", "value", "metadata", "channels",
+                          "run_id", "ts", "owner", "seq")
+RAW_WRITE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id",
+                     "task_path", "idx", "channel", "type", "value", "owner", "seq")
 
 # Rekeying writes a value back only if its row still holds what was read: a guard per row,
 # sent before its update in the same batch, trips d1saver_guard's CHECK ("head_moved": the row
