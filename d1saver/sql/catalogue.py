@@ -1,8 +1,12 @@
-"""Every SQL statement d1saver sends, as named constants, and the schema migrations.
+"""Every SQL statement d1saver sends, each a named constant written out whole, and the schema
+migrations (docs/SQL.md).
 
-Statements take only bound parameters. Lists (thread ids, run ids, channels, writes, metadata
-filters) travel as ONE JSON parameter read with json_each(), so no statement is ever assembled
-from user input and none comes near D1's 100-parameter limit.
+A statement is `q(text)`: its `:name` parameters are bound by name (`Statement.bind`), and
+its text is made ready to send once, at import (d1saver/sql/query.py); the snapshot in
+tests/sql/statements.snapshot.sql holds every one exactly as sent. Statements take only bound
+parameters. Lists (thread ids, run ids, channels, writes, metadata filters) travel as ONE JSON
+parameter read with json_each(), so no statement is ever assembled from user input and none
+comes near D1's 100-parameter limit.
 """
 
 from __future__ import annotations
@@ -381,10 +385,10 @@ def min_reader(version: int) -> int:
 READ_SCHEMA = q("SELECT * FROM d1saver_schema")
 # First in a migration's batch: records the version, and fails the batch ("UNIQUE constraint
 # failed: d1saver_schema.version") when it is recorded already: another instance applied the
-# step, or this one did before its response was lost. ?1 version.
+# step, or this one did before its response was lost.
 CLAIM_VERSION = q("""
 INSERT INTO d1saver_schema (version, applied_at) VALUES (:version, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))""")
-# Last in a migration's batch (the column exists from version 2 on): ?1 version, ?2 min_reader.
+# Last in a migration's batch (the column exists from version 2 on).
 SET_MIN_READER = q("UPDATE d1saver_schema SET min_reader = :min_reader WHERE version = :version")
 
 # --- put and put_writes -------------------------------------------------------------------
@@ -402,7 +406,10 @@ CHECKPOINT_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_che
 WRITE_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx",
                  "channel", "type", "value")
 UPSERT_CHECKPOINT = q("""
-INSERT OR REPLACE INTO checkpoints (thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts) VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:parent_checkpoint_id,:type,:checkpoint,:metadata,:channels,:run_id,:ts)""")
+INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
+VALUES (:thread_id, :checkpoint_ns, :checkpoint_id,
+    :parent_checkpoint_id, :type, :checkpoint, :metadata, :channels, :run_id, :ts)""")
 
 # From schema version 7 on, a put and a put_writes go through views whose INSTEAD OF triggers
 # (migration 7) insert the new chunks (a JSON array of [id, level, data], children before
@@ -411,161 +418,135 @@ INSERT OR REPLACE INTO checkpoints (thread_id,checkpoint_ns,checkpoint_id,parent
 # put_writes call's regular writes, two or more, are one "p:" row (the JSON array as sent):
 # per write, they would be most of the rows a conversation writes. The views' columns never
 # change (a later release adds a new view).
+# :chunks are the new chunks ([id, level, data], or NULL).
 PUT = q("""
-INSERT INTO d1saver_put VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:parent_checkpoint_id,:type,:checkpoint,:metadata,:channels,:run_id,:ts,:chunks)""")
-# ?6 special writes, ?7 regular ones (JSON arrays of [idx, channel, type, value], or NULL),
-# ?8 the new chunks.
+INSERT INTO d1saver_put VALUES (:thread_id, :checkpoint_ns, :checkpoint_id,
+    :parent_checkpoint_id, :type, :checkpoint, :metadata, :channels, :run_id, :ts, :chunks)""")
+# :special and :regular writes are JSON arrays of [idx, channel, type, value], or NULL.
 PUT_WRITES = q("""
-INSERT INTO d1saver_put_writes VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:task_id,:task_path,:special,:regular,:chunks)""")
+INSERT INTO d1saver_put_writes VALUES (:thread_id, :checkpoint_ns, :checkpoint_id,
+    :task_id, :task_path, :special, :regular, :chunks)""")
 # New chunks beyond what one parameter carries, sent before the row's statement.
 INSERT_CHUNKS = q("""
 INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
 SELECT :thread_id, value->>0, value->>1, value->>2 FROM json_each(:chunks)""")
 
-# Opt-in head guard, sent before UPSERT_CHECKPOINT in the same batch: ?4 is the parent the
+# Opt-in head guard, sent before PUT in the same batch: :parent_checkpoint_id is the parent the
 # caller built on; if the thread's newest checkpoint is another one, the insert trips the
 # CHECK on d1saver_guards and D1 rolls the batch back.
 GUARD_HEAD = q("""
 INSERT INTO d1saver_guards (head_moved)
 SELECT 1 FROM (
-    SELECT checkpoint_id FROM checkpoints WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    SELECT checkpoint_id FROM checkpoints
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
     ORDER BY checkpoint_id DESC LIMIT 1
 ) AS head
 WHERE head.checkpoint_id IS NOT :parent_checkpoint_id AND head.checkpoint_id IS NOT :checkpoint_id""")
 
-# Writes: ?6 is a JSON array of [idx, channel, type, value] rows for one task.
+# Writes: :writes is a JSON array of [idx, channel, type, value] rows for one task.
 # REPLACE for special writes (errors, interrupts: the latest wins), IGNORE for regular ones
 # (a retry or a replayed task must not change what was stored), as WRITES_IDX_MAP intends.
 INSERT_WRITES_REPLACE = q("""
-INSERT OR REPLACE INTO writes (thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)
-SELECT :thread_id,:checkpoint_ns,:checkpoint_id,:task_id,:task_path,value->>0,value->>1,value->>2,value->>3 FROM json_each(:writes)""")
+INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
+    idx, channel, type, value)
+SELECT :thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :task_path,
+    value->>0, value->>1, value->>2, value->>3
+FROM json_each(:writes)""")
 # Nor an index a "p:" row of the task holds (migration 7): the first write stays the one read.
 INSERT_WRITES_IGNORE = q("""
-INSERT OR IGNORE INTO writes (thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)
-SELECT :thread_id,:checkpoint_ns,:checkpoint_id,:task_id,:task_path,j.value->>0,j.value->>1,j.value->>2,j.value->>3 FROM json_each(:writes) AS j
+INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
+    idx, channel, type, value)
+SELECT :thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :task_path,
+    j.value->>0, j.value->>1, j.value->>2, j.value->>3
+FROM json_each(:writes) AS j
 WHERE NOT EXISTS (
     SELECT 1 FROM writes AS p, json_each(CASE WHEN substr(p.value, 1, 2) = 'p:'
                                               THEN substr(p.value, 3) ELSE '[]' END) AS q
-    WHERE p.thread_id = :thread_id AND p.checkpoint_ns = :checkpoint_ns AND p.checkpoint_id = :checkpoint_id
-        AND p.task_id = :task_id AND q.value->>0 = j.value->>0)""")
+    WHERE p.thread_id = :thread_id AND p.checkpoint_ns = :checkpoint_ns
+        AND p.checkpoint_id = :checkpoint_id AND p.task_id = :task_id
+        AND q.value->>0 = j.value->>0)""")
 
 # Values over D1's 2 MB limit: the owner row holds "c:<n>", the pieces (seq 0..n-1) live
 # here. Pieces follow their row in the batch. An upserted row (checkpoint, special write)
 # deletes its owner's pieces and inserts its own.
 DELETE_CHUNKS_OF = q("""
-DELETE FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
-    AND owner = :owner""")
+DELETE FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND checkpoint_id = :checkpoint_id AND owner = :owner""")
 INSERT_CHUNK = q("""
 INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
 VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :owner, :seq, :data)""")
-# A piece of a regular write (?4 owner, of ?7 task_id and ?8 idx), which is INSERT OR IGNORE:
-# stored only if the row holds this very marker (?9), so that a replay whose row was ignored
-# adds no piece.
+# A piece of a regular write (:owner, of :task_id and :idx), which is INSERT OR IGNORE:
+# stored only if the row holds this very marker (:value), so that a replay whose row was
+# ignored adds no piece.
 INSERT_WRITE_CHUNK = q("""
 INSERT OR IGNORE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
 SELECT :thread_id, :checkpoint_ns, :checkpoint_id, :owner, :seq, :data WHERE EXISTS (
-    SELECT 1 FROM writes WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
-        AND task_id = :task_id AND idx = :idx AND value = :value)""")
+    SELECT 1 FROM writes WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx
+        AND value = :value)""")
 
-# --- reads --------------------------------------------------------------------------------
-
-# D1's REST API carries a statement's text in every request body, and the page statements are
-# the longest sent at run time (the first get_tuple of each graph invocation sends the page
-# and its DeltaChannel prefetch together). They are laid out here for reading and sent tight:
-# no white space beside punctuation (the client folds the rest: _client.compact_sql), and no
-# AS before an alias (optional in SQLite; aliases here are lower case, CAST's types and the
-# keywords upper case, and a CTE's AS is followed by its parenthesis).
-
-
-# One page of checkpoints together with their writes and chunks, in ONE statement: rows are
-# tagged 'c' (checkpoint), 'w' (write) or 'k' (chunk). Parameters:
-#   ?1 thread_id   ?2 checkpoint_ns (NULL: any)   ?3 checkpoint_id (NULL: any)
-#   ?4 before: checkpoint_id upper bound (NULL: none)
-#   ?5 metadata filter (NULL: none): a JSON array of [path, doc] pairs, one per filter key,
-#      where path is '$.' + the validated key and doc is the JSON text of an object that
-#      holds the wanted value at that path
-#   ?6 ?7 ?8 keyset cursor (checkpoint_id, thread_id, checkpoint_ns) of the previous page's
-#      last row (NULL: first page)   ?9 page size
-#
-# The cursor (or `before`) is an upper bound an index can seek to: the scope compares the
-# order columns with COALESCE(?6, ?4, x'') and friends, which are constants to the planner
-# (a BLOB sorts after every TEXT, so x'' bounds nothing), where "?6 IS NULL OR ..." would
-# make every page scan from the newest row.
-
-# The metadata filter, as InMemorySaver's `query == metadata.get(key)` (defect 6): the value
-# at f.path in the metadata and in f.doc are equal JSON trees: the same nodes (by full key,
-# so object key order does not matter), each of the same kind (numbers and booleans are one
-# kind, so 1 == 1.0 == true) and atom. A null query matches null or a missing key. Chunked
-# metadata (d1saver/storage/values.py) that lacks the key in its column passes here and is decided
-# in Python. Trees are read from the stored text itself: no number is re-rendered.
-
-
-# The channels of JSON array {sought} whose history holder {c} has no frozen record ending
-# (FREEZE: a record with a 'c' row goes on at the holder's parent).
-
-# A holder's frozen record, as one row per seed or write: the identity of the row the value
-# came from as a JSON array [kind, src_checkpoint_id, task_id, task_path, idx, channel, depth],
-# then type, value, channels, metadata.
-
-
-# A frozen value's pieces live with its holder in chunks, owner 'f/<src_checkpoint_id>/<owner>'.
-
-
-# Content-addressed chunks (migration 7) ride in the same statement as the rows that list them
-# (through `out`, whose columns take the first SELECT's affinity: integers may come back as
-# text, so readers convert them). `vals` holds the manifest column of each returned row;
-# {refs} gathers every id the "m:" manifests in {vals} (rows of thread_id, v) reach (nodes
-# opened level by level). UNION, not UNION ALL, so each chunk is returned once however many
-# rows list it. Rows 'h': the thread, f1 the chunk id, f2 its data.
-
-# The manifest columns of the page's own rows, as the page statement returns them (for the
-# DeltaChannel prefetch that rides with it). `seen` is read only when the prefetch has chunks
-# of its own: on Wrangler's engine, folding it into `refs` read the page's writes every time.
-
-
-
-
-
-# --- DeltaChannels ------------------------------------------------------------------------
-
-# Sent with a put whose checkpoint declares DeltaChannels it has never written (?4: JSON array
-# of their names, the metadata's counters_since_delta_snapshot keys not in channel_versions).
-# After UPSERT_CHECKPOINT in the batch: its trigger has just cleared the checkpoint's old row.
+# Sent with a put whose checkpoint declares DeltaChannels it has never written (:channels: JSON
+# array of their names, the metadata's counters_since_delta_snapshot keys not in channel_versions).
+# After PUT in the batch: its trigger has just cleared the checkpoint's old row.
 PUT_UNWRITTEN = q("""
 INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
 VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channels)""")
 
-# The DeltaChannels checkpoint {c} replays from its ancestors, as a JSON array: the keys of
-# metadata.counters_since_delta_snapshot that it holds no value of (`channels`) and that have
-# been written (not in delta_unwritten): LangGraph replays only channels in channel_versions.
-
-# The channels of JSON array {sought} that checkpoint {c} does not seed (hold a value of).
-
-# Sent with each page, same parameters: what the page's DeltaChannels replay from, so that
-# LangGraph's get_delta_channel_history after get_tuple/list costs no request. The walk follows
-# parents while some channel (_SOUGHT) is still without a seed or a frozen record. UNION (not
-# UNION ALL) ends a corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and the
-# checkpoint when it holds a sought channel), 'w' (its writes of sought channels), 'k' (chunks
-# of both, and the frozen pieces of page rows), 'f' (frozen records of page rows, and of
-# ancestors for channels sought there: _FROZEN_ROW). 4 terms at most (see DELTA_HISTORY).
-
-# Columns of every page statement. A UNION's columns carry a meaning per row kind:
-#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata,
-#                   f5 channels (with keys a sealed checkpoint is bound to both)
-#   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
-#   'k' chunk:      f1 owner, f2 seq, f3 data
-#   'a' ancestor (delta walk): f1 parent_checkpoint_id, f2 channels, f3 type,
-#                   f4 checkpoint and f5 metadata (only when it seeds a sought channel)
-#   'f' frozen (delta walk): checkpoint_id the holder, f1 identity, f2 type, f3 value,
-#                   f4 channels, f5 metadata (_FROZEN_ROW)
+# --- reads --------------------------------------------------------------------------------
+#
+# One page of checkpoints together with their writes and chunks, in ONE statement, in the
+# narrowest of three scopes, each read in page order from its cursor on: one namespace of a
+# thread (get_tuple, and list with a namespace) by the primary key (SELECT_PAGE_THREAD_NS),
+# every namespace of a thread (SELECT_PAGE_THREAD, which sorts that thread's rows), every
+# thread (list(None): SELECT_PAGE_ALL, by checkpoints_by_id). Each scope comes without a
+# metadata filter (get_tuple, most lists) and with one (..._FILTERED), so that the filter's
+# text travels only with the lists that filter. Parameters:
+#   :thread_id :checkpoint_ns (the scope)   :checkpoint_id (NULL: any)
+#   :before (checkpoint_id upper bound, NULL: none)   :limit (rows asked)
+#   :after_checkpoint_id, :after_thread_id, :after_checkpoint_ns: the keyset cursor, the
+#       previous page's last row (NULL: first page; one namespace needs only its id)
+#   :filter (..._FILTERED): a JSON array of [path, doc] pairs, one per filter key, where path
+#       is '$.' + the validated key and doc the JSON text of an object holding the wanted
+#       value at that path.
+#
+# The cursor (or `before`) is an upper bound an index can seek to: the scope compares the
+# order columns with COALESCE(:after_checkpoint_id, :before, x'') and friends, which are
+# constants to the planner (a BLOB sorts after every TEXT, so x'' bounds nothing), where
+# ":after_checkpoint_id IS NULL OR ..." would make every page scan from the newest row.
+#
+# The metadata filter, as InMemorySaver's `query == metadata.get(key)` (defect 6): the value
+# at f.path in the metadata and in f.doc are equal JSON trees: the same nodes (by full key,
+# so object key order does not matter), each of the same kind (numbers and booleans are one
+# kind, so 1 == 1.0 == true) and atom. A null query matches null or a missing key. Chunked
+# metadata (d1saver/storage/values.py) that lacks the key in its column passes here and is
+# decided in Python. Trees are read from the stored text itself: no number is re-rendered.
+#
+# Content-addressed chunks (migration 7) ride in the same statement as the rows that list them
+# (through `out`, whose columns take the first SELECT's affinity: integers may come back as
+# text, so readers convert them). `vals` holds the manifest column of each returned row;
+# `refs` gathers every id the "m:" manifests and "p:" packs in `vals` reach (nodes opened
+# level by level). UNION, not UNION ALL, so each chunk is returned once however many rows list
+# it. A frozen value's pieces live with its holder in chunks, owner 'f/<src_checkpoint_id>/<owner>':
+# the page leaves them to the DeltaChannel prefetch.
+#
+# D1's REST API carries a statement's text in every request body, and the page statements are
+# the longest sent at run time (the first get_tuple of each graph invocation sends the page
+# and its DeltaChannel prefetch together): the minifier (d1saver/sql/query.py) sends them
+# tight.
+#
+# Columns of every page statement, and of its DeltaChannel prefetch, per row kind:
+#   'c' checkpoint: ref parent_checkpoint_id, metadata, channels, type, value the checkpoint
+#                   (with keys a sealed checkpoint is bound to metadata and channels)
+#   'w' write:      ref task_id, task_path, idx, channels the channel, type, value
+#   'k' piece:      ref owner, idx seq, value the piece's text
+#   'h' chunk:      thread_id, ref the chunk id, value its data
+#   'a' ancestor (prefetch): ref parent_checkpoint_id, channels, type, and metadata and value
+#                   the checkpoint only when it seeds a sought channel
+#   'f' frozen (prefetch): checkpoint_id the holder, ref the identity of the row the value
+#                   came from ([kind, src_checkpoint_id, task_id, task_path, idx, channel,
+#                   depth]), metadata, channels, type, value
 PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "ref", "metadata",
                 "task_path", "idx", "channels", "type", "value")
-
-# Three scopes, each read in page order from its cursor on: one namespace of a thread
-# (get_tuple, and list with a namespace) by the primary key, every thread (list(None)) by
-# checkpoints_by_id; every namespace of a thread sorts that thread's rows.
-# Each scope comes without a filter (?5 NULL: get_tuple, most lists) and with one, so that
-# the filter's text travels only with the lists that filter.
 SELECT_PAGE_THREAD_NS = q("""
 WITH RECURSIVE
 page AS (
@@ -902,6 +883,17 @@ SELECT * FROM out
 UNION ALL
 SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
+# The DeltaChannel prefetch sent with each page statement, with the same parameters: what the
+# page's DeltaChannels replay from, so that LangGraph's get_delta_channel_history after
+# get_tuple/list costs no request. The walk follows parents while some channel is still
+# without a seed or a frozen record ending its history (a record with a 'c' row goes on at
+# the holder's parent); the channels sought are the keys of
+# metadata.counters_since_delta_snapshot that the checkpoint holds no value of and that have
+# been written (not in delta_unwritten: LangGraph replays only channels in channel_versions).
+# UNION (not UNION ALL) ends a corrupt parent loop. Rows 'a', 'w', 'k', 'f' and 'h'
+# (PAGE_COLUMNS); 'h' leaves out the chunks the page returns (`seen`, read only when the
+# prefetch has chunks of its own: on Wrangler's engine, folding it into `refs` read the page's
+# writes every time). At most 4 terms in a compound SELECT (see DELTA_HISTORY).
 SELECT_PAGE_DELTA_THREAD_NS = q("""
 WITH RECURSIVE
 page AS (
@@ -1699,12 +1691,12 @@ PAGE_DELTA_OF = {
 }
 
 # get_delta_channel_history in one statement. Walks parent links from the target
-# (?3, or the thread's newest when NULL) and carries, per step, the JSON array of requested
-# channels (?4) still without a seed; a checkpoint whose `channels` holds one seeds it, and one
-# with a frozen record of it (the target included) ends its walk with that record.
-# Rows: 'a' (ancestor: depth, id, channels still sought on arrival, type, checkpoint),
-# 'w' (write of a sought channel at an ancestor), 'k' (chunk of an ancestor's value, or a
-# frozen piece of the target), 'f' (holder's id, _FROZEN_ROW, its depth). At most 4 terms
+# (:checkpoint_id, or the thread's newest when NULL) and carries, per step, the JSON array of
+# requested :channels still without a seed; a checkpoint whose `channels` holds one seeds it,
+# and one with a frozen record of it (the target included) ends its walk with that record.
+# Rows: 'a' (ancestor), 'w' (write of a sought channel at an ancestor), 'k' (piece of an
+# ancestor's value, or a frozen piece of the target), 'f' (a holder's frozen record), 'h'
+# (content-addressed chunks), columns as DELTA_HISTORY_COLUMNS says. At most 4 terms
 # in a compound SELECT: the real D1 engine refused 6 ("too many terms in compound SELECT").
 # The depth bound stops a corrupt parent loop; LangGraph snapshots every 5000 steps at most.
 DELTA_HISTORY = q("""
@@ -1803,13 +1795,14 @@ UNION ALL
 SELECT 'h', NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 
-# Columns of DELTA_HISTORY, per row kind:
-#   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint, f4 channels,
-#                 f5 metadata (checkpoint and metadata only if it is a seed)
-#   'w' write:    checkpoint_id, f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
-#   'k' chunk:    checkpoint_id, f1 owner, f2 seq, f3 data
-#   'f' frozen:   checkpoint_id (the holder), f1 identity, f2 type, f3 value, f4 channels,
-#                 f5 metadata, f6 the holder's depth
+# Columns of DELTA_HISTORY, per row kind (every row but 'h' has its depth on the walk):
+#   'a' ancestor: checkpoint_id, sought (the channels still sought on arrival), channels,
+#                 type, and metadata and value the checkpoint only if it is a seed
+#   'w' write:    checkpoint_id, ref task_id, task_path, idx, channels the channel, type, value
+#   'k' piece:    checkpoint_id, ref owner, idx seq, value the piece's text
+#   'f' frozen:   checkpoint_id (the holder), ref the identity of the row the value came from,
+#                 metadata, channels, type, value
+#   'h' chunk:    ref the chunk id, value its data
 DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "ref", "sought", "metadata",
                          "task_path", "idx", "channels", "type", "value")
 
@@ -1829,7 +1822,7 @@ OP_RESULT = q("SELECT result FROM d1saver_ops WHERE op_id = :op_id")
 
 # --- tags ---------------------------------------------------------------------------------
 
-# ?1 thread, ?2 ns, ?3 checkpoint_id (NULL: the newest), ?4 name. Returns a row only if the
+# :checkpoint_id NULL tags the newest. Returns a row only if the
 # checkpoint exists; a name already used in the namespace moves to this checkpoint.
 TAG = q("""
 INSERT INTO tags (thread_id, checkpoint_ns, checkpoint_id, name, created_at)
@@ -1842,7 +1835,7 @@ ON CONFLICT (thread_id, checkpoint_ns, name) DO UPDATE SET
 RETURNING checkpoint_id""")
 UNTAG = q("""
 DELETE FROM tags WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND name = :name""")
-# Sent before UNTAG in its batch: records under op id ?4 whether the tag exists (1 or 0).
+# Sent before UNTAG in its batch: records under :op_id whether the tag exists (1 or 0).
 RECORD_UNTAG = q("""
 INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
 SELECT :op_id, COUNT(*), CAST(strftime('%s', 'now') AS INTEGER)
@@ -1854,17 +1847,15 @@ ORDER BY checkpoint_id DESC, name""")
 
 # --- content-addressed chunks: garbage collection and the check --------------------------
 
-# How many writes row {t} holds: a "p:" row packs one put_writes call's (migration 7).
-
 # Exact garbage collection of content-addressed chunks (migration 7), last in every batch that
 # deletes rows of the threads in d1saver_scope: a chunk stays only if a remaining checkpoint or
 # write of its thread reaches it (through its manifest, nodes opened level by level). In the
 # same batch as the deletions, so no chunk is ever referenced but missing, and none is left
 # unreferenced. A put racing it either committed first (its chunks are reached) or finds a
 # chunk gone and fails with chunk_missing, then sends its chunks again (d1saver/ops/operations.py).
-# The entries of manifest {v} (or none if it is not one) as a JSON array: entries never hold
-# ',', '"' or '\\' (d1saver/storage/manifest.py), so wrapping them is exact.
-# The writes packed in {v} (a "p:" row: one put_writes call's regular writes, migration 7).
+# A manifest's entries are read as a JSON array by wrapping them in quotes: entries never
+# hold ',', '"' or '\\' (d1saver/storage/manifest.py), so that is exact; a "p:" row packs one
+# put_writes call's regular writes (migration 7), each of which may be a manifest.
 GC_CHUNKS = q("""
 WITH RECURSIVE reached(thread_id, id) AS (
     SELECT c.thread_id, ltrim(j.value, '^')
@@ -1891,7 +1882,7 @@ DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_sco
     AND (thread_id, id) NOT IN (SELECT thread_id, id FROM reached)""")
 
 # The check (`d1saver check`, and the tests after every deleting operation): per thread
-# (?1, or every thread when NULL) that breaks the rule, the ids its rows reach that are not
+# (:thread_id, or every thread when NULL) that breaks the rule, the ids its rows reach that are not
 # stored, and the chunks stored that no row reaches. No row: the chunk table is exact.
 CHUNK_CHECK_COLUMNS = ("thread_id", "missing", "unreferenced")
 CHUNK_CHECK = q("""
@@ -1942,7 +1933,7 @@ WHERE missing > 0 OR unreferenced > 0 ORDER BY thread_id""")
 # Lists of ids (threads, runs) arrive as a JSON array of the hex of their UTF-8: a JSON decoder
 # that stops at "\u0000" (SQLite 3.40's, the local D1's) cannot cut an id short.
 
-# ?1: JSON array of thread ids. Children first, checkpoints last.
+# :thread_ids: JSON array of thread ids. Children first, checkpoints last.
 DELETE_THREADS_WRITES = q("""
 DELETE FROM writes WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
 DELETE_THREADS_D1SAVER_CHUNKS = q("""
@@ -1955,7 +1946,7 @@ DELETE_THREADS_CHECKPOINTS = q("""
 DELETE FROM checkpoints WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
 DELETE_THREADS = [DELETE_THREADS_WRITES, DELETE_THREADS_D1SAVER_CHUNKS, DELETE_THREADS_CHUNKS, DELETE_THREADS_TAGS, DELETE_THREADS_CHECKPOINTS]
 
-# ?1 source thread, ?2 target thread. Rows already on the target are replaced.
+# From thread :source to thread :target. Rows already on the target are replaced.
 COPY_D1SAVER_CHUNKS = q("""
 INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
 SELECT :target, id, level, data FROM d1saver_chunks WHERE thread_id = :source ORDER BY level""")
@@ -2008,9 +1999,9 @@ SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN (SELECT CAST(unhex(va
 # adds '|<n>'. `peel` drops those numeric segments; `head` is s up to and including its last
 # '|' (rtrim drops from the right every character but '|'), '' if none. `owners` maps every
 # subgraph namespace in scope whose parent namespace exists to that parent and the task.
-# A part of PLAN_KEEP: it reads PLAN_KEEP's `ranked`.
-
-# ?1: N. Keeps, in the threads in scope:
+# These CTEs are PLAN_KEEP's (they read its `ranked`).
+#
+# :keep = N. PLAN_KEEP keeps, in the threads in scope:
 # - in every namespace that is not a subgraph's (the root's), the N newest checkpoints;
 # - every tagged checkpoint;
 # - the max(N, 1) newest checkpoints of every subgraph namespace that a kept checkpoint of its
@@ -2080,7 +2071,7 @@ keep(thread_id, checkpoint_ns, checkpoint_id) AS (
 )
 SELECT thread_id, checkpoint_ns, checkpoint_id FROM keep""")
 
-# ?1: JSON array of run ids. Keeps every checkpoint in scope that no listed run made.
+# :run_ids: JSON array of run ids. Keeps every checkpoint in scope that no listed run made.
 PLAN_KEEP_OTHER_RUNS = q("""
 INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
 SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints
@@ -2088,7 +2079,7 @@ WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
   AND (run_id IS NULL OR run_id NOT IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:run_ids)))""")
 
 # DeltaChannel histories frozen before their ancestors go (docs/STORAGE_DESIGN.md). A kept
-# checkpoint whose parent is not kept gets, per channel it replays (_SOUGHT) and holds no
+# checkpoint whose parent is not kept gets, per channel it replays and holds no
 # ending record of, what get_delta_channel_history's walk finds between it and the nearest
 # kept ancestor: each ancestor's writes of the channel ('w'), and, where the walk ends before
 # a kept one, the seed's whole checkpoint row ('s') or the copy of the record it ended at (its
@@ -2102,10 +2093,11 @@ WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
 # reducer is graph code. So it records the history, not a snapshot.) A walk row is (origin,
 # channel, depth, cur: the checkpoint at that depth, steps taken, bound: the namespace's
 # checkpoints, more steps than a walk without a loop can take, so a corrupt parent loop ends).
-# The depth of the 'c' row of {t}'s record of channel {ch} (NULL: none, or no record).
-# Whether {t} holds a record of channel {ch} that ends its history (no 'c' row).
-# Each write row {t} holds as [idx, channel, type, value] entries: a "p:" row (migration 7)
-# packs one put_writes call's writes (type null: "msgpack"), any other row holds itself.
+# The sub-selects on delta_frozen read the depth of a checkpoint's 'c' row for the channel
+# (NULL: none, or no record), and whether it holds a record of the channel that ends its
+# history (no 'c' row). A write row is read as [idx, channel, type, value] entries: a "p:" row
+# (migration 7) packs one put_writes call's writes (type null: "msgpack"), any other row
+# holds itself.
 FREEZE = q("""
 INSERT OR IGNORE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels)
 WITH RECURSIVE
@@ -2316,7 +2308,7 @@ FROM d1saver_scope AS s ORDER BY s.thread_id""")
 
 # A real run's summary is recorded under the batch's op id (see "idempotency records") and
 # read back, so that a retried batch, which finds nothing more to delete, still reports what
-# its first try deleted. ?1: op id. The record is a JSON array of the summary's rows, thread
+# its first try deleted (:op_id). The record is a JSON array of the summary's rows, thread
 # ids in hex (SQLite 3.40's JSON decoder stops at "\u0000"); read back as SUMMARY_COLUMNS.
 RECORD_PLAN = q("""
 INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
@@ -2362,7 +2354,7 @@ ORDER BY thread_id""")
 
 # --- compaction: thread listing, lease -----------------------------------------------------
 
-# Keyset pages of threads: ?1 the last thread_id of the previous page ('' first), ?2 size.
+# Keyset pages of threads: :after the last thread_id of the previous page ('' first).
 # Rows: thread_id, checkpoints, namespaces, last ts, stored bytes of its checkpoints.
 THREADS_PAGE = q("""
 SELECT thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT checkpoint_ns) AS namespaces,
@@ -2370,14 +2362,14 @@ SELECT thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT checkpoint_ns) AS name
 FROM checkpoints WHERE thread_id > :after
 GROUP BY thread_id ORDER BY thread_id LIMIT :limit""")
 
-# The same figures for named threads: ?1 JSON array of thread ids.
+# The same figures for named threads (:thread_ids, a JSON array).
 THREADS_INFO = q("""
 SELECT thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT checkpoint_ns) AS namespaces,
        MAX(ts) AS updated, SUM(LENGTH(checkpoint) + LENGTH(metadata)) AS bytes
 FROM checkpoints WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
 GROUP BY thread_id ORDER BY thread_id""")
 
-# One thread's checkpoints, newest first (`d1saver history`): ?1 thread_id, ?2 limit.
+# One thread's checkpoints, newest first (`d1saver history`).
 HISTORY = q("""
 SELECT c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        json_extract(c.metadata, '$.step') AS step, json_extract(c.metadata, '$.source') AS source,
@@ -2391,7 +2383,7 @@ FROM checkpoints AS c WHERE c.thread_id = :thread_id
 ORDER BY c.checkpoint_id DESC, c.checkpoint_ns LIMIT :limit""")
 
 # Leases keep compaction runs from overlapping; time is the database's clock, so clients'
-# clocks need not agree. ?1 name, ?2 holder, ?3 seconds to live. Returns a row if acquired.
+# clocks need not agree. :seconds to live. Returns a row if acquired.
 ACQUIRE_LEASE = q("""
 INSERT INTO leases (name, holder, expires_at)
 VALUES (:name, :holder, CAST(strftime('%s', 'now') AS INTEGER) + :seconds)
@@ -2434,7 +2426,7 @@ def retention_batch(plan: list[Query], *, summarize: bool = False, delete: bool 
 
 # --- inspection ---------------------------------------------------------------------------
 
-# A thread's newest checkpoint row as stored (the demo shows a sealed one): ?1 thread, ?2 chars.
+# A thread's newest checkpoint row as stored (the demo shows a sealed one), :chars of it.
 STORED_SAMPLE = q("""
 SELECT checkpoint_id, substr(checkpoint, 1, :chars) AS head, LENGTH(checkpoint) AS bytes, metadata
 FROM checkpoints WHERE thread_id = :thread_id ORDER BY checkpoint_id DESC LIMIT 1""")
@@ -2485,8 +2477,8 @@ TRANSFER_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 
-# Params: ?1 thread_id, then the key of the previous page's last row (all NULL on the first
-# page), then the row limit and the byte budget.
+# Parameters: :thread_id, the key of the previous page's last row (:after_<key column>, all
+# NULL on the first page), :limit rows and about :budget bytes.
 TRANSFER_PAGE_D1SAVER_CHUNKS = q("""
 SELECT level, id, data, available FROM (
     SELECT level, id, data, SUM(COALESCE(LENGTH(data), 0)) OVER (ORDER BY level, id ROWS UNBOUNDED PRECEDING)
@@ -2601,7 +2593,7 @@ TRANSFER_INSERT = {
     "delta_frozen": TRANSFER_INSERT_DELTA_FROZEN,
 }
 
-# Staged rows become the thread in one batch: ?1 staging thread id, ?2 the thread id. An
+# Staged rows (:staged) become the thread (:thread_id) in one batch. An
 # UPDATE fires no insert trigger, so the batch first does what the triggers of migrations 2 and
 # 4 do for an insert: a checkpoint or write that replaces one of the thread's drops the old
 # one's pieces, and a checkpoint its old delta_unwritten row.
@@ -2630,7 +2622,7 @@ UPDATE OR REPLACE delta_unwritten SET thread_id = :thread_id WHERE thread_id = :
 RENAME_DELTA_FROZEN = q("""
 UPDATE OR REPLACE delta_frozen SET thread_id = :thread_id WHERE thread_id = :staged""")
 RENAME_THREAD = [RENAME_DROP_CHECKPOINT_PIECES, RENAME_DROP_WRITE_PIECES, RENAME_DROP_UNWRITTEN, RENAME_D1SAVER_CHUNKS, RENAME_CHECKPOINTS, RENAME_WRITES, RENAME_CHUNKS, RENAME_TAGS, RENAME_DELTA_UNWRITTEN, RENAME_DELTA_FROZEN]
-# After rows written into thread ?1 (a copy between databases, RENAME_THREAD included): those
+# After rows written into thread :thread_id (a copy between databases, RENAME_THREAD included): those
 # they replaced may have left chunks no row reaches.
 SCOPE_THREAD = q("INSERT INTO d1saver_scope (thread_id) VALUES (:thread_id)")
 COLLECT_THREAD = [CLEAR_SCOPE, SCOPE_THREAD, GC_CHUNKS, CLEAR_SCOPE]
@@ -2642,7 +2634,7 @@ COLLECT_THREAD = [CLEAR_SCOPE, SCOPE_THREAD, GC_CHUNKS, CLEAR_SCOPE]
 # id (_routing.LEAVING_PREFIX + thread_id; in several batches when large) and one last batch
 # compares them there with the thread, row by row and column by column, and deletes.
 #
-# ?1 the thread, ?2 its scratch id, then per table in TRANSFER_TABLES order the row count read.
+# :thread_id, its :scratch_id, and per table the row count read (:count_<table>).
 # The scope gets the thread only if both hold that many rows in every table.
 LEAVE_SCOPE = q("""
 INSERT INTO d1saver_scope (thread_id) SELECT :thread_id WHERE (SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = :thread_id) = :count_d1saver_chunks AND (SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = :scratch_id) = :count_d1saver_chunks
@@ -2656,7 +2648,7 @@ INSERT INTO d1saver_scope (thread_id) SELECT :thread_id WHERE (SELECT COUNT(*) F
 
 
 
-# ?1 the thread, ?2 its scratch id: empties the scope if the table's rows differ at all.
+# :thread_id and its :scratch_id: empties the scope if the table's rows differ at all.
 LEAVE_UNLESS_SAME_D1SAVER_CHUNKS = q("""
 DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM d1saver_chunks AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM d1saver_chunks AS b WHERE b.thread_id = :scratch_id AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))
     OR EXISTS (SELECT 1 FROM d1saver_chunks AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM d1saver_chunks AS b WHERE b.thread_id = :thread_id AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))""")
@@ -2702,7 +2694,7 @@ DELETE FROM checkpoints WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
 LEAVE_D1SAVER_CHUNKS = q("""
 DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)""")
 LEAVE = [LEAVE_DELTA_FROZEN, LEAVE_DELTA_UNWRITTEN, LEAVE_TAGS, LEAVE_CHUNKS, LEAVE_WRITES, LEAVE_CHECKPOINTS, LEAVE_D1SAVER_CHUNKS]
-# ?1 a thread id: its rows in every transfer table (the scratch copy, before and after).
+# The thread's rows in every transfer table (the scratch copy, before and after).
 DROP_THREAD_DELTA_FROZEN = q("DELETE FROM delta_frozen WHERE thread_id = :thread_id")
 DROP_THREAD_DELTA_UNWRITTEN = q("DELETE FROM delta_unwritten WHERE thread_id = :thread_id")
 DROP_THREAD_TAGS = q("DELETE FROM tags WHERE thread_id = :thread_id")
@@ -2712,7 +2704,7 @@ DROP_THREAD_CHECKPOINTS = q("DELETE FROM checkpoints WHERE thread_id = :thread_i
 DROP_THREAD_D1SAVER_CHUNKS = q("DELETE FROM d1saver_chunks WHERE thread_id = :thread_id")
 DROP_THREAD = [DROP_THREAD_DELTA_FROZEN, DROP_THREAD_DELTA_UNWRITTEN, DROP_THREAD_TAGS, DROP_THREAD_CHUNKS, DROP_THREAD_WRITES, DROP_THREAD_CHECKPOINTS, DROP_THREAD_D1SAVER_CHUNKS]
 
-# Thread ids in [?1, ?2) in any table (staged rows left by a killed copy, by their prefix).
+# Thread ids in [:low, :high) in any table (staged rows left by a killed copy, by their prefix).
 # D1 refuses a compound SELECT of more than 5 terms (probed on Wrangler's engine): nested.
 THREADS_IN_RANGE = q("""
 SELECT thread_id FROM checkpoints WHERE thread_id >= :low AND thread_id < :high
@@ -2731,16 +2723,15 @@ ORDER BY thread_id""")
 # rather than rows: they read rows raw, in keyset pages in primary key order, re-seal each
 # value in Python (never deserialized) and write it back.
 
-# A stored value's text, or piece 0's when the row holds a chunk marker: where the key id is.
-# Not under the newest key: ?{n} is the JSON array of the 7-character heads its texts have
-# ("e:" and the base85 group of key id and codec: d1saver/storage/crypto.py).
+# A value is read by its head: its text, or piece 0's when the row holds a chunk marker
+# (where the key id is). Not under the newest key: its head is not among :heads, the JSON
+# array of the 7-character heads the newest key's texts have ("e:" and the base85 group of key
+# id and codec: d1saver/storage/crypto.py). A raw page's rows come with their pieces ('k').
 
-# The chunks of a raw page's rows ('k' rows), of the owners named.
-
-# Checkpoint rows after the cursor (?2, ?3, ?4: thread_id, checkpoint_ns, checkpoint_id;
-# '' to start), ?5 rows, in one thread (?1) or all (?1 NULL); only those with a value not
-# sealed under the newest key when ?6 (heads) is given (their metadata is sealed with it).
-# With their chunks.
+# Checkpoint rows after the cursor (:after_thread_id, :after_checkpoint_ns,
+# :after_checkpoint_id; '' to start), :limit rows, in one thread (..._THREAD) or all (..._ALL);
+# only those with a value not sealed under the newest key when :heads is given (their metadata
+# is sealed with it). With their pieces.
 RAW_CHECKPOINTS_THREAD = q("""
 WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
@@ -2786,8 +2777,8 @@ FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
     AND k.owner IN ('', ':metadata')""")
 
-# Write rows after the cursor (?2..?6: thread_id, checkpoint_ns, checkpoint_id, task_id, idx),
-# ?7 rows, in one thread (?1) or all; with ?8 (heads) only those not under the newest key.
+# Write rows after the cursor (:after_thread_id .. :after_idx), :limit rows, in one thread or
+# all; with :heads only those not under the newest key.
 RAW_WRITES_THREAD = q("""
 WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
@@ -2832,9 +2823,9 @@ FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
     AND k.owner = p.task_id || '/' || p.idx""")
 
-# Frozen DeltaChannel rows (delta_frozen) after the cursor (?2..?9: thread_id, checkpoint_ns,
-# checkpoint_id, channel, kind, depth, task_id, idx; '' and -2^63 to start), ?10 rows, of one
-# thread (?1) or all; with ?11 (heads) only 's' and 'w' rows not under the newest key. With
+# Frozen DeltaChannel rows (delta_frozen) after the cursor (:after_thread_id .. :after_idx, the
+# primary key; '' and -2^63 to start), :limit rows, of one thread or all; with :heads only 's'
+# and 'w' rows not under the newest key. With
 # their holders' frozen pieces ('k': owner in `channel`, seq in `depth`, data in `value`). For
 # copy_thread and rekey under keys, which re-seal them.
 RAW_FROZEN_THREAD = q("""
@@ -2905,7 +2896,7 @@ RAW_WRITE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "tas
 # moved on) and rolls the batch back otherwise; the job then reads the page again. A text is
 # compared by a fingerprint (length, first and last 40 characters: sealed texts start with a
 # random nonce and end with a tag), its chunks by count, total length and piece 0's fingerprint.
-# ?1 ?2 ?3 the checkpoint, ?4 ?5 fingerprints of checkpoint and metadata, ?6 ?7 of their chunks.
+# The checkpoint's key, the fingerprints of its checkpoint and metadata and of their pieces.
 REKEY_GUARD_CHECKPOINT = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
@@ -2919,7 +2910,7 @@ SELECT 1 WHERE NOT EXISTS (
         || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
     FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
         AND owner = ':metadata') IS NOT :metadata_pieces_fp""")
-# ?1 ?2 ?3 the checkpoint, ?4 task_id, ?5 idx, ?6 fingerprint of the value, ?7 of its chunks.
+# The write's key, the fingerprints of its value and of its pieces.
 REKEY_GUARD_WRITE = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
@@ -2929,8 +2920,8 @@ SELECT 1 WHERE NOT EXISTS (
         || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
     FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
         AND owner = :task_id || '/' || :idx) IS NOT :pieces_fp""")
-# ?1..?8 the frozen row's key (thread_id .. idx), ?9 fingerprint of its value, ?10 of its
-# pieces (held by the holder, ?11 their owner).
+# The frozen row's key, the fingerprints of its value and of its pieces (held by the holder,
+# :owner their owner).
 REKEY_GUARD_FROZEN = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
@@ -2986,7 +2977,7 @@ GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END""")
 KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
 
 # copy_thread under keys: the target's tags and delta_unwritten rows, as COPY_THREAD copies
-# them (?1 source, ?2 target); after the checkpoints, whose insert trigger clears the latter.
+# them (:source to :target); after the checkpoints, whose insert trigger clears the latter.
 
 # Every statement of this module, named by its identifier.
 STATEMENTS = [*name_queries(globals()),
