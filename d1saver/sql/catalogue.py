@@ -387,7 +387,8 @@ READ_SCHEMA = q("SELECT * FROM d1saver_schema")
 # failed: d1saver_schema.version") when it is recorded already: another instance applied the
 # step, or this one did before its response was lost.
 CLAIM_VERSION = q("""
-INSERT INTO d1saver_schema (version, applied_at) VALUES (:version, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))""")
+INSERT INTO d1saver_schema (version, applied_at)
+VALUES (:version, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))""")
 # Last in a migration's batch (the column exists from version 2 on).
 SET_MIN_READER = q("UPDATE d1saver_schema SET min_reader = :min_reader WHERE version = :version")
 
@@ -441,7 +442,8 @@ SELECT 1 FROM (
     WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
     ORDER BY checkpoint_id DESC LIMIT 1
 ) AS head
-WHERE head.checkpoint_id IS NOT :parent_checkpoint_id AND head.checkpoint_id IS NOT :checkpoint_id""")
+WHERE head.checkpoint_id IS NOT :parent_checkpoint_id
+    AND head.checkpoint_id IS NOT :checkpoint_id""")
 
 # Writes: :writes is a JSON array of [idx, channel, type, value] rows for one task.
 # REPLACE for special writes (errors, interrupts: the latest wins), IGNORE for regular ones
@@ -553,7 +555,8 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+      AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
@@ -603,7 +606,10 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE thread_id = :thread_id
+      AND (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
@@ -653,7 +659,9 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
@@ -703,7 +711,8 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+      AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -713,7 +722,10 @@ page AS (
              = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
          AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
              SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom
+                 AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n'
+                 ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false')
+                 THEN 'n' ELSE q.type END))
         END
         OR (json_type(c.metadata, f.path) IS NULL
             AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
@@ -765,7 +777,10 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE thread_id = :thread_id
+      AND (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -775,7 +790,10 @@ page AS (
              = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
          AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
              SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom
+                 AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n'
+                 ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false')
+                 THEN 'n' ELSE q.type END))
         END
         OR (json_type(c.metadata, f.path) IS NULL
             AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
@@ -827,7 +845,9 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -837,7 +857,10 @@ page AS (
              = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
          AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
              SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom
+                 AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n'
+                 ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false')
+                 THEN 'n' ELSE q.type END))
         END
         OR (json_type(c.metadata, f.path) IS NULL
             AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
@@ -900,7 +923,8 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+      AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
@@ -921,7 +945,8 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
+               FROM json_each(w.sought) AS s
      WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
@@ -1025,7 +1050,10 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE thread_id = :thread_id
+      AND (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
@@ -1046,7 +1074,8 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
+               FROM json_each(w.sought) AS s
      WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
@@ -1150,7 +1179,9 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
@@ -1171,7 +1202,8 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
+               FROM json_each(w.sought) AS s
      WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
@@ -1275,7 +1307,8 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+      AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -1285,7 +1318,10 @@ page AS (
              = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
          AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
              SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom
+                 AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n'
+                 ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false')
+                 THEN 'n' ELSE q.type END))
         END
         OR (json_type(c.metadata, f.path) IS NULL
             AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
@@ -1308,7 +1344,8 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
+               FROM json_each(w.sought) AS s
      WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
@@ -1412,7 +1449,10 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE thread_id = :thread_id
+      AND (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -1422,7 +1462,10 @@ page AS (
              = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
          AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
              SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom
+                 AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n'
+                 ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false')
+                 THEN 'n' ELSE q.type END))
         END
         OR (json_type(c.metadata, f.path) IS NULL
             AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
@@ -1445,7 +1488,8 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
+               FROM json_each(w.sought) AS s
      WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
@@ -1549,7 +1593,9 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -1559,7 +1605,10 @@ page AS (
              = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
          AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
              SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom
+                 AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n'
+                 ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false')
+                 THEN 'n' ELSE q.type END))
         END
         OR (json_type(c.metadata, f.path) IS NULL
             AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
@@ -1582,7 +1631,8 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
+               FROM json_each(w.sought) AS s
      WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
@@ -1703,11 +1753,13 @@ DELTA_HISTORY = q("""
 WITH RECURSIVE
 target AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id FROM checkpoints
-    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND (:checkpoint_id IS NULL
+        OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC LIMIT 1
 ),
 chain(checkpoint_id, depth, sought) AS (
-    SELECT t.parent_checkpoint_id, 1, (SELECT json_group_array(s.value) FROM json_each(json(:channels)) AS s
+    SELECT t.parent_checkpoint_id, 1, (SELECT json_group_array(s.value)
+        FROM json_each(json(:channels)) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = t.thread_id AND f.checkpoint_ns = t.checkpoint_ns
                              AND f.checkpoint_id = t.checkpoint_id
@@ -1722,19 +1774,22 @@ chain(checkpoint_id, depth, sought) AS (
                            WHERE f.thread_id = p.thread_id AND f.checkpoint_ns = p.checkpoint_ns
                              AND f.checkpoint_id = p.checkpoint_id
                            GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
-    FROM chain JOIN checkpoints AS p ON p.thread_id = :thread_id AND p.checkpoint_ns = :checkpoint_ns
+    FROM chain JOIN checkpoints AS p ON p.thread_id = :thread_id
+        AND p.checkpoint_ns = :checkpoint_ns
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0 AND chain.depth < 20000
 ),
 ancestors AS (
     SELECT chain.depth, chain.sought, p.checkpoint_id, p.channels, p.type, p.checkpoint,
            p.metadata
-    FROM chain JOIN checkpoints AS p ON p.thread_id = :thread_id AND p.checkpoint_ns = :checkpoint_ns
+    FROM chain JOIN checkpoints AS p ON p.thread_id = :thread_id
+        AND p.checkpoint_ns = :checkpoint_ns
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0
 ),
 holders AS (
-    SELECT 0 AS depth, json(:channels) AS sought, t.checkpoint_id, '[]' AS channels FROM target AS t
+    SELECT 0 AS depth, json(:channels) AS sought, t.checkpoint_id, '[]' AS channels
+        FROM target AS t
     UNION ALL
     SELECT depth, sought, checkpoint_id, channels FROM ancestors
 ),
@@ -1752,14 +1807,16 @@ FROM ancestors AS a
 UNION ALL
 SELECT 'w', a.depth, w.checkpoint_id, w.task_id, NULL, NULL, w.task_path, w.idx, w.channel,
        w.type, w.value
-FROM ancestors AS a JOIN writes AS w ON w.thread_id = :thread_id AND w.checkpoint_ns = :checkpoint_ns
+FROM ancestors AS a JOIN writes AS w ON w.thread_id = :thread_id
+    AND w.checkpoint_ns = :checkpoint_ns
     AND w.checkpoint_id = a.checkpoint_id
 WHERE (w.channel IN (SELECT value FROM json_each(a.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
 SELECT 'f', h.depth, h.checkpoint_id,
        json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
        NULL, f.metadata, NULL, NULL, f.channels, f.type, f.value
-FROM holders AS h JOIN delta_frozen AS f ON f.thread_id = :thread_id AND f.checkpoint_ns = :checkpoint_ns
+FROM holders AS h JOIN delta_frozen AS f ON f.thread_id = :thread_id
+    AND f.checkpoint_ns = :checkpoint_ns
     AND f.checkpoint_id = h.checkpoint_id
 WHERE f.channel IN (SELECT value FROM json_each(h.sought))
   AND f.channel NOT IN (SELECT value FROM json_each(h.channels))
@@ -1829,12 +1886,14 @@ INSERT INTO tags (thread_id, checkpoint_ns, checkpoint_id, name, created_at)
 SELECT thread_id, checkpoint_ns, checkpoint_id, :name, strftime('%Y-%m-%dT%H:%M:%SZ', 'now')
 FROM checkpoints WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
     AND checkpoint_id = COALESCE(:checkpoint_id, (SELECT MAX(checkpoint_id) FROM checkpoints
-                                      WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns))
+                                      WHERE thread_id = :thread_id
+                                          AND checkpoint_ns = :checkpoint_ns))
 ON CONFLICT (thread_id, checkpoint_ns, name) DO UPDATE SET
     checkpoint_id = excluded.checkpoint_id, created_at = excluded.created_at
 RETURNING checkpoint_id""")
 UNTAG = q("""
-DELETE FROM tags WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND name = :name""")
+DELETE FROM tags WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND name = :name""")
 # Sent before UNTAG in its batch: records under :op_id whether the tag exists (1 or 0).
 RECORD_UNTAG = q("""
 INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
@@ -1842,7 +1901,8 @@ SELECT :op_id, COUNT(*), CAST(strftime('%s', 'now') AS INTEGER)
 FROM tags WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND name = :name""")
 LIST_TAGS_COLUMNS = ("name", "checkpoint_id")
 LIST_TAGS = q("""
-SELECT name, checkpoint_id FROM tags WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+SELECT name, checkpoint_id FROM tags WHERE thread_id = :thread_id
+    AND checkpoint_ns = :checkpoint_ns
 ORDER BY checkpoint_id DESC, name""")
 
 # --- content-addressed chunks: garbage collection and the check --------------------------
@@ -1859,19 +1919,24 @@ ORDER BY checkpoint_id DESC, name""")
 GC_CHUNKS = q("""
 WITH RECURSIVE reached(thread_id, id) AS (
     SELECT c.thread_id, ltrim(j.value, '^')
-    FROM checkpoints AS c, json_each(CASE WHEN substr(c.checkpoint, 1, 2) = 'm:' THEN '["' || replace(substr(c.checkpoint, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    FROM checkpoints AS c, json_each(CASE WHEN substr(c.checkpoint, 1, 2) = 'm:'
+        THEN '["' || replace(substr(c.checkpoint, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE c.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0
     UNION
     SELECT w.thread_id, ltrim(j.value, '^')
-    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'm:' THEN '["' || replace(substr(w.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE w.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0
     UNION
     SELECT w.thread_id, ltrim(j.value, '^')
-    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN substr(w.value, 3) ELSE '[]' END) AS p, json_each(CASE WHEN substr(p.value->>3, 1, 2) = 'm:' THEN '["' || replace(substr(p.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN substr(w.value, 3)
+        ELSE '[]' END) AS p, json_each(CASE WHEN substr(p.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(p.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE w.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0
     UNION
     SELECT f.thread_id, ltrim(j.value, '^')
-    FROM delta_frozen AS f, json_each(CASE WHEN substr(f.value, 1, 2) = 'm:' THEN '["' || replace(substr(f.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    FROM delta_frozen AS f, json_each(CASE WHEN substr(f.value, 1, 2) = 'm:'
+        THEN '["' || replace(substr(f.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE f.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0
     UNION
     SELECT r.thread_id, ltrim(j.value, '^')
@@ -1888,24 +1953,37 @@ CHUNK_CHECK_COLUMNS = ("thread_id", "missing", "unreferenced")
 CHUNK_CHECK = q("""
 WITH RECURSIVE reached(thread_id, id) AS (
     SELECT c.thread_id, ltrim(j.value, '^')
-    FROM checkpoints AS c, json_each(CASE WHEN substr(c.checkpoint, 1, 2) = 'm:' THEN '["' || replace(substr(c.checkpoint, 3), ',', '","') || '"]' ELSE '[]' END) AS j
-    WHERE c.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL OR thread_id = :thread_id
-        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id) AND instr(j.value, ':') = 0
+    FROM checkpoints AS c, json_each(CASE WHEN substr(c.checkpoint, 1, 2) = 'm:'
+        THEN '["' || replace(substr(c.checkpoint, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE c.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL
+        OR thread_id = :thread_id
+        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id)
+            AND instr(j.value, ':') = 0
     UNION
     SELECT w.thread_id, ltrim(j.value, '^')
-    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'm:' THEN '["' || replace(substr(w.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
-    WHERE w.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL OR thread_id = :thread_id
-        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id) AND instr(j.value, ':') = 0
+    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE w.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL
+        OR thread_id = :thread_id
+        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id)
+            AND instr(j.value, ':') = 0
     UNION
     SELECT w.thread_id, ltrim(j.value, '^')
-    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN substr(w.value, 3) ELSE '[]' END) AS p, json_each(CASE WHEN substr(p.value->>3, 1, 2) = 'm:' THEN '["' || replace(substr(p.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
-    WHERE w.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL OR thread_id = :thread_id
-        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id) AND instr(j.value, ':') = 0
+    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN substr(w.value, 3)
+        ELSE '[]' END) AS p, json_each(CASE WHEN substr(p.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(p.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE w.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL
+        OR thread_id = :thread_id
+        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id)
+            AND instr(j.value, ':') = 0
     UNION
     SELECT f.thread_id, ltrim(j.value, '^')
-    FROM delta_frozen AS f, json_each(CASE WHEN substr(f.value, 1, 2) = 'm:' THEN '["' || replace(substr(f.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
-    WHERE f.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL OR thread_id = :thread_id
-        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id) AND instr(j.value, ':') = 0
+    FROM delta_frozen AS f, json_each(CASE WHEN substr(f.value, 1, 2) = 'm:'
+        THEN '["' || replace(substr(f.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE f.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL
+        OR thread_id = :thread_id
+        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id)
+            AND instr(j.value, ':') = 0
     UNION
     SELECT r.thread_id, ltrim(j.value, '^')
     FROM reached AS r CROSS JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
@@ -1935,15 +2013,20 @@ WHERE missing > 0 OR unreferenced > 0 ORDER BY thread_id""")
 
 # :thread_ids: JSON array of thread ids. Children first, checkpoints last.
 DELETE_THREADS_WRITES = q("""
-DELETE FROM writes WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE FROM writes WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids))""")
 DELETE_THREADS_D1SAVER_CHUNKS = q("""
-DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids))""")
 DELETE_THREADS_CHUNKS = q("""
-DELETE FROM chunks WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE FROM chunks WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids))""")
 DELETE_THREADS_TAGS = q("""
-DELETE FROM tags WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE FROM tags WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids))""")
 DELETE_THREADS_CHECKPOINTS = q("""
-DELETE FROM checkpoints WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE FROM checkpoints WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids))""")
 DELETE_THREADS = [DELETE_THREADS_WRITES, DELETE_THREADS_D1SAVER_CHUNKS, DELETE_THREADS_CHUNKS, DELETE_THREADS_TAGS, DELETE_THREADS_CHECKPOINTS]
 
 # From thread :source to thread :target. Rows already on the target are replaced.
@@ -1963,16 +2046,22 @@ SELECT :target, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, 
 FROM writes WHERE thread_id = :source""")
 COPY_CHUNKS = q("""
 INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
-SELECT :target, checkpoint_ns, checkpoint_id, owner, seq, data FROM chunks WHERE thread_id = :source""")
+SELECT :target, checkpoint_ns, checkpoint_id, owner, seq, data FROM chunks
+    WHERE thread_id = :source""")
 COPY_TAGS = q("""
 INSERT OR REPLACE INTO tags (thread_id, checkpoint_ns, checkpoint_id, name, created_at)
-SELECT :target, checkpoint_ns, checkpoint_id, name, created_at FROM tags WHERE thread_id = :source""")
+SELECT :target, checkpoint_ns, checkpoint_id, name, created_at FROM tags
+    WHERE thread_id = :source""")
 COPY_DELTA_UNWRITTEN = q("""
 INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
-SELECT :target, checkpoint_ns, checkpoint_id, channels FROM delta_unwritten WHERE thread_id = :source""")
+SELECT :target, checkpoint_ns, checkpoint_id, channels FROM delta_unwritten
+    WHERE thread_id = :source""")
 COPY_DELTA_FROZEN = q("""
-INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels)
-SELECT :target, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen WHERE thread_id = :source""")
+INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind,
+    depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels)
+SELECT :target, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx,
+    src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen
+    WHERE thread_id = :source""")
 CLEAR_SCOPE = q("DELETE FROM d1saver_scope")
 SCOPE_TARGET = q("INSERT INTO d1saver_scope (thread_id) VALUES (:target)")
 COPY_THREAD = [COPY_D1SAVER_CHUNKS, COPY_CHECKPOINTS, COPY_WRITES, COPY_CHUNKS, COPY_TAGS, COPY_DELTA_UNWRITTEN, COPY_DELTA_FROZEN, CLEAR_SCOPE, SCOPE_TARGET, GC_CHUNKS, CLEAR_SCOPE]
@@ -1988,10 +2077,12 @@ CLEAR_RELINK = q("DELETE FROM d1saver_relink")
 CLEAR_SCRATCH = [CLEAR_SCOPE, CLEAR_KEEP, CLEAR_RELINK]
 
 SCOPE_THREADS = q("""
-INSERT OR IGNORE INTO d1saver_scope (thread_id) SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)""")
+INSERT OR IGNORE INTO d1saver_scope (thread_id) SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids)""")
 SCOPE_RUNS = q("""
 INSERT OR IGNORE INTO d1saver_scope (thread_id)
-SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:run_ids))""")
+SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:run_ids))""")
 
 
 # A subgraph's namespace is its parent's, then '|' unless the parent is the root, then
@@ -2076,7 +2167,8 @@ PLAN_KEEP_OTHER_RUNS = q("""
 INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
 SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints
 WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
-  AND (run_id IS NULL OR run_id NOT IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:run_ids)))""")
+  AND (run_id IS NULL OR run_id NOT IN (SELECT CAST(unhex(value) AS TEXT)
+      FROM json_each(:run_ids)))""")
 
 # DeltaChannel histories frozen before their ancestors go (docs/STORAGE_DESIGN.md). A kept
 # checkpoint whose parent is not kept gets, per channel it replays and holds no
@@ -2099,7 +2191,8 @@ WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
 # (migration 7) packs one put_writes call's writes (type null: "msgpack"), any other row
 # holds itself.
 FREEZE = q("""
-INSERT OR IGNORE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels)
+INSERT OR IGNORE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind,
+    depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels)
 WITH RECURSIVE
 walk(thread_id, checkpoint_ns, origin, channel, depth, cur, steps, bound) AS (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, s.value,
@@ -2122,12 +2215,14 @@ walk(thread_id, checkpoint_ns, origin, channel, depth, cur, steps, bound) AS (
     AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.parent_checkpoint_id)
       AND NOT (EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = c.thread_id
     AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id
-    AND f.channel = s.value) AND (SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = c.thread_id
+    AND f.channel = s.value) AND (SELECT MAX(f.depth) FROM delta_frozen AS f
+        WHERE f.thread_id = c.thread_id
     AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id
     AND f.channel = s.value AND f.kind = 'c') IS NULL)
     UNION ALL
     SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel,
-           w.depth + COALESCE((SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = p.thread_id
+           w.depth + COALESCE((SELECT MAX(f.depth) FROM delta_frozen AS f
+               WHERE f.thread_id = p.thread_id
     AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id
     AND f.channel = w.channel AND f.kind = 'c'), 1),
            p.parent_checkpoint_id, w.steps + 1, w.bound
@@ -2139,7 +2234,8 @@ walk(thread_id, checkpoint_ns, origin, channel, depth, cur, steps, bound) AS (
       AND w.channel NOT IN (SELECT value FROM json_each(p.channels))
       AND NOT (EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = p.thread_id
     AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id
-    AND f.channel = w.channel) AND (SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = p.thread_id
+    AND f.channel = w.channel) AND (SELECT MAX(f.depth) FROM delta_frozen AS f
+        WHERE f.thread_id = p.thread_id
     AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id
     AND f.channel = w.channel AND f.kind = 'c') IS NULL)
 )
@@ -2149,7 +2245,8 @@ FROM walk AS w CROSS JOIN writes AS x ON x.thread_id = w.thread_id
     AND x.checkpoint_ns = w.checkpoint_ns AND x.checkpoint_id = w.cur
 CROSS JOIN json_each(CASE WHEN substr(x.value, 1, 2) = 'p:' THEN substr(x.value, 3)
     ELSE json_array(json_array(x.idx, x.channel, x.type, x.value)) END) AS e
-WHERE e.value->>1 = w.channel AND NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+WHERE e.value->>1 = w.channel AND NOT EXISTS (SELECT 1 FROM d1saver_keep AS k
+    WHERE k.thread_id = w.thread_id
     AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)
 UNION ALL
 SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, 's', w.depth, '', 0, w.cur, '',
@@ -2175,10 +2272,12 @@ FROM walk AS w WHERE EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id =
 # After FREEZE: a 'c' row that a record's newer rows now lie beyond (its holder's walk went on
 # from there) goes.
 FREEZE_DONE = q("""
-DELETE FROM delta_frozen AS c WHERE c.kind = 'c' AND c.thread_id IN (SELECT thread_id FROM d1saver_scope) AND EXISTS (
+DELETE FROM delta_frozen AS c WHERE c.kind = 'c' AND c.thread_id IN (SELECT thread_id
+    FROM d1saver_scope) AND EXISTS (
     SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = c.thread_id
         AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id
-        AND f.channel = c.channel AND f.depth >= c.depth AND NOT (f.kind = 'c' AND f.depth = c.depth))""")
+        AND f.channel = c.channel AND f.depth >= c.depth AND NOT (f.kind = 'c'
+            AND f.depth = c.depth))""")
 
 # The pieces of frozen values stored over several rows ("c:<n>": values over D1's row limit),
 # copied to their holder as owner 'f/<src_checkpoint_id>/<owner>': from the row they were
@@ -2190,13 +2289,15 @@ SELECT f.thread_id, f.checkpoint_ns, f.checkpoint_id,
        'f/' || f.src_checkpoint_id || '/' || k.owner, k.seq, k.data
 FROM delta_frozen AS f CROSS JOIN chunks AS k ON k.thread_id = f.thread_id
     AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id = f.src_checkpoint_id
-    AND (k.owner = CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx END OR (f.kind = 's' AND k.owner IN ('', ':metadata')))
+    AND (k.owner = CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx END OR (f.kind = 's'
+        AND k.owner IN ('', ':metadata')))
 WHERE f.thread_id IN (SELECT thread_id FROM d1saver_scope)
 UNION ALL
 SELECT f.thread_id, f.checkpoint_ns, f.checkpoint_id, k.owner, k.seq, k.data
 FROM delta_frozen AS f CROSS JOIN chunks AS k ON k.thread_id = f.thread_id
     AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id <> f.checkpoint_id
-    AND (k.owner = 'f/' || f.src_checkpoint_id || '/' || CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx END
+    AND (k.owner = 'f/' || f.src_checkpoint_id || '/' || CASE f.kind WHEN 'w'
+        THEN f.task_id || '/' || f.idx END
          OR (f.kind = 's' AND k.owner IN ('f/' || f.src_checkpoint_id || '/',
                                           'f/' || f.src_checkpoint_id || '/:metadata')))
 WHERE f.thread_id IN (SELECT thread_id FROM d1saver_scope)""")
@@ -2252,13 +2353,15 @@ WHERE checkpoints.thread_id = r.thread_id AND checkpoints.checkpoint_ns = r.chec
 DELETE_UNKEPT_WRITES = q("""
 DELETE FROM writes WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = writes.thread_id
-        AND k.checkpoint_ns = writes.checkpoint_ns AND k.checkpoint_id = writes.checkpoint_id) AND writes.checkpoint_id <= (
+        AND k.checkpoint_ns = writes.checkpoint_ns AND k.checkpoint_id = writes.checkpoint_id)
+            AND writes.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = writes.thread_id AND n.checkpoint_ns = writes.checkpoint_ns)""")
 DELETE_UNKEPT_CHUNKS = q("""
 DELETE FROM chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = chunks.thread_id
-        AND k.checkpoint_ns = chunks.checkpoint_ns AND k.checkpoint_id = chunks.checkpoint_id) AND chunks.checkpoint_id <= (
+        AND k.checkpoint_ns = chunks.checkpoint_ns AND k.checkpoint_id = chunks.checkpoint_id)
+            AND chunks.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = chunks.thread_id AND n.checkpoint_ns = chunks.checkpoint_ns)""")
 DELETE_UNKEPT_TAGS = q("""
@@ -2268,7 +2371,8 @@ DELETE FROM tags WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NO
 DELETE_UNKEPT_CHECKPOINTS = q("""
 DELETE FROM checkpoints WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = checkpoints.thread_id
-        AND k.checkpoint_ns = checkpoints.checkpoint_ns AND k.checkpoint_id = checkpoints.checkpoint_id)""")
+        AND k.checkpoint_ns = checkpoints.checkpoint_ns
+            AND k.checkpoint_id = checkpoints.checkpoint_id)""")
 DELETE_UNKEPT = [DELETE_UNKEPT_WRITES, DELETE_UNKEPT_CHUNKS, DELETE_UNKEPT_TAGS, DELETE_UNKEPT_CHECKPOINTS]
 
 
@@ -2281,11 +2385,14 @@ SELECT s.thread_id,
   (SELECT COUNT(*) FROM checkpoints AS c
      WHERE c.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = c.thread_id
-        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id)) AS checkpoints,
-  (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
+        AND k.checkpoint_ns = c.checkpoint_ns
+            AND k.checkpoint_id = c.checkpoint_id)) AS checkpoints,
+  (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:'
+      THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
      WHERE w.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
-        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id)
+            AND w.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns)) AS writes,
   (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
@@ -2295,13 +2402,15 @@ SELECT s.thread_id,
   + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w
      WHERE w.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
-        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id)
+            AND w.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns))
   + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k
      WHERE k.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = k.thread_id
-        AND k.checkpoint_ns = k.checkpoint_ns AND k.checkpoint_id = k.checkpoint_id) AND k.checkpoint_id <= (
+        AND k.checkpoint_ns = k.checkpoint_ns AND k.checkpoint_id = k.checkpoint_id)
+            AND k.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = k.thread_id AND n.checkpoint_ns = k.checkpoint_ns)) AS bytes
 FROM d1saver_scope AS s ORDER BY s.thread_id""")
@@ -2321,11 +2430,14 @@ SELECT s.thread_id,
   (SELECT COUNT(*) FROM checkpoints AS c
      WHERE c.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = c.thread_id
-        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id)) AS checkpoints,
-  (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
+        AND k.checkpoint_ns = c.checkpoint_ns
+            AND k.checkpoint_id = c.checkpoint_id)) AS checkpoints,
+  (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:'
+      THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
      WHERE w.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
-        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id)
+            AND w.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns)) AS writes,
   (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
@@ -2335,13 +2447,15 @@ SELECT s.thread_id,
   + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w
      WHERE w.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
-        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id)
+            AND w.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns))
   + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k
      WHERE k.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = k.thread_id
-        AND k.checkpoint_ns = k.checkpoint_ns AND k.checkpoint_id = k.checkpoint_id) AND k.checkpoint_id <= (
+        AND k.checkpoint_ns = k.checkpoint_ns AND k.checkpoint_id = k.checkpoint_id)
+            AND k.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = k.thread_id AND n.checkpoint_ns = k.checkpoint_ns)) AS bytes
 FROM d1saver_scope AS s ORDER BY s.thread_id) AS p""")
@@ -2374,7 +2488,8 @@ HISTORY = q("""
 SELECT c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        json_extract(c.metadata, '$.step') AS step, json_extract(c.metadata, '$.source') AS source,
        c.ts, LENGTH(c.checkpoint) + LENGTH(c.metadata) AS bytes,
-       (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
+       (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:'
+           THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
         WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
           AND w.checkpoint_id = c.checkpoint_id) AS writes,
        (SELECT group_concat(g.name, ',') FROM tags AS g WHERE g.thread_id = c.thread_id
@@ -2481,77 +2596,120 @@ TRANSFER_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 # NULL on the first page), :limit rows and about :budget bytes.
 TRANSFER_PAGE_D1SAVER_CHUNKS = q("""
 SELECT level, id, data, available FROM (
-    SELECT level, id, data, SUM(COALESCE(LENGTH(data), 0)) OVER (ORDER BY level, id ROWS UNBOUNDED PRECEDING)
+    SELECT level, id, data, SUM(COALESCE(LENGTH(data), 0)) OVER (ORDER BY level,
+        id ROWS UNBOUNDED PRECEDING)
                - (COALESCE(LENGTH(data), 0)) AS bytes_before,
            COUNT(*) OVER () AS available
     FROM (SELECT level, id, data FROM d1saver_chunks
-          WHERE thread_id = :thread_id AND (:after_level IS NULL OR (level, id) > (:after_level, :after_id))
+          WHERE thread_id = :thread_id AND (:after_level IS NULL OR (level, id) > (:after_level,
+              :after_id))
           ORDER BY level, id LIMIT :limit)
 )
 WHERE bytes_before < :budget
 ORDER BY level, id""")
 TRANSFER_PAGE_CHECKPOINTS = q("""
-SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts, available FROM (
-    SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts, SUM(COALESCE(LENGTH(parent_checkpoint_id), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(checkpoint), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0) + COALESCE(LENGTH(run_id), 0) + COALESCE(LENGTH(ts), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id ROWS UNBOUNDED PRECEDING)
-               - (COALESCE(LENGTH(parent_checkpoint_id), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(checkpoint), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0) + COALESCE(LENGTH(run_id), 0) + COALESCE(LENGTH(ts), 0)) AS bytes_before,
+SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels,
+    run_id, ts, available FROM (
+    SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata,
+        channels, run_id, ts, SUM(COALESCE(LENGTH(parent_checkpoint_id),
+        0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(checkpoint),
+        0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels),
+        0) + COALESCE(LENGTH(run_id), 0) + COALESCE(LENGTH(ts), 0)) OVER (ORDER BY checkpoint_ns,
+        checkpoint_id ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(parent_checkpoint_id), 0) + COALESCE(LENGTH(type),
+                   0) + COALESCE(LENGTH(checkpoint), 0) + COALESCE(LENGTH(metadata),
+                   0) + COALESCE(LENGTH(channels), 0) + COALESCE(LENGTH(run_id),
+                   0) + COALESCE(LENGTH(ts), 0)) AS bytes_before,
            COUNT(*) OVER () AS available
-    FROM (SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts FROM checkpoints
-          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id) > (:after_checkpoint_ns, :after_checkpoint_id))
+    FROM (SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata,
+        channels, run_id, ts FROM checkpoints
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns,
+              checkpoint_id) > (:after_checkpoint_ns, :after_checkpoint_id))
           ORDER BY checkpoint_ns, checkpoint_id LIMIT :limit)
 )
 WHERE bytes_before < :budget
 ORDER BY checkpoint_ns, checkpoint_id""")
 TRANSFER_PAGE_WRITES = q("""
-SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value, available FROM (
-    SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value, SUM(COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(channel), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, task_id, idx ROWS UNBOUNDED PRECEDING)
-               - (COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(channel), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0)) AS bytes_before,
+SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value, available
+    FROM (
+    SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value,
+        SUM(COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(channel),
+        0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value),
+        0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, task_id, idx ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(channel),
+                   0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0)) AS bytes_before,
            COUNT(*) OVER () AS available
-    FROM (SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value FROM writes
-          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id, task_id, idx) > (:after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx))
+    FROM (SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value
+        FROM writes
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns,
+              checkpoint_id, task_id, idx) > (:after_checkpoint_ns, :after_checkpoint_id,
+              :after_task_id, :after_idx))
           ORDER BY checkpoint_ns, checkpoint_id, task_id, idx LIMIT :limit)
 )
 WHERE bytes_before < :budget
 ORDER BY checkpoint_ns, checkpoint_id, task_id, idx""")
 TRANSFER_PAGE_CHUNKS = q("""
 SELECT checkpoint_ns, checkpoint_id, owner, seq, data, available FROM (
-    SELECT checkpoint_ns, checkpoint_id, owner, seq, data, SUM(COALESCE(LENGTH(data), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, owner, seq ROWS UNBOUNDED PRECEDING)
+    SELECT checkpoint_ns, checkpoint_id, owner, seq, data, SUM(COALESCE(LENGTH(data),
+        0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, owner, seq ROWS UNBOUNDED PRECEDING)
                - (COALESCE(LENGTH(data), 0)) AS bytes_before,
            COUNT(*) OVER () AS available
     FROM (SELECT checkpoint_ns, checkpoint_id, owner, seq, data FROM chunks
-          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id, owner, seq) > (:after_checkpoint_ns, :after_checkpoint_id, :after_owner, :after_seq))
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns,
+              checkpoint_id, owner, seq) > (:after_checkpoint_ns, :after_checkpoint_id,
+              :after_owner, :after_seq))
           ORDER BY checkpoint_ns, checkpoint_id, owner, seq LIMIT :limit)
 )
 WHERE bytes_before < :budget
 ORDER BY checkpoint_ns, checkpoint_id, owner, seq""")
 TRANSFER_PAGE_TAGS = q("""
 SELECT checkpoint_ns, name, checkpoint_id, created_at, available FROM (
-    SELECT checkpoint_ns, name, checkpoint_id, created_at, SUM(COALESCE(LENGTH(checkpoint_id), 0) + COALESCE(LENGTH(created_at), 0)) OVER (ORDER BY checkpoint_ns, name ROWS UNBOUNDED PRECEDING)
-               - (COALESCE(LENGTH(checkpoint_id), 0) + COALESCE(LENGTH(created_at), 0)) AS bytes_before,
+    SELECT checkpoint_ns, name, checkpoint_id, created_at, SUM(COALESCE(LENGTH(checkpoint_id),
+        0) + COALESCE(LENGTH(created_at), 0)) OVER (ORDER BY checkpoint_ns,
+        name ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(checkpoint_id), 0) + COALESCE(LENGTH(created_at),
+                   0)) AS bytes_before,
            COUNT(*) OVER () AS available
     FROM (SELECT checkpoint_ns, name, checkpoint_id, created_at FROM tags
-          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, name) > (:after_checkpoint_ns, :after_name))
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns,
+              name) > (:after_checkpoint_ns, :after_name))
           ORDER BY checkpoint_ns, name LIMIT :limit)
 )
 WHERE bytes_before < :budget
 ORDER BY checkpoint_ns, name""")
 TRANSFER_PAGE_DELTA_UNWRITTEN = q("""
 SELECT checkpoint_ns, checkpoint_id, channels, available FROM (
-    SELECT checkpoint_ns, checkpoint_id, channels, SUM(COALESCE(LENGTH(channels), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id ROWS UNBOUNDED PRECEDING)
+    SELECT checkpoint_ns, checkpoint_id, channels, SUM(COALESCE(LENGTH(channels),
+        0)) OVER (ORDER BY checkpoint_ns, checkpoint_id ROWS UNBOUNDED PRECEDING)
                - (COALESCE(LENGTH(channels), 0)) AS bytes_before,
            COUNT(*) OVER () AS available
     FROM (SELECT checkpoint_ns, checkpoint_id, channels FROM delta_unwritten
-          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id) > (:after_checkpoint_ns, :after_checkpoint_id))
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns,
+              checkpoint_id) > (:after_checkpoint_ns, :after_checkpoint_id))
           ORDER BY checkpoint_ns, checkpoint_id LIMIT :limit)
 )
 WHERE bytes_before < :budget
 ORDER BY checkpoint_ns, checkpoint_id""")
 TRANSFER_PAGE_DELTA_FROZEN = q("""
-SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, available FROM (
-    SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, SUM(COALESCE(LENGTH(src_checkpoint_id), 0) + COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx ROWS UNBOUNDED PRECEDING)
-               - (COALESCE(LENGTH(src_checkpoint_id), 0) + COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0)) AS bytes_before,
+SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id,
+    task_path, type, value, metadata, channels, available FROM (
+    SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id,
+        task_path, type, value, metadata, channels, SUM(COALESCE(LENGTH(src_checkpoint_id),
+        0) + COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value),
+        0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels),
+        0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, channel, kind, depth, task_id,
+        idx ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(src_checkpoint_id), 0) + COALESCE(LENGTH(task_path),
+                   0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value),
+                   0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels),
+                   0)) AS bytes_before,
            COUNT(*) OVER () AS available
-    FROM (SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen
-          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx) > (:after_checkpoint_ns, :after_checkpoint_id, :after_channel, :after_kind, :after_depth, :after_task_id, :after_idx))
+    FROM (SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx,
+        src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns,
+              checkpoint_id, channel, kind, depth, task_id, idx) > (:after_checkpoint_ns,
+              :after_checkpoint_id, :after_channel, :after_kind, :after_depth, :after_task_id,
+              :after_idx))
           ORDER BY checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx LIMIT :limit)
 )
 WHERE bytes_before < :budget
@@ -2570,19 +2728,31 @@ TRANSFER_PAGE_COLUMNS = {table: (*keys, *rest, "available")
 # Params: thread_id, then the row's columns in TRANSFER_TABLES order. A row already there is
 # replaced: the copy wins, as copy_thread within one database does.
 TRANSFER_INSERT_D1SAVER_CHUNKS = q("""
-INSERT OR REPLACE INTO d1saver_chunks (thread_id, level, id, data) VALUES (:thread_id, :level, :id, :data)""")
+INSERT OR REPLACE INTO d1saver_chunks (thread_id, level, id, data) VALUES (:thread_id, :level,
+    :id, :data)""")
 TRANSFER_INSERT_CHECKPOINTS = q("""
-INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :parent_checkpoint_id, :type, :checkpoint, :metadata, :channels, :run_id, :ts)""")
+INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts) VALUES (:thread_id,
+    :checkpoint_ns, :checkpoint_id, :parent_checkpoint_id, :type, :checkpoint, :metadata,
+    :channels, :run_id, :ts)""")
 TRANSFER_INSERT_WRITES = q("""
-INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :idx, :task_path, :channel, :type, :value)""")
+INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path,
+    channel, type, value) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :idx,
+    :task_path, :channel, :type, :value)""")
 TRANSFER_INSERT_CHUNKS = q("""
-INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :owner, :seq, :data)""")
+INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq,
+    data) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :owner, :seq, :data)""")
 TRANSFER_INSERT_TAGS = q("""
-INSERT OR REPLACE INTO tags (thread_id, checkpoint_ns, name, checkpoint_id, created_at) VALUES (:thread_id, :checkpoint_ns, :name, :checkpoint_id, :created_at)""")
+INSERT OR REPLACE INTO tags (thread_id, checkpoint_ns, name, checkpoint_id,
+    created_at) VALUES (:thread_id, :checkpoint_ns, :name, :checkpoint_id, :created_at)""")
 TRANSFER_INSERT_DELTA_UNWRITTEN = q("""
-INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channels)""")
+INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id,
+    channels) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channels)""")
 TRANSFER_INSERT_DELTA_FROZEN = q("""
-INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channel, :kind, :depth, :task_id, :idx, :src_checkpoint_id, :task_path, :type, :value, :metadata, :channels)""")
+INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind,
+    depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata,
+    channels) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channel, :kind, :depth,
+    :task_id, :idx, :src_checkpoint_id, :task_path, :type, :value, :metadata, :channels)""")
 TRANSFER_INSERT = {
     "d1saver_chunks": TRANSFER_INSERT_D1SAVER_CHUNKS,
     "checkpoints": TRANSFER_INSERT_CHECKPOINTS,
@@ -2603,8 +2773,10 @@ DELETE FROM chunks WHERE thread_id = :thread_id AND owner IN ('', ':metadata') A
         AND s.checkpoint_ns = chunks.checkpoint_ns AND s.checkpoint_id = chunks.checkpoint_id)""")
 RENAME_DROP_WRITE_PIECES = q("""
 DELETE FROM chunks WHERE thread_id = :thread_id AND EXISTS (
-    SELECT 1 FROM writes AS s WHERE s.thread_id = :staged AND s.checkpoint_ns = chunks.checkpoint_ns
-        AND s.checkpoint_id = chunks.checkpoint_id AND chunks.owner = s.task_id || '/' || s.idx)""")
+    SELECT 1 FROM writes AS s WHERE s.thread_id = :staged
+        AND s.checkpoint_ns = chunks.checkpoint_ns
+        AND s.checkpoint_id = chunks.checkpoint_id
+            AND chunks.owner = s.task_id || '/' || s.idx)""")
 RENAME_DROP_UNWRITTEN = q("""
 DELETE FROM delta_unwritten WHERE thread_id = :thread_id AND EXISTS (
     SELECT 1 FROM checkpoints AS s WHERE s.thread_id = :staged
@@ -2637,39 +2809,103 @@ COLLECT_THREAD = [CLEAR_SCOPE, SCOPE_THREAD, GC_CHUNKS, CLEAR_SCOPE]
 # :thread_id, its :scratch_id, and per table the row count read (:count_<table>).
 # The scope gets the thread only if both hold that many rows in every table.
 LEAVE_SCOPE = q("""
-INSERT INTO d1saver_scope (thread_id) SELECT :thread_id WHERE (SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = :thread_id) = :count_d1saver_chunks AND (SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = :scratch_id) = :count_d1saver_chunks
-    AND (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :thread_id) = :count_checkpoints AND (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :scratch_id) = :count_checkpoints
-    AND (SELECT COUNT(*) FROM writes WHERE thread_id = :thread_id) = :count_writes AND (SELECT COUNT(*) FROM writes WHERE thread_id = :scratch_id) = :count_writes
-    AND (SELECT COUNT(*) FROM chunks WHERE thread_id = :thread_id) = :count_chunks AND (SELECT COUNT(*) FROM chunks WHERE thread_id = :scratch_id) = :count_chunks
-    AND (SELECT COUNT(*) FROM tags WHERE thread_id = :thread_id) = :count_tags AND (SELECT COUNT(*) FROM tags WHERE thread_id = :scratch_id) = :count_tags
-    AND (SELECT COUNT(*) FROM delta_unwritten WHERE thread_id = :thread_id) = :count_delta_unwritten AND (SELECT COUNT(*) FROM delta_unwritten WHERE thread_id = :scratch_id) = :count_delta_unwritten
-    AND (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = :thread_id) = :count_delta_frozen AND (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = :scratch_id) = :count_delta_frozen""")
+INSERT INTO d1saver_scope (thread_id) SELECT :thread_id WHERE (SELECT COUNT(*)
+    FROM d1saver_chunks WHERE thread_id = :thread_id) = :count_d1saver_chunks
+    AND (SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = :scratch_id) = :count_d1saver_chunks
+    AND (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :thread_id) = :count_checkpoints
+        AND (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :scratch_id) = :count_checkpoints
+    AND (SELECT COUNT(*) FROM writes WHERE thread_id = :thread_id) = :count_writes
+        AND (SELECT COUNT(*) FROM writes WHERE thread_id = :scratch_id) = :count_writes
+    AND (SELECT COUNT(*) FROM chunks WHERE thread_id = :thread_id) = :count_chunks
+        AND (SELECT COUNT(*) FROM chunks WHERE thread_id = :scratch_id) = :count_chunks
+    AND (SELECT COUNT(*) FROM tags WHERE thread_id = :thread_id) = :count_tags
+        AND (SELECT COUNT(*) FROM tags WHERE thread_id = :scratch_id) = :count_tags
+    AND (SELECT COUNT(*) FROM delta_unwritten
+        WHERE thread_id = :thread_id) = :count_delta_unwritten AND (SELECT COUNT(*)
+        FROM delta_unwritten WHERE thread_id = :scratch_id) = :count_delta_unwritten
+    AND (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = :thread_id) = :count_delta_frozen
+        AND (SELECT COUNT(*) FROM delta_frozen
+        WHERE thread_id = :scratch_id) = :count_delta_frozen""")
 
 
 
 
 # :thread_id and its :scratch_id: empties the scope if the table's rows differ at all.
 LEAVE_UNLESS_SAME_D1SAVER_CHUNKS = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM d1saver_chunks AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM d1saver_chunks AS b WHERE b.thread_id = :scratch_id AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))
-    OR EXISTS (SELECT 1 FROM d1saver_chunks AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM d1saver_chunks AS b WHERE b.thread_id = :thread_id AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM d1saver_chunks AS a
+    WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM d1saver_chunks AS b
+    WHERE b.thread_id = :scratch_id AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))
+    OR EXISTS (SELECT 1 FROM d1saver_chunks AS a WHERE a.thread_id = :scratch_id
+        AND NOT EXISTS (SELECT 1 FROM d1saver_chunks AS b WHERE b.thread_id = :thread_id
+        AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))""")
 LEAVE_UNLESS_SAME_CHECKPOINTS = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM checkpoints AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM checkpoints AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.parent_checkpoint_id IS a.parent_checkpoint_id AND b.type IS a.type AND b.checkpoint IS a.checkpoint AND b.metadata IS a.metadata AND b.channels IS a.channels AND b.run_id IS a.run_id AND b.ts IS a.ts))
-    OR EXISTS (SELECT 1 FROM checkpoints AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM checkpoints AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.parent_checkpoint_id IS a.parent_checkpoint_id AND b.type IS a.type AND b.checkpoint IS a.checkpoint AND b.metadata IS a.metadata AND b.channels IS a.channels AND b.run_id IS a.run_id AND b.ts IS a.ts))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM checkpoints AS a
+    WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM checkpoints AS b
+    WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns
+    AND b.checkpoint_id IS a.checkpoint_id AND b.parent_checkpoint_id IS a.parent_checkpoint_id
+    AND b.type IS a.type AND b.checkpoint IS a.checkpoint AND b.metadata IS a.metadata
+    AND b.channels IS a.channels AND b.run_id IS a.run_id AND b.ts IS a.ts))
+    OR EXISTS (SELECT 1 FROM checkpoints AS a WHERE a.thread_id = :scratch_id
+        AND NOT EXISTS (SELECT 1 FROM checkpoints AS b WHERE b.thread_id = :thread_id
+        AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+        AND b.parent_checkpoint_id IS a.parent_checkpoint_id AND b.type IS a.type
+        AND b.checkpoint IS a.checkpoint AND b.metadata IS a.metadata
+        AND b.channels IS a.channels AND b.run_id IS a.run_id AND b.ts IS a.ts))""")
 LEAVE_UNLESS_SAME_WRITES = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM writes AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM writes AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.task_path IS a.task_path AND b.channel IS a.channel AND b.type IS a.type AND b.value IS a.value))
-    OR EXISTS (SELECT 1 FROM writes AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM writes AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.task_path IS a.task_path AND b.channel IS a.channel AND b.type IS a.type AND b.value IS a.value))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM writes AS a WHERE a.thread_id = :thread_id
+    AND NOT EXISTS (SELECT 1 FROM writes AS b WHERE b.thread_id = :scratch_id
+    AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+    AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.task_path IS a.task_path
+    AND b.channel IS a.channel AND b.type IS a.type AND b.value IS a.value))
+    OR EXISTS (SELECT 1 FROM writes AS a WHERE a.thread_id = :scratch_id
+        AND NOT EXISTS (SELECT 1 FROM writes AS b WHERE b.thread_id = :thread_id
+        AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+        AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.task_path IS a.task_path
+        AND b.channel IS a.channel AND b.type IS a.type AND b.value IS a.value))""")
 LEAVE_UNLESS_SAME_CHUNKS = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM chunks AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM chunks AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.owner IS a.owner AND b.seq IS a.seq AND b.data IS a.data))
-    OR EXISTS (SELECT 1 FROM chunks AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM chunks AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.owner IS a.owner AND b.seq IS a.seq AND b.data IS a.data))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM chunks AS a WHERE a.thread_id = :thread_id
+    AND NOT EXISTS (SELECT 1 FROM chunks AS b WHERE b.thread_id = :scratch_id
+    AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+    AND b.owner IS a.owner AND b.seq IS a.seq AND b.data IS a.data))
+    OR EXISTS (SELECT 1 FROM chunks AS a WHERE a.thread_id = :scratch_id
+        AND NOT EXISTS (SELECT 1 FROM chunks AS b WHERE b.thread_id = :thread_id
+        AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+        AND b.owner IS a.owner AND b.seq IS a.seq AND b.data IS a.data))""")
 LEAVE_UNLESS_SAME_TAGS = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM tags AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM tags AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.name IS a.name AND b.checkpoint_id IS a.checkpoint_id AND b.created_at IS a.created_at))
-    OR EXISTS (SELECT 1 FROM tags AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM tags AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.name IS a.name AND b.checkpoint_id IS a.checkpoint_id AND b.created_at IS a.created_at))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM tags AS a WHERE a.thread_id = :thread_id
+    AND NOT EXISTS (SELECT 1 FROM tags AS b WHERE b.thread_id = :scratch_id
+    AND b.checkpoint_ns IS a.checkpoint_ns AND b.name IS a.name
+    AND b.checkpoint_id IS a.checkpoint_id AND b.created_at IS a.created_at))
+    OR EXISTS (SELECT 1 FROM tags AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1
+        FROM tags AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns
+        AND b.name IS a.name AND b.checkpoint_id IS a.checkpoint_id
+        AND b.created_at IS a.created_at))""")
 LEAVE_UNLESS_SAME_DELTA_UNWRITTEN = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM delta_unwritten AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM delta_unwritten AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channels IS a.channels))
-    OR EXISTS (SELECT 1 FROM delta_unwritten AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM delta_unwritten AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channels IS a.channels))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM delta_unwritten AS a
+    WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM delta_unwritten AS b
+    WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns
+    AND b.checkpoint_id IS a.checkpoint_id AND b.channels IS a.channels))
+    OR EXISTS (SELECT 1 FROM delta_unwritten AS a WHERE a.thread_id = :scratch_id
+        AND NOT EXISTS (SELECT 1 FROM delta_unwritten AS b WHERE b.thread_id = :thread_id
+        AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+        AND b.channels IS a.channels))""")
 LEAVE_UNLESS_SAME_DELTA_FROZEN = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM delta_frozen AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM delta_frozen AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata AND b.channels IS a.channels))
-    OR EXISTS (SELECT 1 FROM delta_frozen AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM delta_frozen AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata AND b.channels IS a.channels))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM delta_frozen AS a
+    WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM delta_frozen AS b
+    WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns
+    AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind
+    AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx
+    AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path
+    AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata
+    AND b.channels IS a.channels))
+    OR EXISTS (SELECT 1 FROM delta_frozen AS a WHERE a.thread_id = :scratch_id
+        AND NOT EXISTS (SELECT 1 FROM delta_frozen AS b WHERE b.thread_id = :thread_id
+        AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+        AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth
+        AND b.task_id IS a.task_id AND b.idx IS a.idx
+        AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path
+        AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata
+        AND b.channels IS a.channels))""")
 LEAVE_UNLESS_SAME = {
     "d1saver_chunks": LEAVE_UNLESS_SAME_D1SAVER_CHUNKS,
     "checkpoints": LEAVE_UNLESS_SAME_CHECKPOINTS,
@@ -2737,11 +2973,13 @@ WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels, run_id, ts
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND (thread_id, checkpoint_ns, checkpoint_id) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id)
+    WHERE thread_id = :thread_id AND (thread_id, checkpoint_ns,
+        checkpoint_id) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id)
       AND (:heads IS NULL OR substr(COALESCE(CASE WHEN substr(c.checkpoint, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
         AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
-        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads)))
+        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END, ''), 1, 7) NOT IN (SELECT value
+            FROM json_each(:heads)))
     ORDER BY thread_id, checkpoint_ns, checkpoint_id
     LIMIT :limit
 )
@@ -2759,11 +2997,13 @@ WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels, run_id, ts
     FROM checkpoints AS c
-    WHERE (thread_id, checkpoint_ns, checkpoint_id) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id)
+    WHERE (thread_id, checkpoint_ns, checkpoint_id) > (:after_thread_id, :after_checkpoint_ns,
+        :after_checkpoint_id)
       AND (:heads IS NULL OR substr(COALESCE(CASE WHEN substr(c.checkpoint, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
         AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
-        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads)))
+        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END, ''), 1, 7) NOT IN (SELECT value
+            FROM json_each(:heads)))
     ORDER BY thread_id, checkpoint_ns, checkpoint_id
     LIMIT :limit
 )
@@ -2784,11 +3024,14 @@ WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
     FROM writes AS w
     WHERE thread_id = :thread_id
-      AND (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx)
-      AND (:heads IS NULL OR (w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value, 1, 2) = 'c:' THEN (
+      AND (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (:after_thread_id,
+          :after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx)
+      AND (:heads IS NULL OR (w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value,
+          1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = w.thread_id
         AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id
-        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads))))
+        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END, ''), 1,
+            7) NOT IN (SELECT value FROM json_each(:heads))))
     ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
     LIMIT :limit
 )
@@ -2805,11 +3048,14 @@ RAW_WRITES_ALL = q("""
 WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
     FROM writes AS w
-    WHERE (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx)
-      AND (:heads IS NULL OR (w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value, 1, 2) = 'c:' THEN (
+    WHERE (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (:after_thread_id,
+        :after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx)
+      AND (:heads IS NULL OR (w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value,
+          1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = w.thread_id
         AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id
-        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads))))
+        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END, ''), 1,
+            7) NOT IN (SELECT value FROM json_each(:heads))))
     ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
     LIMIT :limit
 )
@@ -2830,10 +3076,12 @@ FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
 # copy_thread and rekey under keys, which re-seal them.
 RAW_FROZEN_THREAD = q("""
 WITH page AS (
-    SELECT thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen AS f
+    SELECT thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx,
+        src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen AS f
     WHERE thread_id = :thread_id
       AND (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
-          > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel, :after_kind, :after_depth, :after_task_id, :after_idx)
+          > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel,
+              :after_kind, :after_depth, :after_task_id, :after_idx)
       AND (:heads IS NULL OR (f.kind <> 'c' AND f.value IS NOT NULL
                            AND substr(COALESCE(CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = f.thread_id
@@ -2855,9 +3103,11 @@ JOIN chunks AS k ON k.thread_id = h.thread_id AND k.checkpoint_ns = h.checkpoint
     AND k.checkpoint_id = h.checkpoint_id AND substr(k.owner, 1, 2) = 'f/'""")
 RAW_FROZEN_ALL = q("""
 WITH page AS (
-    SELECT thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen AS f
+    SELECT thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx,
+        src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen AS f
     WHERE (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
-          > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel, :after_kind, :after_depth, :after_task_id, :after_idx)
+          > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel,
+              :after_kind, :after_depth, :after_task_id, :after_idx)
       AND (:heads IS NULL OR (f.kind <> 'c' AND f.value IS NOT NULL
                            AND substr(COALESCE(CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = f.thread_id
@@ -2881,7 +3131,9 @@ RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "ch
                       "fkind", "depth", "task_id", "idx", "src_checkpoint_id", "task_path",
                       "type", "value", "metadata", "channels")
 INSERT_FROZEN = q("""
-INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels) VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:channel,:kind,:depth,:task_id,:idx,:src_checkpoint_id,:task_path,:type,:value,:metadata,:channels)""")
+INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind,
+    depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata,
+    channels) VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:channel,:kind,:depth,:task_id,:idx,:src_checkpoint_id,:task_path,:type,:value,:metadata,:channels)""")
 
 # Columns of the raw pages: a row's own columns ('c' or 'w'), then its pieces' ('k': the piece
 # text in `value`, with its owner and seq).
@@ -2900,25 +3152,33 @@ RAW_WRITE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "tas
 REKEY_GUARD_CHECKPOINT = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
-    SELECT 1 FROM checkpoints WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
-        AND length(checkpoint) || ':' || substr(checkpoint, 1, 40) || substr(checkpoint, -40) IS :checkpoint_fp AND length(metadata) || ':' || substr(metadata, 1, 40) || substr(metadata, -40) IS :metadata_fp)
+    SELECT 1 FROM checkpoints WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id
+        AND length(checkpoint) || ':' || substr(checkpoint, 1, 40) || substr(checkpoint,
+            -40) IS :checkpoint_fp AND length(metadata) || ':' || substr(metadata, 1,
+            40) || substr(metadata, -40) IS :metadata_fp)
     OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
         || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
-    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id
         AND owner = '') IS NOT :checkpoint_pieces_fp
     OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
         || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
-    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id
         AND owner = ':metadata') IS NOT :metadata_pieces_fp""")
 # The write's key, the fingerprints of its value and of its pieces.
 REKEY_GUARD_WRITE = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
-    SELECT 1 FROM writes WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
-        AND task_id = :task_id AND idx = :idx AND length(value) || ':' || substr(value, 1, 40) || substr(value, -40) IS :value_fp)
+    SELECT 1 FROM writes WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id
+        AND task_id = :task_id AND idx = :idx AND length(value) || ':' || substr(value, 1,
+            40) || substr(value, -40) IS :value_fp)
     OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
         || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
-    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id
         AND owner = :task_id || '/' || :idx) IS NOT :pieces_fp""")
 # The frozen row's key, the fingerprints of its value and of its pieces (held by the holder,
 # :owner their owner).
@@ -2926,43 +3186,54 @@ REKEY_GUARD_FROZEN = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
     SELECT 1 FROM delta_frozen WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
-        AND checkpoint_id = :checkpoint_id AND channel = :channel AND kind = :kind AND depth = :depth AND task_id = :task_id
-        AND idx = :idx AND length(value) || ':' || substr(value, 1, 40) || substr(value, -40) IS :value_fp)
+        AND checkpoint_id = :checkpoint_id AND channel = :channel AND kind = :kind
+            AND depth = :depth AND task_id = :task_id
+        AND idx = :idx AND length(value) || ':' || substr(value, 1, 40) || substr(value,
+            -40) IS :value_fp)
     OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
         || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
-    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id
         AND owner = :owner) IS NOT :pieces_fp""")
 REKEY_FROZEN = q("""
 UPDATE delta_frozen SET value = :value, metadata = :metadata
-WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id AND channel = :channel
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND checkpoint_id = :checkpoint_id AND channel = :channel
   AND kind = :kind AND depth = :depth AND task_id = :task_id AND idx = :idx""")
 REKEY_CHECKPOINT = q("""
 UPDATE checkpoints SET checkpoint = :checkpoint, metadata = :metadata
-WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id""")
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND checkpoint_id = :checkpoint_id""")
 # A plaintext pack (migration 7) sealed as one row per write: the pack goes, its writes come.
 REKEY_DROP_WRITE = q("""
 DELETE FROM writes
-WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx""")
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx""")
 REKEY_ADD_WRITE = q("""
 INSERT OR IGNORE INTO writes (thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :task_path, :idx, :channel, :type, :value)""")
 REKEY_WRITE = q("""
 UPDATE writes SET value = :value
-WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx""")
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx""")
 
 # Stored values per table and key: rows (tbl, head, row_count), head being the first 7
 # characters of sealed texts (d1saver/storage/crypto.py: key_id_of_text) and NULL for plaintext.
 KEY_CENSUS = q("""
-SELECT 'checkpoints' AS tbl, CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END AS head, COUNT(*) AS row_count
+SELECT 'checkpoints' AS tbl, CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END AS head,
+    COUNT(*) AS row_count
 FROM (SELECT CASE WHEN substr(c.checkpoint, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
         AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
-        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END AS v FROM checkpoints AS c) GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END
+        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END AS v
+            FROM checkpoints AS c) GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1,
+            7) END
 UNION ALL
 SELECT 'writes', CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END, COUNT(*)
 FROM (SELECT CASE WHEN substr(w.value, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = w.thread_id
         AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id
-        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END AS v FROM writes AS w WHERE w.value IS NOT NULL)
+        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END AS v
+            FROM writes AS w WHERE w.value IS NOT NULL)
 GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END
 UNION ALL
 SELECT 'delta_frozen', CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END, COUNT(*)
