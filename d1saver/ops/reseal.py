@@ -125,15 +125,17 @@ def _heads(heads: list[str] | None) -> str | None:
 
 
 def raw_checkpoints(result: Result) -> list[RawCheckpoint]:
-    check_columns(result, _sql.RAW_COLUMNS)
+    check_columns(result, _sql.RAW_CHECKPOINT_COLUMNS)
     rows: dict[CheckpointCursor, RawCheckpoint] = {}
     pieces: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
         lambda: defaultdict(list))
-    for kind, t, ns, cid, f1, f2, f3, f4, f5, f6, f7 in result.rows:
+    for kind, t, ns, cid, parent, type_, value, md, chans, run_id, ts, owner, seq \
+            in result.rows:
         if kind == "c":
-            rows[(t, ns, cid)] = RawCheckpoint((t, ns, cid), f1, f2, f3, f4, f5, f6, f7)
+            rows[(t, ns, cid)] = RawCheckpoint((t, ns, cid), parent, type_, value, md, chans,
+                                               run_id, ts)
         elif kind == "k":
-            pieces[(t, ns, cid)][f1].append((int(f2), f3))
+            pieces[(t, ns, cid)][owner].append((int(seq), value))
     for key, found in pieces.items():
         if key in rows:
             rows[key].pieces = {owner: sorted(p) for owner, p in found.items()}
@@ -141,15 +143,16 @@ def raw_checkpoints(result: Result) -> list[RawCheckpoint]:
 
 
 def raw_writes(result: Result) -> list[RawWrite]:
-    check_columns(result, _sql.RAW_COLUMNS)
+    check_columns(result, _sql.RAW_WRITE_COLUMNS)
     rows: dict[tuple[Any, ...], RawWrite] = {}
     pieces: dict[tuple[Any, ...], list[tuple[int, str]]] = defaultdict(list)
-    for kind, t, ns, cid, f1, f2, f3, f4, f5, f6, _ in result.rows:
+    for kind, t, ns, cid, task_id, task_path, idx, channel, type_, value, owner, seq \
+            in result.rows:
         if kind == "w":
-            write = RawWrite((t, ns, cid), f1, f2, int(f3), f4, f5, f6)
+            write = RawWrite((t, ns, cid), task_id, task_path, int(idx), channel, type_, value)
             rows[(t, ns, cid, write.owner)] = write
         elif kind == "k":
-            pieces[(t, ns, cid, f1)].append((int(f2), f3))
+            pieces[(t, ns, cid, owner)].append((int(seq), value))
     for key, found in pieces.items():
         if key in rows:
             rows[key].pieces = sorted(found)

@@ -79,13 +79,13 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
             checkpoints.append(row)
         elif kind == "w":
             writes[key].append(row)
-        elif kind == "k":
-            pieces[key][row[4]].append((int(row[5]), row[6]))
-        elif kind == "h":
-            chunks[row[1]][row[4]] = row[5]
+        elif kind == "k":  # ref: the owner, idx: the piece's seq, value: its text
+            pieces[key][row[4]].append((int(row[7]), row[10]))
+        elif kind == "h":  # ref: the chunk id
+            chunks[row[1]][row[4]] = row[10]
     checkpoints.sort(key=lambda r: (r[3], r[1], r[2]), reverse=True)
     out = []
-    for _, thread_id, ns, cid, parent, type_, blob, md, channels, _ in checkpoints:
+    for _, thread_id, ns, cid, parent, md, _, _, channels, type_, blob in checkpoints:
         key = (thread_id, ns, cid)
         checkpoint, metadata = values.load_checkpoint(type_, blob, pieces.get(key), md, channels,
                                                       checkpoint_binder(*key),
@@ -121,12 +121,12 @@ def unpacked(rows: Iterable[list[Any]]) -> list[list[Any]]:
 def pending_writes(rows: Iterable[list[Any]], pieces: Pieces | None,
                    values: Values, chunks: Chunks | None = None) -> list[PendingWrite]:
     """A checkpoint's writes in LangGraph's order, from page 'w' rows."""
-    # row: kind, thread, ns, cid, task_id, task_path, idx, channel, type, value
-    ordered = sorted(unpacked(rows), key=lambda r: writes_sort_key(r[5] or "", r[4], int(r[6])))
-    return [(r[4], r[7], values.load(r[8], r[9], pieces, f"{r[4]}/{int(r[6])}",
-                                     write_binder(r[1], r[2], r[3], r[4], r[5], int(r[6]), r[7]),
-                                     chunks))
-            for r in ordered]
+    # row: kind, thread_id, ns, cid, task_id (ref), metadata, task_path, idx, channel, type, value
+    ordered = sorted(unpacked(rows), key=lambda r: writes_sort_key(r[6] or "", r[4], int(r[7])))
+    return [(task_id, channel, values.load(type_, value, pieces, f"{task_id}/{int(idx)}",
+                                           write_binder(t, ns, cid, task_id, task_path,
+                                                        int(idx), channel), chunks))
+            for _, t, ns, cid, task_id, _, task_path, idx, channel, type_, value in ordered]
 
 
 @dataclass
@@ -140,8 +140,8 @@ class Frozen:
 
 
 def frozen_records(rows: Iterable[list[Any]]) -> dict[tuple[str, str], Frozen]:
-    """{(holder checkpoint_id, channel): Frozen} from 'f' rows whose columns 3.. are
-    holder, identity JSON, type, value, channels, metadata (DELTA_HISTORY and the page walk)."""
+    """{(holder checkpoint_id, channel): Frozen} from frozen rows given as [holder,
+    identity JSON, type, value, channels, metadata] (DELTA_HISTORY and the page walk)."""
     out: dict[tuple[str, str], Frozen] = {}
     seen: set[tuple[str, str]] = set()
     for row in rows:
@@ -206,23 +206,24 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
     chunks: dict[str, Chunks] = defaultdict(Chunks)
     for row in page.rows if page is not None else ():
         if row[0] == "h":
-            chunks[row[1]][row[4]] = row[5]
+            chunks[row[1]][row[4]] = row[10]
     for row in result.rows:
         kind, key = row[0], (row[1], row[2], row[3])
+        _, _, _, _, ref, md, _, idx, chans, type_, value = row
         if kind == "a":
-            parents[key] = row[4]
-            channels[key] = set(json.loads(row[5]))
-            if row[7] is not None:
-                blobs[key] = (row[6], row[7], row[8], row[5])
+            parents[key] = ref
+            channels[key] = set(json.loads(chans))
+            if value is not None:
+                blobs[key] = (type_, value, md, chans)
         elif kind == "w":
             writes[key].append(row)
-        elif kind == "k" and (key, row[4], int(row[5])) not in seen_pieces:  # sent twice: see
-            seen_pieces.add((key, row[4], int(row[5])))                      # frozen_records
-            pieces[key][row[4]].append((int(row[5]), row[6]))
+        elif kind == "k" and (key, ref, int(idx)) not in seen_pieces:  # sent twice: see
+            seen_pieces.add((key, ref, int(idx)))                       # frozen_records
+            pieces[key][ref].append((int(idx), value))
         elif kind == "h":
-            chunks[row[1]][row[4]] = row[5]
+            chunks[row[1]][ref] = value
         elif kind == "f":
-            frozen_rows[(row[1], row[2])].append(row[3:9])
+            frozen_rows[(row[1], row[2])].append([row[3], ref, type_, value, chans, md])
     frozen: dict[Key, dict[str, Frozen]] = defaultdict(dict)
     for (thread_id, ns), rows in frozen_rows.items():
         for (cid, ch), rec in frozen_records(rows).items():
@@ -306,9 +307,9 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
     frozen_rows: dict[int, list[list[Any]]] = defaultdict(list)
     chunks = Chunks()
     for row in result.rows:
-        kind = row[0]
+        kind, _, cid, ref, _, md, _, idx, chans, type_, value = row
         if kind == "h":
-            chunks[row[3]] = row[4]
+            chunks[ref] = value
             continue
         depth = int(row[1])
         if kind == "a":
@@ -316,9 +317,9 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
         elif kind == "w":
             writes[depth].append(row)
         elif kind == "k":
-            pieces[row[2]][row[3]].append((int(row[4]), row[5]))
+            pieces[cid][ref].append((int(idx), value))
         elif kind == "f":
-            frozen_rows[depth].append(row[2:8])
+            frozen_rows[depth].append([cid, ref, type_, value, chans, md])
     collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}  # newest first
     seeds: dict[str, Any] = {}
     seen: set[str] = set()
@@ -341,16 +342,17 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
 
     take(0)
     for depth in path:
-        _, _, cid, sought_json, type_, blob, chans, md, _ = ancestors[depth]
+        _, _, cid, _, sought_json, md, _, _, chans, type_, blob = ancestors[depth]
         sought = set(json.loads(sought_json))
-        # row: kind, depth, cid, task_id, task_path, idx, channel, type, value; a packed row
-        # holds channels no longer sought here too (beyond their seed)
-        for r in sorted(unpacked(writes.get(depth, [])), reverse=True,
-                        key=lambda r: writes_sort_key(r[4] or "", r[3], int(r[5]))):
-            if r[6] in collected and r[6] in sought:
-                bind = write_binder(thread_id, ns, cid, r[3], r[4], int(r[5]), r[6])
-                collected[r[6]].append((r[3], r[6], values.load(
-                    r[7], r[8], pieces.get(cid), f"{r[3]}/{int(r[5])}", bind, chunks)))
+        # row: kind, depth, cid, task_id (ref), sought, metadata, task_path, idx, channel, type,
+        # value; a packed row holds channels no longer sought here too (beyond their seed)
+        for _, _, _, task_id, _, _, task_path, idx, channel, w_type, w_value in sorted(
+                unpacked(writes.get(depth, [])), reverse=True,
+                key=lambda r: writes_sort_key(r[6] or "", r[3], int(r[7]))):
+            if channel in collected and channel in sought:
+                bind = write_binder(thread_id, ns, cid, task_id, task_path, int(idx), channel)
+                collected[channel].append((task_id, channel, values.load(
+                    w_type, w_value, pieces.get(cid), f"{task_id}/{int(idx)}", bind, chunks)))
         if blob is not None:
             held = values.load_checkpoint(type_, blob, pieces.get(cid), md, chans,
                                           checkpoint_binder(thread_id, ns, cid), chunks

@@ -1,8 +1,12 @@
-"""Every SQL statement d1saver sends, as named constants, and the schema migrations.
+"""Every SQL statement d1saver sends, each a named constant written out whole, and the schema
+migrations (docs/SQL.md).
 
-Statements take only bound parameters. Lists (thread ids, run ids, channels, writes, metadata
-filters) travel as ONE JSON parameter read with json_each(), so no statement is ever assembled
-from user input and none comes near D1's 100-parameter limit.
+A statement is `q(text)`: its `:name` parameters are bound by name (`Statement.bind`), and
+its text is made ready to send once, at import (d1saver/sql/query.py); the snapshot in
+tests/sql/statements.snapshot.sql holds every one exactly as sent. Statements take only bound
+parameters. Lists (thread ids, run ids, channels, writes, metadata filters) travel as ONE JSON
+parameter read with json_each(), so no statement is ever assembled from user input and none
+comes near D1's 100-parameter limit.
 """
 
 from __future__ import annotations
@@ -457,10 +461,11 @@ def min_reader(version: int) -> int:
 READ_SCHEMA = q("SELECT * FROM d1saver_schema")
 # First in a migration's batch: records the version, and fails the batch ("UNIQUE constraint
 # failed: d1saver_schema.version") when it is recorded already: another instance applied the
-# step, or this one did before its response was lost. ?1 version.
+# step, or this one did before its response was lost.
 CLAIM_VERSION = q("""
-INSERT INTO d1saver_schema (version, applied_at) VALUES (:version, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))""")
-# Last in a migration's batch (the column exists from version 2 on): ?1 version, ?2 min_reader.
+INSERT INTO d1saver_schema (version, applied_at)
+VALUES (:version, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))""")
+# Last in a migration's batch (the column exists from version 2 on).
 SET_MIN_READER = q("UPDATE d1saver_schema SET min_reader = :min_reader WHERE version = :version")
 
 # --- put and put_writes -------------------------------------------------------------------
@@ -478,7 +483,10 @@ CHECKPOINT_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_che
 WRITE_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx",
                  "channel", "type", "value")
 UPSERT_CHECKPOINT = q("""
-INSERT OR REPLACE INTO checkpoints (thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts) VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:parent_checkpoint_id,:type,:checkpoint,:metadata,:channels,:run_id,:ts)""")
+INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
+VALUES (:thread_id, :checkpoint_ns, :checkpoint_id,
+    :parent_checkpoint_id, :type, :checkpoint, :metadata, :channels, :run_id, :ts)""")
 
 # From schema version 7 on, a put and a put_writes go through views whose INSTEAD OF triggers
 # (migration 7) insert the new chunks (a JSON array of [id, level, data], children before
@@ -487,186 +495,165 @@ INSERT OR REPLACE INTO checkpoints (thread_id,checkpoint_ns,checkpoint_id,parent
 # put_writes call's regular writes, two or more, are one "p:" row (the JSON array as sent):
 # per write, they would be most of the rows a conversation writes. The views' columns never
 # change (a later release adds a new view).
+# :chunks are the new chunks ([id, level, data], or NULL).
 PUT = q("""
-INSERT INTO d1saver_put VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:parent_checkpoint_id,:type,:checkpoint,:metadata,:channels,:run_id,:ts,:chunks)""")
-# ?6 special writes, ?7 regular ones (JSON arrays of [idx, channel, type, value], or NULL),
-# ?8 the new chunks.
+INSERT INTO d1saver_put VALUES (:thread_id, :checkpoint_ns, :checkpoint_id,
+    :parent_checkpoint_id, :type, :checkpoint, :metadata, :channels, :run_id, :ts, :chunks)""")
+# :special and :regular writes are JSON arrays of [idx, channel, type, value], or NULL.
 PUT_WRITES = q("""
-INSERT INTO d1saver_put_writes VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:task_id,:task_path,:special,:regular,:chunks)""")
+INSERT INTO d1saver_put_writes VALUES (:thread_id, :checkpoint_ns, :checkpoint_id,
+    :task_id, :task_path, :special, :regular, :chunks)""")
 # New chunks beyond what one parameter carries, sent before the row's statement.
 INSERT_CHUNKS = q("""
 INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
 SELECT :thread_id, value->>0, value->>1, value->>2 FROM json_each(:chunks)""")
 
-# Opt-in head guard, sent before UPSERT_CHECKPOINT in the same batch: ?4 is the parent the
+# Opt-in head guard, sent before PUT in the same batch: :parent_checkpoint_id is the parent the
 # caller built on; if the thread's newest checkpoint is another one, the insert trips the
 # CHECK on d1saver_guards and D1 rolls the batch back.
 GUARD_HEAD = q("""
 INSERT INTO d1saver_guards (head_moved)
 SELECT 1 FROM (
-    SELECT checkpoint_id FROM checkpoints WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    SELECT checkpoint_id FROM checkpoints
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
     ORDER BY checkpoint_id DESC LIMIT 1
 ) AS head
-WHERE head.checkpoint_id IS NOT :parent_checkpoint_id AND head.checkpoint_id IS NOT :checkpoint_id""")
+WHERE head.checkpoint_id IS NOT :parent_checkpoint_id
+    AND head.checkpoint_id IS NOT :checkpoint_id""")
 
-# Writes: ?6 is a JSON array of [idx, channel, type, value] rows for one task.
+# Writes: :writes is a JSON array of [idx, channel, type, value] rows for one task.
 # REPLACE for special writes (errors, interrupts: the latest wins), IGNORE for regular ones
 # (a retry or a replayed task must not change what was stored), as WRITES_IDX_MAP intends.
 INSERT_WRITES_REPLACE = q("""
-INSERT OR REPLACE INTO writes (thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)
-SELECT :thread_id,:checkpoint_ns,:checkpoint_id,:task_id,:task_path,value->>0,value->>1,value->>2,value->>3 FROM json_each(:writes)""")
+INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
+    idx, channel, type, value)
+SELECT :thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :task_path,
+    value->>0, value->>1, value->>2, value->>3
+FROM json_each(:writes)""")
 # Nor an index a "p:" row of the task holds (migration 7): the first write stays the one read.
 INSERT_WRITES_IGNORE = q("""
-INSERT OR IGNORE INTO writes (thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)
-SELECT :thread_id,:checkpoint_ns,:checkpoint_id,:task_id,:task_path,j.value->>0,j.value->>1,j.value->>2,j.value->>3 FROM json_each(:writes) AS j
+INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
+    idx, channel, type, value)
+SELECT :thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :task_path,
+    j.value->>0, j.value->>1, j.value->>2, j.value->>3
+FROM json_each(:writes) AS j
 WHERE NOT EXISTS (
     SELECT 1 FROM writes AS p, json_each(CASE WHEN substr(p.value, 1, 2) = 'p:'
                                               THEN substr(p.value, 3) ELSE '[]' END) AS q
-    WHERE p.thread_id = :thread_id AND p.checkpoint_ns = :checkpoint_ns AND p.checkpoint_id = :checkpoint_id
-        AND p.task_id = :task_id AND q.value->>0 = j.value->>0)""")
+    WHERE p.thread_id = :thread_id AND p.checkpoint_ns = :checkpoint_ns
+        AND p.checkpoint_id = :checkpoint_id AND p.task_id = :task_id
+        AND q.value->>0 = j.value->>0)""")
 
 # Values over D1's 2 MB limit: the owner row holds "c:<n>", the pieces (seq 0..n-1) live
 # here. Pieces follow their row in the batch. An upserted row (checkpoint, special write)
 # deletes its owner's pieces and inserts its own.
 DELETE_CHUNKS_OF = q("""
-DELETE FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
-    AND owner = :owner""")
+DELETE FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND checkpoint_id = :checkpoint_id AND owner = :owner""")
 INSERT_CHUNK = q("""
 INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
 VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :owner, :seq, :data)""")
-# A piece of a regular write (?4 owner, of ?7 task_id and ?8 idx), which is INSERT OR IGNORE:
-# stored only if the row holds this very marker (?9), so that a replay whose row was ignored
-# adds no piece.
+# A piece of a regular write (:owner, of :task_id and :idx), which is INSERT OR IGNORE:
+# stored only if the row holds this very marker (:value), so that a replay whose row was
+# ignored adds no piece.
 INSERT_WRITE_CHUNK = q("""
 INSERT OR IGNORE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
 SELECT :thread_id, :checkpoint_ns, :checkpoint_id, :owner, :seq, :data WHERE EXISTS (
-    SELECT 1 FROM writes WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
-        AND task_id = :task_id AND idx = :idx AND value = :value)""")
+    SELECT 1 FROM writes WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx
+        AND value = :value)""")
 
-# --- reads --------------------------------------------------------------------------------
-
-# D1's REST API carries a statement's text in every request body, and the page statements are
-# the longest sent at run time (the first get_tuple of each graph invocation sends the page
-# and its DeltaChannel prefetch together). They are laid out here for reading and sent tight:
-# no white space beside punctuation (the client folds the rest: _client.compact_sql), and no
-# AS before an alias (optional in SQLite; aliases here are lower case, CAST's types and the
-# keywords upper case, and a CTE's AS is followed by its parenthesis).
-
-
-# One page of checkpoints together with their writes and chunks, in ONE statement: rows are
-# tagged 'c' (checkpoint), 'w' (write) or 'k' (chunk). Parameters:
-#   ?1 thread_id   ?2 checkpoint_ns (NULL: any)   ?3 checkpoint_id (NULL: any)
-#   ?4 before: checkpoint_id upper bound (NULL: none)
-#   ?5 metadata filter (NULL: none): a JSON array of [path, doc] pairs, one per filter key,
-#      where path is '$.' + the validated key and doc is the JSON text of an object that
-#      holds the wanted value at that path
-#   ?6 ?7 ?8 keyset cursor (checkpoint_id, thread_id, checkpoint_ns) of the previous page's
-#      last row (NULL: first page)   ?9 page size
-#
-# The cursor (or `before`) is an upper bound an index can seek to: the scope compares the
-# order columns with COALESCE(?6, ?4, x'') and friends, which are constants to the planner
-# (a BLOB sorts after every TEXT, so x'' bounds nothing), where "?6 IS NULL OR ..." would
-# make every page scan from the newest row.
-
-# The metadata filter, as InMemorySaver's `query == metadata.get(key)` (defect 6): the value
-# at f.path in the metadata and in f.doc are equal JSON trees: the same nodes (by full key,
-# so object key order does not matter), each of the same kind (numbers and booleans are one
-# kind, so 1 == 1.0 == true) and atom. A null query matches null or a missing key. Chunked
-# metadata (d1saver/storage/values.py) that lacks the key in its column passes here and is decided
-# in Python. Trees are read from the stored text itself: no number is re-rendered.
-
-
-# The channels of JSON array {sought} whose history holder {c} has no frozen record ending
-# (FREEZE: a record with a 'c' row goes on at the holder's parent).
-
-# A holder's frozen record, as one row per seed or write: the identity of the row the value
-# came from as a JSON array [kind, src_checkpoint_id, task_id, task_path, idx, channel, depth],
-# then type, value, channels, metadata.
-
-
-# A frozen value's pieces live with its holder in chunks, owner 'f/<src_checkpoint_id>/<owner>'.
-
-
-# Content-addressed chunks (migration 7) ride in the same statement as the rows that list them
-# (through `out`, whose columns take the first SELECT's affinity: integers may come back as
-# text, so readers convert them). `vals` holds the manifest column of each returned row;
-# {refs} gathers every id the "m:" manifests in {vals} (rows of thread_id, v) reach (nodes
-# opened level by level). UNION, not UNION ALL, so each chunk is returned once however many
-# rows list it. Rows 'h': the thread, f1 the chunk id, f2 its data.
-
-# The manifest columns of the page's own rows, as the page statement returns them (for the
-# DeltaChannel prefetch that rides with it). `seen` is read only when the prefetch has chunks
-# of its own: on Wrangler's engine, folding it into `refs` read the page's writes every time.
-
-
-
-
-
-# --- DeltaChannels ------------------------------------------------------------------------
-
-# Sent with a put whose checkpoint declares DeltaChannels it has never written (?4: JSON array
-# of their names, the metadata's counters_since_delta_snapshot keys not in channel_versions).
-# After UPSERT_CHECKPOINT in the batch: its trigger has just cleared the checkpoint's old row.
+# Sent with a put whose checkpoint declares DeltaChannels it has never written (:channels: JSON
+# array of their names, the metadata's counters_since_delta_snapshot keys not in channel_versions).
+# After PUT in the batch: its trigger has just cleared the checkpoint's old row.
 PUT_UNWRITTEN = q("""
 INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
 VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channels)""")
 
-# The DeltaChannels checkpoint {c} replays from its ancestors, as a JSON array: the keys of
-# metadata.counters_since_delta_snapshot that it holds no value of (`channels`) and that have
-# been written (not in delta_unwritten): LangGraph replays only channels in channel_versions.
-
-# The channels of JSON array {sought} that checkpoint {c} does not seed (hold a value of).
-
-# Sent with each page, same parameters: what the page's DeltaChannels replay from, so that
-# LangGraph's get_delta_channel_history after get_tuple/list costs no request. The walk follows
-# parents while some channel (_SOUGHT) is still without a seed or a frozen record. UNION (not
-# UNION ALL) ends a corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and the
-# checkpoint when it holds a sought channel), 'w' (its writes of sought channels), 'k' (chunks
-# of both, and the frozen pieces of page rows), 'f' (frozen records of page rows, and of
-# ancestors for channels sought there: _FROZEN_ROW). 4 terms at most (see DELTA_HISTORY).
-
-# Columns of every page statement. A UNION's columns carry a meaning per row kind:
-#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata,
-#                   f5 channels (with keys a sealed checkpoint is bound to both)
-#   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
-#   'k' chunk:      f1 owner, f2 seq, f3 data
-#   'a' ancestor (delta walk): f1 parent_checkpoint_id, f2 channels, f3 type,
-#                   f4 checkpoint and f5 metadata (only when it seeds a sought channel)
-#   'f' frozen (delta walk): checkpoint_id the holder, f1 identity, f2 type, f3 value,
-#                   f4 channels, f5 metadata (_FROZEN_ROW)
-PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
-                "f1", "f2", "f3", "f4", "f5", "f6")
-
-# Three scopes, each read in page order from its cursor on: one namespace of a thread
-# (get_tuple, and list with a namespace) by the primary key, every thread (list(None)) by
-# checkpoints_by_id; every namespace of a thread sorts that thread's rows.
-# Each scope comes without a filter (?5 NULL: get_tuple, most lists) and with one, so that
-# the filter's text travels only with the lists that filter.
+# --- reads --------------------------------------------------------------------------------
+#
+# One page of checkpoints together with their writes and chunks, in ONE statement, in the
+# narrowest of three scopes, each read in page order from its cursor on: one namespace of a
+# thread (get_tuple, and list with a namespace) by the primary key (SELECT_PAGE_THREAD_NS),
+# every namespace of a thread (SELECT_PAGE_THREAD, which sorts that thread's rows), every
+# thread (list(None): SELECT_PAGE_ALL, by checkpoints_by_id). Each scope comes without a
+# metadata filter (get_tuple, most lists) and with one (..._FILTERED), so that the filter's
+# text travels only with the lists that filter. Parameters:
+#   :thread_id :checkpoint_ns (the scope)   :checkpoint_id (NULL: any)
+#   :before (checkpoint_id upper bound, NULL: none)   :limit (rows asked)
+#   :after_checkpoint_id, :after_thread_id, :after_checkpoint_ns: the keyset cursor, the
+#       previous page's last row (NULL: first page; one namespace needs only its id)
+#   :filter (..._FILTERED): a JSON array of [path, doc] pairs, one per filter key, where path
+#       is '$.' + the validated key and doc the JSON text of an object holding the wanted
+#       value at that path.
+#
+# The cursor (or `before`) is an upper bound an index can seek to: the scope compares the
+# order columns with COALESCE(:after_checkpoint_id, :before, x'') and friends, which are
+# constants to the planner (a BLOB sorts after every TEXT, so x'' bounds nothing), where
+# ":after_checkpoint_id IS NULL OR ..." would make every page scan from the newest row.
+#
+# The metadata filter, as InMemorySaver's `query == metadata.get(key)` (defect 6): the value
+# at f.path in the metadata and in f.doc are equal JSON trees: the same nodes (by full key,
+# so object key order does not matter), each of the same kind (numbers and booleans are one
+# kind, so 1 == 1.0 == true) and atom. A null query matches null or a missing key. Chunked
+# metadata (d1saver/storage/values.py) that lacks the key in its column passes here and is
+# decided in Python. Trees are read from the stored text itself: no number is re-rendered.
+#
+# Content-addressed chunks (migration 7) ride in the same statement as the rows that list them
+# (through `out`, whose columns take the first SELECT's affinity: integers may come back as
+# text, so readers convert them). `vals` holds the manifest column of each returned row;
+# `refs` gathers every id the "m:" manifests and "p:" packs in `vals` reach (nodes opened
+# level by level). UNION, not UNION ALL, so each chunk is returned once however many rows list
+# it. A frozen value's pieces live with its holder in chunks, owner 'f/<src_checkpoint_id>/<owner>':
+# the page leaves them to the DeltaChannel prefetch.
+#
+# D1's REST API carries a statement's text in every request body, and the page statements are
+# the longest sent at run time (the first get_tuple of each graph invocation sends the page
+# and its DeltaChannel prefetch together): the minifier (d1saver/sql/query.py) sends them
+# tight.
+#
+# Columns of every page statement, and of its DeltaChannel prefetch, per row kind:
+#   'c' checkpoint: ref parent_checkpoint_id, metadata, channels, type, value the checkpoint
+#                   (with keys a sealed checkpoint is bound to metadata and channels)
+#   'w' write:      ref task_id, task_path, idx, channels the channel, type, value
+#   'k' piece:      ref owner, idx seq, value the piece's text
+#   'h' chunk:      thread_id, ref the chunk id, value its data
+#   'a' ancestor (prefetch): ref parent_checkpoint_id, channels, type, and metadata and value
+#                   the checkpoint only when it seeds a sought channel
+#   'f' frozen (prefetch): checkpoint_id the holder, ref the identity of the row the value
+#                   came from ([kind, src_checkpoint_id, task_id, task_path, idx, channel,
+#                   depth]), metadata, channels, type, value
+PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "ref", "metadata",
+                "task_path", "idx", "channels", "type", "value")
 SELECT_PAGE_THREAD_NS = q("""
 WITH RECURSIVE
 page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+      AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
 ),
 out AS (
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS ref,
+       metadata, NULL AS task_path, NULL AS idx, channels, type, checkpoint AS value
 FROM page
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('c', 'w') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -687,7 +674,7 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 SELECT_PAGE_THREAD = q("""
 WITH RECURSIVE
@@ -695,25 +682,31 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE thread_id = :thread_id
+      AND (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
 ),
 out AS (
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS ref,
+       metadata, NULL AS task_path, NULL AS idx, channels, type, checkpoint AS value
 FROM page
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('c', 'w') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -734,7 +727,7 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 SELECT_PAGE_ALL = q("""
 WITH RECURSIVE
@@ -742,25 +735,30 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
 ),
 out AS (
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS ref,
+       metadata, NULL AS task_path, NULL AS idx, channels, type, checkpoint AS value
 FROM page
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('c', 'w') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -781,7 +779,7 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 SELECT_PAGE_THREAD_NS_FILTERED = q("""
 WITH RECURSIVE
@@ -789,7 +787,8 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+      AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -799,7 +798,10 @@ page AS (
              = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
          AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
              SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom
+                 AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n'
+                 ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false')
+                 THEN 'n' ELSE q.type END))
         END
         OR (json_type(c.metadata, f.path) IS NULL
             AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
@@ -807,19 +809,22 @@ page AS (
     LIMIT :limit
 ),
 out AS (
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS ref,
+       metadata, NULL AS task_path, NULL AS idx, channels, type, checkpoint AS value
 FROM page
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('c', 'w') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -840,7 +845,7 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 SELECT_PAGE_THREAD_FILTERED = q("""
 WITH RECURSIVE
@@ -848,7 +853,10 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE thread_id = :thread_id
+      AND (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -858,7 +866,10 @@ page AS (
              = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
          AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
              SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom
+                 AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n'
+                 ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false')
+                 THEN 'n' ELSE q.type END))
         END
         OR (json_type(c.metadata, f.path) IS NULL
             AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
@@ -866,19 +877,22 @@ page AS (
     LIMIT :limit
 ),
 out AS (
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS ref,
+       metadata, NULL AS task_path, NULL AS idx, channels, type, checkpoint AS value
 FROM page
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('c', 'w') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -899,7 +913,7 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 SELECT_PAGE_ALL_FILTERED = q("""
 WITH RECURSIVE
@@ -907,7 +921,9 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -917,7 +933,10 @@ page AS (
              = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
          AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
              SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom
+                 AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n'
+                 ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false')
+                 THEN 'n' ELSE q.type END))
         END
         OR (json_type(c.metadata, f.path) IS NULL
             AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
@@ -925,19 +944,22 @@ page AS (
     LIMIT :limit
 ),
 out AS (
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS ref,
+       metadata, NULL AS task_path, NULL AS idx, channels, type, checkpoint AS value
 FROM page
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE NOT substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('c', 'w') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -958,15 +980,27 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
+# The DeltaChannel prefetch sent with each page statement, with the same parameters: what the
+# page's DeltaChannels replay from, so that LangGraph's get_delta_channel_history after
+# get_tuple/list costs no request. The walk follows parents while some channel is still
+# without a seed or a frozen record ending its history (a record with a 'c' row goes on at
+# the holder's parent); the channels sought are the keys of
+# metadata.counters_since_delta_snapshot that the checkpoint holds no value of and that have
+# been written (not in delta_unwritten: LangGraph replays only channels in channel_versions).
+# UNION (not UNION ALL) ends a corrupt parent loop. Rows 'a', 'w', 'k', 'f' and 'h'
+# (PAGE_COLUMNS); 'h' leaves out the chunks the page returns (`seen`, read only when the
+# prefetch has chunks of its own: on Wrangler's engine, folding it into `refs` read the page's
+# writes every time). At most 4 terms in a compound SELECT (see DELTA_HISTORY).
 SELECT_PAGE_DELTA_THREAD_NS = q("""
 WITH RECURSIVE
 page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+      AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
@@ -987,7 +1021,8 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
+               FROM json_each(w.sought) AS s
      WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
@@ -1009,31 +1044,35 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 ),
 out AS (
-SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
-       c.channels AS f2, c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS ref,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4,
+            THEN c.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, c.channels AS channels, c.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.metadata END AS f5, NULL AS f6
+            THEN c.checkpoint END AS value
 FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1078,7 +1117,7 @@ seen(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
 WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
 SELECT_PAGE_DELTA_THREAD = q("""
@@ -1087,7 +1126,10 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE thread_id = :thread_id
+      AND (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
@@ -1108,7 +1150,8 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
+               FROM json_each(w.sought) AS s
      WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
@@ -1130,31 +1173,35 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 ),
 out AS (
-SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
-       c.channels AS f2, c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS ref,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4,
+            THEN c.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, c.channels AS channels, c.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.metadata END AS f5, NULL AS f6
+            THEN c.checkpoint END AS value
 FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1199,7 +1246,7 @@ seen(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
 WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
 SELECT_PAGE_DELTA_ALL = q("""
@@ -1208,7 +1255,9 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
@@ -1229,7 +1278,8 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
+               FROM json_each(w.sought) AS s
      WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
@@ -1251,31 +1301,35 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 ),
 out AS (
-SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
-       c.channels AS f2, c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS ref,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4,
+            THEN c.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, c.channels AS channels, c.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.metadata END AS f5, NULL AS f6
+            THEN c.checkpoint END AS value
 FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1320,7 +1374,7 @@ seen(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
 WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
 SELECT_PAGE_DELTA_THREAD_NS_FILTERED = q("""
@@ -1329,7 +1383,8 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+      AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -1339,7 +1394,10 @@ page AS (
              = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
          AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
              SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom
+                 AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n'
+                 ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false')
+                 THEN 'n' ELSE q.type END))
         END
         OR (json_type(c.metadata, f.path) IS NULL
             AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
@@ -1362,7 +1420,8 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
+               FROM json_each(w.sought) AS s
      WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
@@ -1384,31 +1443,35 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 ),
 out AS (
-SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
-       c.channels AS f2, c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS ref,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4,
+            THEN c.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, c.channels AS channels, c.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.metadata END AS f5, NULL AS f6
+            THEN c.checkpoint END AS value
 FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1453,7 +1516,7 @@ seen(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
 WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
 SELECT_PAGE_DELTA_THREAD_FILTERED = q("""
@@ -1462,7 +1525,10 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE thread_id = :thread_id
+      AND (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -1472,7 +1538,10 @@ page AS (
              = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
          AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
              SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom
+                 AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n'
+                 ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false')
+                 THEN 'n' ELSE q.type END))
         END
         OR (json_type(c.metadata, f.path) IS NULL
             AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
@@ -1495,7 +1564,8 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
+               FROM json_each(w.sought) AS s
      WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
@@ -1517,31 +1587,35 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 ),
 out AS (
-SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
-       c.channels AS f2, c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS ref,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4,
+            THEN c.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, c.channels AS channels, c.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.metadata END AS f5, NULL AS f6
+            THEN c.checkpoint END AS value
 FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1586,7 +1660,7 @@ seen(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
 WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
 SELECT_PAGE_DELTA_ALL_FILTERED = q("""
@@ -1595,7 +1669,9 @@ page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels
     FROM checkpoints AS c
-    WHERE (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+    WHERE (checkpoint_id, thread_id, checkpoint_ns)
+          < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
+             COALESCE(:after_checkpoint_ns, ''))
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -1605,7 +1681,10 @@ page AS (
              = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
          AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
              SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom
+                 AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n'
+                 ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false')
+                 THEN 'n' ELSE q.type END))
         END
         OR (json_type(c.metadata, f.path) IS NULL
             AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
@@ -1628,7 +1707,8 @@ walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
+               FROM json_each(w.sought) AS s
      WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
@@ -1650,31 +1730,35 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
 ),
 out AS (
-SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
-       c.channels AS f2, c.type AS f3,
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS ref,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.checkpoint END AS f4,
+            THEN c.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, c.channels AS channels, c.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(c.channels)))
-            THEN c.metadata END AS f5, NULL AS f6
+            THEN c.checkpoint END AS value
 FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
 UNION ALL
-SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
-       w.type, w.value
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, NULL, w.task_path, w.idx,
+       w.channel, w.type, w.value
 FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, NULL, NULL, k.seq, NULL, NULL,
+       k.data
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       f.metadata, NULL, NULL, f.channels, f.type, f.value
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
 WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
 ),
-vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1719,7 +1803,7 @@ seen(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
 WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
 # The DeltaChannel prefetch that rides with each page statement (same parameters).
@@ -1733,23 +1817,25 @@ PAGE_DELTA_OF = {
 }
 
 # get_delta_channel_history in one statement. Walks parent links from the target
-# (?3, or the thread's newest when NULL) and carries, per step, the JSON array of requested
-# channels (?4) still without a seed; a checkpoint whose `channels` holds one seeds it, and one
-# with a frozen record of it (the target included) ends its walk with that record.
-# Rows: 'a' (ancestor: depth, id, channels still sought on arrival, type, checkpoint),
-# 'w' (write of a sought channel at an ancestor), 'k' (chunk of an ancestor's value, or a
-# frozen piece of the target), 'f' (holder's id, _FROZEN_ROW, its depth). At most 4 terms
+# (:checkpoint_id, or the thread's newest when NULL) and carries, per step, the JSON array of
+# requested :channels still without a seed; a checkpoint whose `channels` holds one seeds it,
+# and one with a frozen record of it (the target included) ends its walk with that record.
+# Rows: 'a' (ancestor), 'w' (write of a sought channel at an ancestor), 'k' (piece of an
+# ancestor's value, or a frozen piece of the target), 'f' (a holder's frozen record), 'h'
+# (content-addressed chunks), columns as DELTA_HISTORY_COLUMNS says. At most 4 terms
 # in a compound SELECT: the real D1 engine refused 6 ("too many terms in compound SELECT").
 # The depth bound stops a corrupt parent loop; LangGraph snapshots every 5000 steps at most.
 DELTA_HISTORY = q("""
 WITH RECURSIVE
 target AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id FROM checkpoints
-    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND (:checkpoint_id IS NULL
+        OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC LIMIT 1
 ),
 chain(checkpoint_id, depth, sought) AS (
-    SELECT t.parent_checkpoint_id, 1, (SELECT json_group_array(s.value) FROM json_each(json(:channels)) AS s
+    SELECT t.parent_checkpoint_id, 1, (SELECT json_group_array(s.value)
+        FROM json_each(json(:channels)) AS s
      WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
                            WHERE f.thread_id = t.thread_id AND f.checkpoint_ns = t.checkpoint_ns
                              AND f.checkpoint_id = t.checkpoint_id
@@ -1764,52 +1850,61 @@ chain(checkpoint_id, depth, sought) AS (
                            WHERE f.thread_id = p.thread_id AND f.checkpoint_ns = p.checkpoint_ns
                              AND f.checkpoint_id = p.checkpoint_id
                            GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
-    FROM chain JOIN checkpoints AS p ON p.thread_id = :thread_id AND p.checkpoint_ns = :checkpoint_ns
+    FROM chain JOIN checkpoints AS p ON p.thread_id = :thread_id
+        AND p.checkpoint_ns = :checkpoint_ns
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0 AND chain.depth < 20000
 ),
 ancestors AS (
     SELECT chain.depth, chain.sought, p.checkpoint_id, p.channels, p.type, p.checkpoint,
            p.metadata
-    FROM chain JOIN checkpoints AS p ON p.thread_id = :thread_id AND p.checkpoint_ns = :checkpoint_ns
+    FROM chain JOIN checkpoints AS p ON p.thread_id = :thread_id
+        AND p.checkpoint_ns = :checkpoint_ns
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0
 ),
 holders AS (
-    SELECT 0 AS depth, json(:channels) AS sought, t.checkpoint_id, '[]' AS channels FROM target AS t
+    SELECT 0 AS depth, json(:channels) AS sought, t.checkpoint_id, '[]' AS channels
+        FROM target AS t
     UNION ALL
     SELECT depth, sought, checkpoint_id, channels FROM ancestors
 ),
 out AS (
-SELECT 'a' AS kind, a.depth AS depth, a.checkpoint_id AS checkpoint_id, a.sought AS f1,
-       a.type AS f2,
+SELECT 'a' AS kind, a.depth AS depth, a.checkpoint_id AS checkpoint_id, NULL AS ref,
+       a.sought AS sought,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(a.channels)))
-            THEN a.checkpoint END AS f3,
-       a.channels AS f4,
+            THEN a.metadata END AS metadata,
+       NULL AS task_path, NULL AS idx, a.channels AS channels, a.type AS type,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
                          WHERE s.value IN (SELECT value FROM json_each(a.channels)))
-            THEN a.metadata END AS f5, NULL AS f6
+            THEN a.checkpoint END AS value
 FROM ancestors AS a
 UNION ALL
-SELECT 'w', a.depth, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value
-FROM ancestors AS a JOIN writes AS w ON w.thread_id = :thread_id AND w.checkpoint_ns = :checkpoint_ns
+SELECT 'w', a.depth, w.checkpoint_id, w.task_id, NULL, NULL, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM ancestors AS a JOIN writes AS w ON w.thread_id = :thread_id
+    AND w.checkpoint_ns = :checkpoint_ns
     AND w.checkpoint_id = a.checkpoint_id
 WHERE (w.channel IN (SELECT value FROM json_each(a.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'f', h.depth, h.checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, h.depth
-FROM holders AS h JOIN delta_frozen AS f ON f.thread_id = :thread_id AND f.checkpoint_ns = :checkpoint_ns
+SELECT 'f', h.depth, h.checkpoint_id,
+       json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx, f.channel, f.depth),
+       NULL, f.metadata, NULL, NULL, f.channels, f.type, f.value
+FROM holders AS h JOIN delta_frozen AS f ON f.thread_id = :thread_id
+    AND f.checkpoint_ns = :checkpoint_ns
     AND f.checkpoint_id = h.checkpoint_id
 WHERE f.channel IN (SELECT value FROM json_each(h.sought))
   AND f.channel NOT IN (SELECT value FROM json_each(h.channels))
 UNION ALL
-SELECT 'k', h.depth, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+SELECT 'k', h.depth, k.checkpoint_id, k.owner, NULL, NULL, NULL, k.seq, NULL, NULL, k.data
 FROM holders AS h JOIN chunks AS k ON k.thread_id = :thread_id AND k.checkpoint_ns = :checkpoint_ns
     AND k.checkpoint_id = h.checkpoint_id
 WHERE h.depth > 0 OR substr(k.owner, 1, 2) = 'f/'
 ),
-vals(thread_id, v) AS (SELECT :thread_id, CASE kind WHEN 'a' THEN f3 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+vals(thread_id, v) AS (
+    SELECT :thread_id, CASE WHEN kind IN ('a', 'w', 'f') THEN value END FROM out
+),
 refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
     FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
@@ -1830,17 +1925,19 @@ refs(thread_id, id) AS (
 )
 SELECT * FROM out
 UNION ALL
-SELECT 'h', NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+SELECT 'h', NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, NULL, k.data
 FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 
-# Columns of DELTA_HISTORY, per row kind:
-#   'a' ancestor: f1 channels still sought on arrival, f2 type, f3 checkpoint, f4 channels,
-#                 f5 metadata (checkpoint and metadata only if it is a seed)
-#   'w' write:    checkpoint_id, f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
-#   'k' chunk:    checkpoint_id, f1 owner, f2 seq, f3 data
-#   'f' frozen:   checkpoint_id (the holder), f1 identity, f2 type, f3 value, f4 channels,
-#                 f5 metadata, f6 the holder's depth
-DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "f1", "f2", "f3", "f4", "f5", "f6")
+# Columns of DELTA_HISTORY, per row kind (every row but 'h' has its depth on the walk):
+#   'a' ancestor: checkpoint_id, sought (the channels still sought on arrival), channels,
+#                 type, and metadata and value the checkpoint only if it is a seed
+#   'w' write:    checkpoint_id, ref task_id, task_path, idx, channels the channel, type, value
+#   'k' piece:    checkpoint_id, ref owner, idx seq, value the piece's text
+#   'f' frozen:   checkpoint_id (the holder), ref the identity of the row the value came from,
+#                 metadata, channels, type, value
+#   'h' chunk:    ref the chunk id, value its data
+DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "ref", "sought", "metadata",
+                         "task_path", "idx", "channels", "type", "value")
 
 # --- idempotency records ------------------------------------------------------------------
 #
@@ -1858,32 +1955,33 @@ OP_RESULT = q("SELECT result FROM d1saver_ops WHERE op_id = :op_id")
 
 # --- tags ---------------------------------------------------------------------------------
 
-# ?1 thread, ?2 ns, ?3 checkpoint_id (NULL: the newest), ?4 name. Returns a row only if the
+# :checkpoint_id NULL tags the newest. Returns a row only if the
 # checkpoint exists; a name already used in the namespace moves to this checkpoint.
 TAG = q("""
 INSERT INTO tags (thread_id, checkpoint_ns, checkpoint_id, name, created_at)
 SELECT thread_id, checkpoint_ns, checkpoint_id, :name, strftime('%Y-%m-%dT%H:%M:%SZ', 'now')
 FROM checkpoints WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
     AND checkpoint_id = COALESCE(:checkpoint_id, (SELECT MAX(checkpoint_id) FROM checkpoints
-                                      WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns))
+                                      WHERE thread_id = :thread_id
+                                          AND checkpoint_ns = :checkpoint_ns))
 ON CONFLICT (thread_id, checkpoint_ns, name) DO UPDATE SET
     checkpoint_id = excluded.checkpoint_id, created_at = excluded.created_at
 RETURNING checkpoint_id""")
 UNTAG = q("""
-DELETE FROM tags WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND name = :name""")
-# Sent before UNTAG in its batch: records under op id ?4 whether the tag exists (1 or 0).
+DELETE FROM tags WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND name = :name""")
+# Sent before UNTAG in its batch: records under :op_id whether the tag exists (1 or 0).
 RECORD_UNTAG = q("""
 INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
 SELECT :op_id, COUNT(*), CAST(strftime('%s', 'now') AS INTEGER)
 FROM tags WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND name = :name""")
 LIST_TAGS_COLUMNS = ("name", "checkpoint_id")
 LIST_TAGS = q("""
-SELECT name, checkpoint_id FROM tags WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+SELECT name, checkpoint_id FROM tags WHERE thread_id = :thread_id
+    AND checkpoint_ns = :checkpoint_ns
 ORDER BY checkpoint_id DESC, name""")
 
 # --- content-addressed chunks: garbage collection and the check --------------------------
-
-# How many writes row {t} holds: a "p:" row packs one put_writes call's (migration 7).
 
 # Exact garbage collection of content-addressed chunks (migration 7), last in every batch that
 # deletes rows of the threads in d1saver_scope: a chunk stays only if a remaining checkpoint or
@@ -1891,25 +1989,30 @@ ORDER BY checkpoint_id DESC, name""")
 # same batch as the deletions, so no chunk is ever referenced but missing, and none is left
 # unreferenced. A put racing it either committed first (its chunks are reached) or finds a
 # chunk gone and fails with chunk_missing, then sends its chunks again (d1saver/ops/operations.py).
-# The entries of manifest {v} (or none if it is not one) as a JSON array: entries never hold
-# ',', '"' or '\\' (d1saver/storage/manifest.py), so wrapping them is exact.
-# The writes packed in {v} (a "p:" row: one put_writes call's regular writes, migration 7).
+# A manifest's entries are read as a JSON array by wrapping them in quotes: entries never
+# hold ',', '"' or '\\' (d1saver/storage/manifest.py), so that is exact; a "p:" row packs one
+# put_writes call's regular writes (migration 7), each of which may be a manifest.
 GC_CHUNKS = q("""
 WITH RECURSIVE reached(thread_id, id) AS (
     SELECT c.thread_id, ltrim(j.value, '^')
-    FROM checkpoints AS c, json_each(CASE WHEN substr(c.checkpoint, 1, 2) = 'm:' THEN '["' || replace(substr(c.checkpoint, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    FROM checkpoints AS c, json_each(CASE WHEN substr(c.checkpoint, 1, 2) = 'm:'
+        THEN '["' || replace(substr(c.checkpoint, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE c.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0
     UNION
     SELECT w.thread_id, ltrim(j.value, '^')
-    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'm:' THEN '["' || replace(substr(w.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE w.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0
     UNION
     SELECT w.thread_id, ltrim(j.value, '^')
-    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN substr(w.value, 3) ELSE '[]' END) AS p, json_each(CASE WHEN substr(p.value->>3, 1, 2) = 'm:' THEN '["' || replace(substr(p.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN substr(w.value, 3)
+        ELSE '[]' END) AS p, json_each(CASE WHEN substr(p.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(p.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE w.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0
     UNION
     SELECT f.thread_id, ltrim(j.value, '^')
-    FROM delta_frozen AS f, json_each(CASE WHEN substr(f.value, 1, 2) = 'm:' THEN '["' || replace(substr(f.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    FROM delta_frozen AS f, json_each(CASE WHEN substr(f.value, 1, 2) = 'm:'
+        THEN '["' || replace(substr(f.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE f.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0
     UNION
     SELECT r.thread_id, ltrim(j.value, '^')
@@ -1920,30 +2023,43 @@ DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_sco
     AND (thread_id, id) NOT IN (SELECT thread_id, id FROM reached)""")
 
 # The check (`d1saver check`, and the tests after every deleting operation): per thread
-# (?1, or every thread when NULL) that breaks the rule, the ids its rows reach that are not
+# (:thread_id, or every thread when NULL) that breaks the rule, the ids its rows reach that are not
 # stored, and the chunks stored that no row reaches. No row: the chunk table is exact.
 CHUNK_CHECK_COLUMNS = ("thread_id", "missing", "unreferenced")
 CHUNK_CHECK = q("""
 WITH RECURSIVE reached(thread_id, id) AS (
     SELECT c.thread_id, ltrim(j.value, '^')
-    FROM checkpoints AS c, json_each(CASE WHEN substr(c.checkpoint, 1, 2) = 'm:' THEN '["' || replace(substr(c.checkpoint, 3), ',', '","') || '"]' ELSE '[]' END) AS j
-    WHERE c.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL OR thread_id = :thread_id
-        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id) AND instr(j.value, ':') = 0
+    FROM checkpoints AS c, json_each(CASE WHEN substr(c.checkpoint, 1, 2) = 'm:'
+        THEN '["' || replace(substr(c.checkpoint, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE c.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL
+        OR thread_id = :thread_id
+        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id)
+            AND instr(j.value, ':') = 0
     UNION
     SELECT w.thread_id, ltrim(j.value, '^')
-    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'm:' THEN '["' || replace(substr(w.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
-    WHERE w.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL OR thread_id = :thread_id
-        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id) AND instr(j.value, ':') = 0
+    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE w.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL
+        OR thread_id = :thread_id
+        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id)
+            AND instr(j.value, ':') = 0
     UNION
     SELECT w.thread_id, ltrim(j.value, '^')
-    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN substr(w.value, 3) ELSE '[]' END) AS p, json_each(CASE WHEN substr(p.value->>3, 1, 2) = 'm:' THEN '["' || replace(substr(p.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
-    WHERE w.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL OR thread_id = :thread_id
-        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id) AND instr(j.value, ':') = 0
+    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN substr(w.value, 3)
+        ELSE '[]' END) AS p, json_each(CASE WHEN substr(p.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(p.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE w.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL
+        OR thread_id = :thread_id
+        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id)
+            AND instr(j.value, ':') = 0
     UNION
     SELECT f.thread_id, ltrim(j.value, '^')
-    FROM delta_frozen AS f, json_each(CASE WHEN substr(f.value, 1, 2) = 'm:' THEN '["' || replace(substr(f.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
-    WHERE f.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL OR thread_id = :thread_id
-        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id) AND instr(j.value, ':') = 0
+    FROM delta_frozen AS f, json_each(CASE WHEN substr(f.value, 1, 2) = 'm:'
+        THEN '["' || replace(substr(f.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE f.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL
+        OR thread_id = :thread_id
+        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id)
+            AND instr(j.value, ':') = 0
     UNION
     SELECT r.thread_id, ltrim(j.value, '^')
     FROM reached AS r CROSS JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
@@ -1971,17 +2087,22 @@ WHERE missing > 0 OR unreferenced > 0 ORDER BY thread_id""")
 # Lists of ids (threads, runs) arrive as a JSON array of the hex of their UTF-8: a JSON decoder
 # that stops at "\u0000" (SQLite 3.40's, the local D1's) cannot cut an id short.
 
-# ?1: JSON array of thread ids. Children first, checkpoints last.
+# :thread_ids: JSON array of thread ids. Children first, checkpoints last.
 DELETE_THREADS_WRITES = q("""
-DELETE FROM writes WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE FROM writes WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids))""")
 DELETE_THREADS_D1SAVER_CHUNKS = q("""
-DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids))""")
 DELETE_THREADS_CHUNKS = q("""
-DELETE FROM chunks WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE FROM chunks WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids))""")
 DELETE_THREADS_TAGS = q("""
-DELETE FROM tags WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE FROM tags WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids))""")
 DELETE_THREADS_CHECKPOINTS = q("""
-DELETE FROM checkpoints WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE FROM checkpoints WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids))""")
 DELETE_THREADS = [DELETE_THREADS_WRITES, DELETE_THREADS_D1SAVER_CHUNKS, DELETE_THREADS_CHUNKS, DELETE_THREADS_TAGS, DELETE_THREADS_CHECKPOINTS]
 
 # Writes are stored packed ("p:": one put_writes call's regular writes in one row, keyed by its
@@ -2049,10 +2170,12 @@ SELECT :target, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, 
 FROM writes WHERE thread_id = :source""")
 COPY_CHUNKS = q("""
 INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
-SELECT :target, checkpoint_ns, checkpoint_id, owner, seq, data FROM chunks WHERE thread_id = :source""")
+SELECT :target, checkpoint_ns, checkpoint_id, owner, seq, data FROM chunks
+    WHERE thread_id = :source""")
 COPY_TAGS = q("""
 INSERT OR REPLACE INTO tags (thread_id, checkpoint_ns, checkpoint_id, name, created_at)
-SELECT :target, checkpoint_ns, checkpoint_id, name, created_at FROM tags WHERE thread_id = :source""")
+SELECT :target, checkpoint_ns, checkpoint_id, name, created_at FROM tags
+    WHERE thread_id = :source""")
 COPY_DELTA_UNWRITTEN = q("""
 INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
 SELECT :target, checkpoint_ns, checkpoint_id, channels FROM delta_unwritten WHERE thread_id = :source""")
@@ -2077,10 +2200,12 @@ CLEAR_RELINK = q("DELETE FROM d1saver_relink")
 CLEAR_SCRATCH = [CLEAR_SCOPE, CLEAR_KEEP, CLEAR_RELINK]
 
 SCOPE_THREADS = q("""
-INSERT OR IGNORE INTO d1saver_scope (thread_id) SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)""")
+INSERT OR IGNORE INTO d1saver_scope (thread_id) SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids)""")
 SCOPE_RUNS = q("""
 INSERT OR IGNORE INTO d1saver_scope (thread_id)
-SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:run_ids))""")
+SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:run_ids))""")
 
 
 # A subgraph's namespace is its parent's, then '|' unless the parent is the root, then
@@ -2088,9 +2213,9 @@ SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN (SELECT CAST(unhex(va
 # adds '|<n>'. `peel` drops those numeric segments; `head` is s up to and including its last
 # '|' (rtrim drops from the right every character but '|'), '' if none. `owners` maps every
 # subgraph namespace in scope whose parent namespace exists to that parent and the task.
-# A part of PLAN_KEEP: it reads PLAN_KEEP's `ranked`.
-
-# ?1: N. Keeps, in the threads in scope:
+# These CTEs are PLAN_KEEP's (they read its `ranked`).
+#
+# :keep = N. PLAN_KEEP keeps, in the threads in scope:
 # - in every namespace that is not a subgraph's (the root's), the N newest checkpoints;
 # - every tagged checkpoint;
 # - the max(N, 1) newest checkpoints of every subgraph namespace that a kept checkpoint of its
@@ -2160,15 +2285,16 @@ keep(thread_id, checkpoint_ns, checkpoint_id) AS (
 )
 SELECT thread_id, checkpoint_ns, checkpoint_id FROM keep""")
 
-# ?1: JSON array of run ids. Keeps every checkpoint in scope that no listed run made.
+# :run_ids: JSON array of run ids. Keeps every checkpoint in scope that no listed run made.
 PLAN_KEEP_OTHER_RUNS = q("""
 INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
 SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints
 WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
-  AND (run_id IS NULL OR run_id NOT IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:run_ids)))""")
+  AND (run_id IS NULL OR run_id NOT IN (SELECT CAST(unhex(value) AS TEXT)
+      FROM json_each(:run_ids)))""")
 
 # DeltaChannel histories frozen before their ancestors go (docs/STORAGE_DESIGN.md). A kept
-# checkpoint whose parent is not kept gets, per channel it replays (_SOUGHT) and holds no
+# checkpoint whose parent is not kept gets, per channel it replays and holds no
 # ending record of, what get_delta_channel_history's walk finds between it and the nearest
 # kept ancestor: each ancestor's writes of the channel ('w'), and, where the walk ends before
 # a kept one, the seed's whole checkpoint row ('s') or the copy of the record it ended at (its
@@ -2184,12 +2310,14 @@ WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
 # reducer is graph code. So it records the history, not a snapshot.) A walk row is (origin,
 # channel, depth, cur: the checkpoint at that depth, steps taken, bound: the namespace's
 # checkpoints, more steps than a walk without a loop can take, so a corrupt parent loop ends).
-# The depth of the 'c' row of {t}'s record of channel {ch} (NULL: none, or no record).
-# Whether {t} holds a record of channel {ch} that ends its history (no 'c' row).
-# Each write row {t} holds as [idx, channel, type, value] entries: a "p:" row (migration 7)
-# packs one put_writes call's writes (type null: "msgpack"), any other row holds itself.
+# The sub-selects on delta_frozen read the depth of a checkpoint's 'c' row for the channel
+# (NULL: none, or no record), and whether it holds a record of the channel that ends its
+# history (no 'c' row). A write row is read as [idx, channel, type, value] entries: a "p:" row
+# (migration 7) packs one put_writes call's writes (type null: "msgpack"), any other row
+# holds itself.
 FREEZE = q("""
-INSERT OR IGNORE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels)
+INSERT OR IGNORE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind,
+    depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels)
 WITH RECURSIVE
 walk(thread_id, checkpoint_ns, origin, channel, depth, cur, steps, bound) AS (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, s.value,
@@ -2212,12 +2340,14 @@ walk(thread_id, checkpoint_ns, origin, channel, depth, cur, steps, bound) AS (
     AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.parent_checkpoint_id)
       AND NOT (EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = c.thread_id
     AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id
-    AND f.channel = s.value) AND (SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = c.thread_id
+    AND f.channel = s.value) AND (SELECT MAX(f.depth) FROM delta_frozen AS f
+        WHERE f.thread_id = c.thread_id
     AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id
     AND f.channel = s.value AND f.kind = 'c') IS NULL)
     UNION ALL
     SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel,
-           w.depth + COALESCE((SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = p.thread_id
+           w.depth + COALESCE((SELECT MAX(f.depth) FROM delta_frozen AS f
+               WHERE f.thread_id = p.thread_id
     AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id
     AND f.channel = w.channel AND f.kind = 'c'), 1),
            p.parent_checkpoint_id, w.steps + 1, w.bound
@@ -2229,7 +2359,8 @@ walk(thread_id, checkpoint_ns, origin, channel, depth, cur, steps, bound) AS (
       AND w.channel NOT IN (SELECT value FROM json_each(p.channels))
       AND NOT (EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = p.thread_id
     AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id
-    AND f.channel = w.channel) AND (SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = p.thread_id
+    AND f.channel = w.channel) AND (SELECT MAX(f.depth) FROM delta_frozen AS f
+        WHERE f.thread_id = p.thread_id
     AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id
     AND f.channel = w.channel AND f.kind = 'c') IS NULL)
 )
@@ -2239,7 +2370,8 @@ FROM walk AS w CROSS JOIN writes AS x ON x.thread_id = w.thread_id
     AND x.checkpoint_ns = w.checkpoint_ns AND x.checkpoint_id = w.cur
 CROSS JOIN json_each(CASE WHEN substr(x.value, 1, 2) = 'p:' THEN substr(x.value, 3)
     ELSE json_array(json_array(x.idx, x.channel, x.type, x.value)) END) AS e
-WHERE e.value->>1 = w.channel AND NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+WHERE e.value->>1 = w.channel AND NOT EXISTS (SELECT 1 FROM d1saver_keep AS k
+    WHERE k.thread_id = w.thread_id
     AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)
   AND EXISTS (SELECT 1 FROM checkpoints AS n WHERE n.thread_id = w.thread_id
               AND n.checkpoint_ns = w.checkpoint_ns AND n.checkpoint_id = w.cur)
@@ -2267,10 +2399,12 @@ FROM walk AS w WHERE EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id =
 # After FREEZE: a 'c' row that a record's newer rows now lie beyond (its holder's walk went on
 # from there) goes.
 FREEZE_DONE = q("""
-DELETE FROM delta_frozen AS c WHERE c.kind = 'c' AND c.thread_id IN (SELECT thread_id FROM d1saver_scope) AND EXISTS (
+DELETE FROM delta_frozen AS c WHERE c.kind = 'c' AND c.thread_id IN (SELECT thread_id
+    FROM d1saver_scope) AND EXISTS (
     SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = c.thread_id
         AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id
-        AND f.channel = c.channel AND f.depth >= c.depth AND NOT (f.kind = 'c' AND f.depth = c.depth))""")
+        AND f.channel = c.channel AND f.depth >= c.depth AND NOT (f.kind = 'c'
+            AND f.depth = c.depth))""")
 
 # The pieces of frozen values stored over several rows ("c:<n>": values over D1's row limit),
 # copied to their holder as owner 'f/<src_checkpoint_id>/<owner>': from the row they were
@@ -2282,13 +2416,15 @@ SELECT f.thread_id, f.checkpoint_ns, f.checkpoint_id,
        'f/' || f.src_checkpoint_id || '/' || k.owner, k.seq, k.data
 FROM delta_frozen AS f CROSS JOIN chunks AS k ON k.thread_id = f.thread_id
     AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id = f.src_checkpoint_id
-    AND (k.owner = CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx END OR (f.kind = 's' AND k.owner IN ('', ':metadata')))
+    AND (k.owner = CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx END OR (f.kind = 's'
+        AND k.owner IN ('', ':metadata')))
 WHERE f.thread_id IN (SELECT thread_id FROM d1saver_scope)
 UNION ALL
 SELECT f.thread_id, f.checkpoint_ns, f.checkpoint_id, k.owner, k.seq, k.data
 FROM delta_frozen AS f CROSS JOIN chunks AS k ON k.thread_id = f.thread_id
     AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id <> f.checkpoint_id
-    AND (k.owner = 'f/' || f.src_checkpoint_id || '/' || CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx END
+    AND (k.owner = 'f/' || f.src_checkpoint_id || '/' || CASE f.kind WHEN 'w'
+        THEN f.task_id || '/' || f.idx END
          OR (f.kind = 's' AND k.owner IN ('f/' || f.src_checkpoint_id || '/',
                                           'f/' || f.src_checkpoint_id || '/:metadata')))
 WHERE f.thread_id IN (SELECT thread_id FROM d1saver_scope)""")
@@ -2351,13 +2487,15 @@ WHERE delta_frozen.thread_id = r.thread_id AND delta_frozen.checkpoint_ns = r.ch
 DELETE_UNKEPT_WRITES = q("""
 DELETE FROM writes WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = writes.thread_id
-        AND k.checkpoint_ns = writes.checkpoint_ns AND k.checkpoint_id = writes.checkpoint_id) AND writes.checkpoint_id <= (
+        AND k.checkpoint_ns = writes.checkpoint_ns AND k.checkpoint_id = writes.checkpoint_id)
+            AND writes.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = writes.thread_id AND n.checkpoint_ns = writes.checkpoint_ns)""")
 DELETE_UNKEPT_CHUNKS = q("""
 DELETE FROM chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = chunks.thread_id
-        AND k.checkpoint_ns = chunks.checkpoint_ns AND k.checkpoint_id = chunks.checkpoint_id) AND chunks.checkpoint_id <= (
+        AND k.checkpoint_ns = chunks.checkpoint_ns AND k.checkpoint_id = chunks.checkpoint_id)
+            AND chunks.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = chunks.thread_id AND n.checkpoint_ns = chunks.checkpoint_ns)""")
 DELETE_UNKEPT_TAGS = q("""
@@ -2367,7 +2505,8 @@ DELETE FROM tags WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NO
 DELETE_UNKEPT_CHECKPOINTS = q("""
 DELETE FROM checkpoints WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = checkpoints.thread_id
-        AND k.checkpoint_ns = checkpoints.checkpoint_ns AND k.checkpoint_id = checkpoints.checkpoint_id)""")
+        AND k.checkpoint_ns = checkpoints.checkpoint_ns
+            AND k.checkpoint_id = checkpoints.checkpoint_id)""")
 DELETE_UNKEPT = [DELETE_UNKEPT_WRITES, DELETE_UNKEPT_CHUNKS, DELETE_UNKEPT_TAGS, DELETE_UNKEPT_CHECKPOINTS]
 
 
@@ -2380,11 +2519,14 @@ SELECT s.thread_id,
   (SELECT COUNT(*) FROM checkpoints AS c
      WHERE c.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = c.thread_id
-        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id)) AS checkpoints,
-  (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
+        AND k.checkpoint_ns = c.checkpoint_ns
+            AND k.checkpoint_id = c.checkpoint_id)) AS checkpoints,
+  (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:'
+      THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
      WHERE w.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
-        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id)
+            AND w.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns)) AS writes,
   (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
@@ -2394,20 +2536,22 @@ SELECT s.thread_id,
   + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w
      WHERE w.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
-        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id)
+            AND w.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns))
   + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k
      WHERE k.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = k.thread_id
-        AND k.checkpoint_ns = k.checkpoint_ns AND k.checkpoint_id = k.checkpoint_id) AND k.checkpoint_id <= (
+        AND k.checkpoint_ns = k.checkpoint_ns AND k.checkpoint_id = k.checkpoint_id)
+            AND k.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = k.thread_id AND n.checkpoint_ns = k.checkpoint_ns)) AS bytes
 FROM d1saver_scope AS s ORDER BY s.thread_id""")
 
 # A real run's summary is recorded under the batch's op id (see "idempotency records") and
 # read back, so that a retried batch, which finds nothing more to delete, still reports what
-# its first try deleted. ?1: op id. The record is a JSON array of the summary's rows, thread
+# its first try deleted (:op_id). The record is a JSON array of the summary's rows, thread
 # ids in hex (SQLite 3.40's JSON decoder stops at "\u0000"); read back as SUMMARY_COLUMNS.
 RECORD_PLAN = q("""
 INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
@@ -2420,11 +2564,14 @@ SELECT s.thread_id,
   (SELECT COUNT(*) FROM checkpoints AS c
      WHERE c.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = c.thread_id
-        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id)) AS checkpoints,
-  (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
+        AND k.checkpoint_ns = c.checkpoint_ns
+            AND k.checkpoint_id = c.checkpoint_id)) AS checkpoints,
+  (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:'
+      THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
      WHERE w.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
-        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id)
+            AND w.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns)) AS writes,
   (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
@@ -2434,13 +2581,15 @@ SELECT s.thread_id,
   + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w
      WHERE w.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
-        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id)
+            AND w.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns))
   + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k
      WHERE k.thread_id = s.thread_id AND NOT EXISTS (
     SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = k.thread_id
-        AND k.checkpoint_ns = k.checkpoint_ns AND k.checkpoint_id = k.checkpoint_id) AND k.checkpoint_id <= (
+        AND k.checkpoint_ns = k.checkpoint_ns AND k.checkpoint_id = k.checkpoint_id)
+            AND k.checkpoint_id <= (
     SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
     WHERE n.thread_id = k.thread_id AND n.checkpoint_ns = k.checkpoint_ns)) AS bytes
 FROM d1saver_scope AS s ORDER BY s.thread_id) AS p""")
@@ -2468,7 +2617,7 @@ SELECT c.thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT c.checkpoint_ns) AS 
 FROM checkpoints AS c WHERE c.thread_id > :after
 GROUP BY c.thread_id ORDER BY c.thread_id LIMIT :limit""")
 
-# The same figures for named threads: ?1 JSON array of thread ids.
+# The same figures for named threads (:thread_ids, a JSON array).
 THREADS_INFO = q("""
 SELECT c.thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT c.checkpoint_ns) AS namespaces,
        MAX(c.ts) AS updated,
@@ -2482,12 +2631,13 @@ FROM checkpoints AS c
 WHERE c.thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
 GROUP BY c.thread_id ORDER BY c.thread_id""")
 
-# One thread's checkpoints, newest first (`d1saver history`): ?1 thread_id, ?2 limit.
+# One thread's checkpoints, newest first (`d1saver history`).
 HISTORY = q("""
 SELECT c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        json_extract(c.metadata, '$.step') AS step, json_extract(c.metadata, '$.source') AS source,
        c.ts, LENGTH(c.checkpoint) + LENGTH(c.metadata) AS bytes,
-       (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
+       (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:'
+           THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
         WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
           AND w.checkpoint_id = c.checkpoint_id) AS writes,
        (SELECT group_concat(g.name, ',') FROM tags AS g WHERE g.thread_id = c.thread_id
@@ -2496,7 +2646,7 @@ FROM checkpoints AS c WHERE c.thread_id = :thread_id
 ORDER BY c.checkpoint_id DESC, c.checkpoint_ns LIMIT :limit""")
 
 # Leases keep compaction runs from overlapping; time is the database's clock, so clients'
-# clocks need not agree. ?1 name, ?2 holder, ?3 seconds to live. Returns a row if acquired.
+# clocks need not agree. :seconds to live. Returns a row if acquired.
 ACQUIRE_LEASE = q("""
 INSERT INTO leases (name, holder, expires_at)
 VALUES (:name, :holder, CAST(strftime('%s', 'now') AS INTEGER) + :seconds)
@@ -2602,7 +2752,7 @@ def retention_batch(plan: list[Query], *, summarize: bool = False, delete: bool 
 
 # --- inspection ---------------------------------------------------------------------------
 
-# A thread's newest checkpoint row as stored (the demo shows a sealed one): ?1 thread, ?2 chars.
+# A thread's newest checkpoint row as stored (the demo shows a sealed one), :chars of it.
 STORED_SAMPLE = q("""
 SELECT checkpoint_id, substr(checkpoint, 1, :chars) AS head, LENGTH(checkpoint) AS bytes, metadata
 FROM checkpoints WHERE thread_id = :thread_id ORDER BY checkpoint_id DESC LIMIT 1""")
@@ -2654,70 +2804,100 @@ TRANSFER_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 
-# Params: ?1 thread_id, then the key of the previous page's last row (all NULL on the first
-# page), then the row limit and the byte budget.
+# Parameters: :thread_id, the key of the previous page's last row (:after_<key column>, all
+# NULL on the first page), :limit rows and about :budget bytes.
 TRANSFER_PAGE_D1SAVER_CHUNKS = q("""
 SELECT level, id, data, available FROM (
-    SELECT level, id, data, SUM(COALESCE(LENGTH(data), 0)) OVER (ORDER BY level, id ROWS UNBOUNDED PRECEDING)
+    SELECT level, id, data, SUM(COALESCE(LENGTH(data), 0)) OVER (ORDER BY level,
+        id ROWS UNBOUNDED PRECEDING)
                - (COALESCE(LENGTH(data), 0)) AS bytes_before,
            COUNT(*) OVER () AS available
     FROM (SELECT level, id, data FROM d1saver_chunks
-          WHERE thread_id = :thread_id AND (:after_level IS NULL OR (level, id) > (:after_level, :after_id))
+          WHERE thread_id = :thread_id AND (:after_level IS NULL OR (level, id) > (:after_level,
+              :after_id))
           ORDER BY level, id LIMIT :limit)
 )
 WHERE bytes_before < :budget
 ORDER BY level, id""")
 TRANSFER_PAGE_CHECKPOINTS = q("""
-SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts, available FROM (
-    SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts, SUM(COALESCE(LENGTH(parent_checkpoint_id), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(checkpoint), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0) + COALESCE(LENGTH(run_id), 0) + COALESCE(LENGTH(ts), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id ROWS UNBOUNDED PRECEDING)
-               - (COALESCE(LENGTH(parent_checkpoint_id), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(checkpoint), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0) + COALESCE(LENGTH(run_id), 0) + COALESCE(LENGTH(ts), 0)) AS bytes_before,
+SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels,
+    run_id, ts, available FROM (
+    SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata,
+        channels, run_id, ts, SUM(COALESCE(LENGTH(parent_checkpoint_id),
+        0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(checkpoint),
+        0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels),
+        0) + COALESCE(LENGTH(run_id), 0) + COALESCE(LENGTH(ts), 0)) OVER (ORDER BY checkpoint_ns,
+        checkpoint_id ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(parent_checkpoint_id), 0) + COALESCE(LENGTH(type),
+                   0) + COALESCE(LENGTH(checkpoint), 0) + COALESCE(LENGTH(metadata),
+                   0) + COALESCE(LENGTH(channels), 0) + COALESCE(LENGTH(run_id),
+                   0) + COALESCE(LENGTH(ts), 0)) AS bytes_before,
            COUNT(*) OVER () AS available
-    FROM (SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts FROM checkpoints
-          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id) > (:after_checkpoint_ns, :after_checkpoint_id))
+    FROM (SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata,
+        channels, run_id, ts FROM checkpoints
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns,
+              checkpoint_id) > (:after_checkpoint_ns, :after_checkpoint_id))
           ORDER BY checkpoint_ns, checkpoint_id LIMIT :limit)
 )
 WHERE bytes_before < :budget
 ORDER BY checkpoint_ns, checkpoint_id""")
 TRANSFER_PAGE_WRITES = q("""
-SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value, available FROM (
-    SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value, SUM(COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(channel), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, task_id, idx ROWS UNBOUNDED PRECEDING)
-               - (COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(channel), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0)) AS bytes_before,
+SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value, available
+    FROM (
+    SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value,
+        SUM(COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(channel),
+        0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value),
+        0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, task_id, idx ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(channel),
+                   0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0)) AS bytes_before,
            COUNT(*) OVER () AS available
-    FROM (SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value FROM writes
-          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id, task_id, idx) > (:after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx))
+    FROM (SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value
+        FROM writes
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns,
+              checkpoint_id, task_id, idx) > (:after_checkpoint_ns, :after_checkpoint_id,
+              :after_task_id, :after_idx))
           ORDER BY checkpoint_ns, checkpoint_id, task_id, idx LIMIT :limit)
 )
 WHERE bytes_before < :budget
 ORDER BY checkpoint_ns, checkpoint_id, task_id, idx""")
 TRANSFER_PAGE_CHUNKS = q("""
 SELECT checkpoint_ns, checkpoint_id, owner, seq, data, available FROM (
-    SELECT checkpoint_ns, checkpoint_id, owner, seq, data, SUM(COALESCE(LENGTH(data), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, owner, seq ROWS UNBOUNDED PRECEDING)
+    SELECT checkpoint_ns, checkpoint_id, owner, seq, data, SUM(COALESCE(LENGTH(data),
+        0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, owner, seq ROWS UNBOUNDED PRECEDING)
                - (COALESCE(LENGTH(data), 0)) AS bytes_before,
            COUNT(*) OVER () AS available
     FROM (SELECT checkpoint_ns, checkpoint_id, owner, seq, data FROM chunks
-          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id, owner, seq) > (:after_checkpoint_ns, :after_checkpoint_id, :after_owner, :after_seq))
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns,
+              checkpoint_id, owner, seq) > (:after_checkpoint_ns, :after_checkpoint_id,
+              :after_owner, :after_seq))
           ORDER BY checkpoint_ns, checkpoint_id, owner, seq LIMIT :limit)
 )
 WHERE bytes_before < :budget
 ORDER BY checkpoint_ns, checkpoint_id, owner, seq""")
 TRANSFER_PAGE_TAGS = q("""
 SELECT checkpoint_ns, name, checkpoint_id, created_at, available FROM (
-    SELECT checkpoint_ns, name, checkpoint_id, created_at, SUM(COALESCE(LENGTH(checkpoint_id), 0) + COALESCE(LENGTH(created_at), 0)) OVER (ORDER BY checkpoint_ns, name ROWS UNBOUNDED PRECEDING)
-               - (COALESCE(LENGTH(checkpoint_id), 0) + COALESCE(LENGTH(created_at), 0)) AS bytes_before,
+    SELECT checkpoint_ns, name, checkpoint_id, created_at, SUM(COALESCE(LENGTH(checkpoint_id),
+        0) + COALESCE(LENGTH(created_at), 0)) OVER (ORDER BY checkpoint_ns,
+        name ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(checkpoint_id), 0) + COALESCE(LENGTH(created_at),
+                   0)) AS bytes_before,
            COUNT(*) OVER () AS available
     FROM (SELECT checkpoint_ns, name, checkpoint_id, created_at FROM tags
-          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, name) > (:after_checkpoint_ns, :after_name))
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns,
+              name) > (:after_checkpoint_ns, :after_name))
           ORDER BY checkpoint_ns, name LIMIT :limit)
 )
 WHERE bytes_before < :budget
 ORDER BY checkpoint_ns, name""")
 TRANSFER_PAGE_DELTA_UNWRITTEN = q("""
 SELECT checkpoint_ns, checkpoint_id, channels, available FROM (
-    SELECT checkpoint_ns, checkpoint_id, channels, SUM(COALESCE(LENGTH(channels), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id ROWS UNBOUNDED PRECEDING)
+    SELECT checkpoint_ns, checkpoint_id, channels, SUM(COALESCE(LENGTH(channels),
+        0)) OVER (ORDER BY checkpoint_ns, checkpoint_id ROWS UNBOUNDED PRECEDING)
                - (COALESCE(LENGTH(channels), 0)) AS bytes_before,
            COUNT(*) OVER () AS available
     FROM (SELECT checkpoint_ns, checkpoint_id, channels FROM delta_unwritten
-          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id) > (:after_checkpoint_ns, :after_checkpoint_id))
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns,
+              checkpoint_id) > (:after_checkpoint_ns, :after_checkpoint_id))
           ORDER BY checkpoint_ns, checkpoint_id LIMIT :limit)
 )
 WHERE bytes_before < :budget
@@ -2747,17 +2927,26 @@ TRANSFER_PAGE_COLUMNS = {table: (*keys, *rest, "available")
 # Params: thread_id, then the row's columns in TRANSFER_TABLES order. A row already there is
 # replaced: the copy wins, as copy_thread within one database does.
 TRANSFER_INSERT_D1SAVER_CHUNKS = q("""
-INSERT OR REPLACE INTO d1saver_chunks (thread_id, level, id, data) VALUES (:thread_id, :level, :id, :data)""")
+INSERT OR REPLACE INTO d1saver_chunks (thread_id, level, id, data) VALUES (:thread_id, :level,
+    :id, :data)""")
 TRANSFER_INSERT_CHECKPOINTS = q("""
-INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :parent_checkpoint_id, :type, :checkpoint, :metadata, :channels, :run_id, :ts)""")
+INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts) VALUES (:thread_id,
+    :checkpoint_ns, :checkpoint_id, :parent_checkpoint_id, :type, :checkpoint, :metadata,
+    :channels, :run_id, :ts)""")
 TRANSFER_INSERT_WRITES = q("""
-INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :idx, :task_path, :channel, :type, :value)""")
+INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path,
+    channel, type, value) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :idx,
+    :task_path, :channel, :type, :value)""")
 TRANSFER_INSERT_CHUNKS = q("""
-INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :owner, :seq, :data)""")
+INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq,
+    data) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :owner, :seq, :data)""")
 TRANSFER_INSERT_TAGS = q("""
-INSERT OR REPLACE INTO tags (thread_id, checkpoint_ns, name, checkpoint_id, created_at) VALUES (:thread_id, :checkpoint_ns, :name, :checkpoint_id, :created_at)""")
+INSERT OR REPLACE INTO tags (thread_id, checkpoint_ns, name, checkpoint_id,
+    created_at) VALUES (:thread_id, :checkpoint_ns, :name, :checkpoint_id, :created_at)""")
 TRANSFER_INSERT_DELTA_UNWRITTEN = q("""
-INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channels)""")
+INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id,
+    channels) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channels)""")
 TRANSFER_INSERT_DELTA_FROZEN = q("""
 INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channel, :kind, :depth, :task_id, :idx, :src_checkpoint_id, :task_path, :type, :value, :metadata, :channels, :parent)""")
 TRANSFER_INSERT = {
@@ -2770,7 +2959,7 @@ TRANSFER_INSERT = {
     "delta_frozen": TRANSFER_INSERT_DELTA_FROZEN,
 }
 
-# Staged rows become the thread in one batch: ?1 staging thread id, ?2 the thread id. An
+# Staged rows (:staged) become the thread (:thread_id) in one batch. An
 # UPDATE fires no insert trigger, so the batch first does what the triggers of migrations 2 and
 # 4 do for an insert: a checkpoint or write that replaces one of the thread's drops the old
 # one's pieces, and a checkpoint its old delta_unwritten row and the frozen records it no
@@ -2782,8 +2971,10 @@ DELETE FROM chunks WHERE thread_id = :thread_id AND owner IN ('', ':metadata') A
         AND s.checkpoint_ns = chunks.checkpoint_ns AND s.checkpoint_id = chunks.checkpoint_id)""")
 RENAME_DROP_WRITE_PIECES = q("""
 DELETE FROM chunks WHERE thread_id = :thread_id AND EXISTS (
-    SELECT 1 FROM writes AS s WHERE s.thread_id = :staged AND s.checkpoint_ns = chunks.checkpoint_ns
-        AND s.checkpoint_id = chunks.checkpoint_id AND chunks.owner = s.task_id || '/' || s.idx)""")
+    SELECT 1 FROM writes AS s WHERE s.thread_id = :staged
+        AND s.checkpoint_ns = chunks.checkpoint_ns
+        AND s.checkpoint_id = chunks.checkpoint_id
+            AND chunks.owner = s.task_id || '/' || s.idx)""")
 RENAME_DROP_UNWRITTEN = q("""
 DELETE FROM delta_unwritten WHERE thread_id = :thread_id AND EXISTS (
     SELECT 1 FROM checkpoints AS s WHERE s.thread_id = :staged
@@ -2827,39 +3018,89 @@ COLLECT_THREAD = [CLEAR_SCOPE, SCOPE_THREAD, GC_CHUNKS, CLEAR_SCOPE]
 # id (_routing.LEAVING_PREFIX + thread_id; in several batches when large) and one last batch
 # compares them there with the thread, row by row and column by column, and deletes.
 #
-# ?1 the thread, ?2 its scratch id, then per table in TRANSFER_TABLES order the row count read.
+# :thread_id, its :scratch_id, and per table the row count read (:count_<table>).
 # The scope gets the thread only if both hold that many rows in every table.
 LEAVE_SCOPE = q("""
-INSERT INTO d1saver_scope (thread_id) SELECT :thread_id WHERE (SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = :thread_id) = :count_d1saver_chunks AND (SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = :scratch_id) = :count_d1saver_chunks
-    AND (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :thread_id) = :count_checkpoints AND (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :scratch_id) = :count_checkpoints
-    AND (SELECT COUNT(*) FROM writes WHERE thread_id = :thread_id) = :count_writes AND (SELECT COUNT(*) FROM writes WHERE thread_id = :scratch_id) = :count_writes
-    AND (SELECT COUNT(*) FROM chunks WHERE thread_id = :thread_id) = :count_chunks AND (SELECT COUNT(*) FROM chunks WHERE thread_id = :scratch_id) = :count_chunks
-    AND (SELECT COUNT(*) FROM tags WHERE thread_id = :thread_id) = :count_tags AND (SELECT COUNT(*) FROM tags WHERE thread_id = :scratch_id) = :count_tags
-    AND (SELECT COUNT(*) FROM delta_unwritten WHERE thread_id = :thread_id) = :count_delta_unwritten AND (SELECT COUNT(*) FROM delta_unwritten WHERE thread_id = :scratch_id) = :count_delta_unwritten
-    AND (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = :thread_id) = :count_delta_frozen AND (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = :scratch_id) = :count_delta_frozen""")
+INSERT INTO d1saver_scope (thread_id) SELECT :thread_id WHERE (SELECT COUNT(*)
+    FROM d1saver_chunks WHERE thread_id = :thread_id) = :count_d1saver_chunks
+    AND (SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = :scratch_id) = :count_d1saver_chunks
+    AND (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :thread_id) = :count_checkpoints
+        AND (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :scratch_id) = :count_checkpoints
+    AND (SELECT COUNT(*) FROM writes WHERE thread_id = :thread_id) = :count_writes
+        AND (SELECT COUNT(*) FROM writes WHERE thread_id = :scratch_id) = :count_writes
+    AND (SELECT COUNT(*) FROM chunks WHERE thread_id = :thread_id) = :count_chunks
+        AND (SELECT COUNT(*) FROM chunks WHERE thread_id = :scratch_id) = :count_chunks
+    AND (SELECT COUNT(*) FROM tags WHERE thread_id = :thread_id) = :count_tags
+        AND (SELECT COUNT(*) FROM tags WHERE thread_id = :scratch_id) = :count_tags
+    AND (SELECT COUNT(*) FROM delta_unwritten
+        WHERE thread_id = :thread_id) = :count_delta_unwritten AND (SELECT COUNT(*)
+        FROM delta_unwritten WHERE thread_id = :scratch_id) = :count_delta_unwritten
+    AND (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = :thread_id) = :count_delta_frozen
+        AND (SELECT COUNT(*) FROM delta_frozen
+        WHERE thread_id = :scratch_id) = :count_delta_frozen""")
 
 
 
 
-# ?1 the thread, ?2 its scratch id: empties the scope if the table's rows differ at all.
+# :thread_id and its :scratch_id: empties the scope if the table's rows differ at all.
 LEAVE_UNLESS_SAME_D1SAVER_CHUNKS = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM d1saver_chunks AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM d1saver_chunks AS b WHERE b.thread_id = :scratch_id AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))
-    OR EXISTS (SELECT 1 FROM d1saver_chunks AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM d1saver_chunks AS b WHERE b.thread_id = :thread_id AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM d1saver_chunks AS a
+    WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM d1saver_chunks AS b
+    WHERE b.thread_id = :scratch_id AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))
+    OR EXISTS (SELECT 1 FROM d1saver_chunks AS a WHERE a.thread_id = :scratch_id
+        AND NOT EXISTS (SELECT 1 FROM d1saver_chunks AS b WHERE b.thread_id = :thread_id
+        AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))""")
 LEAVE_UNLESS_SAME_CHECKPOINTS = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM checkpoints AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM checkpoints AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.parent_checkpoint_id IS a.parent_checkpoint_id AND b.type IS a.type AND b.checkpoint IS a.checkpoint AND b.metadata IS a.metadata AND b.channels IS a.channels AND b.run_id IS a.run_id AND b.ts IS a.ts))
-    OR EXISTS (SELECT 1 FROM checkpoints AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM checkpoints AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.parent_checkpoint_id IS a.parent_checkpoint_id AND b.type IS a.type AND b.checkpoint IS a.checkpoint AND b.metadata IS a.metadata AND b.channels IS a.channels AND b.run_id IS a.run_id AND b.ts IS a.ts))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM checkpoints AS a
+    WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM checkpoints AS b
+    WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns
+    AND b.checkpoint_id IS a.checkpoint_id AND b.parent_checkpoint_id IS a.parent_checkpoint_id
+    AND b.type IS a.type AND b.checkpoint IS a.checkpoint AND b.metadata IS a.metadata
+    AND b.channels IS a.channels AND b.run_id IS a.run_id AND b.ts IS a.ts))
+    OR EXISTS (SELECT 1 FROM checkpoints AS a WHERE a.thread_id = :scratch_id
+        AND NOT EXISTS (SELECT 1 FROM checkpoints AS b WHERE b.thread_id = :thread_id
+        AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+        AND b.parent_checkpoint_id IS a.parent_checkpoint_id AND b.type IS a.type
+        AND b.checkpoint IS a.checkpoint AND b.metadata IS a.metadata
+        AND b.channels IS a.channels AND b.run_id IS a.run_id AND b.ts IS a.ts))""")
 LEAVE_UNLESS_SAME_WRITES = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM writes AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM writes AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.task_path IS a.task_path AND b.channel IS a.channel AND b.type IS a.type AND b.value IS a.value))
-    OR EXISTS (SELECT 1 FROM writes AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM writes AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.task_path IS a.task_path AND b.channel IS a.channel AND b.type IS a.type AND b.value IS a.value))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM writes AS a WHERE a.thread_id = :thread_id
+    AND NOT EXISTS (SELECT 1 FROM writes AS b WHERE b.thread_id = :scratch_id
+    AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+    AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.task_path IS a.task_path
+    AND b.channel IS a.channel AND b.type IS a.type AND b.value IS a.value))
+    OR EXISTS (SELECT 1 FROM writes AS a WHERE a.thread_id = :scratch_id
+        AND NOT EXISTS (SELECT 1 FROM writes AS b WHERE b.thread_id = :thread_id
+        AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+        AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.task_path IS a.task_path
+        AND b.channel IS a.channel AND b.type IS a.type AND b.value IS a.value))""")
 LEAVE_UNLESS_SAME_CHUNKS = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM chunks AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM chunks AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.owner IS a.owner AND b.seq IS a.seq AND b.data IS a.data))
-    OR EXISTS (SELECT 1 FROM chunks AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM chunks AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.owner IS a.owner AND b.seq IS a.seq AND b.data IS a.data))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM chunks AS a WHERE a.thread_id = :thread_id
+    AND NOT EXISTS (SELECT 1 FROM chunks AS b WHERE b.thread_id = :scratch_id
+    AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+    AND b.owner IS a.owner AND b.seq IS a.seq AND b.data IS a.data))
+    OR EXISTS (SELECT 1 FROM chunks AS a WHERE a.thread_id = :scratch_id
+        AND NOT EXISTS (SELECT 1 FROM chunks AS b WHERE b.thread_id = :thread_id
+        AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+        AND b.owner IS a.owner AND b.seq IS a.seq AND b.data IS a.data))""")
 LEAVE_UNLESS_SAME_TAGS = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM tags AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM tags AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.name IS a.name AND b.checkpoint_id IS a.checkpoint_id AND b.created_at IS a.created_at))
-    OR EXISTS (SELECT 1 FROM tags AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM tags AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.name IS a.name AND b.checkpoint_id IS a.checkpoint_id AND b.created_at IS a.created_at))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM tags AS a WHERE a.thread_id = :thread_id
+    AND NOT EXISTS (SELECT 1 FROM tags AS b WHERE b.thread_id = :scratch_id
+    AND b.checkpoint_ns IS a.checkpoint_ns AND b.name IS a.name
+    AND b.checkpoint_id IS a.checkpoint_id AND b.created_at IS a.created_at))
+    OR EXISTS (SELECT 1 FROM tags AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1
+        FROM tags AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns
+        AND b.name IS a.name AND b.checkpoint_id IS a.checkpoint_id
+        AND b.created_at IS a.created_at))""")
 LEAVE_UNLESS_SAME_DELTA_UNWRITTEN = q("""
-DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM delta_unwritten AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM delta_unwritten AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channels IS a.channels))
-    OR EXISTS (SELECT 1 FROM delta_unwritten AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM delta_unwritten AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channels IS a.channels))""")
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM delta_unwritten AS a
+    WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM delta_unwritten AS b
+    WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns
+    AND b.checkpoint_id IS a.checkpoint_id AND b.channels IS a.channels))
+    OR EXISTS (SELECT 1 FROM delta_unwritten AS a WHERE a.thread_id = :scratch_id
+        AND NOT EXISTS (SELECT 1 FROM delta_unwritten AS b WHERE b.thread_id = :thread_id
+        AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id
+        AND b.channels IS a.channels))""")
 LEAVE_UNLESS_SAME_DELTA_FROZEN = q("""
 DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM delta_frozen AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM delta_frozen AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata AND b.channels IS a.channels AND b.parent IS a.parent))
     OR EXISTS (SELECT 1 FROM delta_frozen AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM delta_frozen AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata AND b.channels IS a.channels AND b.parent IS a.parent))""")
@@ -2887,7 +3128,7 @@ DELETE FROM checkpoints WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
 LEAVE_D1SAVER_CHUNKS = q("""
 DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)""")
 LEAVE = [LEAVE_DELTA_FROZEN, LEAVE_DELTA_UNWRITTEN, LEAVE_TAGS, LEAVE_CHUNKS, LEAVE_WRITES, LEAVE_CHECKPOINTS, LEAVE_D1SAVER_CHUNKS]
-# ?1 a thread id: its rows in every transfer table (the scratch copy, before and after).
+# The thread's rows in every transfer table (the scratch copy, before and after).
 DROP_THREAD_DELTA_FROZEN = q("DELETE FROM delta_frozen WHERE thread_id = :thread_id")
 DROP_THREAD_DELTA_UNWRITTEN = q("DELETE FROM delta_unwritten WHERE thread_id = :thread_id")
 DROP_THREAD_TAGS = q("DELETE FROM tags WHERE thread_id = :thread_id")
@@ -2897,7 +3138,7 @@ DROP_THREAD_CHECKPOINTS = q("DELETE FROM checkpoints WHERE thread_id = :thread_i
 DROP_THREAD_D1SAVER_CHUNKS = q("DELETE FROM d1saver_chunks WHERE thread_id = :thread_id")
 DROP_THREAD = [DROP_THREAD_DELTA_FROZEN, DROP_THREAD_DELTA_UNWRITTEN, DROP_THREAD_TAGS, DROP_THREAD_CHUNKS, DROP_THREAD_WRITES, DROP_THREAD_CHECKPOINTS, DROP_THREAD_D1SAVER_CHUNKS]
 
-# Thread ids in [?1, ?2) in any table (staged rows left by a killed copy, by their prefix).
+# Thread ids in [:low, :high) in any table (staged rows left by a killed copy, by their prefix).
 # D1 refuses a compound SELECT of more than 5 terms (probed on Wrangler's engine): nested.
 THREADS_IN_RANGE = q("""
 SELECT thread_id FROM checkpoints WHERE thread_id >= :low AND thread_id < :high
@@ -2916,35 +3157,36 @@ ORDER BY thread_id""")
 # rather than rows: they read rows raw, in keyset pages in primary key order, re-seal each
 # value in Python (never deserialized) and write it back.
 
-# A stored value's text, or piece 0's when the row holds a chunk marker: where the key id is.
-# Not under the newest key: ?{n} is the JSON array of the 7-character heads its texts have
-# ("e:" and the base85 group of key id and codec: d1saver/storage/crypto.py).
+# A value is read by its head: its text, or piece 0's when the row holds a chunk marker
+# (where the key id is). Not under the newest key: its head is not among :heads, the JSON
+# array of the 7-character heads the newest key's texts have ("e:" and the base85 group of key
+# id and codec: d1saver/storage/crypto.py). A raw page's rows come with their pieces ('k').
 
-# The chunks of a raw page's rows ('k' rows), of the owners named.
-
-# Checkpoint rows after the cursor (?2, ?3, ?4: thread_id, checkpoint_ns, checkpoint_id;
-# '' to start), ?5 rows, in one thread (?1) or all (?1 NULL); only those with a value not
-# sealed under the newest key when ?6 (heads) is given (their metadata is sealed with it).
-# With their chunks.
+# Checkpoint rows after the cursor (:after_thread_id, :after_checkpoint_ns,
+# :after_checkpoint_id; '' to start), :limit rows, in one thread (..._THREAD) or all (..._ALL);
+# only those with a value not sealed under the newest key when :heads is given (their metadata
+# is sealed with it). With their pieces.
 RAW_CHECKPOINTS_THREAD = q("""
 WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels, run_id, ts
     FROM checkpoints AS c
-    WHERE thread_id = :thread_id AND (thread_id, checkpoint_ns, checkpoint_id) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id)
+    WHERE thread_id = :thread_id AND (thread_id, checkpoint_ns,
+        checkpoint_id) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id)
       AND (:heads IS NULL OR substr(COALESCE(CASE WHEN substr(c.checkpoint, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
         AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
-        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads)))
+        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END, ''), 1, 7) NOT IN (SELECT value
+            FROM json_each(:heads)))
     ORDER BY thread_id, checkpoint_ns, checkpoint_id
     LIMIT :limit
 )
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, run_id AS f6, ts AS f7
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
+       checkpoint AS value, metadata, channels, run_id, ts, NULL AS owner, NULL AS seq
 FROM page
 UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL, NULL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, NULL, NULL, k.data, NULL, NULL, NULL,
+       NULL, k.owner, k.seq
 FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
     AND k.owner IN ('', ':metadata')""")
@@ -2953,45 +3195,50 @@ WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels, run_id, ts
     FROM checkpoints AS c
-    WHERE (thread_id, checkpoint_ns, checkpoint_id) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id)
+    WHERE (thread_id, checkpoint_ns, checkpoint_id) > (:after_thread_id, :after_checkpoint_ns,
+        :after_checkpoint_id)
       AND (:heads IS NULL OR substr(COALESCE(CASE WHEN substr(c.checkpoint, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
         AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
-        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads)))
+        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END, ''), 1, 7) NOT IN (SELECT value
+            FROM json_each(:heads)))
     ORDER BY thread_id, checkpoint_ns, checkpoint_id
     LIMIT :limit
 )
-SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
-       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, run_id AS f6, ts AS f7
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
+       checkpoint AS value, metadata, channels, run_id, ts, NULL AS owner, NULL AS seq
 FROM page
 UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL, NULL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, NULL, NULL, k.data, NULL, NULL, NULL,
+       NULL, k.owner, k.seq
 FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
     AND k.owner IN ('', ':metadata')""")
 
-# Write rows after the cursor (?2..?6: thread_id, checkpoint_ns, checkpoint_id, task_id, idx),
-# ?7 rows, in one thread (?1) or all; with ?8 (heads) only those not under the newest key.
+# Write rows after the cursor (:after_thread_id .. :after_idx), :limit rows, in one thread or
+# all; with :heads only those not under the newest key.
 RAW_WRITES_THREAD = q("""
 WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
     FROM writes AS w
     WHERE thread_id = :thread_id
-      AND (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx)
-      AND (:heads IS NULL OR (w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value, 1, 2) = 'c:' THEN (
+      AND (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (:after_thread_id,
+          :after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx)
+      AND (:heads IS NULL OR (w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value,
+          1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = w.thread_id
         AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id
-        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads))))
+        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END, ''), 1,
+            7) NOT IN (SELECT value FROM json_each(:heads))))
     ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
     LIMIT :limit
 )
-SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id AS f1, task_path AS f2,
-       idx AS f3, channel AS f4, type AS f5, value AS f6, NULL AS f7
+SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel,
+       type, value, NULL AS owner, NULL AS seq
 FROM page
 UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL, NULL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, NULL, NULL, NULL, NULL, NULL, k.data,
+       k.owner, k.seq
 FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
     AND k.owner = p.task_id || '/' || p.idx""")
@@ -2999,27 +3246,30 @@ RAW_WRITES_ALL = q("""
 WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
     FROM writes AS w
-    WHERE (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx)
-      AND (:heads IS NULL OR (w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value, 1, 2) = 'c:' THEN (
+    WHERE (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (:after_thread_id,
+        :after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx)
+      AND (:heads IS NULL OR (w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value,
+          1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = w.thread_id
         AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id
-        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads))))
+        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END, ''), 1,
+            7) NOT IN (SELECT value FROM json_each(:heads))))
     ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
     LIMIT :limit
 )
-SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id AS f1, task_path AS f2,
-       idx AS f3, channel AS f4, type AS f5, value AS f6, NULL AS f7
+SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel,
+       type, value, NULL AS owner, NULL AS seq
 FROM page
 UNION ALL
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL, NULL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, NULL, NULL, NULL, NULL, NULL, k.data,
+       k.owner, k.seq
 FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
     AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
     AND k.owner = p.task_id || '/' || p.idx""")
 
-# Frozen DeltaChannel rows (delta_frozen) after the cursor (?2..?9: thread_id, checkpoint_ns,
-# checkpoint_id, channel, kind, depth, task_id, idx; '' and -2^63 to start), ?10 rows, of one
-# thread (?1) or all; with ?11 (heads) only 's' and 'w' rows not under the newest key. With
+# Frozen DeltaChannel rows (delta_frozen) after the cursor (:after_thread_id .. :after_idx, the
+# primary key; '' and -2^63 to start), :limit rows, of one thread or all; with :heads only 's'
+# and 'w' rows not under the newest key. With
 # their holders' frozen pieces ('k': owner in `channel`, seq in `depth`, data in `value`). For
 # copy_thread and rekey under keys, which re-seal them.
 RAW_FROZEN_THREAD = q("""
@@ -3027,7 +3277,8 @@ WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent FROM delta_frozen AS f
     WHERE thread_id = :thread_id
       AND (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
-          > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel, :after_kind, :after_depth, :after_task_id, :after_idx)
+          > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel,
+              :after_kind, :after_depth, :after_task_id, :after_idx)
       AND (:heads IS NULL OR (f.kind <> 'c' AND f.value IS NOT NULL
                            AND substr(COALESCE(CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = f.thread_id
@@ -3051,7 +3302,8 @@ RAW_FROZEN_ALL = q("""
 WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent FROM delta_frozen AS f
     WHERE (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
-          > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel, :after_kind, :after_depth, :after_task_id, :after_idx)
+          > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel,
+              :after_kind, :after_depth, :after_task_id, :after_idx)
       AND (:heads IS NULL OR (f.kind <> 'c' AND f.value IS NOT NULL
                            AND substr(COALESCE(CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = f.thread_id
@@ -3077,40 +3329,47 @@ RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "ch
 INSERT_FROZEN = q("""
 INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent) VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:channel,:kind,:depth,:task_id,:idx,:src_checkpoint_id,:task_path,:type,:value,:metadata,:channels,:parent)""")
 
-# Columns of the raw pages, per row kind:
-#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata, f5 channels,
-#                   f6 run_id, f7 ts
-#   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
-#   'k' chunk:      f1 owner, f2 seq, f3 data
-RAW_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
-               "f1", "f2", "f3", "f4", "f5", "f6", "f7")
+# Columns of the raw pages: a row's own columns ('c' or 'w'), then its pieces' ('k': the piece
+# text in `value`, with its owner and seq).
+RAW_CHECKPOINT_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
+                          "parent_checkpoint_id", "type", "value", "metadata", "channels",
+                          "run_id", "ts", "owner", "seq")
+RAW_WRITE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id",
+                     "task_path", "idx", "channel", "type", "value", "owner", "seq")
 
 # Rekeying writes a value back only if its row still holds what was read: a guard per row,
 # sent before its update in the same batch, trips d1saver_guard's CHECK ("head_moved": the row
 # moved on) and rolls the batch back otherwise; the job then reads the page again. A text is
 # compared by a fingerprint (length, first and last 40 characters: sealed texts start with a
 # random nonce and end with a tag), its chunks by count, total length and piece 0's fingerprint.
-# ?1 ?2 ?3 the checkpoint, ?4 ?5 fingerprints of checkpoint and metadata, ?6 ?7 of their chunks.
+# The checkpoint's key, the fingerprints of its checkpoint and metadata and of their pieces.
 REKEY_GUARD_CHECKPOINT = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
-    SELECT 1 FROM checkpoints WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
-        AND length(checkpoint) || ':' || substr(checkpoint, 1, 40) || substr(checkpoint, -40) IS :checkpoint_fp AND length(metadata) || ':' || substr(metadata, 1, 40) || substr(metadata, -40) IS :metadata_fp)
+    SELECT 1 FROM checkpoints WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id
+        AND length(checkpoint) || ':' || substr(checkpoint, 1, 40) || substr(checkpoint,
+            -40) IS :checkpoint_fp AND length(metadata) || ':' || substr(metadata, 1,
+            40) || substr(metadata, -40) IS :metadata_fp)
     OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
         || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
-    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id
         AND owner = '') IS NOT :checkpoint_pieces_fp
     OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
         || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
-    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id
         AND owner = ':metadata') IS NOT :metadata_pieces_fp""")
 # ?1 ?2 ?3 the checkpoint, ?4 task_id, ?5 idx, ?6 fingerprint of the value, ?7 of its chunks.
 # The owner is built with CAST: D1 binds numbers as REAL, so :idx alone would read '0.0'.
 REKEY_GUARD_WRITE = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
-    SELECT 1 FROM writes WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
-        AND task_id = :task_id AND idx = :idx AND length(value) || ':' || substr(value, 1, 40) || substr(value, -40) IS :value_fp)
+    SELECT 1 FROM writes WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id
+        AND task_id = :task_id AND idx = :idx AND length(value) || ':' || substr(value, 1,
+            40) || substr(value, -40) IS :value_fp)
     OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
         || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
     FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
@@ -3121,28 +3380,35 @@ REKEY_GUARD_FROZEN = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
     SELECT 1 FROM delta_frozen WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
-        AND checkpoint_id = :checkpoint_id AND channel = :channel AND kind = :kind AND depth = :depth AND task_id = :task_id
-        AND idx = :idx AND length(value) || ':' || substr(value, 1, 40) || substr(value, -40) IS :value_fp)
+        AND checkpoint_id = :checkpoint_id AND channel = :channel AND kind = :kind
+            AND depth = :depth AND task_id = :task_id
+        AND idx = :idx AND length(value) || ':' || substr(value, 1, 40) || substr(value,
+            -40) IS :value_fp)
     OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
         || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
-    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id
         AND owner = :owner) IS NOT :pieces_fp""")
 REKEY_FROZEN = q("""
 UPDATE delta_frozen SET value = :value, metadata = :metadata
-WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id AND channel = :channel
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND checkpoint_id = :checkpoint_id AND channel = :channel
   AND kind = :kind AND depth = :depth AND task_id = :task_id AND idx = :idx""")
 REKEY_CHECKPOINT = q("""
 UPDATE checkpoints SET checkpoint = :checkpoint, metadata = :metadata
-WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id""")
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND checkpoint_id = :checkpoint_id""")
 # A plaintext pack (migration 7) sealed as one row per write: the pack goes, its writes come.
 REKEY_DROP_WRITE = q("""
 DELETE FROM writes
-WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx""")
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx""")
 REKEY_ADD_WRITE = q("""
 INSERT OR IGNORE INTO writes (thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :task_path, :idx, :channel, :type, :value)""")
 REKEY_WRITE = q("""
 UPDATE writes SET value = :value
-WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx""")
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx""")
 
 # The threads that hold values stored by content (an "m:" manifest lists at least one chunk,
 # and garbage collection leaves no chunk unlisted): `rekey --seal-plaintext` leaves each of
@@ -3152,17 +3418,21 @@ CONTENT_THREADS = q("SELECT DISTINCT thread_id FROM d1saver_chunks")
 # Stored values per table and key: rows (tbl, head, row_count), head being the first 7
 # characters of sealed texts (d1saver/storage/crypto.py: key_id_of_text) and NULL for plaintext.
 KEY_CENSUS = q("""
-SELECT 'checkpoints' AS tbl, CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END AS head, COUNT(*) AS row_count
+SELECT 'checkpoints' AS tbl, CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END AS head,
+    COUNT(*) AS row_count
 FROM (SELECT CASE WHEN substr(c.checkpoint, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
         AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
-        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END AS v FROM checkpoints AS c) GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END
+        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END AS v
+            FROM checkpoints AS c) GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1,
+            7) END
 UNION ALL
 SELECT 'writes', CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END, COUNT(*)
 FROM (SELECT CASE WHEN substr(w.value, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = w.thread_id
         AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id
-        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END AS v FROM writes AS w WHERE w.value IS NOT NULL)
+        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END AS v
+            FROM writes AS w WHERE w.value IS NOT NULL)
 GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END
 UNION ALL
 SELECT 'delta_frozen', CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END, COUNT(*)
@@ -3177,7 +3447,7 @@ GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END""")
 KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
 
 # copy_thread under keys: the target's tags and delta_unwritten rows, as COPY_THREAD copies
-# them (?1 source, ?2 target); after the checkpoints, whose insert trigger clears the latter.
+# them (:source to :target); after the checkpoints, whose insert trigger clears the latter.
 
 # Every statement of this module, named by its identifier.
 STATEMENTS = [*name_queries(globals()),

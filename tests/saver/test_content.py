@@ -263,7 +263,7 @@ def test_list_page_of_a_delta_thread_sends_each_chunk_once(backend: Backend) -> 
     rows, walk = saver.client.execute([page, st.delta_statement(page)])
     ids = h_ids(rows.rows, 4) + h_ids(walk.rows, 4)
     # The prefetch carries seeds stored by content, whose chunks the page returned already.
-    assert [r for r in walk.rows if r[0] == "a" and str(r[7] or "").startswith("m:")]
+    assert [r for r in walk.rows if r[0] == "a" and str(r[10] or "").startswith("m:")]
     assert ids and len(ids) == len(set(ids)), Counter(ids).most_common(3)
 
 

@@ -93,9 +93,9 @@ def raw_route(api: respx.MockRouter) -> respx.Route:
     return api.post(RAW_PATH).mock(side_effect=echo_ok)
 
 
-# Page rows, as SELECT_PAGE_* returns them: 10 named columns, tagged 'c', 'w' or 'k'.
-PAGE_COLUMNS = ["kind", "thread_id", "checkpoint_ns", "checkpoint_id",
-                "f1", "f2", "f3", "f4", "f5", "f6"]
+# Page rows, as SELECT_PAGE_* returns them: 11 named columns, tagged 'c', 'w' or 'k'.
+PAGE_COLUMNS = ["kind", "thread_id", "checkpoint_ns", "checkpoint_id", "ref", "metadata",
+                "task_path", "idx", "channels", "type", "value"]
 
 
 def stored(saver: D1Saver, obj: Any) -> tuple[str, str]:
@@ -106,13 +106,13 @@ def stored(saver: D1Saver, obj: Any) -> tuple[str, str]:
 
 def checkpoint_row(saver: D1Saver, cp: dict, parent: str | None, metadata: dict) -> list[Any]:
     type_, text = stored(saver, cp)
-    return ["c", THREAD, "", cp["id"], parent, type_, text, json.dumps(metadata), None, None]
+    return ["c", THREAD, "", cp["id"], parent, json.dumps(metadata), None, None, None, type_, text]
 
 
 def write_row(saver: D1Saver, cid: str, task_id: str, task_path: str, idx: int, channel: str,
               value: Any) -> list[Any]:
     type_, text = stored(saver, value)
-    return ["w", THREAD, "", cid, task_id, task_path, idx, channel, type_, text]
+    return ["w", THREAD, "", cid, task_id, None, task_path, idx, channel, type_, text]
 
 
 def page_response(rows: list[list[Any]]) -> httpx.Response:
@@ -226,7 +226,7 @@ def test_page_with_columns_in_another_order_is_refused(raw_route: respx.Route,
     saver = make_saver()
     rows = page_rows(saver, stored_thread)
     swapped = [PAGE_COLUMNS[:4] + [PAGE_COLUMNS[5], PAGE_COLUMNS[4]] + PAGE_COLUMNS[6:]]
-    for columns in (*swapped, [c if not c.startswith("f") else "NULL" for c in PAGE_COLUMNS]):
+    for columns in (*swapped, [c if c in PAGE_COLUMNS[:4] else "NULL" for c in PAGE_COLUMNS]):
         raw_route.side_effect = None
         raw_route.return_value = httpx.Response(200, json=envelope(raw(columns, rows), raw()))
         with pytest.raises(ResponseError, match="columns"):
@@ -250,9 +250,9 @@ def test_get_tuple_joins_chunked_value(raw_route: respx.Route) -> None:
     cp["channel_values"] = {"blob": b"xyz" * 1000}
     type_, text = stored(saver, cp)
     pieces = [text[i:i + 100] for i in range(0, len(text), 100)]
-    rows = [["c", THREAD, "", cp["id"], None, type_, _codec.chunk_marker(len(pieces)), "{}",
-             None, None]]
-    rows += [["k", THREAD, "", cp["id"], "", seq, piece, None, None, None]
+    rows = [["c", THREAD, "", cp["id"], None, "{}", None, None, None, type_,
+             _codec.chunk_marker(len(pieces))]]
+    rows += [["k", THREAD, "", cp["id"], "", None, None, seq, None, None, piece]
              for seq, piece in reversed(list(enumerate(pieces)))]
     raw_route.side_effect = None
     raw_route.return_value = page_response(rows)

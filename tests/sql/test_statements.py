@@ -43,7 +43,7 @@ def test_every_statement_prepares_on_the_schema() -> None:
     """Every statement parses and names only tables and columns the current schema has, and
     its parameter count is what the names map to (SQLite's own numbering of ? and ?NNN)."""
     conn = sqlite3.connect(":memory:")
-    conn.create_function("unhex", 1, bytes.fromhex)  # D1 has it; older SQLite lacks it
+    conn.create_function("unhex", 1, lambda _: None)  # D1 has it; older SQLite lacks it
     for s in _sql.SCHEMA:
         conn.execute(s.sql)
     for s in _sql.STATEMENTS:
@@ -57,6 +57,45 @@ def test_every_statement_prepares_on_the_schema() -> None:
         finally:
             conn.execute("ROLLBACK TO p")
             conn.execute("RELEASE p")
+
+
+# The columns each reader checks (d1saver/ops/rows.py and others), by statement name prefix.
+COLUMNS = {
+    "SELECT_PAGE_": _sql.PAGE_COLUMNS, "DELTA_HISTORY": _sql.DELTA_HISTORY_COLUMNS,
+    "RAW_CHECKPOINTS_": _sql.RAW_CHECKPOINT_COLUMNS, "RAW_WRITES_": _sql.RAW_WRITE_COLUMNS,
+    "RAW_FROZEN_": _sql.RAW_FROZEN_COLUMNS, "LIST_TAGS": _sql.LIST_TAGS_COLUMNS,
+    "SUMMARIZE_PLAN": _sql.SUMMARY_COLUMNS, "RECORDED_PLAN": _sql.SUMMARY_COLUMNS,
+    "CHUNK_CHECK": _sql.CHUNK_CHECK_COLUMNS, "KEY_CENSUS": _sql.KEY_CENSUS_COLUMNS,
+    "LEAVING": _sql.LEAVING_COLUMNS, "OP_RESULT": _sql.OP_RESULT_COLUMNS,
+    **{f"TRANSFER_PAGE_{t.upper()}": c for t, c in _sql.TRANSFER_PAGE_COLUMNS.items()},
+}
+
+
+def test_every_result_column_has_a_name() -> None:
+    """What a statement returns is read by column name checks (d1saver/ops/rows.py), so every
+    column is named, union queries included: no anonymous f1..f6, no expression text."""
+    conn = sqlite3.connect(":memory:")
+    conn.create_function("unhex", 1, lambda _: None)
+    for s in _sql.SCHEMA:
+        conn.execute(s.sql)
+    named = re.compile(r"^[a-z][a-z_]*$")
+    for s in _sql.STATEMENTS:
+        if s.name.startswith(("SCHEMA[", "MIGRATIONS[")):
+            continue
+        conn.execute("SAVEPOINT p")
+        try:  # on the empty schema, every parameter an integer (LIMIT needs one)
+            columns = [d[0] for d in conn.execute(s.sql, [1] * len(s.params)).description or ()]
+        except sqlite3.IntegrityError:  # a write that wants real values: it returns nothing
+            assert not s.sql.startswith("SELECT") and "RETURNING" not in s.sql, s.name
+            columns = []
+        finally:
+            conn.execute("ROLLBACK TO p")
+            conn.execute("RELEASE p")
+        assert all(named.match(c) and not re.match(r"^f[0-9]$", c) for c in columns), (
+            s.name, columns)
+        for prefix, expected in COLUMNS.items():
+            if s.name.startswith(prefix):
+                assert tuple(columns) == tuple(expected), s.name
 
 
 def test_parameters_bind_by_name() -> None:
