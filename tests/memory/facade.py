@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -167,7 +166,7 @@ def same(a: Any, b: Any, path: str = "$", tol: float = 1e-3) -> None:
         return
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         assert type(a) is type(b) and len(a) == len(b), f"{path}: {a!r}\n  != {b!r}"
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             same(x, y, f"{path}[{i}]", tol)
         return
     if isinstance(a, dict) and isinstance(b, dict):

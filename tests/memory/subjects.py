@@ -122,7 +122,8 @@ def local_subject(name: str) -> D1Subject:
                      keys=KEYS if "keys" in name else None)
 
 
-def make_subject(name: str, request: pytest.FixtureRequest) -> D1Subject:
+def make_subject(name: str, request: pytest.FixtureRequest, needs: str = "D1Store") -> D1Subject:
+    implementation(needs)  # skip before starting any engine
     if name.startswith("local"):
         return local_subject(name)
     real = request.getfixturevalue("wrangler_d1")

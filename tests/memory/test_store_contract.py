@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -35,7 +34,13 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
 from d1saver import D1Error
-from tests.memory.subjects import LOCAL_SUBJECTS, REAL_SUBJECTS, D1Subject, make_subject
+from tests.memory.subjects import (
+    LOCAL_SUBJECTS,
+    REAL_SUBJECTS,
+    D1Subject,
+    make_subject,
+    subject_params,
+)
 from tests.memory.embeddings import CharEmbeddings, cosine
 from tests.memory.facade import Facade, drive, plain, same
 
@@ -340,7 +345,7 @@ async def search_items(st: Facade) -> list[Any]:
               {"title": "Doc 2", "author": "Jane Smith", "tags": ["draft"]},
               {"title": "Report A", "author": "John Doe", "tags": ["final"]},
               {"title": "Report B", "author": "Alice Johnson", "tags": ["draft"]}]
-    for ns, v in zip(spaces, values):
+    for ns, v in zip(spaces, values, strict=True):
         await st.put(ns, f"item_{ns[-1]}", v)
     first = await st.search((base,), limit=2, offset=0)
     second = await st.search((base,), limit=2, offset=2)
@@ -602,7 +607,7 @@ async def labels_are_literal(st: Facade) -> list[Any]:
         await st.put((label, "child"), "k", {"v": 1})
         await st.put(("p", label, "s"), "k", {"v": 1})
     out = []
-    for label, decoy in pairs:
+    for label, _decoy in pairs:
         found = sorted(await st.list_namespaces(prefix=(label,), limit=100))
         assert found == [(label,), (label, "child")], (label, found)
         assert sorted(await st.list_namespaces(prefix=(label, "child"))) == [(label, "child")]
@@ -958,15 +963,14 @@ async def invalid_namespaces(st: Facade) -> list[Any]:
     raw = Facade(st.store, st.mode)
     out = []
     for ns in BAD_NAMESPACES:
-        calls = [("put", lambda: raw.put(ns, "k", {"v": 2}))]
+        calls = [("put", raw.put(ns, "k", {"v": 2}))]
         if ns and ns[0] != "langgraph":  # get((), k) and reads under "langgraph" are allowed
-            calls += [("get", lambda: raw.get(ns, "k")), ("delete", lambda: raw.delete(ns, "k")),
-                      ("search", lambda: raw.search(ns)),
-                      ("prefix", lambda: raw.list_namespaces(prefix=ns)),
-                      ("suffix", lambda: raw.list_namespaces(suffix=ns))]
+            calls += [("get", raw.get(ns, "k")), ("delete", raw.delete(ns, "k")),
+                      ("search", raw.search(ns)), ("prefix", raw.list_namespaces(prefix=ns)),
+                      ("suffix", raw.list_namespaces(suffix=ns))]
         for what, call in calls:
             with pytest.raises(InvalidNamespaceError):
-                await call()
+                await call
             out.append((repr(ns), what))
     assert await st.everything() == before
     return out
@@ -1045,7 +1049,7 @@ def test_case(name: str, subject_name: str, mode: str, request: pytest.FixtureRe
     store = d1_store(subject, c)
     clock = subject.clock if getattr(store, "clock", None) is subject.clock else None
     got = plain(drive(c.fn, Facade(store, mode, subject.root, clock=clock)))
-    for kind, want in refs.items():
+    for want in refs.values():
         same(got, want)
 
 
@@ -1053,3 +1057,233 @@ def test_reference_cases_are_registered() -> None:
     assert len(CASES) >= 40
     assert all(c.refs or name in ("filter_key_injection", "ttl_refresh_on_read")
                for name, c in CASES.items())
+
+
+# ================================================================================================
+# D1Store only: requests, bad input, large values, the sweep
+# ================================================================================================
+def errors() -> Any:
+    import d1saver
+    from tests.memory.subjects import implementation
+
+    implementation("D1Store")
+    return d1saver.InvalidInputError, d1saver.ValueTooLargeError
+
+
+def warm(store: Any) -> None:
+    """The first call also creates the tables (once per database): count from the second."""
+    store.get(("warm",), "up")
+    store.search(("warm",))
+
+
+@pytest.fixture(params=subject_params(real=True))
+def d1(request: pytest.FixtureRequest) -> Iterator[D1Subject]:
+    s = make_subject(request.param, request)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_one_request_per_call(d1: D1Subject, mode: str) -> None:
+    store = d1_store(d1, Case(basic_ops, (), False, {"fields": ["text"]}, None, None, (), None))
+    warm(store)
+    st = Facade(store, mode, d1.root)
+    single = len(d1.database_ids) == 1
+    ops = [PutOp(("u", f"n{i % 7}"), f"k{i}", {"text": f"memory number {i}", "i": i})
+           for i in range(120)]
+
+    def n(scenario: Any) -> int:
+        before = len(d1.events)
+        drive(scenario, st)
+        return len(d1.events) - before
+
+    async def batch_puts(s: Facade) -> None:
+        await s.batch(ops)
+
+    async def mixed(s: Facade) -> None:
+        r = await s.batch([GetOp(("u", "n1"), "k1"), SearchOp(("u",), filter={"i": {"$gt": 100}}),
+                           SearchOp(("u",), query="number 7", limit=3),
+                           ListNamespacesOp(match_conditions=None, limit=100),
+                           PutOp(("u", "n1"), "k1", {"text": "changed", "i": -1}),
+                           PutOp(("u", "n2"), "k2", None)])
+        assert r[0].value["i"] == 1 and len(r[1]) == 19 and len(r[2]) == 3 and len(r[3]) == 7
+
+    async def each(s: Facade) -> None:
+        await s.put(("u", "n3"), "k3", {"text": "x"})
+
+    async def get(s: Facade) -> None:
+        assert (await s.get(("u", "n3"), "k3")).value == {"text": "x"}
+
+    async def search(s: Facade) -> None:
+        assert len(await s.search(("u",), query="memory", filter={"i": {"$lte": 50}})) == 10
+
+    async def listing(s: Facade) -> None:
+        assert len(await s.list_namespaces(prefix=("u",))) == 7
+
+    async def delete(s: Facade) -> None:
+        await s.delete(("u", "n3"), "k3")
+
+    databases = 1 if single else len(d1.database_ids)
+    assert n(batch_puts) <= databases
+    assert n(mixed) <= databases
+    for scenario in (each, get, delete):
+        assert n(scenario) == 1, scenario.__name__  # one namespace: one database
+    for scenario in (search, listing):  # a namespace's first label picks its database
+        assert n(scenario) == 1, scenario.__name__
+    if single:
+        assert n(batch_puts) == 1 and n(mixed) == 1
+
+
+def test_fleet_keeps_a_first_label_in_one_database(subject_name: str = "local-fleet4-keys",
+                                                   ) -> None:
+    from tests.memory.subjects import local_subject
+
+    errors()
+    d1 = local_subject(subject_name)
+    try:
+        store = d1.store()
+        for user in range(12):
+            store.batch([PutOp((f"user-{user}", "facts", str(j)), "k", {"j": j}) for j in range(5)])
+        used = set()
+        for user in range(12):
+            before = len(d1.events)
+            found = store.search((f"user-{user}",))
+            assert len(found) == 5
+            (event,) = d1.events[before:]
+            used.add(event.database_id)
+        assert len(used) > 1  # twelve users spread over the fleet
+        everything = Facade(store).store.search((), limit=1000)
+        assert len(everything) == 60
+    finally:
+        d1.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_bad_input_changes_nothing(d1: D1Subject, mode: str) -> None:
+    invalid, too_large = errors()
+
+    class Broken(CharEmbeddings):
+        def embed_one(self, text: str) -> list[float]:
+            if "nan" in text:
+                return [float("nan")] * self.dims
+            if "inf" in text:
+                return [float("inf")] + [0.0] * (self.dims - 1)
+            if "short" in text:
+                return [1.0] * (self.dims - 1)
+            return super().embed_one(text)
+
+    store = d1.store(index={"dims": DIMS, "embed": Broken(DIMS), "fields": ["text"]})
+    st = Facade(store, mode, d1.root)
+
+    async def scenario(s: Facade) -> None:
+        await s.put(("ok",), "k", {"text": "kept", "v": 1})
+        before = await s.everything()
+        bad: list[tuple[type[Exception], Any]] = [
+            (invalid, s.search(("ok",), filter={"v": {"$in": [1]}})),
+            (invalid, s.search(("ok",), filter={"v": {"$gt": 0, "$regex": "x"}})),
+            (invalid, s.batch([PutOp(("ok",), "k", {"text": "changed"}),
+                               SearchOp(("ok",), filter={"v": {"$nope": 1}})])),
+            (invalid, s.put(("ok",), "k", {"text": "nan here"})),
+            (invalid, s.put(("ok",), "k", {"text": "inf here"})),
+            (invalid, s.put(("ok",), "k", {"text": "short vector"})),
+            (invalid, s.batch([PutOp(("ok",), "other", {"text": "fine"}),
+                               PutOp(("ok",), "k", {"text": "nan again"})])),
+            (invalid, s.search(("ok",), query="nan query")),
+            (invalid, s.search(("ok",), query="short query")),
+            (InvalidNamespaceError, s.batch([PutOp(("ok",), "k", {"v": 2}),
+                                             PutOp(("a.b",), "k", {"v": 2})])),
+            (too_large, s.put(("ok",), "k", {"text": "big", "blob": _incompressible(2_600_000)})),
+            (too_large, s.batch([PutOp(("ok",), "other", {"v": 3}),
+                                 PutOp(("ok",), "k", {"blob": _incompressible(3_000_000)})])),
+        ]
+        for i, (kind, call) in enumerate(bad):
+            with pytest.raises(kind) as info:
+                await call
+            assert isinstance(info.value, ValueError), (i, info.value)
+            if kind is not InvalidNamespaceError:
+                assert isinstance(info.value, invalid), (i, info.value)
+        assert await s.everything() == before
+
+    before = len(d1.events)
+    drive(scenario, st)
+    # Bad input is refused before anything is sent: the requests are the good calls' only.
+    assert len(d1.events) - before <= 4
+
+
+def _incompressible(n: int) -> str:
+    import base64
+    import random
+
+    rng = random.Random(n)
+    return base64.b64encode(rng.randbytes(n * 3 // 4)).decode()[:n]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_large_values_round_trip(d1: D1Subject, mode: str) -> None:
+    errors()
+    store = d1.store()
+    st = Facade(store, mode, d1.root)
+    big = {"notes": _incompressible(1_200_000), "n": 1}
+    repetitive = {"log": "the same line again\n" * 250_000}  # 5 MB that compresses well
+
+    async def scenario(s: Facade) -> None:
+        await s.put(("big",), "a", big)
+        await s.put(("big",), "b", repetitive)
+        assert (await s.get(("big",), "a")).value == big
+        assert (await s.get(("big",), "b")).value == repetitive
+        found = await s.search(("big",), filter={"n": 1})
+        assert [i.key for i in found] == ["a"] and found[0].value == big
+
+    drive(scenario, st)
+
+
+def test_sweep_removes_expired_rows(d1: D1Subject) -> None:
+    errors()
+    store = d1.store(ttl={"default_ttl": 1.0})
+    st = Facade(store, "sync", d1.root)
+    for i in range(5):
+        store.put(st.ns(("s",)), f"short{i}", {"i": i})
+    store.put(st.ns(("s",)), "forever", {"i": -1}, ttl=None)
+    d1.clock.advance(30)
+    assert store.sweep_ttl() == 0
+    assert len(store.search(st.ns(("s",)))) == 6
+    d1.clock.advance(31)
+    assert len(store.search(st.ns(("s",)))) == 1  # invisible before any sweep
+    assert store.sweep_ttl() >= 5
+    assert store.sweep_ttl() == 0
+    assert [i.key for i in store.search(st.ns(("s",)))] == ["forever"]
+
+
+def test_async_concurrent_calls() -> None:
+    """Many aput/adelete/asearch at once (LangGraph's concurrent vector-search case)."""
+    from tests.memory.subjects import local_subject
+
+    errors()
+    d1 = local_subject("local-fleet4-keys")
+    embed = CharEmbeddings(DIMS)
+    store = d1.store(index={"dims": DIMS, "embed": embed, "fields": ["text"]})
+    colors, things = ["red", "blue", "green", "yellow", "purple"], ["apple", "car", "house", "book"]
+    docs = [(f"doc{i}", {"text": f"{colors[i % 5]} {things[i % 4]}", "color": colors[i % 5],
+                         "score": 3.0 + (i % 5) / 2, "index": i}) for i in range(50)]
+    queries: list[tuple[str, dict[str, Any]]] = [
+        ("apple", {"color": "red"}), ("car", {"color": "blue"}), ("house", {"index": {"$gt": 25}}),
+        ("book", {"score": {"$lte": 3.5}}), ("apple", {"score": {"$gte": 3.0}, "color": "red"})]
+
+    async def run() -> list[Any]:
+        await asyncio.gather(*[store.aput(("test",), k, v) for k, v in docs])
+        await asyncio.gather(*[store.adelete(("test",), k) for k, _ in docs[::2]])
+        await asyncio.gather(*[store.aput(("test",), k, v) for k, v in docs[::2]])
+        return await asyncio.gather(*[store.asearch(("test",), query=q, filter=f, limit=20)
+                                      for q, f in queries])
+
+    try:
+        results = asyncio.run(run())
+        ref = InMemoryStore(index={"dims": DIMS, "embed": CharEmbeddings(DIMS), "fields": ["text"]})
+        for k, v in docs:
+            ref.put(("test",), k, v)
+        for found, (q, f) in zip(results, queries, strict=True):
+            want = ref.search(("test",), query=q, filter=f, limit=20)
+            same(plain(found), plain(want))
+        assert len(store.search(("test",), limit=100)) == 50
+    finally:
+        d1.close()
