@@ -12,6 +12,7 @@ from d1saver.core.errors import (
     D1Error,
     FleetError,
     IntegrityError,
+    InvalidInputError,
     LeaseHeldError,
     MissingConfigKeyError,
     NotFoundError,
@@ -26,11 +27,13 @@ from d1saver.core.errors import (
     TransientQueryError,
     TransportError,
     UnknownKeyError,
+    ValueTooLargeError,
     VerificationError,
 )
 from d1saver.ops.reseal import RekeyCounts
 from d1saver.http.retry import RetryPolicy
 from d1saver.core.settings import D1Settings, load_settings
+from d1saver.memory import D1Store
 from d1saver.saver import D1Saver
 
 __all__ = [
@@ -44,8 +47,10 @@ __all__ = [
     "D1Error",
     "D1Saver",
     "D1Settings",
+    "D1Store",
     "FleetError",
     "IntegrityError",
+    "InvalidInputError",
     "LeaseHeldError",
     "MissingConfigKeyError",
     "NotFoundError",
@@ -65,6 +70,7 @@ __all__ = [
     "TransientQueryError",
     "TransportError",
     "UnknownKeyError",
+    "ValueTooLargeError",
     "VerificationError",
     "load_settings",
 ]

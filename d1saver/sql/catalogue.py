@@ -11,6 +11,8 @@ import re
 from importlib import resources
 from pathlib import Path
 
+from d1saver.sql import memory as _memory
+
 # --- schema and migrations ----------------------------------------------------------------
 #
 # Forward-only steps, as Alembic's and Django's: MIGRATIONS[k - 1] takes a database from
@@ -344,6 +346,8 @@ END""",
     # 8: values written from here on may be "r:" (raw deflate with DICT_V2, d1saver/storage/codec.py),
     # which an older reader cannot decode: a contract step with no DDL, only its min_reader.
     [],
+    # 9: long-term memory and the node cache (D1Store, D1Cache: d1saver/sql/memory.py), additive.
+    list(_memory.MEMORY_DDL),
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
