@@ -90,7 +90,12 @@ class Facade:
         await self._call("delete", self.ns(namespace), key)
 
     async def search(self, prefix: tuple[str, ...] = (), **kw: Any) -> list[SearchItem]:
-        return self.out(await self._call("search", self.ns(prefix), **kw))
+        found = self.out(await self._call("search", self.ns(prefix), **kw))
+        ranked = [i.score for i in found]
+        scored = [x for x in ranked if x is not None]
+        assert ranked[: len(scored)] == scored, "scored items come first"
+        assert all(a >= b - 1e-6 for a, b in zip(scored, scored[1:], strict=False)), f"not by score: {scored}"
+        return found
 
     async def list_namespaces(self, *, prefix: tuple[str, ...] | None = None,
                               suffix: tuple[str, ...] | None = None,
@@ -150,6 +155,12 @@ def plain(x: Any) -> Any:
         return ("item", x.namespace, x.key, x.value)
     if isinstance(x, datetime):
         return "<datetime>"
+    if isinstance(x, list) and x and all(isinstance(v, SearchItem) for v in x):
+        # A ranked answer: by score (checked in Facade.search); ties, and the scoreless
+        # tail, in no defined order, so they compare by key.
+        ranked = sorted(x, key=lambda i: (0, -round(i.score, 4), i.namespace, i.key)
+                        if i.score is not None else (1, 0.0, i.namespace, i.key))
+        return [plain(v) for v in ranked]
     if isinstance(x, list):
         return [plain(v) for v in x]
     if isinstance(x, tuple):

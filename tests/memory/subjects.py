@@ -72,8 +72,8 @@ class D1Subject:
         return self.engine is None
 
     def _kwargs(self, cls: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-        if "clock" in inspect.signature(cls).parameters or "clock" in inspect.signature(
-                cls.__init__).parameters:
+        if any("clock" in inspect.signature(k.__init__).parameters
+               for k in cls.__mro__ if "__init__" in vars(k)):
             kwargs.setdefault("clock", self.clock)
         kwargs.setdefault("tracer", self.events.append)
         kwargs.setdefault("transport", self.transport)
