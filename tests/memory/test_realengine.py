@@ -48,8 +48,13 @@ def test_store_on_the_real_engine(real: Memory, tag: str) -> None:
     assert store.list_namespaces(prefix=(tag,), max_depth=1) == [(tag,)]
     found, n = real.requests(lambda: store.batch([
         GetOp((tag, "%"), "k"), SearchOp((tag,), {"n": {"$gte": 7}}, 10, 0),
-        SearchOp((tag,), None, 3, 0, "note ? coffee"), SearchOp((tag,), None, 2, 1)]))
+        SearchOp((tag,), None, 3, 0, "note ? coffee"), SearchOp((tag,), None, 2, 1),
+        SearchOp((tag,), {"label": "%", "n": 0}, 10, 0),
+        SearchOp((tag,), {"n": 3.0}, 10, 0, "coffee"), SearchOp((tag,), {"label": None}, 10, 0)]))
     assert n == 1
+    assert [it.value["label"] for it in found[4]] == ["%"]
+    assert [it.value["n"] for it in found[5]] == [3]
+    assert [it.key for it in found[6]] == ["k"]  # the big item has no label
     assert found[0].value["label"] == "%"
     assert sorted(it.value["n"] for it in found[1]) == [7, 8]
     assert found[2][0].value["label"] == "?" and found[2][0].score is not None
