@@ -97,11 +97,13 @@ def compact_cmd(
     lease_ttl: int = typer.Option(300, min=1, help="Seconds the run's lease lives unless renewed (by each batch)."),
     break_lease: bool = typer.Option(False, "--break-lease", help="Remove a stale lease first (only if no run is active)."),
     batch_checkpoints: int = typer.Option(2000, min=1, help="Most checkpoints deleted per request."),
+    sweep: bool = typer.Option(True, "--sweep/--no-sweep", help="Also delete expired D1Store items and D1Cache entries (one request)."),
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
 ) -> None:
-    """Keep the latest N checkpoints of each thread plus the tagged ones; delete the rest."""
+    """Keep the latest N checkpoints of each thread plus the tagged ones; delete the rest; and
+    sweep expired memory items and cache entries."""
     if bool(thread) == all_threads:
         typer.echo("error: name threads with --thread ID (repeatable) or pass --all", err=True)
         raise typer.Exit(EXIT_USAGE)
@@ -120,7 +122,8 @@ def compact_cmd(
 
             summary = compact(saver, keep=keep, threads=thread or None, max_age=age,
                               dry_run=dry_run, lease_ttl=lease_ttl, break_lease=break_lease,
-                              batch_checkpoints=batch_checkpoints, progress=progress)
+                              batch_checkpoints=batch_checkpoints, progress=progress,
+                              sweep=sweep)
     except D1Error as exc:
         _fail(exc)
         return
@@ -146,7 +149,10 @@ def compact_cmd(
     typer.echo(f"{summary.threads_scanned} threads scanned; {verb} {summary.checkpoints_deleted}"
                f" checkpoints and {summary.writes_deleted} writes ({summary.bytes_freed} bytes);"
                f" {summary.checkpoints_kept} checkpoints kept; {summary.threads_expired} idle"
-               f" threads expired; {summary.requests} requests in {summary.seconds:.1f} s")
+               f" threads expired; {'would sweep' if dry_run else 'swept'}"
+               f" {summary.store_items_swept} expired memory items and"
+               f" {summary.cache_entries_swept} cache entries; {summary.requests} requests in"
+               f" {summary.seconds:.1f} s")
 
 
 def rekey_cmd(

@@ -33,7 +33,7 @@ from d1saver.core.errors import (
 from d1saver.ops.reseal import RekeyCounts
 from d1saver.http.retry import RetryPolicy
 from d1saver.core.settings import D1Settings, load_settings
-from d1saver.memory import D1Store
+from d1saver.memory import D1Cache, D1Store
 from d1saver.saver import D1Saver
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "ConfigError",
     "ConnectionError",
     "D1APIError",
+    "D1Cache",
     "D1Client",
     "D1Error",
     "D1Saver",

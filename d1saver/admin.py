@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from d1saver.ops import rows as _rows
 from d1saver.sql import catalogue as _sql
+from d1saver.sql import memory as _memory_sql
 from d1saver.ops import statements as st
 from d1saver.ops import transfer as _transfer
 from d1saver.core.protocol import Result, Statement
@@ -61,6 +62,19 @@ def retention(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
     records that report under an id drawn here, so build the batch once and send it (with
     its retries) as is: a retry after a lost response then reports what the first try did."""
     return st.retention_statements(thread_ids, keep, summarize=summarize, delete=delete)
+
+
+def expired_memory(now: float) -> Statement:
+    """How many D1Store items and D1Cache entries have expired at `now` (unix seconds);
+    columns: items, cache."""
+    return Statement(_memory_sql.COUNT_EXPIRED, (float(now),))
+
+
+def sweep_memory(now: float) -> list[Statement]:
+    """Delete the D1Store items (with their vectors) and D1Cache entries expired at `now`:
+    run after `expired_memory(now)` in the same batch, it deletes exactly what that counted."""
+    return ([Statement(sql, (float(now),)) for sql in _memory_sql.SWEEP_STORE]
+            + [Statement(_memory_sql.SWEEP_CACHE, (float(now),))])
 
 
 def retention_summary(statements: Sequence[Statement], results: Sequence[Result]) -> Result:

@@ -54,7 +54,8 @@ class Plan:
 
     statements: list[Statement] = field(default_factory=list)
     gets: int | None = None            # index of the GET_ITEMS statement
-    searches: dict[int, tuple[int, int | None]] = field(default_factory=dict)  # op -> (rows, vectors)
+    # op -> statements of its rows, of the rows SQL cannot filter, of its vectors
+    searches: dict[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
     lists: dict[int, int] = field(default_factory=dict)                        # op -> statement
 
     def add(self, stmt: Statement) -> int:
@@ -97,12 +98,13 @@ def _json_lists(rows: Sequence[Sequence[Any]]) -> list[str]:
 
 def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping[int, str],
           vectors: Vectors, reindexed: set[tuple[str, str]], now: float, *,
-          single: set[int], ranked: set[int]) -> Plan:
+          single: set[int], ranked: set[int], sealed: bool = False) -> Plan:
     """The statements of one database: `ops` its reads (index, op); `puts` its writes (deduped,
     last wins) with `stored` their value texts by position; `vectors` the new vectors of
     the items put, `reindexed` every item whose vectors are replaced. `single`: the searches this
     database answers alone, so SQL can take its page exactly. `ranked`: the searches
-    ranked by meaning (a query, and the store has an index)."""
+    ranked by meaning (a query, and the store has an index). `sealed`: values are sealed,
+    so SQL cannot filter them."""
     plan = Plan()
     gets = [(i, op) for i, op in ops if isinstance(op, GetOp)]
     if gets:
@@ -115,18 +117,24 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
     for i, op in ops:
         if isinstance(op, SearchOp):
             scope = scope_params(op.namespace_prefix, now)
-            in_sql = not op.filter and i not in ranked
-            if in_sql and i in single:
-                limit, offset = op.limit, op.offset
-            elif in_sql:
-                limit, offset = op.offset + op.limit, 0
+            ranked_here = i in ranked
+            where, exact = (None, False) if sealed else _values.sql_filter(op.filter)
+            if sealed and not op.filter:
+                exact = True
+            if not op.filter and not ranked_here and i in single:
+                limit, offset = op.limit, op.offset  # SQL takes the page exactly
+                if op.refresh_ttl:
+                    plan.add(Statement(_sql.REFRESH_SEARCH, (*scope, limit, offset)))
+            elif exact and not ranked_here:
+                limit, offset = op.offset + op.limit, 0  # merged and paged here
             else:
                 limit, offset = -1, 0
-            if op.refresh_ttl and in_sql and i in single:
-                plan.add(Statement(_sql.REFRESH_SEARCH, (*scope, limit, offset)))
-            rows = plan.add(Statement(_sql.SEARCH_ITEMS, (*scope, limit, offset)))
-            vec = plan.add(Statement(_sql.SEARCH_VECTORS, scope)) if i in ranked else None
-            plan.searches[i] = (rows, vec)
+            rows = plan.add(Statement(_sql.SEARCH_ITEMS, (*scope, limit, offset, where)))
+            opaque = (plan.add(Statement(_sql.SEARCH_OPAQUE, scope))
+                      if where is not None else None)
+            vec = (plan.add(Statement(_sql.SEARCH_VECTORS, (*scope, where)))
+                   if ranked_here else None)
+            plan.searches[i] = (rows, opaque, vec)
         elif isinstance(op, ListNamespacesOp):
             head: tuple[str, ...] = ()
             for cond in op.match_conditions or ():
@@ -167,8 +175,9 @@ def read(plan: Plan, results: Sequence[Result]) -> Partial:
     if plan.gets is not None:
         for row in _rows(results[plan.gets]):
             out.items[(row.ns, row.key)] = row
-    for i, (rows, vec) in plan.searches.items():
-        out.searches[i] = _rows(results[rows])
+    for i, (rows, opaque, vec) in plan.searches.items():
+        out.searches[i] = _rows(results[rows]) + (
+            [] if opaque is None else _rows(results[opaque]))
         if vec is not None:
             found: dict[tuple[str, str], list[str]] = {}
             for r in results[vec].dicts():

@@ -244,7 +244,7 @@ class D1Store(Memory, BaseStore):
             its_reads = reads.get(db, [])
             plans[db] = _plan.build(its_reads, puts, stored, vectors, reindexed, now,
                                     single={i for i, one in single.items() if one},
-                                    ranked=batch.ranked)
+                                    ranked=batch.ranked, sealed=self.sealer is not None)
         return plans
 
     # --- merging: every database's rows into each op's result -----------------------------

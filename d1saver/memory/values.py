@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -181,6 +182,64 @@ def check_filter(filter: Mapping[str, Any] | None) -> None:
                 walk(v)
 
     walk(filter)
+
+
+# A longer string operand is compared in Python: the parameter stays far below D1's 2 MB.
+_OPERAND_MAX = 10_000
+_SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_\- ]{1,64}$")
+
+
+def sql_filter(filter: Mapping[str, Any] | None) -> tuple[str | None, bool]:
+    """The part of a filter SQL can decide, as the JSON parameter of the search statements
+    ([[path, kind, operand], ...]: equalities that must hold), and whether that part is the
+    whole filter (then SQL can take the page). Kept to what SQL decides exactly as `matches`
+    does: equality with a string, a finite number or a bool (Python's 1 == 1.0 == True, as
+    JSON's 1, 1.0 and true compare in SQL), and None at the top level (absent or null);
+    keys of plain characters, nested dicts followed. The rest is left to Python."""
+    if not filter:
+        return None, True
+    conditions: list[list[Any]] = []
+    exact = True
+
+    def walk(path: list[str], want: Any) -> None:
+        nonlocal exact
+        if isinstance(want, Mapping):
+            if not want:  # {} matches any dict: not an equality
+                exact = False
+                return
+            if any(isinstance(k, str) and k.startswith("$") for k in want):
+                if set(want) == {"$eq"}:
+                    walk(path, want["$eq"])
+                else:
+                    exact = False
+                return
+            for k, v in want.items():
+                if isinstance(k, str) and _SIMPLE_KEY.match(k):
+                    walk([*path, k], v)
+                else:
+                    exact = False
+            return
+        where = "$" + "".join(f'."{k}"' for k in path)
+        if isinstance(want, str) and len(want) <= _OPERAND_MAX:
+            conditions.append([where, "text", want])
+        elif isinstance(want, bool):
+            conditions.append([where, "number", int(want)])
+        elif isinstance(want, int) and abs(want) < 2**53 or (
+                isinstance(want, float) and math.isfinite(want)):
+            conditions.append([where, "number", want])
+        elif want is None and len(path) == 1:
+            conditions.append([where, "null", None])
+        else:
+            exact = False
+
+    for key, want in filter.items():
+        if isinstance(key, str) and _SIMPLE_KEY.match(key):
+            walk([key], want)
+        else:
+            exact = False
+    if not conditions:
+        return None, False
+    return json.dumps(conditions, ensure_ascii=False, separators=(",", ":")), exact
 
 
 def matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:

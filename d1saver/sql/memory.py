@@ -85,21 +85,40 @@ REFRESH_ITEMS = """UPDATE store_items SET expires_at = ?2 + ttl_minutes * 60
 WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(?1))
     AND ttl_minutes IS NOT NULL AND expires_at > ?2"""
 
-# ?1..?4 the scope and now, ?5 limit (-1: all), ?6 offset. Newest first, as SqliteStore.
+# A value filter SQL can decide, ?N: JSON [[path, kind, operand], ...], each an equality that
+# must hold (d1saver/memory/values.py compiles it); NULL: no filter. Only a JSON value ("{...}")
+# is tested (json_extract fails on other text); a compressed or sealed one ({opaque}: 0 leaves it
+# out, for SEARCH_OPAQUE to return; 1 keeps it) is left to Python. CASE fixes the order of evaluation, which AND does not.
+_FILTER = """(?{n} IS NULL OR CASE WHEN substr({t}value, 1, 1) = '{{' THEN NOT EXISTS (
+    SELECT 1 FROM json_each(?{n}) AS f WHERE NOT (CASE f.value->>1
+        WHEN 'null' THEN json_extract({t}value, f.value->>0) IS NULL
+        WHEN 'text' THEN json_type({t}value, f.value->>0) = 'text'
+            AND json_extract({t}value, f.value->>0) = f.value->>2
+        WHEN 'number' THEN json_type({t}value, f.value->>0) IN ('integer', 'real', 'true', 'false')
+            AND json_extract({t}value, f.value->>0) = f.value->>2
+        ELSE 0 END)) ELSE {opaque} END)"""
+
+# ?1..?4 the scope and now, ?5 limit (-1: all), ?6 offset, ?7 the filter. Newest first, as
+# SqliteStore orders them.
 SEARCH_ITEMS = f"""SELECT ns, key, value, created_at, updated_at, ttl_minutes FROM store_items
-WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')}
+WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')} AND {_FILTER.format(t='store_items.', n=7, opaque=0)}
 ORDER BY updated_at DESC, ns, key LIMIT CAST(?5 AS INTEGER) OFFSET CAST(?6 AS INTEGER)"""
-# The same page's TTLs refreshed, before it is read (same batch, same parameters).
+# With a filter in SQL: the items in scope whose value SQL cannot read (compressed or sealed),
+# for Python to filter (?1..?4).
+SEARCH_OPAQUE = f"""SELECT ns, key, value, created_at, updated_at, ttl_minutes FROM store_items
+WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')} AND substr(value, 1, 1) <> '{{'"""
+# An unfiltered page's TTLs refreshed, before it is read (same batch, ?1..?6).
 REFRESH_SEARCH = f"""UPDATE store_items SET expires_at = ?4 + ttl_minutes * 60
 WHERE rowid IN (SELECT rowid FROM store_items
     WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')}
-    ORDER BY updated_at DESC, ns, key LIMIT CAST(?5 AS INTEGER) OFFSET CAST(?6 AS INTEGER)) AND ttl_minutes IS NOT NULL"""
+    ORDER BY updated_at DESC, ns, key LIMIT CAST(?5 AS INTEGER) OFFSET CAST(?6 AS INTEGER))
+    AND ttl_minutes IS NOT NULL"""
 
 VECTOR_COLUMNS = ("ns", "key", "field", "vector")
-# The vectors of every live item in scope: ?1..?4.
+# The vectors of every live item in scope that may pass the filter: ?1..?4, ?5 the filter.
 SEARCH_VECTORS = f"""SELECT v.ns, v.key, v.field, v.vector
 FROM store_items AS s JOIN store_vectors AS v ON v.ns = s.ns AND v.key = s.key
-WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')}"""
+WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')} AND {_FILTER.format(t='s.', n=5, opaque=1)}"""
 
 NAMESPACE_COLUMNS = ("ns",)
 # The distinct namespaces of live items in scope: ?1..?4.

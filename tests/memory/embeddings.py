@@ -1,63 +1,34 @@
-"""A deterministic embedding for the memory tests, the demo-free kind LangGraph's own store tests use:
-each text is the frequency of its characters, projected to `dims` dimensions and normalised.
-
-Every character gets a fixed Gaussian projection seeded by the character itself, so two instances
-(one per store compared) embed every text identically whatever order they see texts in.
-"""
+"""A deterministic embedding with no network: hashed character trigrams, so texts sharing
+words score close (tests and examples of search by meaning)."""
 
 from __future__ import annotations
 
 import hashlib
 import math
-import random
-from collections import Counter
 
 from langchain_core.embeddings import Embeddings
 
 
-class CharEmbeddings(Embeddings):
-    """Character frequencies x a fixed random projection, unit length (all zeros for "")."""
+def embed_text(text: str, dims: int = 64) -> list[float]:
+    vector = [0.0] * dims
+    padded = f"  {text.lower()}  "
+    for i in range(len(padded) - 2):
+        h = hashlib.blake2b(padded[i:i + 3].encode(), digest_size=4).digest()
+        n = int.from_bytes(h, "little")
+        vector[n % dims] += 1.0 if n & (1 << 31) else -1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
 
-    def __init__(self, dims: int = 64, seed: int = 7) -> None:
+
+class TrigramEmbeddings(Embeddings):
+    def __init__(self, dims: int = 64) -> None:
         self.dims = dims
-        self.seed = seed
-        self._proj: dict[str, list[float]] = {}
-        self.calls = 0  # texts embedded, documents and queries together
-
-    def _projection(self, ch: str) -> list[float]:
-        vec = self._proj.get(ch)
-        if vec is None:
-            digest = hashlib.sha256(f"{self.seed}:{ord(ch)}".encode()).digest()
-            rng = random.Random(int.from_bytes(digest[:8], "big"))
-            vec = self._proj[ch] = [rng.gauss(0.0, 1.0) for _ in range(self.dims)]
-        return vec
-
-    def embed_one(self, text: str) -> list[float]:
-        self.calls += 1
-        counts = Counter(text)
-        total = sum(counts.values())
-        out = [0.0] * self.dims
-        for ch, n in counts.items():
-            w = n / total
-            for i, p in enumerate(self._projection(ch)):
-                out[i] += w * p
-        norm = math.sqrt(sum(x * x for x in out))
-        return [x / norm for x in out] if norm else out
+        self.calls = 0
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self.embed_one(t) for t in texts]
+        self.calls += 1
+        return [embed_text(t, self.dims) for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
-        return self.embed_one(text)
-
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.embed_documents(texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        return self.embed_query(text)
-
-
-def cosine(a: list[float], b: list[float]) -> float:
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(x * x for x in b))
-    return sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb) if na and nb else 0.0
+        self.calls += 1
+        return embed_text(text, self.dims)

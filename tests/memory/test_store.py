@@ -110,7 +110,9 @@ FILTERS: list[dict[str, Any]] = [
     {"n": {"$ne": 1}}, {"n": {"$eq": 2.5}}, {"n": {"$gt": 1, "$lt": 6}},
     {"nested": {"k": 1}}, {"nested": {"deep": {"z": "q"}}}, {"tags": ["a", "b"]},
     {"tags": ["a"]}, {"s": "x", "n": 1}, {"missing": None}, {"missing": {"$ne": 1}},
-    {"s": {"$gt": "a"}},
+    {"s": {"$gt": "a"}}, {"b": 1.0}, {"n": True}, {"nested": {"k": "1"}}, {"s": {"$eq": "x"}},
+    {"nested": {}}, {"nested": {"k": 1, "deep": {"z": "q"}}}, {"nested": {"k": None}},
+    {"a.b": None}, {"s": "x", "tags": ["a"]},
 ]
 
 
@@ -280,3 +282,29 @@ async def test_async_twins(memory: Memory) -> None:
     memory.clock.advance(3600)
     assert await store.asweep_ttl() == 0
     await store.aclose()
+
+
+def test_equality_filters_run_in_sql_and_read_only_what_matches(memory: Memory) -> None:
+    store = memory.store()
+    store.batch([PutOp(("docs",), f"k{i}", {"kind": "fact" if i % 50 == 0 else "note",
+                                              "text": "x" * 200}) for i in range(400)])
+    big = {"kind": "fact", "text": "memory " * 400_000}  # compressed: SQL cannot read it
+    store.put(("docs",), "big", big)
+    found, events = memory.sent(lambda: store.search(("docs",), filter={"kind": "fact"}, limit=3))
+    assert len(events) == 1 and events[0].bytes_received < 10_000  # 400 rows: ~100 KB
+    assert [i.key for i in found] == ["big", "k0", "k100"]
+    assert len(store.search(("docs",), filter={"kind": "fact"}, limit=100)) == 9
+    _, events = memory.sent(lambda: store.search(("docs",), filter={"kind": "note"}, limit=2,
+                                                 offset=10))
+    assert events[0].bytes_received < 12_000  # 12 rows and the opaque one
+
+
+def test_sql_filter_compiles_equalities_only() -> None:
+    from d1saver.memory.values import sql_filter
+    assert sql_filter({"kind": "fact", "n": 2, "b": True, "x": None}) == (
+        '[["$.\\"kind\\"","text","fact"],["$.\\"n\\"","number",2],'
+        '["$.\\"b\\"","number",1],["$.\\"x\\"","null",null]]', True)
+    assert sql_filter({"n": {"$gt": 1}}) == (None, False)
+    assert sql_filter({"n": {"$gt": 1}, "k": "v"})[1] is False
+    assert sql_filter({"odd\"key": "v"}) == (None, False)
+    assert sql_filter({"a": {"b": "c"}})[0] == '[["$.\\"a\\".\\"b\\"","text","c"]]'

@@ -41,7 +41,7 @@ from tests.memory.subjects import (
     make_subject,
     subject_params,
 )
-from tests.memory.embeddings import CharEmbeddings, cosine
+from tests.memory.char_embeddings import CharEmbeddings, cosine
 from tests.memory.facade import Facade, drive, plain, same
 
 DIMS = 256
