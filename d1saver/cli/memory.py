@@ -35,6 +35,8 @@ _DATABASE = typer.Option(None, "--database-id",
                          help="Default: $D1_DATABASE_ID. Several: comma-separated.")
 _BASE_URL = typer.Option(None, "--api-base-url",
                          help="Default: $D1_API_BASE_URL or Cloudflare's API.")
+_TOKEN = typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.",
+                      show_default=False)
 _NS_HELP = "Labels separated by '/' (users/u1), or a JSON array of labels."
 
 
@@ -47,10 +49,10 @@ def _namespace(text: str) -> tuple[str, ...]:
 
 @contextmanager
 def _open(cls: Any, account_id: Optional[str], database_id: Optional[str],
-          api_base_url: Optional[str]) -> Iterator[Any]:
+          api_base_url: Optional[str], api_token: Optional[str]) -> Iterator[Any]:
     try:
         with cls.from_env(account_id=account_id, database_id=database_id,
-                          api_base_url=api_base_url) as opened:
+                          api_base_url=api_base_url, api_token=api_token) as opened:
             yield opened
     except (ConfigError, InvalidInputError) as exc:
         raise usage_error(str(exc)) from None
@@ -73,10 +75,11 @@ def namespaces_cmd(
     account_id: Optional[str] = _ACCOUNT,
     database_id: Optional[str] = _DATABASE,
     api_base_url: Optional[str] = _BASE_URL,
+    api_token: Optional[str] = _TOKEN,
 ) -> None:
     """List the namespaces that hold live items (under PREFIX)."""
     ns = _namespace(prefix)
-    with _open(D1Store, account_id, database_id, api_base_url) as store:
+    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
         found = store.list_namespaces(prefix=ns or None, max_depth=max_depth, limit=limit)
     if as_json:
         typer.echo(json.dumps([list(n) for n in found], ensure_ascii=False))
@@ -94,10 +97,11 @@ def ls_cmd(
     account_id: Optional[str] = _ACCOUNT,
     database_id: Optional[str] = _DATABASE,
     api_base_url: Optional[str] = _BASE_URL,
+    api_token: Optional[str] = _TOKEN,
 ) -> None:
     """List the items of NAMESPACE and of the namespaces under it, newest first."""
     ns = _namespace(namespace)
-    with _open(D1Store, account_id, database_id, api_base_url) as store:
+    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
         items = store.search(ns, limit=limit, offset=offset, refresh_ttl=False)
     for item in items:
         if as_json:
@@ -116,10 +120,11 @@ def get_cmd(
     account_id: Optional[str] = _ACCOUNT,
     database_id: Optional[str] = _DATABASE,
     api_base_url: Optional[str] = _BASE_URL,
+    api_token: Optional[str] = _TOKEN,
 ) -> None:
     """Print one item as JSON (namespace, key, value, created_at, updated_at); exit 4 if none."""
     ns = _namespace(namespace)
-    with _open(D1Store, account_id, database_id, api_base_url) as store:
+    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
         item = store.get(ns, key, refresh_ttl=False)
     if item is None:
         typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)
@@ -135,6 +140,7 @@ def rm_cmd(
     account_id: Optional[str] = _ACCOUNT,
     database_id: Optional[str] = _DATABASE,
     api_base_url: Optional[str] = _BASE_URL,
+    api_token: Optional[str] = _TOKEN,
 ) -> None:
     """Delete one item, or every item of NAMESPACE and the namespaces under it."""
     ns = _namespace(namespace)
@@ -147,7 +153,7 @@ def rm_cmd(
             raise usage_error(f"this deletes {what}: pass --yes (no terminal to ask on)")
         if not typer.confirm(f"Delete {what}?"):
             raise typer.Exit(0)
-    with _open(D1Store, account_id, database_id, api_base_url) as store:
+    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
         if key is not None:
             if store.get(ns, key, refresh_ttl=False) is None:
                 typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)
@@ -165,11 +171,12 @@ def cache_clear_cmd(
     account_id: Optional[str] = _ACCOUNT,
     database_id: Optional[str] = _DATABASE,
     api_base_url: Optional[str] = _BASE_URL,
+    api_token: Optional[str] = _TOKEN,
 ) -> None:
     """Delete the cache entries of NAMESPACE (exactly that namespace, as BaseCache.clear), or
     every entry."""
     ns = None if namespace is None else _namespace(namespace)
-    with _open(D1Cache, account_id, database_id, api_base_url) as cache:
+    with _open(D1Cache, account_id, database_id, api_base_url, api_token) as cache:
         cache.clear(None if ns is None else [ns])
     typer.echo("cleared " + ("every cache entry" if ns is None else f"cache namespace {_show(ns)}"))
 

@@ -70,11 +70,13 @@ class Memory:
 
     @classmethod
     def from_env(cls: type[M], *, account_id: str | None = None, database_id: str | None = None,
-                 api_base_url: str | None = None, **kwargs: Any) -> M:
+                 api_base_url: str | None = None, api_token: str | None = None,
+                 **kwargs: Any) -> M:
         """Build from the environment exactly as `D1Saver.from_env` does (CLOUDFLARE_ACCOUNT_ID,
-        CLOUDFLARE_API_TOKEN, D1_DATABASE_ID, D1_API_BASE_URL, D1SAVER_ENCRYPTION_KEYS)."""
+        CLOUDFLARE_API_TOKEN, D1_DATABASE_ID, D1_API_BASE_URL, D1SAVER_ENCRYPTION_KEYS);
+        arguments that are not None override them."""
         settings = load_settings(account_id=account_id, database_id=database_id,
-                                 api_base_url=api_base_url)
+                                 api_base_url=api_base_url, api_token=api_token)
         if kwargs.get("encryption_keys") is None:
             kwargs["encryption_keys"] = keys_from_env()
         ids = settings.database_ids

@@ -80,7 +80,7 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
 
     def sweep_ttl(self) -> int:
         """Delete expired entries in every database; returns how many."""
-        stmt = [Statement(_sql.SWEEP_CACHE, (self.clock(),))]
+        stmt = [Statement.bind(_sql.SWEEP_CACHE, {"now": self.clock()})]
         done = self._fleet.each(lambda node: self._exchange(node, stmt), "sweep_ttl")
         return sum(results[0].changes for results in done.values())
 
@@ -95,7 +95,7 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
             _check(ns, key)
             by_db.setdefault(self._home_of(ns), []).append([_ns.encode(ns), key])
         now = self.clock()
-        return {db: [Statement(_sql.CACHE_GET, (json.dumps(rows), now))]
+        return {db: [Statement.bind(_sql.CACHE_GET, {"keys": json.dumps(rows), "now": now})]
                 for db, rows in by_db.items()}
 
     def _read(self, found: Any) -> dict[FullKey, ValueT]:
@@ -121,17 +121,17 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
             stored = _values.dump_entry(type_, data, text, key, sealer)
             by_db.setdefault(self._home_of(ns), []).append(
                 [text, key, stored, None if ttl is None else now + float(ttl)])
-        return {db: [Statement(_sql.CACHE_SET, (param,)) for param in _json_lists(rows)]
+        return {db: [Statement.bind(_sql.CACHE_SET, {"rows": param}) for param in _json_lists(rows)]
                 for db, rows in by_db.items()}
 
     def _clear_plans(self, namespaces: Sequence[Namespace] | None) -> dict[str, list[Statement]]:
         if namespaces is None:
-            return {db: [Statement(_sql.CACHE_CLEAR, (None,))] for db in self.database_ids}
+            return {db: [Statement.bind(_sql.CACHE_CLEAR, {"namespaces": None})] for db in self.database_ids}
         by_db: dict[str, list[str]] = {}
         for ns in namespaces:
             _check(ns, "")
             by_db.setdefault(self._home_of(ns), []).append(_ns.encode(ns))
-        return {db: [Statement(_sql.CACHE_CLEAR, (json.dumps(names),))]
+        return {db: [Statement.bind(_sql.CACHE_CLEAR, {"namespaces": json.dumps(names)})]
                 for db, names in by_db.items()}
 
 

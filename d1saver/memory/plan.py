@@ -73,9 +73,10 @@ class Partial:
     namespaces: dict[int, list[str]] = field(default_factory=dict)
 
 
-def scope_params(prefix: Sequence[str], now: float) -> tuple[Any, ...]:
+def scope_params(prefix: Sequence[str], now: float) -> dict[str, Any]:
+    """The parameters naming the namespaces under `prefix`, and now."""
     exact, low, high = _ns.scope(prefix)
-    return exact, low, high, now
+    return {"exact": exact, "low": low, "high": high, "now": now}
 
 
 def _json_lists(rows: Sequence[Sequence[Any]]) -> list[str]:
@@ -112,8 +113,8 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
                           separators=(",", ":"))
         refresh = [[_ns.encode(op.namespace), op.key] for _, op in gets if op.refresh_ttl]
         if refresh:
-            plan.add(Statement(_sql.REFRESH_ITEMS, (json.dumps(refresh), now)))
-        plan.gets = plan.add(Statement(_sql.GET_ITEMS, (keys, now)))
+            plan.add(Statement.bind(_sql.REFRESH_ITEMS, {"keys": json.dumps(refresh), "now": now}))
+        plan.gets = plan.add(Statement.bind(_sql.GET_ITEMS, {"keys": keys, "now": now}))
     for i, op in ops:
         if isinstance(op, SearchOp):
             scope = scope_params(op.namespace_prefix, now)
@@ -124,15 +125,17 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
             if not op.filter and not ranked_here and i in single:
                 limit, offset = op.limit, op.offset  # SQL takes the page exactly
                 if op.refresh_ttl:
-                    plan.add(Statement(_sql.REFRESH_SEARCH, (*scope, limit, offset)))
+                    plan.add(Statement.bind(_sql.REFRESH_SEARCH, {**scope, "limit": limit,
+                                                                    "offset": offset}))
             elif exact and not ranked_here:
                 limit, offset = op.offset + op.limit, 0  # merged and paged here
             else:
                 limit, offset = -1, 0
-            rows = plan.add(Statement(_sql.SEARCH_ITEMS, (*scope, limit, offset, where)))
-            opaque = (plan.add(Statement(_sql.SEARCH_OPAQUE, scope))
+            rows = plan.add(Statement.bind(_sql.SEARCH_ITEMS, {
+                **scope, "limit": limit, "offset": offset, "filter": where}))
+            opaque = (plan.add(Statement.bind(_sql.SEARCH_OPAQUE, scope))
                       if where is not None else None)
-            vec = (plan.add(Statement(_sql.SEARCH_VECTORS, (*scope, where)))
+            vec = (plan.add(Statement.bind(_sql.SEARCH_VECTORS, {**scope, "filter": where}))
                    if ranked_here else None)
             plan.searches[i] = (rows, opaque, vec)
         elif isinstance(op, ListNamespacesOp):
@@ -140,14 +143,14 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
             for cond in op.match_conditions or ():
                 if cond.match_type == "prefix":
                     head = _ns.literal_head(cond.path)
-            plan.lists[i] = plan.add(Statement(_sql.LIST_NAMESPACES, scope_params(head, now)))
+            plan.lists[i] = plan.add(Statement.bind(_sql.LIST_NAMESPACES, scope_params(head, now)))
     if puts:
         gone = [[_ns.encode(op.namespace), op.key] for op in puts if op.value is None]
         for param in _json_lists(gone):
-            plan.add(Statement(_sql.DELETE_ITEMS, (param,)))
+            plan.add(Statement.bind(_sql.DELETE_ITEMS, {"keys": param}))
         if reindexed:
             for param in _json_lists(sorted(list(k) for k in reindexed)):
-                plan.add(Statement(_sql.DELETE_VECTORS, (param,)))
+                plan.add(Statement.bind(_sql.DELETE_VECTORS, {"keys": param}))
         items: list[list[Any]] = []
         for n, op in enumerate(puts):
             if op.value is None:
@@ -156,11 +159,11 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
             expires = None if ttl is None else now + ttl * 60
             items.append([_ns.encode(op.namespace), op.key, stored[n], expires, ttl])
         for param in _json_lists(items):
-            plan.add(Statement(_sql.PUT_ITEMS, (param, now)))
+            plan.add(Statement.bind(_sql.PUT_ITEMS, {"rows": param, "now": now}))
         vector_rows = [[ns, key, fld, vec] for (ns, key), fields in vectors.items()
                        for fld, vec in fields]
         for param in _json_lists(vector_rows):
-            plan.add(Statement(_sql.PUT_VECTORS, (param,)))
+            plan.add(Statement.bind(_sql.PUT_VECTORS, {"rows": param}))
     return plan
 
 

@@ -274,7 +274,7 @@ class D1Store(Memory, BaseStore):
                             refresh.setdefault(self.home(it.namespace), []).append([ns, it.key])
             else:
                 results.append(self._list(i, op, partials))
-        statements = {db: [Statement(_sql.REFRESH_ITEMS, (_json(keys), now))]
+        statements = {db: [Statement.bind(_sql.REFRESH_ITEMS, {"keys": _json(keys), "now": now})]
                       for db, keys in refresh.items()}
         return results, statements
 
@@ -393,7 +393,8 @@ class D1Store(Memory, BaseStore):
         database; to every database for the empty prefix); returns how many."""
         _ns.check_labels(namespace)
         exact, low, high = _ns.scope(namespace)
-        stmts = [Statement(sql, (exact, low, high)) for sql in _sql.DELETE_SCOPE]
+        stmts = [Statement.bind(query, {"exact": exact, "low": low, "high": high})
+                 for query in _sql.DELETE_SCOPE]
         dbs = [self.home(namespace)] if namespace else list(self.database_ids)
         out = self._fleet.each(lambda node: self._exchange(node, stmts)[-1].changes,
                                "delete_namespace", dbs)
@@ -407,7 +408,7 @@ def _search_item(item: Item, score: float | None = None) -> SearchItem:
 
 
 def _sweep(now: float) -> list[Statement]:
-    return [Statement(sql, (now,)) for sql in _sql.SWEEP_STORE]
+    return [Statement.bind(query, {"now": now}) for query in _sql.SWEEP_STORE]
 
 
 def _swept(results: Sequence[Any]) -> int:

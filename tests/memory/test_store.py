@@ -308,3 +308,29 @@ def test_sql_filter_compiles_equalities_only() -> None:
     assert sql_filter({"n": {"$gt": 1}, "k": "v"})[1] is False
     assert sql_filter({"odd\"key": "v"}) == (None, False)
     assert sql_filter({"a": {"b": "c"}})[0] == '[["$.\\"a\\".\\"b\\"","text","c"]]'
+
+
+def test_from_env_as_the_saver(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    from d1saver import D1Cache, D1Store
+    monkeypatch.setenv("CLOUDFLARE_ACCOUNT_ID", memory.account_id)
+    monkeypatch.setenv("CLOUDFLARE_API_TOKEN", memory.api_token)
+    monkeypatch.setenv("D1_DATABASE_ID", ",".join(memory.database_ids[:2]))
+    monkeypatch.setenv("D1_API_BASE_URL", memory.base_url)
+    monkeypatch.delenv("D1SAVER_ENCRYPTION_KEYS", raising=False)
+    with D1Store.from_env(transport=memory.transport) as store:
+        assert store.database_ids == tuple(memory.database_ids[:2])
+        store.put(("u",), "k", {"v": 1})
+        assert store.get(("u",), "k").value == {"v": 1}  # type: ignore[union-attr]
+        assert "test-token" not in repr(store)
+    with D1Cache.from_env(transport=memory.transport, database_id=memory.database_ids[0]) as cache:
+        assert cache.database_ids == (memory.database_ids[0],)
+
+
+def test_route_places_a_namespace_by_its_first_label(memory: Memory) -> None:
+    ids = memory.database_ids
+    store = memory.store(ids, route=lambda label: ids[3] if label == "vip" else ids[0])
+    store.put(("vip", "x"), "k", {"v": 1})
+    store.put(("other",), "k", {"v": 2})
+    assert store.home(("vip",)) == ids[3]
+    only = memory.store([ids[3]])
+    assert [i.key for i in only.search(())] == ["k"] and only.get(("vip", "x"), "k") is not None
