@@ -126,3 +126,23 @@ def test_compact_library_sweep_counts(env: dict[str, str]) -> None:
 def _sql(text: str) -> Any:
     from d1saver import Statement
     return Statement(text)
+
+
+MEMORY_COMMANDS = [["store", "namespaces"], ["store", "ls", "a/b"], ["store", "get", "a", "k"],
+                   ["store", "rm", "a", "k", "--yes"], ["cache", "clear"], ["cache", "clear", "a"]]
+
+
+@pytest.mark.parametrize("args", MEMORY_COMMANDS, ids=" ".join)
+def test_wrong_token_and_no_server_exit_1_without_the_token(
+        args: list[str], serve: Callable[..., str]) -> None:
+    from tests.servers import closed_url
+    out = cli(env_for(serve(api_token="right")), *args)
+    assert out.exit_code == 1 and "CLOUDFLARE_API_TOKEN" in out.stderr
+    out = cli(env_for(closed_url()), *args)
+    assert out.exit_code == 1 and out.stderr.startswith("error:")
+
+
+@pytest.mark.parametrize("args", MEMORY_COMMANDS, ids=" ".join)
+def test_every_memory_command_has_help_and_takes_the_connection_flags(args: list[str]) -> None:
+    out = cli({}, *args[:2], "--help")
+    assert out.exit_code == 0 and "--api-base-url" in out.stdout and "--api-token" in out.stdout
