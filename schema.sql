@@ -349,5 +349,40 @@ WHEN substr(NEW.value, 1, 2) = 'p:' BEGIN
             SELECT 1 FROM d1saver_chunks AS k
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
 
+-- Long-term memory (D1Store): one row per item, its namespace the compact ASCII JSON array of
+-- its labels (prefixes are ranges of that text, never LIKE), its value JSON (or "r:"/"e:" codec
+-- text: compressed or sealed), times in unix seconds (REAL). Vectors per (item, field), float32
+-- little-endian in base64. The node cache (D1Cache): serde type and value, expiry in seconds.
+CREATE TABLE IF NOT EXISTS store_items (
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    expires_at REAL,
+    ttl_minutes REAL,
+    PRIMARY KEY (ns, key)
+);
+
+CREATE INDEX IF NOT EXISTS store_items_expires ON store_items (expires_at) WHERE expires_at IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS store_vectors (
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    field TEXT NOT NULL,
+    vector TEXT NOT NULL,
+    PRIMARY KEY (ns, key, field)
+);
+
+CREATE TABLE IF NOT EXISTS cache_entries (
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    expires_at REAL,
+    PRIMARY KEY (ns, key)
+);
+
+CREATE INDEX IF NOT EXISTS cache_entries_expires ON cache_entries (expires_at) WHERE expires_at IS NOT NULL;
+
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (10, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 9);
+VALUES (11, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 9);

@@ -1,7 +1,8 @@
 """`python -m benchmarks [agent options]` runs the agent benchmark; `python -m benchmarks compaction ...` the
 compaction one; `python -m benchmarks growth ...` the growth one (bytes, rows and CPU against turns); `python -m benchmarks keys` what encryption keys cost; `python -m benchmarks chunking ...` compares ways
 to cut values into chunks; `python -m benchmarks scaling ...` runs agents over 1, 2 and 4 databases; `python -m benchmarks
-bytes ...` breaks one conversation's request bodies down by statement and parameter."""
+bytes ...` breaks one conversation's request bodies down by statement and parameter; `python -m benchmarks
+store ...` D1Store and D1Cache beside SqliteStore and SqliteCache."""
 
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks import bytes_bench
 
         bytes_bench.main(argv[1:])
+        return
+    if argv and argv[0] == "store":
+        from benchmarks import store_bench
+
+        store_bench.main(argv[1:])
         return
     if argv and argv[0] == "growth":
         from benchmarks import growth_bench

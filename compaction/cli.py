@@ -104,6 +104,7 @@ def compact_cmd(
     lease_ttl: int = typer.Option(300, min=1, help="Seconds the run's lease lives unless renewed (by each batch)."),
     break_lease: bool = typer.Option(False, "--break-lease", help="Remove a stale lease first (only if no run is active)."),
     batch_checkpoints: int = typer.Option(2000, min=1, help="Most checkpoints deleted per request."),
+    sweep: bool = typer.Option(True, "--sweep/--no-sweep", help="Also delete expired D1Store items and D1Cache entries (one request)."),
     show_history: bool = typer.Option(False, "--history", help="Change nothing; show the gateway Worker's scheduled runs (newest first)."),
     limit: int = typer.Option(20, "--limit", min=1, help="With --history: the runs to show."),
     account_id: Optional[str] = _Conn.account_id,
@@ -111,7 +112,8 @@ def compact_cmd(
     api_base_url: Optional[str] = _Conn.api_base_url,
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
-    """Keep the latest N checkpoints of each thread plus the tagged ones; delete the rest."""
+    """Keep the latest N checkpoints of each thread plus the tagged ones; delete the rest; and
+    sweep expired memory items and cache entries."""
     if show_history:
         _print_runs(account_id, database_id, api_base_url, api_token, limit, as_json)
         return
@@ -136,7 +138,8 @@ def compact_cmd(
 
             summary = compact(saver, keep=keep, threads=thread or None, max_age=age,
                               dry_run=dry_run, lease_ttl=lease_ttl, break_lease=break_lease,
-                              batch_checkpoints=batch_checkpoints, progress=progress)
+                              batch_checkpoints=batch_checkpoints, progress=progress,
+                              sweep=sweep)
     except D1Error as exc:
         _fail(exc)
         return
@@ -162,7 +165,10 @@ def compact_cmd(
     typer.echo(f"{summary.threads_scanned} threads scanned; {verb} {summary.checkpoints_deleted}"
                f" checkpoints and {summary.writes_deleted} writes ({summary.bytes_freed} bytes);"
                f" {summary.checkpoints_kept} checkpoints kept; {summary.threads_expired} idle"
-               f" threads expired; {summary.requests} requests in {summary.seconds:.1f} s")
+               f" threads expired; {'would sweep' if dry_run else 'swept'}"
+               f" {summary.store_items_swept} expired memory items and"
+               f" {summary.cache_entries_swept} cache entries; {summary.requests} requests in"
+               f" {summary.seconds:.1f} s")
 
 
 def _print_runs(account_id: Optional[str], database_id: Optional[str],

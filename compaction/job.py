@@ -46,6 +46,8 @@ class Summary:
     checkpoints_kept: int = 0
     bytes_freed: int = 0
     batches: int = 0
+    store_items_swept: int = 0
+    cache_entries_swept: int = 0
     requests: int = 0
     seconds: float = 0.0
     plan: list[dict[str, Any]] = field(default_factory=list)
@@ -130,12 +132,15 @@ def compact(
     batch_checkpoints: int = 2000,
     batch_threads: int = 100,
     progress: Progress | None = None,
+    sweep: bool = True,
 ) -> Summary:
     """Compact `threads` (all when None). Returns a Summary; raises D1Error subclasses.
 
     `batch_checkpoints` bounds the deletions of one request (D1 stops a request at 30 s) and
     `batch_threads` its thread list. Dry runs change nothing (nor set up or migrate: a schema
-    older than this d1saver's is refused with a ConfigError) and take no lease.
+    older than this d1saver's is refused with a ConfigError) and take no lease. With `sweep`
+    (the default) it also deletes the expired items of D1Store and entries of D1Cache (a dry
+    run counts them), in one request under the lease.
     """
     if keep < 1:
         raise ConfigError("--keep must be at least 1: every thread keeps its head, so it stays resumable")
@@ -144,7 +149,8 @@ def compact(
     cutoff = _cutoff(max_age)  # before any request: a max_age out of range is a ConfigError
     started, requests0 = time.monotonic(), saver.client.requests
     summary = Summary(dry_run=dry_run, keep=keep)
-    if not prepare(saver, dry_run=dry_run):
+    has_schema = prepare(saver, dry_run=dry_run)
+    if not has_schema:
         infos: list[ThreadInfo] = []
     else:
         infos = list_threads(saver) if threads is None else thread_infos(saver, threads)
@@ -168,12 +174,30 @@ def compact(
                 done += len(batch)
                 if progress is not None:
                     progress(done, total)
+        if sweep and has_schema:
+            _sweep_memory(saver, summary, held)  # releases the lease in the same request
+            held = None
     finally:
         if held is not None:
             leases.release(saver, held)
     summary.requests = saver.client.requests - requests0
     summary.seconds = round(time.monotonic() - started, 3)
     return summary
+
+
+def _sweep_memory(saver: D1Saver, summary: Summary, held: leases.Lease | None) -> None:
+    """Count the expired memory items and cache entries and (unless dry) delete them and
+    release the lease, in one request: the count and the deletes see the same `now`, so they
+    agree, and a live run costs no request more than before. Not lease-guarded: deleting
+    expired rows is safe beside anything, and a retry after a lost response (which finds the
+    lease released and the rows gone) must not fail; it then counts 0."""
+    now = time.time()
+    sweep = ([*admin.sweep_memory(now), admin.release_lease(held.name, held.holder)]
+             if held is not None else [])
+    results = saver.execute([admin.expired_memory(now), *sweep])
+    (row,) = results[0].dicts()
+    summary.store_items_swept = int(row["items"])
+    summary.cache_entries_swept = int(row["cache"])
 
 
 def _cutoff(max_age: timedelta | None) -> str | None:

@@ -19,6 +19,7 @@ from d1saver.core.errors import (
     D1Error,
     FleetError,
     IntegrityError,
+    InvalidInputError,
     LeaseHeldError,
     MissingConfigKeyError,
     NotFoundError,
@@ -33,11 +34,13 @@ from d1saver.core.errors import (
     TransientQueryError,
     TransportError,
     UnknownKeyError,
+    ValueTooLargeError,
     VerificationError,
 )
 from d1saver.ops.reseal import RekeyCounts
 from d1saver.http.retry import RetryPolicy
 from d1saver.core.settings import D1Settings, load_settings
+from d1saver.memory import D1Cache, D1Store
 from d1saver.saver import D1Saver
 
 __all__ = [
@@ -48,12 +51,15 @@ __all__ = [
     "ConfigError",
     "ConnectionError",
     "D1APIError",
+    "D1Cache",
     "D1Client",
     "D1Error",
     "D1Saver",
     "D1Settings",
+    "D1Store",
     "FleetError",
     "IntegrityError",
+    "InvalidInputError",
     "LeaseHeldError",
     "MissingConfigKeyError",
     "NotFoundError",
@@ -73,6 +79,7 @@ __all__ = [
     "TransientQueryError",
     "TransportError",
     "UnknownKeyError",
+    "ValueTooLargeError",
     "VerificationError",
     "load_settings",
 ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from d1saver.ops import rows as _rows
 from d1saver.sql import catalogue as _sql
+from d1saver.sql import memory as _memory_sql
 from d1saver.ops import statements as st
 from d1saver.ops import transfer as _transfer
 from d1saver.core.protocol import Result, Statement
@@ -66,6 +67,19 @@ def retention(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
 
 
 SUMMARY_COLUMNS = _sql.SUMMARY_COLUMNS  # retention_summary's columns
+
+
+def expired_memory(now: float) -> Statement:
+    """How many D1Store items and D1Cache entries have expired at `now` (unix seconds);
+    columns: items, cache."""
+    return Statement.bind(_memory_sql.COUNT_EXPIRED, {"now": float(now)})
+
+
+def sweep_memory(now: float) -> list[Statement]:
+    """Delete the D1Store items (with their vectors) and D1Cache entries expired at `now`:
+    run after `expired_memory(now)` in the same batch, it deletes exactly what that counted."""
+    return [Statement.bind(query, {"now": float(now)})
+            for query in [*_memory_sql.SWEEP_STORE, _memory_sql.SWEEP_CACHE]]
 
 
 def retention_summary(statements: Sequence[Statement], results: Sequence[Result]) -> Result:

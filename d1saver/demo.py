@@ -7,24 +7,34 @@ No account, no network, no LLM: the "model" is scripted so every run tells the s
 3. The agent asks a human to approve a booking with `interrupt()`; the run pauses.
 4. `Command(resume=...)` approves; the agent finishes.
 Then it prints the thread's history and what D1 holds, with the HTTP requests each step cost.
-Last, the same agent runs once more with `encryption_keys`: its rows are sealed ("e:"), read
+Then the same agent runs once more with `encryption_keys`: its rows are sealed ("e:"), read
 back with the key, and refused without it.
+Last, long-term memory and a node cache on the same database: a second conversation of the same
+user recalls, by meaning, a fact the first stored in a D1Store (a small deterministic embedding,
+no network), and a D1Cache hit skips a slow tool.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import operator
+import re
+import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command, Send, interrupt
+from langgraph.store.base import BaseStore
+from langgraph.types import CachePolicy, Command, Send, interrupt
 
-from d1saver import D1Error, D1Saver, TraceEvent, admin
+from d1saver import D1Cache, D1Error, D1Saver, D1Store, TraceEvent, admin
 from d1saver.storage.crypto import new_key
 from d1saver.local import LocalD1, LocalD1Transport
 
@@ -184,10 +194,12 @@ def run(data_dir: Path | None = None, echo: Any = print) -> dict[str, Any]:
     echo(f"\nHTTP requests in all: {meter.total}; node executions: {dict(executions)}")
     second.close()
     sealed = run_with_key(transport, echo)
+    memory = run_with_memory(transport, echo)
     engine.close()
     return {"executions": dict(executions), "reran": reran, "history": len(history),
             "final": state.values["messages"][-1].content, "stored": stored,
-            "requests": meter.total, "tool_runs": state.values["tool_runs"], "sealed": sealed}
+            "requests": meter.total, "tool_runs": state.values["tool_runs"], "sealed": sealed,
+            "memory": memory}
 
 
 def run_with_key(transport: LocalD1Transport, echo: Any) -> dict[str, Any]:
@@ -222,6 +234,107 @@ def run_with_key(transport: LocalD1Transport, echo: Any) -> dict[str, Any]:
     keyed.close()
     return {"head": row["head"], "metadata": row["metadata"], "answer": answer,
             "refusals": refusals}
+
+
+# --- 7. long-term memory and a node cache ------------------------------------------------------
+EMBED_DIMS = 64
+SLOW_TOOL_SECONDS = 0.3
+
+
+def embed(texts: Sequence[str]) -> list[list[float]]:
+    """A small deterministic embedding, no network: each word (crudely stemmed) hashed to a
+    signed unit in 64 dimensions, normalised. Texts sharing words score close."""
+    out = []
+    for text in texts:
+        vec = [0.0] * EMBED_DIMS
+        for word in re.findall(r"[a-z]+", text.lower()):
+            word = word[:5]  # "seats" and "seat", "flights" and "flight"
+            h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big")
+            vec[h % EMBED_DIMS] += 1.0 if h & 1 << 31 else -1.0
+        norm = math.sqrt(sum(x * x for x in vec)) or 1.0
+        out.append([x / norm for x in vec])
+    return out
+
+
+class MemoryState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    user: str
+    city: str
+    recalled: list[str]
+    forecast: str
+
+
+def build_memory_graph(tool_runs: Counter) -> StateGraph:
+    """recall (get_store: search by meaning) -> forecast (slow, cached) -> agent (store argument)."""
+
+    def recall(state: MemoryState) -> dict[str, Any]:
+        found = get_store().search(("users", state["user"], "memories"),
+                                   query=state["messages"][-1].content, limit=1)
+        return {"recalled": [f"{i.value['text']} (score {i.score:.2f})" for i in found
+                             if i.score is not None and i.score > 0.3]}
+
+    def forecast(state: MemoryState) -> dict[str, Any]:
+        tool_runs["forecast"] += 1
+        time.sleep(SLOW_TOOL_SECONDS)  # a slow weather API
+        return {"forecast": f"{state['city']}: 22°C and sunny"}
+
+    def agent(state: MemoryState, *, store: BaseStore) -> dict[str, Any]:
+        said = state["messages"][-1].content
+        if said.startswith("Remember:"):
+            fact = said.removeprefix("Remember:").strip()
+            store.put(("users", state["user"], "memories"), f"fact-{uuid.uuid4().hex[:6]}",
+                      {"text": fact})
+            return {"messages": [AIMessage(f"Noted. ({state['forecast']})")]}
+        seat = "a window seat" if any("window" in r for r in state["recalled"]) else "any seat"
+        return {"messages": [AIMessage(f"Booked {seat} to {state['city']}. "
+                                       f"({state['forecast']})")]}
+
+    builder = StateGraph(MemoryState)
+    builder.add_node("recall", recall)
+    builder.add_node("forecast", forecast,
+                     cache_policy=CachePolicy(key_func=lambda s: s["city"], ttl=3600))
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "recall")
+    builder.add_edge("recall", "forecast")
+    builder.add_edge("forecast", "agent")
+    builder.add_edge("agent", END)
+    return builder
+
+
+def run_with_memory(transport: LocalD1Transport, echo: Any) -> dict[str, Any]:
+    """7. Two conversations of one user: the second recalls what the first stored; the slow
+    forecast tool runs once, the second call is a cache hit."""
+    meter = Meter()
+    common: dict[str, Any] = dict(account_id=ACCOUNT_ID, database_id=DATABASE_ID,
+                                  api_token="local", api_base_url=BASE_URL,
+                                  transport=transport, tracer=meter)
+    user = f"ana-{uuid.uuid4().hex[:8]}"
+    tool_runs: Counter = Counter()
+    echo(f"\n7. Long-term memory (D1Store) and a node cache (D1Cache), user {user}:")
+    answers = []
+    for n, said in ((1, "Remember: I always want a window seat on flights."),
+                    (2, "Book me a flight to Lisbon, please. Which seat do I like?")):
+        # Each conversation as a new process would run it: new saver, store and cache objects.
+        # (group_commit off: each write its own request, so the counts below never vary)
+        graph = build_memory_graph(tool_runs).compile(
+            checkpointer=D1Saver(**common, group_commit=False),
+            store=D1Store(**common, index={"dims": EMBED_DIMS, "embed": embed,
+                                           "fields": ["text"]}),
+            cache=D1Cache(**common))
+        config = {"configurable": {"thread_id": f"{user}-conversation-{n}"}}
+        before = tool_runs["forecast"]
+        out = graph.invoke({"messages": [HumanMessage(said)], "user": user, "city": "Lisbon",
+                            "recalled": []}, config, durability="sync")
+        ran = tool_runs["forecast"] - before
+        answers.append(out["messages"][-1].content)
+        echo(f"   conversation {n} (thread ...-conversation-{n}): \"{said}\"")
+        if out["recalled"]:
+            echo(f"      recalled by meaning from conversation 1: {out['recalled'][0]}")
+        echo(f"      slow forecast tool: {'ran' if ran else 'cache hit, skipped'}")
+        echo(f"      answer: {out['messages'][-1].content}")
+        echo(f"      HTTP requests: {meter.since_mark()}")
+    return {"user": user, "answers": answers, "forecast_runs": tool_runs["forecast"],
+            "requests": meter.total}
 
 
 def storage_summary(saver: D1Saver) -> dict[str, tuple[int, int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import agent_bench, compaction_bench, scaling_bench
+from benchmarks import agent_bench, compaction_bench, scaling_bench, store_bench
 
 
 def test_compaction_benchmark_runs() -> None:
@@ -24,3 +24,9 @@ def test_scaling_benchmark_runs() -> None:
     rows = scaling_bench.main(["--threads", "4", "--turns", "1", "--service-ms", "0",
                                "--latency-ms", "0", "--fleets", "1,2", "--storage-turns", "2"])
     assert [(r.databases, r.checkpoints) for r in rows] == [(1, 12), (2, 12)]  # 3 per thread
+
+
+def test_store_benchmark_runs() -> None:
+    rows = store_bench.main(["--quick"])
+    d1 = [r for r in rows if r.store in ("D1Store", "D1Cache")]
+    assert d1 and all(r.requests == r.calls for r in d1), rows  # one request per call

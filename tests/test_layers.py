@@ -21,6 +21,7 @@ LAYERS: dict[str, set[str]] = {
     "local": {"core"},
     "ops": {"core", "sql", "storage"},
     "fleet": {"core", "sql", "storage", "http", "ops"},
+    "memory": {"core", "sql", "storage", "http", "fleet"},
 }
 # The public surface on top: any layer below, never compaction.
 PUBLIC_MODULES = {"__init__", "saver", "admin", "demo"}

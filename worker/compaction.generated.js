@@ -5,7 +5,7 @@
 // "hex_json_list" means a list of ids, sent as a JSON array of the hex of their UTF-8) or
 // {"value": v} (always v).
 export default {
- "schema_version": 10,
+ "schema_version": 11,
  "lease_name": "compaction",
  "cursor_name": "cron",
  "page_size": 1000,
@@ -233,7 +233,32 @@ export default {
    },
    {
     "name": "SCHEMA[38]",
-    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(10,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)",
+    "sql": "CREATE TABLE IF NOT EXISTS store_items(ns TEXT NOT NULL,key TEXT NOT NULL,value TEXT NOT NULL,created_at REAL NOT NULL,updated_at REAL NOT NULL,expires_at REAL,ttl_minutes REAL,PRIMARY KEY(ns,key))",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[39]",
+    "sql": "CREATE INDEX IF NOT EXISTS store_items_expires ON store_items(expires_at)WHERE expires_at IS NOT NULL",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[40]",
+    "sql": "CREATE TABLE IF NOT EXISTS store_vectors(ns TEXT NOT NULL,key TEXT NOT NULL,field TEXT NOT NULL,vector TEXT NOT NULL,PRIMARY KEY(ns,key,field))",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[41]",
+    "sql": "CREATE TABLE IF NOT EXISTS cache_entries(ns TEXT NOT NULL,key TEXT NOT NULL,value TEXT NOT NULL,expires_at REAL,PRIMARY KEY(ns,key))",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[42]",
+    "sql": "CREATE INDEX IF NOT EXISTS cache_entries_expires ON cache_entries(expires_at)WHERE expires_at IS NOT NULL",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[43]",
+    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(11,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)",
     "params": []
    },
    {
@@ -921,6 +946,54 @@ export default {
      },
      {
       "value": 10
+     }
+    ]
+   }
+  ],
+  "11": [
+   {
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+    "params": [
+     {
+      "value": 11
+     }
+    ]
+   },
+   {
+    "name": "MIGRATIONS[10][0]",
+    "sql": "CREATE TABLE IF NOT EXISTS store_items(ns TEXT NOT NULL,key TEXT NOT NULL,value TEXT NOT NULL,created_at REAL NOT NULL,updated_at REAL NOT NULL,expires_at REAL,ttl_minutes REAL,PRIMARY KEY(ns,key))",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[10][1]",
+    "sql": "CREATE INDEX IF NOT EXISTS store_items_expires ON store_items(expires_at)WHERE expires_at IS NOT NULL",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[10][2]",
+    "sql": "CREATE TABLE IF NOT EXISTS store_vectors(ns TEXT NOT NULL,key TEXT NOT NULL,field TEXT NOT NULL,vector TEXT NOT NULL,PRIMARY KEY(ns,key,field))",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[10][3]",
+    "sql": "CREATE TABLE IF NOT EXISTS cache_entries(ns TEXT NOT NULL,key TEXT NOT NULL,value TEXT NOT NULL,expires_at REAL,PRIMARY KEY(ns,key))",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[10][4]",
+    "sql": "CREATE INDEX IF NOT EXISTS cache_entries_expires ON cache_entries(expires_at)WHERE expires_at IS NOT NULL",
+    "params": []
+   },
+   {
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
+    "params": [
+     {
+      "value": 9
+     },
+     {
+      "value": 11
      }
     ]
    }

@@ -1,4 +1,5 @@
-"""The `d1saver` command: the local D1 server, the demo, and the compaction commands."""
+"""The `d1saver` command: the local D1 server, the demo, long-term memory and cache (store,
+cache), and the compaction commands."""
 
 from __future__ import annotations
 
@@ -141,6 +142,17 @@ def gateway_init(
     typer.echo(f"wrote {len(written)} files to {directory}. Next, in that folder: npm install; "
                "edit wrangler.toml (your database ids); npx wrangler deploy; "
                "npx wrangler secret put API_TOKEN")
+
+
+def _mount_memory() -> None:
+    """`d1saver store ...` and `d1saver cache ...` (d1saver/cli/memory.py), loaded with the app."""
+    from d1saver.cli.memory import cache_app, store_app
+
+    app.add_typer(store_app, name="store")
+    app.add_typer(cache_app, name="cache")
+
+
+_mount_memory()
 
 
 def _mount_plugins() -> None:

@@ -18,6 +18,9 @@
     │   └── IntegrityError          a value failed authentication under the encryption keys
     │       ├── UnknownKeyError     sealed under a key the saver does not hold
     │       └── PlaintextValueError a plaintext row where keys require a sealed one
+    ├── InvalidInputError           the store or cache refused its input (namespace, filter,
+    │   │                           vector, value); nothing was sent, nothing changed
+    │   └── ValueTooLargeError      a value that no D1 row can hold
     ├── CheckpointConflictError     the opt-in head guard refused a put
     ├── NotFoundError               tagging a checkpoint that does not exist
     ├── LeaseHeldError              another compaction run holds the lease
@@ -139,6 +142,17 @@ class UnknownKeyError(IntegrityError):
 class PlaintextValueError(IntegrityError):
     """A plaintext value where the saver's keys require a sealed one: planted by someone
     without the key, or written before keys were set (`d1saver rekey` seals such rows)."""
+
+
+class InvalidInputError(D1Error, ValueError):
+    """D1Store or D1Cache refused an argument (an invalid namespace, an unknown filter
+    operator, a NaN vector, an embedding whose dims differ from the index): raised before
+    anything is sent, so nothing changed."""
+
+
+class ValueTooLargeError(InvalidInputError):
+    """A stored item or cache entry that no D1 row can hold, even compressed (D1 refuses
+    rows over 2,000,000 bytes): nothing was sent."""
 
 
 class CheckpointConflictError(D1Error):

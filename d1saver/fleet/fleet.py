@@ -180,7 +180,7 @@ class Fleet:
              database_ids: Sequence[str] | None = None) -> dict[str, T]:
         """fn(node) for each database, concurrently (at most `limit` at once)."""
         nodes = self.selected(database_ids)
-        if not self.spans:
+        if not self.spans or not nodes:  # no database to ask (an empty batch): nothing to do
             return {node.database_id: fn(node) for node in nodes}
         if len(nodes) == 1:
             return _collect(operation, nodes, [_outcome(fn, nodes[0])])

@@ -14,6 +14,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from d1saver.sql import memory as _memory
 from d1saver.sql.query import Query, name_queries, q
 
 # --- schema and migrations ----------------------------------------------------------------
@@ -425,6 +426,8 @@ CREATE TABLE IF NOT EXISTS d1saver_compaction_cursor (
     updated_at TEXT NOT NULL
 )""",
     ],
+    # 11: long-term memory and the node cache (D1Store, D1Cache: d1saver/sql/memory.py), additive.
+    list(_memory.MEMORY_DDL),
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
@@ -3450,5 +3453,5 @@ KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
 # them (:source to :target); after the checkpoints, whose insert trigger clears the latter.
 
 # Every statement of this module, named by its identifier.
-STATEMENTS = [*name_queries(globals()),
+STATEMENTS = [*name_queries(globals()), *_memory.STATEMENTS,
               *(s for version in range(1, SCHEMA_VERSION + 1) for s in migration(version))]

@@ -56,7 +56,8 @@ HEAD_CHARS = len(SEALED) + 5  # "e:" and the base85 group of key id and codec
 _KEY_ID_LABEL = b"d1saver key id"
 _CHUNK_ID_INFO = b"d1saver chunk id v1"
 _AAD_VERSION = b"d1saver aad v1\x00"
-_KINDS = {"checkpoint": b"C", "metadata": b"M", "write": b"W", "chunk": b"K"}
+_KINDS = {"checkpoint": b"C", "metadata": b"M", "write": b"W", "chunk": b"K",
+          "store item": b"S", "cache entry": b"Q"}
 _GENERATE = ("generate one with: python -c \"import base64, os; "
              "print(base64.b64encode(os.urandom(32)).decode())\"")
 
@@ -171,6 +172,8 @@ class Binding:
         return b"".join(out)
 
     def describe(self) -> str:
+        if self.kind in ("store item", "cache entry"):
+            return f"stored {self.kind} {self.fields[1]!r} of namespace {self.fields[0]}"
         if self.thread_id is None:
             return f"stored {self.kind} {self.fields[0]!r}"
         return (f"stored {self.kind} of thread {self.thread_id!r}, checkpoint "
@@ -213,6 +216,16 @@ def aad_for_chunk(chunk_id: str) -> Binding:
 # metadata's plaintext part and its channels: d1saver/storage/values.py).
 Bind = Callable[[str | None], Binding]
 CheckpointBind = Callable[[str | None, str | None], Binding]
+
+
+def aad_for_store_item(ns: str, key: str) -> Binding:
+    """The binding of a D1Store item's value: its namespace (as stored) and key."""
+    return Binding("store item", (ns, key))
+
+
+def aad_for_cache_entry(ns: str, key: str, type_: str) -> Binding:
+    """The binding of a D1Cache entry: its namespace (as stored), key and serializer tag."""
+    return Binding("cache entry", (ns, key, type_))
 
 
 def checkpoint_binder(thread_id: str, ns: str, checkpoint_id: str) -> CheckpointBind:

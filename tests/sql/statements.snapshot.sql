@@ -118,7 +118,22 @@ CREATE TRIGGER IF NOT EXISTS d1saver_put_writes_rows INSTEAD OF INSERT ON d1save
 CREATE TRIGGER IF NOT EXISTS writes_pack_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='p:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each(substr(NEW.value,3))w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
 
 -- name: SCHEMA[38]
-INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(10,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)
+CREATE TABLE IF NOT EXISTS store_items(ns TEXT NOT NULL,key TEXT NOT NULL,value TEXT NOT NULL,created_at REAL NOT NULL,updated_at REAL NOT NULL,expires_at REAL,ttl_minutes REAL,PRIMARY KEY(ns,key))
+
+-- name: SCHEMA[39]
+CREATE INDEX IF NOT EXISTS store_items_expires ON store_items(expires_at)WHERE expires_at IS NOT NULL
+
+-- name: SCHEMA[40]
+CREATE TABLE IF NOT EXISTS store_vectors(ns TEXT NOT NULL,key TEXT NOT NULL,field TEXT NOT NULL,vector TEXT NOT NULL,PRIMARY KEY(ns,key,field))
+
+-- name: SCHEMA[41]
+CREATE TABLE IF NOT EXISTS cache_entries(ns TEXT NOT NULL,key TEXT NOT NULL,value TEXT NOT NULL,expires_at REAL,PRIMARY KEY(ns,key))
+
+-- name: SCHEMA[42]
+CREATE INDEX IF NOT EXISTS cache_entries_expires ON cache_entries(expires_at)WHERE expires_at IS NOT NULL
+
+-- name: SCHEMA[43]
+INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(11,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)
 
 -- name: READ_SCHEMA
 SELECT * FROM d1saver_schema
@@ -732,6 +747,86 @@ SELECT DISTINCT thread_id FROM d1saver_chunks
 -- name: KEY_CENSUS
 SELECT 'checkpoints' tbl,CASE WHEN substr(v,1,2)='e:' THEN substr(v,1,7)END head,COUNT(*)row_count FROM(SELECT CASE WHEN substr(c.checkpoint,1,2)='c:' THEN(SELECT k.data FROM chunks k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id AND k.owner='' AND k.seq=0)ELSE c.checkpoint END v FROM checkpoints c)GROUP BY CASE WHEN substr(v,1,2)='e:' THEN substr(v,1,7)END UNION ALL SELECT 'writes',CASE WHEN substr(v,1,2)='e:' THEN substr(v,1,7)END,COUNT(*)FROM(SELECT CASE WHEN substr(w.value,1,2)='c:' THEN(SELECT k.data FROM chunks k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id AND k.owner=w.task_id||'/'||w.idx AND k.seq=0)ELSE w.value END v FROM writes w WHERE w.value IS NOT NULL)GROUP BY CASE WHEN substr(v,1,2)='e:' THEN substr(v,1,7)END UNION ALL SELECT 'delta_frozen',CASE WHEN substr(v,1,2)='e:' THEN substr(v,1,7)END,COUNT(*)FROM(SELECT CASE WHEN substr(f.value,1,2)='c:' THEN(SELECT k.data FROM chunks k WHERE k.thread_id=f.thread_id AND k.checkpoint_ns=f.checkpoint_ns AND k.checkpoint_id=f.checkpoint_id AND k.owner='f/'||f.src_checkpoint_id||'/'||CASE f.kind WHEN 'w' THEN f.task_id||'/'||f.idx ELSE '' END AND k.seq=0)ELSE f.value END v FROM delta_frozen f WHERE f.kind<>'c' AND f.value IS NOT NULL)GROUP BY CASE WHEN substr(v,1,2)='e:' THEN substr(v,1,7)END
 
+-- name: PUT_ITEMS
+-- params: ?1 now, ?2 rows
+INSERT INTO store_items(ns,key,value,created_at,updated_at,expires_at,ttl_minutes)SELECT j.value->>0,j.value->>1,j.value->>2,?,?1,j.value->>3,j.value->>4 FROM json_each(?)j WHERE 1 ON CONFLICT(ns,key)DO UPDATE SET value=excluded.value,created_at=CASE WHEN store_items.expires_at IS NOT NULL AND store_items.expires_at<=excluded.updated_at THEN excluded.created_at ELSE store_items.created_at END,updated_at=excluded.updated_at,expires_at=excluded.expires_at,ttl_minutes=excluded.ttl_minutes
+
+-- name: DELETE_ITEMS
+-- params: ?1 keys
+DELETE FROM store_items WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))
+
+-- name: DELETE_VECTORS
+-- params: ?1 keys
+DELETE FROM store_vectors WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))
+
+-- name: PUT_VECTORS
+-- params: ?1 rows
+INSERT OR REPLACE INTO store_vectors(ns,key,field,vector)SELECT value->>0,value->>1,value->>2,value->>3 FROM json_each(?)
+
+-- name: GET_ITEMS
+-- params: ?1 keys, ?2 now
+SELECT s.ns,s.key,s.value,s.created_at,s.updated_at,s.ttl_minutes FROM json_each(?)j JOIN store_items s ON s.ns=j.value->>0 AND s.key=j.value->>1 WHERE s.expires_at IS NULL OR s.expires_at>?
+
+-- name: REFRESH_ITEMS
+-- params: ?1 now, ?2 keys
+UPDATE store_items SET expires_at=? + ttl_minutes * 60 WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))AND ttl_minutes IS NOT NULL AND expires_at>?1
+
+-- name: SEARCH_ITEMS
+-- params: ?1 exact, ?2 low, ?3 high, ?4 now, ?5 filter, ?6 limit, ?7 offset
+SELECT ns,key,value,created_at,updated_at,ttl_minutes FROM store_items WHERE(? IS NULL OR ns=?1 OR(ns>=? AND ns<?))AND(expires_at IS NULL OR expires_at>?)AND(? IS NULL OR CASE WHEN substr(store_items.value,1,1)='{' THEN NOT EXISTS(SELECT 1 FROM json_each(?5)f WHERE NOT(CASE f.value->>1 WHEN 'null' THEN json_extract(store_items.value,f.value->>0)IS NULL WHEN 'text' THEN json_type(store_items.value,f.value->>0)='text' AND json_extract(store_items.value,f.value->>0)=f.value->>2 WHEN 'number' THEN json_type(store_items.value,f.value->>0)IN('integer','real','true','false')AND json_extract(store_items.value,f.value->>0)=f.value->>2 ELSE 0 END))ELSE 0 END)ORDER BY updated_at DESC,ns,key LIMIT CAST(? AS INTEGER)OFFSET CAST(? AS INTEGER)
+
+-- name: SEARCH_OPAQUE
+-- params: ?1 exact, ?2 low, ?3 high, ?4 now
+SELECT ns,key,value,created_at,updated_at,ttl_minutes FROM store_items WHERE(? IS NULL OR ns=?1 OR(ns>=? AND ns<?))AND(expires_at IS NULL OR expires_at>?)AND substr(value,1,1)<>'{'
+
+-- name: REFRESH_SEARCH
+-- params: ?1 now, ?2 exact, ?3 low, ?4 high, ?5 limit, ?6 offset
+UPDATE store_items SET expires_at=? + ttl_minutes * 60 WHERE rowid IN(SELECT rowid FROM store_items WHERE(? IS NULL OR ns=?2 OR(ns>=? AND ns<?))AND(expires_at IS NULL OR expires_at>?1)ORDER BY updated_at DESC,ns,key LIMIT CAST(? AS INTEGER)OFFSET CAST(? AS INTEGER))AND ttl_minutes IS NOT NULL
+
+-- name: SEARCH_VECTORS
+-- params: ?1 exact, ?2 low, ?3 high, ?4 now, ?5 filter
+SELECT v.ns,v.key,v.field,v.vector FROM store_items s JOIN store_vectors v ON v.ns=s.ns AND v.key=s.key WHERE(? IS NULL OR s.ns=?1 OR(s.ns>=? AND s.ns<?))AND(s.expires_at IS NULL OR s.expires_at>?)AND(? IS NULL OR CASE WHEN substr(s.value,1,1)='{' THEN NOT EXISTS(SELECT 1 FROM json_each(?5)f WHERE NOT(CASE f.value->>1 WHEN 'null' THEN json_extract(s.value,f.value->>0)IS NULL WHEN 'text' THEN json_type(s.value,f.value->>0)='text' AND json_extract(s.value,f.value->>0)=f.value->>2 WHEN 'number' THEN json_type(s.value,f.value->>0)IN('integer','real','true','false')AND json_extract(s.value,f.value->>0)=f.value->>2 ELSE 0 END))ELSE 1 END)
+
+-- name: LIST_NAMESPACES
+-- params: ?1 exact, ?2 low, ?3 high, ?4 now
+SELECT DISTINCT ns FROM store_items WHERE(? IS NULL OR ns=?1 OR(ns>=? AND ns<?))AND(expires_at IS NULL OR expires_at>?)ORDER BY ns
+
+-- name: DELETE_SCOPE[0]
+-- params: ?1 exact, ?2 low, ?3 high
+DELETE FROM store_vectors WHERE(? IS NULL OR ns=?1 OR(ns>=? AND ns<?))
+
+-- name: DELETE_SCOPE[1]
+-- params: ?1 exact, ?2 low, ?3 high
+DELETE FROM store_items WHERE(? IS NULL OR ns=?1 OR(ns>=? AND ns<?))
+
+-- name: COUNT_EXPIRED
+-- params: ?1 now
+SELECT(SELECT COUNT(*)FROM store_items WHERE expires_at IS NOT NULL AND expires_at<=?)items,(SELECT COUNT(*)FROM cache_entries WHERE expires_at IS NOT NULL AND expires_at<=?1)cache
+
+-- name: SWEEP_STORE[0]
+-- params: ?1 now
+DELETE FROM store_vectors WHERE(ns,key)IN(SELECT ns,key FROM store_items WHERE expires_at IS NOT NULL AND expires_at<=?)
+
+-- name: SWEEP_STORE[1]
+-- params: ?1 now
+DELETE FROM store_items WHERE expires_at IS NOT NULL AND expires_at<=?
+
+-- name: SWEEP_CACHE
+-- params: ?1 now
+DELETE FROM cache_entries WHERE expires_at IS NOT NULL AND expires_at<=?
+
+-- name: CACHE_GET
+-- params: ?1 keys, ?2 now
+SELECT c.ns,c.key,c.value FROM json_each(?)j JOIN cache_entries c ON c.ns=j.value->>0 AND c.key=j.value->>1 WHERE c.expires_at IS NULL OR c.expires_at>?
+
+-- name: CACHE_SET
+-- params: ?1 rows
+INSERT OR REPLACE INTO cache_entries(ns,key,value,expires_at)SELECT value->>0,value->>1,value->>2,value->>3 FROM json_each(?)
+
+-- name: CACHE_CLEAR
+-- params: ?1 namespaces
+DELETE FROM cache_entries WHERE ? IS NULL OR ns IN(SELECT value FROM json_each(?1))
+
 -- name: MIGRATIONS[0][0]
 CREATE TABLE IF NOT EXISTS checkpoints(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,parent_checkpoint_id TEXT,type TEXT,checkpoint TEXT NOT NULL,metadata TEXT NOT NULL DEFAULT '{}',channels TEXT NOT NULL DEFAULT '[]',run_id TEXT,ts TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
 
@@ -851,3 +946,18 @@ CREATE INDEX IF NOT EXISTS d1saver_compaction_runs_started ON d1saver_compaction
 
 -- name: MIGRATIONS[9][2]
 CREATE TABLE IF NOT EXISTS d1saver_compaction_cursor(name TEXT PRIMARY KEY,after TEXT NOT NULL,run_id TEXT NOT NULL,updated_at TEXT NOT NULL)
+
+-- name: MIGRATIONS[10][0]
+CREATE TABLE IF NOT EXISTS store_items(ns TEXT NOT NULL,key TEXT NOT NULL,value TEXT NOT NULL,created_at REAL NOT NULL,updated_at REAL NOT NULL,expires_at REAL,ttl_minutes REAL,PRIMARY KEY(ns,key))
+
+-- name: MIGRATIONS[10][1]
+CREATE INDEX IF NOT EXISTS store_items_expires ON store_items(expires_at)WHERE expires_at IS NOT NULL
+
+-- name: MIGRATIONS[10][2]
+CREATE TABLE IF NOT EXISTS store_vectors(ns TEXT NOT NULL,key TEXT NOT NULL,field TEXT NOT NULL,vector TEXT NOT NULL,PRIMARY KEY(ns,key,field))
+
+-- name: MIGRATIONS[10][3]
+CREATE TABLE IF NOT EXISTS cache_entries(ns TEXT NOT NULL,key TEXT NOT NULL,value TEXT NOT NULL,expires_at REAL,PRIMARY KEY(ns,key))
+
+-- name: MIGRATIONS[10][4]
+CREATE INDEX IF NOT EXISTS cache_entries_expires ON cache_entries(expires_at)WHERE expires_at IS NOT NULL

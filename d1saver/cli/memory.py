@@ -1,0 +1,189 @@
+"""`d1saver store ...` and `d1saver cache clear`: look into and clean up D1Store's long-term
+memory and D1Cache's entries from a terminal, with the connection settings the other commands
+use (CLOUDFLARE_ACCOUNT_ID, CLOUDFLARE_API_TOKEN, D1_DATABASE_ID, D1_API_BASE_URL,
+D1SAVER_ENCRYPTION_KEYS).
+
+A NAMESPACE is typed as labels separated by '/' (`users/u1/memories`) or as a JSON array of
+labels (`'["users", "a/b"]'`) when a label holds a '/'. Exit codes: 0 done, 1 a D1 error,
+2 bad usage (a namespace refused, or `rm` without --yes off a terminal), 4 no such item.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Optional
+
+import typer
+
+from d1saver.cli.support import OneLineUsageErrors, printable, usage_error
+from d1saver.core.errors import ConfigError, D1Error, InvalidInputError
+from d1saver.memory import D1Cache, D1Store
+from d1saver.memory import namespaces as _ns
+
+EXIT_D1, EXIT_NOT_FOUND = 1, 4
+
+store_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
+                        help="Long-term memory (D1Store): list, show and delete items.")
+cache_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
+                        help="The node cache (D1Cache).")
+
+_ACCOUNT = typer.Option(None, "--account-id", help="Default: $CLOUDFLARE_ACCOUNT_ID.")
+_DATABASE = typer.Option(None, "--database-id",
+                         help="Default: $D1_DATABASE_ID. Several: comma-separated.")
+_BASE_URL = typer.Option(None, "--api-base-url",
+                         help="Default: $D1_API_BASE_URL or Cloudflare's API.")
+_TOKEN = typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.",
+                      show_default=False)
+_NS_HELP = "Labels separated by '/' (users/u1), or a JSON array of labels."
+
+
+def _namespace(text: str) -> tuple[str, ...]:
+    try:
+        return _ns.parse_cli(text)
+    except InvalidInputError as exc:
+        raise usage_error(str(exc)) from None
+
+
+@contextmanager
+def _open(cls: Any, account_id: Optional[str], database_id: Optional[str],
+          api_base_url: Optional[str], api_token: Optional[str]) -> Iterator[Any]:
+    try:
+        with cls.from_env(account_id=account_id, database_id=database_id,
+                          api_base_url=api_base_url, api_token=api_token) as opened:
+            yield opened
+    except (ConfigError, InvalidInputError) as exc:
+        raise usage_error(str(exc)) from None
+    except D1Error as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_D1) from None
+
+
+def _show(ns: tuple[str, ...]) -> str:
+    return printable("/".join(ns)) if not any("/" in label for label in ns) else printable(
+        json.dumps(list(ns), ensure_ascii=False))
+
+
+@store_app.command("namespaces")
+def namespaces_cmd(
+    prefix: str = typer.Argument("", help=_NS_HELP + " Every namespace if omitted."),
+    max_depth: Optional[int] = typer.Option(None, "--max-depth", min=1, help="Cut namespaces to this many labels."),
+    limit: int = typer.Option(1000, "--limit", min=1, help="At most this many."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array of label arrays."),
+    account_id: Optional[str] = _ACCOUNT,
+    database_id: Optional[str] = _DATABASE,
+    api_base_url: Optional[str] = _BASE_URL,
+    api_token: Optional[str] = _TOKEN,
+) -> None:
+    """List the namespaces that hold live items (under PREFIX)."""
+    ns = _namespace(prefix)
+    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
+        found = store.list_namespaces(prefix=ns or None, max_depth=max_depth, limit=limit)
+    if as_json:
+        typer.echo(json.dumps([list(n) for n in found], ensure_ascii=False))
+        return
+    for n in found:
+        typer.echo(_show(n))
+
+
+@store_app.command("ls")
+def ls_cmd(
+    namespace: str = typer.Argument(..., help=_NS_HELP + " Its sub-namespaces are listed too."),
+    limit: int = typer.Option(100, "--limit", min=1, help="At most this many items."),
+    offset: int = typer.Option(0, "--offset", min=0, help="Skip this many first."),
+    as_json: bool = typer.Option(False, "--json", help="Print items as JSON lines."),
+    account_id: Optional[str] = _ACCOUNT,
+    database_id: Optional[str] = _DATABASE,
+    api_base_url: Optional[str] = _BASE_URL,
+    api_token: Optional[str] = _TOKEN,
+) -> None:
+    """List the items of NAMESPACE and of the namespaces under it, newest first."""
+    ns = _namespace(namespace)
+    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
+        items = store.search(ns, limit=limit, offset=offset, refresh_ttl=False)
+    for item in items:
+        if as_json:
+            typer.echo(json.dumps(_as_dict(item), ensure_ascii=False))
+        else:
+            text = json.dumps(item.value, ensure_ascii=False)
+            text = text if len(text) <= 80 else text[:77] + "..."
+            typer.echo(f"{_show(item.namespace)}  {printable(item.key)}  "
+                       f"{item.updated_at.isoformat(timespec='milliseconds')}  {printable(text)}")
+
+
+@store_app.command("get")
+def get_cmd(
+    namespace: str = typer.Argument(..., help=_NS_HELP),
+    key: str = typer.Argument(..., help="The item's key."),
+    account_id: Optional[str] = _ACCOUNT,
+    database_id: Optional[str] = _DATABASE,
+    api_base_url: Optional[str] = _BASE_URL,
+    api_token: Optional[str] = _TOKEN,
+) -> None:
+    """Print one item as JSON (namespace, key, value, created_at, updated_at); exit 4 if none."""
+    ns = _namespace(namespace)
+    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
+        item = store.get(ns, key, refresh_ttl=False)
+    if item is None:
+        typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)
+        raise typer.Exit(EXIT_NOT_FOUND)
+    typer.echo(json.dumps(_as_dict(item), ensure_ascii=False, indent=2))
+
+
+@store_app.command("rm")
+def rm_cmd(
+    namespace: str = typer.Argument(..., help=_NS_HELP),
+    key: Optional[str] = typer.Argument(None, help="One item's key; without it, every item of NAMESPACE and under it."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    account_id: Optional[str] = _ACCOUNT,
+    database_id: Optional[str] = _DATABASE,
+    api_base_url: Optional[str] = _BASE_URL,
+    api_token: Optional[str] = _TOKEN,
+) -> None:
+    """Delete one item, or every item of NAMESPACE and the namespaces under it."""
+    ns = _namespace(namespace)
+    if not ns:
+        raise usage_error("name a namespace: rm does not delete every namespace at once")
+    what = (f"item {printable(key)!r} of {_show(ns)}" if key is not None
+            else f"every item of {_show(ns)} and of the namespaces under it")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise usage_error(f"this deletes {what}: pass --yes (no terminal to ask on)")
+        if not typer.confirm(f"Delete {what}?"):
+            raise typer.Exit(0)
+    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
+        if key is not None:
+            if store.get(ns, key, refresh_ttl=False) is None:
+                typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)
+                raise typer.Exit(EXIT_NOT_FOUND)
+            store.delete(ns, key)
+            gone = 1
+        else:
+            gone = store.delete_namespace(ns)
+    typer.echo(f"deleted {gone} item{'s' if gone != 1 else ''}")
+
+
+@cache_app.command("clear")
+def cache_clear_cmd(
+    namespace: Optional[str] = typer.Argument(None, help=_NS_HELP + " Every entry if omitted."),
+    account_id: Optional[str] = _ACCOUNT,
+    database_id: Optional[str] = _DATABASE,
+    api_base_url: Optional[str] = _BASE_URL,
+    api_token: Optional[str] = _TOKEN,
+) -> None:
+    """Delete the cache entries of NAMESPACE (exactly that namespace, as BaseCache.clear), or
+    every entry."""
+    ns = None if namespace is None else _namespace(namespace)
+    with _open(D1Cache, account_id, database_id, api_base_url, api_token) as cache:
+        cache.clear(None if ns is None else [ns])
+    typer.echo("cleared " + ("every cache entry" if ns is None else f"cache namespace {_show(ns)}"))
+
+
+def _as_dict(item: Any) -> dict[str, Any]:
+    return {"namespace": list(item.namespace), "key": item.key, "value": item.value,
+            "created_at": item.created_at.isoformat(), "updated_at": item.updated_at.isoformat()}
+
+
+__all__ = ["cache_app", "store_app"]

@@ -1,0 +1,152 @@
+"""What D1Store and D1Cache share with D1Saver: the constructor's arguments, the databases
+(one node each: client, driver with its once-only schema setup, operations) and the routing
+of a namespace to its database by its first label."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from d1saver.core.protocol import Result, Statement, Tracer
+from d1saver.core.settings import DEFAULT_API_BASE_URL, load_settings
+from d1saver.fleet.databases import Node, client_factory, database_lists, make_nodes
+from d1saver.fleet.fleet import DEFAULT_CONCURRENCY, Fleet
+from d1saver.fleet.routing import Route, Router
+from d1saver.http.retry import RetryPolicy
+from d1saver.storage.crypto import Key, Sealer, keys_from_env
+from d1saver.storage.serde import default_serde, trusted_serde
+from d1saver.storage.values import Values
+
+T = TypeVar("T")
+M = TypeVar("M", bound="Memory")
+
+
+class Memory:
+    """Databases reached as D1Saver reaches them, and where a namespace lives.
+
+    A namespace lives in the database its first label routes to (rendezvous hashing of the
+    label over `database_ids`, or `route(label)`): a user's memory under ("user-1", ...)
+    stays in one database. `clock` gives unix seconds (created_at, TTLs).
+    """
+
+    def __init__(
+        self,
+        *,
+        account_id: str,
+        database_id: str | None = None,
+        database_ids: Sequence[str] | None = None,
+        api_token: str,
+        api_base_url: str = DEFAULT_API_BASE_URL,
+        serde: SerializerProtocol | None = None,
+        timeout: httpx.Timeout | float | None = None,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+        tracer: Tracer | None = None,
+        auto_setup: bool = True,
+        route: Route | None = None,
+        fleet_concurrency: int = DEFAULT_CONCURRENCY,
+        encryption_keys: Sequence[Key] | Key | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        sealer = None if encryption_keys is None else Sealer(encryption_keys)
+        serde = serde or default_serde()
+        self.serde = serde if sealer is None else trusted_serde(serde)
+        ids, _ = database_lists(database_id, database_ids, None)
+        new_client = client_factory(
+            account_id=account_id, api_token=api_token, api_base_url=api_base_url, retry=retry,
+            transport=transport, async_transport=async_transport, tracer=tracer, timeout=timeout)
+        nodes = make_nodes(ids, new_client, Values(self.serde, sealer), guard_head=False,
+                           auto_setup=auto_setup, group_commit=False, group_commit_window=None)
+        self._fleet = Fleet(nodes, Router(ids, route), None, fleet_concurrency)
+        self.account_id = account_id
+        self.database_id = ids[0] if len(ids) == 1 else None
+        self.clock = clock
+
+    @classmethod
+    def from_env(cls: type[M], *, account_id: str | None = None, database_id: str | None = None,
+                 api_base_url: str | None = None, api_token: str | None = None,
+                 **kwargs: Any) -> M:
+        """Build from the environment exactly as `D1Saver.from_env` does (CLOUDFLARE_ACCOUNT_ID,
+        CLOUDFLARE_API_TOKEN, D1_DATABASE_ID, D1_API_BASE_URL, D1SAVER_ENCRYPTION_KEYS);
+        arguments that are not None override them."""
+        settings = load_settings(account_id=account_id, database_id=database_id,
+                                 api_base_url=api_base_url, api_token=api_token)
+        if kwargs.get("encryption_keys") is None:
+            kwargs["encryption_keys"] = keys_from_env()
+        ids = settings.database_ids
+        where: dict[str, Any] = ({"database_id": ids[0]} if len(ids) == 1
+                                 else {"database_ids": ids})
+        return cls(account_id=settings.account_id, **where,
+                   api_token=settings.api_token.get_secret_value(),
+                   api_base_url=settings.api_base_url, **kwargs)
+
+    # --- databases ------------------------------------------------------------------------
+
+    @property
+    def database_ids(self) -> tuple[str, ...]:
+        return self._fleet.database_ids
+
+    @property
+    def sealer(self) -> Sealer | None:
+        return self._fleet.sealer
+
+    def home(self, namespace: Sequence[str]) -> str:
+        """The id of the database a namespace lives in (by its first label)."""
+        return self._fleet.router.home(namespace[0] if namespace else "")
+
+    def _node(self, namespace: Sequence[str]) -> Node:
+        return self._fleet.nodes[self.home(namespace)]
+
+    def _nodes(self) -> list[Node]:
+        return list(self._fleet.nodes.values())
+
+    def setup(self) -> None:
+        """Create or migrate the schema in every database (one request each, once)."""
+        self._fleet.each(lambda node: node.run(lambda ops: ops.setup_once()), "setup")
+
+    async def asetup(self) -> None:
+        await self._fleet.aeach(lambda node: node.arun(lambda ops: ops.setup_once()), "setup")
+
+    def _exchange(self, node: Node, statements: Sequence[Statement]) -> list[Result]:
+        return node.run(lambda ops: ops.exchange(statements))
+
+    async def _aexchange(self, node: Node, statements: Sequence[Statement]) -> list[Result]:
+        return await node.arun(lambda ops: ops.exchange(statements))
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for node in self._nodes():
+            node.client.close()
+
+    async def aclose(self) -> None:
+        for node in self._nodes():
+            await node.client.aclose()
+
+    def __enter__(self: M) -> M:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self: M) -> M:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        where = (f"database_id={self.database_id!r}" if self.database_id is not None
+                 else f"database_ids={list(self.database_ids)!r}")
+        return f"{type(self).__name__}(account_id={self.account_id!r}, {where})"
+
+
+__all__ = ["Memory"]

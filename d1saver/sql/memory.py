@@ -1,0 +1,169 @@
+"""The SQL of long-term memory (D1Store) and of the node cache (D1Cache), as named constants.
+
+A namespace is stored as the JSON array of its labels (`ns`, compact, ASCII: d1saver/memory/
+namespaces.py), so labels are data: a prefix is matched as a range of that text, never with
+LIKE or GLOB. Times are unix seconds as REAL (sub-second), from the writer's clock. Lists
+travel as one JSON parameter read by json_each, so no statement nears D1's 100 parameters.
+"""
+
+from __future__ import annotations
+
+from d1saver.sql.query import Query, name_queries, q
+
+# --- schema (migration step 9; schema.sql holds the same) --------------------------------------
+
+MEMORY_DDL = [
+    """CREATE TABLE IF NOT EXISTS store_items (
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    expires_at REAL,
+    ttl_minutes REAL,
+    PRIMARY KEY (ns, key)
+)""",
+    "CREATE INDEX IF NOT EXISTS store_items_expires ON store_items (expires_at) "
+    "WHERE expires_at IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS store_vectors (
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    field TEXT NOT NULL,
+    vector TEXT NOT NULL,
+    PRIMARY KEY (ns, key, field)
+)""",
+    """CREATE TABLE IF NOT EXISTS cache_entries (
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    expires_at REAL,
+    PRIMARY KEY (ns, key)
+)""",
+    "CREATE INDEX IF NOT EXISTS cache_entries_expires ON cache_entries (expires_at) "
+    "WHERE expires_at IS NOT NULL",
+]
+
+# --- scope: which namespaces a statement reads --------------------------------------------------
+#
+# :exact the whole namespace's text, :low and :high the range of its descendants (ns >= :low AND
+# ns < :high; d1saver/memory/namespaces.py builds them); :exact NULL: every namespace.
+_SCOPE = "(:exact IS NULL OR {t}ns = :exact OR ({t}ns >= :low AND {t}ns < :high))"
+_LIVE = "({t}expires_at IS NULL OR {t}expires_at > :now)"
+
+# --- writes ---------------------------------------------------------------------------------
+
+# :rows JSON [[ns, key, value, expires_at, ttl_minutes], ...]. An item put again keeps its
+# created_at, unless it had expired (then it is a new item).
+PUT_ITEMS = q("""INSERT INTO store_items (ns, key, value, created_at, updated_at, expires_at,
+    ttl_minutes)
+SELECT j.value->>0, j.value->>1, j.value->>2, :now, :now, j.value->>3, j.value->>4
+FROM json_each(:rows) AS j WHERE 1
+ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value,
+    created_at = CASE WHEN store_items.expires_at IS NOT NULL
+        AND store_items.expires_at <= excluded.updated_at
+        THEN excluded.created_at ELSE store_items.created_at END,
+    updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+    ttl_minutes = excluded.ttl_minutes""")
+
+# :keys JSON [[ns, key], ...]: the items (and their vectors) deleted or put again.
+DELETE_ITEMS = q("""DELETE FROM store_items WHERE (ns, key) IN (
+    SELECT value->>0, value->>1 FROM json_each(:keys))""")
+DELETE_VECTORS = q("""DELETE FROM store_vectors WHERE (ns, key) IN (
+    SELECT value->>0, value->>1 FROM json_each(:keys))""")
+# :rows JSON [[ns, key, field, vector], ...]
+PUT_VECTORS = q("""INSERT OR REPLACE INTO store_vectors (ns, key, field, vector)
+SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows)""")
+
+# --- reads ----------------------------------------------------------------------------------
+
+ITEM_COLUMNS = ("ns", "key", "value", "created_at", "updated_at", "ttl_minutes")
+
+# :keys JSON [[ns, key], ...]: the live items among them.
+GET_ITEMS = q("""SELECT s.ns, s.key, s.value, s.created_at, s.updated_at, s.ttl_minutes
+FROM json_each(:keys) AS j JOIN store_items AS s ON s.ns = j.value->>0 AND s.key = j.value->>1
+WHERE s.expires_at IS NULL OR s.expires_at > :now""")
+# Before GET_ITEMS in the same batch: the live items among them that have a TTL start it again.
+REFRESH_ITEMS = q("""UPDATE store_items SET expires_at = :now + ttl_minutes * 60
+WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(:keys))
+    AND ttl_minutes IS NOT NULL AND expires_at > :now""")
+
+# A value filter SQL can decide, :filter: JSON [[path, kind, operand], ...], each an equality
+# that must hold (d1saver/memory/values.py compiles it); NULL: no filter. Only a JSON value
+# ("{...}") is tested (json_extract fails on other text); a compressed or sealed one ({opaque}:
+# 0 leaves it out, for SEARCH_OPAQUE to return; 1 keeps it) is left to Python. CASE fixes the
+# order of evaluation, which AND does not.
+_FILTER = """(:filter IS NULL OR CASE WHEN substr({t}value, 1, 1) = '{{' THEN NOT EXISTS (
+    SELECT 1 FROM json_each(:filter) AS f WHERE NOT (CASE f.value->>1
+        WHEN 'null' THEN json_extract({t}value, f.value->>0) IS NULL
+        WHEN 'text' THEN json_type({t}value, f.value->>0) = 'text'
+            AND json_extract({t}value, f.value->>0) = f.value->>2
+        WHEN 'number' THEN json_type({t}value, f.value->>0) IN ('integer', 'real', 'true', 'false')
+            AND json_extract({t}value, f.value->>0) = f.value->>2
+        ELSE 0 END)) ELSE {opaque} END)"""
+
+# The scope, :limit (-1: all), :offset, :filter. Newest first, as SqliteStore orders them.
+SEARCH_ITEMS = q(f"""SELECT ns, key, value, created_at, updated_at, ttl_minutes FROM store_items
+WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')}
+    AND {_FILTER.format(t='store_items.', opaque=0)}
+ORDER BY updated_at DESC, ns, key LIMIT CAST(:limit AS INTEGER) OFFSET CAST(:offset AS INTEGER)""")
+# With a filter in SQL: the items in scope whose value SQL cannot read (compressed or sealed),
+# for Python to filter.
+SEARCH_OPAQUE = q(f"""SELECT ns, key, value, created_at, updated_at, ttl_minutes FROM store_items
+WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')} AND substr(value, 1, 1) <> '{{'""")
+# An unfiltered page's TTLs refreshed, before it is read (same batch, same page).
+REFRESH_SEARCH = q(f"""UPDATE store_items SET expires_at = :now + ttl_minutes * 60
+WHERE rowid IN (SELECT rowid FROM store_items
+    WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')}
+    ORDER BY updated_at DESC, ns, key LIMIT CAST(:limit AS INTEGER) OFFSET CAST(:offset AS INTEGER))
+    AND ttl_minutes IS NOT NULL""")
+
+VECTOR_COLUMNS = ("ns", "key", "field", "vector")
+# The vectors of every live item in scope that may pass :filter.
+SEARCH_VECTORS = q(f"""SELECT v.ns, v.key, v.field, v.vector
+FROM store_items AS s JOIN store_vectors AS v ON v.ns = s.ns AND v.key = s.key
+WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')} AND {_FILTER.format(t='s.', opaque=1)}""")
+
+NAMESPACE_COLUMNS = ("ns",)
+# The distinct namespaces of live items in scope.
+LIST_NAMESPACES = q(f"""SELECT DISTINCT ns FROM store_items
+WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')} ORDER BY ns""")
+
+# Delete every item in scope (a namespace and its descendants; :exact, :low, :high).
+DELETE_SCOPE = [
+    q(f"DELETE FROM store_vectors WHERE {_SCOPE.format(t='')}", "DELETE_SCOPE[0]"),
+    q(f"DELETE FROM store_items WHERE {_SCOPE.format(t='')}", "DELETE_SCOPE[1]"),
+]
+
+# --- TTL sweep: what expired at :now -----------------------------------------------------------
+
+COUNT_EXPIRED = q("""SELECT
+    (SELECT COUNT(*) FROM store_items WHERE expires_at IS NOT NULL AND expires_at <= :now)
+        AS items,
+    (SELECT COUNT(*) FROM cache_entries WHERE expires_at IS NOT NULL AND expires_at <= :now)
+        AS cache""")
+EXPIRED_COLUMNS = ("items", "cache")
+SWEEP_STORE = [
+    q("""DELETE FROM store_vectors WHERE (ns, key) IN (SELECT ns, key FROM store_items
+    WHERE expires_at IS NOT NULL AND expires_at <= :now)""", "SWEEP_STORE[0]"),
+    q("DELETE FROM store_items WHERE expires_at IS NOT NULL AND expires_at <= :now",
+      "SWEEP_STORE[1]"),
+]
+SWEEP_CACHE = q("DELETE FROM cache_entries WHERE expires_at IS NOT NULL AND expires_at <= :now")
+
+# --- cache ------------------------------------------------------------------------------------
+
+CACHE_COLUMNS = ("ns", "key", "value")
+# :keys JSON [[ns, key], ...]: the live entries among them.
+CACHE_GET = q("""SELECT c.ns, c.key, c.value
+FROM json_each(:keys) AS j JOIN cache_entries AS c ON c.ns = j.value->>0 AND c.key = j.value->>1
+WHERE c.expires_at IS NULL OR c.expires_at > :now""")
+# :rows JSON [[ns, key, value, expires_at], ...]
+CACHE_SET = q("""INSERT OR REPLACE INTO cache_entries (ns, key, value, expires_at)
+SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows)""")
+# :namespaces JSON [ns, ...], or NULL: every entry.
+CACHE_CLEAR = q("""DELETE FROM cache_entries
+WHERE :namespaces IS NULL OR ns IN (SELECT value FROM json_each(:namespaces))""")
+
+# Every statement of this module, named by its identifier (in d1saver/sql/catalogue.py's
+# STATEMENTS, so the snapshot of every statement sent holds them).
+STATEMENTS: list[Query] = name_queries(globals())

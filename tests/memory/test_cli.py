@@ -1,0 +1,148 @@
+"""`d1saver store ...`, `d1saver cache clear` and the TTL sweep of `d1saver compact`, through
+Typer's CliRunner against a local D1 served over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from compaction.job import compact
+from d1saver import D1Cache, D1Saver, D1Store
+from tests.compaction.test_cli import TOKEN, cli, env_for
+
+
+@pytest.fixture
+def env(serve: Callable[..., str]) -> dict[str, str]:
+    return env_for(serve())
+
+
+def _kwargs(env: dict[str, str], **more: Any) -> dict[str, Any]:
+    return {"account_id": env["CLOUDFLARE_ACCOUNT_ID"], "database_id": env["D1_DATABASE_ID"],
+            "api_token": TOKEN, "api_base_url": env["D1_API_BASE_URL"], **more}
+
+
+@pytest.fixture
+def store(env: dict[str, str]) -> Iterator[D1Store]:
+    with D1Store(**_kwargs(env)) as s:
+        s.put(("users", "u1", "memories"), "m1", {"text": "likes coffee"})
+        s.put(("users", "u1", "memories"), "m2", {"text": "lives in Lisbon"})
+        s.put(("users", "u2"), "prefs", {"theme": "dark"})
+        s.put(("a/b", "c"), "k", {"slash": True})
+        yield s
+
+
+def test_namespaces(store: D1Store, env: dict[str, str]) -> None:
+    out = cli(env, "store", "namespaces")
+    assert out.exit_code == 0, out.stderr
+    assert out.stdout.splitlines() == ['["a/b", "c"]', "users/u1/memories", "users/u2"]
+    out = cli(env, "store", "namespaces", "users", "--max-depth", "2", "--json")
+    assert json.loads(out.stdout) == [["users", "u1"], ["users", "u2"]]
+    out = cli(env, "store", "namespaces", '["a/b"]')
+    assert out.stdout.splitlines() == ['["a/b", "c"]']
+
+
+def test_ls_and_get(store: D1Store, env: dict[str, str]) -> None:
+    out = cli(env, "store", "ls", "users/u1")
+    assert out.exit_code == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("users/u1/memories  m2  ")
+    out = cli(env, "store", "ls", "users", "--json", "--limit", "1")
+    assert json.loads(out.stdout)["key"] == "prefs"
+    out = cli(env, "store", "get", "users/u1/memories", "m1")
+    assert json.loads(out.stdout)["value"] == {"text": "likes coffee"}
+    out = cli(env, "store", "get", "users/u1/memories", "nope")
+    assert out.exit_code == 4
+
+
+def test_rm_needs_yes_off_a_terminal(store: D1Store, env: dict[str, str]) -> None:
+    out = cli(env, "store", "rm", "users/u1/memories", "m1")
+    assert out.exit_code == 2 and "--yes" in out.stderr
+    assert store.get(("users", "u1", "memories"), "m1") is not None
+    out = cli(env, "store", "rm", "users/u1/memories", "m1", "--yes")
+    assert out.exit_code == 0 and "deleted 1 item" in out.stdout
+    assert store.get(("users", "u1", "memories"), "m1") is None
+    out = cli(env, "store", "rm", "users", "--yes")
+    assert "deleted 2 items" in out.stdout
+    assert store.list_namespaces() == [("a/b", "c")]
+    assert cli(env, "store", "rm", "users/u9", "k", "--yes").exit_code == 4
+
+
+def test_bad_namespace_is_a_usage_error(store: D1Store, env: dict[str, str]) -> None:
+    for bad in ['["unclosed', "a.b", '[1, 2]']:
+        out = cli(env, "store", "ls", bad)
+        assert out.exit_code == 2 and out.stderr.startswith("error:"), bad
+
+
+def test_cache_clear(env: dict[str, str]) -> None:
+    with D1Cache(**_kwargs(env)) as cache:
+        cache.set({(("n", "a"), "k"): (1, None), (("n", "b"), "k"): (2, None)})
+        out = cli(env, "cache", "clear", "n/a")
+        assert out.exit_code == 0, out.stderr
+        assert cache.get([(("n", "a"), "k"), (("n", "b"), "k")]) == {(("n", "b"), "k"): 2}
+        assert cli(env, "cache", "clear").exit_code == 0
+        assert cache.get([(("n", "b"), "k")]) == {}
+
+
+def test_compact_sweeps_expired_memory_and_cache(env: dict[str, str]) -> None:
+    past = time.time() - 3600
+    with D1Store(**_kwargs(env, clock=lambda: past)) as old, \
+            D1Cache(**_kwargs(env, clock=lambda: past)) as old_cache, \
+            D1Store(**_kwargs(env)) as store:
+        old.put(("t",), "expired", {"v": 1}, ttl=1)
+        old.put(("t",), "kept", {"v": 2})
+        old_cache.set({(("c",), "expired"): (1, 60), (("c",), "kept"): (2, None)})
+        out = cli(env, "compact", "--keep", "1", "--all", "--dry-run")
+        assert out.exit_code == 0, out.stderr
+        assert "would sweep 1 expired memory items and 1 cache entries" in out.stdout
+        out = cli(env, "compact", "--keep", "1", "--all", "--json")
+        figures = json.loads(out.stdout)
+        assert (figures["store_items_swept"], figures["cache_entries_swept"]) == (1, 1)
+        assert figures["requests"] == 4  # setup, list, acquire; sweep rides with the release
+        rows = store._exchange(store._nodes()[0], [_sql("SELECT key FROM store_items"),
+                                                   _sql("SELECT key FROM cache_entries")])
+        assert [r.rows for r in rows] == [[["kept"]], [["kept"]]]
+        out = cli(env, "compact", "--keep", "1", "--all", "--no-sweep", "--json")
+        assert json.loads(out.stdout)["store_items_swept"] == 0
+
+
+def test_compact_library_sweep_counts(env: dict[str, str]) -> None:
+    past = time.time() - 3600
+    with D1Store(**_kwargs(env, clock=lambda: past)) as old, \
+            D1Saver(**_kwargs(env)) as saver:
+        old.batch([])
+        for i in range(5):
+            old.put(("t",), f"k{i}", {"v": i}, ttl=1)
+        summary = compact(saver, keep=1, dry_run=True)
+        assert summary.store_items_swept == 5
+        summary = compact(saver, keep=1)
+        assert summary.store_items_swept == 5
+        assert compact(saver, keep=1).store_items_swept == 0
+
+
+def _sql(text: str) -> Any:
+    from d1saver import Statement
+    return Statement(text)
+
+
+MEMORY_COMMANDS = [["store", "namespaces"], ["store", "ls", "a/b"], ["store", "get", "a", "k"],
+                   ["store", "rm", "a", "k", "--yes"], ["cache", "clear"], ["cache", "clear", "a"]]
+
+
+@pytest.mark.parametrize("args", MEMORY_COMMANDS, ids=" ".join)
+def test_wrong_token_and_no_server_exit_1_without_the_token(
+        args: list[str], serve: Callable[..., str]) -> None:
+    from tests.servers import closed_url
+    out = cli(env_for(serve(api_token="right")), *args)
+    assert out.exit_code == 1 and "CLOUDFLARE_API_TOKEN" in out.stderr
+    out = cli(env_for(closed_url()), *args)
+    assert out.exit_code == 1 and out.stderr.startswith("error:")
+
+
+@pytest.mark.parametrize("args", MEMORY_COMMANDS, ids=" ".join)
+def test_every_memory_command_has_help_and_takes_the_connection_flags(args: list[str]) -> None:
+    out = cli({}, *args[:2], "--help")
+    assert out.exit_code == 0 and "--api-base-url" in out.stdout and "--api-token" in out.stdout
