@@ -2420,20 +2420,34 @@ ORDER BY thread_id""")
 
 # --- compaction: thread listing, lease -----------------------------------------------------
 
-# Keyset pages of threads: ?1 the last thread_id of the previous page ('' first), ?2 size.
-# Rows: thread_id, checkpoints, namespaces, last ts, stored bytes of its checkpoints.
+
+# Keyset pages of threads after :after ('' first), :limit at most: checkpoints, namespaces, last
+# ts, and the thread's whole storage (checkpoints, writes, parts, chunk rows, frozen histories).
 THREADS_PAGE = q("""
-SELECT thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT checkpoint_ns) AS namespaces,
-       MAX(ts) AS updated, SUM(LENGTH(checkpoint) + LENGTH(metadata)) AS bytes
-FROM checkpoints WHERE thread_id > :after
-GROUP BY thread_id ORDER BY thread_id LIMIT :limit""")
+SELECT c.thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT c.checkpoint_ns) AS namespaces,
+       MAX(c.ts) AS updated,
+       SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata))
+       + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w WHERE w.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(p.data)), 0) FROM chunks AS p WHERE p.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM d1saver_chunks AS k WHERE k.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(f.value) + COALESCE(LENGTH(f.metadata), 0)), 0)
+          FROM delta_frozen AS f WHERE f.thread_id = c.thread_id) AS bytes
+FROM checkpoints AS c WHERE c.thread_id > :after
+GROUP BY c.thread_id ORDER BY c.thread_id LIMIT :limit""")
 
 # The same figures for named threads: ?1 JSON array of thread ids.
 THREADS_INFO = q("""
-SELECT thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT checkpoint_ns) AS namespaces,
-       MAX(ts) AS updated, SUM(LENGTH(checkpoint) + LENGTH(metadata)) AS bytes
-FROM checkpoints WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
-GROUP BY thread_id ORDER BY thread_id""")
+SELECT c.thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT c.checkpoint_ns) AS namespaces,
+       MAX(c.ts) AS updated,
+       SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata))
+       + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w WHERE w.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(p.data)), 0) FROM chunks AS p WHERE p.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM d1saver_chunks AS k WHERE k.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(f.value) + COALESCE(LENGTH(f.metadata), 0)), 0)
+          FROM delta_frozen AS f WHERE f.thread_id = c.thread_id) AS bytes
+FROM checkpoints AS c
+WHERE c.thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
+GROUP BY c.thread_id ORDER BY c.thread_id""")
 
 # One thread's checkpoints, newest first (`d1saver history`): ?1 thread_id, ?2 limit.
 HISTORY = q("""

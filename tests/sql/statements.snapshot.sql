@@ -380,11 +380,11 @@ SELECT CAST(unhex(r.value->>0)AS TEXT)thread_id,r.value->>1 checkpoints_total,r.
 
 -- name: THREADS_PAGE
 -- params: ?1 after, ?2 limit
-SELECT thread_id,COUNT(*)checkpoints,COUNT(DISTINCT checkpoint_ns)namespaces,MAX(ts)updated,SUM(LENGTH(checkpoint)+ LENGTH(metadata))bytes FROM checkpoints WHERE thread_id>? GROUP BY thread_id ORDER BY thread_id LIMIT ?
+SELECT c.thread_id,COUNT(*)checkpoints,COUNT(DISTINCT c.checkpoint_ns)namespaces,MAX(c.ts)updated,SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(p.data)),0)FROM chunks p WHERE p.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM d1saver_chunks k WHERE k.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(f.value)+ COALESCE(LENGTH(f.metadata),0)),0)FROM delta_frozen f WHERE f.thread_id=c.thread_id)bytes FROM checkpoints c WHERE c.thread_id>? GROUP BY c.thread_id ORDER BY c.thread_id LIMIT ?
 
 -- name: THREADS_INFO
 -- params: ?1 thread_ids
-SELECT thread_id,COUNT(*)checkpoints,COUNT(DISTINCT checkpoint_ns)namespaces,MAX(ts)updated,SUM(LENGTH(checkpoint)+ LENGTH(metadata))bytes FROM checkpoints WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))GROUP BY thread_id ORDER BY thread_id
+SELECT c.thread_id,COUNT(*)checkpoints,COUNT(DISTINCT c.checkpoint_ns)namespaces,MAX(c.ts)updated,SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(p.data)),0)FROM chunks p WHERE p.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM d1saver_chunks k WHERE k.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(f.value)+ COALESCE(LENGTH(f.metadata),0)),0)FROM delta_frozen f WHERE f.thread_id=c.thread_id)bytes FROM checkpoints c WHERE c.thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))GROUP BY c.thread_id ORDER BY c.thread_id
 
 -- name: HISTORY
 -- params: ?1 thread_id, ?2 limit
