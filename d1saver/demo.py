@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -60,13 +61,13 @@ class CrashOnce:
             raise RuntimeError(f"simulated crash while running tool {name!r}")
 
 
-def build_graph(crash: CrashOnce, executions: Counter) -> StateGraph:
+def build_graph(crash: CrashOnce, executions: Counter[str]) -> StateGraph:
     """agent -> 3 parallel tools -> agent -> approval (interrupt) -> agent -> END."""
 
     def agent(state: State) -> dict[str, Any]:
         executions["agent"] += 1
         last = state["messages"][-1]
-        if isinstance(last, HumanMessage) and not last.content.startswith(APPROVED):
+        if isinstance(last, HumanMessage) and not str(last.content).startswith(APPROVED):
             calls = [{"name": t, "args": {"city": "Lisbon"}, "id": f"call_{t}"} for t in TOOLS]
             return {"messages": [AIMessage("Let me check weather, flights and hotels.",
                                            tool_calls=calls)]}
@@ -90,13 +91,13 @@ def build_graph(crash: CrashOnce, executions: Counter) -> StateGraph:
         last = state["messages"][-1]
         if isinstance(last, AIMessage) and last.tool_calls:
             return [Send("tool", call) for call in last.tool_calls]
-        if isinstance(last, AIMessage) and last.content.endswith("?"):
+        if isinstance(last, AIMessage) and str(last.content).endswith("?"):
             return "approval"
         return END
 
     builder = StateGraph(State)
     builder.add_node("agent", agent)
-    builder.add_node("tool", tool)
+    builder.add_node("tool", tool)  # type: ignore[arg-type]  # a Send target takes its payload
     builder.add_node("approval", approval)
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", route, ["tool", "approval", END])
@@ -130,9 +131,9 @@ def run(data_dir: Path | None = None, echo: Any = print) -> dict[str, Any]:
         return D1Saver(account_id=ACCOUNT_ID, database_id=DATABASE_ID, api_token="local",
                        api_base_url=BASE_URL, transport=transport, tracer=meter)
 
-    crash, executions = CrashOnce("hotels"), Counter()
+    crash, executions = CrashOnce("hotels"), Counter[str]()
     builder = build_graph(crash, executions)
-    config = {"configurable": {"thread_id": f"trip-{uuid.uuid4().hex[:8]}"}}
+    config: RunnableConfig = {"configurable": {"thread_id": f"trip-{uuid.uuid4().hex[:8]}"}}
     echo(f"thread {config['configurable']['thread_id']} on the embedded local D1"
          f" ({'in memory' if data_dir is None else data_dir})\n")
 
@@ -145,7 +146,8 @@ def run(data_dir: Path | None = None, echo: Any = print) -> dict[str, Any]:
         echo(f"   crashed: {exc}")
     state = graph.get_state(config)
     saved = [w for t in state.tasks for w in ([t.name] if t.result else [])]
-    echo(f"   last checkpoint: step {state.metadata['step']}, next {list(state.next)}; "
+    md = state.metadata or {}
+    echo(f"   last checkpoint: step {md.get('step')}, next {list(state.next)}; "
          f"finished tasks saved as pending writes: {len(saved)}")
     echo(f"   HTTP requests so far: {meter.since_mark()}\n")
     first.close()
@@ -200,9 +202,9 @@ def run_with_key(transport: LocalD1Transport, echo: Any) -> dict[str, Any]:
 
     keyed = saver(encryption_keys=[key])
     thread_id = f"sealed-{uuid.uuid4().hex[:8]}"
-    config = {"configurable": {"thread_id": thread_id}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     echo(f"6. With encryption_keys (key id {keyed.key_ids[0]}), thread {thread_id}:")
-    graph = build_graph(CrashOnce("none"), Counter()).compile(checkpointer=keyed)
+    graph = build_graph(CrashOnce("none"), Counter[str]()).compile(checkpointer=keyed)
     graph.invoke({"messages": [HumanMessage("Plan a trip to Lisbon next week.")]}, config)
     graph.invoke(Command(resume="yes"), config)
     (row,) = keyed.execute([admin.stored_sample(thread_id)])[0].dicts()

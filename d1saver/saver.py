@@ -119,7 +119,7 @@ class D1Saver(BaseCheckpointSaver[str]):
         self.database_id = ids[0] if len(ids) == 1 else None
         self.page_size = max(1, int(page_size))
 
-    @property  # type: ignore[override]
+    @property
     def serde(self) -> SerializerProtocol:
         return self._serde
 

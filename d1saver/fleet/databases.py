@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import httpx
+
 from d1saver.http.client import D1Client
 from d1saver.ops.delta_cache import DeltaCache
 from d1saver.http.driver import Driver
@@ -64,7 +66,7 @@ def database_lists(database_id: str | None, database_ids: Sequence[str] | None,
                  else validate_database_ids(list(previous_database_ids)))
 
 
-def client_factory(*, timeout: float | None, **options: Any) -> Callable[[str], D1Client]:
+def client_factory(*, timeout: httpx.Timeout | float | None, **options: Any) -> Callable[[str], D1Client]:
     """A D1Client per database id, all with these options (timeout: the client's default
     when None)."""
     if timeout is not None:

@@ -325,9 +325,14 @@ class Fleet:
                 rows = yield node, lambda ops: _transfer.read_thread(ops.exchange, source,
                                                                      _UNSEALED_TABLES)
             if rows.total:
-                yield dst, lambda ops: _transfer.write_thread(ops.exchange, rows, target,
-                                                              staging_prefix=COPYING_PREFIX)
+                yield dst, _writer(rows, target)
             return
+
+
+def _writer(rows: _transfer.ThreadRows, target: str) -> Callable[[Operations], Op[Any]]:
+    """The operation writing `rows` read from another database as `target`'s, staged."""
+    return lambda ops: _transfer.write_thread(ops.exchange, rows, target,
+                                              staging_prefix=COPYING_PREFIX)
 
 
 class _Merge:

@@ -231,7 +231,8 @@ class GroupCommit:
             state = self._loops.get(loop)
             if state is None:
                 state = self._loops[loop] = _LoopState()
-        ticket = _Ticket(statements, future=loop.create_future())
+        future = loop.create_future()
+        ticket = _Ticket(statements, future=future)
         if state.inflight == 0 and not state.collecting:
             state.inflight += 1
             try:
@@ -246,7 +247,7 @@ class GroupCommit:
             task = loop.create_task(self._acollect(state))
             state.tasks.add(task)
             task.add_done_callback(state.tasks.discard)
-        await ticket.future
+        await future
         return ticket.outcome()
 
     async def _acollect(self, state: _LoopState) -> None:

@@ -163,10 +163,11 @@ def reseal_checkpoint(values: Values, row: RawCheckpoint, thread_id: str, *, pla
 
 def reseal_write(values: Values, row: RawWrite, thread_id: str, *, plaintext: bool
                  ) -> Sealed | None:
+    _, ns, checkpoint_id = row.key
     bind = (row.task_id, row.task_path, row.idx, row.channel)
     return values.reseal(row.value, {row.owner: row.pieces}, row.owner,
-                         write_binder(*row.key, *bind)(row.type),
-                         write_binder(thread_id, *row.key[1:], *bind)(row.type),
+                         write_binder(row.key[0], ns, checkpoint_id, *bind)(row.type),
+                         write_binder(thread_id, ns, checkpoint_id, *bind)(row.type),
                          plaintext=plaintext)
 
 
@@ -236,6 +237,7 @@ class SealedCopy:
     def consume(self, result: Result) -> list[Statement]:
         """The statements writing the page just read; moves on to the next page or table."""
         stmts: list[Statement]
+        assert self.table is not None, "consume() after next_read() returned None"
         if self.table == "checkpoints":
             rows: list[Any] = read_rows(raw_checkpoints, result)
             stmts, last = copy_checkpoints(self.values, rows, self.target), rows and rows[-1].key

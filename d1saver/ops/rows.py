@@ -244,6 +244,17 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
                                          chunks.get(key[0]))
         return loaded[key]
 
+    def take(key: Key, ch: str, entry: DeltaChannelHistory) -> bool:
+        """Add the record `key` holds of `ch` to `entry`, if any; True if it ends the history."""
+        rec = frozen.get(key, {}).get(ch)
+        if rec is None:
+            return False
+        old = load_frozen(rec, key[0], key[1], pieces.get(key), values, chunks.get(key[0]))
+        entry["writes"].extend(reversed(old["writes"]))
+        if "seed" in old:
+            entry["seed"] = old["seed"]
+        return rec.ends
+
     out: dict[Key, dict[str, DeltaChannelHistory]] = {}
     for tup in tuples:
         conf = tup.config["configurable"]
@@ -260,21 +271,8 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
         for ch in sought:
             collected: list[PendingWrite] = []  # newest first until reversed
             entry: DeltaChannelHistory = {"writes": collected}
-
-            def take(key: Key) -> bool:
-                """Add the record `key` holds of `ch`, if any; True if it ends the history."""
-                rec = frozen.get(key, {}).get(ch)
-                if rec is None:
-                    return False
-                old = load_frozen(rec, thread_id, ns, pieces.get(key), values,
-                                  chunks.get(thread_id))
-                collected.extend(reversed(old["writes"]))
-                if "seed" in old:
-                    entry["seed"] = old["seed"]
-                return rec.ends
-
             seen: set[str] = set()
-            cur = None if take((thread_id, ns, conf["checkpoint_id"])) else parent
+            cur = None if take((thread_id, ns, conf["checkpoint_id"]), ch, entry) else parent
             while cur is not None and cur not in seen:
                 key = (thread_id, ns, cur)
                 if key not in parents:
@@ -285,7 +283,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
                 if ch in channels[key]:
                     entry["seed"] = values_at(key)[ch]
                     break
-                if take(key):
+                if take(key, ch, entry):
                     break
                 cur = parents[key]
             collected.reverse()

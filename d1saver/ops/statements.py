@@ -145,13 +145,15 @@ def new_chunks_params(thread_id: str, chunks: Iterable[Chunk]) -> tuple[str | No
                                                                          list[Statement]]:
     """New chunks as the put views' parameter (JSON [[id, level, data], ...], children before
     nodes), or, past what one parameter carries, as INSERT_CHUNKS statements to send first."""
-    rows = [[c.id, c.level, c.data] for c in chunks]
+    rows: list[list[Any]] = [[c.id, c.level, c.data] for c in chunks]
     if not rows:
         return None, []
     text = json.dumps(rows, separators=(",", ":"))
     if len(text) <= _WRITES_PARAM_MAX:
         return text, []
-    stmts, part, size = [], [], 0
+    stmts: list[Statement] = []
+    part: list[list[Any]] = []
+    size = 0
     for row in rows:
         if part and size + len(row[2]) > _WRITES_PARAM_MAX:
             stmts.append(Statement(_sql.INSERT_CHUNKS, (thread_id, json.dumps(part))))

@@ -76,12 +76,13 @@ def parse_key(key: Key, position: int = 1, label: str = "encryption key") -> byt
     Errors name it by `label` and `position` (1 = newest), never by its value."""
     name = f"{label} {position}"
     if isinstance(key, (bytes, bytearray, memoryview)):
-        raw: bytes | None = bytes(key)
+        raw = bytes(key)
         where = f"{name} ({len(raw)} bytes given)"
     elif isinstance(key, str):
-        raw = _b64decode(key.strip())
-        if raw is None:
+        decoded = _b64decode(key.strip())
+        if decoded is None:
             raise ConfigError(f"{name} is not base64 text; {_GENERATE}")
+        raw = decoded
         where = f"{name} (base64 of {len(raw)} bytes)"
     else:
         raise ConfigError(f"{name} is a {type(key).__name__}: give bytes or base64 text")
@@ -98,7 +99,7 @@ def _b64decode(text: str) -> bytes | None:
         return None
 
 
-def parse_keys(keys: Sequence[Key], label: str = "encryption key") -> list[bytes]:
+def parse_keys(keys: Sequence[Key] | Key, label: str = "encryption key") -> list[bytes]:
     """Keys newest first, each 32 bytes; at least one, no two with the same key id."""
     if isinstance(keys, (str, bytes)):
         keys = [keys]  # one key given bare
@@ -266,7 +267,7 @@ class Sealer:
     """Seals values with the newest key and opens values sealed under any of `keys`
     (newest first; each 32 bytes, as bytes or base64 text)."""
 
-    def __init__(self, keys: Sequence[Key]) -> None:
+    def __init__(self, keys: Sequence[Key] | Key) -> None:
         aesgcm, self._invalid_tag = _aesgcm()
         parsed = parse_keys(keys)
         self._ciphers = {key_id(k): aesgcm(k) for k in parsed}

@@ -110,7 +110,8 @@ def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) 
     id closes a node: 17 of the 118 write calls of the 30-turn benchmark)."""
     if len(run) < 2:
         return list(run)
-    level, depth, tails = list(run), 0, []
+    level, depth = list(run), 0
+    tails: list[list[str]] = []
     while True:
         groups, current = [], []
         for ref in level:
