@@ -3,14 +3,12 @@ the stored format pinned (a manifest names its chunks forever)."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from d1saver.storage import chunking as _chunking
 from d1saver.storage import codec as _codec
 from d1saver.storage import manifest as _manifest
 from d1saver.storage import values as _values
@@ -103,8 +101,7 @@ def test_format_is_pinned() -> None:
     assert digest == PINNED_DIGEST
 
 
-# Schema v8's format: ids in base85 and nodes of about 4 children. (Schema v7, never released,
-# wrote base64url ids and nodes of about 8: (139, 18), c58bf793...; its rows still read.)
+# Schema v8's format: ids in base85 and nodes of about 4 children.
 PINNED_COUNTS = (161, 40)
 PINNED_DIGEST = "150f8b2b1e6b74bf7e7121e38966a5a66ab1fc2f5d371e2ece81b972c7527e28"
 
@@ -140,11 +137,3 @@ def test_a_damaged_chunk_is_refused_not_read_as_other_bytes() -> None:
         with pytest.raises(StoredValueError):
             _values.unpack(packed.text, {**chunks, chunk: text})
     assert _values.unpack(packed.text, chunks) == state(12)
-
-
-def test_ids_of_schema_v7_are_checked_too() -> None:
-    """Schema v7 (never released) named chunks by base64url ids: still read, still checked."""
-    data = SERDE.dumps_typed(AIMessage(content="v7 " + "z" * 300, id="v7"))[1]
-    v7 = base64.urlsafe_b64encode(hashlib.sha256(data).digest()[:20]).rstrip(b"=").decode()
-    assert _chunking.names(v7, data) and not _chunking.names(v7, data + b" ")
-    assert _values.unpack("m:" + v7, {v7: _codec.encode(data)}) == data

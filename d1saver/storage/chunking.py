@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import hmac
 from dataclasses import dataclass
 
 from pyfastcdc import FastCDC
@@ -39,7 +38,7 @@ LONG_ELEMENT_MIN = 128
 WALK_MAX = 4096
 # FastCDC inside elements over PIECE_MAX (and for bytes that are not msgpack): min/avg/max sizes.
 CDC_MIN, CDC_AVG, CDC_MAX = 4 * 1024, 16 * 1024, 64 * 1024
-# 20 bytes: collisions need ~2**80 work without a key (see docs/STORAGE_DESIGN.md).
+# 20 bytes: collisions need ~2**80 work (see docs/STORAGE_DESIGN.md).
 ID_BYTES = 20
 # Ids are base85 (25 characters, not base64url's 27: a manifest lists ~10 of them per checkpoint),
 # with "^" (which marks a node in a manifest) written as ".". No id holds ',', ':', '"' or '\\'.
@@ -58,11 +57,10 @@ class Piece:
     id: str | None
 
 
-def chunk_id(data: bytes, key: bytes | None = None) -> str:
-    """The id of a chunk: SHA-256 (HMAC-SHA256 with `key`) truncated to 20 bytes, in base85
-    with "." for "^" (25 characters)."""
-    digest = hmac.digest(key, data, "sha256") if key else hashlib.sha256(data).digest()
-    return _id_text(digest[:ID_BYTES])
+def chunk_id(data: bytes) -> str:
+    """The id of a chunk: SHA-256 truncated to 20 bytes, in base85 with "." for "^"
+    (25 characters)."""
+    return _id_text(hashlib.sha256(data).digest()[:ID_BYTES])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -73,11 +71,8 @@ def _id_text(digest: bytes) -> str:
 
 
 def names(chunk: str, data: bytes) -> bool:
-    """Whether `chunk` is the unkeyed id of `data`: in base85 (schema v8) or base64url (v7)."""
-    digest = hashlib.sha256(data).digest()[:ID_BYTES]
-    if len(chunk) == 27:
-        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii") == chunk
-    return _id_text(digest) == chunk
+    """Whether `chunk` is the id of `data`."""
+    return chunk_id(data) == chunk
 
 
 def id_prefix(chunk: str) -> int:
@@ -90,8 +85,8 @@ def join(pieces: list[Piece]) -> bytes:
     return b"".join(p.data for p in pieces)
 
 
-def split(data: bytes, key: bytes | None = None) -> list[Piece]:
-    """`data` cut into pieces: stored ones named by `chunk_id(.., key)`, inline framing merged."""
+def split(data: bytes) -> list[Piece]:
+    """`data` cut into pieces: stored ones named by `chunk_id`, inline framing merged."""
     cuts: list[tuple[int, int, bool]] = []
     try:
         _cut_value(data, 0, len(data), cuts)
@@ -105,22 +100,22 @@ def split(data: bytes, key: bytes | None = None) -> list[Piece]:
             inline_from = start if inline_from is None else inline_from
             continue
         if inline_from is not None:
-            pieces.extend(_inline(data, inline_from, start, key))
+            pieces.extend(_inline(data, inline_from, start))
             inline_from = None
         if end > start:
             chunk = data[start:end]
-            pieces.append(Piece(chunk, chunk_id(chunk, key)))
+            pieces.append(Piece(chunk, chunk_id(chunk)))
     return pieces
 
 
-def _inline(data: bytes, start: int, end: int, key: bytes | None) -> list[Piece]:
+def _inline(data: bytes, start: int, end: int) -> list[Piece]:
     """Merged framing at data[start:end]: inline, or FastCDC pieces when over PIECE_MAX (a huge
     record of small scalars must not make one row too big for D1)."""
     if end - start <= PIECE_MAX:
         return [Piece(data[start:end], None)] if end > start else []
     cuts: list[tuple[int, int, bool]] = []
     _cut_cdc(data, start, end, cuts)
-    return [Piece(data[a:b], chunk_id(data[a:b], key) if stored else None) for a, b, stored in cuts]
+    return [Piece(data[a:b], chunk_id(data[a:b]) if stored else None) for a, b, stored in cuts]
 
 
 # --- cutting ---------------------------------------------------------------------------------

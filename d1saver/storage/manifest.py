@@ -78,11 +78,10 @@ def _closes(ref: str) -> bool:
     return id_prefix(ref.lstrip(NODE)) % FANOUT == 0
 
 
-def pack(data: bytes, held: Container[str], encode: Callable[[bytes], str],
-         key: bytes | None = None) -> Packed | None:
+def pack(data: bytes, held: Container[str], encode: Callable[[bytes], str]) -> Packed | None:
     """`data` as a manifest, or None when no part of it is worth storing apart (then the row
     holds the value's codec text, as before). Chunks in `held` are listed, not sent."""
-    pieces = split(data, key)
+    pieces = split(data)
     if not any(p.id for p in pieces):
         return None
     out = Packed("")
@@ -90,7 +89,7 @@ def pack(data: bytes, held: Container[str], encode: Callable[[bytes], str],
     run: list[str] = []
     for piece in pieces:
         if piece.id is None:
-            entries += _fold(run, held, out, key)
+            entries += _fold(run, held, out)
             run = []
             entries.append(encode(piece.data))
             continue
@@ -98,12 +97,12 @@ def pack(data: bytes, held: Container[str], encode: Callable[[bytes], str],
         if piece.id not in held and piece.id not in out.reached:
             out.new.append(Chunk(piece.id, 0, encode(piece.data)))
         out.reached.add(piece.id)
-    entries += _fold(run, held, out, key)
+    entries += _fold(run, held, out)
     out.text = MARKER + SEP.join(entries)
     return out
 
 
-def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) -> list[str]:
+def _fold(run: list[str], held: Container[str], out: Packed) -> list[str]:
     """A run of consecutive refs as the manifest lists it: the top nodes, then the open
     (unclosed) tail of each level below, highest first. A run of one ref is listed as is: a
     node over it alone would be a row that no other value lists (a write of one message whose
@@ -127,7 +126,7 @@ def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) 
             text = SEP.join(group)
             # Named apart from leaves (b"^" first: a leaf cut from a value could be the very
             # text of a node; under one id, one of them would read as the other).
-            nid = chunk_id(NODE.encode("ascii") + text.encode("ascii"), key)
+            nid = chunk_id(NODE.encode("ascii") + text.encode("ascii"))
             if nid not in held and nid not in out.reached:
                 out.new.append(Chunk(nid, depth, text))
             out.reached.add(nid)
