@@ -13,7 +13,7 @@ try:  # recent typer carries its own copy of click
     from typer._click.core import Context
     from typer._click.exceptions import UsageError
 except ImportError:  # older typer runs on click
-    from click import Context, UsageError  # type: ignore[no-redef]
+    from click import Context, UsageError  # type: ignore[no-redef,assignment,unused-ignore]
 
 EXIT_USAGE = 2
 

@@ -5,14 +5,15 @@ SQL and a key rotation cannot be finished by SQL either. Both read rows raw, in 
 in primary-key order (d1saver/sql/catalogue.py, RAW_*), open each value under the binding of the row it
 was read from and seal it under the newest key, bound to the row it is written to: the
 target thread's for a copy, the same row for a rekey. Nothing is deserialized, so no stored
-type is ever constructed. Pure: result rows in, statements out.
+type is ever constructed. No I/O: result rows in, statements out; `copy_sealed` walks the
+pages over the exchanges it is given (the fleet's, one per database).
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -22,7 +23,7 @@ from d1saver.storage.crypto import (
     refuse_plaintext,
     write_binder,
 )
-from d1saver.core.protocol import Param, Result, Statement
+from d1saver.core.protocol import Exchange, Param, Result, Statement
 from d1saver.ops.reseal_frozen import (
     IDX_MIN,
     RawFrozen,
@@ -210,49 +211,33 @@ def copy_writes(values: Values, rows: list[RawWrite], target: str) -> list[State
     return stmts
 
 
-_NEXT_TABLE = {"checkpoints": "writes", "writes": "delta_frozen", "delta_frozen": None}
-
-
-class SealedCopy:
-    """A keyed thread copied into another database: pages of raw rows read from the source's
-    database (`next_read`) and, re-sealed for the target, written into the target's (the
-    statements `consume` returns), checkpoints first, then writes, then frozen rows. No I/O: the fleet runs
-    each read and write with its database's driver; each write is one atomic batch."""
-
-    def __init__(self, values: Values, source: str, target: str, page_size: int) -> None:
-        self.values, self.source, self.target = values, source, target
-        self.size = max(1, int(page_size))
-        self.table: str | None = "checkpoints"
-        self.cursor: Any = None
-        self.copied = 0  # rows of both tables
-
-    def next_read(self) -> Statement | None:
-        if self.table is None:
-            return None
-        if self.table == "delta_frozen":
-            return frozen_statement(self.source, self.cursor, self.size)
-        make = checkpoints_statement if self.table == "checkpoints" else writes_statement
-        return make(self.source, self.cursor, self.size, None)
-
-    def consume(self, result: Result) -> list[Statement]:
-        """The statements writing the page just read; moves on to the next page or table."""
-        stmts: list[Statement]
-        assert self.table is not None, "consume() after next_read() returned None"
-        if self.table == "checkpoints":
-            rows: list[Any] = read_rows(raw_checkpoints, result)
-            stmts, last = copy_checkpoints(self.values, rows, self.target), rows and rows[-1].key
-        elif self.table == "writes":
-            rows = read_rows(raw_writes, result)
-            stmts, last = copy_writes(self.values, rows, self.target), rows and rows[-1].cursor
-        else:
-            rows = read_rows(raw_frozen, result)
-            stmts, last = copy_frozen(self.values, rows, self.target), rows and rows[-1].cursor
-        self.copied += len(rows)
-        if len(rows) < self.size:
-            self.table, self.cursor = _NEXT_TABLE[self.table], None
-        else:
-            self.cursor = last
-        return stmts
+def copy_sealed(read: Exchange, write: Exchange, values: Values, source: str, target: str,
+                page_size: int) -> Generator[Any, Any, int]:
+    """A keyed thread copied into another database: pages of raw rows read through `read`
+    (the source's database) and, re-sealed for the target, written through `write` (the
+    target's), checkpoints first, then writes, then frozen rows; each write one atomic batch.
+    Returns the rows copied."""
+    size, copied = max(1, int(page_size)), 0
+    pages: list[tuple[Callable[[Any], Statement], Callable[[Result], list[Any]],
+                      Callable[[Any], Any], Callable[[Values, Any, str], list[Statement]]]] = [
+        (lambda c: checkpoints_statement(source, c, size, None), raw_checkpoints,
+         lambda row: row.key, copy_checkpoints),
+        (lambda c: writes_statement(source, c, size, None), raw_writes,
+         lambda row: row.cursor, copy_writes),
+        (lambda c: frozen_statement(source, c, size), raw_frozen,
+         lambda row: row.cursor, copy_frozen)]
+    for statement, parse, cursor_of, copy in pages:
+        cursor = None
+        while True:
+            (result,) = yield from read([statement(cursor)])
+            rows = read_rows(parse, result)
+            copied += len(rows)
+            if stmts := copy(values, rows, target):
+                yield from write(stmts)
+            if len(rows) < size:
+                break
+            cursor = cursor_of(rows[-1])
+    return copied
 
 
 # --- rekeying ---------------------------------------------------------------------------------
@@ -435,7 +420,8 @@ def census(result: Result, key_id_of: Callable[[str | None], str | None]
 
 
 __all__ = ["CheckpointCursor", "RawCheckpoint", "RawWrite", "RekeyCounts", "WriteCursor",
-           "census", "checkpoints_statement", "copy_checkpoints", "copy_frozen", "copy_writes",
+           "census", "checkpoints_statement", "copy_checkpoints", "copy_frozen", "copy_sealed",
+           "copy_writes",
            "frozen_statement", "raw_checkpoints", "raw_frozen", "raw_writes",
            "REKEY_PLANS", "REKEY_TABLES", "rekey_checkpoints", "rekey_frozen", "rekey_writes",
            "writes_statement"]
