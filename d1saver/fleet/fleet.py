@@ -1,6 +1,6 @@
 """A saver's databases: one client and driver per database, routing, and operations across them.
 
-Each database has its own `Node` (client, driver with its own group commit and once-only
+Each database has its own `Database` (client, driver with its own group commit and once-only
 setup, operations). A thread lives in one database, its home (d1saver/fleet/routing.py); the
 saver sends every per-thread operation there, as one request. What spans databases runs on
 each concurrently, at most `limit` at a time (a thread pool for sync callers, a semaphore for
@@ -27,7 +27,7 @@ from d1saver.ops import transfer as _transfer
 from d1saver.storage.crypto import Sealer
 from d1saver.ops.delta_cache import DeltaCache
 from d1saver.core.errors import ConfigError, D1Error, FleetError
-from d1saver.fleet.databases import Node
+from d1saver.fleet.databases import Database
 from d1saver.ops.operations import Operations, list_pages
 from d1saver.core.protocol import Emit, Op, Result, Statement
 from d1saver.ops.reseal import copy_sealed
@@ -48,7 +48,7 @@ class Fleet:
     home looks at the thread's home under `previous`, one more request, only on a miss.
     """
 
-    def __init__(self, nodes: Mapping[str, Node], router: Router, previous: Router | None,
+    def __init__(self, nodes: Mapping[str, Database], router: Router, previous: Router | None,
                  limit: int = DEFAULT_CONCURRENCY) -> None:
         self.nodes = dict(nodes)
         self.router = router
@@ -69,31 +69,31 @@ class Fleet:
         """True if this saver has more than one database (fan-out errors become FleetError)."""
         return len(self.nodes) > 1
 
-    def home(self, thread_id: str) -> Node:
+    def home(self, thread_id: str) -> Database:
         return self.nodes[self.router.home(thread_id)]
 
-    def old_home(self, thread_id: str) -> Node | None:
+    def old_home(self, thread_id: str) -> Database | None:
         """The thread's home in the previous layout, if there is one and it is another."""
         if self.previous is None:
             return None
         old = self.previous.home(thread_id)
         return None if old == self.router.home(thread_id) else self.nodes[old]
 
-    def of(self, config: Any) -> Node:
+    def of(self, config: Any) -> Database:
         """The node of a config's thread (the only node, without reading it, if just one)."""
         if len(self.nodes) == 1:
             return next(iter(self.nodes.values()))
         return self.home(st.thread_id_of(config))
 
-    def homes(self, thread_id: str) -> list[Node]:
+    def homes(self, thread_id: str) -> list[Database]:
         """Every node that may hold the thread: its home, then its old home."""
         old = self.old_home(thread_id)
         return [self.home(thread_id)] + ([old] if old is not None else [])
 
-    def old_of(self, config: Any) -> Node | None:
+    def old_of(self, config: Any) -> Database | None:
         return None if self.previous is None else self.old_home(st.thread_id_of(config))
 
-    def thread_nodes(self, config: Any) -> list[Node]:
+    def thread_nodes(self, config: Any) -> list[Database]:
         """Where a per-thread read looks, in order: the home, then (while migrating) the
         previous home. With no config, the one database of a single-database saver."""
         if len(self.nodes) == 1:
@@ -143,7 +143,7 @@ class Fleet:
         for db, n in self.nodes.items():
             ops = n.ops.with_values(values)
             ops.delta_cache = cache
-            nodes[db] = Node(n.database_id, n.client, n.driver, ops)
+            nodes[db] = Database(n.database_id, n.client, n.driver, ops)
         return Fleet(nodes, self.router, self.previous, self.limit)
 
     def view(self, database_id: str) -> Fleet:
@@ -154,7 +154,7 @@ class Fleet:
                               f"{list(self.nodes)}")
         return Fleet({database_id: node}, Router([database_id]), None, self.limit)
 
-    def single(self) -> Node:
+    def single(self) -> Database:
         """The one database, or a ConfigError naming the way to pick one of several."""
         if self.spans:
             raise ConfigError(f"this D1Saver spans {len(self.nodes)} databases: use "
@@ -169,13 +169,13 @@ class Fleet:
                 out.setdefault(node.database_id, []).append(str(thread_id))
         return out
 
-    def selected(self, database_ids: Sequence[str] | None) -> list[Node]:
+    def selected(self, database_ids: Sequence[str] | None) -> list[Database]:
         return list(self.nodes.values()) if database_ids is None else [
             self.nodes[db] for db in database_ids]
 
     # --- fan-out ----------------------------------------------------------------------------
 
-    def each(self, fn: Callable[[Node], T], operation: str,
+    def each(self, fn: Callable[[Database], T], operation: str,
              database_ids: Sequence[str] | None = None) -> dict[str, T]:
         """fn(node) for each database, concurrently (at most `limit` at once)."""
         nodes = self.selected(database_ids)
@@ -188,14 +188,14 @@ class Fleet:
             outcomes = list(pool.map(lambda node: _outcome(fn, node), nodes))
         return _collect(operation, nodes, outcomes)
 
-    async def aeach(self, fn: Callable[[Node], Awaitable[T]], operation: str,
+    async def aeach(self, fn: Callable[[Database], Awaitable[T]], operation: str,
                     database_ids: Sequence[str] | None = None) -> dict[str, T]:
         nodes = self.selected(database_ids)
         if not self.spans:
             return {node.database_id: await fn(node) for node in nodes}
         gate = asyncio.Semaphore(self.limit)
 
-        async def one(node: Node) -> T:
+        async def one(node: Database) -> T:
             async with gate:
                 return await fn(node)
 
@@ -290,7 +290,7 @@ class Fleet:
         finally:  # the target changed (perhaps, if this failed): forget its cached histories
             dst.ops.delta_cache.invalidate([target])
 
-    def _copy_into(self, source: str, target: str, dst: Node, page_size: int) -> Steps[None]:
+    def _copy_into(self, source: str, target: str, dst: Database, page_size: int) -> Steps[None]:
         sources, keyed = self.homes(source), self.sealer is not None
         if sources[0] is dst and keyed and len(sources) == 1:
             yield Run(dst, lambda ops: ops.copy_thread(source, target, page_size))
@@ -405,7 +405,7 @@ class Fleet:
 class Run:
     """A step: run an operation at one database; the reply is its result."""
 
-    node: Node
+    node: Database
     make: Callable[[Operations], Op[Any]]
 
 
@@ -422,11 +422,11 @@ class Each:
 Steps = Generator[Any, Any, T]
 
 
-def _run(node: Node, make: Callable[[Operations], Op[T]]) -> Steps[T]:
+def _run(node: Database, make: Callable[[Operations], Op[T]]) -> Steps[T]:
     return (yield Run(node, make))
 
 
-def _exchange(node: Node) -> Callable[[Sequence[Statement]], Steps[list[Result]]]:
+def _exchange(node: Database) -> Callable[[Sequence[Statement]], Steps[list[Result]]]:
     """An exchange with one database, as steps."""
     return lambda stmts: _run(node, lambda ops: ops.exchange(stmts))
 
@@ -441,7 +441,7 @@ def _page(stmt: Statement) -> Callable[[Operations], Op[list[CheckpointTuple]]]:
     return lambda ops: ops.page(stmt)
 
 
-def _pages_at(node: Node) -> Callable[[Statement], Steps[list[CheckpointTuple]]]:
+def _pages_at(node: Database) -> Callable[[Statement], Steps[list[CheckpointTuple]]]:
     """A page read at one database, as steps."""
     return lambda stmt: _run(node, _page(stmt))
 
@@ -466,14 +466,14 @@ def _order(tup: CheckpointTuple) -> tuple[str, str, str]:
     return (conf["checkpoint_id"], conf["thread_id"], conf["checkpoint_ns"])
 
 
-def _outcome(fn: Callable[[Node], T], node: Node) -> T | BaseException:
+def _outcome(fn: Callable[[Database], T], node: Database) -> T | BaseException:
     try:
         return fn(node)
     except D1Error as exc:
         return exc
 
 
-def _collect(operation: str, nodes: Sequence[Node], outcomes: Sequence[Any]) -> dict[str, Any]:
+def _collect(operation: str, nodes: Sequence[Database], outcomes: Sequence[Any]) -> dict[str, Any]:
     """Results by database id; FleetError if some failed with a D1Error; other exceptions
     (bugs, cancellation) propagate as they are."""
     errors: dict[str, D1Error] = {}
