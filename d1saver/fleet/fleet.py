@@ -320,18 +320,13 @@ class Fleet:
     # --- the drivers: run a generator of steps (Run, Each, Emit) sync or async ---------------
 
     def _call(self, steps: Steps[T]) -> T:
-        with closing(steps):
-            reply, error = None, None
-            while True:
-                try:
-                    step = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                reply, error = None, None
-                try:
-                    reply = self._perform(step)
-                except Exception as exc:  # for the steps to handle (a miss at the home)
-                    error = exc
+        run = self._iterate(steps)
+        try:
+            next(run)
+        except StopIteration as stop:
+            return stop.value
+        run.close()
+        raise TypeError("steps run as a call emitted items")
 
     async def _acall(self, steps: Steps[T]) -> T:
         with closing(steps):
@@ -347,21 +342,22 @@ class Fleet:
                 except Exception as exc:
                     error = exc
 
-    def _iterate(self, steps: Steps[None]) -> Iterator[Any]:
+    def _iterate(self, steps: Steps[T]) -> Generator[Any, None, T]:
+        """Items the steps emit, one by one; then what they return."""
         with closing(steps):
             reply, error = None, None
             while True:
                 try:
                     step = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration:
-                    return
+                except StopIteration as stop:
+                    return stop.value
                 reply, error = None, None
                 if isinstance(step, Emit):
                     yield from step.items
                     continue
                 try:
                     reply = self._perform(step)
-                except Exception as exc:
+                except Exception as exc:  # for the steps to handle (a miss at the home)
                     error = exc
 
     async def _aiterate(self, steps: Steps[None]) -> AsyncIterator[Any]:

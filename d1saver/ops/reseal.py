@@ -35,7 +35,7 @@ WriteCursor = tuple[str, str, str, str, int]  # ... and task_id, idx
 
 @dataclass
 class RawCheckpoint:
-    """A checkpoint row as stored, with the pieces of its chunked value."""
+    """A checkpoint row as stored, with the parts of its chunked value."""
 
     key: CheckpointCursor
     parent: str | None
@@ -45,12 +45,12 @@ class RawCheckpoint:
     channels: str
     run_id: str | None
     ts: str | None
-    pieces: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # by owner
+    parts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # by owner
 
 
 @dataclass
 class RawWrite:
-    """A write row as stored, with the pieces of its chunked value."""
+    """A write row as stored, with the parts of its chunked value."""
 
     key: CheckpointCursor
     task_id: str
@@ -59,7 +59,7 @@ class RawWrite:
     channel: str
     type: str | None
     value: str | None
-    pieces: list[tuple[int, str]] = field(default_factory=list)
+    parts: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def owner(self) -> str:
@@ -109,46 +109,46 @@ def _heads(heads: list[str] | None) -> str | None:
 def raw_checkpoints(result: Result) -> list[RawCheckpoint]:
     check_columns(result, _sql.RAW_COLUMNS)
     rows: dict[CheckpointCursor, RawCheckpoint] = {}
-    pieces: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
+    parts: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
         lambda: defaultdict(list))
     for kind, t, ns, cid, f1, f2, f3, f4, f5, f6, f7 in result.rows:
         if kind == "c":
             rows[(t, ns, cid)] = RawCheckpoint((t, ns, cid), f1, f2, f3, f4, f5, f6, f7)
         elif kind == "k":
-            pieces[(t, ns, cid)][f1].append((int(f2), f3))
-    for key, found in pieces.items():
+            parts[(t, ns, cid)][f1].append((int(f2), f3))
+    for key, found in parts.items():
         if key in rows:
-            rows[key].pieces = {owner: sorted(p) for owner, p in found.items()}
+            rows[key].parts = {owner: sorted(p) for owner, p in found.items()}
     return sorted(rows.values(), key=lambda r: r.key)
 
 
 def raw_writes(result: Result) -> list[RawWrite]:
     check_columns(result, _sql.RAW_COLUMNS)
     rows: dict[tuple[Any, ...], RawWrite] = {}
-    pieces: dict[tuple[Any, ...], list[tuple[int, str]]] = defaultdict(list)
+    parts: dict[tuple[Any, ...], list[tuple[int, str]]] = defaultdict(list)
     for kind, t, ns, cid, f1, f2, f3, f4, f5, f6, _ in result.rows:
         if kind == "w":
             write = RawWrite((t, ns, cid), f1, f2, int(f3), f4, f5, f6)
             rows[(t, ns, cid, write.owner)] = write
         elif kind == "k":
-            pieces[(t, ns, cid, f1)].append((int(f2), f3))
-    for key, found in pieces.items():
+            parts[(t, ns, cid, f1)].append((int(f2), f3))
+    for key, found in parts.items():
         if key in rows:
-            rows[key].pieces = sorted(found)
+            rows[key].parts = sorted(found)
     return sorted(rows.values(), key=lambda w: w.cursor)
 
 
 # --- re-sealing -------------------------------------------------------------------------------
 
 
-Sealed = tuple[str, list[str] | None]  # a row's text and its pieces (None: inline)
+Sealed = tuple[str, list[str] | None]  # a row's text and its parts (None: inline)
 
 
 def reseal_checkpoint(values: Values, row: RawCheckpoint, thread_id: str, *, plaintext: bool
                       ) -> tuple[Sealed, str] | None:
     """The row's value (with its metadata sealed in) and metadata column, sealed for
     `thread_id` (None: plaintext left as it is)."""
-    return values.reseal_checkpoint(row.type, row.checkpoint, row.pieces, row.metadata,
+    return values.reseal_checkpoint(row.type, row.checkpoint, row.parts, row.metadata,
                                     row.channels, checkpoint_binder(*row.key),
                                     checkpoint_binder(thread_id, *row.key[1:]),
                                     plaintext=plaintext)
@@ -158,7 +158,7 @@ def reseal_write(values: Values, row: RawWrite, thread_id: str, *, plaintext: bo
                  ) -> Sealed | None:
     _, ns, checkpoint_id = row.key
     bind = (row.task_id, row.task_path, row.idx, row.channel)
-    return values.reseal(row.value, {row.owner: row.pieces}, row.owner,
+    return values.reseal(row.value, {row.owner: row.parts}, row.owner,
                          write_binder(row.key[0], ns, checkpoint_id, *bind)(row.type),
                          write_binder(thread_id, ns, checkpoint_id, *bind)(row.type),
                          plaintext=plaintext)
@@ -175,13 +175,13 @@ def copy_checkpoints(values: Values, rows: list[RawCheckpoint], target: str) -> 
         sealed = reseal_checkpoint(values, row, target, plaintext=False)
         if sealed is None:
             raise refuse_plaintext(checkpoint_binder(*row.key)(row.type, None))
-        (text, pieces), metadata = sealed
+        (text, parts), metadata = sealed
         key = (target, *row.key[1:])
         params: list[Param] = [*key, row.parent, row.type, text, metadata, row.channels,
                                row.run_id, row.ts]
         stmts.append(Statement(_sql.UPSERT_CHECKPOINT, params))
-        stmts += pieces_statements(key, "", pieces, replace_old=True)
-        stmts += pieces_statements(key, METADATA_OWNER, None, replace_old=True)
+        stmts += parts_statements(key, "", parts, replace_old=True)
+        stmts += parts_statements(key, METADATA_OWNER, None, replace_old=True)
     return stmts
 
 
@@ -194,12 +194,12 @@ def copy_writes(values: Values, rows: list[RawWrite], target: str) -> list[State
         if sealed is None:
             raise refuse_plaintext(write_binder(*row.key, row.task_id, row.task_path, row.idx,
                                                 row.channel)(row.type))
-        text, pieces = sealed
+        text, parts = sealed
         key = (target, *row.key[1:])
         stmts.append(Statement(_sql.INSERT_WRITES_REPLACE, (
             *key, row.task_id, row.task_path,
             json.dumps([[row.idx, row.channel, row.type, text]], ensure_ascii=False))))
-        stmts += pieces_statements(key, row.owner, pieces, replace_old=True)
+        stmts += parts_statements(key, row.owner, parts, replace_old=True)
     return stmts
 
 
@@ -214,7 +214,7 @@ FrozenCursor = tuple[str, str, str, str, str, int, str, int]  # thread_id ... id
 
 @dataclass
 class RawFrozen:
-    """A delta_frozen row as stored (d1saver/sql/catalogue.py, FREEZE), with its holder's pieces of
+    """A delta_frozen row as stored (d1saver/sql/catalogue.py, FREEZE), with its holder's parts of
     frozen values (owner 'f/<src_checkpoint_id>/<owner>')."""
 
     key: CheckpointCursor  # the holder
@@ -229,7 +229,7 @@ class RawFrozen:
     value: str | None
     metadata: str | None
     channels: str | None
-    pieces: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    parts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
     @property
     def cursor(self) -> FrozenCursor:
@@ -237,16 +237,16 @@ class RawFrozen:
 
     @property
     def owner(self) -> str:
-        """The owner of its value's pieces where it was stored ('' for a seed's checkpoint)."""
+        """The owner of its value's parts where it was stored ('' for a seed's checkpoint)."""
         return "" if self.kind == "s" else f"{self.task_id}/{self.idx}"
 
     @property
-    def piece_owner(self) -> str:
-        """The owner of its value's pieces at the holder."""
+    def part_owner(self) -> str:
+        """The owner of its value's parts at the holder."""
         return f"f/{self.src}/{self.owner}"
 
-    def pieces_of(self, owner: str) -> list[tuple[int, str]]:
-        return self.pieces.get(f"f/{self.src}/{owner}", [])
+    def parts_of(self, owner: str) -> list[tuple[int, str]]:
+        return self.parts.get(f"f/{self.src}/{owner}", [])
 
 
 def frozen_statement(thread_id: str | None, after: FrozenCursor | None, size: int,
@@ -262,7 +262,7 @@ def frozen_statement(thread_id: str | None, after: FrozenCursor | None, size: in
 def raw_frozen(result: Result) -> list[RawFrozen]:
     check_columns(result, _sql.RAW_FROZEN_COLUMNS)
     rows: list[RawFrozen] = []
-    pieces: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
+    parts: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
         lambda: defaultdict(list))
     for kind, t, ns, cid, ch, fkind, depth, task, idx, src, path, type_, value, md, chans \
             in result.rows:
@@ -270,24 +270,24 @@ def raw_frozen(result: Result) -> list[RawFrozen]:
             rows.append(RawFrozen((t, ns, cid), ch, fkind, int(depth), task, int(idx), src,
                                   path, type_, value, md, chans))
         elif kind == "k":
-            pieces[(t, ns, cid)][ch].append((int(depth), value))
+            parts[(t, ns, cid)][ch].append((int(depth), value))
     for row in rows:
-        row.pieces = {owner: sorted(p) for owner, p in pieces.get(row.key, {}).items()}
+        row.parts = {owner: sorted(p) for owner, p in parts.get(row.key, {}).items()}
     return sorted(rows, key=lambda r: r.cursor)
 
 
-def pieces_statements(key: CheckpointCursor, owner: str, pieces: list[str] | None,
+def parts_statements(key: CheckpointCursor, owner: str, parts: list[str] | None,
                       replace_old: bool) -> list[Statement]:
     """The chunk rows of a re-sealed value, replacing its owner's (when it had or has some).
-    Rows an UPDATE rewrites fire no trigger, so the old pieces are deleted here."""
-    if pieces is None and not replace_old:
+    Rows an UPDATE rewrites fire no trigger, so the old parts are deleted here."""
+    if parts is None and not replace_old:
         return []
     stmts = [Statement(_sql.DELETE_CHUNKS_OF, (*key, owner))]
-    return stmts + [Statement(_sql.INSERT_CHUNK, (*key, owner, seq, piece))
-                    for seq, piece in enumerate(pieces or [])]
+    return stmts + [Statement(_sql.INSERT_CHUNK, (*key, owner, seq, part))
+                    for seq, part in enumerate(parts or [])]
 
 
-Resealed = tuple[str | None, str | None, list[str] | None]  # value, metadata, pieces
+Resealed = tuple[str | None, str | None, list[str] | None]  # value, metadata, parts
 
 
 def reseal_frozen(values: Values, row: RawFrozen, thread_id: str, *, plaintext: bool
@@ -298,14 +298,14 @@ def reseal_frozen(values: Values, row: RawFrozen, thread_id: str, *, plaintext: 
     ns, src = row.key[1], row.src
     if row.kind == "s":
         sealed = values.reseal_checkpoint(
-            row.type, row.value or "", {"": row.pieces_of(""),
-                                        METADATA_OWNER: row.pieces_of(METADATA_OWNER)},
+            row.type, row.value or "", {"": row.parts_of(""),
+                                        METADATA_OWNER: row.parts_of(METADATA_OWNER)},
             row.metadata or "{}", row.channels, checkpoint_binder(row.key[0], ns, src),
             checkpoint_binder(thread_id, ns, src), plaintext=plaintext)
         return None if sealed is None else (sealed[0][0], sealed[1], sealed[0][1])
     if row.kind == "w":
         bind = (row.task_id, row.task_path, row.idx, row.channel)
-        out = values.reseal(row.value, {row.owner: row.pieces_of(row.owner)}, row.owner,
+        out = values.reseal(row.value, {row.owner: row.parts_of(row.owner)}, row.owner,
                             write_binder(row.key[0], ns, src, *bind)(row.type),
                             write_binder(thread_id, ns, src, *bind)(row.type),
                             plaintext=plaintext)
@@ -330,13 +330,13 @@ def copy_frozen(values: Values, rows: list[RawFrozen], target: str) -> list[Stat
         sealed = reseal_frozen(values, row, target, plaintext=False)
         if sealed is None:
             raise refuse(row)
-        text, metadata, pieces = sealed
+        text, metadata, parts = sealed
         key = (target, *row.key[1:])
         stmts.append(Statement(_sql.INSERT_FROZEN, (
             *key, row.channel, row.kind, row.depth, row.task_id, row.idx, row.src,
             row.task_path, row.type, text, metadata, row.channels)))
         if row.kind != "c":
-            stmts += pieces_statements(key, row.piece_owner, pieces, replace_old=True)
+            stmts += parts_statements(key, row.part_owner, parts, replace_old=True)
     return stmts
 
 
@@ -371,11 +371,11 @@ def copy_sealed(read: Exchange, write: Exchange, values: Values, source: str, ta
 
 # --- rekeying ---------------------------------------------------------------------------------
 
-def add_census(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
+def add_census(censuses: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
     """Figures of several databases added up, table by table and name by name: key censuses
     ({table: {key id: values}}) or per-table counts ({table: {"rewritten": n, ...}})."""
     total: dict[str, dict[str, int]] = {}
-    for census in parts:
+    for census in censuses:
         for table, per_key in census.items():
             into = total.setdefault(table, {})
             for kid, n in per_key.items():
@@ -383,9 +383,9 @@ def add_census(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, di
     return total
 
 
-def add_counts(parts: Mapping[str, RekeyCounts]) -> RekeyCounts:
+def add_counts(counts: Mapping[str, RekeyCounts]) -> RekeyCounts:
     """Rekey counts of several databases added up."""
-    return RekeyCounts(*(sum(getattr(c, f) for c in parts.values())
+    return RekeyCounts(*(sum(getattr(c, f) for c in counts.values())
                          for f in ("rewritten", "plaintext", "pages", "requests")))
 
 
@@ -394,12 +394,12 @@ def fingerprint(text: str | None) -> str | None:
     return None if text is None else f"{len(text)}:{text[:40]}{text[-40:]}"
 
 
-def pieces_fingerprint(pieces: list[tuple[int, str]]) -> str | None:
-    """_sql._PIECES_FP in Python: count, total length, piece 0's ends."""
-    first = dict(pieces).get(0)
-    if not pieces or first is None:
+def parts_fingerprint(parts: list[tuple[int, str]]) -> str | None:
+    """_sql._PIECES_FP in Python: count, total length, part 0's ends."""
+    first = dict(parts).get(0)
+    if not parts or first is None:
         return None
-    return f"{len(pieces)}:{sum(len(p) for _, p in pieces)}:{first[:40]}{first[-40:]}"
+    return f"{len(parts)}:{sum(len(p) for _, p in parts)}:{first[:40]}{first[-40:]}"
 
 
 def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCounts, *,
@@ -407,16 +407,16 @@ def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCo
     """Statements that re-seal `rows` in place, each guarded to apply only to what was read."""
 
     def rewrite(row: RawCheckpoint, sealed: tuple[Sealed, str]) -> list[Statement]:
-        (text, pieces), metadata = sealed
+        (text, parts), metadata = sealed
         return [
             Statement(_sql.REKEY_GUARD_CHECKPOINT, (
                 *row.key, fingerprint(row.checkpoint), fingerprint(row.metadata),
-                pieces_fingerprint(row.pieces.get("", [])),
-                pieces_fingerprint(row.pieces.get(METADATA_OWNER, [])))),
+                parts_fingerprint(row.parts.get("", [])),
+                parts_fingerprint(row.parts.get(METADATA_OWNER, [])))),
             Statement(_sql.REKEY_CHECKPOINT, (*row.key, text, metadata)),
-            *pieces_statements(row.key, "", pieces, replace_old="" in row.pieces),
+            *parts_statements(row.key, "", parts, replace_old="" in row.parts),
             # a row sealed from plaintext keeps its metadata in the value, not in chunks
-            *pieces_statements(row.key, METADATA_OWNER, None, replace_old=METADATA_OWNER in row.pieces),
+            *parts_statements(row.key, METADATA_OWNER, None, replace_old=METADATA_OWNER in row.parts),
         ]
 
     return _rekey(rows, counts, lambda row: reseal_checkpoint(
@@ -440,15 +440,15 @@ def _unpack_sealed(values: Values, row: RawWrite, writes: list[RawWrite], counts
         counts.plaintext += len(writes)
         return []
     stmts = [Statement(_sql.REKEY_GUARD_WRITE, (*row.key, row.task_id, row.idx,
-                                                 fingerprint(row.value), pieces_fingerprint([]))),
+                                                 fingerprint(row.value), parts_fingerprint([]))),
              Statement(_sql.REKEY_DROP_WRITE, (*row.key, row.task_id, row.idx))]
     for w in writes:
         sealed = reseal_write(values, w, w.key[0], plaintext=True)
         assert sealed is not None  # plaintext=True seals every plaintext value
-        text, pieces = sealed
+        text, parts = sealed
         stmts.append(Statement(_sql.REKEY_ADD_WRITE, (*w.key, w.task_id, w.task_path, w.idx,
                                                       w.channel, w.type, text)))
-        stmts += pieces_statements(w.key, w.owner, pieces, replace_old=False)
+        stmts += parts_statements(w.key, w.owner, parts, replace_old=False)
         counts.rewritten += 1
     return stmts
 
@@ -474,13 +474,13 @@ def _rekey_whole(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
                  plaintext: bool) -> list[Statement]:
 
     def rewrite(row: RawWrite, sealed: Sealed) -> list[Statement]:
-        text, pieces = sealed
+        text, parts = sealed
         return [
             Statement(_sql.REKEY_GUARD_WRITE, (
                 *row.key, row.task_id, row.idx, fingerprint(row.value),
-                pieces_fingerprint(row.pieces))),
+                parts_fingerprint(row.parts))),
             Statement(_sql.REKEY_WRITE, (*row.key, row.task_id, row.idx, text)),
-            *pieces_statements(row.key, row.owner, pieces, replace_old=bool(row.pieces)),
+            *parts_statements(row.key, row.owner, parts, replace_old=bool(row.parts)),
         ]
 
     return _rekey(rows, counts, lambda row: reseal_write(values, row, row.key[0],
@@ -490,18 +490,18 @@ def _rekey_whole(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
 def rekey_frozen(values: Values, rows: list[RawFrozen], counts: RekeyCounts, *,
                  plaintext: bool) -> list[Statement]:
     """Statements that re-seal frozen DeltaChannel rows in place, each guarded to apply only
-    to what was read; their pieces lie with the holder."""
+    to what was read; their parts lie with the holder."""
 
     def rewrite(row: RawFrozen, sealed: tuple[str | None, str | None, list[str] | None]
                 ) -> list[Statement]:
-        text, metadata, pieces = sealed
-        old_pieces = row.pieces.get(row.piece_owner, [])
+        text, metadata, parts = sealed
+        old_pieces = row.parts.get(row.part_owner, [])
         return [
             Statement(_sql.REKEY_GUARD_FROZEN, (
-                *row.cursor, fingerprint(row.value), pieces_fingerprint(old_pieces),
-                row.piece_owner)),
+                *row.cursor, fingerprint(row.value), parts_fingerprint(old_pieces),
+                row.part_owner)),
             Statement(_sql.REKEY_FROZEN, (*row.cursor, text, metadata)),
-            *pieces_statements(row.key, row.piece_owner, pieces, replace_old=bool(old_pieces)),
+            *parts_statements(row.key, row.part_owner, parts, replace_old=bool(old_pieces)),
         ]
 
     return _rekey([r for r in rows if r.kind != "c"], counts,
@@ -551,7 +551,7 @@ def census(result: Result, key_id_of: Callable[[str | None], str | None]
 __all__ = ["IDX_MIN", "CheckpointCursor", "FrozenCursor", "RawCheckpoint", "RawFrozen", "RawWrite",
            "RekeyCounts", "Resealed", "WriteCursor", "census", "checkpoints_statement",
            "copy_checkpoints", "copy_frozen", "copy_sealed", "copy_writes", "frozen_statement",
-           "pieces_statements", "raw_checkpoints", "raw_frozen", "raw_writes", "refuse",
+           "parts_statements", "raw_checkpoints", "raw_frozen", "raw_writes", "refuse",
            "reseal_frozen",
            "REKEY_PLANS", "REKEY_TABLES", "rekey_checkpoints", "rekey_frozen", "rekey_writes",
            "writes_statement"]

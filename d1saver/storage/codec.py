@@ -17,8 +17,8 @@ D1's REST API carries parameters as JSON and returns BLOB columns as arrays of i
        tells a truncated value from a whole one, but with no checksum some damaged bytes
        decode to other bytes: a chunk is checked against its id when read (_manifest.unpack).
   "z:" base64 of zlib-compressed bytes without a dictionary (rows of d1saver 0.1.0; read only);
-  "c:" the value was over D1's 2 MB limit and lives in the `chunks` table as pieces of
-       encoded text; the marker records the piece count.
+  "c:" the value was over D1's 2 MB limit and lives in the `chunks` table as parts of
+       encoded text; the marker records the part count.
   "e:" base85 of a value sealed with a key (d1saver/storage/crypto.py): key id, codec byte ("r" or
        "b", as `pack` makes it, or "d" as schema v7 made it; upper case when the sealer's
        caller set its flag: a checkpoint carrying metadata, d1saver/storage/values.py), nonce, then
@@ -187,14 +187,14 @@ def is_sealed(text: str | None) -> bool:
 
 
 def split(text: str) -> list[str] | None:
-    """Pieces of an encoded value too big for one D1 row, or None when it fits."""
+    """Parts of an encoded value too big for one D1 row, or None when it fits."""
     if len(text) <= CHUNK_SIZE:
         return None
     return [text[i : i + CHUNK_SIZE] for i in range(0, len(text), CHUNK_SIZE)]
 
 
-def chunk_marker(pieces: int) -> str:
-    return f"c:{pieces}"
+def chunk_marker(parts: int) -> str:
+    return f"c:{parts}"
 
 
 def is_chunked(text: str | None) -> bool:
