@@ -89,17 +89,26 @@ def checkpoints_statement(thread_id: str | None, after: CheckpointCursor | None,
                           heads: list[str] | None) -> Statement:
     """A page of checkpoint rows after `after`: of one thread or all; with `heads` (the newest
     key's, `Sealer.fresh_heads`), only rows holding a value not sealed under it."""
-    sql = _sql.RAW_CHECKPOINTS_ALL if thread_id is None else _sql.RAW_CHECKPOINTS_THREAD
     after = after or (thread_id or "", "", "")
-    return Statement(sql, (thread_id, *after, int(size), _heads(heads)))
+    params: dict[str, Param] = {
+        "after_thread_id": after[0], "after_checkpoint_ns": after[1],
+        "after_checkpoint_id": after[2], "limit": int(size), "heads": _heads(heads)}
+    if thread_id is None:
+        return Statement.bind(_sql.RAW_CHECKPOINTS_ALL, params)
+    return Statement.bind(_sql.RAW_CHECKPOINTS_THREAD, {**params, "thread_id": thread_id})
 
 
 def writes_statement(thread_id: str | None, after: WriteCursor | None, size: int,
                      heads: list[str] | None) -> Statement:
     """A page of write rows after `after`, as `checkpoints_statement`."""
-    sql = _sql.RAW_WRITES_ALL if thread_id is None else _sql.RAW_WRITES_THREAD
     after = after or (thread_id or "", "", "", "", IDX_MIN)
-    return Statement(sql, (thread_id, *after, int(size), _heads(heads)))
+    params: dict[str, Param] = {
+        "after_thread_id": after[0], "after_checkpoint_ns": after[1],
+        "after_checkpoint_id": after[2], "after_task_id": after[3], "after_idx": after[4],
+        "limit": int(size), "heads": _heads(heads)}
+    if thread_id is None:
+        return Statement.bind(_sql.RAW_WRITES_ALL, params)
+    return Statement.bind(_sql.RAW_WRITES_THREAD, {**params, "thread_id": thread_id})
 
 
 def _heads(heads: list[str] | None) -> str | None:
@@ -177,9 +186,10 @@ def copy_checkpoints(values: Values, rows: list[RawCheckpoint], target: str) -> 
             raise refuse_plaintext(checkpoint_binder(*row.key)(row.type, None))
         (text, parts), metadata = sealed
         key = (target, *row.key[1:])
-        params: list[Param] = [*key, row.parent, row.type, text, metadata, row.channels,
-                               row.run_id, row.ts]
-        stmts.append(Statement(_sql.UPSERT_CHECKPOINT, params))
+        stmts.append(Statement.bind(_sql.UPSERT_CHECKPOINT, {
+            **key_params(key), "parent_checkpoint_id": row.parent, "type": row.type,
+            "checkpoint": text, "metadata": metadata, "channels": row.channels,
+            "run_id": row.run_id, "ts": row.ts}))
         stmts += parts_statements(key, "", parts, replace_old=True)
         stmts += parts_statements(key, METADATA_OWNER, None, replace_old=True)
     return stmts
@@ -196,9 +206,9 @@ def copy_writes(values: Values, rows: list[RawWrite], target: str) -> list[State
                                                 row.channel)(row.type))
         text, parts = sealed
         key = (target, *row.key[1:])
-        stmts.append(Statement(_sql.INSERT_WRITES_REPLACE, (
-            *key, row.task_id, row.task_path,
-            json.dumps([[row.idx, row.channel, row.type, text]], ensure_ascii=False))))
+        stmts.append(Statement.bind(_sql.INSERT_WRITES_REPLACE, {
+            **key_params(key), "task_id": row.task_id, "task_path": row.task_path,
+            "writes": json.dumps([[row.idx, row.channel, row.type, text]], ensure_ascii=False)}))
         stmts += parts_statements(key, row.owner, parts, replace_old=True)
     return stmts
 
@@ -209,6 +219,8 @@ def copy_writes(values: Values, rows: list[RawWrite], target: str) -> list[State
 # the source row's binding and seals it under the target's, as for checkpoints and writes.
 
 IDX_MIN = -(2**63)  # below every idx (special writes have negative ones)
+
+
 FrozenCursor = tuple[str, str, str, str, str, int, str, int]  # thread_id ... idx
 
 
@@ -249,14 +261,33 @@ class RawFrozen:
         return self.parts.get(f"f/{self.src}/{owner}", [])
 
 
+def key_params(key: tuple[Any, ...]) -> dict[str, Param]:
+    """A checkpoint's key (thread_id, checkpoint_ns, checkpoint_id) as named parameters."""
+    thread_id, ns, cid = key
+    return {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
+
+
+# A delta_frozen row's primary key, in order (RawFrozen.cursor).
+FROZEN_KEY = ("thread_id", "checkpoint_ns", "checkpoint_id", "channel", "kind", "depth",
+              "task_id", "idx")
+
+
+def frozen_key_params(cursor: tuple[Any, ...]) -> dict[str, Param]:
+    """A delta_frozen row's key as named parameters."""
+    return dict(zip(FROZEN_KEY, cursor, strict=True))
+
+
 def frozen_statement(thread_id: str | None, after: FrozenCursor | None, size: int,
                      heads: list[str] | None = None) -> Statement:
     """A page of frozen DeltaChannel rows after `after`: of one thread or all; with `heads`
     (the newest key's), only rows holding a value not sealed under it."""
-    sql = _sql.RAW_FROZEN_ALL if thread_id is None else _sql.RAW_FROZEN_THREAD
     cursor = after or (thread_id or "", "", "", "", "", -1, "", IDX_MIN)
-    return Statement(sql, (thread_id, *cursor, int(size),
-                           None if heads is None else json.dumps(heads)))
+    params: dict[str, Param] = {
+        **{f"after_{k}": v for k, v in frozen_key_params(cursor).items()},
+        "limit": int(size), "heads": None if heads is None else json.dumps(heads)}
+    if thread_id is None:
+        return Statement.bind(_sql.RAW_FROZEN_ALL, params)
+    return Statement.bind(_sql.RAW_FROZEN_THREAD, {**params, "thread_id": thread_id})
 
 
 def raw_frozen(result: Result) -> list[RawFrozen]:
@@ -282,8 +313,9 @@ def parts_statements(key: CheckpointCursor, owner: str, parts: list[str] | None,
     Rows an UPDATE rewrites fire no trigger, so the old parts are deleted here."""
     if parts is None and not replace_old:
         return []
-    stmts = [Statement(_sql.DELETE_CHUNKS_OF, (*key, owner))]
-    return stmts + [Statement(_sql.INSERT_CHUNK, (*key, owner, seq, part))
+    of = {**key_params(key), "owner": owner}
+    stmts = [Statement.bind(_sql.DELETE_CHUNKS_OF, of)]
+    return stmts + [Statement.bind(_sql.INSERT_CHUNK, {**of, "seq": seq, "data": part})
                     for seq, part in enumerate(parts or [])]
 
 
@@ -332,9 +364,11 @@ def copy_frozen(values: Values, rows: list[RawFrozen], target: str) -> list[Stat
             raise refuse(row)
         text, metadata, parts = sealed
         key = (target, *row.key[1:])
-        stmts.append(Statement(_sql.INSERT_FROZEN, (
-            *key, row.channel, row.kind, row.depth, row.task_id, row.idx, row.src,
-            row.task_path, row.type, text, metadata, row.channels)))
+        stmts.append(Statement.bind(_sql.INSERT_FROZEN, {
+            **key_params(key), "channel": row.channel, "kind": row.kind, "depth": row.depth,
+            "task_id": row.task_id, "idx": row.idx, "src_checkpoint_id": row.src,
+            "task_path": row.task_path, "type": row.type, "value": text, "metadata": metadata,
+            "channels": row.channels}))
         if row.kind != "c":
             stmts += parts_statements(key, row.part_owner, parts, replace_old=True)
     return stmts
@@ -390,12 +424,14 @@ def add_counts(counts: Mapping[str, RekeyCounts]) -> RekeyCounts:
 
 
 def fingerprint(text: str | None) -> str | None:
-    """_sql._FP in Python: length, first and last 40 characters."""
+    """The REKEY_GUARD_* statements' fingerprint of a text, in Python: length, first and last
+    40 characters."""
     return None if text is None else f"{len(text)}:{text[:40]}{text[-40:]}"
 
 
 def parts_fingerprint(parts: list[tuple[int, str]]) -> str | None:
-    """_sql._PIECES_FP in Python: count, total length, part 0's ends."""
+    """The REKEY_GUARD_* statements' fingerprint of a value's parts, in Python: count, total
+    length, part 0's ends."""
     first = dict(parts).get(0)
     if not parts or first is None:
         return None
@@ -409,11 +445,13 @@ def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCo
     def rewrite(row: RawCheckpoint, sealed: tuple[Sealed, str]) -> list[Statement]:
         (text, parts), metadata = sealed
         return [
-            Statement(_sql.REKEY_GUARD_CHECKPOINT, (
-                *row.key, fingerprint(row.checkpoint), fingerprint(row.metadata),
-                parts_fingerprint(row.parts.get("", [])),
-                parts_fingerprint(row.parts.get(METADATA_OWNER, [])))),
-            Statement(_sql.REKEY_CHECKPOINT, (*row.key, text, metadata)),
+            Statement.bind(_sql.REKEY_GUARD_CHECKPOINT, {
+                **key_params(row.key), "checkpoint_fp": fingerprint(row.checkpoint),
+                "metadata_fp": fingerprint(row.metadata),
+                "checkpoint_pieces_fp": parts_fingerprint(row.parts.get("", [])),
+                "metadata_pieces_fp": parts_fingerprint(row.parts.get(METADATA_OWNER, []))}),
+            Statement.bind(_sql.REKEY_CHECKPOINT, {**key_params(row.key), "checkpoint": text,
+                                                   "metadata": metadata}),
             *parts_statements(row.key, "", parts, replace_old="" in row.parts),
             # a row sealed from plaintext keeps its metadata in the value, not in chunks
             *parts_statements(row.key, METADATA_OWNER, None, replace_old=METADATA_OWNER in row.parts),
@@ -439,15 +477,18 @@ def _unpack_sealed(values: Values, row: RawWrite, writes: list[RawWrite], counts
     if any(is_manifest(w.value) for w in writes):
         counts.plaintext += len(writes)
         return []
-    stmts = [Statement(_sql.REKEY_GUARD_WRITE, (*row.key, row.task_id, row.idx,
-                                                 fingerprint(row.value), parts_fingerprint([]))),
-             Statement(_sql.REKEY_DROP_WRITE, (*row.key, row.task_id, row.idx))]
+    write = {**key_params(row.key), "task_id": row.task_id, "idx": row.idx}
+    stmts = [Statement.bind(_sql.REKEY_GUARD_WRITE, {
+                 **write, "value_fp": fingerprint(row.value),
+                 "pieces_fp": parts_fingerprint([])}),
+             Statement.bind(_sql.REKEY_DROP_WRITE, write)]
     for w in writes:
         sealed = reseal_write(values, w, w.key[0], plaintext=True)
         assert sealed is not None  # plaintext=True seals every plaintext value
         text, parts = sealed
-        stmts.append(Statement(_sql.REKEY_ADD_WRITE, (*w.key, w.task_id, w.task_path, w.idx,
-                                                      w.channel, w.type, text)))
+        stmts.append(Statement.bind(_sql.REKEY_ADD_WRITE, {
+            **key_params(w.key), "task_id": w.task_id, "task_path": w.task_path, "idx": w.idx,
+            "channel": w.channel, "type": w.type, "value": text}))
         stmts += parts_statements(w.key, w.owner, parts, replace_old=False)
         counts.rewritten += 1
     return stmts
@@ -475,11 +516,12 @@ def _rekey_whole(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
 
     def rewrite(row: RawWrite, sealed: Sealed) -> list[Statement]:
         text, parts = sealed
+        write = {**key_params(row.key), "task_id": row.task_id, "idx": row.idx}
         return [
-            Statement(_sql.REKEY_GUARD_WRITE, (
-                *row.key, row.task_id, row.idx, fingerprint(row.value),
-                parts_fingerprint(row.parts))),
-            Statement(_sql.REKEY_WRITE, (*row.key, row.task_id, row.idx, text)),
+            Statement.bind(_sql.REKEY_GUARD_WRITE, {
+                **write, "value_fp": fingerprint(row.value),
+                "pieces_fp": parts_fingerprint(row.parts)}),
+            Statement.bind(_sql.REKEY_WRITE, {**write, "value": text}),
             *parts_statements(row.key, row.owner, parts, replace_old=bool(row.parts)),
         ]
 
@@ -497,10 +539,11 @@ def rekey_frozen(values: Values, rows: list[RawFrozen], counts: RekeyCounts, *,
         text, metadata, parts = sealed
         old_pieces = row.parts.get(row.part_owner, [])
         return [
-            Statement(_sql.REKEY_GUARD_FROZEN, (
-                *row.cursor, fingerprint(row.value), parts_fingerprint(old_pieces),
-                row.part_owner)),
-            Statement(_sql.REKEY_FROZEN, (*row.cursor, text, metadata)),
+            Statement.bind(_sql.REKEY_GUARD_FROZEN, {
+                **frozen_key_params(row.cursor), "value_fp": fingerprint(row.value),
+                "pieces_fp": parts_fingerprint(old_pieces), "owner": row.part_owner}),
+            Statement.bind(_sql.REKEY_FROZEN, {**frozen_key_params(row.cursor), "value": text,
+                                               "metadata": metadata}),
             *parts_statements(row.key, row.part_owner, parts, replace_old=bool(old_pieces)),
         ]
 
@@ -548,10 +591,10 @@ def census(result: Result, key_id_of: Callable[[str | None], str | None]
     return out
 
 
-__all__ = ["IDX_MIN", "CheckpointCursor", "FrozenCursor", "RawCheckpoint", "RawFrozen", "RawWrite",
-           "RekeyCounts", "Resealed", "WriteCursor", "census", "checkpoints_statement",
-           "copy_checkpoints", "copy_frozen", "copy_sealed", "copy_writes", "frozen_statement",
+__all__ = ["CheckpointCursor", "FROZEN_KEY", "FrozenCursor", "IDX_MIN", "REKEY_PLANS",
+           "REKEY_TABLES", "RawCheckpoint", "RawFrozen", "RawWrite", "RekeyCounts", "Resealed",
+           "WriteCursor", "census", "checkpoints_statement", "copy_checkpoints", "copy_frozen",
+           "copy_sealed", "copy_writes", "frozen_key_params", "frozen_statement", "key_params",
            "parts_statements", "raw_checkpoints", "raw_frozen", "raw_writes", "refuse",
-           "reseal_frozen",
-           "REKEY_PLANS", "REKEY_TABLES", "rekey_checkpoints", "rekey_frozen", "rekey_writes",
+           "rekey_checkpoints", "rekey_frozen", "rekey_writes", "reseal_frozen",
            "writes_statement"]
