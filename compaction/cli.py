@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
+from langchain_core.runnables import RunnableConfig
 
 from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
-                     RekeyCounts, admin)
+                     RekeyCounts)
 from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable, progress_bar
 from compaction import inspector
 from compaction.fleet import check_chunks, compact, history, list_threads, run_history
@@ -414,7 +415,7 @@ def check_cmd(
         typer.echo(json.dumps([t.__dict__ for t in found], indent=2))
     else:
         for t in found:
-            db = f" ({getattr(t, 'database_id')})" if hasattr(t, "database_id") else ""
+            db = f" ({t.database_id})" if hasattr(t, "database_id") else ""
             typer.echo(f"{printable(t.thread_id)}{db}: {t.missing} chunks missing, "
                        f"{t.unreferenced} unreferenced")
         scope = f"thread {printable(thread_id)}" if thread_id is not None else "every thread"
@@ -520,7 +521,7 @@ def diff_cmd(
             typer.echo(f"  {printable(name)}: {_short(change['before'], 45)} -> {_short(change['after'], 45)}")
 
 
-def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> dict[str, Any]:
+def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> RunnableConfig:
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from d1saver import D1Saver, NotFoundError
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from compaction.fleet import history
@@ -49,7 +50,8 @@ def _next_tasks(tup: CheckpointTuple) -> list[str]:
     for channel, version in versions.items():
         if channel.startswith(BRANCH) and channel in values:
             node = channel[len(BRANCH):]
-            if version > seen.get(node, {}).get(channel, ""):
+            last: Any = seen.get(node, {}).get(channel, "")
+            if version > last:
                 out.append(node)
     return sorted(out)
 
@@ -70,7 +72,8 @@ def snapshot(saver: D1Saver, thread_id: str, checkpoint_id: str | None = None, n
     next tasks, interrupts, metadata, tags and the stored bytes of its row."""
     tup = _tuple(saver, thread_id, checkpoint_id, ns)
     cid = tup.checkpoint["id"]
-    conf = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+    conf: RunnableConfig = {
+        "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
     tags = sorted(name for name, at in saver.tags(conf).items() if at == cid)
     row = next((r for r in history(saver, thread_id, 10_000)
                 if r["checkpoint_id"] == cid and r["checkpoint_ns"] == ns), {})

@@ -10,7 +10,6 @@ batches of whole threads, one request each, atomic: killed midway, a rerun finis
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field

@@ -1,5 +1,7 @@
 """d1saver: LangGraph checkpoints in Cloudflare D1, over D1's REST API."""
 
+import warnings
+from typing import Any
 from importlib.metadata import PackageNotFoundError, version
 
 try:  # the one version is pyproject.toml's; the installed metadata carries it
@@ -14,9 +16,10 @@ from d1saver.core.errors import (
     AuthenticationError,
     CheckpointConflictError,
     ConfigError,
-    ConnectionError,
     D1APIError,
+    D1ConnectionError,
     D1Error,
+    D1TimeoutError,
     FleetError,
     IntegrityError,
     InvalidInputError,
@@ -30,7 +33,6 @@ from d1saver.core.errors import (
     SerializationError,
     ServerError,
     StoredValueError,
-    TimeoutError,
     TransientQueryError,
     TransportError,
     UnknownKeyError,
@@ -49,14 +51,15 @@ __all__ = [
     "AuthenticationError",
     "CheckpointConflictError",
     "ConfigError",
-    "ConnectionError",
     "D1APIError",
     "D1Cache",
     "D1Client",
+    "D1ConnectionError",
     "D1Error",
     "D1Saver",
     "D1Settings",
     "D1Store",
+    "D1TimeoutError",
     "FleetError",
     "IntegrityError",
     "InvalidInputError",
@@ -74,7 +77,6 @@ __all__ = [
     "ServerError",
     "Statement",
     "StoredValueError",
-    "TimeoutError",
     "TraceEvent",
     "TransientQueryError",
     "TransportError",
@@ -83,3 +85,18 @@ __all__ = [
     "VerificationError",
     "load_settings",
 ]
+
+# Names of 0.1.0 that shadowed the built-in exceptions: importable for one more release.
+_DEPRECATED = {"TimeoutError": D1TimeoutError, "ConnectionError": D1ConnectionError}
+
+
+def __getattr__(name: str) -> Any:
+    """`d1saver.TimeoutError` and `d1saver.ConnectionError` still resolve (PEP 562), with a
+    DeprecationWarning naming the class to use instead."""
+    if name in _DEPRECATED:
+        new = _DEPRECATED[name]
+        warnings.warn(f"d1saver.{name} is deprecated and will be removed in the next release: "
+                      f"use d1saver.{new.__name__} (a subclass of the built-in {name})",
+                      DeprecationWarning, stacklevel=2)
+        return new
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
@@ -70,13 +71,13 @@ class CrashOnce:
             raise RuntimeError(f"simulated crash while running tool {name!r}")
 
 
-def build_graph(crash: CrashOnce, executions: Counter) -> StateGraph:
+def build_graph(crash: CrashOnce, executions: Counter[str]) -> StateGraph:
     """agent -> 3 parallel tools -> agent -> approval (interrupt) -> agent -> END."""
 
     def agent(state: State) -> dict[str, Any]:
         executions["agent"] += 1
         last = state["messages"][-1]
-        if isinstance(last, HumanMessage) and not last.content.startswith(APPROVED):
+        if isinstance(last, HumanMessage) and not str(last.content).startswith(APPROVED):
             calls = [{"name": t, "args": {"city": "Lisbon"}, "id": f"call_{t}"} for t in TOOLS]
             return {"messages": [AIMessage("Let me check weather, flights and hotels.",
                                            tool_calls=calls)]}
@@ -100,13 +101,13 @@ def build_graph(crash: CrashOnce, executions: Counter) -> StateGraph:
         last = state["messages"][-1]
         if isinstance(last, AIMessage) and last.tool_calls:
             return [Send("tool", call) for call in last.tool_calls]
-        if isinstance(last, AIMessage) and last.content.endswith("?"):
+        if isinstance(last, AIMessage) and str(last.content).endswith("?"):
             return "approval"
         return END
 
     builder = StateGraph(State)
     builder.add_node("agent", agent)
-    builder.add_node("tool", tool)
+    builder.add_node("tool", tool)  # type: ignore[arg-type]  # a Send target takes its payload
     builder.add_node("approval", approval)
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", route, ["tool", "approval", END])
@@ -140,9 +141,9 @@ def run(data_dir: Path | None = None, echo: Any = print) -> dict[str, Any]:
         return D1Saver(account_id=ACCOUNT_ID, database_id=DATABASE_ID, api_token="local",
                        api_base_url=BASE_URL, transport=transport, tracer=meter)
 
-    crash, executions = CrashOnce("hotels"), Counter()
+    crash, executions = CrashOnce("hotels"), Counter[str]()
     builder = build_graph(crash, executions)
-    config = {"configurable": {"thread_id": f"trip-{uuid.uuid4().hex[:8]}"}}
+    config: RunnableConfig = {"configurable": {"thread_id": f"trip-{uuid.uuid4().hex[:8]}"}}
     echo(f"thread {config['configurable']['thread_id']} on the embedded local D1"
          f" ({'in memory' if data_dir is None else data_dir})\n")
 
@@ -155,7 +156,8 @@ def run(data_dir: Path | None = None, echo: Any = print) -> dict[str, Any]:
         echo(f"   crashed: {exc}")
     state = graph.get_state(config)
     saved = [w for t in state.tasks for w in ([t.name] if t.result else [])]
-    echo(f"   last checkpoint: step {state.metadata['step']}, next {list(state.next)}; "
+    md = state.metadata or {}
+    echo(f"   last checkpoint: step {md.get('step')}, next {list(state.next)}; "
          f"finished tasks saved as pending writes: {len(saved)}")
     echo(f"   HTTP requests so far: {meter.since_mark()}\n")
     first.close()
@@ -212,9 +214,9 @@ def run_with_key(transport: LocalD1Transport, echo: Any) -> dict[str, Any]:
 
     keyed = saver(encryption_keys=[key])
     thread_id = f"sealed-{uuid.uuid4().hex[:8]}"
-    config = {"configurable": {"thread_id": thread_id}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     echo(f"6. With encryption_keys (key id {keyed.key_ids[0]}), thread {thread_id}:")
-    graph = build_graph(CrashOnce("none"), Counter()).compile(checkpointer=keyed)
+    graph = build_graph(CrashOnce("none"), Counter[str]()).compile(checkpointer=keyed)
     graph.invoke({"messages": [HumanMessage("Plan a trip to Lisbon next week.")]}, config)
     graph.invoke(Command(resume="yes"), config)
     (row,) = keyed.execute([admin.stored_sample(thread_id)])[0].dicts()
@@ -269,7 +271,7 @@ def build_memory_graph(tool_runs: Counter) -> StateGraph:
 
     def recall(state: MemoryState) -> dict[str, Any]:
         found = get_store().search(("users", state["user"], "memories"),
-                                   query=state["messages"][-1].content, limit=1)
+                                   query=str(state["messages"][-1].content), limit=1)
         return {"recalled": [f"{i.value['text']} (score {i.score:.2f})" for i in found
                              if i.score is not None and i.score > 0.3]}
 
@@ -279,7 +281,7 @@ def build_memory_graph(tool_runs: Counter) -> StateGraph:
         return {"forecast": f"{state['city']}: 22°C and sunny"}
 
     def agent(state: MemoryState, *, store: BaseStore) -> dict[str, Any]:
-        said = state["messages"][-1].content
+        said = str(state["messages"][-1].content)
         if said.startswith("Remember:"):
             fact = said.removeprefix("Remember:").strip()
             store.put(("users", state["user"], "memories"), f"fact-{uuid.uuid4().hex[:6]}",
@@ -321,7 +323,7 @@ def run_with_memory(transport: LocalD1Transport, echo: Any) -> dict[str, Any]:
             store=D1Store(**common, index={"dims": EMBED_DIMS, "embed": embed,
                                            "fields": ["text"]}),
             cache=D1Cache(**common))
-        config = {"configurable": {"thread_id": f"{user}-conversation-{n}"}}
+        config: RunnableConfig = {"configurable": {"thread_id": f"{user}-conversation-{n}"}}
         before = tool_runs["forecast"]
         out = graph.invoke({"messages": [HumanMessage(said)], "user": user, "city": "Lisbon",
                             "recalled": []}, config, durability="sync")

@@ -34,7 +34,7 @@ from d1saver.storage.crypto import Key, Sealer, keys_from_env
 from d1saver.http.driver import Driver
 from d1saver.core.errors import ConfigError, NotFoundError
 from d1saver.fleet.fleet import DEFAULT_CONCURRENCY, Fleet
-from d1saver.fleet.databases import Node, client_factory, database_lists, make_nodes
+from d1saver.fleet.databases import Database, client_factory, database_lists, make_databases
 from d1saver.ops.operations import Operations
 from d1saver.core.protocol import Result, Statement, Tracer
 from d1saver.ops.reseal import RekeyCounts, add_census, add_counts
@@ -110,10 +110,11 @@ class D1Saver(BaseCheckpointSaver[str]):
         new_client = client_factory(
             account_id=account_id, api_token=api_token, api_base_url=api_base_url, retry=retry,
             transport=transport, async_transport=async_transport, tracer=tracer, timeout=timeout)
-        nodes = make_nodes([*ids, *(previous or [])], new_client, Values(self.serde, sealer),
-                           guard_head=guard_head, auto_setup=auto_setup, group_commit=group_commit,
-                           group_commit_window=group_commit_window)
-        self._fleet = Fleet(nodes, Router(ids, route),
+        databases = make_databases(
+            [*ids, *(previous or [])], new_client, Values(self.serde, sealer),
+            guard_head=guard_head, auto_setup=auto_setup, group_commit=group_commit,
+            group_commit_window=group_commit_window)
+        self._fleet = Fleet(databases, Router(ids, route),
                             None if previous is None else Router(previous), fleet_concurrency)
         self.account_id = account_id
         self.database_id = ids[0] if len(ids) == 1 else None
@@ -121,7 +122,7 @@ class D1Saver(BaseCheckpointSaver[str]):
             raise ConfigError(f"page_size must be a whole number of checkpoints >= 1, not {page_size!r}")
         self.page_size = page_size
 
-    @property  # type: ignore[override]
+    @property
     def serde(self) -> SerializerProtocol:
         return self._serde
 
@@ -155,7 +156,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     @property
     def is_setup(self) -> bool:
         """Whether this instance has set the schema up (or found it set up), in every database."""
-        return all(node.ops.is_setup for node in self._fleet.nodes.values())
+        return all(database.ops.is_setup for database in self._fleet.nodes.values())
 
     @is_setup.setter
     def is_setup(self, value: bool) -> None:
@@ -191,11 +192,11 @@ class D1Saver(BaseCheckpointSaver[str]):
         """fn(saver.database(id)) for every database (or those named), concurrently, at most
         `fleet_concurrency` at once: {database_id: result}. Over several databases, failures
         raise FleetError with each failed database's error and the others' results."""
-        return self._fleet.each(lambda node: fn(self.database(node.database_id)), operation,
+        return self._fleet.each(lambda db: fn(self.database(db.database_id)), operation,
                                 database_ids)
 
     @property
-    def _first(self) -> Node:
+    def _first(self) -> Database:
         return next(iter(self._fleet.nodes.values()))
 
     @property
@@ -258,20 +259,20 @@ class D1Saver(BaseCheckpointSaver[str]):
         await self.aclose()
 
     def close(self) -> None:
-        for node in self._fleet.nodes.values():
-            node.client.close()
+        for database in self._fleet.nodes.values():
+            database.client.close()
 
     async def aclose(self) -> None:
-        for node in self._fleet.nodes.values():
-            await node.client.aclose()
+        for database in self._fleet.nodes.values():
+            await database.client.aclose()
 
     def setup(self) -> None:
         """Create the schema (schema.sql) if missing and apply the migrations the database
         lacks; idempotent, one request each, in every database."""
-        self._fleet.each(lambda node: node.run(lambda ops: ops.setup_once()), "setup")
+        self._fleet.each(lambda db: db.run(lambda ops: ops.setup_once()), "setup")
 
     async def asetup(self) -> None:
-        await self._fleet.aeach(lambda node: node.arun(lambda ops: ops.setup_once()), "setup")
+        await self._fleet.aeach(lambda db: db.arun(lambda ops: ops.setup_once()), "setup")
 
     def execute(self, statements: Sequence[Statement]) -> list[Result]:
         """Run d1saver's own named statements in one request (schema created if missing).
@@ -301,12 +302,12 @@ class D1Saver(BaseCheckpointSaver[str]):
 
     def delete_thread(self, thread_id: str) -> None:
         """One request to the thread's home (and, while migrating, one to its previous home)."""
-        for node in self._fleet.thread_nodes(_config(thread_id)):
-            node.run(lambda ops: ops.delete_thread(thread_id))
+        for database in self._fleet.thread_nodes(_config(thread_id)):
+            database.run(lambda ops: ops.delete_thread(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """In every database (runs are not routed): one request each."""
-        self._fleet.each(lambda node: node.run(lambda ops: ops.delete_for_runs(run_ids)),
+        self._fleet.each(lambda db: db.run(lambda ops: ops.delete_for_runs(run_ids)),
                          "delete_for_runs")
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -323,8 +324,8 @@ class D1Saver(BaseCheckpointSaver[str]):
         One request per database holding some of the threads.
         """
         groups = self._fleet.group(thread_ids)
-        self._fleet.each(lambda node: node.run(
-            lambda ops: ops.prune(groups[node.database_id], strategy)), "prune", list(groups))
+        self._fleet.each(lambda db: db.run(
+            lambda ops: ops.prune(groups[db.database_id], strategy)), "prune", list(groups))
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]
                                   ) -> Mapping[str, DeltaChannelHistory]:
@@ -350,12 +351,12 @@ class D1Saver(BaseCheckpointSaver[str]):
         await self._fleet.aon(config, lambda ops: ops.put_writes(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        for node in self._fleet.thread_nodes(_config(thread_id)):
-            await node.arun(lambda ops: ops.delete_thread(thread_id))
+        for database in self._fleet.thread_nodes(_config(thread_id)):
+            await database.arun(lambda ops: ops.delete_thread(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         await self._fleet.aeach(
-            lambda node: node.arun(lambda ops: ops.delete_for_runs(run_ids)), "delete_for_runs")
+            lambda db: db.arun(lambda ops: ops.delete_for_runs(run_ids)), "delete_for_runs")
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._fleet.acopy_thread(str(source_thread_id), str(target_thread_id),
@@ -363,8 +364,8 @@ class D1Saver(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         groups = self._fleet.group(thread_ids)
-        await self._fleet.aeach(lambda node: node.arun(
-            lambda ops: ops.prune(groups[node.database_id], strategy)), "prune", list(groups))
+        await self._fleet.aeach(lambda db: db.arun(
+            lambda ops: ops.prune(groups[db.database_id], strategy)), "prune", list(groups))
 
     async def aget_delta_channel_history(self, *, config: RunnableConfig,
                                          channels: Sequence[str]

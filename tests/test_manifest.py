@@ -3,7 +3,6 @@ the stored format pinned (a manifest names its chunks forever)."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 
 import pytest
@@ -142,14 +141,6 @@ def test_a_damaged_chunk_is_refused_not_read_as_other_bytes() -> None:
         with pytest.raises(StoredValueError):
             _values.unpack(packed.text, {**chunks, chunk: text})
     assert _values.unpack(packed.text, chunks) == state(12)
-
-
-def test_ids_of_schema_v7_are_checked_too() -> None:
-    """Schema v7 (never released) named chunks by base64url ids: still read, still checked."""
-    data = SERDE.dumps_typed(AIMessage(content="v7 " + "z" * 300, id="v7"))[1]
-    v7 = base64.urlsafe_b64encode(hashlib.sha256(data).digest()[:20]).rstrip(b"=").decode()
-    assert _chunking.names(v7, data) and not _chunking.names(v7, data + b" ")
-    assert _values.unpack("m:" + v7, {v7: _codec.encode(data)}) == data
 
 
 def test_ids_of_schema_v8_are_checked_too() -> None:

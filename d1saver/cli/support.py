@@ -16,7 +16,7 @@ try:  # recent typer carries its own copy of click
     from typer._click.core import Context
     from typer._click.exceptions import UsageError
 except ImportError:  # older typer runs on click
-    from click import Context, UsageError
+    from click import Context, UsageError  # type: ignore[no-redef,assignment,unused-ignore]
 
 # Exit codes of every d1saver command (docs list them): 0 done, 1 a runtime or D1 error,
 # 2 bad usage or configuration, 3 the maintenance lease is held, 4 not found.

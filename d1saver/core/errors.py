@@ -11,8 +11,8 @@
     │   ├── ServerError             5xx
     │   └── ResponseError           not D1's envelope (HTML, truncated JSON, success: false on 200)
     ├── TransportError              no answer at all
-    │   ├── ConnectTimeoutError / ReadTimeoutError (TimeoutError)
-    │   └── ConnectionError
+    │   ├── D1TimeoutError          a connect, write or read timed out (also a TimeoutError)
+    │   └── D1ConnectionError       the connection failed or dropped (also a ConnectionError)
     ├── SerializationError          a value the serializer or JSON cannot carry
     ├── StoredValueError            a stored value cannot be read back (refused type, codec)
     │   └── IntegrityError          a value failed authentication under the encryption keys
@@ -105,12 +105,13 @@ class TransportError(D1Error):
     """The request got no answer: connection refused, dropped, or timed out."""
 
 
-class ConnectionError(TransportError):  # noqa: A001 - deliberately mirrors the builtin's meaning
-    """The connection failed or was dropped before an answer arrived."""
+class D1ConnectionError(TransportError, ConnectionError):
+    """The connection failed or was dropped before an answer arrived (also the built-in
+    ConnectionError, so `except ConnectionError` catches it whatever is imported)."""
 
 
-class TimeoutError(TransportError):  # noqa: A001
-    """A connect, write or read timed out."""
+class D1TimeoutError(TransportError, TimeoutError):
+    """A connect, write or read timed out (also the built-in TimeoutError)."""
 
 
 class SerializationError(D1Error, TypeError):

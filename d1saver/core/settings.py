@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -55,7 +57,7 @@ _ENV_NAMES = {
 def load_settings(**overrides: str | None) -> D1Settings:
     """Read settings from the environment, with non-None overrides; a missing or invalid one
     names its variable."""
-    given = {k: v for k, v in overrides.items() if v is not None}
+    given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     try:
         return D1Settings(**given)
     except ValidationError as exc:

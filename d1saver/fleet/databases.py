@@ -1,11 +1,13 @@
-"""A saver's databases, one node each: its client, its driver (group commit, setup once) and
-its operations; and the database lists a saver is given, checked."""
+"""A saver's databases, each a `Database`: its client, its driver (group commit, setup once)
+and its operations; and the database lists a saver is given, checked."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import httpx
 
 from d1saver.http.client import D1Client
 from d1saver.ops.delta_cache import DeltaCache
@@ -20,7 +22,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Node:
+class Database:
     """One database of a saver: its client, its driver, its operations."""
 
     database_id: str
@@ -35,21 +37,21 @@ class Node:
         return await self.driver.arun(make(self.ops))
 
 
-def make_nodes(database_ids: Sequence[str], new_client: Callable[[str], D1Client],
+def make_databases(database_ids: Sequence[str], new_client: Callable[[str], D1Client],
                values: Values, *, guard_head: bool, auto_setup: bool, group_commit: bool,
-               group_commit_window: float | None) -> dict[str, Node]:
-    """A node per distinct database id: its own client, driver (group commit, setup once) and
+               group_commit_window: float | None) -> dict[str, Database]:
+    """A `Database` per distinct database id: its own client, driver (group commit, setup once) and
     operations; one DeltaChannel cache for all, so that a read served by a previous home
     also serves LangGraph's history call after it."""
     cache = DeltaCache()
-    nodes: dict[str, Node] = {}
+    databases: dict[str, Database] = {}
     for db in dict.fromkeys(database_ids):
         client = new_client(db)
         ops = Operations(values, client.exchange, guard_head=guard_head, auto_setup=auto_setup)
         ops.delta_cache = cache
-        nodes[db] = Node(db, client, Driver(client, group_commit=group_commit,
+        databases[db] = Database(db, client, Driver(client, group_commit=group_commit,
                                             group_commit_window=group_commit_window), ops)
-    return nodes
+    return databases
 
 
 def database_lists(database_id: str | None, database_ids: Sequence[str] | None,
@@ -64,7 +66,7 @@ def database_lists(database_id: str | None, database_ids: Sequence[str] | None,
                  else validate_database_ids(list(previous_database_ids)))
 
 
-def client_factory(*, timeout: float | None, **options: Any) -> Callable[[str], D1Client]:
+def client_factory(*, timeout: httpx.Timeout | float | None, **options: Any) -> Callable[[str], D1Client]:
     """A D1Client per database id, all with these options (timeout: the client's default
     when None)."""
     if timeout is not None:
@@ -72,4 +74,4 @@ def client_factory(*, timeout: float | None, **options: Any) -> Callable[[str], 
     return lambda db: D1Client(database_id=db, **options)
 
 
-__all__ = ["Node", "client_factory", "database_lists", "make_nodes"]
+__all__ = ["Database", "client_factory", "database_lists", "make_databases"]

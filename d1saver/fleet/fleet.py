@@ -1,6 +1,6 @@
 """A saver's databases: one client and driver per database, routing, and operations across them.
 
-Each database has its own `Node` (client, driver with its own group commit and once-only
+Each database has its own `Database` (client, driver with its own group commit and once-only
 setup, operations). A thread lives in one database, its home (d1saver/fleet/routing.py); the
 saver sends every per-thread operation there, as one request. What spans databases runs on
 each concurrently, at most `limit` at a time (a thread pool for sync callers, a semaphore for
@@ -16,6 +16,8 @@ from collections import deque
 from collections.abc import (AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping,
                              Sequence)
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import CheckpointTuple
@@ -25,10 +27,10 @@ from d1saver.ops import transfer as _transfer
 from d1saver.storage.crypto import Sealer
 from d1saver.ops.delta_cache import DeltaCache
 from d1saver.core.errors import ConfigError, D1Error, FleetError
-from d1saver.fleet.databases import Node
-from d1saver.ops.operations import ListPlan, Operations
-from d1saver.core.protocol import Op
-from d1saver.ops.reseal import SealedCopy
+from d1saver.fleet.databases import Database
+from d1saver.ops.operations import Operations, list_pages
+from d1saver.core.protocol import Emit, Op, Result, Statement
+from d1saver.ops.reseal import copy_sealed
 from d1saver.fleet.routing import COPYING_PREFIX, Router, is_staging
 from d1saver.storage.values import Values
 
@@ -46,7 +48,7 @@ class Fleet:
     home looks at the thread's home under `previous`, one more request, only on a miss.
     """
 
-    def __init__(self, nodes: Mapping[str, Node], router: Router, previous: Router | None,
+    def __init__(self, nodes: Mapping[str, Database], router: Router, previous: Router | None,
                  limit: int = DEFAULT_CONCURRENCY) -> None:
         self.nodes = dict(nodes)
         self.router = router
@@ -67,31 +69,31 @@ class Fleet:
         """True if this saver has more than one database (fan-out errors become FleetError)."""
         return len(self.nodes) > 1
 
-    def home(self, thread_id: str) -> Node:
+    def home(self, thread_id: str) -> Database:
         return self.nodes[self.router.home(thread_id)]
 
-    def old_home(self, thread_id: str) -> Node | None:
+    def old_home(self, thread_id: str) -> Database | None:
         """The thread's home in the previous layout, if there is one and it is another."""
         if self.previous is None:
             return None
         old = self.previous.home(thread_id)
         return None if old == self.router.home(thread_id) else self.nodes[old]
 
-    def of(self, config: Any) -> Node:
+    def of(self, config: Any) -> Database:
         """The node of a config's thread (the only node, without reading it, if just one)."""
         if len(self.nodes) == 1:
             return next(iter(self.nodes.values()))
         return self.home(st.thread_id_of(config))
 
-    def homes(self, thread_id: str) -> list[Node]:
+    def homes(self, thread_id: str) -> list[Database]:
         """Every node that may hold the thread: its home, then its old home."""
         old = self.old_home(thread_id)
         return [self.home(thread_id)] + ([old] if old is not None else [])
 
-    def old_of(self, config: Any) -> Node | None:
+    def old_of(self, config: Any) -> Database | None:
         return None if self.previous is None else self.old_home(st.thread_id_of(config))
 
-    def thread_nodes(self, config: Any) -> list[Node]:
+    def thread_nodes(self, config: Any) -> list[Database]:
         """Where a per-thread read looks, in order: the home, then (while migrating) the
         previous home. With no config, the one database of a single-database saver."""
         if len(self.nodes) == 1:
@@ -107,27 +109,24 @@ class Fleet:
            missing: type[D1Error] | None = None) -> T:
         """make(ops) at the config's thread's home; if it misses (`missed(result)`, or raises
         `missing`), again at the thread's previous home, if it has one."""
-        try:
-            out = self.of(config).run(make)
-        except D1Error as exc:
-            if missing is None or not isinstance(exc, missing) or self.old_of(config) is None:
-                raise
-            return self.old_of(config).run(make)  # type: ignore[union-attr]
-        if missed is not None and missed(out) and (old := self.old_of(config)) is not None:
-            return old.run(make)
-        return out
+        return self._call(self._on(config, make, missed, missing))
 
     async def aon(self, config: Any, make: Callable[[Operations], Op[T]],
                   missed: Callable[[T], bool] | None = None,
                   missing: type[D1Error] | None = None) -> T:
+        return await self._acall(self._on(config, make, missed, missing))
+
+    def _on(self, config: Any, make: Callable[[Operations], Op[T]],
+            missed: Callable[[T], bool] | None, missing: type[D1Error] | None) -> Steps[T]:
         try:
-            out = await self.of(config).arun(make)
+            out: T = yield Run(self.of(config), make)
         except D1Error as exc:
-            if missing is None or not isinstance(exc, missing) or self.old_of(config) is None:
+            old = self.old_of(config)
+            if missing is None or not isinstance(exc, missing) or old is None:
                 raise
-            return await self.old_of(config).arun(make)  # type: ignore[union-attr]
+            return (yield Run(old, make))
         if missed is not None and missed(out) and (old := self.old_of(config)) is not None:
-            return await old.arun(make)
+            return (yield Run(old, make))
         return out
 
     def set_ops(self, name: str, value: Any) -> None:
@@ -144,7 +143,7 @@ class Fleet:
         for db, n in self.nodes.items():
             ops = n.ops.with_values(values)
             ops.delta_cache = cache
-            nodes[db] = Node(n.database_id, n.client, n.driver, ops)
+            nodes[db] = Database(n.database_id, n.client, n.driver, ops)
         return Fleet(nodes, self.router, self.previous, self.limit)
 
     def view(self, database_id: str) -> Fleet:
@@ -155,7 +154,7 @@ class Fleet:
                               f"{list(self.nodes)}")
         return Fleet({database_id: node}, Router([database_id]), None, self.limit)
 
-    def single(self) -> Node:
+    def single(self) -> Database:
         """The one database, or a ConfigError naming the way to pick one of several."""
         if self.spans:
             raise ConfigError(f"this D1Saver spans {len(self.nodes)} databases: use "
@@ -170,13 +169,13 @@ class Fleet:
                 out.setdefault(node.database_id, []).append(str(thread_id))
         return out
 
-    def selected(self, database_ids: Sequence[str] | None) -> list[Node]:
+    def selected(self, database_ids: Sequence[str] | None) -> list[Database]:
         return list(self.nodes.values()) if database_ids is None else [
             self.nodes[db] for db in database_ids]
 
     # --- fan-out ----------------------------------------------------------------------------
 
-    def each(self, fn: Callable[[Node], T], operation: str,
+    def each(self, fn: Callable[[Database], T], operation: str,
              database_ids: Sequence[str] | None = None) -> dict[str, T]:
         """fn(node) for each database, concurrently (at most `limit` at once)."""
         nodes = self.selected(database_ids)
@@ -189,14 +188,14 @@ class Fleet:
             outcomes = list(pool.map(lambda node: _outcome(fn, node), nodes))
         return _collect(operation, nodes, outcomes)
 
-    async def aeach(self, fn: Callable[[Node], Awaitable[T]], operation: str,
+    async def aeach(self, fn: Callable[[Database], Awaitable[T]], operation: str,
                     database_ids: Sequence[str] | None = None) -> dict[str, T]:
         nodes = self.selected(database_ids)
         if not self.spans:
             return {node.database_id: await fn(node) for node in nodes}
         gate = asyncio.Semaphore(self.limit)
 
-        async def one(node: Node) -> T:
+        async def one(node: Database) -> T:
             async with gate:
                 return await fn(node)
 
@@ -207,60 +206,64 @@ class Fleet:
 
     def list(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
              limit: int | None, page_size: int) -> Iterator[CheckpointTuple]:
+        return self._iterate(self._list(config, filter, before, limit, page_size))
+
+    def alist(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
+              limit: int | None, page_size: int) -> AsyncIterator[CheckpointTuple]:
+        return self._aiterate(self._list(config, filter, before, limit, page_size))
+
+    def _list(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
+              limit: int | None, page_size: int) -> Steps[None]:
         if config is None and self.spans:
-            yield from self.list_all(filter, before, limit, page_size)
+            yield from self._list_all(filter, before, limit, page_size)
             return
         for node in self.thread_nodes(config):
-            plan = ListPlan(config, filter, before, limit, page_size,
-                            sealed=self.sealer is not None)
-            found = False
-            while (stmt := plan.next_statement()) is not None:
-                tuples = plan.consume(node.run(lambda ops: ops.page(stmt)))
-                found = found or bool(tuples)
-                yield from tuples
+            found = yield from list_pages(_pages_at(node), config, filter, before, limit,
+                                          page_size, sealed=self.sealer is not None)
             if found:
                 return
 
-    async def alist(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
-                    limit: int | None, page_size: int) -> AsyncIterator[CheckpointTuple]:
-        if config is None and self.spans:
-            async for tup in self.alist_all(filter, before, limit, page_size):
-                yield tup
+    def _list_all(self, filter: Mapping[str, Any] | None, before: Any, limit: int | None,
+                  page_size: int) -> Steps[None]:
+        """A k-way merge of every database's `list(None)` pages, newest checkpoint first.
+
+        Each database runs its own `list_pages`; a database's next page is read only when the
+        merge has used up its last one (the pages wanted at once read concurrently), so `limit`
+        and `before` hold exactly and nothing is read past what the caller takes. A key seen
+        twice in a row (a thread caught mid-move, in two databases at once) is yielded once;
+        staged rows of a move are never yielded.
+        """
+        if limit is not None and limit <= 0:
             return
-        for node in self.thread_nodes(config):
-            plan = ListPlan(config, filter, before, limit, page_size,
-                            sealed=self.sealer is not None)
-            found = False
-            while (stmt := plan.next_statement()) is not None:
-                tuples = plan.consume(await node.arun(lambda ops: ops.page(stmt)))
-                found = found or bool(tuples)
-                for tup in tuples:
-                    yield tup
-            if found:
-                return
-
-
-    def list_all(self, filter: Mapping[str, Any] | None, before: Any, limit: int | None,
-                 page_size: int) -> Iterator[CheckpointTuple]:
-        merge = _Merge(self, filter, before, limit, page_size)
-        need = merge.needs()  # every database at first (none for limit <= 0)
-        while need is not None:
-            if need:  # the first pages, or the next page of databases whose last one is used up
-                merge.feed(self.each(merge.fetch, "list", need))
-            elif (tup := merge.pop()) is not None:
-                yield tup
-            need = merge.needs()
-
-    async def alist_all(self, filter: Mapping[str, Any] | None, before: Any, limit: int | None,
-                        page_size: int) -> AsyncIterator[CheckpointTuple]:
-        merge = _Merge(self, filter, before, limit, page_size)
-        need = merge.needs()  # every database at first (none for limit <= 0)
-        while need is not None:
+        size = page_size if limit is None else max(1, min(page_size, limit))
+        plans = {db: list_pages(_ask, None, filter, before, None, size,
+                                sealed=self.sealer is not None) for db in self.nodes}
+        # Each database's next page statement (None once its pages are done), and its tuples.
+        pending = {db: _next(plan, None) for db, plan in plans.items()}
+        buffers: dict[str, deque[CheckpointTuple]] = {db: deque() for db in plans}
+        remaining, last = limit, None
+        while remaining is None or remaining > 0:
+            need = {db: stmt for db, stmt in pending.items()
+                    if stmt is not None and not buffers[db]}
             if need:
-                merge.feed(await self.aeach(merge.afetch, "list", need))
-            elif (tup := merge.pop()) is not None:
-                yield tup
-            need = merge.needs()
+                pages = yield Each("list", {db: _page(stmt) for db, stmt in need.items()})
+                for db, tuples in pages.items():
+                    emitted = plans[db].send(tuples)
+                    buffers[db].extend(emitted.items)
+                    pending[db] = _next(plans[db], None)
+                continue
+            if not any(buffers.values()):
+                return
+            db = max((d for d, buf in buffers.items() if buf),
+                     key=lambda d: _order(buffers[d][0]))
+            tup = buffers[db].popleft()
+            key = _order(tup)
+            if key == last or is_staging(key[1]):
+                continue
+            last = key
+            if remaining is not None:
+                remaining -= 1
+            yield Emit([tup])
 
     # --- copy_thread between databases ------------------------------------------------------
 
@@ -268,22 +271,14 @@ class Fleet:
         """Within the target's home when the source lives there too (one request without keys,
         re-sealed pages with keys: Operations.copy_thread), else the source's rows read where
         it lives and written to the target's home: in bounded atomic batches without keys,
-        re-sealed for the target page by page with keys (_reseal.SealedCopy). A thread copied
+        re-sealed for the target page by page with keys (reseal.copy_sealed). A thread copied
         onto itself is left as it is (re-inserting its rows would drop derived rows)."""
         if source == target:
             return
         if not self.spans:
             self.single().run(lambda ops: ops.copy_thread(source, target, page_size))
             return
-        dst = self.home(target)
-        steps, out = self._copy(source, target, dst, page_size), None
-        try:  # the target changed (perhaps, if this failed): forget its cached histories
-            while (step := steps.send(out)) is not None:
-                out = step[0].run(step[1])
-        except StopIteration:
-            pass
-        finally:
-            dst.ops.delta_cache.invalidate([target])
+        self._call(self._copy(source, target, page_size))
 
     async def acopy_thread(self, source: str, target: str, page_size: int) -> None:
         if source == target:
@@ -291,104 +286,178 @@ class Fleet:
         if not self.spans:
             await self.single().arun(lambda ops: ops.copy_thread(source, target, page_size))
             return
+        await self._acall(self._copy(source, target, page_size))
+
+    def _copy(self, source: str, target: str, page_size: int) -> Steps[None]:
         dst = self.home(target)
-        steps, out = self._copy(source, target, dst, page_size), None
         try:
-            while (step := steps.send(out)) is not None:
-                out = await step[0].arun(step[1])
-        except StopIteration:
-            pass
-        finally:
+            yield from self._copy_into(source, target, dst, page_size)
+        finally:  # the target changed (perhaps, if this failed): forget its cached histories
             dst.ops.delta_cache.invalidate([target])
 
-    def _copy(self, source: str, target: str, dst: Node, page_size: int) -> Generator[
-            tuple[Node, Callable[[Operations], Op[Any]]], Any, None]:
-        """The copy as steps (a node and the operation to run there), for either driver."""
+    def _copy_into(self, source: str, target: str, dst: Database, page_size: int) -> Steps[None]:
         sources, keyed = self.homes(source), self.sealer is not None
         if sources[0] is dst and keyed and len(sources) == 1:
-            yield dst, lambda ops: ops.copy_thread(source, target, page_size)
+            yield Run(dst, lambda ops: ops.copy_thread(source, target, page_size))
             return
         if sources[0] is dst and not keyed:
-            results = yield dst, lambda ops: ops.exchange(st.copy_thread_statements(source,
-                                                                                    target))
+            results = yield Run(dst, lambda ops: ops.exchange(
+                st.copy_thread_statements(source, target)))
             if results[0].changes or len(sources) == 1:
                 return
             sources = sources[1:]
         for node in sources:
             if not keyed:
-                rows = yield node, lambda ops: _transfer.read_thread(ops.exchange, source)
+                rows = yield Run(node, lambda ops: _transfer.read_thread(ops.exchange, source))
                 if not rows.total:
                     continue
             else:
-                copier = SealedCopy(dst.ops.values, source, target, page_size)
-                while (read := copier.next_read()) is not None:
-                    (result,) = yield node, lambda ops: ops.exchange([read])
-                    if stmts := copier.consume(result):
-                        yield dst, lambda ops: ops.exchange(stmts)
-                if not copier.copied:
+                copied = yield from copy_sealed(_exchange(node), _exchange(dst), dst.ops.values,
+                                                source, target, page_size)
+                if not copied:
                     continue
-                rows = yield node, lambda ops: _transfer.read_thread(ops.exchange, source,
-                                                                     _UNSEALED_TABLES)
+                rows = yield Run(node, lambda ops: _transfer.read_thread(ops.exchange, source,
+                                                                         _UNSEALED_TABLES))
             if rows.total:
-                yield dst, lambda ops: _transfer.write_thread(ops.exchange, rows, target,
-                                                              staging_prefix=COPYING_PREFIX)
+                yield Run(dst, _writer(rows, target))
             return
 
+    # --- the drivers: run a generator of steps (Run, Each, Emit) sync or async ---------------
 
-class _Merge:
-    """A k-way merge of every database's `list(None)` pages, newest checkpoint first.
+    def _call(self, steps: Steps[T]) -> T:
+        run = self._iterate(steps)
+        try:
+            next(run)
+        except StopIteration as stop:
+            return stop.value
+        run.close()
+        raise TypeError("steps run as a call emitted items")
 
-    Each database runs its own ListPlan; a database's next page is read only when the merge
-    has used up its last one, so `limit` and `before` hold exactly and nothing is read past
-    what the caller takes. A key seen twice in a row (a thread caught mid-move, in two
-    databases at once) is yielded once; staged rows of a move are never yielded.
-    """
+    async def _acall(self, steps: Steps[T]) -> T:
+        with closing(steps):
+            reply, error = None, None
+            while True:
+                try:
+                    step = steps.send(reply) if error is None else steps.throw(error)
+                except StopIteration as stop:
+                    return stop.value
+                reply, error = None, None
+                try:
+                    reply = await self._aperform(step)
+                except Exception as exc:
+                    error = exc
 
-    def __init__(self, fleet: Fleet, filter: Mapping[str, Any] | None, before: Any,
-                 limit: int | None, page_size: int) -> None:
-        size = page_size if limit is None else max(1, min(page_size, limit))
-        sealed = fleet.sealer is not None
-        self.plans = {db: ListPlan(None, filter, before, None, size, sealed=sealed)
-                      for db in fleet.nodes}
-        self.buffers: dict[str, deque[CheckpointTuple]] = {db: deque() for db in fleet.nodes}
-        self.remaining = limit
-        self.last: tuple[str, str, str] | None = None
+    def _iterate(self, steps: Steps[T]) -> Generator[Any, None, T]:
+        """Items the steps emit, one by one; then what they return."""
+        with closing(steps):
+            reply, error = None, None
+            while True:
+                try:
+                    step = steps.send(reply) if error is None else steps.throw(error)
+                except StopIteration as stop:
+                    return stop.value
+                reply, error = None, None
+                if isinstance(step, Emit):
+                    yield from step.items
+                    continue
+                try:
+                    reply = self._perform(step)
+                except Exception as exc:  # for the steps to handle (a miss at the home)
+                    error = exc
 
-    def fetch(self, node: Node) -> list[CheckpointTuple]:
-        """The next page of one database (none once its plan is done)."""
-        plan = self.plans[node.database_id]
-        stmt = plan.next_statement()
-        return [] if stmt is None else plan.consume(node.run(lambda ops: ops.page(stmt)))
+    async def _aiterate(self, steps: Steps[None]) -> AsyncIterator[Any]:
+        with closing(steps):
+            reply, error = None, None
+            while True:
+                try:
+                    step = steps.send(reply) if error is None else steps.throw(error)
+                except StopIteration:
+                    return
+                reply, error = None, None
+                if isinstance(step, Emit):
+                    for item in step.items:
+                        yield item
+                    continue
+                try:
+                    reply = await self._aperform(step)
+                except Exception as exc:
+                    error = exc
 
-    async def afetch(self, node: Node) -> list[CheckpointTuple]:
-        plan = self.plans[node.database_id]
-        stmt = plan.next_statement()
-        return [] if stmt is None else plan.consume(await node.arun(lambda ops: ops.page(stmt)))
+    def _perform(self, step: Run | Each) -> Any:
+        if isinstance(step, Run):
+            return step.node.run(step.make)
+        if isinstance(step, Each):
+            makes = step.makes
+            return self.each(lambda node: node.run(makes[node.database_id]), step.operation,
+                             list(makes))
+        raise TypeError(f"the fleet cannot perform {type(step).__name__}")
 
-    def feed(self, pages: Mapping[str, list[CheckpointTuple]]) -> None:
-        for db, tuples in pages.items():
-            self.buffers[db].extend(tuples)
+    async def _aperform(self, step: Run | Each) -> Any:
+        if isinstance(step, Run):
+            return await step.node.arun(step.make)
+        if isinstance(step, Each):
+            makes = step.makes
+            return await self.aeach(lambda node: node.arun(makes[node.database_id]),
+                                    step.operation, list(makes))
+        raise TypeError(f"the fleet cannot perform {type(step).__name__}")
 
-    def needs(self) -> list[str] | None:
-        """None when done; else the databases whose next page must be read first (maybe none)."""
-        if self.remaining is not None and self.remaining <= 0:
-            return None
-        need = [db for db, buf in self.buffers.items() if not buf and not self.plans[db].done]
-        if not need and not any(self.buffers.values()):
-            return None
-        return need
 
-    def pop(self) -> CheckpointTuple | None:
-        db = max((d for d, buf in self.buffers.items() if buf),
-                 key=lambda d: _order(self.buffers[d][0]))
-        tup = self.buffers[db].popleft()
-        key = _order(tup)
-        if key == self.last or is_staging(key[1]):
-            return None
-        self.last = key
-        if self.remaining is not None:
-            self.remaining -= 1
-        return tup
+@dataclass(frozen=True)
+class Run:
+    """A step: run an operation at one database; the reply is its result."""
+
+    node: Database
+    make: Callable[[Operations], Op[Any]]
+
+
+@dataclass(frozen=True)
+class Each:
+    """A step: run an operation at each of some databases, concurrently (Fleet.each); the
+    reply is the results by database id (FleetError if some failed)."""
+
+    operation: str
+    makes: Mapping[str, Callable[[Operations], Op[Any]]]
+
+
+# A multi-step operation over the fleet: yields Run, Each and Emit, is sent their replies.
+Steps = Generator[Any, Any, T]
+
+
+def _run(node: Database, make: Callable[[Operations], Op[T]]) -> Steps[T]:
+    return (yield Run(node, make))
+
+
+def _exchange(node: Database) -> Callable[[Sequence[Statement]], Steps[list[Result]]]:
+    """An exchange with one database, as steps."""
+    return lambda stmts: _run(node, lambda ops: ops.exchange(stmts))
+
+
+def _writer(rows: _transfer.ThreadRows, target: str) -> Callable[[Operations], Op[Any]]:
+    """The operation writing `rows` read from another database as `target`'s, staged."""
+    return lambda ops: _transfer.write_thread(ops.exchange, rows, target,
+                                              staging_prefix=COPYING_PREFIX)
+
+
+def _page(stmt: Statement) -> Callable[[Operations], Op[list[CheckpointTuple]]]:
+    return lambda ops: ops.page(stmt)
+
+
+def _pages_at(node: Database) -> Callable[[Statement], Steps[list[CheckpointTuple]]]:
+    """A page read at one database, as steps."""
+    return lambda stmt: _run(node, _page(stmt))
+
+
+def _ask(stmt: Statement) -> Generator[Statement, Any, list[CheckpointTuple]]:
+    """A page read by the merge itself: the statement is yielded to it as is."""
+    return (yield stmt)
+
+
+def _next(plan: Generator[Any, Any, Any], reply: Any) -> Any:
+    """The plan's next step, or None once it is done."""
+    try:
+        return plan.send(reply)
+    except StopIteration:
+        return None
 
 
 def _order(tup: CheckpointTuple) -> tuple[str, str, str]:
@@ -398,14 +467,14 @@ def _order(tup: CheckpointTuple) -> tuple[str, str, str]:
     return (conf["checkpoint_id"], conf["thread_id"], conf["checkpoint_ns"])
 
 
-def _outcome(fn: Callable[[Node], T], node: Node) -> T | BaseException:
+def _outcome(fn: Callable[[Database], T], node: Database) -> T | BaseException:
     try:
         return fn(node)
     except D1Error as exc:
         return exc
 
 
-def _collect(operation: str, nodes: Sequence[Node], outcomes: Sequence[Any]) -> dict[str, Any]:
+def _collect(operation: str, nodes: Sequence[Database], outcomes: Sequence[Any]) -> dict[str, Any]:
     """Results by database id; FleetError if some failed with a D1Error; other exceptions
     (bugs, cancellation) propagate as they are."""
     errors: dict[str, D1Error] = {}

@@ -17,13 +17,13 @@ import httpx
 from d1saver.core.errors import (
     AuthenticationError,
     ConfigError,
-    ConnectionError,
+    D1ConnectionError,
     D1Error,
+    D1TimeoutError,
     QueryError,
     RateLimitError,
     ResponseError,
     ServerError,
-    TimeoutError,
     TransientQueryError,
     TransportError,
 )
@@ -62,15 +62,15 @@ def map_transport_error(exc: httpx.HTTPError, token: str = "") -> D1Error:
                             "CLOUDFLARE_API_TOKEN and the ids for invalid characters")
         return local
     if isinstance(exc, httpx.TimeoutException):
-        err: TransportError = TimeoutError(f"D1 request timed out ({type(exc).__name__})")
+        err: TransportError = D1TimeoutError(f"D1 request timed out ({type(exc).__name__})")
     elif isinstance(exc, httpx.TransportError):
         redact = len(token) >= _REDACT_MIN
         detail = str(exc).replace(token, "[redacted]") if redact else str(exc)
-        err = ConnectionError(f"D1 request failed: {type(exc).__name__}: {detail}{_where(exc)}")
+        err = D1ConnectionError(f"D1 request failed: {type(exc).__name__}: {detail}{_where(exc)}")
         if redact and token in str(exc):
             return err  # not chained: a printed traceback would show the original text
     else:
-        err = ConnectionError(f"D1 request failed: {type(exc).__name__}")
+        err = D1ConnectionError(f"D1 request failed: {type(exc).__name__}")
     err.__cause__ = exc
     return err
 
@@ -148,7 +148,7 @@ def _result(item: Any, status: int) -> Result:
     if item.get("success") is False:
         raise query_error(str(item.get("error") or "statement failed"), status=status)
     body = item.get("results")
-    meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
+    meta: dict[str, Any] = item["meta"] if isinstance(item.get("meta"), dict) else {}
     if isinstance(body, dict):  # /raw: the only shape d1saver asks for
         columns, rows = body.get("columns") or [], body.get("rows") or []
         if not isinstance(columns, list) or not isinstance(rows, list):

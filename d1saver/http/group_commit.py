@@ -5,10 +5,8 @@ the first to queue opens a short collection window (`window`, 10 ms by default),
 everything queued by then leaves as one D1 batch (one transaction), without waiting for the
 in-flight request to return. So a burst (parallel tasks finishing together, a `put` arriving
 with `put_writes`) costs two overlapping requests instead of one per write, and no write waits
-a whole round trip for another. Measured on the benchmark's agent at 50 ms per request
-(10 turns x 3 tools): one request in flight at a time gave 39 requests in 2.06 s; no grouping
-60 requests in 1.19 s; this windowed grouping gives the fewer requests at the lower time
-(README, Figures).
+a whole round trip for another: fewer requests than no grouping, in less time than one request
+in flight at a time (figures in benchmarks/RESULTS.md, "Design figures").
 
 Each caller returns once its own statements have committed, or with its own error:
 - A merged batch that fails on its SQL (QueryError: D1 rolled all of it back because of one
@@ -231,7 +229,8 @@ class GroupCommit:
             state = self._loops.get(loop)
             if state is None:
                 state = self._loops[loop] = _LoopState()
-        ticket = _Ticket(statements, future=loop.create_future())
+        future = loop.create_future()
+        ticket = _Ticket(statements, future=future)
         if state.inflight == 0 and not state.collecting:
             state.inflight += 1
             try:
@@ -246,7 +245,7 @@ class GroupCommit:
             task = loop.create_task(self._acollect(state))
             state.tasks.add(task)
             task.add_done_callback(state.tasks.discard)
-        await ticket.future
+        await future
         return ticket.outcome()
 
     async def _acollect(self, state: _LoopState) -> None:

@@ -14,7 +14,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from d1saver.core.protocol import Result, Statement, Tracer
 from d1saver.core.settings import DEFAULT_API_BASE_URL, load_settings
-from d1saver.fleet.databases import Node, client_factory, database_lists, make_nodes
+from d1saver.fleet.databases import Database as Node, client_factory, database_lists, make_databases as make_nodes
 from d1saver.fleet.fleet import DEFAULT_CONCURRENCY, Fleet
 from d1saver.fleet.routing import Route, Router
 from d1saver.http.retry import RetryPolicy

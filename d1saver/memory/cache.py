@@ -17,7 +17,7 @@ from langgraph.cache.base import BaseCache, FullKey, Namespace
 
 from d1saver.core.errors import InvalidInputError
 from d1saver.core.protocol import Result, Statement
-from d1saver.fleet.databases import Node
+from d1saver.fleet.databases import Database as Node
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import values as _values
 from d1saver.memory.base import Memory

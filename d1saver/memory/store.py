@@ -34,7 +34,7 @@ from langgraph.store.base import (
 
 from d1saver.core.errors import ConfigError, InvalidInputError
 from d1saver.core.protocol import Statement
-from d1saver.fleet.databases import Node
+from d1saver.fleet.databases import Database as Node
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import plan as _plan
 from d1saver.memory import values as _values
@@ -214,7 +214,7 @@ class D1Store(Memory, BaseStore):
             return [self.home(op.namespace_prefix)] if op.namespace_prefix else list(
                 self.database_ids)
         head: tuple[str, ...] = ()
-        for cond in op.match_conditions or ():  # type: ignore[union-attr]
+        for cond in op.match_conditions or ():
             if cond.match_type == "prefix":
                 head = _ns.literal_head(cond.path)
         return [self.home(head)] if head else list(self.database_ids)

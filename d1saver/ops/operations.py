@@ -8,7 +8,7 @@ the async driver, so every method's logic exists once.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -32,72 +32,62 @@ from d1saver.core.errors import (
     QueryError,
 )
 from d1saver.ops.held import HeldChunks
-from d1saver.core.protocol import Commit, Once, Op, Result, Statement
+from d1saver.core.protocol import Commit, Emit, Exchange, Once, Op, Result, Statement
 from d1saver.ops.rewrites import Rewrites
 from d1saver.storage.values import PLAIN_METADATA, Values
 
-Exchange = Callable[[Sequence[Statement]], Op[list[Result]]]
 T = TypeVar("T")
 
 
-class ListPlan:
-    """The pages of one `list` call: the next page's statement and the cursor it leaves."""
-
-    def __init__(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
-                 before: RunnableConfig | None, limit: int | None, page_size: int, *,
-                 sealed: bool = False) -> None:
-        conf = (config or {}).get("configurable") or {}
-        self.thread_id = st.thread_id_of(config) if config is not None else None
-        ns = conf.get("checkpoint_ns")
-        self.ns = None if ns is None else str(ns)
-        self.checkpoint_id = conf.get("checkpoint_id")
-        self.before = get_checkpoint_id(before) if before else None
-        self.filter = dict(filter or {})
-        st.validate_filter(self.filter)
-        # With keys (`sealed`) a column holds only PLAIN_METADATA: SQL filters on those keys,
-        # and the others are decided in Python, on the opened metadata, page after page.
-        in_sql = {k: v for k, v in self.filter.items()
-                  if not sealed or k.split(".")[0] in PLAIN_METADATA}
-        self.filter_json = st.validate_filter(in_sql)
-        self.in_python = in_sql != self.filter
-        self.remaining = limit
-        self.page_size = page_size
-        self.size = page_size
-        self.asked = page_size
-        self.cursor: st.Cursor | None = None
-        self.done = limit is not None and limit <= 0
-
-    def next_statement(self) -> Statement | None:
-        if self.done:
-            return None
-        size = self.page_size
-        if self.remaining is not None and not self.in_python:
-            size = min(size, self.remaining)
-        self.size = size
+def list_pages(page: Callable[[Statement], Generator[Any, Any, list[CheckpointTuple]]],
+               config: RunnableConfig | None, filter: Mapping[str, Any] | None,
+               before: RunnableConfig | None, limit: int | None, page_size: int, *,
+               sealed: bool = False) -> Generator[Any, Any, int]:
+    """The pages of one `list` call: each page's statement read through `page` (its
+    checkpoints, Operations.page), the tuples it keeps handed on as `Emit` before the next
+    page is read. Returns how many tuples it handed on."""
+    conf = (config or {}).get("configurable") or {}
+    thread_id = st.thread_id_of(config) if config is not None else None
+    ns = None if conf.get("checkpoint_ns") is None else str(conf.get("checkpoint_ns"))
+    checkpoint_id = conf.get("checkpoint_id")
+    before_id = get_checkpoint_id(before) if before else None
+    wanted = dict(filter or {})
+    st.validate_filter(wanted)
+    # With keys (`sealed`) a column holds only PLAIN_METADATA: SQL filters on those keys,
+    # and the others are decided in Python, on the opened metadata, page after page.
+    in_sql = {k: v for k, v in wanted.items()
+              if not sealed or k.split(".")[0] in PLAIN_METADATA}
+    filter_json = st.validate_filter(in_sql)
+    in_python = in_sql != wanted
+    remaining, cursor, handed = limit, None, 0
+    if remaining is not None and remaining <= 0:
+        return 0
+    while True:
+        size = page_size
+        if remaining is not None and not in_python:
+            size = min(size, remaining)
         # One row more than the page tells whether another page follows, so that no request
         # is wasted on an empty one; a page that can complete the limit needs no such row.
-        last_page = self.remaining is not None and self.remaining <= size and not self.in_python
-        self.asked = size if last_page else size + 1
-        return st.page_statement(
-            thread_id=self.thread_id, ns=self.ns, checkpoint_id=self.checkpoint_id,
-            before=self.before, filter_json=self.filter_json, cursor=self.cursor,
-            size=self.asked)
-
-    def consume(self, tuples: list[CheckpointTuple]) -> list[CheckpointTuple]:
-        more = len(tuples) >= self.asked  # a full answer: rows may follow
-        page = tuples[: self.size]
-        if page:
-            last = page[-1].config["configurable"]
-            self.cursor = (last["checkpoint_id"], last["thread_id"], last["checkpoint_ns"])
+        last_page = remaining is not None and remaining <= size and not in_python
+        asked = size if last_page else size + 1
+        tuples = yield from page(st.page_statement(
+            thread_id=thread_id, ns=ns, checkpoint_id=checkpoint_id, before=before_id,
+            filter_json=filter_json, cursor=cursor, size=asked))
+        more = len(tuples) >= asked  # a full answer: rows may follow
+        got = tuples[:size]
+        if got:
+            last = got[-1].config["configurable"]
+            cursor = (last["checkpoint_id"], last["thread_id"], last["checkpoint_ns"])
         # SQL has matched the filter already, except on keys of chunked metadata and (with
         # keys) on keys the column does not hold.
-        kept = [t for t in page if st.metadata_matches(t.metadata, self.filter)]
-        if self.remaining is not None:
-            kept = kept[: self.remaining]
-            self.remaining -= len(kept)
-        if not more or not page or self.remaining == 0:
-            self.done = True
-        return kept
+        kept = [t for t in got if st.metadata_matches(t.metadata, wanted)]
+        if remaining is not None:
+            kept = kept[:remaining]
+            remaining -= len(kept)
+        handed += len(kept)
+        yield Emit(kept)
+        if not more or not got or remaining == 0:
+            return handed
 
 
 @dataclass

@@ -1,18 +1,20 @@
-"""Sealed rows rewritten without being decoded: copy_thread and rekeying under encryption keys.
+"""Sealed rows rewritten without being decoded: copy_thread and rekeying under encryption keys,
+for checkpoints, writes and frozen DeltaChannel rows alike.
 
 With keys every value is bound to its row (d1saver/storage/crypto.py), so a copy cannot be made in
 SQL and a key rotation cannot be finished by SQL either. Both read rows raw, in keyset pages
 in primary-key order (d1saver/sql/catalogue.py, RAW_*), open each value under the binding of the row it
 was read from and seal it under the newest key, bound to the row it is written to: the
 target thread's for a copy, the same row for a rekey. Nothing is deserialized, so no stored
-type is ever constructed. Pure: result rows in, statements out.
+type is ever constructed. No I/O: result rows in, statements out; `copy_sealed` walks the
+pages over the exchanges it is given (the fleet's, one per database).
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -22,18 +24,7 @@ from d1saver.storage.crypto import (
     refuse_plaintext,
     write_binder,
 )
-from d1saver.core.protocol import Param, Result, Statement
-from d1saver.ops.reseal_frozen import (
-    IDX_MIN,
-    RawFrozen,
-    copy_frozen,
-    frozen_key_params,
-    frozen_statement,
-    key_params,
-    pieces_statements,
-    raw_frozen,
-    reseal_frozen,
-)
+from d1saver.core.protocol import Exchange, Param, Result, Statement
 from d1saver.storage.manifest import is_manifest
 from d1saver.ops.rows import check_columns, read_rows
 from d1saver.storage.values import METADATA_OWNER, Values
@@ -44,7 +35,7 @@ WriteCursor = tuple[str, str, str, str, int]  # ... and task_id, idx
 
 @dataclass
 class RawCheckpoint:
-    """A checkpoint row as stored, with the pieces of its chunked value."""
+    """A checkpoint row as stored, with the parts of its chunked value."""
 
     key: CheckpointCursor
     parent: str | None
@@ -54,12 +45,12 @@ class RawCheckpoint:
     channels: str
     run_id: str | None
     ts: str | None
-    pieces: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # by owner
+    parts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # by owner
 
 
 @dataclass
 class RawWrite:
-    """A write row as stored, with the pieces of its chunked value."""
+    """A write row as stored, with the parts of its chunked value."""
 
     key: CheckpointCursor
     task_id: str
@@ -68,7 +59,7 @@ class RawWrite:
     channel: str
     type: str | None
     value: str | None
-    pieces: list[tuple[int, str]] = field(default_factory=list)
+    parts: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def owner(self) -> str:
@@ -127,7 +118,7 @@ def _heads(heads: list[str] | None) -> str | None:
 def raw_checkpoints(result: Result) -> list[RawCheckpoint]:
     check_columns(result, _sql.RAW_CHECKPOINT_COLUMNS)
     rows: dict[CheckpointCursor, RawCheckpoint] = {}
-    pieces: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
+    parts: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
         lambda: defaultdict(list))
     for kind, t, ns, cid, parent, type_, value, md, chans, run_id, ts, owner, seq \
             in result.rows:
@@ -135,41 +126,41 @@ def raw_checkpoints(result: Result) -> list[RawCheckpoint]:
             rows[(t, ns, cid)] = RawCheckpoint((t, ns, cid), parent, type_, value, md, chans,
                                                run_id, ts)
         elif kind == "k":
-            pieces[(t, ns, cid)][owner].append((int(seq), value))
-    for key, found in pieces.items():
+            parts[(t, ns, cid)][owner].append((int(seq), value))
+    for key, found in parts.items():
         if key in rows:
-            rows[key].pieces = {owner: sorted(p) for owner, p in found.items()}
+            rows[key].parts = {owner: sorted(p) for owner, p in found.items()}
     return sorted(rows.values(), key=lambda r: r.key)
 
 
 def raw_writes(result: Result) -> list[RawWrite]:
     check_columns(result, _sql.RAW_WRITE_COLUMNS)
     rows: dict[tuple[Any, ...], RawWrite] = {}
-    pieces: dict[tuple[Any, ...], list[tuple[int, str]]] = defaultdict(list)
+    parts: dict[tuple[Any, ...], list[tuple[int, str]]] = defaultdict(list)
     for kind, t, ns, cid, task_id, task_path, idx, channel, type_, value, owner, seq \
             in result.rows:
         if kind == "w":
             write = RawWrite((t, ns, cid), task_id, task_path, int(idx), channel, type_, value)
             rows[(t, ns, cid, write.owner)] = write
         elif kind == "k":
-            pieces[(t, ns, cid, owner)].append((int(seq), value))
-    for key, found in pieces.items():
+            parts[(t, ns, cid, owner)].append((int(seq), value))
+    for key, found in parts.items():
         if key in rows:
-            rows[key].pieces = sorted(found)
+            rows[key].parts = sorted(found)
     return sorted(rows.values(), key=lambda w: w.cursor)
 
 
 # --- re-sealing -------------------------------------------------------------------------------
 
 
-Sealed = tuple[str, list[str] | None]  # a row's text and its pieces (None: inline)
+Sealed = tuple[str, list[str] | None]  # a row's text and its parts (None: inline)
 
 
 def reseal_checkpoint(values: Values, row: RawCheckpoint, thread_id: str, *, plaintext: bool
                       ) -> tuple[Sealed, str] | None:
     """The row's value (with its metadata sealed in) and metadata column, sealed for
     `thread_id` (None: plaintext left as it is)."""
-    return values.reseal_checkpoint(row.type, row.checkpoint, row.pieces, row.metadata,
+    return values.reseal_checkpoint(row.type, row.checkpoint, row.parts, row.metadata,
                                     row.channels, checkpoint_binder(*row.key),
                                     checkpoint_binder(thread_id, *row.key[1:]),
                                     plaintext=plaintext)
@@ -177,10 +168,11 @@ def reseal_checkpoint(values: Values, row: RawCheckpoint, thread_id: str, *, pla
 
 def reseal_write(values: Values, row: RawWrite, thread_id: str, *, plaintext: bool
                  ) -> Sealed | None:
+    _, ns, checkpoint_id = row.key
     bind = (row.task_id, row.task_path, row.idx, row.channel)
-    return values.reseal(row.value, {row.owner: row.pieces}, row.owner,
-                         write_binder(*row.key, *bind)(row.type),
-                         write_binder(thread_id, *row.key[1:], *bind)(row.type),
+    return values.reseal(row.value, {row.owner: row.parts}, row.owner,
+                         write_binder(row.key[0], ns, checkpoint_id, *bind)(row.type),
+                         write_binder(thread_id, ns, checkpoint_id, *bind)(row.type),
                          plaintext=plaintext)
 
 
@@ -195,14 +187,14 @@ def copy_checkpoints(values: Values, rows: list[RawCheckpoint], target: str) -> 
         sealed = reseal_checkpoint(values, row, target, plaintext=False)
         if sealed is None:
             raise refuse_plaintext(checkpoint_binder(*row.key)(row.type, None))
-        (text, pieces), metadata = sealed
+        (text, parts), metadata = sealed
         key = (target, *row.key[1:])
         stmts.append(Statement.bind(_sql.UPSERT_CHECKPOINT, {
             **key_params(key), "parent_checkpoint_id": row.parent, "type": row.type,
             "checkpoint": text, "metadata": metadata, "channels": row.channels,
             "run_id": row.run_id, "ts": row.ts}))
-        stmts += pieces_statements(key, "", pieces, replace_old=True)
-        stmts += pieces_statements(key, METADATA_OWNER, None, replace_old=True)
+        stmts += parts_statements(key, "", parts, replace_old=True)
+        stmts += parts_statements(key, METADATA_OWNER, None, replace_old=True)
     return stmts
 
 
@@ -215,66 +207,213 @@ def copy_writes(values: Values, rows: list[RawWrite], target: str) -> list[State
         if sealed is None:
             raise refuse_plaintext(write_binder(*row.key, row.task_id, row.task_path, row.idx,
                                                 row.channel)(row.type))
-        text, pieces = sealed
+        text, parts = sealed
         key = (target, *row.key[1:])
         stmts.append(Statement.bind(_sql.INSERT_WRITES_REPLACE, {
             **key_params(key), "task_id": row.task_id, "task_path": row.task_path,
             "writes": json.dumps([[row.idx, row.channel, row.type, text]], ensure_ascii=False)}))
-        stmts += pieces_statements(key, row.owner, pieces, replace_old=True)
+        stmts += parts_statements(key, row.owner, parts, replace_old=True)
     return stmts
 
 
-_NEXT_TABLE = {"checkpoints": "writes", "writes": "delta_frozen", "delta_frozen": None}
+# --- frozen DeltaChannel rows (delta_frozen) ---------------------------------------------------
+# Each frozen value is bound to the row it was stored at (its thread, src_checkpoint_id, task,
+# idx, channel: d1saver/sql/catalogue.py, FREEZE), so a copy to another thread opens it under
+# the source row's binding and seals it under the target's, as for checkpoints and writes.
+
+IDX_MIN = -(2**63)  # below every idx (special writes have negative ones)
 
 
-class SealedCopy:
-    """A keyed thread copied into another database: pages of raw rows read from the source's
-    database (`next_read`) and, re-sealed for the target, written into the target's (the
-    statements `consume` returns), checkpoints first, then writes, then frozen rows. No I/O: the fleet runs
-    each read and write with its database's driver; each write is one atomic batch."""
+FrozenCursor = tuple[str, str, str, str, str, int, str, int]  # thread_id ... idx
 
-    def __init__(self, values: Values, source: str, target: str, page_size: int) -> None:
-        self.values, self.source, self.target = values, source, target
-        self.size = max(1, int(page_size))
-        self.table: str | None = "checkpoints"
-        self.cursor: Any = None
-        self.copied = 0  # rows of both tables
 
-    def next_read(self) -> Statement | None:
-        if self.table is None:
-            return None
-        if self.table == "delta_frozen":
-            return frozen_statement(self.source, self.cursor, self.size)
-        make = checkpoints_statement if self.table == "checkpoints" else writes_statement
-        return make(self.source, self.cursor, self.size, None)
+@dataclass
+class RawFrozen:
+    """A delta_frozen row as stored (d1saver/sql/catalogue.py, FREEZE), with its holder's parts of
+    frozen values (owner 'f/<src_checkpoint_id>/<owner>')."""
 
-    def consume(self, result: Result) -> list[Statement]:
-        """The statements writing the page just read; moves on to the next page or table."""
-        stmts: list[Statement]
-        if self.table == "checkpoints":
-            rows: list[Any] = read_rows(raw_checkpoints, result)
-            stmts, last = copy_checkpoints(self.values, rows, self.target), rows and rows[-1].key
-        elif self.table == "writes":
-            rows = read_rows(raw_writes, result)
-            stmts, last = copy_writes(self.values, rows, self.target), rows and rows[-1].cursor
-        else:
-            rows = read_rows(raw_frozen, result)
-            stmts, last = copy_frozen(self.values, rows, self.target), rows and rows[-1].cursor
-        self.copied += len(rows)
-        if len(rows) < self.size:
-            self.table, self.cursor = _NEXT_TABLE[self.table], None
-        else:
-            self.cursor = last
-        return stmts
+    key: CheckpointCursor  # the holder
+    channel: str
+    kind: str
+    depth: int
+    task_id: str
+    idx: int
+    src: str
+    task_path: str
+    type: str | None
+    value: str | None
+    metadata: str | None
+    channels: str | None
+    parent: str | None = None  # the holder's parent the record is bound to (migration 9)
+    parts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+
+    @property
+    def cursor(self) -> FrozenCursor:
+        return (*self.key, self.channel, self.kind, self.depth, self.task_id, self.idx)
+
+    @property
+    def owner(self) -> str:
+        """The owner of its value's parts where it was stored ('' for a seed's checkpoint)."""
+        return "" if self.kind == "s" else f"{self.task_id}/{self.idx}"
+
+    @property
+    def part_owner(self) -> str:
+        """The owner of its value's parts at the holder."""
+        return f"f/{self.src}/{self.owner}"
+
+    def parts_of(self, owner: str) -> list[tuple[int, str]]:
+        return self.parts.get(f"f/{self.src}/{owner}", [])
+
+
+def key_params(key: tuple[Any, ...]) -> dict[str, Param]:
+    """A checkpoint's key (thread_id, checkpoint_ns, checkpoint_id) as named parameters."""
+    thread_id, ns, cid = key
+    return {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
+
+
+# A delta_frozen row's primary key, in order (RawFrozen.cursor).
+FROZEN_KEY = ("thread_id", "checkpoint_ns", "checkpoint_id", "channel", "kind", "depth",
+              "task_id", "idx")
+
+
+def frozen_key_params(cursor: tuple[Any, ...]) -> dict[str, Param]:
+    """A delta_frozen row's key as named parameters."""
+    return dict(zip(FROZEN_KEY, cursor, strict=True))
+
+
+def frozen_statement(thread_id: str | None, after: FrozenCursor | None, size: int,
+                     heads: list[str] | None = None) -> Statement:
+    """A page of frozen DeltaChannel rows after `after`: of one thread or all; with `heads`
+    (the newest key's), only rows holding a value not sealed under it."""
+    cursor = after or (thread_id or "", "", "", "", "", -1, "", IDX_MIN)
+    params: dict[str, Param] = {
+        **{f"after_{k}": v for k, v in frozen_key_params(cursor).items()},
+        "limit": int(size), "heads": None if heads is None else json.dumps(heads)}
+    if thread_id is None:
+        return Statement.bind(_sql.RAW_FROZEN_ALL, params)
+    return Statement.bind(_sql.RAW_FROZEN_THREAD, {**params, "thread_id": thread_id})
+
+
+def raw_frozen(result: Result) -> list[RawFrozen]:
+    check_columns(result, _sql.RAW_FROZEN_COLUMNS)
+    rows: list[RawFrozen] = []
+    parts: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
+        lambda: defaultdict(list))
+    for kind, t, ns, cid, ch, fkind, depth, task, idx, src, path, type_, value, md, chans, \
+            parent in result.rows:
+        if kind == "f":
+            rows.append(RawFrozen((t, ns, cid), ch, fkind, int(depth), task, int(idx), src,
+                                  path, type_, value, md, chans, parent))
+        elif kind == "k":
+            parts[(t, ns, cid)][ch].append((int(depth), value))
+    for row in rows:
+        row.parts = {owner: sorted(p) for owner, p in parts.get(row.key, {}).items()}
+    return sorted(rows, key=lambda r: r.cursor)
+
+
+def parts_statements(key: CheckpointCursor, owner: str, parts: list[str] | None,
+                      replace_old: bool) -> list[Statement]:
+    """The chunk rows of a re-sealed value, replacing its owner's (when it had or has some).
+    Rows an UPDATE rewrites fire no trigger, so the old parts are deleted here."""
+    if parts is None and not replace_old:
+        return []
+    of = {**key_params(key), "owner": owner}
+    stmts = [Statement.bind(_sql.DELETE_CHUNKS_OF, of)]
+    return stmts + [Statement.bind(_sql.INSERT_CHUNK, {**of, "seq": seq, "data": part})
+                    for seq, part in enumerate(parts or [])]
+
+
+Resealed = tuple[str | None, str | None, list[str] | None]  # value, metadata, parts
+
+
+def reseal_frozen(values: Values, row: RawFrozen, thread_id: str, *, plaintext: bool
+                  ) -> Resealed | None:
+    """The row's value (and a seed's metadata column) opened under the binding of the row it
+    was stored at, and sealed for that row in `thread_id`; None for plaintext left as it is
+    (a 'c' row holds no value: returned as it is)."""
+    ns, src = row.key[1], row.src
+    if row.kind == "s":
+        sealed = values.reseal_checkpoint(
+            row.type, row.value or "", {"": row.parts_of(""),
+                                        METADATA_OWNER: row.parts_of(METADATA_OWNER)},
+            row.metadata or "{}", row.channels, checkpoint_binder(row.key[0], ns, src),
+            checkpoint_binder(thread_id, ns, src), plaintext=plaintext)
+        return None if sealed is None else (sealed[0][0], sealed[1], sealed[0][1])
+    if row.kind == "w":
+        bind = (row.task_id, row.task_path, row.idx, row.channel)
+        out = values.reseal(row.value, {row.owner: row.parts_of(row.owner)}, row.owner,
+                            write_binder(row.key[0], ns, src, *bind)(row.type),
+                            write_binder(thread_id, ns, src, *bind)(row.type),
+                            plaintext=plaintext)
+        return None if out is None else (out[0], row.metadata, out[1])
+    return row.value, row.metadata, None
+
+
+def refuse(row: RawFrozen) -> Exception:
+    """The error for a frozen value found in plaintext where keys are set."""
+    if row.kind == "s":
+        return refuse_plaintext(checkpoint_binder(row.key[0], row.key[1], row.src)(row.type,
+                                                                                    None))
+    return refuse_plaintext(write_binder(row.key[0], row.key[1], row.src, row.task_id,
+                                         row.task_path, row.idx, row.channel)(row.type))
+
+
+def copy_frozen(values: Values, rows: list[RawFrozen], target: str) -> list[Statement]:
+    """Statements that write frozen rows into thread `target`, each value re-sealed from the
+    binding of the row it was stored at in the source to that row's in the target."""
+    stmts: list[Statement] = []
+    for row in rows:
+        sealed = reseal_frozen(values, row, target, plaintext=False)
+        if sealed is None:
+            raise refuse(row)
+        text, metadata, parts = sealed
+        key = (target, *row.key[1:])
+        stmts.append(Statement.bind(_sql.INSERT_FROZEN, {
+            **key_params(key), "channel": row.channel, "kind": row.kind, "depth": row.depth,
+            "task_id": row.task_id, "idx": row.idx, "src_checkpoint_id": row.src,
+            "task_path": row.task_path, "type": row.type, "value": text, "metadata": metadata,
+            "channels": row.channels, "parent": row.parent}))
+        if row.kind != "c":
+            stmts += parts_statements(key, row.part_owner, parts, replace_old=True)
+    return stmts
+
+
+def copy_sealed(read: Exchange, write: Exchange, values: Values, source: str, target: str,
+                page_size: int) -> Generator[Any, Any, int]:
+    """A keyed thread copied into another database: pages of raw rows read through `read`
+    (the source's database) and, re-sealed for the target, written through `write` (the
+    target's), checkpoints first, then writes, then frozen rows; each write one atomic batch.
+    Returns the rows copied."""
+    size, copied = max(1, int(page_size)), 0
+    pages: list[tuple[Callable[[Any], Statement], Callable[[Result], list[Any]],
+                      Callable[[Any], Any], Callable[[Values, Any, str], list[Statement]]]] = [
+        (lambda c: checkpoints_statement(source, c, size, None), raw_checkpoints,
+         lambda row: row.key, copy_checkpoints),
+        (lambda c: writes_statement(source, c, size, None), raw_writes,
+         lambda row: row.cursor, copy_writes),
+        (lambda c: frozen_statement(source, c, size), raw_frozen,
+         lambda row: row.cursor, copy_frozen)]
+    for statement, parse, cursor_of, copy in pages:
+        cursor = None
+        while True:
+            (result,) = yield from read([statement(cursor)])
+            rows = read_rows(parse, result)
+            copied += len(rows)
+            if stmts := copy(values, rows, target):
+                yield from write(stmts)
+            if len(rows) < size:
+                break
+            cursor = cursor_of(rows[-1])
+    return copied
 
 
 # --- rekeying ---------------------------------------------------------------------------------
 
-def add_census(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
+def add_census(censuses: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
     """Figures of several databases added up, table by table and name by name: key censuses
     ({table: {key id: values}}) or per-table counts ({table: {"rewritten": n, ...}})."""
     total: dict[str, dict[str, int]] = {}
-    for census in parts:
+    for census in censuses:
         for table, per_key in census.items():
             into = total.setdefault(table, {})
             for kid, n in per_key.items():
@@ -282,9 +421,9 @@ def add_census(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, di
     return total
 
 
-def add_counts(parts: Mapping[str, RekeyCounts]) -> RekeyCounts:
+def add_counts(counts: Mapping[str, RekeyCounts]) -> RekeyCounts:
     """Rekey counts of several databases added up."""
-    return RekeyCounts(*(sum(getattr(c, f) for c in parts.values())
+    return RekeyCounts(*(sum(getattr(c, f) for c in counts.values())
                          for f in ("rewritten", "plaintext", "pages", "requests")))
 
 
@@ -294,13 +433,13 @@ def fingerprint(text: str | None) -> str | None:
     return None if text is None else f"{len(text)}:{text[:40]}{text[-40:]}"
 
 
-def pieces_fingerprint(pieces: list[tuple[int, str]]) -> str | None:
-    """The REKEY_GUARD_* statements' fingerprint of a value's pieces, in Python: count, total
-    length, piece 0's ends."""
-    first = dict(pieces).get(0)
-    if not pieces or first is None:
+def parts_fingerprint(parts: list[tuple[int, str]]) -> str | None:
+    """The REKEY_GUARD_* statements' fingerprint of a value's parts, in Python: count, total
+    length, part 0's ends."""
+    first = dict(parts).get(0)
+    if not parts or first is None:
         return None
-    return f"{len(pieces)}:{sum(len(p) for _, p in pieces)}:{first[:40]}{first[-40:]}"
+    return f"{len(parts)}:{sum(len(p) for _, p in parts)}:{first[:40]}{first[-40:]}"
 
 
 def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCounts, *,
@@ -309,18 +448,18 @@ def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCo
     plaintext rows of the threads in `leave` stay as they are (counted as plaintext)."""
 
     def rewrite(row: RawCheckpoint, sealed: tuple[Sealed, str]) -> list[Statement]:
-        (text, pieces), metadata = sealed
+        (text, parts), metadata = sealed
         return [
             Statement.bind(_sql.REKEY_GUARD_CHECKPOINT, {
                 **key_params(row.key), "checkpoint_fp": fingerprint(row.checkpoint),
                 "metadata_fp": fingerprint(row.metadata),
-                "checkpoint_pieces_fp": pieces_fingerprint(row.pieces.get("", [])),
-                "metadata_pieces_fp": pieces_fingerprint(row.pieces.get(METADATA_OWNER, []))}),
+                "checkpoint_pieces_fp": parts_fingerprint(row.parts.get("", [])),
+                "metadata_pieces_fp": parts_fingerprint(row.parts.get(METADATA_OWNER, []))}),
             Statement.bind(_sql.REKEY_CHECKPOINT, {**key_params(row.key), "checkpoint": text,
                                                    "metadata": metadata}),
-            *pieces_statements(row.key, "", pieces, replace_old="" in row.pieces),
+            *parts_statements(row.key, "", parts, replace_old="" in row.parts),
             # a row sealed from plaintext keeps its metadata in the value, not in chunks
-            *pieces_statements(row.key, METADATA_OWNER, None, replace_old=METADATA_OWNER in row.pieces),
+            *parts_statements(row.key, METADATA_OWNER, None, replace_old=METADATA_OWNER in row.parts),
         ]
 
     return _rekey(rows, counts, lambda row: reseal_checkpoint(
@@ -346,16 +485,16 @@ def _unpack_sealed(values: Values, row: RawWrite, writes: list[RawWrite], counts
     write = {**key_params(row.key), "task_id": row.task_id, "idx": row.idx}
     stmts = [Statement.bind(_sql.REKEY_GUARD_WRITE, {
                  **write, "value_fp": fingerprint(row.value),
-                 "pieces_fp": pieces_fingerprint([])}),
+                 "pieces_fp": parts_fingerprint([])}),
              Statement.bind(_sql.REKEY_DROP_WRITE, write)]
     for w in writes:
         sealed = reseal_write(values, w, w.key[0], plaintext=True)
         assert sealed is not None  # plaintext=True seals every plaintext value
-        text, pieces = sealed
+        text, parts = sealed
         stmts.append(Statement.bind(_sql.REKEY_ADD_WRITE, {
             **key_params(w.key), "task_id": w.task_id, "task_path": w.task_path, "idx": w.idx,
             "channel": w.channel, "type": w.type, "value": text}))
-        stmts += pieces_statements(w.key, w.owner, pieces, replace_old=False)
+        stmts += parts_statements(w.key, w.owner, parts, replace_old=False)
         counts.rewritten += 1
     return stmts
 
@@ -382,14 +521,14 @@ def _rekey_whole(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
                  plaintext: bool, leave: Container[str]) -> list[Statement]:
 
     def rewrite(row: RawWrite, sealed: Sealed) -> list[Statement]:
-        text, pieces = sealed
+        text, parts = sealed
         write = {**key_params(row.key), "task_id": row.task_id, "idx": row.idx}
         return [
             Statement.bind(_sql.REKEY_GUARD_WRITE, {
                 **write, "value_fp": fingerprint(row.value),
-                "pieces_fp": pieces_fingerprint(row.pieces)}),
+                "pieces_fp": parts_fingerprint(row.parts)}),
             Statement.bind(_sql.REKEY_WRITE, {**write, "value": text}),
-            *pieces_statements(row.key, row.owner, pieces, replace_old=bool(row.pieces)),
+            *parts_statements(row.key, row.owner, parts, replace_old=bool(row.parts)),
         ]
 
     return _rekey(rows, counts, lambda row: reseal_write(
@@ -399,19 +538,19 @@ def _rekey_whole(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
 def rekey_frozen(values: Values, rows: list[RawFrozen], counts: RekeyCounts, *,
                  plaintext: bool, leave: Container[str] = ()) -> list[Statement]:
     """Statements that re-seal frozen DeltaChannel rows in place, each guarded to apply only
-    to what was read; their pieces lie with the holder."""
+    to what was read; their parts lie with the holder."""
 
     def rewrite(row: RawFrozen, sealed: tuple[str | None, str | None, list[str] | None]
                 ) -> list[Statement]:
-        text, metadata, pieces = sealed
-        old_pieces = row.pieces.get(row.piece_owner, [])
+        text, metadata, parts = sealed
+        old_pieces = row.parts.get(row.part_owner, [])
         return [
             Statement.bind(_sql.REKEY_GUARD_FROZEN, {
                 **frozen_key_params(row.cursor), "value_fp": fingerprint(row.value),
-                "pieces_fp": pieces_fingerprint(old_pieces), "owner": row.piece_owner}),
+                "pieces_fp": parts_fingerprint(old_pieces), "owner": row.part_owner}),
             Statement.bind(_sql.REKEY_FROZEN, {**frozen_key_params(row.cursor), "value": text,
                                                "metadata": metadata}),
-            *pieces_statements(row.key, row.piece_owner, pieces, replace_old=bool(old_pieces)),
+            *parts_statements(row.key, row.part_owner, parts, replace_old=bool(old_pieces)),
         ]
 
     return _rekey([r for r in rows if r.kind != "c"], counts,
@@ -459,8 +598,10 @@ def census(result: Result, key_id_of: Callable[[str | None], str | None]
     return out
 
 
-__all__ = ["CheckpointCursor", "RawCheckpoint", "RawWrite", "RekeyCounts", "WriteCursor",
-           "census", "checkpoints_statement", "copy_checkpoints", "copy_frozen", "copy_writes",
-           "frozen_statement", "raw_checkpoints", "raw_frozen", "raw_writes",
-           "REKEY_PLANS", "REKEY_TABLES", "rekey_checkpoints", "rekey_frozen", "rekey_writes",
+__all__ = ["CheckpointCursor", "FROZEN_KEY", "FrozenCursor", "IDX_MIN", "REKEY_PLANS",
+           "REKEY_TABLES", "RawCheckpoint", "RawFrozen", "RawWrite", "RekeyCounts", "Resealed",
+           "WriteCursor", "census", "checkpoints_statement", "copy_checkpoints", "copy_frozen",
+           "copy_sealed", "copy_writes", "frozen_key_params", "frozen_statement", "key_params",
+           "parts_statements", "raw_checkpoints", "raw_frozen", "raw_writes", "refuse",
+           "rekey_checkpoints", "rekey_frozen", "rekey_writes", "reseal_frozen",
            "writes_statement"]

@@ -26,7 +26,7 @@ from d1saver.sql import catalogue as _sql
 from d1saver.storage.crypto import checkpoint_binder, write_binder
 from d1saver.core.errors import D1Error, ResponseError
 from d1saver.core.protocol import Result
-from d1saver.storage.values import Chunks, Pieces, Values
+from d1saver.storage.values import Chunks, Parts, Values
 
 Key = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 T = TypeVar("T")
@@ -71,7 +71,7 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
     check_columns(result, _sql.PAGE_COLUMNS)
     checkpoints: list[list[Any]] = []
     writes: dict[Key, list[list[Any]]] = defaultdict(list)
-    pieces: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    parts: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     chunks: dict[str, Chunks] = defaultdict(Chunks)
     for row in result.rows:
         kind, key = row[0], (row[1], row[2], row[3])
@@ -80,14 +80,14 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
         elif kind == "w":
             writes[key].append(row)
         elif kind == "k":  # ref: the owner, idx: the piece's seq, value: its text
-            pieces[key][row[4]].append((int(row[7]), row[10]))
+            parts[key][row[4]].append((int(row[7]), row[10]))
         elif kind == "h":  # ref: the chunk id
             chunks[row[1]][row[4]] = row[10]
     checkpoints.sort(key=lambda r: (r[3], r[1], r[2]), reverse=True)
     out = []
     for _, thread_id, ns, cid, parent, md, _, _, channels, type_, blob in checkpoints:
         key = (thread_id, ns, cid)
-        checkpoint, metadata = values.load_checkpoint(type_, blob, pieces.get(key), md, channels,
+        checkpoint, metadata = values.load_checkpoint(type_, blob, parts.get(key), md, channels,
                                                       checkpoint_binder(*key),
                                                       chunks.get(thread_id))
         out.append(CheckpointTuple(
@@ -97,7 +97,7 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
             metadata=cast(CheckpointMetadata, metadata),
             parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                              "checkpoint_id": parent}} if parent else None),
-            pending_writes=pending_writes(writes.get(key, []), pieces.get(key), values,
+            pending_writes=pending_writes(writes.get(key, []), parts.get(key), values,
                                           chunks.get(thread_id)),
         ))
     return out
@@ -118,12 +118,12 @@ def unpacked(rows: Iterable[list[Any]]) -> list[list[Any]]:
     return out
 
 
-def pending_writes(rows: Iterable[list[Any]], pieces: Pieces | None,
+def pending_writes(rows: Iterable[list[Any]], parts: Parts | None,
                    values: Values, chunks: Chunks | None = None) -> list[PendingWrite]:
     """A checkpoint's writes in LangGraph's order, from page 'w' rows."""
     # row: kind, thread_id, ns, cid, task_id (ref), metadata, task_path, idx, channel, type, value
     ordered = sorted(unpacked(rows), key=lambda r: writes_sort_key(r[6] or "", r[4], int(r[7])))
-    return [(task_id, channel, values.load(type_, value, pieces, f"{task_id}/{int(idx)}",
+    return [(task_id, channel, values.load(type_, value, parts, f"{task_id}/{int(idx)}",
                                            write_binder(t, ns, cid, task_id, task_path,
                                                         int(idx), channel), chunks))
             for _, t, ns, cid, task_id, _, task_path, idx, channel, type_, value in ordered]
@@ -160,15 +160,15 @@ def frozen_records(rows: Iterable[list[Any]]) -> dict[tuple[str, str], Frozen]:
     return out
 
 
-def load_frozen(rec: Frozen, thread_id: str, ns: str, holder_pieces: Pieces | None,
+def load_frozen(rec: Frozen, thread_id: str, ns: str, holder_parts: Parts | None,
                 values: Values, chunks: Chunks | None = None) -> DeltaChannelHistory:
     """What get_delta_channel_history returned for the holder before its ancestors went.
 
-    Each value opens with the binding of the row it was stored at; its pieces, if any, lie
+    Each value opens with the binding of the row it was stored at; its parts, if any, lie
     with the holder under owner 'f/<checkpoint_id>/<owner>'."""
-    def pieces_of(src: str) -> Pieces:
+    def parts_of(src: str) -> Parts:
         prefix = f"f/{src}/"
-        return {o[len(prefix):]: v for o, v in (holder_pieces or {}).items()
+        return {o[len(prefix):]: v for o, v in (holder_parts or {}).items()
                 if o.startswith(prefix)}
 
     ordered = sorted(rec.writes, key=lambda w: (-int(w[0][6]), writes_sort_key(
@@ -176,12 +176,12 @@ def load_frozen(rec: Frozen, thread_id: str, ns: str, holder_pieces: Pieces | No
     writes: list[PendingWrite] = []
     for (_, src, task_id, task_path, idx, ch, _), type_, value, _, _ in ordered:
         bind = write_binder(thread_id, ns, src, task_id, task_path, int(idx), ch)
-        writes.append((task_id, ch, values.load(type_, value, pieces_of(src),
+        writes.append((task_id, ch, values.load(type_, value, parts_of(src),
                                                 f"{task_id}/{int(idx)}", bind, chunks)))
     entry: DeltaChannelHistory = {"writes": writes}
     if rec.seed is not None:
         (_, src, _, _, _, ch, _), type_, blob, chans, md = rec.seed
-        held = values.load_checkpoint(type_, blob, pieces_of(src), md, chans,
+        held = values.load_checkpoint(type_, blob, parts_of(src), md, chans,
                                       checkpoint_binder(thread_id, ns, src), chunks)[0]
         entry["seed"] = held["channel_values"][ch]
     return entry
@@ -200,9 +200,9 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
     channels: dict[Key, set[str]] = {}
     blobs: dict[Key, tuple[str, str, str, str]] = {}  # type, value, metadata, channels
     writes: dict[Key, list[list[Any]]] = defaultdict(list)
-    pieces: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    parts: dict[Key, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     frozen_rows: dict[tuple[str, str], list[list[Any]]] = defaultdict(list)
-    seen_pieces: set[tuple[Key, str, int]] = set()
+    seen_parts: set[tuple[Key, str, int]] = set()
     chunks: dict[str, Chunks] = defaultdict(Chunks)
     for row in page.rows if page is not None else ():
         if row[0] == "h":
@@ -217,9 +217,9 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
                 blobs[key] = (type_, value, md, chans)
         elif kind == "w":
             writes[key].append(row)
-        elif kind == "k" and (key, ref, int(idx)) not in seen_pieces:  # sent twice: see
-            seen_pieces.add((key, ref, int(idx)))                       # frozen_records
-            pieces[key][ref].append((int(idx), value))
+        elif kind == "k" and (key, ref, int(idx)) not in seen_parts:  # sent twice: see
+            seen_parts.add((key, ref, int(idx)))                       # frozen_records
+            parts[key][ref].append((int(idx), value))
         elif kind == "h":
             chunks[row[1]][ref] = value
         elif kind == "f":
@@ -234,16 +234,27 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
     def values_at(key: Key) -> dict[str, Any]:
         if key not in decoded:
             type_, blob, md, chans = blobs[key]
-            decoded[key] = values.load_checkpoint(type_, blob, pieces.get(key), md, chans,
+            decoded[key] = values.load_checkpoint(type_, blob, parts.get(key), md, chans,
                                                   checkpoint_binder(*key),
                                                   chunks.get(key[0]))[0]["channel_values"]
         return decoded[key]
 
     def writes_at(key: Key) -> list[PendingWrite]:
         if key not in loaded:
-            loaded[key] = pending_writes(writes.get(key, []), pieces.get(key), values,
+            loaded[key] = pending_writes(writes.get(key, []), parts.get(key), values,
                                          chunks.get(key[0]))
         return loaded[key]
+
+    def take(key: Key, ch: str, entry: DeltaChannelHistory) -> bool:
+        """Add the record `key` holds of `ch` to `entry`, if any; True if it ends the history."""
+        rec = frozen.get(key, {}).get(ch)
+        if rec is None:
+            return False
+        old = load_frozen(rec, key[0], key[1], parts.get(key), values, chunks.get(key[0]))
+        entry["writes"].extend(reversed(old["writes"]))
+        if "seed" in old:
+            entry["seed"] = old["seed"]
+        return rec.ends
 
     out: dict[Key, dict[str, DeltaChannelHistory]] = {}
     for tup in tuples:
@@ -261,21 +272,8 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
         for ch in sought:
             collected: list[PendingWrite] = []  # newest first until reversed
             entry: DeltaChannelHistory = {"writes": collected}
-
-            def take(key: Key) -> bool:
-                """Add the record `key` holds of `ch`, if any; True if it ends the history."""
-                rec = frozen.get(key, {}).get(ch)
-                if rec is None:
-                    return False
-                old = load_frozen(rec, thread_id, ns, pieces.get(key), values,
-                                  chunks.get(thread_id))
-                collected.extend(reversed(old["writes"]))
-                if "seed" in old:
-                    entry["seed"] = old["seed"]
-                return rec.ends
-
             seen: set[str] = set()
-            cur = None if take((thread_id, ns, conf["checkpoint_id"])) else parent
+            cur = None if take((thread_id, ns, conf["checkpoint_id"]), ch, entry) else parent
             while cur is not None and cur not in seen:
                 key = (thread_id, ns, cur)
                 if key not in parents:
@@ -286,7 +284,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
                 if ch in channels[key]:
                     entry["seed"] = values_at(key)[ch]
                     break
-                if take(key):
+                if take(key, ch, entry):
                     break
                 cur = parents[key]
             collected.reverse()
@@ -303,7 +301,7 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
     check_columns(result, _sql.DELTA_HISTORY_COLUMNS)
     ancestors: dict[int, list[Any]] = {}
     writes: dict[int, list[list[Any]]] = defaultdict(list)
-    pieces: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    parts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     frozen_rows: dict[int, list[list[Any]]] = defaultdict(list)
     chunks = Chunks()
     for row in result.rows:
@@ -317,7 +315,7 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
         elif kind == "w":
             writes[depth].append(row)
         elif kind == "k":
-            pieces[cid][ref].append((int(idx), value))
+            parts[cid][ref].append((int(idx), value))
         elif kind == "f":
             frozen_rows[depth].append([cid, ref, type_, value, chans, md])
     collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}  # newest first
@@ -335,7 +333,7 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
         """Add the frozen records met at `depth` (0: the target's own) to the histories."""
         for (holder, ch), rec in frozen_records(frozen_rows.get(depth, [])).items():
             if ch in collected and ch not in seeds:
-                old = load_frozen(rec, thread_id, ns, pieces.get(holder), values, chunks)
+                old = load_frozen(rec, thread_id, ns, parts.get(holder), values, chunks)
                 collected[ch].extend(reversed(old["writes"]))
                 if "seed" in old:
                     seeds[ch] = old["seed"]
@@ -352,9 +350,9 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
             if channel in collected and channel in sought:
                 bind = write_binder(thread_id, ns, cid, task_id, task_path, int(idx), channel)
                 collected[channel].append((task_id, channel, values.load(
-                    w_type, w_value, pieces.get(cid), f"{task_id}/{int(idx)}", bind, chunks)))
+                    w_type, w_value, parts.get(cid), f"{task_id}/{int(idx)}", bind, chunks)))
         if blob is not None:
-            held = values.load_checkpoint(type_, blob, pieces.get(cid), md, chans,
+            held = values.load_checkpoint(type_, blob, parts.get(cid), md, chans,
                                           checkpoint_binder(thread_id, ns, cid), chunks
                                           )[0]["channel_values"]
             for ch in sought:

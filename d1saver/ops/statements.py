@@ -109,27 +109,27 @@ def id_list(ids: Iterable[Any]) -> str:
         raise SerializationError(f"an id is not valid Unicode ({exc.reason})") from None
 
 
-def chunk_statements(thread_id: str, ns: str, cid: str, owner: str,
-                     pieces: list[str] | None) -> list[Statement]:
-    """The pieces of an upserted value (checkpoint, metadata, special write), replacing its
+def part_statements(thread_id: str, ns: str, cid: str, owner: str,
+                     parts: list[str] | None) -> list[Statement]:
+    """The parts of an upserted value (checkpoint, metadata, special write), replacing its
     owner's; sent after its row (none for a value that fits its row)."""
-    if pieces is None:
+    if parts is None:
         return []
     key = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid, "owner": owner}
     return [Statement.bind(_sql.DELETE_CHUNKS_OF, key),
-            *(Statement.bind(_sql.INSERT_CHUNK, {**key, "seq": seq, "data": piece})
-              for seq, piece in enumerate(pieces))]
+            *(Statement.bind(_sql.INSERT_CHUNK, {**key, "seq": seq, "data": part})
+              for seq, part in enumerate(parts))]
 
 
-def _write_chunk_statements(thread_id: str, ns: str, cid: str, task_id: str, idx: int,
+def _write_part_statements(thread_id: str, ns: str, cid: str, task_id: str, idx: int,
                             value: StoredValue) -> list[Statement]:
-    """The pieces of a regular (insert-or-ignore) write: stored only with its own row."""
+    """The parts of a regular (insert-or-ignore) write: stored only with its own row."""
     owner = f"{task_id}/{idx}"
     return [Statement.bind(_sql.INSERT_WRITE_CHUNK, {
                 "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid,
-                "owner": owner, "seq": seq, "data": piece, "task_id": task_id, "idx": idx,
+                "owner": owner, "seq": seq, "data": part, "task_id": task_id, "idx": idx,
                 "value": value.text})
-            for seq, piece in enumerate(value.pieces or [])]
+            for seq, part in enumerate(value.parts or [])]
 
 
 def unwritten_statements(thread_id: str, ns: str, cid: str, checkpoint: Checkpoint,
@@ -150,22 +150,24 @@ def new_chunks_params(thread_id: str, chunks: Iterable[Chunk]) -> tuple[str | No
                                                                          list[Statement]]:
     """New chunks as the put views' parameter (JSON [[id, level, data], ...], children before
     nodes), or, past what one parameter carries, as INSERT_CHUNKS statements to send first."""
-    rows = [[c.id, c.level, c.data] for c in chunks]
+    rows: list[list[Any]] = [[c.id, c.level, c.data] for c in chunks]
     if not rows:
         return None, []
     text = json.dumps(rows, separators=(",", ":"))
     if len(text) <= _WRITES_PARAM_MAX:
         return text, []
-    stmts, part, size = [], [], 0
+    stmts: list[Statement] = []
+    batch: list[list[Any]] = []
+    size = 0
     for row in rows:
-        if part and size + len(row[2]) > _WRITES_PARAM_MAX:
+        if batch and size + len(row[2]) > _WRITES_PARAM_MAX:
             stmts.append(Statement.bind(_sql.INSERT_CHUNKS,
-                                        {"thread_id": thread_id, "chunks": json.dumps(part)}))
-            part, size = [], 0
-        part.append(row)
+                                        {"thread_id": thread_id, "chunks": json.dumps(batch)}))
+            batch, size = [], 0
+        batch.append(row)
         size += len(row[2]) + 40
     stmts.append(Statement.bind(_sql.INSERT_CHUNKS,
-                                {"thread_id": thread_id, "chunks": json.dumps(part)}))
+                                {"thread_id": thread_id, "chunks": json.dumps(batch)}))
     return None, stmts
 
 
@@ -177,7 +179,7 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
 
     With `held` (the chunk ids the thread is known to hold) the value is stored by content:
     an "m:" manifest, with only the chunks not held sent along (d1saver/storage/manifest.py). The
-    row's columns add up to at most ROW_MAX: a value stored whole moves to pieces when it, or
+    row's columns add up to at most ROW_MAX: a value stored whole moves to parts when it, or
     the row, is too big, and the metadata too when it still does not fit (d1saver/storage/values.py).
     """
     thread_id = thread_id_of(config)
@@ -207,8 +209,8 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
         "metadata": stored_md.text, "channels": channels, "run_id": run_id, "ts": ts,
         "chunks": chunks}))
     stmts += unwritten_statements(thread_id, ns, cid, checkpoint, md)
-    stmts += chunk_statements(thread_id, ns, cid, "", value.pieces)
-    stmts += chunk_statements(thread_id, ns, cid, METADATA_OWNER, stored_md.pieces)
+    stmts += part_statements(thread_id, ns, cid, "", value.parts)
+    stmts += part_statements(thread_id, ns, cid, METADATA_OWNER, stored_md.parts)
     next_config: RunnableConfig = {"configurable": {
         "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
     return stmts, next_config, set(value.reached)
@@ -223,7 +225,7 @@ def put_writes_statements(values: Values, config: RunnableConfig,
     rows reach: special writes (WRITES_IDX_MAP) upserted, the latest winning; regular ones
     inserted or ignored, the first winning. Rows go as JSON parameters of one PUT_WRITES
     statement (more only past 1.5 MB), with the new chunks of values stored by content (see
-    `put_statements`); pieces of values stored whole follow. Writes to channels in `whole`
+    `put_statements`); parts of values stored whole follow. Writes to channels in `whole`
     (DeltaChannels: d1saver/ops/held.py) are stored whole."""
     thread_id = thread_id_of(config)
     ns = ns_of(config)
@@ -232,7 +234,7 @@ def put_writes_statements(values: Values, config: RunnableConfig,
     fixed = sum(utf8_size(p) for p in (thread_id, ns, cid, task_id, task_path)) + 16
     batches: dict[bool, list[list[list[Any]]]] = {True: [[]], False: [[]]}  # special -> rows
     sizes = {True: 0, False: 0}
-    piece_stmts: list[Statement] = []
+    part_stmts: list[Statement] = []
     new: dict[str, Chunk] = {}
     reached: set[str] = set()
 
@@ -252,25 +254,25 @@ def put_writes_statements(values: Values, config: RunnableConfig,
         batches[special][-1].append([widx, channel, value.type, value.text])
         sizes[special] += len(value.text) + len(channel) + 32
         if special:
-            piece_stmts += chunk_statements(thread_id, ns, cid, f"{task_id}/{widx}",
-                                            value.pieces)
+            part_stmts += part_statements(thread_id, ns, cid, f"{task_id}/{widx}",
+                                            value.parts)
         else:
-            piece_stmts += _write_chunk_statements(thread_id, ns, cid, task_id, widx, value)
+            part_stmts += _write_part_statements(thread_id, ns, cid, task_id, widx, value)
     chunks, stmts = new_chunks_params(thread_id, new.values())
     task: dict[str, Param] = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid,
                               "task_id": task_id, "task_path": task_path}
     special_rows = [b for b in batches[True] if b]
     regular_rows = [b for b in batches[False] if b]
-    if values.sealer is not None or piece_stmts:
+    if values.sealer is not None or part_stmts:
         # One row per write, not packed: with keys a write is sealed for its own row (task,
-        # idx, channel), as rekeying reads them; a value in pieces ("c:") is owned by its row.
+        # idx, channel), as rekeying reads them; a value in parts ("c:") is owned by its row.
         if chunks is not None:
             stmts = [Statement.bind(_sql.INSERT_CHUNKS, {"thread_id": thread_id, "chunks": chunks})]
         for special, query in ((True, _sql.INSERT_WRITES_REPLACE),
                                (False, _sql.INSERT_WRITES_IGNORE)):
             stmts += [Statement.bind(query, {**task, "writes": _rows_json(rows)})
                       for rows in (special_rows if special else regular_rows)]
-        return stmts + piece_stmts, reached
+        return stmts + part_stmts, reached
     for n in range(max(len(special_rows), len(regular_rows))):
         stmts.append(Statement.bind(_sql.PUT_WRITES, {
             **task,
@@ -279,7 +281,7 @@ def put_writes_statements(values: Values, config: RunnableConfig,
             "regular": (_rows_json(_short_types(regular_rows[n]))
                         if n < len(regular_rows) else None),
             "chunks": chunks if n == 0 else None}))
-    return (stmts + piece_stmts if special_rows or regular_rows else []), reached
+    return (stmts + part_stmts if special_rows or regular_rows else []), reached
 
 
 def _type(type_: str) -> str | None:

@@ -2,7 +2,7 @@
 batches, compared by digest.
 
 copy_thread between two databases and `d1saver rebalance` both use it. Reading is a keyset
-state machine (`ThreadReader`) over every table the thread has rows in; writing is one INSERT
+walk (`read_thread`) over every table the thread has rows in; writing is one INSERT
 per row, every value a bound parameter, packed into batches within D1's limits (100 KB of SQL
 and 100 parameters per statement, 2 MB per value; the batch itself is kept to a few MB so it
 finishes well inside D1's 30 s). A thread that fits one batch appears at once; a larger one is
@@ -15,20 +15,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from d1saver.sql import catalogue as _sql
 from d1saver.core.errors import ResponseError
-from d1saver.core.protocol import Op, Result, Statement
+from d1saver.core.protocol import Exchange, Result, Statement, Stepper
 
 __all__ = ["TABLES", "ThreadReader", "ThreadRows", "copy_batches", "delete_if_unchanged",
            "deleted", "read_thread", "staged_threads", "write_thread"]
 
 TABLES = tuple(_sql.TRANSFER_TABLES)
 Row = tuple[Any, ...]
-Exchange = Callable[[Sequence[Statement]], Op[list[Result]]]
 
 READ_PAGE_ROWS = 500
 READ_PAGE_BYTES = 1_000_000       # per table and request; a page holds at least one row
@@ -93,56 +92,54 @@ def _row_bytes(row: Row) -> int:
 # --- reading ----------------------------------------------------------------------------------
 
 
-class ThreadReader:
-    """The keyset pages of one thread's rows: each request reads the next page of every table
-    not yet exhausted (one request for most threads), at most `page_rows` rows and about
-    `page_bytes` of values per table."""
+def read_thread(exchange: Exchange, thread_id: str, tables: Sequence[str] = TABLES, *,
+                page_rows: int = READ_PAGE_ROWS, page_bytes: int = READ_PAGE_BYTES
+                ) -> Generator[Any, Any, ThreadRows]:
+    """Every row of `thread_id` in the database behind `exchange` (in `tables`), in keyset
+    pages: each request reads the next page of every table not yet exhausted (one request for
+    most threads), at most `page_rows` rows and about `page_bytes` of values per table."""
+    rows = ThreadRows(thread_id)
+    page_rows, page_bytes = max(1, int(page_rows)), max(1, int(page_bytes))
+    cursors: dict[str, Row | None] = {t: None for t in TABLES}
+    open_tables = [t for t in TABLES if t in tables]
+    while open_tables:
+        asked = list(open_tables)
+        stmts = []
+        for table in asked:
+            keys, _ = _sql.TRANSFER_TABLES[table]
+            cursor = cursors[table] or (None,) * len(keys)
+            stmts.append(Statement.bind(_sql.TRANSFER_PAGE[table], {
+                "thread_id": thread_id,
+                **{f"after_{key}": value for key, value in zip(keys, cursor)},
+                "limit": page_rows, "budget": page_bytes}))
+        results = yield from exchange(stmts)
+        if len(results) != len(asked):
+            raise ResponseError(f"expected {len(asked)} results, got {len(results)}")
+        for table, result in zip(asked, results):
+            _check_columns(result, _sql.TRANSFER_PAGE_COLUMNS[table])
+            page = [tuple(r[:-1]) for r in result.rows]
+            rows.tables[table] += page
+            available = int(result.rows[0][-1]) if result.rows else 0
+            if available < page_rows and len(page) == available:
+                open_tables.remove(table)
+            else:
+                keys, _ = _sql.TRANSFER_TABLES[table]
+                cursors[table] = page[-1][: len(keys)]
+    return rows
+
+
+class ThreadReader(Stepper[ThreadRows]):
+    """`read_thread` driven by a caller that sends each request itself (next_statements,
+    consume); `rows` once done."""
 
     def __init__(self, thread_id: str, *, page_rows: int = READ_PAGE_ROWS,
                  page_bytes: int = READ_PAGE_BYTES, tables: Sequence[str] = TABLES) -> None:
-        self.rows = ThreadRows(thread_id)
-        self.page_rows = max(1, int(page_rows))
-        self.page_bytes = max(1, int(page_bytes))
-        self._cursor: dict[str, Row | None] = {t: None for t in TABLES}
-        self._open = [t for t in TABLES if t in tables]
-        self._asked: list[str] = []
+        super().__init__(lambda exchange: read_thread(exchange, thread_id, tables,
+                                                      page_rows=page_rows, page_bytes=page_bytes))
 
-    def next_statements(self) -> list[Statement] | None:
-        if not self._open:
-            return None
-        self._asked = list(self._open)
-        out = []
-        for table in self._asked:
-            keys, _ = _sql.TRANSFER_TABLES[table]
-            cursor = self._cursor[table] or (None,) * len(keys)
-            out.append(Statement.bind(_sql.TRANSFER_PAGE[table], {
-                "thread_id": self.rows.thread_id,
-                **{f"after_{key}": value for key, value in zip(keys, cursor)},
-                "limit": self.page_rows, "budget": self.page_bytes}))
-        return out
-
-    def consume(self, results: Sequence[Result]) -> None:
-        if len(results) != len(self._asked):
-            raise ResponseError(f"expected {len(self._asked)} results, got {len(results)}")
-        for table, result in zip(self._asked, results):
-            _check_columns(result, _sql.TRANSFER_PAGE_COLUMNS[table])
-            rows = [tuple(r[:-1]) for r in result.rows]
-            self.rows.tables[table] += rows
-            available = int(result.rows[0][-1]) if result.rows else 0
-            if available < self.page_rows and len(rows) == available:
-                self._open.remove(table)
-            else:
-                keys, _ = _sql.TRANSFER_TABLES[table]
-                self._cursor[table] = rows[-1][: len(keys)]
-
-
-def read_thread(exchange: Exchange, thread_id: str, tables: Sequence[str] = TABLES,
-                **limits: int) -> Op[ThreadRows]:
-    """Every row of `thread_id` in the database behind `exchange` (in `tables`)."""
-    reader = ThreadReader(thread_id, tables=tables, **limits)
-    while (stmts := reader.next_statements()) is not None:
-        reader.consume((yield from exchange(stmts)))
-    return reader.rows
+    @property
+    def rows(self) -> ThreadRows:
+        return self.result
 
 
 # --- writing ----------------------------------------------------------------------------------
@@ -202,7 +199,7 @@ def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str,
 
 
 def write_thread(exchange: Exchange, rows: ThreadRows, target: str, *, staging_prefix: str
-                 ) -> Op[None]:
+                 ) -> Generator[Any, Any, None]:
     """Write `rows` as thread `target` in the database behind `exchange` (see copy_batches)."""
     for batch in copy_batches(rows, target, staging_prefix=staging_prefix):
         yield from exchange(batch)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import hmac
 from dataclasses import dataclass
 
 from pyfastcdc import FastCDC
@@ -39,7 +38,7 @@ LONG_ELEMENT_MIN = 128
 WALK_MAX = 4096
 # FastCDC inside elements over PIECE_MAX (and for bytes that are not msgpack): min/avg/max sizes.
 CDC_MIN, CDC_AVG, CDC_MAX = 4 * 1024, 16 * 1024, 64 * 1024
-# 20 bytes: collisions need ~2**80 work without a key (see docs/STORAGE_DESIGN.md).
+# 20 bytes: collisions need ~2**80 work (see docs/STORAGE_DESIGN.md).
 ID_BYTES = 20
 # Ids are base85 (25 characters, not base64url's 27: a manifest lists ~10 of them per checkpoint),
 # with "^" (which marks a node in a manifest) written as ".". No id holds ',', ':', '"' or '\\'.
@@ -67,18 +66,15 @@ class Piece:
     id: str | None
 
 
-def chunk_id(data: bytes, key: bytes | None = None, domain: bytes = LEAF) -> str:
-    """The id of a chunk: SHA-256 (HMAC-SHA256 with `key`) of `domain` + `data` (LEAF: a
-    piece's bytes; NODE: a tree node's text), truncated to 20 bytes, in base85 with "." for
-    "^" (25 characters)."""
-    tagged = domain + data
-    digest = hmac.digest(key, tagged, "sha256") if key else hashlib.sha256(tagged).digest()
-    return _id_text(digest[:ID_BYTES])
+def chunk_id(data: bytes, domain: bytes = LEAF) -> str:
+    """The id of a chunk: SHA-256 of `domain` + `data` (LEAF: a piece's bytes; NODE: a tree
+    node's text), truncated to 20 bytes, in base85 with "." for "^" (25 characters)."""
+    return _id_text(hashlib.sha256(domain + data).digest()[:ID_BYTES])
 
 
-def node_id(text: str, key: bytes | None = None) -> str:
+def node_id(text: str) -> str:
     """The id of a tree node whose data (its children's refs joined by ',') is `text`."""
-    return chunk_id(text.encode("ascii"), key, NODE)
+    return chunk_id(text.encode("ascii"), NODE)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -89,15 +85,12 @@ def _id_text(digest: bytes) -> str:
 
 
 def names(chunk: str, data: bytes, domain: bytes = LEAF) -> bool:
-    """Whether `chunk` is the unkeyed id of `data` of kind `domain` (LEAF: a piece's bytes,
-    NODE: a node's text), or the id schema v8 (base85) or v7 (base64url) gave it: a leaf's
-    bare hash, a node's hash of "^" + its text."""
-    if len(chunk) == 25 and _id_text(hashlib.sha256(domain + data).digest()[:ID_BYTES]) == chunk:
+    """Whether `chunk` is the id of `data` of kind `domain` (LEAF: a piece's bytes, NODE: a
+    node's text), or the id schema v8 gave it: a leaf's bare hash, a node's hash of "^" + its
+    text."""
+    if chunk_id(data, domain) == chunk:
         return True
-    digest = hashlib.sha256(data if domain == LEAF else b"^" + data).digest()[:ID_BYTES]
-    if len(chunk) == 27:
-        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii") == chunk
-    return _id_text(digest) == chunk
+    return _id_text(hashlib.sha256(data if domain == LEAF else b"^" + data).digest()[:ID_BYTES]) == chunk
 
 
 def id_prefix(chunk: str) -> int:
@@ -110,8 +103,8 @@ def join(pieces: list[Piece]) -> bytes:
     return b"".join(p.data for p in pieces)
 
 
-def split(data: bytes, key: bytes | None = None) -> list[Piece]:
-    """`data` cut into pieces: stored ones named by `chunk_id(.., key)`, inline framing merged."""
+def split(data: bytes) -> list[Piece]:
+    """`data` cut into pieces: stored ones named by `chunk_id`, inline framing merged."""
     cuts: list[tuple[int, int, bool]] = []
     try:
         _cut_value(data, 0, len(data), cuts)
@@ -125,22 +118,22 @@ def split(data: bytes, key: bytes | None = None) -> list[Piece]:
             inline_from = start if inline_from is None else inline_from
             continue
         if inline_from is not None:
-            pieces.extend(_inline(data, inline_from, start, key))
+            pieces.extend(_inline(data, inline_from, start))
             inline_from = None
         if end > start:
             chunk = data[start:end]
-            pieces.append(Piece(chunk, chunk_id(chunk, key)))
+            pieces.append(Piece(chunk, chunk_id(chunk)))
     return pieces
 
 
-def _inline(data: bytes, start: int, end: int, key: bytes | None) -> list[Piece]:
+def _inline(data: bytes, start: int, end: int) -> list[Piece]:
     """Merged framing at data[start:end]: inline, or FastCDC pieces when over PIECE_MAX (a huge
     record of small scalars must not make one row too big for D1)."""
     if end - start <= PIECE_MAX:
         return [Piece(data[start:end], None)] if end > start else []
     cuts: list[tuple[int, int, bool]] = []
     _cut_cdc(data, start, end, cuts)
-    return [Piece(data[a:b], chunk_id(data[a:b], key) if stored else None) for a, b, stored in cuts]
+    return [Piece(data[a:b], chunk_id(data[a:b]) if stored else None) for a, b, stored in cuts]
 
 
 # --- cutting ---------------------------------------------------------------------------------

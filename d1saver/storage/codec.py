@@ -8,18 +8,17 @@ D1's REST API carries parameters as JSON and returns BLOB columns as arrays of i
        single small messages that compress poorly alone; the dictionary holds the
        serializer's own framing (LangChain message and checkpoint skeletons, no user text),
        so each value need not spell it out again. base85 costs 5/4 instead of base64's 4/3,
-       and its alphabet needs no escaping in JSON. Measured on the 30-turn DeltaChannel agent:
-       write values 88.7 KB -> 65.6 KB.
+       and its alphabet needs no escaping in JSON.
   "r:" base85 of raw deflate (no zlib header nor checksum: 6 bytes) with the preset dictionary
        DICT_V2 (DICT_V1 and then the framing of a LangGraph 1.x checkpoint with schema v8's
        versions and of a `Send` packet), from R_MIN bytes, when that saves 10% and its text is
-       the shorter: what schema v8 writes. On the 30-turn benchmark agent its values take
-       77.3 KB as text instead of 88.5 KB as "d:"/"b:". The deflate stream's end marker still
+       the shorter: what schema v8 writes (benchmarks/RESULTS.md, "Design figures"). The
+       deflate stream's end marker still
        tells a truncated value from a whole one, but with no checksum some damaged bytes
        decode to other bytes: a chunk is checked against its id when read (_manifest.unpack).
   "z:" base64 of zlib-compressed bytes without a dictionary (rows of d1saver 0.1.0; read only);
-  "c:" the value was over D1's 2 MB limit and lives in the `chunks` table as pieces of
-       encoded text; the marker records the piece count.
+  "c:" the value was over D1's 2 MB limit and lives in the `chunks` table as parts of
+       encoded text; the marker records the part count.
   "e:" base85 of a value sealed with a key (d1saver/storage/crypto.py): key id, codec byte ("r" or
        "b", as `pack` makes it, or "d" as schema v7 made it; upper case when the sealer's
        caller set its flag: a checkpoint carrying metadata, d1saver/storage/values.py), nonce, then
@@ -93,8 +92,7 @@ DICT_V2 = DICT_V1 + base64.b64decode(
     "ZW5kkqV0b29sc4SkbmFtZaF4pGFyZ3OBpXF1ZXJ5oXiiaWSmY2FsbF8wpHR5cGWpdG9vbF9jYWxs"
 )
 # From this size "r:" is tried: the dictionary makes even a checkpoint's 90-byte head (its
-# ts, id and framing) shorter compressed than in base64 (measured: values under schema v7's 128
-# bytes were 10% of the benchmark's text).
+# ts, id and framing) shorter compressed than in base64.
 R_MIN = 16
 
 
@@ -189,14 +187,14 @@ def is_sealed(text: str | None) -> bool:
 
 
 def split(text: str) -> list[str] | None:
-    """Pieces of an encoded value too big for one D1 row, or None when it fits."""
+    """Parts of an encoded value too big for one D1 row, or None when it fits."""
     if len(text) <= CHUNK_SIZE:
         return None
     return [text[i : i + CHUNK_SIZE] for i in range(0, len(text), CHUNK_SIZE)]
 
 
-def chunk_marker(pieces: int) -> str:
-    return f"c:{pieces}"
+def chunk_marker(parts: int) -> str:
+    return f"c:{parts}"
 
 
 def is_chunked(text: str | None) -> bool:

@@ -23,7 +23,7 @@ and so does a plaintext row where keys are set (`PlaintextValueError`); nothing 
 returned. The codec compresses before sealing (see d1saver/storage/codec.py), so a value's stored
 length still tracks how well its plaintext compresses.
 
-Key ids and the chunk-hash subkey use the standard library (HMAC, HKDF per RFC 5869); only
+Key ids use the standard library (HMAC); only
 AES-GCM needs the `cryptography` package, the `encryption` extra.
 """
 
@@ -54,7 +54,6 @@ SEALED = "e:"
 HEAD_CHARS = len(SEALED) + 5  # "e:" and the base85 group of key id and codec
 
 _KEY_ID_LABEL = b"d1saver key id"
-_CHUNK_ID_INFO = b"d1saver chunk id v1"
 _AAD_VERSION = b"d1saver aad v1\x00"
 _KINDS = {"checkpoint": b"C", "metadata": b"M", "write": b"W", "chunk": b"K",
           "store item": b"S", "cache entry": b"Q"}
@@ -77,12 +76,13 @@ def parse_key(key: Key, position: int = 1, label: str = "encryption key") -> byt
     Errors name it by `label` and `position` (1 = newest), never by its value."""
     name = f"{label} {position}"
     if isinstance(key, (bytes, bytearray, memoryview)):
-        raw: bytes | None = bytes(key)
+        raw = bytes(key)
         where = f"{name} ({len(raw)} bytes given)"
     elif isinstance(key, str):
-        raw = _b64decode(key.strip())
-        if raw is None:
+        decoded = _b64decode(key.strip())
+        if decoded is None:
             raise ConfigError(f"{name} is not base64 text; {_GENERATE}")
+        raw = decoded
         where = f"{name} (base64 of {len(raw)} bytes)"
     else:
         raise ConfigError(f"{name} is a {type(key).__name__}: give bytes or base64 text")
@@ -99,7 +99,7 @@ def _b64decode(text: str) -> bytes | None:
         return None
 
 
-def parse_keys(keys: Sequence[Key], label: str = "encryption key") -> list[bytes]:
+def parse_keys(keys: Sequence[Key] | Key, label: str = "encryption key") -> list[bytes]:
     """Keys newest first, each 32 bytes; at least one, no two with the same key id."""
     if isinstance(keys, (str, bytes)):
         keys = [keys]  # one key given bare
@@ -132,18 +132,6 @@ def keys_from_env(environ: Mapping[str, str] | None = None) -> list[bytes] | Non
 def key_id(key: bytes) -> bytes:
     """The KEY_ID_SIZE-byte (3) id stored with every value sealed under `key`."""
     return hmac.new(key, _KEY_ID_LABEL, hashlib.sha256).digest()[:KEY_ID_SIZE]
-
-
-def _hkdf_sha256(key: bytes, info: bytes) -> bytes:
-    """HKDF-SHA256 (RFC 5869), no salt, one 32-byte block."""
-    prk = hmac.new(b"\x00" * hashlib.sha256().digest_size, key, hashlib.sha256).digest()
-    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
-
-
-def keyed_hash(key: bytes, data: bytes) -> bytes:
-    """HMAC-SHA256 of `data` under a subkey derived from `key`: chunk identities that do not
-    reveal equal content to someone without the key."""
-    return hmac.new(_hkdf_sha256(key, _CHUNK_ID_INFO), data, hashlib.sha256).digest()
 
 
 # --- associated data --------------------------------------------------------------------------
@@ -279,12 +267,11 @@ class Sealer:
     """Seals values with the newest key and opens values sealed under any of `keys`
     (newest first; each 32 bytes, as bytes or base64 text)."""
 
-    def __init__(self, keys: Sequence[Key]) -> None:
+    def __init__(self, keys: Sequence[Key] | Key) -> None:
         aesgcm, self._invalid_tag = _aesgcm()
         parsed = parse_keys(keys)
         self._ciphers = {key_id(k): aesgcm(k) for k in parsed}
         self._newest = key_id(parsed[0])
-        self._chunk_subkey = _hkdf_sha256(parsed[0], _CHUNK_ID_INFO)
 
     def __repr__(self) -> str:
         return f"Sealer(keys={len(self._ciphers)}, newest={self._newest.hex()})"
@@ -366,7 +353,3 @@ class Sealer:
     @staticmethod
     def _text(blob: bytes) -> str:
         return SEALED + base64.b85encode(blob).decode("ascii")
-
-    def keyed_hash(self, data: bytes) -> bytes:
-        """`keyed_hash` under the newest key (its subkey derived once)."""
-        return hmac.new(self._chunk_subkey, data, hashlib.sha256).digest()

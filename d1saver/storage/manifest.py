@@ -27,10 +27,9 @@ MARKER = "m:"
 NODE = "^"
 SEP = ","
 # A node closes after a child whose id, read as an integer from its first 4 bytes, is a
-# multiple of FANOUT. 4, not schema v7's 8: a manifest lists the open tail of each level (about
-# FANOUT - 1 refs), so on the 30-turn benchmark agent a checkpoint lists ~8 ids instead of ~11
-# for 22 more node rows (342 rows written instead of 320, 0.1.0 wrote 354): 167 KB sent
-# instead of 174 (docs/STORAGE_DESIGN.md).
+# multiple of FANOUT. A manifest lists the open tail of each level (about FANOUT - 1 refs):
+# a smaller fanout lists fewer ids per checkpoint for a few more node rows, fewer bytes in all
+# (docs/STORAGE_DESIGN.md; benchmarks/RESULTS.md, "Design figures").
 FANOUT = 4
 
 __all__ = ["FANOUT", "MARKER", "NODE", "SEP", "Chunk", "Chunks", "Packed", "is_manifest", "pack", "refs",
@@ -58,8 +57,8 @@ class Packed:
 
 class Chunks(dict[str, str]):
     """A read's chunks of one thread (id -> stored text) that decode and check each chunk once,
-    however many of the read's values list it (a page of 61 checkpoints lists each message ~30
-    times: base85-decoding it every time took 0.42 s of a 0.61 s `list`)."""
+    however many of the read's values list it (a page of checkpoints lists each message once
+    per checkpoint that holds it)."""
 
     __slots__ = ("decoded",)
 
@@ -78,11 +77,10 @@ def _closes(ref: str) -> bool:
     return id_prefix(ref.lstrip(NODE)) % FANOUT == 0
 
 
-def pack(data: bytes, held: Container[str], encode: Callable[[bytes], str],
-         key: bytes | None = None) -> Packed | None:
+def pack(data: bytes, held: Container[str], encode: Callable[[bytes], str]) -> Packed | None:
     """`data` as a manifest, or None when no part of it is worth storing apart (then the row
     holds the value's codec text, as before). Chunks in `held` are listed, not sent."""
-    pieces = split(data, key)
+    pieces = split(data)
     if not any(p.id for p in pieces):
         return None
     out = Packed("")
@@ -90,7 +88,7 @@ def pack(data: bytes, held: Container[str], encode: Callable[[bytes], str],
     run: list[str] = []
     for piece in pieces:
         if piece.id is None:
-            entries += _fold(run, held, out, key)
+            entries += _fold(run, held, out)
             run = []
             entries.append(encode(piece.data))
             continue
@@ -98,19 +96,20 @@ def pack(data: bytes, held: Container[str], encode: Callable[[bytes], str],
         if piece.id not in held and piece.id not in out.reached:
             out.new.append(Chunk(piece.id, 0, encode(piece.data)))
         out.reached.add(piece.id)
-    entries += _fold(run, held, out, key)
+    entries += _fold(run, held, out)
     out.text = MARKER + SEP.join(entries)
     return out
 
 
-def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) -> list[str]:
+def _fold(run: list[str], held: Container[str], out: Packed) -> list[str]:
     """A run of consecutive refs as the manifest lists it: the top nodes, then the open
     (unclosed) tail of each level below, highest first. A run of one ref is listed as is: a
     node over it alone would be a row that no other value lists (a write of one message whose
-    id closes a node: 17 of the 118 write calls of the 30-turn benchmark)."""
+    id closes a node)."""
     if len(run) < 2:
         return list(run)
-    level, depth, tails = list(run), 0, []
+    level, depth = list(run), 0
+    tails: list[list[str]] = []
     while True:
         groups, current = [], []
         for ref in level:
@@ -126,7 +125,7 @@ def _fold(run: list[str], held: Container[str], out: Packed, key: bytes | None) 
             text = SEP.join(group)
             # Named apart from leaves (chunking.NODE: a leaf cut from a value could be the
             # very text of a node; under one id, one of them would read as the other).
-            nid = node_id(text, key)
+            nid = node_id(text)
             if nid not in held and nid not in out.reached:
                 out.new.append(Chunk(nid, depth, text))
             out.reached.add(nid)

@@ -4,9 +4,9 @@ Serialize with the saver's serde, compress and mark with a codec (d1saver/storag
 move to the `chunks` table whatever would take a row past D1's 2 MB limit; loading reverses
 it. No I/O, no SQL: testable alone with a serde.
 
-Chunks. An owner's pieces are exactly the rows its marker "c:<n>" names, seq 0..n-1: a row
-written again replaces its pieces in the same batch (d1saver/sql/catalogue.py), and a read joins
-pieces 0..n-1 only, so pieces that rows of d1saver 0.1.0 left past n are never mixed in.
+Chunks. An owner's parts are exactly the rows its marker "c:<n>" names, seq 0..n-1: a row
+written again replaces its parts in the same batch (d1saver/sql/catalogue.py), and a read joins
+parts 0..n-1 only, so parts that rows of d1saver 0.1.0 left past n are never mixed in.
 
 Metadata. Metadata stays plain JSON in its column so that SQL can filter on it and walk it.
 When a row cannot hold it (defect 15), its full JSON goes to chunks of owner ':metadata',
@@ -14,8 +14,8 @@ codec-encoded, and the column keeps its small top-level keys (the filterable par
 `METADATA_KEY: "c:<n>"`. A filter on a key the column lacks is then decided in Python.
 
 Encryption keys. With a `Sealer`, every value is compressed and sealed as one "e:" text bound
-to its row by the `Bind` the caller gives (d1saver/storage/crypto.py), then chunked if need be: pieces
-are parts of one sealed text, so a piece moved, lost or mixed in fails the whole. A
+to its row by the `Bind` the caller gives (d1saver/storage/crypto.py), then chunked if need be: parts
+are parts of one sealed text, so a part moved, lost or mixed in fails the whole. A
 checkpoint's metadata keeps in its column only `PLAIN_METADATA` (LangGraph's own bookkeeping,
 no user content: what d1saver's SQL reads, and the ids the row holds anyway); the rest, when
 there is any, is sealed inside the checkpoint's value, ahead of it (`_frame`; the seal's flag
@@ -47,9 +47,9 @@ from d1saver.core.errors import (
     StoredValueError,
 )
 
-# Pieces of chunked values, per owner ('' the checkpoint, '<task_id>/<idx>' a write,
+# Parts of chunked values, per owner ('' the checkpoint, '<task_id>/<idx>' a write,
 # METADATA_OWNER a checkpoint's metadata): (seq, text) pairs in any order.
-Pieces = Mapping[str, Sequence[tuple[int, str]]]
+Parts = Mapping[str, Sequence[tuple[int, str]]]
 
 # What the columns of one row may add up to, in bytes: D1 refuses rows over 2,000,000.
 ROW_MAX = 1_900_000
@@ -72,35 +72,35 @@ PLAIN_METADATA = ("counters_since_delta_snapshot", "parents", "run_id", "source"
 
 
 # A manifest longer than this is not used: the value is stored whole (with keys' path rules),
-# so that a manifest always fits its row and SQL can read every one (never a "c:" piece).
+# so that a manifest always fits its row and SQL can read every one (never a "c:" part).
 _MANIFEST_MAX = 500_000
 
 
 @dataclass(frozen=True)
 class StoredValue:
     """A serialized value ready to store: the row's type and text (the encoded value, its
-    chunk marker, or its "m:" manifest), plus the pieces when it lives in chunks, and for a
+    chunk marker, or its "m:" manifest), plus the parts when it lives in chunks, and for a
     manifest the chunks the thread may not hold yet and every id it reaches."""
 
     type: str
     text: str
-    pieces: list[str] | None
+    parts: list[str] | None
     new_chunks: list[Chunk] = field(default_factory=list)
     reached: frozenset[str] | set[str] = frozenset()
 
     def chunked(self) -> StoredValue:
         """The same value moved to chunks (however small), to make room in its row."""
-        if self.pieces is not None:
+        if self.parts is not None:
             return self
-        return replace(self, text=_codec.chunk_marker(1), pieces=[self.text])
+        return replace(self, text=_codec.chunk_marker(1), parts=[self.text])
 
 
 @dataclass(frozen=True)
 class StoredMetadata:
-    """Metadata ready to store: the column's JSON, plus the pieces of the whole when chunked."""
+    """Metadata ready to store: the column's JSON, plus the parts of the whole when chunked."""
 
     text: str
-    pieces: list[str] | None
+    parts: list[str] | None
 
 
 def _json(obj: Any, what: str) -> str:
@@ -115,7 +115,7 @@ def utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _pieces(text: str) -> list[str]:
+def _parts(text: str) -> list[str]:
     return _codec.split(text) or [text]
 
 
@@ -136,10 +136,10 @@ def fit_row(value: StoredValue, metadata: Mapping[str, Any], fixed: int
         except UnicodeEncodeError as exc:
             raise SerializationError(
                 f"checkpoint metadata is not valid Unicode ({exc.reason})") from None
-        pieces = _pieces(_codec.encode(data))
+        parts = _parts(_codec.encode(data))
         kept = _filterable_part(metadata, min(_KEPT_MAX, ROW_MAX - fixed - stays - _MARKER_MAX))
-        kept[METADATA_KEY] = _codec.chunk_marker(len(pieces))
-        stored = StoredMetadata(_json(kept, "checkpoint metadata"), pieces)
+        kept[METADATA_KEY] = _codec.chunk_marker(len(parts))
+        stored = StoredMetadata(_json(kept, "checkpoint metadata"), parts)
     if fixed + len(value.text) + utf8_size(stored.text) > ROW_MAX and not manifest:
         value = value.chunked()
     return value, stored
@@ -163,13 +163,13 @@ def bound_columns(plain: Mapping[str, Any], channels: str | None) -> str:
                       separators=(",", ":"))
 
 
-def _join(marker: str, pieces: Pieces | None, owner: str,
+def _join(marker: str, parts: Parts | None, owner: str,
           binding: Binding | None = None) -> str:
-    """The text of a chunked value: pieces 0..n-1 of its owner, n from its marker. With keys
-    (a `binding`) a piece missing is an integrity failure of the value."""
+    """The text of a chunked value: parts 0..n-1 of its owner, n from its marker. With keys
+    (a `binding`) a part missing is an integrity failure of the value."""
     expected = int(marker.split(":", 1)[1])
-    parts = dict((pieces or {}).get(owner, []))
-    found = [parts[seq] for seq in range(expected) if seq in parts]
+    by_seq = dict((parts or {}).get(owner, []))
+    found = [by_seq[seq] for seq in range(expected) if seq in by_seq]
     if len(found) != expected:
         why = f"stored in {expected} chunks, {len(found)} found"
         if binding is not None:
@@ -178,13 +178,13 @@ def _join(marker: str, pieces: Pieces | None, owner: str,
     return "".join(found)
 
 
-def load_metadata(text: str | None, pieces: Pieces | None) -> dict[str, Any]:
+def load_metadata(text: str | None, parts: Parts | None) -> dict[str, Any]:
     """A checkpoint's metadata from its column, joined from its chunks when it lives there."""
     metadata = json.loads(text) if text else {}
     marker = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
     if not (isinstance(marker, str) and _codec.is_chunked(marker)):
         return cast(dict[str, Any], metadata)
-    joined = _join(marker, pieces, METADATA_OWNER)
+    joined = _join(marker, parts, METADATA_OWNER)
     try:
         return cast(dict[str, Any], json.loads(_codec.decode(joined).decode("utf-8")))
     except (ValueError, UnicodeDecodeError) as exc:
@@ -215,7 +215,7 @@ class Values:
              held: Container[str] | None = None) -> StoredValue:
         """`obj` serialized; as a manifest over the thread's chunks when `held` (the ids the
         thread is known to hold) is given and the value has parts worth storing apart; else
-        in chunks when its text exceeds a piece or the `room` its row has left. With keys
+        in chunks when its text exceeds a part or the `room` its row has left. With keys
         sealed whole, bound by bind(the serde's type tag)."""
         type_, data = self._serialize(obj)
         packed = self._pack(type_, data, held)
@@ -235,15 +235,15 @@ class Values:
             return None
         return StoredValue(type_, packed.text, None, packed.new, packed.reached)
 
-    def load(self, type_: str | None, text: str | None, pieces: Pieces | None,
+    def load(self, type_: str | None, text: str | None, parts: Parts | None,
              owner: str, bind: Bind, chunks: Mapping[str, str] | None = None) -> Any:
-        """The value of a row; a "c:" row is joined from its owner's pieces first, an "m:"
+        """The value of a row; a "c:" row is joined from its owner's parts first, an "m:"
         row from the thread's `chunks` (id -> data). With keys it is opened under
         bind(type_), the binding of the row it was read from."""
         binding = None if self.sealer is None else bind(type_)
         if text is None and binding is None:
             return None
-        return self._deserialize(type_, self._open(text, pieces, owner, binding, chunks))
+        return self._deserialize(type_, self._open(text, parts, owner, binding, chunks))
 
     def _serialize(self, obj: Any) -> tuple[str, bytes]:
         try:
@@ -262,15 +262,15 @@ class Values:
             raise StoredValueError(
                 f"a stored value cannot be read ({type(exc).__name__}: {exc})") from exc
 
-    def _open(self, text: str | None, pieces: Pieces | None, owner: str,
+    def _open(self, text: str | None, parts: Parts | None, owner: str,
               binding: Binding | None, chunks: Mapping[str, str] | None = None) -> bytes:
-        """A row's text (joined from its pieces or its chunks) to bytes: opened under
+        """A row's text (joined from its parts or its chunks) to bytes: opened under
         `binding` with keys."""
         if text is None:  # with keys: a sealed value is never NULL
             raise cast(Binding, binding).fail(PlaintextValueError,
                                               "is missing (NULL): nothing was returned")
         if _codec.is_chunked(text):
-            text = _join(text, pieces, owner, binding)
+            text = _join(text, parts, owner, binding)
         if _manifest.is_manifest(text):
             if binding is not None:  # written without keys: not authenticated
                 raise binding.fail(PlaintextValueError, "is stored by content without a seal "
@@ -309,22 +309,22 @@ class Values:
         room = ROW_MAX - fixed - len(type_) - utf8_size(column)
         return _stored(type_, text, room), StoredMetadata(column, None)
 
-    def load_checkpoint(self, type_: str | None, text: str, pieces: Pieces | None,
+    def load_checkpoint(self, type_: str | None, text: str, parts: Parts | None,
                         column: str | None, channels: str | None, bind: CheckpointBind,
                         chunks: Mapping[str, str] | None = None
                         ) -> tuple[Any, dict[str, Any]]:
-        """A checkpoint and its metadata, from the row's value (and pieces or chunks),
+        """A checkpoint and its metadata, from the row's value (and parts or chunks),
         metadata column and channels; with keys opened under the binding of the row they were
         read from."""
         if self.sealer is None:
-            return (self._deserialize(type_, self._open(text, pieces, "", None, chunks)),
-                    load_metadata(column, pieces))
+            return (self._deserialize(type_, self._open(text, parts, "", None, chunks)),
+                    load_metadata(column, parts))
         plain = self._plain_part(column, lambda: bind(type_, None))
         binding = bind(type_, bound_columns(plain, channels))
         if text is None:
             raise refuse_plaintext(binding)
         if _codec.is_chunked(text):
-            text = _join(text, pieces, "", binding)
+            text = _join(text, parts, "", binding)
         if _manifest.is_manifest(text):
             raise binding.fail(PlaintextValueError, "is stored by content without a seal "
                                "(written before keys were set): nothing was returned")
@@ -352,17 +352,17 @@ class Values:
 
     # --- re-sealing: copies and rekeying (never deserialized) -----------------------------
 
-    def reseal(self, text: str | None, pieces: Pieces | None, owner: str, old: Binding,
+    def reseal(self, text: str | None, parts: Parts | None, owner: str, old: Binding,
                new: Binding, *, plaintext: bool) -> tuple[str, list[str] | None] | None:
-        """A stored value (row text and pieces) opened under `old` and sealed under the newest
-        key, bound to `new`, as (row text, pieces); in chunks if it was (a sealed text keeps
+        """A stored value (row text and parts) opened under `old` and sealed under the newest
+        key, bound to `new`, as (row text, parts); in chunks if it was (a sealed text keeps
         its length). A plaintext value is sealed if `plaintext` (rows written before keys were
         set), else None: left as it is."""
         sealer = self._sealer()
         if text is None:
             return None
         chunked = _codec.is_chunked(text)
-        joined = _join(text, pieces, owner, old) if chunked else text
+        joined = _join(text, parts, owner, old) if chunked else text
         if _codec.is_sealed(joined):
             out = sealer.reseal_text(joined, old, new)
         elif _manifest.is_manifest(joined):  # stored by content: its chunks are not at hand
@@ -373,7 +373,7 @@ class Values:
             return None
         return _resplit(out, chunked)
 
-    def reseal_checkpoint(self, type_: str | None, text: str, pieces: Pieces | None,
+    def reseal_checkpoint(self, type_: str | None, text: str, parts: Parts | None,
                           column: str, channels: str | None, old: CheckpointBind,
                           new: CheckpointBind, *, plaintext: bool
                           ) -> tuple[tuple[str, list[str] | None], str] | None:
@@ -382,14 +382,14 @@ class Values:
         PLAIN_METADATA and the rest sealed in the value, as a put with keys would."""
         sealer = self._sealer()
         chunked = _codec.is_chunked(text)
-        joined = _join(text, pieces, "", old(type_, None)) if chunked else text
+        joined = _join(text, parts, "", old(type_, None)) if chunked else text
         if _codec.is_sealed(joined):
             columns = bound_columns(self._plain_part(column, lambda: old(type_, None)), channels)
             out = sealer.reseal_text(joined, old(type_, columns), new(type_, columns))
             return _resplit(out, chunked), column
         if not plaintext or _manifest.is_manifest(joined):  # by content: chunks not at hand
             return None
-        metadata = load_metadata(column, pieces)  # plaintext, inline or in chunks
+        metadata = load_metadata(column, parts)  # plaintext, inline or in chunks
         data = _codec.decode(joined)
         plain = {k: metadata[k] for k in PLAIN_METADATA if k in metadata}
         rest = {k: v for k, v in metadata.items() if k not in plain}
@@ -407,11 +407,11 @@ class Values:
 
 
 def _stored(type_: str, text: str, room: int) -> StoredValue:
-    """A value's row text, or its chunk marker and pieces when it exceeds a piece or `room`."""
+    """A value's row text, or its chunk marker and parts when it exceeds a part or `room`."""
     if len(text) <= min(room, _codec.CHUNK_SIZE):
         return StoredValue(type_, text, None)
-    pieces = _pieces(text)
-    return StoredValue(type_, _codec.chunk_marker(len(pieces)), pieces)
+    parts = _parts(text)
+    return StoredValue(type_, _codec.chunk_marker(len(parts)), parts)
 
 
 def unpack(text: str, chunks: Mapping[str, str] | None) -> bytes:
@@ -426,11 +426,11 @@ def unpack(text: str, chunks: Mapping[str, str] | None) -> bytes:
 
 
 def _resplit(text: str, chunked: bool) -> tuple[str, list[str] | None]:
-    """A re-sealed text as (row text, pieces): in chunks if the value was, or must be."""
+    """A re-sealed text as (row text, parts): in chunks if the value was, or must be."""
     if not chunked and len(text) <= _codec.CHUNK_SIZE:
         return text, None
-    pieces = _pieces(text)
-    return _codec.chunk_marker(len(pieces)), pieces
+    parts = _parts(text)
+    return _codec.chunk_marker(len(parts)), parts
 
 
 def _utf8(text: str) -> bytes:
@@ -440,6 +440,6 @@ def _utf8(text: str) -> bytes:
         raise SerializationError(f"checkpoint metadata is not valid Unicode ({exc.reason})") from None
 
 
-__all__ = ["METADATA_KEY", "METADATA_OWNER", "PLAIN_METADATA", "Chunks", "Pieces", "ROW_MAX",
+__all__ = ["METADATA_KEY", "METADATA_OWNER", "PLAIN_METADATA", "Chunks", "Parts", "ROW_MAX",
            "StoredMetadata", "StoredValue", "Values", "bound_columns", "fit_row",
            "load_metadata", "utf8_size"]

@@ -22,7 +22,7 @@ from compaction import lease
 from compaction.cli import app as compaction_app
 from d1saver import D1Saver, admin
 from d1saver.cli import app as d1saver_app
-from d1saver.local import LocalD1, make_server
+from d1saver.local import LocalD1
 from tests.compaction import LONG_AGO, checkpoint_id, ids_in, put_chain, query
 from tests.reliability.test_faults import LoseNextResponse
 from tests.servers import closed_url

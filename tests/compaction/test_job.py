@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import operator
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence

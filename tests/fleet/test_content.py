@@ -4,7 +4,6 @@ content leaves the target's chunk table exact. Checked with compaction.fleet.che
 
 from __future__ import annotations
 
-import pytest
 
 from benchmarks.workload import build_graph
 from compaction import rebalance

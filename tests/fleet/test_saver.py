@@ -286,7 +286,7 @@ def test_a_read_that_misses_at_the_new_home_looks_at_the_previous_one(
     stayed = [t for t in threads if new.home(t) == old.home(t)]
     assert moved and stayed
     for t in moved:
-        tup, by_db = fleet.requests(lambda: new.get_tuple(cfg(t)))
+        tup, by_db = fleet.requests(lambda t=t: new.get_tuple(cfg(t)))
         assert view(tup) == view(old.get_tuple(cfg(t)))
         assert by_db == Counter({new.home(t): 1, old.home(t): 1})  # a miss, then the old home
         assert [view(x) for x in new.list(cfg(t))] == [view(x) for x in old.list(cfg(t))]
@@ -294,7 +294,7 @@ def test_a_read_that_misses_at_the_new_home_looks_at_the_previous_one(
             old.get_delta_channel_history(config=cfg(t), channels=["x"])
         assert fleet.saver().get_tuple(cfg(t)) is None  # without previous_database_ids: not found
     for t in stayed:
-        _, by_db = fleet.requests(lambda: new.get_tuple(cfg(t)))
+        _, by_db = fleet.requests(lambda t=t: new.get_tuple(cfg(t)))
         assert by_db == Counter({new.home(t): 1})
     t = moved[0]
     new.delete_thread(t)  # both homes, so that a later rebalance cannot bring it back

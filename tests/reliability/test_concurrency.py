@@ -137,7 +137,7 @@ async def drive_threads(saver: D1Saver, n: int, prefix: str, durability: str = "
         state = await graph.aget_state(conf)
         assert state.values == expected_state(i, 2)
         history = [s async for s in graph.aget_state_history(conf)]
-        for run in (1, 2):
+        for _ in (1, 2):
             await oracle.ainvoke({"log": [f"t{i}"], "total": i}, conf, durability="sync")
         oracle_history = [s async for s in oracle.aget_state_history(conf)]
 

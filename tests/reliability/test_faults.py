@@ -27,7 +27,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from benchmarks.workload import build_graph, first_input
 from d1saver import (
-    ConnectionError,
+    D1ConnectionError,
     D1Error,
     D1Saver,
     RetryPolicy,
@@ -335,7 +335,7 @@ def test_lost_put_response_is_retried_and_stored_once(mode: str) -> None:
     after = engine.stats.snapshot()
     assert after["requests"] - before["requests"] == 2
     assert after["rows_written"] - before["rows_written"] == 2  # the lost attempt committed
-    assert [type(e.error) for e in events[-2:]] == [ConnectionError, type(None)]
+    assert [type(e.error) for e in events[-2:]] == [D1ConnectionError, type(None)]
     assert count(saver, "checkpoints") == 1
 
 
@@ -354,6 +354,6 @@ def test_lost_put_writes_response_is_retried_and_stored_once(mode: str, writes: 
     run(mode, lambda: saver.put_writes(config, writes, task_id="task-1"),
         lambda: saver.aput_writes(config, writes, task_id="task-1"))
     assert engine.stats.snapshot()["requests"] - before["requests"] == 2
-    assert [type(e.error) for e in events[-2:]] == [ConnectionError, type(None)]
+    assert [type(e.error) for e in events[-2:]] == [D1ConnectionError, type(None)]
     assert count(saver, "writes") == len(writes)
     assert len(saver.get_tuple(config).pending_writes) == len(writes)

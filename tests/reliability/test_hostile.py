@@ -28,7 +28,6 @@ from d1saver import (
     D1Error,
     D1Saver,
     MissingConfigKeyError,
-    QueryError,
     ResponseError,
     RetryPolicy,
     SerializationError,

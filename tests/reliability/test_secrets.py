@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from d1saver import (
     AuthenticationError,
     ConfigError,
-    ConnectionError,
+    D1ConnectionError,
     D1Error,
     D1Saver,
     D1Settings,
@@ -34,7 +34,7 @@ from d1saver import (
     RetryPolicy,
     ServerError,
     Statement,
-    TimeoutError,
+    D1TimeoutError,
     load_settings,
 )
 from d1saver.cli import app as d1saver_app
@@ -122,14 +122,14 @@ def test_connection_refused(retry: RetryPolicy) -> None:
     saver = D1Saver(account_id="acc", database_id="db", api_token=TOKEN,
                     api_base_url=closed_url(), retry=retry)
     for op in every_operation(saver)[1:]:
-        raised(op, ConnectionError)
+        raised(op, D1ConnectionError)
 
 
 @pytest.mark.anyio
 async def test_connection_refused_async() -> None:
     saver = D1Saver(account_id="acc", database_id="db", api_token=TOKEN,
                     api_base_url=closed_url(), retry=RetryPolicy.none())
-    with pytest.raises(ConnectionError) as info:
+    with pytest.raises(D1ConnectionError) as info:
         await saver.aget_tuple(CFG)
     assert_clean(full_text(info.value))
 
@@ -144,8 +144,8 @@ def test_sql_error() -> None:
 @pytest.mark.parametrize("fault,error", [
     (dict(rate_429=1.0, retry_after_s=0.0), RateLimitError),
     (dict(rate_5xx=1.0), ServerError),
-    (dict(rate_drop=1.0), ConnectionError),
-    (dict(rate_lost_response=1.0), ConnectionError),
+    (dict(rate_drop=1.0), D1ConnectionError),
+    (dict(rate_lost_response=1.0), D1ConnectionError),
 ], ids=["429", "5xx", "dropped", "lost-response"])
 def test_injected_faults(fault: dict, error: type[D1Error]) -> None:
     saver = local_saver(LocalD1(faults=FaultPlan(seed=1, **fault)))
@@ -167,7 +167,7 @@ def test_timeout_and_non_envelope_answers() -> None:
     def timeout(request: httpx.Request) -> httpx.Response:
         raise httpx.ReadTimeout("read timed out", request=request)
 
-    raised(lambda: mock_saver(timeout).get_tuple(CFG), TimeoutError)
+    raised(lambda: mock_saver(timeout).get_tuple(CFG), D1TimeoutError)
     html = mock_saver(lambda r: httpx.Response(200, text="<html>hi</html>",
                                                headers={"content-type": "text/html"}))
     raised(lambda: html.get_tuple(CFG), ResponseError)
@@ -175,7 +175,7 @@ def test_timeout_and_non_envelope_answers() -> None:
 
 def test_token_that_cannot_go_in_a_header_is_refused_without_echo() -> None:
     for bad in (TOKEN + "\n" + TOKEN, TOKEN + "\x00", TOKEN + "é", "\t" + TOKEN + " x\x7f"):
-        err = raised(lambda: D1Saver(account_id="a", database_id="d", api_token=bad,
+        err = raised(lambda bad=bad: D1Saver(account_id="a", database_id="d", api_token=bad,
                                      api_base_url=LOCAL_URL), ConfigError)
         assert "CLOUDFLARE_API_TOKEN" in str(err)
 
@@ -190,7 +190,7 @@ def test_transport_error_message_is_redacted() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError(f"proxy refused {request.headers['Authorization']}", request=request)
 
-    with pytest.raises(ConnectionError) as info:
+    with pytest.raises(D1ConnectionError) as info:
         mock_saver(handler).get_tuple(CFG)
     assert_clean(str(info.value) + repr(info.value))
     assert "[redacted]" in str(info.value)
@@ -200,7 +200,7 @@ def test_transport_error_traceback_is_redacted() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError(f"proxy refused {request.headers['Authorization']}", request=request)
 
-    raised(lambda: mock_saver(handler).get_tuple(CFG), ConnectionError)
+    raised(lambda: mock_saver(handler).get_tuple(CFG), D1ConnectionError)
 
 
 @pytest.mark.parametrize("status,error", [(401, AuthenticationError), (400, QueryError),
@@ -253,7 +253,7 @@ def test_nothing_logs_the_token(caplog: pytest.LogCaptureFixture,
     refused = D1Saver(account_id="acc", database_id="db", api_token=TOKEN,
                       api_base_url=closed_url(),
                       retry=RetryPolicy(max_attempts=2, backoff_initial=0.01))
-    with pytest.raises(ConnectionError):
+    with pytest.raises(D1ConnectionError):
         refused.get_tuple(conf)
     # The capture worked: httpx and httpcore logged at DEBUG.
     loggers = {r.name.split(".")[0] for r in caplog.records}

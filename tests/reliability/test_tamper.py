@@ -152,7 +152,7 @@ def test_metadata_that_is_not_json_fails_in_sql(backend: Backend) -> None:
     scene = Scene(backend)
     scene.edit("checkpoints", "metadata", lambda t: t[:-1], "checkpoint_id = ?2", scene.c2)
     try:
-        for name, read in reads(scene.saver, scene.thread, scene.c2).items():
+        for read in reads(scene.saver, scene.thread, scene.c2).values():
             with pytest.raises(D1Error, match="malformed JSON"):
                 read()
     finally:  # the real engine's database is shared: a row no JSON function reads must go

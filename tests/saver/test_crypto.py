@@ -12,8 +12,6 @@ import sys
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from d1saver import ConfigError, D1Error, IntegrityError, PlaintextValueError, StoredValueError, UnknownKeyError
 from d1saver.storage import codec as _codec
@@ -27,7 +25,6 @@ from d1saver.storage.crypto import (
     aad_for_chunk,
     aad_for_write,
     key_id,
-    keyed_hash,
     keys_from_env,
     new_key,
     parse_key,
@@ -376,17 +373,3 @@ def test_missing_cryptography_is_a_config_error(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setitem(sys.modules, "cryptography.hazmat.primitives.ciphers.aead", None)
     with pytest.raises(ConfigError, match=r"pip install 'd1saver\[encryption\]'"):
         Sealer([K1])
-
-
-# --- keyed hashes (chunk identities) -----------------------------------------------------------
-
-
-def test_keyed_hash_is_hmac_under_an_hkdf_subkey_of_the_newest_key() -> None:
-    subkey = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
-                  info=b"d1saver chunk id v1").derive(K2)
-    want = hmac.new(subkey, b"chunk", hashlib.sha256).digest()
-    assert keyed_hash(K2, b"chunk") == want
-    assert Sealer([K2, K1]).keyed_hash(b"chunk") == want  # the newest key's
-    assert keyed_hash(K1, b"chunk") != want  # another key, another id
-    assert want != hashlib.sha256(b"chunk").digest()
-    assert want != hmac.new(K2, b"chunk", hashlib.sha256).digest()  # not the key itself

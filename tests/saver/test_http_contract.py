@@ -20,7 +20,7 @@ from tests.servers import closed_url
 from d1saver import (
     ConfigError,
     AuthenticationError,
-    ConnectionError,
+    D1ConnectionError,
     D1Error,
     D1Saver,
     QueryError,
@@ -28,7 +28,7 @@ from d1saver import (
     ResponseError,
     RetryPolicy,
     ServerError,
-    TimeoutError,
+    D1TimeoutError,
     TransportError,
 )
 from d1saver.storage import codec as _codec
@@ -296,8 +296,8 @@ ERROR_CASES: dict[str, tuple[Callable[[], Any], type[D1Error], int]] = {
     "503-html": (lambda: httpx.Response(503, text=HTML, headers={"Content-Type": "text/html"}),
                  ServerError, MAX_ATTEMPTS),
     "400-sql": (lambda: httpx.Response(400, json=failure(7500, NO_SUCH_TABLE)), QueryError, 1),
-    "connect-error": (lambda: httpx.ConnectError, ConnectionError, MAX_ATTEMPTS),
-    "read-timeout": (lambda: httpx.ReadTimeout, TimeoutError, MAX_ATTEMPTS),
+    "connect-error": (lambda: httpx.ConnectError, D1ConnectionError, MAX_ATTEMPTS),
+    "read-timeout": (lambda: httpx.ReadTimeout, D1TimeoutError, MAX_ATTEMPTS),
     "200-html": (lambda: httpx.Response(200, text=HTML, headers={"Content-Type": "text/html"}),
                  ResponseError, 1),
     "200-truncated-json": (
@@ -385,18 +385,18 @@ def test_retries_resend_the_same_body(api: respx.MockRouter) -> None:
 
 
 def test_connect_error_is_the_cause(api: respx.MockRouter) -> None:
-    """A ConnectionError (a TransportError) keeps httpx's error as __cause__."""
+    """A D1ConnectionError (a TransportError) keeps httpx's error as __cause__."""
     api.post(RAW_PATH).mock(side_effect=httpx.ConnectError)
-    with pytest.raises(ConnectionError) as info:
+    with pytest.raises(D1ConnectionError) as info:
         make_saver().get_tuple(CONFIG)
     assert isinstance(info.value, TransportError)
     assert isinstance(info.value.__cause__, httpx.ConnectError)
 
 
 def test_read_timeout_is_the_cause(api: respx.MockRouter) -> None:
-    """A TimeoutError keeps httpx's ReadTimeout as __cause__."""
+    """A D1TimeoutError keeps httpx's ReadTimeout as __cause__."""
     api.post(RAW_PATH).mock(side_effect=httpx.ReadTimeout)
-    with pytest.raises(TimeoutError) as info:
+    with pytest.raises(D1TimeoutError) as info:
         make_saver().get_tuple(CONFIG)
     assert isinstance(info.value.__cause__, httpx.ReadTimeout)
 
@@ -575,6 +575,6 @@ def test_transport_error_has_no_implicit_context() -> None:
     try:
         raise RuntimeError("the caller's own failure")
     except RuntimeError:
-        with pytest.raises(d1saver.ConnectionError) as caught:
+        with pytest.raises(d1saver.D1ConnectionError) as caught:
             saver.get_tuple(CONFIG)
     assert caught.value.__context__ is None

@@ -298,7 +298,7 @@ def test_lost_response_of_a_migration(backend: Backend) -> None:
     assert transport.lost == STEPS
     assert migration_attempts(backend) == [
         attempt for v in range(2, N + 1)
-        for attempt in ((v, "ConnectionError"), (v, "QueryError"))]
+        for attempt in ((v, "D1ConnectionError"), (v, "QueryError"))]
     assert versions(backend) == list(range(1, N + 1))
     put_one(saver)
 

@@ -163,7 +163,7 @@ def test_compacts_keeping_heads_and_tags(v010: Any) -> None:
     assert summary.checkpoints_deleted > 0 and summary.writes_deleted > 0
 
     for name in g.THREADS:
-        tid, want = db.thread_ids[name], expected(name)
+        want = expected(name)
         by_id = {e["checkpoint_id"]: e for e in want["checkpoints"]}
         head = db.saver.get_tuple(root(db, name))
         assert head is not None
