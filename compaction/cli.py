@@ -194,6 +194,9 @@ def _print_rekey(summary: RekeySummary) -> None:
     typer.echo(f"after:  {counts(summary.after or {})}")
     left = (f"; {summary.plaintext_left} plaintext rows left (--seal-plaintext seals them)"
             if summary.plaintext_left else "")
+    if summary.staged_skipped:
+        left += (f"; {summary.staged_skipped} values of staged rows (a copy or move killed "
+                 "midway) skipped: re-run `d1saver rebalance` or the copy to remove them")
     typer.echo(f"re-sealed {summary.rewritten} rows under {summary.newest_key} in "
                f"{summary.pages} pages{left}; {summary.requests} requests in "
                f"{summary.seconds:.1f} s")

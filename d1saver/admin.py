@@ -18,7 +18,7 @@ from d1saver.sql import catalogue as _sql
 from d1saver.ops import statements as st
 from d1saver.ops import transfer as _transfer
 from d1saver.core.protocol import Result, Statement
-from d1saver.ops.reseal import add_census
+from d1saver.ops.reseal import STAGED, add_census
 from d1saver.fleet.routing import LEAVING_PREFIX, MOVING_PREFIX, is_staging
 from d1saver.ops.transfer import ThreadReader, ThreadRows
 
@@ -190,7 +190,7 @@ def inexact_threads(result: Result) -> list[InexactThread]:
 # `add_census(censuses)`: key censuses (`D1Saver.key_census`), or any {table: {name: count}}
 # figures, of several databases added up (`d1saver rekey` over a fleet).
 
-__all__ = ["LEAVING_PREFIX", "MOVING_PREFIX", "SCHEMA_VERSION", "InexactThread", "ThreadReader",
+__all__ = ["LEAVING_PREFIX", "MOVING_PREFIX", "SCHEMA_VERSION", "STAGED", "InexactThread", "ThreadReader",
            "ThreadRows", "acquire_lease", "add_census", "break_lease", "chunk_check",
            "copy_batches", "delete_if_unchanged", "delete_threads", "history",
            "inexact_threads", "is_staging", "lease_guard", "lease_holder", "moved_away",

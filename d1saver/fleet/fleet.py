@@ -182,6 +182,8 @@ class Fleet:
         nodes = self.selected(database_ids)
         if not self.spans:
             return {node.database_id: fn(node) for node in nodes}
+        if not nodes:  # nothing to do, as with one database
+            return {}
         if len(nodes) == 1:
             return _collect(operation, nodes, [_outcome(fn, nodes[0])])
         with ThreadPoolExecutor(max_workers=min(self.limit, len(nodes)),

@@ -722,7 +722,12 @@ PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
 _SCOPE_THREAD_NS = ("thread_id = ?1 AND checkpoint_ns = ?2 "
                     "AND checkpoint_id < COALESCE(?6, ?4, x'')")
 _SCOPE_THREAD = "thread_id = ?1 AND ?2 IS NULL AND " + _BELOW_ROW
-_SCOPE_ALL = "?1 IS NULL AND ?2 IS NULL AND " + _BELOW_ROW
+# Rows staged by a copy or a move (thread ids under d1saver/fleet/routing.py's "\x1fd1saver-"
+# prefix) are no application's thread: list(None) never reads them (their values are sealed
+# for the thread they will become, so they would not even open).
+NOT_STAGED = "substr({t}thread_id, 1, 9) <> char(31) || 'd1saver-'"
+_SCOPE_ALL = ("?1 IS NULL AND ?2 IS NULL AND " + NOT_STAGED.format(t="") + " AND "
+              + _BELOW_ROW)
 # Each scope comes without a filter (?5 NULL: get_tuple, most lists) and with one, so that
 # the filter's text travels only with the lists that filter.
 _NO_FILTER = "?5 IS NULL"
@@ -1591,7 +1596,7 @@ SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_i
 FROM page
 UNION ALL""" + _RAW_PIECES.format(owner="IN ('', ':metadata')")
 RAW_CHECKPOINTS_THREAD = _RAW_CHECKPOINTS.format(scope="thread_id = ?1")
-RAW_CHECKPOINTS_ALL = _RAW_CHECKPOINTS.format(scope="?1 IS NULL")
+RAW_CHECKPOINTS_ALL = _RAW_CHECKPOINTS.format(scope="?1 IS NULL AND " + NOT_STAGED.format(t=""))
 
 # Write rows after the cursor (?2..?6: thread_id, checkpoint_ns, checkpoint_id, task_id, idx),
 # ?7 rows, in one thread (?1) or all; with ?8 (heads) only those not under the newest key.
@@ -1610,7 +1615,7 @@ SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id AS f1, task
 FROM page
 UNION ALL""" + _RAW_PIECES.format(owner="= p.task_id || '/' || p.idx")
 RAW_WRITES_THREAD = _RAW_WRITES.format(scope="thread_id = ?1")
-RAW_WRITES_ALL = _RAW_WRITES.format(scope="?1 IS NULL")
+RAW_WRITES_ALL = _RAW_WRITES.format(scope="?1 IS NULL AND " + NOT_STAGED.format(t=""))
 
 # Frozen DeltaChannel rows (delta_frozen) after the cursor (?2..?9: thread_id, checkpoint_ns,
 # checkpoint_id, channel, kind, depth, task_id, idx; '' and -2^63 to start), ?10 rows, of one
@@ -1644,7 +1649,7 @@ FROM (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM page) AS h
 JOIN chunks AS k ON k.thread_id = h.thread_id AND k.checkpoint_ns = h.checkpoint_ns
     AND k.checkpoint_id = h.checkpoint_id AND {_FROZEN_PIECE.format(k="k")}"""
 RAW_FROZEN_THREAD = _RAW_FROZEN.format(scope="thread_id = ?1")
-RAW_FROZEN_ALL = _RAW_FROZEN.format(scope="?1 IS NULL")
+RAW_FROZEN_ALL = _RAW_FROZEN.format(scope="?1 IS NULL AND " + NOT_STAGED.format(t=""))
 RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "channel",
                       "fkind", "depth", "task_id", "idx", "src_checkpoint_id", "task_path",
                       "type", "value", "metadata", "channels")
@@ -1715,17 +1720,30 @@ WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id =
 _HEAD_GROUP = "CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END"
 KEY_CENSUS = f"""
 SELECT 'checkpoints' AS tbl, {_HEAD_GROUP} AS head, COUNT(*) AS row_count
-FROM (SELECT {_CHECKPOINT_HEAD} AS v FROM checkpoints AS c) GROUP BY {_HEAD_GROUP}
+FROM (SELECT {_CHECKPOINT_HEAD} AS v FROM checkpoints AS c WHERE {NOT_STAGED.format(t="c.")})
+GROUP BY {_HEAD_GROUP}
 UNION ALL
 SELECT 'writes', {_HEAD_GROUP}, COUNT(*)
-FROM (SELECT {_WRITE_HEAD} AS v FROM writes AS w WHERE w.value IS NOT NULL)
+FROM (SELECT {_WRITE_HEAD} AS v FROM writes AS w WHERE w.value IS NOT NULL
+      AND {NOT_STAGED.format(t="w.")})
 GROUP BY {_HEAD_GROUP}
 UNION ALL
 SELECT 'delta_frozen', {_HEAD_GROUP}, COUNT(*)
 FROM (SELECT {_FROZEN_HEAD} AS v FROM delta_frozen AS f
-      WHERE f.kind <> 'c' AND f.value IS NOT NULL)
+      WHERE f.kind <> 'c' AND f.value IS NOT NULL AND {NOT_STAGED.format(t="f.")})
 GROUP BY {_HEAD_GROUP}"""
 KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
+# Rows of staged threads (a copy or a move killed midway) that hold values: the census and
+# rekey leave them out. They are never read: a rerun stages its rows afresh, from the source.
+STAGED_VALUES_COLUMNS = ("row_count",)
+STAGED_VALUES = """
+SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id >= char(31) || 'd1saver-'
+            AND thread_id < char(31) || 'd1saver.')
+     + (SELECT COUNT(*) FROM writes WHERE thread_id >= char(31) || 'd1saver-'
+            AND thread_id < char(31) || 'd1saver.' AND value IS NOT NULL)
+     + (SELECT COUNT(*) FROM delta_frozen WHERE thread_id >= char(31) || 'd1saver-'
+            AND thread_id < char(31) || 'd1saver.' AND kind <> 'c' AND value IS NOT NULL)
+       AS row_count"""
 
 # copy_thread under keys: the target's tags and delta_unwritten rows, as COPY_THREAD copies
 # them (?1 source, ?2 target); after the checkpoints, whose insert trigger clears the latter.
