@@ -1,4 +1,4 @@
--- d1saver schema, version 8: the whole current schema, for a fresh database.
+-- d1saver schema, version 9: the whole current schema, for a fresh database.
 -- Applied by D1Saver.setup() and, unchanged, by `wrangler d1 execute <db> --file schema.sql`.
 -- Statements are separated by semicolons at line ends only; each is idempotent.
 --
@@ -33,12 +33,12 @@ CREATE TABLE IF NOT EXISTS d1saver_guards (
 );
 
 -- Stop on a database at an older version (its migrations bring it up) or on one that needs a
--- newer d1saver than version 8's.
+-- newer d1saver than version 9's.
 INSERT INTO d1saver_guards (schema_outdated)
-SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 8;
+SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 9;
 
 INSERT INTO d1saver_guards (schema_too_new)
-SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 8;
+SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 9;
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -291,5 +291,33 @@ WHEN substr(NEW.value, 1, 2) = 'p:' BEGIN
             SELECT 1 FROM d1saver_chunks AS k
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
 
+-- A move between databases (`d1saver rebalance`) in flight: registered at the thread's new
+-- home before the old one is read; delete_thread and prune drop the registration, and the
+-- move's publishing batch fails without it ("move_voided"), so a delete or a prune wins.
+CREATE TABLE IF NOT EXISTS d1saver_moves (
+    thread_id TEXT PRIMARY KEY,
+    move_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+
+-- Rows staged under a hidden thread id (a copy between databases, a move): what they become
+-- (thread_id), where they came from (source_id), and when a cleanup may remove them.
+CREATE TABLE IF NOT EXISTS d1saver_staged (
+    staging_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged (thread_id);
+CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged (source_id);
+
+-- Guards of moves and staged copies: move_voided (the thread was deleted or pruned at its
+-- new home since the move began), staging_lost (a cleanup removed the staged rows).
+CREATE TABLE IF NOT EXISTS d1saver_move_guards (
+    move_voided INTEGER CONSTRAINT move_voided CHECK (move_voided IS NULL),
+    staging_lost INTEGER CONSTRAINT staging_lost CHECK (staging_lost IS NULL)
+);
+
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (8, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 8);
+VALUES (9, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 8);

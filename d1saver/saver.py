@@ -297,8 +297,9 @@ class D1Saver(BaseCheckpointSaver[str]):
         self._fleet.on(config, lambda ops: ops.put_writes(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        """One request to the thread's home (and, while migrating, one to its previous home)."""
-        for node in self._fleet.thread_nodes(_config(thread_id)):
+        """One request to the thread's home (and, while migrating, one to its previous home
+        before it: a move in flight then never brings the thread back)."""
+        for node in self._fleet.deleting(str(thread_id)):
             node.run(lambda ops: ops.delete_thread(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -317,11 +318,12 @@ class D1Saver(BaseCheckpointSaver[str]):
         keep_latest keeps the newest checkpoint of the root namespace and of each subgraph
         namespace a kept checkpoint reaches, tagged checkpoints and the ancestors that the kept
         ones' DeltaChannels replay from, and relinks parents, like the compaction job (same SQL).
-        One request per database holding some of the threads.
+        One request per database holding some of the threads (while migrating, the previous
+        homes' requests first, then the homes', so that a move in flight loses: delete wins).
         """
-        groups = self._fleet.group(thread_ids)
-        self._fleet.each(lambda node: node.run(
-            lambda ops: ops.prune(groups[node.database_id], strategy)), "prune", list(groups))
+        for groups in self._fleet.group(thread_ids):
+            self._fleet.each(lambda node, g=groups: node.run(
+                lambda ops: ops.prune(g[node.database_id], strategy)), "prune", list(groups))
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]
                                   ) -> Mapping[str, DeltaChannelHistory]:
@@ -347,7 +349,7 @@ class D1Saver(BaseCheckpointSaver[str]):
         await self._fleet.aon(config, lambda ops: ops.put_writes(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        for node in self._fleet.thread_nodes(_config(thread_id)):
+        for node in self._fleet.deleting(str(thread_id)):
             await node.arun(lambda ops: ops.delete_thread(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -359,9 +361,9 @@ class D1Saver(BaseCheckpointSaver[str]):
                                        self.page_size)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        groups = self._fleet.group(thread_ids)
-        await self._fleet.aeach(lambda node: node.arun(
-            lambda ops: ops.prune(groups[node.database_id], strategy)), "prune", list(groups))
+        for groups in self._fleet.group(thread_ids):
+            await self._fleet.aeach(lambda node, g=groups: node.arun(
+                lambda ops: ops.prune(g[node.database_id], strategy)), "prune", list(groups))
 
     async def aget_delta_channel_history(self, *, config: RunnableConfig,
                                          channels: Sequence[str]

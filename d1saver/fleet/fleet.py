@@ -162,13 +162,23 @@ class Fleet:
                               "saver.database(database_id) for one of them")
         return next(iter(self.nodes.values()))
 
-    def group(self, thread_ids: Sequence[str]) -> dict[str, list[str]]:
-        """Thread ids by every database that may hold them (old homes too, while migrating)."""
-        out: dict[str, list[str]] = {}
-        for thread_id in thread_ids:
-            for node in self.homes(str(thread_id)):
-                out.setdefault(node.database_id, []).append(str(thread_id))
-        return out
+    def deleting(self, thread_id: str) -> list[Node]:
+        """Where a delete of the thread goes, in order: its previous home first (while
+        migrating), then its home. A move registers at the new home before it reads the old
+        one, so a delete that reaches the new home last voids any move that read it before
+        (delete wins: compaction/rebalance.py)."""
+        return list(reversed(self.thread_nodes(_config(thread_id))))
+
+    def group(self, thread_ids: Sequence[str]) -> list[dict[str, list[str]]]:
+        """Thread ids by every database that may hold them, in rounds: their previous homes
+        first (only while migrating), then their homes (see `deleting`). No rounds for none."""
+        first: dict[str, list[str]] = {}
+        then: dict[str, list[str]] = {}
+        for thread_id in map(str, thread_ids):
+            if (old := self.old_home(thread_id)) is not None:
+                first.setdefault(old.database_id, []).append(thread_id)
+            then.setdefault(self.home(thread_id).database_id, []).append(thread_id)
+        return [groups for groups in (first, then) if groups]
 
     def selected(self, database_ids: Sequence[str] | None) -> list[Node]:
         return list(self.nodes.values()) if database_ids is None else [
@@ -386,6 +396,10 @@ class _Merge:
         if self.remaining is not None:
             self.remaining -= 1
         return tup
+
+
+def _config(thread_id: str) -> Any:
+    return {"configurable": {"thread_id": thread_id}}
 
 
 def _order(tup: CheckpointTuple) -> tuple[str, str, str]:

@@ -24,7 +24,7 @@ from d1saver.core.errors import ResponseError
 from d1saver.core.protocol import Op, Result, Statement
 
 __all__ = ["TABLES", "ThreadReader", "ThreadRows", "copy_batches", "delete_if_unchanged",
-           "deleted", "read_thread", "staged_threads", "write_thread"]
+           "deleted", "leftovers", "read_thread", "staged_threads", "write_thread"]
 
 TABLES = tuple(_sql.TRANSFER_TABLES)
 Row = tuple[Any, ...]
@@ -34,6 +34,9 @@ READ_PAGE_ROWS = 500
 READ_PAGE_BYTES = 1_000_000       # per table and request; a page holds at least one row
 WRITE_BATCH_BYTES = 4_000_000     # parameters and SQL of one write request
 WRITE_BATCH_STATEMENTS = 500
+# Staged rows no batch has renewed for this long belong to a copy that was killed: any cleanup
+# (rebalance, compaction) may remove them. Each batch of a copy renews it.
+STAGE_SECONDS = 3600
 
 
 @dataclass
@@ -167,25 +170,34 @@ def _pack(items: Iterator[tuple[Statement, int]], max_bytes: int, max_statements
 
 
 def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str,
+                 publish: Sequence[Statement] = (), published: Sequence[Statement] = (),
                  max_bytes: int = WRITE_BATCH_BYTES,
                  max_statements: int = WRITE_BATCH_STATEMENTS) -> list[list[Statement]]:
     """The write requests that put `rows` into thread `target`, each an atomic batch.
 
     One batch if they fit: the thread appears whole, at once. Otherwise the rows go under the
-    staging id `staging_prefix + target` (emptied first, so a rerun after a kill starts clean)
-    and the last batch renames them to `target`; rows already in `target` with the same keys
-    are replaced, as copy_thread within one database replaces them, and the chunks no row of
-    `target` reaches any more go in the same batch.
+    staging id `staging_prefix + target` (emptied first, so a rerun after a kill starts clean),
+    registered with their target, their source and an expiry (STAGE_SECONDS, renewed by each
+    batch) so that every cleanup path finds them, and the last batch renames them to `target`
+    (failing, "staging_lost", if a cleanup removed them meanwhile); rows already in `target`
+    with the same keys are replaced, as copy_thread within one database replaces them, and
+    the chunks no row of `target` reaches any more go in the same batch. The batch that
+    publishes starts with `publish` (guards) and ends with `published`.
     """
     collect = [Statement(s, (target,) if "?" in s else ()) for s in _sql.COLLECT_THREAD]
     batches = _pack(_inserts(rows, target), max_bytes, max_statements)
     if len(batches) <= 1:
-        return [[*batch, *collect] for batch in batches]
+        return [[*publish, *batch, *collect, *published] for batch in batches]
     staging = staging_prefix + target
     batches = _pack(_inserts(rows, staging), max_bytes, max_statements)
     ids = json.dumps([staging.encode("utf-8", "surrogatepass").hex()])
-    batches[0][:0] = [Statement(s, (ids,)) for s in _sql.DELETE_THREADS]
-    batches.append([*(Statement(s, (staging, target)) for s in _sql.RENAME_THREAD), *collect])
+    stage = Statement(_sql.STAGE, (staging, target, rows.thread_id, STAGE_SECONDS))
+    held = Statement(_sql.STAGING_HELD, (staging,))
+    batches[0][:0] = [*(Statement(s, (ids,)) for s in _sql.DELETE_THREADS), stage]
+    for batch in batches[1:]:
+        batch[:0] = [held, stage]
+    batches.append([*publish, held, *(Statement(s, (staging, target)) for s in _sql.RENAME_THREAD),
+                    Statement(_sql.UNSTAGE, (staging,)), *collect, *published])
     return batches
 
 
@@ -226,7 +238,10 @@ def delete_if_unchanged(rows: ThreadRows, *, staging_prefix: str,
             Statement(_sql.CLEAR_SCRATCH[0])]
     head = [Statement(s, (scratch,)) for s in _sql.DROP_THREAD]
     batches = _pack(_inserts(rows, scratch), max_bytes,
-                    max(1, max_statements - len(head) - len(tail))) or [[]]
+                    max(1, max_statements - len(head) - len(tail) - 2)) or [[]]
+    if len(batches) > 1:  # scratch rows outlive this request: registered, found by cleanups
+        head.append(Statement(_sql.STAGE, (scratch, thread_id, thread_id, STAGE_SECONDS)))
+        tail.insert(0, Statement(_sql.UNSTAGE, (scratch,)))  # `deleted` counts from the end
     batches[0][:0] = head
     batches[-1] += tail
     return batches
@@ -239,6 +254,13 @@ def deleted(results: Sequence[Result]) -> bool:
     result = results[len(results) - at]
     _check_columns(result, _sql.LEAVING_COLUMNS)
     return bool(result.rows) and int(result.rows[0][0]) > 0
+
+
+def leftovers(prefix: str) -> Statement:
+    """Every staged thread id (`prefix`: the staging ids' common prefix) with its registration
+    (columns LEFTOVERS_COLUMNS)."""
+    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    return Statement(_sql.LEFTOVERS, (prefix, upper))
 
 
 def staged_threads(prefix: str) -> Statement:

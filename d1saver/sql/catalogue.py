@@ -344,6 +344,38 @@ END""",
     # 8: values written from here on may be "r:" (raw deflate with DICT_V2, d1saver/storage/codec.py),
     # which an older reader cannot decode: a contract step with no DDL, only its min_reader.
     [],
+    # 9: maintenance across databases bound to the application's operations (issue 20).
+    # - d1saver_moves: a move (`d1saver rebalance`) registers the thread at its new home
+    #   before it reads the old one; delete_thread and prune (any strategy) of the thread drop
+    #   the registration in the same batch, and the move's publishing batch fails
+    #   ("move_voided") without it: a copy read before a delete or a prune never lands after it.
+    # - d1saver_staged: rows staged under a hidden id (a copy between databases, a move) name
+    #   what they will become, what they came from, and when they expire, so that every
+    #   cleanup path finds them; the renaming batch fails ("staging_lost") if they were removed.
+    # Additive.
+    [
+        """
+CREATE TABLE IF NOT EXISTS d1saver_moves (
+    thread_id TEXT PRIMARY KEY,
+    move_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+)""",
+        """
+CREATE TABLE IF NOT EXISTS d1saver_staged (
+    staging_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+)""",
+        "CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged (thread_id)",
+        "CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged (source_id)",
+        """
+CREATE TABLE IF NOT EXISTS d1saver_move_guards (
+    move_voided INTEGER CONSTRAINT move_voided CHECK (move_voided IS NULL),
+    staging_lost INTEGER CONSTRAINT staging_lost CHECK (staging_lost IS NULL)
+)""",
+    ],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
@@ -959,6 +991,14 @@ DELETE_THREADS = [
     f"DELETE FROM chunks WHERE thread_id IN {_IDS}",
     f"DELETE FROM tags WHERE thread_id IN {_IDS}",
     f"DELETE FROM checkpoints WHERE thread_id IN {_IDS}",
+    # A move of these threads in flight must not publish what it read before (migration 9).
+    f"DELETE FROM d1saver_moves WHERE thread_id IN {_IDS}",
+    # Rows staged to become these threads, or copied from them (a copy killed midway).
+    *(f"""DELETE FROM {table} WHERE thread_id IN (SELECT staging_id FROM d1saver_staged
+    WHERE thread_id IN {_IDS} OR source_id IN {_IDS})""" for table in (
+        "writes", "d1saver_chunks", "chunks", "tags", "checkpoints")),
+    f"""DELETE FROM d1saver_staged WHERE thread_id IN {_IDS} OR source_id IN {_IDS}
+    OR staging_id IN {_IDS}""",
 ]  # delta_unwritten and delta_frozen rows go with their checkpoints (triggers)
 
 # ?1 source thread, ?2 target thread. Rows already on the target are replaced.
@@ -1369,6 +1409,11 @@ SELECT holder, expires_at - CAST(strftime('%s', 'now') AS INTEGER) AS seconds_le
 FROM leases WHERE name = ?1"""
 
 
+# A retention batch voids the moves of the threads in its scope (migration 9): a move that read
+# them before must not publish that copy after.
+VOID_MOVES_IN_SCOPE = f"DELETE FROM d1saver_moves WHERE {_IN_SCOPE}"
+
+
 def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = True,
                     freeze: bool = False) -> list[str]:
     """The statements of one retention batch: scope and keep-plan statements, then the rest.
@@ -1385,7 +1430,7 @@ def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = 
         stmts += [FORGET_OLD_OPS, RECORD_PLAN, RECORDED_PLAN] if delete else [SUMMARIZE_PLAN]
     if delete:
         stmts += [FREEZE, FREEZE_DONE, FREEZE_PIECES] if freeze else []
-        stmts += [PLAN_RELINK, APPLY_RELINK, *DELETE_UNKEPT, GC_CHUNKS]
+        stmts += [PLAN_RELINK, APPLY_RELINK, *DELETE_UNKEPT, GC_CHUNKS, VOID_MOVES_IN_SCOPE]
     return [*stmts, *CLEAR_SCRATCH]
 
 # --- inspection ---------------------------------------------------------------------------
@@ -1541,7 +1586,7 @@ DROP_THREAD = [f"DELETE FROM {table} WHERE thread_id = ?1" for table in reversed
 
 # Thread ids in [?1, ?2) in any table (staged rows left by a killed copy, by their prefix).
 # D1 refuses a compound SELECT of more than 5 terms (probed on Wrangler's engine): nested.
-THREADS_IN_RANGE = """
+THREADS_IN_RANGE_SQL = """
 SELECT thread_id FROM checkpoints WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM writes WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM chunks WHERE thread_id >= ?1 AND thread_id < ?2
@@ -1549,8 +1594,48 @@ UNION SELECT thread_id FROM tags WHERE thread_id >= ?1 AND thread_id < ?2
 UNION SELECT thread_id FROM (
     SELECT thread_id FROM d1saver_chunks WHERE thread_id >= ?1 AND thread_id < ?2
     UNION SELECT thread_id FROM delta_unwritten WHERE thread_id >= ?1 AND thread_id < ?2
-    UNION SELECT thread_id FROM delta_frozen WHERE thread_id >= ?1 AND thread_id < ?2)
-ORDER BY thread_id"""
+    UNION SELECT thread_id FROM delta_frozen WHERE thread_id >= ?1 AND thread_id < ?2)"""
+THREADS_IN_RANGE = THREADS_IN_RANGE_SQL + "\nORDER BY thread_id"
+
+# --- moves and staged rows bound to the application's deletes (migration 9) ---------------
+#
+# ?1 the thread, ?2 the move's id. A move registers the thread at its new home before it
+# reads the old home; its publishing batch starts with CHECK_MOVE (fails "move_voided" if a
+# delete or a prune dropped the registration since) and ends with END_MOVE.
+BEGIN_MOVE = """
+INSERT OR REPLACE INTO d1saver_moves (thread_id, move_id, created_at)
+VALUES (?1, ?2, CAST(strftime('%s', 'now') AS INTEGER))"""
+CHECK_MOVE = """
+INSERT INTO d1saver_move_guards (move_voided)
+SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM d1saver_moves WHERE thread_id = ?1 AND move_id = ?2)"""
+END_MOVE = "DELETE FROM d1saver_moves WHERE thread_id = ?1 AND move_id = ?2"
+CLEAR_MOVES = "DELETE FROM d1saver_moves"
+MOVES_REGISTERED = "SELECT COUNT(*) AS moves FROM d1saver_moves"
+
+# Staged rows: ?1 the staging id, ?2 the thread they become, ?3 the thread they come from,
+# ?4 seconds until a cleanup may remove them. Every staging batch (re)registers them, which
+# pushes the expiry on; the renaming batch checks (STAGING_HELD) and drops the registration.
+STAGE = """
+INSERT INTO d1saver_staged (staging_id, thread_id, source_id, created_at, expires_at)
+VALUES (?1, ?2, ?3, CAST(strftime('%s', 'now') AS INTEGER),
+        CAST(strftime('%s', 'now') AS INTEGER) + ?4)
+ON CONFLICT (staging_id) DO UPDATE SET thread_id = excluded.thread_id,
+    source_id = excluded.source_id, expires_at = excluded.expires_at"""
+STAGING_HELD = """
+INSERT INTO d1saver_move_guards (staging_lost)
+SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM d1saver_staged WHERE staging_id = ?1)"""
+UNSTAGE = "DELETE FROM d1saver_staged WHERE staging_id = ?1"
+# Every staged thread id in [?1, ?2) with its registration: target and source (NULL if
+# unregistered: staged before migration 9), expired (1 if unregistered or past its expiry:
+# then no copy is writing it any more, and any cleanup may remove it).
+LEFTOVERS_COLUMNS = ("thread_id", "target", "source", "expired")
+LEFTOVERS = f"""
+SELECT t.thread_id, s.thread_id AS target, s.source_id AS source,
+    CASE WHEN s.staging_id IS NULL
+        OR s.expires_at < CAST(strftime('%s', 'now') AS INTEGER) THEN 1 ELSE 0 END AS expired
+FROM (SELECT thread_id FROM ({THREADS_IN_RANGE_SQL})) AS t
+LEFT JOIN d1saver_staged AS s ON s.staging_id = t.thread_id
+ORDER BY t.thread_id"""
 
 # --- sealed rows: copies and rekeying (d1saver/ops/reseal.py) --------------------------------
 #
