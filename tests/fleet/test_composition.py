@@ -5,16 +5,20 @@ left behind unseen, and empty inputs do nothing."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
+from compaction.rebalance import rebalance
 from compaction.rekey import rekey
 from d1saver import D1Saver, Statement, admin
-from d1saver.fleet.routing import LEAVING_PREFIX, MOVING_PREFIX, is_staging
+from d1saver.fleet.routing import COPYING_PREFIX, LEAVING_PREFIX, MOVING_PREFIX, is_staging
 from d1saver.ops import transfer
-from tests.compaction import cfg
+from tests.compaction import BIG, cfg
 from tests.fleet.conftest import FleetBackend, unique
 from tests.fleet.test_saver import chain
 
@@ -107,3 +111,118 @@ def test_rekey_skips_staged_rows_and_finishes(local4: FleetBackend) -> None:
     # the old key can go: the thread reads, and a rebalance re-run clears the staged rows
     dropped = local4.saver(ids, encryption_keys=[KEY])
     assert len(list(dropped.list(cfg(t)))) == 6
+
+
+# --- defect 1: delete wins over a move ------------------------------------------------------
+
+
+class Before(httpx.BaseTransport):
+    """Runs `action` once, just before the `nth` request (0 first) that `picks(path, body)`:
+    one operation's requests stepped against another's at a chosen point, no timing."""
+
+    def __init__(self, inner: Any, picks: Callable[[str, bytes], bool],
+                 action: Callable[[], Any], nth: int = 0) -> None:
+        self.inner, self.picks, self.action, self.nth = inner, picks, action, nth
+        self.seen = 0
+        self.fired = False
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        if not self.fired and self.picks(request.url.path, body):
+            if self.seen == self.nth:
+                self.fired = True
+                self.action()
+            self.seen += 1
+        return self.inner.handle_request(request)
+
+
+def moving(fleet: FleetBackend, prefix: str) -> tuple[list[str], str]:
+    """The first two databases (the old layout) and a thread that moves out of them."""
+    ids = fleet.database_ids[:2]
+    four = fleet.saver()
+    four.setup()  # every database at the current schema: one request per step below
+    t = next(t for t in (f"{prefix}-{i}" for i in range(1000)) if four.home(t) not in ids)
+    return ids, t
+
+
+def publishing(target: str, thread_id: str, staged: bool) -> Callable[[str, bytes], bool]:
+    """Picks the move's batch that makes the thread appear at `target`: its one batch, or the
+    renaming one after the staged batches."""
+    marker = b"UPDATE OR REPLACE checkpoints" if staged else b"INSERT OR REPLACE INTO checkpoints"
+    param = json.dumps(thread_id).encode()
+    return lambda path, body: target in path and marker in body and param in body
+
+
+def leftover_rows(fleet: FleetBackend, thread_id: str) -> list[str]:
+    """The databases holding rows of the thread or of any staged id made from it."""
+    out = []
+    for db in fleet.database_ids:
+        with fleet.single(db) as s:
+            found = s.execute([admin.staged_threads(p)
+                               for p in (MOVING_PREFIX, LEAVING_PREFIX, COPYING_PREFIX)])
+        if any(r[0].endswith("\x1f" + thread_id) for res in found for r in res.rows):
+            out.append(db)
+    return fleet.holding(thread_id) + out
+
+
+SIZES = {"small": None, "staged": lambda _: os.urandom(BIG)}
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_delete_during_a_move_is_not_undone(fleet: FleetBackend, size: str) -> None:
+    """delete_thread (on the new layout, with the previous one) runs just before the move
+    publishes its copy at the new home: the copy never lands, the thread stays deleted."""
+    ids, t = moving(fleet, unique("del"))
+    chain(fleet.saver(ids), t, 2 if size == "staged" else 5, value=SIZES[size])
+    app = fleet.saver(previous_database_ids=ids)
+    target = app.home(t)
+    hook = Before(fleet.transport or httpx.HTTPTransport(),
+                  publishing(target, t, size == "staged"), lambda: app.delete_thread(t))
+    summary = rebalance(fleet.saver(transport=hook))
+    assert hook.fired and not summary.errors
+    assert app.get_tuple(cfg(t)) is None and list(app.list(cfg(t))) == []
+    assert leftover_rows(fleet, t) == []
+
+
+@pytest.mark.parametrize("nth", [0, 1])
+def test_a_whole_move_between_the_requests_of_a_delete(fleet: FleetBackend, nth: int) -> None:
+    """A rebalance runs whole before the first or the second request of delete_thread."""
+    ids, t = moving(fleet, unique("btw"))
+    chain(fleet.saver(ids), t, 5)
+    inner = fleet.transport or httpx.HTTPTransport()
+    mover = fleet.saver()
+    hook = Before(inner, lambda path, body: b"DELETE FROM checkpoints WHERE thread_id IN" in body
+                  and t.encode().hex().encode() in body, lambda: rebalance(mover), nth)
+    app = fleet.saver(previous_database_ids=ids, transport=hook)
+    app.delete_thread(t)
+    assert hook.fired
+    assert app.get_tuple(cfg(t)) is None and leftover_rows(fleet, t) == []
+
+
+def test_prune_during_a_move_is_not_undone(fleet: FleetBackend) -> None:
+    """prune keeps the newest checkpoint just before the move publishes a copy read before:
+    one checkpoint after the rebalance too."""
+    ids, t = moving(fleet, unique("prn"))
+    chain(fleet.saver(ids), t, 6)
+    app = fleet.saver(previous_database_ids=ids)
+    hook = Before(fleet.transport or httpx.HTTPTransport(), publishing(app.home(t), t, False),
+                  lambda: app.prune([t]))
+    summary = rebalance(fleet.saver(transport=hook))
+    assert hook.fired and not summary.errors
+    assert len(list(app.list(cfg(t)))) == 1
+    assert fleet.holding(t) == [app.home(t)]
+
+
+@pytest.mark.parametrize("nth", [0, 1])
+def test_a_whole_move_between_the_requests_of_a_prune(local4: FleetBackend, nth: int) -> None:
+    ids, t = moving(local4, unique("prb"))
+    chain(local4.saver(ids), t, 6)
+    mover = local4.saver()
+    hook = Before(local4.transport, lambda path, body: b"d1saver_keep" in body
+                  and t.encode().hex().encode() in body, lambda: rebalance(mover), nth)
+    app = local4.saver(previous_database_ids=ids, transport=hook)
+    app.prune([t])
+    assert hook.fired
+    assert len(list(app.list(cfg(t)))) == 1
+    rebalance(mover)
+    assert len(list(local4.saver().list(cfg(t)))) == 1 and local4.holding(t) == [app.home(t)]
