@@ -312,6 +312,16 @@ CREATE TABLE IF NOT EXISTS d1saver_staged (
 CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged (thread_id);
 CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged (source_id);
 
+-- In a copy's source database: where a copy of the source is staged (database_id,
+-- staging_id), so that delete_thread of the source removes it there too.
+CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere (
+    source_id TEXT NOT NULL,
+    database_id TEXT NOT NULL,
+    staging_id TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (source_id, database_id, staging_id)
+);
+
 -- Guards of moves and staged copies: move_voided (the thread was deleted or pruned at its
 -- new home since the move began), staging_lost (a cleanup removed the staged rows).
 CREATE TABLE IF NOT EXISTS d1saver_move_guards (

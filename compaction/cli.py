@@ -23,7 +23,7 @@ import typer
 from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
                      RekeyCounts, admin)
 from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable
-from compaction.fleet import check_chunks, compact, history, list_threads
+from compaction.fleet import check_chunks, compact, history, leftovers, list_threads
 from compaction.rebalance import rebalance
 from compaction.rekey import RekeySummary, rekey
 
@@ -249,6 +249,7 @@ def threads_cmd(
         raise typer.BadParameter(f"--sort takes one of {', '.join(keys)}")
     with _connected(account_id, database_id, api_base_url) as saver:
         infos = list_threads(saver)
+        staged = leftovers(saver)
     infos.sort(key=keys[sort], reverse=sort != "id")
     if limit:
         infos = infos[:limit]
@@ -261,6 +262,18 @@ def threads_cmd(
     for i in infos:
         db = f" {getattr(i, 'database_id', ''):<20}" if fleet else ""
         typer.echo(f"{printable(i.thread_id):<40}{db} {i.checkpoints:>11} {i.namespaces:>3} {i.bytes:>10}  {printable(str(i.updated))}")
+    for x in staged:
+        typer.echo(f"leftover: {_leftover(x)}")
+
+
+def _leftover(x: Any) -> str:
+    """One line about staged rows (admin.Leftover): what they are and what removes them."""
+    db = f" in {getattr(x, 'database_id')}" if hasattr(x, "database_id") else ""
+    what = (f"{x.kind} {printable(x.source)} -> {printable(x.target)}" if x.target is not None
+            else f"{x.kind}, unregistered")
+    state = ("expired: the next rebalance or compaction, or delete_thread of either thread, "
+             "removes it" if x.expired else "in progress")
+    return f"staged rows {printable(x.thread_id)}{db} ({what}; {state})"
 
 
 def history_cmd(
@@ -347,16 +360,23 @@ def check_cmd(
     stored chunk is listed. Prints the threads that break either rule; exit 1 if any."""
     with _connected(account_id, database_id, api_base_url) as saver:
         found = check_chunks(saver, thread_id)
+        staged = [x for x in leftovers(saver) if thread_id is None or thread_id in (
+            x.target, x.source)]
+    # Staged rows are no thread: listed as leftovers, not as inexact threads.
+    found = [t for t in found if not admin.is_staging(t.thread_id)]
     if as_json:
-        typer.echo(json.dumps([t.__dict__ for t in found], indent=2))
+        typer.echo(json.dumps([t.__dict__ for t in found]
+                              + [{**x.__dict__, "leftover": x.kind} for x in staged], indent=2))
     else:
+        for x in staged:
+            typer.echo(f"leftover: {_leftover(x)}")
         for t in found:
             db = f" ({getattr(t, 'database_id')})" if hasattr(t, "database_id") else ""
             typer.echo(f"{printable(t.thread_id)}{db}: {t.missing} chunks missing, "
                        f"{t.unreferenced} unreferenced")
         scope = f"thread {printable(thread_id)}" if thread_id is not None else "every thread"
         typer.echo(f"{len(found)} threads not exact" if found else f"{scope}: chunk table exact")
-    if found:
+    if found or any(x.expired for x in staged):
         raise typer.Exit(EXIT_D1)
 
 

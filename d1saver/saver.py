@@ -299,8 +299,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     def delete_thread(self, thread_id: str) -> None:
         """One request to the thread's home (and, while migrating, one to its previous home
         before it: a move in flight then never brings the thread back)."""
-        for node in self._fleet.deleting(str(thread_id)):
-            node.run(lambda ops: ops.delete_thread(thread_id))
+        self._fleet.delete_thread(str(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """In every database (runs are not routed): one request each."""
@@ -349,8 +348,7 @@ class D1Saver(BaseCheckpointSaver[str]):
         await self._fleet.aon(config, lambda ops: ops.put_writes(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        for node in self._fleet.deleting(str(thread_id)):
-            await node.arun(lambda ops: ops.delete_thread(thread_id))
+        await self._fleet.adelete_thread(str(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         await self._fleet.aeach(

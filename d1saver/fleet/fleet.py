@@ -27,7 +27,8 @@ from d1saver.ops.delta_cache import DeltaCache
 from d1saver.core.errors import ConfigError, D1Error, FleetError
 from d1saver.fleet.databases import Node
 from d1saver.ops.operations import ListPlan, Operations
-from d1saver.core.protocol import Op
+from d1saver.core.protocol import Op, Statement
+from d1saver.sql import catalogue as _sql
 from d1saver.ops.reseal import SealedCopy
 from d1saver.fleet.routing import COPYING_PREFIX, Router, is_staging
 from d1saver.storage.values import Values
@@ -168,6 +169,24 @@ class Fleet:
         one, so a delete that reaches the new home last voids any move that read it before
         (delete wins: compaction/rebalance.py)."""
         return list(reversed(self.thread_nodes(_config(thread_id))))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """At each database that may hold the thread (`deleting`'s order), then wherever
+        those say a copy of it is staged (a copy between databases killed midway)."""
+        staged: list[tuple[str, str]] = []
+        for node in self.deleting(thread_id):
+            staged += node.run(lambda ops: ops.delete_thread(thread_id))
+        for db, staging in dict.fromkeys(staged):
+            if db in self.nodes:
+                self.nodes[db].run(lambda ops, s=staging: ops.delete_thread(s))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        staged: list[tuple[str, str]] = []
+        for node in self.deleting(thread_id):
+            staged += await node.arun(lambda ops: ops.delete_thread(thread_id))
+        for db, staging in dict.fromkeys(staged):
+            if db in self.nodes:
+                await self.nodes[db].arun(lambda ops, s=staging: ops.delete_thread(s))
 
     def group(self, thread_ids: Sequence[str]) -> list[dict[str, list[str]]]:
         """Thread ids by every database that may hold them, in rounds: their previous homes
@@ -336,9 +355,20 @@ class Fleet:
                     continue
                 rows = yield node, lambda ops: _transfer.read_thread(ops.exchange, source,
                                                                      _UNSEALED_TABLES)
-            if rows.total:
-                yield dst, lambda ops: _transfer.write_thread(ops.exchange, rows, target,
-                                                              staging_prefix=COPYING_PREFIX)
+            if not rows.total:
+                return
+            batches = _transfer.copy_batches(rows, target, staging_prefix=COPYING_PREFIX)
+            # Staged (over one batch) in another database: the source's says where, so that
+            # delete_thread of the source removes the staged rows too if this copy is killed.
+            hint = (source, dst.database_id, COPYING_PREFIX + target, _transfer.STAGE_SECONDS)
+            elsewhere = len(batches) > 1 and node is not dst
+            if elsewhere:
+                yield node, lambda ops: ops.exchange([Statement(_sql.STAGE_ELSEWHERE, hint)])
+            for batch in batches:
+                yield dst, lambda ops, b=batch: ops.exchange(b)
+            if elsewhere:
+                yield node, lambda ops: ops.exchange([Statement(_sql.UNSTAGE_ELSEWHERE,
+                                                                hint[:3])])
             return
 
 

@@ -23,8 +23,9 @@ from langgraph.checkpoint.base import (
 
 from d1saver.sql import catalogue as _sql
 from d1saver.storage.crypto import checkpoint_binder, write_binder
-from d1saver.core.errors import ConfigError, MissingConfigKeyError, SerializationError
-from d1saver.core.protocol import Param, Statement
+from d1saver.core.errors import (ConfigError, MissingConfigKeyError, ResponseError,
+                                  SerializationError)
+from d1saver.core.protocol import Param, Result, Statement
 from d1saver.storage.manifest import Chunk
 from d1saver.storage.values import METADATA_OWNER, ROW_MAX, StoredValue, Values, utf8_size
 
@@ -310,6 +311,21 @@ def delta_history_statement(config: RunnableConfig, channels: Sequence[str]) -> 
 def delete_threads_statements(thread_ids: Sequence[str]) -> list[Statement]:
     ids = id_list(thread_ids)
     return [Statement(s, (ids,)) for s in _sql.DELETE_THREADS]
+
+
+def delete_thread_statements(thread_id: str) -> list[Statement]:
+    """delete_threads_statements of one thread, led by the read of where copies of it are
+    staged in other databases (`staged_elsewhere` reads its result)."""
+    ids = id_list([thread_id])
+    return [Statement(_sql.STAGED_ELSEWHERE_OF, (ids,)), *delete_threads_statements([thread_id])]
+
+
+def staged_elsewhere(result: Result) -> list[tuple[str, str]]:
+    """(database id, staging id) of each copy staged elsewhere (STAGED_ELSEWHERE_OF)."""
+    if result.rows and tuple(result.columns) != _sql.STAGED_ELSEWHERE_COLUMNS:
+        raise ResponseError(f"D1 returned columns {result.columns} where d1saver expects "
+                            f"{list(_sql.STAGED_ELSEWHERE_COLUMNS)}")
+    return [(str(db), str(staging)) for db, staging in result.rows]
 
 
 def delete_for_runs_statements(run_ids: Sequence[str]) -> list[Statement]:

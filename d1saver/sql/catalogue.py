@@ -352,6 +352,8 @@ END""",
     # - d1saver_staged: rows staged under a hidden id (a copy between databases, a move) name
     #   what they will become, what they came from, and when they expire, so that every
     #   cleanup path finds them; the renaming batch fails ("staging_lost") if they were removed.
+    #   d1saver_staged_elsewhere, in the source's database, names where a copy of it is staged,
+    #   so that delete_thread of the source removes that too.
     # Additive.
     [
         """
@@ -370,6 +372,14 @@ CREATE TABLE IF NOT EXISTS d1saver_staged (
 )""",
         "CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged (thread_id)",
         "CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged (source_id)",
+        """
+CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere (
+    source_id TEXT NOT NULL,
+    database_id TEXT NOT NULL,
+    staging_id TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (source_id, database_id, staging_id)
+)""",
         """
 CREATE TABLE IF NOT EXISTS d1saver_move_guards (
     move_voided INTEGER CONSTRAINT move_voided CHECK (move_voided IS NULL),
@@ -999,6 +1009,7 @@ DELETE_THREADS = [
         "writes", "d1saver_chunks", "chunks", "tags", "checkpoints")),
     f"""DELETE FROM d1saver_staged WHERE thread_id IN {_IDS} OR source_id IN {_IDS}
     OR staging_id IN {_IDS}""",
+    f"DELETE FROM d1saver_staged_elsewhere WHERE source_id IN {_IDS}",
 ]  # delta_unwritten and delta_frozen rows go with their checkpoints (triggers)
 
 # ?1 source thread, ?2 target thread. Rows already on the target are replaced.
@@ -1625,6 +1636,18 @@ STAGING_HELD = """
 INSERT INTO d1saver_move_guards (staging_lost)
 SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM d1saver_staged WHERE staging_id = ?1)"""
 UNSTAGE = "DELETE FROM d1saver_staged WHERE staging_id = ?1"
+# In the source's database, while a copy of it is staged in another (?1 source, ?2 that
+# database's id, ?3 the staging id, ?4 seconds): delete_thread of the source reads these
+# (STAGED_ELSEWHERE_OF, ?1 JSON array of thread ids; columns database_id, staging_id) and
+# removes the staged rows there too.
+STAGE_ELSEWHERE = """
+INSERT OR REPLACE INTO d1saver_staged_elsewhere (source_id, database_id, staging_id, expires_at)
+VALUES (?1, ?2, ?3, CAST(strftime('%s', 'now') AS INTEGER) + ?4)"""
+UNSTAGE_ELSEWHERE = """
+DELETE FROM d1saver_staged_elsewhere WHERE source_id = ?1 AND database_id = ?2 AND staging_id = ?3"""
+STAGED_ELSEWHERE_COLUMNS = ("database_id", "staging_id")
+STAGED_ELSEWHERE_OF = f"""
+SELECT database_id, staging_id FROM d1saver_staged_elsewhere WHERE source_id IN {_IDS}"""
 # Every staged thread id in [?1, ?2) with its registration: target and source (NULL if
 # unregistered: staged before migration 9), expired (1 if unregistered or past its expiry:
 # then no copy is writing it any more, and any cleanup may remove it).

@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from compaction.fleet import leftovers as fleet_leftovers
+from compaction.job import compact
 from compaction.rebalance import rebalance
 from compaction.rekey import rekey
 from d1saver import D1Saver, Statement, admin
@@ -226,3 +228,94 @@ def test_a_whole_move_between_the_requests_of_a_prune(local4: FleetBackend, nth:
     assert len(list(app.list(cfg(t)))) == 1
     rebalance(mover)
     assert len(list(local4.saver().list(cfg(t)))) == 1 and local4.holding(t) == [app.home(t)]
+
+
+# --- defect 5: a copy between databases killed midway leaves nothing hidden -----------------
+
+
+class Killed(Exception):
+    pass
+
+
+class KillBefore(httpx.BaseTransport):
+    """The process dies just before the first request `picks(path, body)`: it never arrives."""
+
+    def __init__(self, inner: Any, picks: Callable[[str, bytes], bool]) -> None:
+        self.inner, self.picks = inner, picks
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.picks(request.url.path, request.read()):
+            raise Killed()
+        return self.inner.handle_request(request)
+
+
+def staged_anywhere(fleet: FleetBackend) -> list[str]:
+    out = []
+    for db in fleet.database_ids:
+        with fleet.single(db) as s:
+            found = s.execute([admin.staged_threads(p)
+                               for p in (MOVING_PREFIX, LEAVING_PREFIX, COPYING_PREFIX)])
+        out += [r[0] for res in found for r in res.rows]
+    return out
+
+
+def killed_copy(fleet: FleetBackend, prefix: str) -> tuple[D1Saver, str, str]:
+    """A thread over one batch copied to a thread of another database, killed just before
+    the batch that would rename its staged rows: they sit in the target's database."""
+    saver = fleet.saver(fleet.database_ids[:2])
+    saver.setup()
+    source = two_homes(saver, prefix)
+    target = next(t for t in (f"{prefix}-copy{i}" for i in range(1000))
+                  if saver.home(t) != saver.home(source))
+    chain(saver, source, 2, value=lambda _: os.urandom(BIG))
+    killer = fleet.saver(fleet.database_ids[:2], transport=KillBefore(
+        fleet.transport or httpx.HTTPTransport(),
+        lambda path, body: b"UPDATE OR REPLACE checkpoints" in body))
+    with pytest.raises(Killed):
+        killer.copy_thread(source, target)
+    assert staged_anywhere(fleet) == [COPYING_PREFIX + target]
+    return saver, source, target
+
+
+def expire(fleet: FleetBackend) -> None:
+    """Time passes: every staged copy's registration is past its expiry."""
+    for db in fleet.database_ids:
+        with fleet.single(db) as s:
+            s.execute([Statement("UPDATE d1saver_staged SET expires_at = 0")])
+
+
+CLEANUPS: dict[str, Callable[[FleetBackend, D1Saver, str, str], Any]] = {
+    "copy re-run": lambda f, s, src, dst: s.copy_thread(src, dst),
+    "delete_thread of the target": lambda f, s, src, dst: s.delete_thread(dst),
+    "delete_thread of the source": lambda f, s, src, dst: s.delete_thread(src),
+    "rebalance, once expired": lambda f, s, src, dst: (expire(f), rebalance(s)),
+    "compaction, once expired": lambda f, s, src, dst: (
+        expire(f), [compact(s.database(db), keep=5) for db in s.database_ids]),
+}
+
+
+@pytest.mark.parametrize("cleanup", list(CLEANUPS))
+def test_a_killed_copy_is_listed_and_every_cleanup_removes_it(fleet: FleetBackend,
+                                                              cleanup: str) -> None:
+    saver, source, target = killed_copy(fleet, unique("cpy"))
+    # listed, with what it is: `d1saver threads` and `check` show it
+    (found,) = [x for x in fleet_leftovers(saver) if x.target == target]
+    assert (found.kind, found.source, found.expired) == ("copying", source, False)
+    assert saver.get_tuple(cfg(target)) is None
+    CLEANUPS[cleanup](fleet, saver, source, target)
+    assert staged_anywhere(fleet) == [] and not [
+        x for x in fleet_leftovers(saver) if target in (x.target, x.thread_id)]
+    if cleanup == "copy re-run":
+        assert len(list(saver.list(cfg(target)))) == 2
+    if cleanup == "delete_thread of the source":
+        assert saver.get_tuple(cfg(source)) is None
+
+
+def test_rebalance_and_compaction_leave_a_copy_in_progress_alone(local4: FleetBackend) -> None:
+    saver, source, target = killed_copy(local4, unique("cpz"))
+    rebalance(saver)
+    for db in saver.database_ids:
+        compact(saver.database(db), keep=5)
+    assert staged_anywhere(local4) == [COPYING_PREFIX + target]  # not expired: a copy may run
+    saver.copy_thread(source, target)
+    assert staged_anywhere(local4) == []
