@@ -10,8 +10,8 @@ import pytest
 
 from d1saver import D1Saver, Statement, admin
 from d1saver.fleet.routing import COPYING_PREFIX, LEAVING_PREFIX
-from d1saver.sql.catalogue import (COLLECT_THREAD, DELETE_THREADS, RENAME_THREAD, TRANSFER_INSERT,
-                          TRANSFER_TABLES)
+from d1saver.sql.catalogue import (COLLECT_THREAD, DELETE_THREADS, RENAME_THREAD, STAGE,
+                                   STAGING_HELD, TRANSFER_INSERT, TRANSFER_TABLES, UNSTAGE)
 from d1saver.ops.transfer import (ThreadReader, ThreadRows, copy_batches, delete_if_unchanged,
                                deleted)
 from tests.compaction import BIG, cfg
@@ -70,7 +70,13 @@ def test_one_batch_when_it_fits_else_staged_then_renamed(local: Backend) -> None
     staging = COPYING_PREFIX + "target"
     n = len(DELETE_THREADS)
     assert [s.sql for s in batches[0][:n]] == DELETE_THREADS  # a rerun starts clean
-    assert [s.sql for s in batches[-1]] == RENAME_THREAD + COLLECT_THREAD  # and unreached chunks go
+    # registered (target, source, expiry), renewed by each staging batch; the last renames
+    # (unless a cleanup removed the staged rows), drops the registration, and unreached
+    # chunks go
+    assert batches[0][n].sql == STAGE and batches[0][n].params[:3] == (staging, "target", t)
+    assert all([s.sql for s in b[:2]] == [STAGING_HELD, STAGE] for b in batches[1:-1])
+    assert [s.sql for s in batches[-1]] == [STAGING_HELD, *RENAME_THREAD, UNSTAGE,
+                                            *COLLECT_THREAD]
     assert all(s.params[0] == staging for b in batches[:-1] for s in b[n if b is batches[0] else 0:])
     for b in batches:
         assert sum(len(str(p)) for s in b for p in s.params) < 4_500_000
