@@ -302,9 +302,12 @@ class D1Saver(BaseCheckpointSaver[str]):
         self._fleet.delete_thread(str(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """In every database (runs are not routed): one request each."""
-        self._fleet.each(lambda node: node.run(lambda ops: ops.delete_for_runs(run_ids)),
-                         "delete_for_runs")
+        """In every database (runs are not routed): one request each; while migrating
+        (`previous_database_ids`), a second round once the first is done, which voids any
+        move that read the runs before the first reached its source (delete wins)."""
+        for _ in range(self._fleet.rounds):
+            self._fleet.each(lambda node: node.run(lambda ops: ops.delete_for_runs(run_ids)),
+                             "delete_for_runs")
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """One request within one database (with keys, pages re-sealed: _ops.py); else copied
@@ -351,8 +354,9 @@ class D1Saver(BaseCheckpointSaver[str]):
         await self._fleet.adelete_thread(str(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._fleet.aeach(
-            lambda node: node.arun(lambda ops: ops.delete_for_runs(run_ids)), "delete_for_runs")
+        for _ in range(self._fleet.rounds):
+            await self._fleet.aeach(lambda node: node.arun(
+                lambda ops: ops.delete_for_runs(run_ids)), "delete_for_runs")
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._fleet.acopy_thread(str(source_thread_id), str(target_thread_id),

@@ -68,6 +68,13 @@ class Fleet:
         """True if this saver has more than one database (fan-out errors become FleetError)."""
         return len(self.nodes) > 1
 
+    @property
+    def rounds(self) -> int:
+        """How many times a delete that is not routed (delete_for_runs) goes to every
+        database: twice while migrating (a move may read a database the first round has not
+        reached yet, and land in one it has), else once."""
+        return 2 if self.previous is not None and self.spans else 1
+
     def home(self, thread_id: str) -> Node:
         return self.nodes[self.router.home(thread_id)]
 

@@ -331,7 +331,10 @@ def staged_elsewhere(result: Result) -> list[tuple[str, str]]:
 def delete_for_runs_statements(run_ids: Sequence[str]) -> list[Statement]:
     ids = id_list(run_ids)
     stmts = _sql.retention_batch([_sql.SCOPE_RUNS, _sql.PLAN_KEEP_OTHER_RUNS])
-    return [Statement(s, (ids,) if "?1" in s else ()) for s in stmts]
+    # Which threads a move in flight read the runs from is unknown here: every move into this
+    # database is voided (it reads its source again: docs/RELIABILITY.md, "delete wins").
+    return [*(Statement(s, (ids,) if "?1" in s else ()) for s in stmts),
+            Statement(_sql.CLEAR_MOVES)]
 
 
 def copy_thread_statements(source: str, target: str) -> list[Statement]:

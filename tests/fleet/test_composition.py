@@ -230,6 +230,32 @@ def test_a_whole_move_between_the_requests_of_a_prune(local4: FleetBackend, nth:
     assert len(list(local4.saver().list(cfg(t)))) == 1 and local4.holding(t) == [app.home(t)]
 
 
+@pytest.mark.parametrize("when", ["move between", "during the move"])
+def test_delete_for_runs_beside_a_move_is_not_undone(fleet: FleetBackend, when: str) -> None:
+    """Runs are not routed: delete_for_runs goes to every database. With the databases asked
+    one at a time, new homes first, a whole move runs after it reached the thread's new home
+    (nothing there yet) and before its old one; or it runs whole just before the move
+    publishes. Its second round (while migrating) voids the move or deletes what landed."""
+    ids, t = moving(fleet, unique("run"))
+    run = unique("run")
+    chain(fleet.saver(ids), t, 4, run_id=run)
+    app = fleet.saver(previous_database_ids=ids)
+    old = fleet.saver(ids).home(t)
+    inner = fleet.transport or httpx.HTTPTransport()
+    if when == "move between":
+        hook = Before(inner, lambda path, body: old in path and run.encode().hex().encode()
+                      in body, lambda: rebalance(fleet.saver()))
+        runner = fleet.saver(list(reversed(fleet.database_ids)), previous_database_ids=ids,
+                             transport=hook, fleet_concurrency=1)
+        runner.delete_for_runs([run])
+    else:
+        hook = Before(inner, publishing(app.home(t), t, False),
+                      lambda: app.delete_for_runs([run]))
+        assert not rebalance(fleet.saver(transport=hook)).errors
+    assert hook.fired
+    assert app.get_tuple(cfg(t)) is None and leftover_rows(fleet, t) == []
+
+
 # --- defect 5: a copy between databases killed midway leaves nothing hidden -----------------
 
 
