@@ -268,7 +268,8 @@ def threads_cmd(
 
 def _leftover(x: Any) -> str:
     """One line about staged rows (admin.Leftover): what they are and what removes them."""
-    db = f" in {getattr(x, 'database_id')}" if hasattr(x, "database_id") else ""
+    where = getattr(x, "database_id", None)
+    db = f" in {where}" if where is not None else ""
     what = (f"{x.kind} {printable(x.source)} -> {printable(x.target)}" if x.target is not None
             else f"{x.kind}, unregistered")
     state = ("expired: the next rebalance or compaction, or delete_thread of either thread, "

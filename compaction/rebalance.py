@@ -262,9 +262,7 @@ class _Mover:
             # the target: a delete or a prune of the thread (which goes to its old home first,
             # then to its new one) voids the move, and the copy read before it never lands.
             move_id = uuid.uuid4().hex
-            begin = admin.begin_move(m.thread_id, move_id)
-            held = _read(dst, m.thread_id, lambda stmts: self._write(m.target, [begin, *stmts])[
-                -len(stmts):])
+            held = _read(dst, m.thread_id, self._beginning(m, move_id))
             rows = _read(src, m.thread_id)
             if not rows.total:
                 return "gone", rows  # deleted meanwhile, or moved by an earlier attempt
@@ -291,6 +289,14 @@ class _Mover:
                 f"thread {m.thread_id!r} copied to {m.target} does not read back as in "
                 f"{m.source} ({rows.counts()}): left in {m.source}")
         return "changed", rows
+
+    def _beginning(self, m: Move, move_id: str) -> Callable[[list[Statement]], list[Result]]:
+        """Sends a read of the target led by the move's registration there; its results."""
+        begin = admin.begin_move(m.thread_id, move_id)
+
+        def send(stmts: list[Statement]) -> list[Result]:
+            return self._write(m.target, [begin, *stmts])[-len(stmts):]
+        return send
 
     def _write(self, db: str, statements: list[Statement]) -> list[Result]:
         return _guarded(self.views[db], self.held[db], statements)

@@ -13,7 +13,7 @@ threads runs on every database concurrently (d1saver/fleet/fleet.py).
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -324,8 +324,7 @@ class D1Saver(BaseCheckpointSaver[str]):
         homes' requests first, then the homes', so that a move in flight loses: delete wins).
         """
         for groups in self._fleet.group(thread_ids):
-            self._fleet.each(lambda node, g=groups: node.run(
-                lambda ops: ops.prune(g[node.database_id], strategy)), "prune", list(groups))
+            self._fleet.each(_pruning(groups, strategy), "prune", list(groups))
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]
                                   ) -> Mapping[str, DeltaChannelHistory]:
@@ -364,8 +363,7 @@ class D1Saver(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         for groups in self._fleet.group(thread_ids):
-            await self._fleet.aeach(lambda node, g=groups: node.arun(
-                lambda ops: ops.prune(g[node.database_id], strategy)), "prune", list(groups))
+            await self._fleet.aeach(_apruning(groups, strategy), "prune", list(groups))
 
     async def aget_delta_channel_history(self, *, config: RunnableConfig,
                                          channels: Sequence[str]
@@ -432,6 +430,16 @@ class D1Saver(BaseCheckpointSaver[str]):
         else:
             current_v = int(current.split(".")[0])
         return f"{current_v + 1:010}"
+
+
+def _pruning(groups: Mapping[str, Sequence[str]], strategy: str) -> Callable[[Node], None]:
+    """prune of each database's threads in `groups`, run on a node."""
+    return lambda node: node.run(lambda ops: ops.prune(groups[node.database_id], strategy))
+
+
+def _apruning(groups: Mapping[str, Sequence[str]], strategy: str
+              ) -> Callable[[Node], Awaitable[None]]:
+    return lambda node: node.arun(lambda ops: ops.prune(groups[node.database_id], strategy))
 
 
 def _config(thread_id: str) -> RunnableConfig:

@@ -182,18 +182,18 @@ class Fleet:
         those say a copy of it is staged (a copy between databases killed midway)."""
         staged: list[tuple[str, str]] = []
         for node in self.deleting(thread_id):
-            staged += node.run(lambda ops: ops.delete_thread(thread_id))
+            staged += node.run(_deleting(thread_id))
         for db, staging in dict.fromkeys(staged):
             if db in self.nodes:
-                self.nodes[db].run(lambda ops, s=staging: ops.delete_thread(s))
+                self.nodes[db].run(_deleting(staging))
 
     async def adelete_thread(self, thread_id: str) -> None:
         staged: list[tuple[str, str]] = []
         for node in self.deleting(thread_id):
-            staged += await node.arun(lambda ops: ops.delete_thread(thread_id))
+            staged += await node.arun(_deleting(thread_id))
         for db, staging in dict.fromkeys(staged):
             if db in self.nodes:
-                await self.nodes[db].arun(lambda ops, s=staging: ops.delete_thread(s))
+                await self.nodes[db].arun(_deleting(staging))
 
     def group(self, thread_ids: Sequence[str]) -> list[dict[str, list[str]]]:
         """Thread ids by every database that may hold them, in rounds: their previous homes
@@ -367,15 +367,15 @@ class Fleet:
             batches = _transfer.copy_batches(rows, target, staging_prefix=COPYING_PREFIX)
             # Staged (over one batch) in another database: the source's says where, so that
             # delete_thread of the source removes the staged rows too if this copy is killed.
-            hint = (source, dst.database_id, COPYING_PREFIX + target, _transfer.STAGE_SECONDS)
+            hint = (source, dst.database_id, COPYING_PREFIX + target)
             elsewhere = len(batches) > 1 and node is not dst
             if elsewhere:
-                yield node, lambda ops: ops.exchange([Statement(_sql.STAGE_ELSEWHERE, hint)])
+                yield node, _sending([Statement(_sql.STAGE_ELSEWHERE,
+                                                (*hint, _transfer.STAGE_SECONDS))])
             for batch in batches:
-                yield dst, lambda ops, b=batch: ops.exchange(b)
+                yield dst, _sending(batch)
             if elsewhere:
-                yield node, lambda ops: ops.exchange([Statement(_sql.UNSTAGE_ELSEWHERE,
-                                                                hint[:3])])
+                yield node, _sending([Statement(_sql.UNSTAGE_ELSEWHERE, hint)])
             return
 
 
@@ -433,6 +433,14 @@ class _Merge:
         if self.remaining is not None:
             self.remaining -= 1
         return tup
+
+
+def _deleting(thread_id: str) -> Callable[[Operations], Op[list[tuple[str, str]]]]:
+    return lambda ops: ops.delete_thread(thread_id)
+
+
+def _sending(statements: list[Statement]) -> Callable[[Operations], Op[list[Any]]]:
+    return lambda ops: ops.exchange(statements)
 
 
 def _config(thread_id: str) -> Any:
