@@ -345,3 +345,22 @@ def test_rebalance_and_compaction_leave_a_copy_in_progress_alone(local4: FleetBa
     assert staged_anywhere(local4) == [COPYING_PREFIX + target]  # not expired: a copy may run
     saver.copy_thread(source, target)
     assert staged_anywhere(local4) == []
+
+
+def test_threads_and_check_list_a_killed_copy(local4: FleetBackend) -> None:
+    """`d1saver threads` and `d1saver check` list the staged rows as a leftover, with what
+    they are; check fails once they expired, and passes once a cleanup removed them."""
+    from tests.fleet.test_cli import cli, serve_fleet
+
+    saver, source, target = killed_copy(local4, unique("cli"))
+    with serve_fleet(local4) as env:
+        listed = cli(env, "threads")
+        assert listed.exit_code == 0
+        assert f"copying {source} -> {target}; in progress" in listed.output
+        assert cli(env, "check").exit_code == 0
+        expire(local4)
+        checked = cli(env, "check")
+        assert checked.exit_code == 1 and "leftover: staged rows" in checked.output
+        assert "expired" in checked.output
+        assert cli(env, "rebalance").exit_code == 0
+        assert cli(env, "check").exit_code == 0 and "leftover" not in cli(env, "threads").output
