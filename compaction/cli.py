@@ -23,10 +23,11 @@ import typer
 from langchain_core.runnables import RunnableConfig
 
 from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
-                     RekeyCounts)
+                     RekeyCounts, admin)
 from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable, progress_bar
 from compaction import inspector
-from compaction.fleet import check_chunks, compact, history, list_threads, run_history
+from compaction.fleet import (check_chunks, compact, history, leftovers, list_threads,
+                              run_history)
 from compaction.gateway import GENERATED_PATH
 from compaction.gateway import render as render_gateway
 from compaction.gateway import write as write_gateway
@@ -242,6 +243,9 @@ def _print_rekey(summary: RekeySummary) -> None:
     typer.echo(f"after:  {counts(summary.after or {})}")
     left = (f"; {summary.plaintext_left} plaintext rows left (--seal-plaintext seals them)"
             if summary.plaintext_left else "")
+    if summary.staged_skipped:
+        left += (f"; {summary.staged_skipped} values of staged rows (a copy or move killed "
+                 "midway) skipped: re-run `d1saver rebalance` or the copy to remove them")
     typer.echo(f"re-sealed {summary.rewritten} rows under {summary.newest_key} in "
                f"{summary.pages} pages{left}; {summary.requests} requests in "
                f"{summary.seconds:.1f} s")
@@ -306,6 +310,7 @@ def threads_cmd(
         raise typer.BadParameter(f"--sort takes one of {', '.join(keys)}")
     with _connected(account_id, database_id, api_base_url, api_token) as saver:
         infos = list_threads(saver)
+        staged = leftovers(saver)
     infos.sort(key=keys[sort], reverse=sort != "id")
     if limit:
         infos = infos[:limit]
@@ -318,6 +323,19 @@ def threads_cmd(
     for i in infos:
         db = f" {getattr(i, 'database_id', ''):<20}" if fleet else ""
         typer.echo(f"{printable(i.thread_id):<40}{db} {i.checkpoints:>11} {i.namespaces:>3} {i.bytes:>10}  {printable(str(i.updated))}")
+    for x in staged:
+        typer.echo(f"leftover: {_leftover(x)}")
+
+
+def _leftover(x: Any) -> str:
+    """One line about staged rows (admin.Leftover): what they are and what removes them."""
+    where = getattr(x, "database_id", None)
+    db = f" in {where}" if where is not None else ""
+    what = (f"{x.kind} {printable(x.source)} -> {printable(x.target)}" if x.target is not None
+            else f"{x.kind}, unregistered")
+    state = ("expired: the next rebalance or compaction, or delete_thread of either thread, "
+             "removes it" if x.expired else "in progress")
+    return f"staged rows {printable(x.thread_id)}{db} ({what}; {state})"
 
 
 def history_cmd(
@@ -411,16 +429,23 @@ def check_cmd(
         if thread_id is not None and not found and not history(saver, thread_id, 1):
             typer.echo(f"error: thread {printable(thread_id)!s} has no checkpoints", err=True)
             raise typer.Exit(EXIT_NOT_FOUND)
+        staged = [x for x in leftovers(saver) if thread_id is None or thread_id in (
+            x.target, x.source)]
+    # Staged rows are no thread: listed as leftovers, not as inexact threads.
+    found = [t for t in found if not admin.is_staging(t.thread_id)]
     if as_json:
-        typer.echo(json.dumps([t.__dict__ for t in found], indent=2))
+        typer.echo(json.dumps([t.__dict__ for t in found]
+                              + [{**x.__dict__, "leftover": x.kind} for x in staged], indent=2))
     else:
+        for x in staged:
+            typer.echo(f"leftover: {_leftover(x)}")
         for t in found:
             db = f" ({t.database_id})" if hasattr(t, "database_id") else ""
             typer.echo(f"{printable(t.thread_id)}{db}: {t.missing} chunks missing, "
                        f"{t.unreferenced} unreferenced")
         scope = f"thread {printable(thread_id)}" if thread_id is not None else "every thread"
         typer.echo(f"{len(found)} threads not exact" if found else f"{scope}: chunk table exact")
-    if found:
+    if found or any(x.expired for x in staged):
         raise typer.Exit(EXIT_D1)
 
 

@@ -105,6 +105,27 @@ def list_threads(saver: D1Saver) -> list[ThreadInfo]:
             if not admin.is_staging(info.thread_id)]
 
 
+@dataclass(frozen=True)
+class FleetLeftover(admin.Leftover):
+    """Staged rows, and the database they were found in."""
+
+    database_id: str
+
+
+def leftovers(saver: D1Saver) -> list[admin.Leftover]:
+    """Rows staged under hidden ids in every database (a copy or a move in flight, or killed:
+    `expired`), each naming the thread it would become and the one it came from."""
+    def read(db: D1Saver) -> list[admin.Leftover]:
+        (result,) = db.execute([admin.leftovers()])
+        return admin.read_leftovers(result)
+
+    if not spans(saver):
+        return read(saver)
+    found = saver.each_database(read, operation="leftovers")
+    return [FleetLeftover(**dataclasses.asdict(x), database_id=db)
+            for db, xs in found.items() for x in xs]
+
+
 def history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
     """A thread's newest checkpoints (see admin.history). Over several databases, from every
     one that holds some (each row names its database_id), newest first."""

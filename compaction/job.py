@@ -47,6 +47,7 @@ class Summary:
     batches: int = 0
     store_items_swept: int = 0
     cache_entries_swept: int = 0
+    staged_removed: int = 0  # staged rows of killed copies and moves (whole-database runs)
     requests: int = 0
     seconds: float = 0.0
     plan: list[dict[str, Any]] = field(default_factory=list)
@@ -153,6 +154,10 @@ def compact(
         infos: list[ThreadInfo] = []
     else:
         infos = list_threads(saver) if threads is None else thread_infos(saver, threads)
+    # Staged rows (a copy or a move in flight, or killed) are no thread: never compacted; a
+    # whole-database run removes those killed runs left (admin.removable).
+    staged = [i.thread_id for i in infos if admin.is_staging(i.thread_id)]
+    infos = [i for i in infos if not admin.is_staging(i.thread_id)]
     summary.threads_scanned = len(infos)
     expired = [i for i in infos if cutoff is not None and (i.updated or "") < cutoff]
     expired_ids = {i.thread_id for i in expired}
@@ -166,6 +171,8 @@ def compact(
             leases.break_lease(saver)
         held = leases.acquire(saver, ttl=lease_ttl)
     try:
+        if held is not None and staged and threads is None:
+            summary.staged_removed = _remove_leftovers(saver, held)
         total, done = len(expired) + len(to_trim), 0
         for policy_keep, group in ((0, expired), (keep, to_trim)):
             for batch in _batches(group, policy_keep, batch_checkpoints, batch_threads):
@@ -207,6 +214,22 @@ def _cutoff(max_age: timedelta | None) -> str | None:
         return (datetime.now(timezone.utc) - max_age).isoformat()
     except OverflowError:
         raise ConfigError(f"--max-age {max_age.days} days reaches back before year 1") from None
+
+
+def _remove_leftovers(saver: D1Saver, held: leases.Lease) -> int:
+    """Deletes the staged rows a killed copy or move left (no move runs while this run holds
+    the lease; a copy's only once expired); one read, and one write if any."""
+    (found,) = saver.execute([admin.leftovers()])
+    ids = admin.removable(admin.read_leftovers(found))
+    if ids:
+        try:
+            saver.execute([*held.guard_statements(), *admin.delete_threads(ids)])
+        except QueryError as exc:
+            if "lease_lost" in str(exc):
+                raise LeaseHeldError("this run lost its lease (it expired and another run "
+                                     "took it); nothing of this batch was applied") from exc
+            raise
+    return len(ids)
 
 
 def _batches(infos: list[ThreadInfo], keep: int, max_checkpoints: int, max_threads: int):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -181,10 +182,15 @@ def _release_all(views: dict[str, D1Saver], held: dict[str, leases.Lease],
         raise error
 
 
-def _read(view: D1Saver, thread_id: str) -> admin.ThreadRows:
+def _read(view: D1Saver, thread_id: str,
+          first: Callable[[list[Statement]], list[Result]] | None = None) -> admin.ThreadRows:
+    """Every row of the thread; the first page sent by `first` (which may add statements
+    before it and returns the page's results) if given."""
     reader = admin.thread_reader(thread_id)
+    send = first or view.execute
     while (stmts := reader.next_statements()) is not None:
-        reader.consume(view.execute(stmts))
+        reader.consume(send(stmts))
+        send = view.execute
     return reader.rows
 
 
@@ -250,25 +256,47 @@ class _Mover:
     def _move(self, m: Move) -> tuple[str, admin.ThreadRows]:
         src, dst = self.views[m.source], self.views[m.target]
         rows = admin.ThreadRows(m.thread_id)
+        unverified = False
         for _ in range(ATTEMPTS):
+            # Registered at the target before the source is read, in the request that reads
+            # the target: a delete or a prune of the thread (which goes to its old home first,
+            # then to its new one) voids the move, and the copy read before it never lands.
+            move_id = uuid.uuid4().hex
+            held = _read(dst, m.thread_id, self._beginning(m, move_id))
             rows = _read(src, m.thread_id)
             if not rows.total:
                 return "gone", rows  # deleted meanwhile, or moved by an earlier attempt
             copied = False
-            if not _read(dst, m.thread_id).holds(rows):
-                for batch in admin.copy_batches(rows, m.thread_id):
-                    self._write(m.target, batch)
-                if not _read(dst, m.thread_id).holds(rows):
-                    raise VerificationError(
-                        f"thread {m.thread_id!r} copied to {m.target} does not read back as in "
-                        f"{m.source} ({rows.counts()}): left in {m.source}")
+            if not held.holds(rows):
+                try:
+                    for batch in admin.copy_batches(rows, m.thread_id, move_id=move_id):
+                        self._write(m.target, batch)
+                except QueryError as exc:
+                    if "move_voided" in str(exc) or "staging_lost" in str(exc):
+                        continue  # deleted or pruned meanwhile: read the source again
+                    raise
+                unverified = not _read(dst, m.thread_id).holds(rows)
+                if unverified:
+                    continue  # changed at the target since it landed (a delete, a prune)
                 copied = True
             results: list[Result] = []
             for batch in admin.delete_if_unchanged(rows):
                 results = self._write(m.source, batch)
             if admin.moved_away(results):
                 return ("moved" if copied else "found copied"), rows
+        if unverified:
+            raise VerificationError(
+                f"thread {m.thread_id!r} copied to {m.target} does not read back as in "
+                f"{m.source} ({rows.counts()}): left in {m.source}")
         return "changed", rows
+
+    def _beginning(self, m: Move, move_id: str) -> Callable[[list[Statement]], list[Result]]:
+        """Sends a read of the target led by the move's registration there; its results."""
+        begin = admin.begin_move(m.thread_id, move_id)
+
+        def send(stmts: list[Statement]) -> list[Result]:
+            return self._write(m.target, [begin, *stmts])[-len(stmts):]
+        return send
 
     def _write(self, db: str, statements: list[Statement]) -> list[Result]:
         return _guarded(self.views[db], self.held[db], statements)
@@ -287,15 +315,17 @@ def _guarded(view: D1Saver, lease: leases.Lease, statements: list[Statement]) ->
 
 
 def _remove_staged(views: dict[str, D1Saver], held: dict[str, leases.Lease]) -> int:
-    """Delete the staged rows killed runs left (this run renamed its own)."""
+    """Delete the staged rows killed runs left (this run renamed its own): every move's and
+    comparison's, and the expired ones of copies between databases; forget killed runs'
+    move registrations."""
     removed = 0
     for db, view in views.items():
-        found = view.execute([admin.staged_threads(admin.MOVING_PREFIX),
-                              admin.staged_threads(admin.LEAVING_PREFIX)])
-        ids = [row[0] for res in found for row in res.rows]
-        if ids:
-            _guarded(view, held[db], admin.delete_threads(ids))
-            removed += len(ids)
+        found, moves = view.execute([admin.leftovers(), admin.moves_registered()])
+        ids = admin.removable(admin.read_leftovers(found))
+        if ids or moves.rows[0][0]:
+            _guarded(view, held[db], [*(admin.delete_threads(ids) if ids else []),
+                                      admin.clear_moves()])
+        removed += len(ids)
     return removed
 
 

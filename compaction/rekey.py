@@ -40,6 +40,9 @@ class RekeySummary:
     to_rewrite: int = 0
     rewritten: int = 0
     plaintext_left: int = 0
+    # Values in staged rows (a copy or a move killed midway), left as they are: they are never
+    # read (a rerun stages afresh from the source) and the next rebalance or copy removes them.
+    staged_skipped: int = 0
     pages: int = 0
     requests: int = 0
     seconds: float = 0.0
@@ -51,7 +54,8 @@ class RekeySummary:
 
 def stale(census: Census, newest: str, *, seal_plaintext: bool) -> int:
     """Values a run would re-seal: under another key, or (if asked) under none."""
-    return sum(n for per_key in census.values() for kid, n in per_key.items()
+    return sum(n for table, per_key in census.items() if table != admin.STAGED
+               for kid, n in per_key.items()
                if kid != newest and (kid != "plaintext" or seal_plaintext))
 
 
@@ -94,6 +98,7 @@ def rekey(
     summary = RekeySummary(dry_run=dry_run, newest_key=keys[0], keys=keys,
                            before=saver.key_census() if holds_rows else {})
     summary.to_rewrite = stale(summary.before, keys[0], seal_plaintext=seal_plaintext)
+    summary.staged_skipped = summary.before.get(admin.STAGED, {}).get("skipped", 0)
     if not dry_run:
         if break_lease:
             leases.break_lease(saver)
@@ -140,6 +145,7 @@ def _add_up(parts: list[RekeySummary], seconds: float) -> RekeySummary:
                        after=None if None in afters else admin.add_census(
                            a for a in afters if a is not None),
                        tables=admin.add_census(p.tables for p in parts), seconds=seconds)
-    for name in ("to_rewrite", "rewritten", "plaintext_left", "pages", "requests"):
+    for name in ("to_rewrite", "rewritten", "plaintext_left", "staged_skipped", "pages",
+                 "requests"):
         setattr(out, name, sum(getattr(p, name) for p in parts))
     return out

@@ -19,8 +19,9 @@ from d1saver.sql import memory as _memory_sql
 from d1saver.ops import statements as st
 from d1saver.ops import transfer as _transfer
 from d1saver.core.protocol import Result, Statement
-from d1saver.ops.reseal import add_census
-from d1saver.fleet.routing import LEAVING_PREFIX, MOVING_PREFIX, is_staging
+from d1saver.ops.reseal import STAGED, add_census
+from d1saver.fleet.routing import (COPYING_PREFIX, LEAVING_PREFIX, MOVING_PREFIX, STAGING_PREFIX,
+                                   is_staging)
 from d1saver.ops.transfer import ThreadReader, ThreadRows
 
 
@@ -217,12 +218,39 @@ def thread_reader(thread_id: str) -> ThreadReader:
     return ThreadReader(thread_id)
 
 
-def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str = MOVING_PREFIX
-                 ) -> list[list[Statement]]:
+def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str = MOVING_PREFIX,
+                 move_id: str | None = None) -> list[list[Statement]]:
     """The atomic batches that write `rows` as thread `target` (values as bound parameters,
-    within D1's limits); over one batch, staged under `staging_prefix + target` and renamed
-    by the last, so readers never see part of the thread."""
-    return _transfer.copy_batches(rows, target, staging_prefix=staging_prefix)
+    within D1's limits); over one batch, staged under `staging_prefix + target` (registered,
+    with an expiry) and renamed by the last, so readers never see part of the thread. With
+    `move_id` (see `begin_move`), the batch that publishes fails ("move_voided") unless the
+    move is still registered, and ends it."""
+    publish: list[Statement] = []
+    published: list[Statement] = []
+    if move_id is not None:
+        move = {"thread_id": target, "move_id": move_id}
+        publish = [Statement.bind(_sql.CHECK_MOVE, move)]
+        published = [Statement.bind(_sql.END_MOVE, move)]
+    return _transfer.copy_batches(rows, target, staging_prefix=staging_prefix,
+                                  publish=publish, published=published)
+
+
+def begin_move(thread_id: str, move_id: str) -> Statement:
+    """Registers a move of `thread_id` into this database (send it there before reading the
+    thread where it is): a delete_thread or prune of the thread here voids it, and
+    `copy_batches(..., move_id=move_id)` then publishes nothing (delete wins)."""
+    return Statement.bind(_sql.BEGIN_MOVE, {"thread_id": thread_id, "move_id": move_id})
+
+
+def moves_registered() -> Statement:
+    """How many moves are registered in this database; column: moves."""
+    return Statement.bind(_sql.MOVES_REGISTERED)
+
+
+def clear_moves() -> Statement:
+    """Forgets every move registered in this database (killed runs': send it holding the
+    lease, when no move runs)."""
+    return Statement.bind(_sql.CLEAR_MOVES)
 
 
 def delete_if_unchanged(rows: ThreadRows) -> list[list[Statement]]:
@@ -242,6 +270,42 @@ def staged_threads(prefix: str = MOVING_PREFIX) -> Statement:
     """Thread ids holding staged rows under `prefix` (MOVING_PREFIX: a copy killed midway;
     LEAVING_PREFIX: a comparison killed midway); column: thread_id."""
     return _transfer.staged_threads(prefix)
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """Rows staged under a hidden thread id (`thread_id`) by a copy or a move: the thread they
+    would become (`target`) and came from (`source`), both None if unregistered; `expired`:
+    no copy renews them any more (killed), so any cleanup may remove them."""
+
+    thread_id: str
+    target: str | None
+    source: str | None
+    expired: bool
+
+    @property
+    def kind(self) -> str:
+        """"moving", "leaving" or "copying": the staging prefix's name."""
+        return self.thread_id.split("\x1f")[1].removeprefix("d1saver-")
+
+
+def leftovers() -> Statement:
+    """Every staged thread id in the database, with its registration (read the result with
+    `read_leftovers`)."""
+    return _transfer.leftovers(STAGING_PREFIX)
+
+
+def read_leftovers(result: Result) -> list[Leftover]:
+    _rows.check_columns(result, _sql.LEFTOVERS_COLUMNS)
+    return [Leftover(str(t), None if g is None else str(g), None if s is None else str(s),
+                     bool(e)) for t, g, s, e in result.rows]
+
+
+def removable(found: Sequence[Leftover]) -> list[str]:
+    """The staged ids a maintenance run holding the lease removes: every move's and
+    comparison's (no move runs without that lease), and copies' that expired."""
+    return [x.thread_id for x in found
+            if x.expired or x.thread_id.startswith((MOVING_PREFIX, LEAVING_PREFIX))]
 
 
 def delete_threads(thread_ids: Sequence[str]) -> list[Statement]:
@@ -279,13 +343,15 @@ def inexact_threads(result: Result) -> list[InexactThread]:
 # `add_census(censuses)`: key censuses (`D1Saver.key_census`), or any {table: {name: count}}
 # figures, of several databases added up (`d1saver rekey` over a fleet).
 
-__all__ = ["COMPACTION_RUNS_COLUMNS", "CRON_CURSOR", "LEAVING_PREFIX", "MOVING_PREFIX",
-           "SCHEMA_VERSION", "SUMMARY_COLUMNS", "InexactThread", "ThreadReader", "ThreadRows", "acquire_lease",
-           "add_census", "break_lease", "chunk_check", "compaction_runs", "copy_batches",
-           "cursor_clear", "cursor_get", "cursor_set", "delete_if_unchanged",
-           "delete_threads", "history", "inexact_threads", "is_staging", "lease_guard",
-           "lease_holder", "migration_statements", "moved_away", "read_schema",
-           "release_lease", "retention", "retention_summary", "run_add_batch", "run_begin",
-           "run_end", "runs_interrupted", "schema_version", "setup_statements",
+__all__ = ["COMPACTION_RUNS_COLUMNS", "COPYING_PREFIX", "CRON_CURSOR", "LEAVING_PREFIX",
+           "MOVING_PREFIX", "SCHEMA_VERSION", "STAGED", "STAGING_PREFIX", "SUMMARY_COLUMNS",
+           "InexactThread", "Leftover", "ThreadReader", "ThreadRows", "acquire_lease",
+           "add_census", "begin_move", "break_lease", "chunk_check", "clear_moves",
+           "compaction_runs", "copy_batches", "cursor_clear", "cursor_get", "cursor_set",
+           "delete_if_unchanged", "delete_threads", "history", "inexact_threads", "is_staging",
+           "lease_guard", "lease_holder", "leftovers", "migration_statements", "moved_away",
+           "moves_registered", "read_leftovers", "read_schema", "release_lease", "removable",
+           "retention", "retention_summary", "run_add_batch", "run_begin", "run_end",
+           "runs_interrupted", "schema_version", "setup_statements",
            "staged_threads", "storage_summary", "stored_sample", "thread_infos",
            "thread_reader", "threads_page"]

@@ -13,7 +13,7 @@ threads runs on every database concurrently (d1saver/fleet/fleet.py).
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -301,14 +301,17 @@ class D1Saver(BaseCheckpointSaver[str]):
         self._fleet.on(config, lambda ops: ops.put_writes(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        """One request to the thread's home (and, while migrating, one to its previous home)."""
-        for database in self._fleet.thread_nodes(_config(thread_id)):
-            database.run(lambda ops: ops.delete_thread(thread_id))
+        """One request to the thread's home (and, while migrating, one to its previous home
+        before it: a move in flight then never brings the thread back)."""
+        self._fleet.delete_thread(str(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """In every database (runs are not routed): one request each."""
-        self._fleet.each(lambda db: db.run(lambda ops: ops.delete_for_runs(run_ids)),
-                         "delete_for_runs")
+        """In every database (runs are not routed): one request each; while migrating
+        (`previous_database_ids`), a second round once the first is done, which voids any
+        move that read the runs before the first reached its source (delete wins)."""
+        for _ in range(self._fleet.rounds):
+            self._fleet.each(lambda db: db.run(lambda ops: ops.delete_for_runs(run_ids)),
+                             "delete_for_runs")
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """One request within one database (with keys, pages re-sealed: _ops.py); else copied
@@ -321,11 +324,11 @@ class D1Saver(BaseCheckpointSaver[str]):
         keep_latest keeps the newest checkpoint of the root namespace and of each subgraph
         namespace a kept checkpoint reaches, tagged checkpoints and the ancestors that the kept
         ones' DeltaChannels replay from, and relinks parents, like the compaction job (same SQL).
-        One request per database holding some of the threads.
+        One request per database holding some of the threads (while migrating, the previous
+        homes' requests first, then the homes', so that a move in flight loses: delete wins).
         """
-        groups = self._fleet.group(thread_ids)
-        self._fleet.each(lambda db: db.run(
-            lambda ops: ops.prune(groups[db.database_id], strategy)), "prune", list(groups))
+        for groups in self._fleet.group(thread_ids):
+            self._fleet.each(_pruning(groups, strategy), "prune", list(groups))
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]
                                   ) -> Mapping[str, DeltaChannelHistory]:
@@ -351,21 +354,20 @@ class D1Saver(BaseCheckpointSaver[str]):
         await self._fleet.aon(config, lambda ops: ops.put_writes(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        for database in self._fleet.thread_nodes(_config(thread_id)):
-            await database.arun(lambda ops: ops.delete_thread(thread_id))
+        await self._fleet.adelete_thread(str(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._fleet.aeach(
-            lambda db: db.arun(lambda ops: ops.delete_for_runs(run_ids)), "delete_for_runs")
+        for _ in range(self._fleet.rounds):
+            await self._fleet.aeach(lambda db: db.arun(
+                lambda ops: ops.delete_for_runs(run_ids)), "delete_for_runs")
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._fleet.acopy_thread(str(source_thread_id), str(target_thread_id),
                                        self.page_size)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        groups = self._fleet.group(thread_ids)
-        await self._fleet.aeach(lambda db: db.arun(
-            lambda ops: ops.prune(groups[db.database_id], strategy)), "prune", list(groups))
+        for groups in self._fleet.group(thread_ids):
+            await self._fleet.aeach(_apruning(groups, strategy), "prune", list(groups))
 
     async def aget_delta_channel_history(self, *, config: RunnableConfig,
                                          channels: Sequence[str]
@@ -432,6 +434,17 @@ class D1Saver(BaseCheckpointSaver[str]):
         else:
             current_v = int(current.split(".")[0])
         return f"{current_v + 1:010}"
+
+
+def _pruning(groups: Mapping[str, Sequence[str]], strategy: str
+             ) -> Callable[[Database], None]:
+    """prune of each database's threads in `groups`, run on that database."""
+    return lambda db: db.run(lambda ops: ops.prune(groups[db.database_id], strategy))
+
+
+def _apruning(groups: Mapping[str, Sequence[str]], strategy: str
+              ) -> Callable[[Database], Awaitable[None]]:
+    return lambda db: db.arun(lambda ops: ops.prune(groups[db.database_id], strategy))
 
 
 def _config(thread_id: str) -> RunnableConfig:

@@ -5,7 +5,7 @@
 // "hex_json_list" means a list of ids, sent as a JSON array of the hex of their UTF-8) or
 // {"value": v} (always v).
 export default {
- "schema_version": 11,
+ "schema_version": 12,
  "lease_name": "compaction",
  "cursor_name": "cron",
  "page_size": 1000,
@@ -258,7 +258,37 @@ export default {
    },
    {
     "name": "SCHEMA[43]",
-    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(11,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_moves(thread_id TEXT PRIMARY KEY,move_id TEXT NOT NULL,created_at INTEGER NOT NULL)",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[44]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_staged(staging_id TEXT PRIMARY KEY,thread_id TEXT NOT NULL,source_id TEXT NOT NULL,created_at INTEGER NOT NULL,expires_at INTEGER NOT NULL)",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[45]",
+    "sql": "CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged(thread_id)",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[46]",
+    "sql": "CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged(source_id)",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[47]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,database_id TEXT NOT NULL,staging_id TEXT NOT NULL,expires_at INTEGER NOT NULL,PRIMARY KEY(source_id,database_id,staging_id))",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[48]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[49]",
+    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(12,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)",
     "params": []
    },
    {
@@ -463,6 +493,11 @@ export default {
    {
     "name": "GC_CHUNKS",
     "sql": "WITH RECURSIVE reached(thread_id,id)AS(SELECT c.thread_id,ltrim(j.value,'^')FROM checkpoints c,json_each(CASE WHEN substr(c.checkpoint,1,2)='m:' THEN '[\"'||replace(substr(c.checkpoint,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE c.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT w.thread_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='m:' THEN '[\"'||replace(substr(w.value,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE w.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT w.thread_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='p:' THEN substr(w.value,3)ELSE '[]' END)p,json_each(CASE WHEN substr(p.value->>3,1,2)='m:' THEN '[\"'||replace(substr(p.value->>3,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE w.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT f.thread_id,ltrim(j.value,'^')FROM delta_frozen f,json_each(CASE WHEN substr(f.value,1,2)='m:' THEN '[\"'||replace(substr(f.value,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE f.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM reached r CROSS JOIN d1saver_chunks n ON n.thread_id=r.thread_id AND n.id=r.id AND n.level>0,json_each('[\"'||replace(n.data,',','\",\"')||'\"]')j)DELETE FROM d1saver_chunks WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND(thread_id,id)NOT IN(SELECT thread_id,id FROM reached)",
+    "params": []
+   },
+   {
+    "name": "VOID_MOVES_IN_SCOPE",
+    "sql": "DELETE FROM d1saver_moves WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)",
     "params": []
    },
    {
@@ -994,6 +1029,59 @@ export default {
      },
      {
       "value": 11
+     }
+    ]
+   }
+  ],
+  "12": [
+   {
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+    "params": [
+     {
+      "value": 12
+     }
+    ]
+   },
+   {
+    "name": "MIGRATIONS[11][0]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_moves(thread_id TEXT PRIMARY KEY,move_id TEXT NOT NULL,created_at INTEGER NOT NULL)",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[11][1]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_staged(staging_id TEXT PRIMARY KEY,thread_id TEXT NOT NULL,source_id TEXT NOT NULL,created_at INTEGER NOT NULL,expires_at INTEGER NOT NULL)",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[11][2]",
+    "sql": "CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged(thread_id)",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[11][3]",
+    "sql": "CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged(source_id)",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[11][4]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,database_id TEXT NOT NULL,staging_id TEXT NOT NULL,expires_at INTEGER NOT NULL,PRIMARY KEY(source_id,database_id,staging_id))",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[11][5]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))",
+    "params": []
+   },
+   {
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
+    "params": [
+     {
+      "value": 9
+     },
+     {
+      "value": 12
      }
     ]
    }

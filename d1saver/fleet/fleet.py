@@ -29,8 +29,9 @@ from d1saver.ops.delta_cache import DeltaCache
 from d1saver.core.errors import ConfigError, D1Error, FleetError
 from d1saver.fleet.databases import Database
 from d1saver.ops.operations import Operations, list_pages
-from d1saver.core.protocol import Emit, Op, Result, Statement
+from d1saver.core.protocol import Emit, Op, Param, Result, Statement
 from d1saver.ops.reseal import copy_sealed
+from d1saver.sql import catalogue as _sql
 from d1saver.fleet.routing import COPYING_PREFIX, Router, is_staging
 from d1saver.storage.values import Values
 
@@ -68,6 +69,13 @@ class Fleet:
     def spans(self) -> bool:
         """True if this saver has more than one database (fan-out errors become FleetError)."""
         return len(self.nodes) > 1
+
+    @property
+    def rounds(self) -> int:
+        """How many times a delete that is not routed (delete_for_runs) goes to every
+        database: twice while migrating (a move may read a database the first round has not
+        reached yet, and land in one it has), else once."""
+        return 2 if self.previous is not None and self.spans else 1
 
     def home(self, thread_id: str) -> Database:
         return self.nodes[self.router.home(thread_id)]
@@ -161,13 +169,39 @@ class Fleet:
                               "saver.database(database_id) for one of them")
         return next(iter(self.nodes.values()))
 
-    def group(self, thread_ids: Sequence[str]) -> dict[str, list[str]]:
-        """Thread ids by every database that may hold them (old homes too, while migrating)."""
-        out: dict[str, list[str]] = {}
-        for thread_id in thread_ids:
-            for node in self.homes(str(thread_id)):
-                out.setdefault(node.database_id, []).append(str(thread_id))
-        return out
+    def deleting(self, thread_id: str) -> list[Database]:
+        """Where a delete of the thread goes, in order: its previous home first (while
+        migrating), then its home. A move registers at the new home before it reads the old
+        one, so a delete that reaches the new home last voids any move that read it before
+        (delete wins: compaction/rebalance.py)."""
+        return list(reversed(self.thread_nodes(_config(thread_id))))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """At each database that may hold the thread (`deleting`'s order), then wherever
+        those say a copy of it is staged (a copy between databases killed midway)."""
+        self._call(self._delete_thread(thread_id))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._acall(self._delete_thread(thread_id))
+
+    def _delete_thread(self, thread_id: str) -> Steps[None]:
+        staged: list[tuple[str, str]] = []
+        for db in self.deleting(thread_id):
+            staged += yield Run(db, _deleting(thread_id))
+        for database_id, staging in dict.fromkeys(staged):
+            if database_id in self.nodes:
+                yield Run(self.nodes[database_id], _deleting(staging))
+
+    def group(self, thread_ids: Sequence[str]) -> list[dict[str, list[str]]]:
+        """Thread ids by every database that may hold them, in rounds: their previous homes
+        first (only while migrating), then their homes (see `deleting`). No rounds for none."""
+        first: dict[str, list[str]] = {}
+        then: dict[str, list[str]] = {}
+        for thread_id in map(str, thread_ids):
+            if (old := self.old_home(thread_id)) is not None:
+                first.setdefault(old.database_id, []).append(thread_id)
+            then.setdefault(self.home(thread_id).database_id, []).append(thread_id)
+        return [groups for groups in (first, then) if groups]
 
     def selected(self, database_ids: Sequence[str] | None) -> list[Database]:
         return list(self.nodes.values()) if database_ids is None else [
@@ -318,8 +352,21 @@ class Fleet:
                     continue
                 rows = yield Run(node, lambda ops: _transfer.read_thread(ops.exchange, source,
                                                                          _UNSEALED_TABLES))
-            if rows.total:
-                yield Run(dst, _writer(rows, target))
+            if not rows.total:
+                return
+            batches = _transfer.copy_batches(rows, target, staging_prefix=COPYING_PREFIX)
+            # Staged (over one batch) in another database: the source's says where, so that
+            # delete_thread of the source removes the staged rows too if this copy is killed.
+            hint: dict[str, Param] = {"source_id": source, "database_id": dst.database_id,
+                                      "staging_id": COPYING_PREFIX + target}
+            elsewhere = len(batches) > 1 and node is not dst
+            if elsewhere:
+                yield Run(node, _sending([Statement.bind(
+                    _sql.STAGE_ELSEWHERE, {**hint, "seconds": _transfer.STAGE_SECONDS})]))
+            for batch in batches:
+                yield Run(dst, _sending(batch))
+            if elsewhere:
+                yield Run(node, _sending([Statement.bind(_sql.UNSTAGE_ELSEWHERE, hint)]))
             return
 
     # --- the drivers: run a generator of steps (Run, Each, Emit) sync or async ---------------
@@ -432,12 +479,6 @@ def _exchange(node: Database) -> Callable[[Sequence[Statement]], Steps[list[Resu
     return lambda stmts: _run(node, lambda ops: ops.exchange(stmts))
 
 
-def _writer(rows: _transfer.ThreadRows, target: str) -> Callable[[Operations], Op[Any]]:
-    """The operation writing `rows` read from another database as `target`'s, staged."""
-    return lambda ops: _transfer.write_thread(ops.exchange, rows, target,
-                                              staging_prefix=COPYING_PREFIX)
-
-
 def _page(stmt: Statement) -> Callable[[Operations], Op[list[CheckpointTuple]]]:
     return lambda ops: ops.page(stmt)
 
@@ -458,6 +499,18 @@ def _next(plan: Generator[Any, Any, Any], reply: Any) -> Any:
         return plan.send(reply)
     except StopIteration:
         return None
+
+
+def _deleting(thread_id: str) -> Callable[[Operations], Op[list[tuple[str, str]]]]:
+    return lambda ops: ops.delete_thread(thread_id)
+
+
+def _sending(statements: list[Statement]) -> Callable[[Operations], Op[list[Any]]]:
+    return lambda ops: ops.exchange(statements)
+
+
+def _config(thread_id: str) -> Any:
+    return {"configurable": {"thread_id": thread_id}}
 
 
 def _order(tup: CheckpointTuple) -> tuple[str, str, str]:

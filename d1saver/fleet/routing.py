@@ -16,15 +16,15 @@ from collections.abc import Callable, Iterable, Sequence
 
 from d1saver.core.errors import ConfigError
 
-__all__ = ["COPYING_PREFIX", "LEAVING_PREFIX", "MOVING_PREFIX", "Route", "Router", "is_staging",
-           "rendezvous"]
+__all__ = ["COPYING_PREFIX", "LEAVING_PREFIX", "MOVING_PREFIX", "STAGING_PREFIX", "Route",
+           "Router", "is_staging", "rendezvous"]
 
 Route = Callable[[str], str]
 
 # Rows being copied between databases wait under a staging thread id, invisible to reads of
 # the thread, until one atomic batch renames them (d1saver/ops/transfer.py). The control
 # character keeps these ids apart from any thread id an application uses.
-_STAGING = "\x1fd1saver-"
+_STAGING = STAGING_PREFIX = "\x1fd1saver-"
 MOVING_PREFIX = _STAGING + "moving\x1f"    # d1saver rebalance
 COPYING_PREFIX = _STAGING + "copying\x1f"  # copy_thread between databases
 # A moved thread's rows as copied, written back into its old database to compare with it

@@ -319,10 +319,13 @@ class Operations(Rewrites):
 
     # --- deletes and copies -------------------------------------------------------------
 
-    def delete_thread(self, thread_id: str) -> Op[None]:
-        yield from self._changing(
-            [str(thread_id)], self.exchange(st.delete_threads_statements([thread_id])),
+    def delete_thread(self, thread_id: str) -> Op[list[tuple[str, str]]]:
+        """Deletes the thread here, and what is staged here to become it or copied from it;
+        returns where copies of it are staged in other databases (database id, staging id)."""
+        results = yield from self._changing(
+            [str(thread_id)], self.exchange(st.delete_thread_statements(thread_id)),
             deletes=True)
+        return st.staged_elsewhere(results[0])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> Op[None]:
         if run_ids:  # the runs' threads are known only to the database: forget every thread

@@ -586,19 +586,28 @@ def _rekey(rows: list[Row], counts: RekeyCounts, reseal: Callable[[Row], Out | N
     return stmts
 
 
-def census(result: Result, key_id_of: Callable[[str | None], str | None]
-           ) -> dict[str, dict[str, int]]:
-    """{table: {key id or "plaintext": stored values}} from KEY_CENSUS."""
+def census(result: Result, key_id_of: Callable[[str | None], str | None],
+           staged: Result | None = None) -> dict[str, dict[str, int]]:
+    """{table: {key id or "plaintext": stored values}} from KEY_CENSUS; with STAGED_VALUES'
+    result, {"staged": {"skipped": values}} too if staged rows hold any (rekey skips them)."""
     check_columns(result, _sql.KEY_CENSUS_COLUMNS)
     out: dict[str, dict[str, int]] = {"checkpoints": {}, "writes": {}}  # and delta_frozen
     for table, head, n in result.rows:
         kid = key_id_of(head) or "plaintext"
         per = out.setdefault(table, {})
         per[kid] = per.get(kid, 0) + int(n)
+    if staged is not None:
+        check_columns(staged, _sql.STAGED_VALUES_COLUMNS)
+        if staged.rows and int(staged.rows[0][0]):
+            out[STAGED] = {"skipped": int(staged.rows[0][0])}
     return out
 
 
-__all__ = ["CheckpointCursor", "FROZEN_KEY", "FrozenCursor", "IDX_MIN", "REKEY_PLANS",
+# The census entry of staged rows' values (not a table: rekey leaves them as they are).
+STAGED = "staged"
+
+
+__all__ = ["STAGED", "CheckpointCursor", "FROZEN_KEY", "FrozenCursor", "IDX_MIN", "REKEY_PLANS",
            "REKEY_TABLES", "RawCheckpoint", "RawFrozen", "RawWrite", "RekeyCounts", "Resealed",
            "WriteCursor", "census", "checkpoints_statement", "copy_checkpoints", "copy_frozen",
            "copy_sealed", "copy_writes", "frozen_key_params", "frozen_statement", "key_params",

@@ -72,9 +72,11 @@ class Rewrites:
     # --- rekeying (with keys) -----------------------------------------------------------
 
     def key_census(self) -> Op[dict[str, dict[str, int]]]:
-        """Stored values per table and key id ("plaintext" for values under none)."""
-        (result,) = yield from self.exchange([Statement.bind(_sql.KEY_CENSUS)])
-        return _rows.read_rows(_reseal.census, result, key_id_of_text)
+        """Stored values per table and key id ("plaintext" for values under none); values of
+        staged rows, which rekey skips, under "staged" (only if there are any)."""
+        result, staged = yield from self.exchange([Statement.bind(_sql.KEY_CENSUS),
+                                                   Statement.bind(_sql.STAGED_VALUES)])
+        return _rows.read_rows(_reseal.census, result, key_id_of_text, staged)
 
     def rekey(self, table: str, *, page_size: int, plaintext: bool,
               guard: Sequence[Statement] = (),

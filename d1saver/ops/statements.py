@@ -23,8 +23,9 @@ from langgraph.checkpoint.base import (
 
 from d1saver.sql import catalogue as _sql
 from d1saver.storage.crypto import checkpoint_binder, write_binder
-from d1saver.core.errors import ConfigError, MissingConfigKeyError, SerializationError
-from d1saver.core.protocol import Param, Statement
+from d1saver.core.errors import (ConfigError, MissingConfigKeyError, ResponseError,
+                                  SerializationError)
+from d1saver.core.protocol import Param, Result, Statement
 from d1saver.storage.manifest import Chunk
 from d1saver.storage.values import METADATA_OWNER, ROW_MAX, StoredValue, Values, utf8_size
 
@@ -339,9 +340,27 @@ def delete_threads_statements(thread_ids: Sequence[str]) -> list[Statement]:
     return Statement.bind_each(_sql.DELETE_THREADS, {"thread_ids": id_list(thread_ids)})
 
 
+def delete_thread_statements(thread_id: str) -> list[Statement]:
+    """delete_threads_statements of one thread, led by the read of where copies of it are
+    staged in other databases (`staged_elsewhere` reads its result)."""
+    return [Statement.bind(_sql.STAGED_ELSEWHERE_OF, {"thread_ids": id_list([thread_id])}),
+            *delete_threads_statements([thread_id])]
+
+
+def staged_elsewhere(result: Result) -> list[tuple[str, str]]:
+    """(database id, staging id) of each copy staged elsewhere (STAGED_ELSEWHERE_OF)."""
+    if result.rows and tuple(result.columns) != _sql.STAGED_ELSEWHERE_COLUMNS:
+        raise ResponseError(f"D1 returned columns {result.columns} where d1saver expects "
+                            f"{list(_sql.STAGED_ELSEWHERE_COLUMNS)}")
+    return [(str(db), str(staging)) for db, staging in result.rows]
+
+
 def delete_for_runs_statements(run_ids: Sequence[str]) -> list[Statement]:
     stmts = _sql.retention_batch([_sql.SCOPE_RUNS, _sql.PLAN_KEEP_OTHER_RUNS])
-    return Statement.bind_each(stmts, {"run_ids": id_list(run_ids)})
+    # Which threads a move in flight read the runs from is unknown here: every move into this
+    # database is voided (it reads its source again: docs/RELIABILITY.md, "delete wins").
+    return [*Statement.bind_each(stmts, {"run_ids": id_list(run_ids)}),
+            Statement.bind(_sql.CLEAR_MOVES)]
 
 
 def copy_thread_statements(source: str, target: str) -> list[Statement]:

@@ -24,7 +24,7 @@ from d1saver.core.errors import ResponseError
 from d1saver.core.protocol import Exchange, Result, Statement, Stepper
 
 __all__ = ["TABLES", "ThreadReader", "ThreadRows", "copy_batches", "delete_if_unchanged",
-           "deleted", "read_thread", "staged_threads", "write_thread"]
+           "deleted", "leftovers", "read_thread", "staged_threads", "write_thread"]
 
 TABLES = tuple(_sql.TRANSFER_TABLES)
 Row = tuple[Any, ...]
@@ -33,6 +33,9 @@ READ_PAGE_ROWS = 500
 READ_PAGE_BYTES = 1_000_000       # per table and request; a page holds at least one row
 WRITE_BATCH_BYTES = 4_000_000     # parameters and SQL of one write request
 WRITE_BATCH_STATEMENTS = 500
+# Staged rows no batch has renewed for this long belong to a copy that was killed: any cleanup
+# (rebalance, compaction) may remove them. Each batch of a copy renews it.
+STAGE_SECONDS = 3600
 
 
 @dataclass
@@ -169,6 +172,7 @@ def _pack(items: Iterator[tuple[Statement, int]], max_bytes: int, max_statements
 
 
 def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str,
+                 publish: Sequence[Statement] = (), published: Sequence[Statement] = (),
                  max_bytes: int = WRITE_BATCH_BYTES,
                  max_statements: int = WRITE_BATCH_STATEMENTS) -> list[list[Statement]]:
     """The write requests that put `rows` into thread `target`, each an atomic batch.
@@ -179,22 +183,33 @@ def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str,
     replaced, and its writes of a task the rows have writes of are taken per (task, idx), as
     copy_thread within one database does (writes are stored packed: a row key is not a
     write's key); the chunks no row of `target` reaches any more go in the same batch.
+    Staged rows that outlive a request (more than one batch) are registered with their
+    target, their source and an expiry (STAGE_SECONDS, renewed by each batch) so that every
+    cleanup path finds them, and the renaming batch fails ("staging_lost") if a cleanup removed
+    them meanwhile. The batch that publishes starts with `publish` (guards) and ends with
+    `published`.
     """
     collect = Statement.bind_each(_sql.COLLECT_THREAD, {"thread_id": target})
     staging = staging_prefix + target
     ids = json.dumps([staging.encode("utf-8", "surrogatepass").hex()])
     head = Statement.bind_each(_sql.DELETE_THREADS, {"thread_ids": ids})
-    tail = [*Statement.bind_each(_sql.RENAME_THREAD, {"staged": staging, "thread_id": target}),
-            *collect]
-    batches = _pack(_inserts(rows, staging), max_bytes,
-                    max(1, max_statements - len(head) - len(tail)))
+    rename = Statement.bind_each(_sql.RENAME_THREAD, {"staged": staging, "thread_id": target})
+    stage = Statement.bind(_sql.STAGE, {"staging_id": staging, "thread_id": target,
+                                        "source_id": rows.thread_id, "seconds": STAGE_SECONDS})
+    held = Statement.bind(_sql.STAGING_HELD, {"staging_id": staging})
+    unstage = Statement.bind(_sql.UNSTAGE, {"staging_id": staging})
+    fixed = len(head) + len(rename) + len(collect) + len(publish) + len(published) + 3
+    batches = _pack(_inserts(rows, staging), max_bytes, max(1, max_statements - fixed))
     if not batches:
         return []
-    batches[0][:0] = head
     if len(batches) == 1:
-        batches[0] += tail
-    else:
-        batches.append(tail)
+        batches[0][:0] = [*publish, *head]
+        batches[0] += [*rename, *collect, *published]
+        return batches
+    batches[0][:0] = [*head, stage]
+    for batch in batches[1:]:
+        batch[:0] = [held, stage]
+    batches.append([*publish, held, *rename, unstage, *collect, *published])
     return batches
 
 
@@ -235,7 +250,12 @@ def delete_if_unchanged(rows: ThreadRows, *, staging_prefix: str,
             Statement.bind(_sql.CLEAR_SCOPE)]
     head = Statement.bind_each(_sql.DROP_THREAD, {"thread_id": scratch})
     batches = _pack(_inserts(rows, scratch), max_bytes,
-                    max(1, max_statements - len(head) - len(tail))) or [[]]
+                    max(1, max_statements - len(head) - len(tail) - 2)) or [[]]
+    if len(batches) > 1:  # scratch rows outlive this request: registered, found by cleanups
+        head.append(Statement.bind(_sql.STAGE, {"staging_id": scratch, "thread_id": thread_id,
+                                                "source_id": thread_id,
+                                                "seconds": STAGE_SECONDS}))
+        tail.insert(0, Statement.bind(_sql.UNSTAGE, {"staging_id": scratch}))  # `deleted` counts from the end
     batches[0][:0] = head
     batches[-1] += tail
     return batches
@@ -248,6 +268,13 @@ def deleted(results: Sequence[Result]) -> bool:
     result = results[len(results) - at]
     _check_columns(result, _sql.LEAVING_COLUMNS)
     return bool(result.rows) and int(result.rows[0][0]) > 0
+
+
+def leftovers(prefix: str) -> Statement:
+    """Every staged thread id (`prefix`: the staging ids' common prefix) with its registration
+    (columns LEFTOVERS_COLUMNS)."""
+    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    return Statement.bind(_sql.LEFTOVERS, {"low": prefix, "high": upper})
 
 
 def staged_threads(prefix: str) -> Statement:

@@ -428,6 +428,48 @@ CREATE TABLE IF NOT EXISTS d1saver_compaction_cursor (
     ],
     # 11: long-term memory and the node cache (D1Store, D1Cache: d1saver/sql/memory.py), additive.
     list(_memory.MEMORY_DDL),
+    # 12: maintenance across databases bound to the application's operations (issue 20; numbered 9 on its branch).
+    # - d1saver_moves: a move (`d1saver rebalance`) registers the thread at its new home
+    #   before it reads the old one; delete_thread and prune (any strategy) of the thread drop
+    #   the registration in the same batch, and the move's publishing batch fails
+    #   ("move_voided") without it: a copy read before a delete or a prune never lands after it.
+    # - d1saver_staged: rows staged under a hidden id (a copy between databases, a move) name
+    #   what they will become, what they came from, and when they expire, so that every
+    #   cleanup path finds them; the renaming batch fails ("staging_lost") if they were removed.
+    #   d1saver_staged_elsewhere, in the source's database, names where a copy of it is staged,
+    #   so that delete_thread of the source removes that too.
+    # Additive.
+    [
+        """
+CREATE TABLE IF NOT EXISTS d1saver_moves (
+    thread_id TEXT PRIMARY KEY,
+    move_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+)""",
+        """
+CREATE TABLE IF NOT EXISTS d1saver_staged (
+    staging_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+)""",
+        "CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged (thread_id)",
+        "CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged (source_id)",
+        """
+CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere (
+    source_id TEXT NOT NULL,
+    database_id TEXT NOT NULL,
+    staging_id TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (source_id, database_id, staging_id)
+)""",
+        """
+CREATE TABLE IF NOT EXISTS d1saver_move_guards (
+    move_voided INTEGER CONSTRAINT move_voided CHECK (move_voided IS NULL),
+    staging_lost INTEGER CONSTRAINT staging_lost CHECK (staging_lost IS NULL)
+)""",
+    ],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
@@ -741,6 +783,7 @@ page AS (
     WHERE (checkpoint_id, thread_id, checkpoint_ns)
           < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
              COALESCE(:after_checkpoint_ns, ''))
+      AND substr(thread_id, 1, 9) <> char(31) || 'd1saver-'
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
@@ -927,6 +970,7 @@ page AS (
     WHERE (checkpoint_id, thread_id, checkpoint_ns)
           < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
              COALESCE(:after_checkpoint_ns, ''))
+      AND substr(thread_id, 1, 9) <> char(31) || 'd1saver-'
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -1261,6 +1305,7 @@ page AS (
     WHERE (checkpoint_id, thread_id, checkpoint_ns)
           < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
              COALESCE(:after_checkpoint_ns, ''))
+      AND substr(thread_id, 1, 9) <> char(31) || 'd1saver-'
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
     LIMIT :limit
@@ -1675,6 +1720,7 @@ page AS (
     WHERE (checkpoint_id, thread_id, checkpoint_ns)
           < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''),
              COALESCE(:after_checkpoint_ns, ''))
+      AND substr(thread_id, 1, 9) <> char(31) || 'd1saver-'
       AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
       AND NOT EXISTS (
     SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
@@ -2106,7 +2152,45 @@ DELETE FROM tags WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
 DELETE_THREADS_CHECKPOINTS = q("""
 DELETE FROM checkpoints WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
     FROM json_each(:thread_ids))""")
-DELETE_THREADS = [DELETE_THREADS_WRITES, DELETE_THREADS_D1SAVER_CHUNKS, DELETE_THREADS_CHUNKS, DELETE_THREADS_TAGS, DELETE_THREADS_CHECKPOINTS]
+# A move of these threads in flight must not publish what it read before (migration 12).
+DELETE_THREADS_MOVES = q("""
+DELETE FROM d1saver_moves WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids))""")
+# Rows staged to become these threads, or copied from them (a copy killed midway).
+DELETE_THREADS_STAGED_WRITES = q("""
+DELETE FROM writes WHERE thread_id IN (SELECT staging_id FROM d1saver_staged
+    WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
+       OR source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)))""")
+DELETE_THREADS_STAGED_D1SAVER_CHUNKS = q("""
+DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT staging_id FROM d1saver_staged
+    WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
+       OR source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)))""")
+DELETE_THREADS_STAGED_CHUNKS = q("""
+DELETE FROM chunks WHERE thread_id IN (SELECT staging_id FROM d1saver_staged
+    WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
+       OR source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)))""")
+DELETE_THREADS_STAGED_TAGS = q("""
+DELETE FROM tags WHERE thread_id IN (SELECT staging_id FROM d1saver_staged
+    WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
+       OR source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)))""")
+DELETE_THREADS_STAGED_CHECKPOINTS = q("""
+DELETE FROM checkpoints WHERE thread_id IN (SELECT staging_id FROM d1saver_staged
+    WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
+       OR source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)))""")
+DELETE_THREADS_STAGED = q("""
+DELETE FROM d1saver_staged
+WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
+   OR source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
+   OR staging_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE_THREADS_STAGED_ELSEWHERE = q("""
+DELETE FROM d1saver_staged_elsewhere WHERE source_id IN (SELECT CAST(unhex(value) AS TEXT)
+    FROM json_each(:thread_ids))""")
+DELETE_THREADS = [DELETE_THREADS_WRITES, DELETE_THREADS_D1SAVER_CHUNKS, DELETE_THREADS_CHUNKS,
+                  DELETE_THREADS_TAGS, DELETE_THREADS_CHECKPOINTS, DELETE_THREADS_MOVES,
+                  DELETE_THREADS_STAGED_WRITES, DELETE_THREADS_STAGED_D1SAVER_CHUNKS,
+                  DELETE_THREADS_STAGED_CHUNKS, DELETE_THREADS_STAGED_TAGS, DELETE_THREADS_STAGED_CHECKPOINTS,
+                  DELETE_THREADS_STAGED, DELETE_THREADS_STAGED_ELSEWHERE]
+# delta_unwritten and delta_frozen rows go with their checkpoints (triggers)
 
 # Writes are stored packed ("p:": one put_writes call's regular writes in one row, keyed by its
 # first idx), so a copy cannot replace them by row key: for every task the source has writes
@@ -2733,6 +2817,11 @@ COMPACTION_RUNS = q(f"""
 SELECT {', '.join(COMPACTION_RUNS_COLUMNS)} FROM d1saver_compaction_runs
 ORDER BY started_at DESC, run_id, database_id LIMIT :limit""")
 
+# A retention batch voids the moves of the threads in its scope (migration 12): a move that
+# read them before must not publish that copy after.
+VOID_MOVES_IN_SCOPE = q("""
+DELETE FROM d1saver_moves WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)""")
+
 
 def retention_batch(plan: list[Query], *, summarize: bool = False, delete: bool = True,
                     freeze: bool = False) -> list[Query]:
@@ -2750,7 +2839,8 @@ def retention_batch(plan: list[Query], *, summarize: bool = False, delete: bool 
         stmts += [FORGET_OLD_OPS, RECORD_PLAN, RECORDED_PLAN] if delete else [SUMMARIZE_PLAN]
     if delete:
         stmts += [FREEZE, FREEZE_DONE, FREEZE_PIECES] if freeze else []
-        stmts += [PLAN_RELINK, APPLY_RELINK, REBIND_FROZEN, *DELETE_UNKEPT, GC_CHUNKS]
+        stmts += [PLAN_RELINK, APPLY_RELINK, REBIND_FROZEN, *DELETE_UNKEPT, GC_CHUNKS,
+                  VOID_MOVES_IN_SCOPE]
     return [*stmts, *CLEAR_SCRATCH]
 
 # --- inspection ---------------------------------------------------------------------------
@@ -3154,6 +3244,73 @@ UNION SELECT thread_id FROM (
     UNION SELECT thread_id FROM delta_frozen WHERE thread_id >= :low AND thread_id < :high)
 ORDER BY thread_id""")
 
+# --- moves and staged rows bound to the application's deletes (migration 12) --------------
+#
+# :thread_id the thread, :move_id the move's id. A move registers the thread at its new home
+# before it reads the old home; its publishing batch starts with CHECK_MOVE (fails
+# "move_voided" if a delete or a prune dropped the registration since) and ends with END_MOVE.
+BEGIN_MOVE = q("""
+INSERT OR REPLACE INTO d1saver_moves (thread_id, move_id, created_at)
+VALUES (:thread_id, :move_id, CAST(strftime('%s', 'now') AS INTEGER))""")
+CHECK_MOVE = q("""
+INSERT INTO d1saver_move_guards (move_voided)
+SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM d1saver_moves
+    WHERE thread_id = :thread_id AND move_id = :move_id)""")
+END_MOVE = q("DELETE FROM d1saver_moves WHERE thread_id = :thread_id AND move_id = :move_id")
+CLEAR_MOVES = q("DELETE FROM d1saver_moves")
+MOVES_REGISTERED_COLUMNS = ("moves",)
+MOVES_REGISTERED = q("SELECT COUNT(*) AS moves FROM d1saver_moves")
+
+# Staged rows: :staging_id, the thread they become (:thread_id), the thread they come from
+# (:source_id), :seconds until a cleanup may remove them. Every staging batch (re)registers
+# them, which pushes the expiry on; the renaming batch checks (STAGING_HELD) and drops the
+# registration.
+STAGE = q("""
+INSERT INTO d1saver_staged (staging_id, thread_id, source_id, created_at, expires_at)
+VALUES (:staging_id, :thread_id, :source_id, CAST(strftime('%s', 'now') AS INTEGER),
+        CAST(strftime('%s', 'now') AS INTEGER) + CAST(:seconds AS INTEGER))
+ON CONFLICT (staging_id) DO UPDATE SET thread_id = excluded.thread_id,
+    source_id = excluded.source_id, expires_at = excluded.expires_at""")
+STAGING_HELD = q("""
+INSERT INTO d1saver_move_guards (staging_lost)
+SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM d1saver_staged WHERE staging_id = :staging_id)""")
+UNSTAGE = q("DELETE FROM d1saver_staged WHERE staging_id = :staging_id")
+# In the source's database, while a copy of it is staged in another (:source_id, that
+# database's id :database_id, :staging_id, :seconds): delete_thread of the source reads these
+# (STAGED_ELSEWHERE_OF, :thread_ids a JSON array of thread ids; columns database_id,
+# staging_id) and removes the staged rows there too.
+STAGE_ELSEWHERE = q("""
+INSERT OR REPLACE INTO d1saver_staged_elsewhere (source_id, database_id, staging_id, expires_at)
+VALUES (:source_id, :database_id, :staging_id,
+        CAST(strftime('%s', 'now') AS INTEGER) + CAST(:seconds AS INTEGER))""")
+UNSTAGE_ELSEWHERE = q("""
+DELETE FROM d1saver_staged_elsewhere
+WHERE source_id = :source_id AND database_id = :database_id AND staging_id = :staging_id""")
+STAGED_ELSEWHERE_COLUMNS = ("database_id", "staging_id")
+STAGED_ELSEWHERE_OF = q("""
+SELECT database_id, staging_id FROM d1saver_staged_elsewhere
+WHERE source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+# Every staged thread id in [:low, :high) with its registration: target and source (NULL if
+# unregistered: staged before migration 12), expired (1 if unregistered or past its expiry:
+# then no copy is writing it any more, and any cleanup may remove it).
+LEFTOVERS_COLUMNS = ("thread_id", "target", "source", "expired")
+LEFTOVERS = q("""
+SELECT t.thread_id, s.thread_id AS target, s.source_id AS source,
+    CASE WHEN s.staging_id IS NULL
+        OR s.expires_at < CAST(strftime('%s', 'now') AS INTEGER) THEN 1 ELSE 0 END AS expired
+FROM (SELECT thread_id FROM (
+SELECT thread_id FROM checkpoints WHERE thread_id >= :low AND thread_id < :high
+UNION SELECT thread_id FROM writes WHERE thread_id >= :low AND thread_id < :high
+UNION SELECT thread_id FROM chunks WHERE thread_id >= :low AND thread_id < :high
+UNION SELECT thread_id FROM tags WHERE thread_id >= :low AND thread_id < :high
+UNION SELECT thread_id FROM (
+    SELECT thread_id FROM d1saver_chunks WHERE thread_id >= :low AND thread_id < :high
+    UNION SELECT thread_id FROM delta_unwritten WHERE thread_id >= :low AND thread_id < :high
+    UNION SELECT thread_id FROM delta_frozen WHERE thread_id >= :low AND thread_id < :high)
+)) AS t
+LEFT JOIN d1saver_staged AS s ON s.staging_id = t.thread_id
+ORDER BY t.thread_id""")
+
 # --- sealed rows: copies and rekeying (d1saver/ops/reseal.py) --------------------------------
 #
 # With encryption keys a value is bound to its row, so copy_thread and rekey rewrite values
@@ -3200,6 +3357,7 @@ WITH page AS (
     FROM checkpoints AS c
     WHERE (thread_id, checkpoint_ns, checkpoint_id) > (:after_thread_id, :after_checkpoint_ns,
         :after_checkpoint_id)
+      AND substr(thread_id, 1, 9) <> char(31) || 'd1saver-'
       AND (:heads IS NULL OR substr(COALESCE(CASE WHEN substr(c.checkpoint, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
         AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
@@ -3251,6 +3409,7 @@ WITH page AS (
     FROM writes AS w
     WHERE (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (:after_thread_id,
         :after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx)
+      AND substr(thread_id, 1, 9) <> char(31) || 'd1saver-'
       AND (:heads IS NULL OR (w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value,
           1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = w.thread_id
@@ -3307,6 +3466,7 @@ WITH page AS (
     WHERE (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
           > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel,
               :after_kind, :after_depth, :after_task_id, :after_idx)
+      AND substr(thread_id, 1, 9) <> char(31) || 'd1saver-'
       AND (:heads IS NULL OR (f.kind <> 'c' AND f.value IS NOT NULL
                            AND substr(COALESCE(CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = f.thread_id
@@ -3427,7 +3587,8 @@ FROM (SELECT CASE WHEN substr(c.checkpoint, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
         AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
         AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END AS v
-            FROM checkpoints AS c) GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1,
+            FROM checkpoints AS c
+            WHERE substr(c.thread_id, 1, 9) <> char(31) || 'd1saver-') GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1,
             7) END
 UNION ALL
 SELECT 'writes', CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END, COUNT(*)
@@ -3435,7 +3596,8 @@ FROM (SELECT CASE WHEN substr(w.value, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = w.thread_id
         AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id
         AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END AS v
-            FROM writes AS w WHERE w.value IS NOT NULL)
+            FROM writes AS w WHERE w.value IS NOT NULL
+                AND substr(w.thread_id, 1, 9) <> char(31) || 'd1saver-')
 GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END
 UNION ALL
 SELECT 'delta_frozen', CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END, COUNT(*)
@@ -3445,9 +3607,21 @@ FROM (SELECT CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
         AND k.owner = 'f/' || f.src_checkpoint_id || '/'
                       || CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx ELSE '' END
         AND k.seq = 0) ELSE f.value END AS v FROM delta_frozen AS f
-      WHERE f.kind <> 'c' AND f.value IS NOT NULL)
+      WHERE f.kind <> 'c' AND f.value IS NOT NULL
+        AND substr(f.thread_id, 1, 9) <> char(31) || 'd1saver-')
 GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END""")
 KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
+# Rows of staged threads (a copy or a move killed midway) that hold values: the census and
+# rekey leave them out. They are never read: a rerun stages its rows afresh, from the source.
+STAGED_VALUES_COLUMNS = ("row_count",)
+STAGED_VALUES = q("""
+SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id >= char(31) || 'd1saver-'
+            AND thread_id < char(31) || 'd1saver.')
+     + (SELECT COUNT(*) FROM writes WHERE thread_id >= char(31) || 'd1saver-'
+            AND thread_id < char(31) || 'd1saver.' AND value IS NOT NULL)
+     + (SELECT COUNT(*) FROM delta_frozen WHERE thread_id >= char(31) || 'd1saver-'
+            AND thread_id < char(31) || 'd1saver.' AND kind <> 'c' AND value IS NOT NULL)
+       AS row_count""")
 
 # copy_thread under keys: the target's tags and delta_unwritten rows, as COPY_THREAD copies
 # them (:source to :target); after the checkpoints, whose insert trigger clears the latter.

@@ -10,9 +10,10 @@ import pytest
 
 from d1saver import D1Saver, Statement, admin
 from d1saver.fleet.routing import COPYING_PREFIX, LEAVING_PREFIX
-from d1saver.sql.catalogue import (COLLECT_THREAD, DELETE_THREADS, RENAME_THREAD, TRANSFER_INSERT,
-                          TRANSFER_TABLES)
-from d1saver.ops.transfer import (ThreadReader, ThreadRows, copy_batches, delete_if_unchanged,
+from d1saver.sql.catalogue import (COLLECT_THREAD, DELETE_THREADS, RENAME_THREAD, STAGE,
+                                   STAGING_HELD, TRANSFER_INSERT, TRANSFER_TABLES, UNSTAGE)
+from d1saver.ops.transfer import (STAGE_SECONDS, ThreadReader, ThreadRows, copy_batches,
+                               delete_if_unchanged,
                                deleted)
 from tests.compaction import BIG, cfg
 from tests.conftest import Backend
@@ -70,8 +71,16 @@ def test_one_batch_when_it_fits_else_staged_then_renamed(local: Backend) -> None
     staging = COPYING_PREFIX + "target"
     n = len(DELETE_THREADS)
     assert [s.name for s in batches[0][:n]] == [q.name for q in DELETE_THREADS]  # rerun: clean
-    assert ([s.name for s in batches[-1]]  # and unreached chunks go
-            == [q.name for q in RENAME_THREAD + COLLECT_THREAD])
+    # registered (target, source, expiry), renewed by each staging batch; the last renames
+    # (unless a cleanup removed the staged rows), drops the registration, and unreached
+    # chunks go
+    assert batches[0][n].name == STAGE.name
+    assert batches[0][n].named() == {"staging_id": staging, "thread_id": "target",
+                                     "source_id": t, "seconds": STAGE_SECONDS}
+    assert all([s.name for s in b[:2]] == [STAGING_HELD.name, STAGE.name]
+               for b in batches[1:-1])
+    assert ([s.name for s in batches[-1]]
+            == [q.name for q in [STAGING_HELD, *RENAME_THREAD, UNSTAGE, *COLLECT_THREAD]])
     assert all(s.params[0] == staging for b in batches[:-1] for s in b[n if b is batches[0] else 0:])
     for b in batches:
         assert sum(len(str(p)) for s in b for p in s.params) < 4_500_000
