@@ -234,6 +234,7 @@ def delete_if_unchanged(rows: ThreadRows, *, staging_prefix: str,
             *(Statement(_sql.LEAVE_UNLESS_SAME[t], pair) for t in TABLES),
             Statement(_sql.LEAVING),
             *(Statement(s) for s in _sql.LEAVE),
+            Statement(_sql.UNSTAGE, (scratch,)),  # after the comparison: takes the rows along
             *(Statement(s, (scratch,)) for s in _sql.DROP_THREAD),
             Statement(_sql.CLEAR_SCRATCH[0])]
     head = [Statement(s, (scratch,)) for s in _sql.DROP_THREAD]
@@ -241,7 +242,6 @@ def delete_if_unchanged(rows: ThreadRows, *, staging_prefix: str,
                     max(1, max_statements - len(head) - len(tail) - 2)) or [[]]
     if len(batches) > 1:  # scratch rows outlive this request: registered, found by cleanups
         head.append(Statement(_sql.STAGE, (scratch, thread_id, thread_id, STAGE_SECONDS)))
-        tail.insert(0, Statement(_sql.UNSTAGE, (scratch,)))  # `deleted` counts from the end
     batches[0][:0] = head
     batches[-1] += tail
     return batches
@@ -250,7 +250,7 @@ def delete_if_unchanged(rows: ThreadRows, *, staging_prefix: str,
 def deleted(results: Sequence[Result]) -> bool:
     """Whether the last `delete_if_unchanged` request (its results, which end with those of
     its statements) deleted the thread."""
-    at = len(_sql.LEAVE) + len(_sql.DROP_THREAD) + 2
+    at = len(_sql.LEAVE) + len(_sql.DROP_THREAD) + 3
     result = results[len(results) - at]
     _check_columns(result, _sql.LEAVING_COLUMNS)
     return bool(result.rows) and int(result.rows[0][0]) > 0

@@ -373,6 +373,14 @@ CREATE TABLE IF NOT EXISTS d1saver_staged (
         "CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged (thread_id)",
         "CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged (source_id)",
         """
+CREATE TRIGGER IF NOT EXISTS d1saver_staged_removed AFTER DELETE ON d1saver_staged BEGIN
+    DELETE FROM writes WHERE thread_id = OLD.staging_id;
+    DELETE FROM d1saver_chunks WHERE thread_id = OLD.staging_id;
+    DELETE FROM chunks WHERE thread_id = OLD.staging_id;
+    DELETE FROM tags WHERE thread_id = OLD.staging_id;
+    DELETE FROM checkpoints WHERE thread_id = OLD.staging_id;
+END""",
+        """
 CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere (
     source_id TEXT NOT NULL,
     database_id TEXT NOT NULL,
@@ -1003,13 +1011,14 @@ DELETE_THREADS = [
     f"DELETE FROM checkpoints WHERE thread_id IN {_IDS}",
     # A move of these threads in flight must not publish what it read before (migration 9).
     f"DELETE FROM d1saver_moves WHERE thread_id IN {_IDS}",
-    # Rows staged to become these threads, or copied from them (a copy killed midway).
-    *(f"""DELETE FROM {table} WHERE thread_id IN (SELECT staging_id FROM d1saver_staged
-    WHERE thread_id IN {_IDS} OR source_id IN {_IDS})""" for table in (
-        "writes", "d1saver_chunks", "chunks", "tags", "checkpoints")),
+    # Rows staged to become these threads, or copied from them (a copy killed midway): their
+    # registration goes, and its delete trigger takes the rows (migration 9).
     f"""DELETE FROM d1saver_staged WHERE thread_id IN {_IDS} OR source_id IN {_IDS}
     OR staging_id IN {_IDS}""",
-    f"DELETE FROM d1saver_staged_elsewhere WHERE source_id IN {_IDS}",
+    # Last: where copies of these threads are staged in other databases (columns
+    # STAGED_ELSEWHERE_COLUMNS), for delete_thread to remove them there too.
+    f"""DELETE FROM d1saver_staged_elsewhere WHERE source_id IN {_IDS}
+RETURNING database_id, staging_id""",
 ]  # delta_unwritten and delta_frozen rows go with their checkpoints (triggers)
 
 # ?1 source thread, ?2 target thread. Rows already on the target are replaced.
@@ -1637,17 +1646,14 @@ INSERT INTO d1saver_move_guards (staging_lost)
 SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM d1saver_staged WHERE staging_id = ?1)"""
 UNSTAGE = "DELETE FROM d1saver_staged WHERE staging_id = ?1"
 # In the source's database, while a copy of it is staged in another (?1 source, ?2 that
-# database's id, ?3 the staging id, ?4 seconds): delete_thread of the source reads these
-# (STAGED_ELSEWHERE_OF, ?1 JSON array of thread ids; columns database_id, staging_id) and
-# removes the staged rows there too.
+# database's id, ?3 the staging id, ?4 seconds): DELETE_THREADS' last statement returns and
+# drops these, and delete_thread removes the staged rows there too.
 STAGE_ELSEWHERE = """
 INSERT OR REPLACE INTO d1saver_staged_elsewhere (source_id, database_id, staging_id, expires_at)
 VALUES (?1, ?2, ?3, CAST(strftime('%s', 'now') AS INTEGER) + ?4)"""
 UNSTAGE_ELSEWHERE = """
 DELETE FROM d1saver_staged_elsewhere WHERE source_id = ?1 AND database_id = ?2 AND staging_id = ?3"""
 STAGED_ELSEWHERE_COLUMNS = ("database_id", "staging_id")
-STAGED_ELSEWHERE_OF = f"""
-SELECT database_id, staging_id FROM d1saver_staged_elsewhere WHERE source_id IN {_IDS}"""
 # Every staged thread id in [?1, ?2) with its registration: target and source (NULL if
 # unregistered: staged before migration 9), expired (1 if unregistered or past its expiry:
 # then no copy is writing it any more, and any cleanup may remove it).
