@@ -405,6 +405,14 @@ CREATE TABLE IF NOT EXISTS d1saver_staged (
 CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged (thread_id);
 CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged (source_id);
 
+-- A registration removed takes its staged rows with it.
+CREATE TRIGGER IF NOT EXISTS d1saver_staged_removed AFTER DELETE ON d1saver_staged BEGIN
+    DELETE FROM writes WHERE thread_id = OLD.staging_id; DELETE
+    FROM d1saver_chunks WHERE thread_id = OLD.staging_id; DELETE
+    FROM chunks WHERE thread_id = OLD.staging_id; DELETE
+    FROM tags WHERE thread_id = OLD.staging_id; DELETE
+    FROM checkpoints WHERE thread_id = OLD.staging_id; END;
+
 -- In a copy's source database: where a copy of the source is staged (database_id,
 -- staging_id), so that delete_thread of the source removes it there too.
 CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere (

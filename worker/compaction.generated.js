@@ -278,16 +278,21 @@ export default {
    },
    {
     "name": "SCHEMA[47]",
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,database_id TEXT NOT NULL,staging_id TEXT NOT NULL,expires_at INTEGER NOT NULL,PRIMARY KEY(source_id,database_id,staging_id))",
+    "sql": "CREATE TRIGGER IF NOT EXISTS d1saver_staged_removed AFTER DELETE ON d1saver_staged BEGIN DELETE FROM writes WHERE thread_id=OLD.staging_id; DELETE FROM d1saver_chunks WHERE thread_id=OLD.staging_id; DELETE FROM chunks WHERE thread_id=OLD.staging_id; DELETE FROM tags WHERE thread_id=OLD.staging_id; DELETE FROM checkpoints WHERE thread_id=OLD.staging_id; END",
     "params": []
    },
    {
     "name": "SCHEMA[48]",
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,database_id TEXT NOT NULL,staging_id TEXT NOT NULL,expires_at INTEGER NOT NULL,PRIMARY KEY(source_id,database_id,staging_id))",
     "params": []
    },
    {
     "name": "SCHEMA[49]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[50]",
     "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(12,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)",
     "params": []
    },
@@ -1065,11 +1070,16 @@ export default {
    },
    {
     "name": "MIGRATIONS[11][4]",
-    "sql": "CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,database_id TEXT NOT NULL,staging_id TEXT NOT NULL,expires_at INTEGER NOT NULL,PRIMARY KEY(source_id,database_id,staging_id))",
+    "sql": "CREATE TRIGGER IF NOT EXISTS d1saver_staged_removed AFTER DELETE ON d1saver_staged BEGIN DELETE FROM writes WHERE thread_id=OLD.staging_id; DELETE FROM d1saver_chunks WHERE thread_id=OLD.staging_id; DELETE FROM chunks WHERE thread_id=OLD.staging_id; DELETE FROM tags WHERE thread_id=OLD.staging_id; DELETE FROM checkpoints WHERE thread_id=OLD.staging_id; END",
     "params": []
    },
    {
     "name": "MIGRATIONS[11][5]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,database_id TEXT NOT NULL,staging_id TEXT NOT NULL,expires_at INTEGER NOT NULL,PRIMARY KEY(source_id,database_id,staging_id))",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[11][6]",
     "sql": "CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))",
     "params": []
    },

@@ -323,9 +323,9 @@ class Operations(Rewrites):
         """Deletes the thread here, and what is staged here to become it or copied from it;
         returns where copies of it are staged in other databases (database id, staging id)."""
         results = yield from self._changing(
-            [str(thread_id)], self.exchange(st.delete_thread_statements(thread_id)),
+            [str(thread_id)], self.exchange(st.delete_threads_statements([thread_id])),
             deletes=True)
-        return st.staged_elsewhere(results[0])
+        return st.staged_elsewhere(results[-1])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> Op[None]:
         if run_ids:  # the runs' threads are known only to the database: forget every thread

@@ -340,15 +340,9 @@ def delete_threads_statements(thread_ids: Sequence[str]) -> list[Statement]:
     return Statement.bind_each(_sql.DELETE_THREADS, {"thread_ids": id_list(thread_ids)})
 
 
-def delete_thread_statements(thread_id: str) -> list[Statement]:
-    """delete_threads_statements of one thread, led by the read of where copies of it are
-    staged in other databases (`staged_elsewhere` reads its result)."""
-    return [Statement.bind(_sql.STAGED_ELSEWHERE_OF, {"thread_ids": id_list([thread_id])}),
-            *delete_threads_statements([thread_id])]
-
-
 def staged_elsewhere(result: Result) -> list[tuple[str, str]]:
-    """(database id, staging id) of each copy staged elsewhere (STAGED_ELSEWHERE_OF)."""
+    """(database id, staging id) of each copy staged elsewhere: the result of the last
+    statement of delete_threads_statements."""
     if result.rows and tuple(result.columns) != _sql.STAGED_ELSEWHERE_COLUMNS:
         raise ResponseError(f"D1 returned columns {result.columns} where d1saver expects "
                             f"{list(_sql.STAGED_ELSEWHERE_COLUMNS)}")

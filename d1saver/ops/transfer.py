@@ -246,6 +246,8 @@ def delete_if_unchanged(rows: ThreadRows, *, staging_prefix: str,
             *(Statement.bind(_sql.LEAVE_UNLESS_SAME[t], pair) for t in TABLES),
             Statement.bind(_sql.LEAVING),
             *(Statement.bind(s) for s in _sql.LEAVE),
+            # after the comparison: takes the rows along
+            Statement.bind(_sql.UNSTAGE, {"staging_id": scratch}),
             *Statement.bind_each(_sql.DROP_THREAD, {"thread_id": scratch}),
             Statement.bind(_sql.CLEAR_SCOPE)]
     head = Statement.bind_each(_sql.DROP_THREAD, {"thread_id": scratch})
@@ -255,7 +257,6 @@ def delete_if_unchanged(rows: ThreadRows, *, staging_prefix: str,
         head.append(Statement.bind(_sql.STAGE, {"staging_id": scratch, "thread_id": thread_id,
                                                 "source_id": thread_id,
                                                 "seconds": STAGE_SECONDS}))
-        tail.insert(0, Statement.bind(_sql.UNSTAGE, {"staging_id": scratch}))  # `deleted` counts from the end
     batches[0][:0] = head
     batches[-1] += tail
     return batches
@@ -264,7 +265,7 @@ def delete_if_unchanged(rows: ThreadRows, *, staging_prefix: str,
 def deleted(results: Sequence[Result]) -> bool:
     """Whether the last `delete_if_unchanged` request (its results, which end with those of
     its statements) deleted the thread."""
-    at = len(_sql.LEAVE) + len(_sql.DROP_THREAD) + 2
+    at = len(_sql.LEAVE) + len(_sql.DROP_THREAD) + 3
     result = results[len(results) - at]
     _check_columns(result, _sql.LEAVING_COLUMNS)
     return bool(result.rows) and int(result.rows[0][0]) > 0

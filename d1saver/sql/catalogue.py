@@ -457,6 +457,14 @@ CREATE TABLE IF NOT EXISTS d1saver_staged (
         "CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged (thread_id)",
         "CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged (source_id)",
         """
+CREATE TRIGGER IF NOT EXISTS d1saver_staged_removed AFTER DELETE ON d1saver_staged BEGIN
+    DELETE FROM writes WHERE thread_id = OLD.staging_id;
+    DELETE FROM d1saver_chunks WHERE thread_id = OLD.staging_id;
+    DELETE FROM chunks WHERE thread_id = OLD.staging_id;
+    DELETE FROM tags WHERE thread_id = OLD.staging_id;
+    DELETE FROM checkpoints WHERE thread_id = OLD.staging_id;
+END""",
+        """
 CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere (
     source_id TEXT NOT NULL,
     database_id TEXT NOT NULL,
@@ -2156,39 +2164,22 @@ DELETE FROM checkpoints WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
 DELETE_THREADS_MOVES = q("""
 DELETE FROM d1saver_moves WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT)
     FROM json_each(:thread_ids))""")
-# Rows staged to become these threads, or copied from them (a copy killed midway).
-DELETE_THREADS_STAGED_WRITES = q("""
-DELETE FROM writes WHERE thread_id IN (SELECT staging_id FROM d1saver_staged
-    WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
-       OR source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)))""")
-DELETE_THREADS_STAGED_D1SAVER_CHUNKS = q("""
-DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT staging_id FROM d1saver_staged
-    WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
-       OR source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)))""")
-DELETE_THREADS_STAGED_CHUNKS = q("""
-DELETE FROM chunks WHERE thread_id IN (SELECT staging_id FROM d1saver_staged
-    WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
-       OR source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)))""")
-DELETE_THREADS_STAGED_TAGS = q("""
-DELETE FROM tags WHERE thread_id IN (SELECT staging_id FROM d1saver_staged
-    WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
-       OR source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)))""")
-DELETE_THREADS_STAGED_CHECKPOINTS = q("""
-DELETE FROM checkpoints WHERE thread_id IN (SELECT staging_id FROM d1saver_staged
-    WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
-       OR source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)))""")
+# Rows staged to become these threads, or copied from them (a copy killed midway): their
+# registration goes, and its delete trigger (d1saver_staged_removed) takes the rows
+# (migration 12).
 DELETE_THREADS_STAGED = q("""
 DELETE FROM d1saver_staged
 WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
    OR source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
    OR staging_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+# Last: where copies of these threads are staged in other databases (columns
+# STAGED_ELSEWHERE_COLUMNS), for delete_thread to remove them there too.
 DELETE_THREADS_STAGED_ELSEWHERE = q("""
 DELETE FROM d1saver_staged_elsewhere WHERE source_id IN (SELECT CAST(unhex(value) AS TEXT)
-    FROM json_each(:thread_ids))""")
+    FROM json_each(:thread_ids))
+RETURNING database_id, staging_id""")
 DELETE_THREADS = [DELETE_THREADS_WRITES, DELETE_THREADS_D1SAVER_CHUNKS, DELETE_THREADS_CHUNKS,
                   DELETE_THREADS_TAGS, DELETE_THREADS_CHECKPOINTS, DELETE_THREADS_MOVES,
-                  DELETE_THREADS_STAGED_WRITES, DELETE_THREADS_STAGED_D1SAVER_CHUNKS,
-                  DELETE_THREADS_STAGED_CHUNKS, DELETE_THREADS_STAGED_TAGS, DELETE_THREADS_STAGED_CHECKPOINTS,
                   DELETE_THREADS_STAGED, DELETE_THREADS_STAGED_ELSEWHERE]
 # delta_unwritten and delta_frozen rows go with their checkpoints (triggers)
 
@@ -3276,9 +3267,8 @@ INSERT INTO d1saver_move_guards (staging_lost)
 SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM d1saver_staged WHERE staging_id = :staging_id)""")
 UNSTAGE = q("DELETE FROM d1saver_staged WHERE staging_id = :staging_id")
 # In the source's database, while a copy of it is staged in another (:source_id, that
-# database's id :database_id, :staging_id, :seconds): delete_thread of the source reads these
-# (STAGED_ELSEWHERE_OF, :thread_ids a JSON array of thread ids; columns database_id,
-# staging_id) and removes the staged rows there too.
+# database's id :database_id, :staging_id, :seconds): DELETE_THREADS' last statement returns
+# and drops these, and delete_thread removes the staged rows there too.
 STAGE_ELSEWHERE = q("""
 INSERT OR REPLACE INTO d1saver_staged_elsewhere (source_id, database_id, staging_id, expires_at)
 VALUES (:source_id, :database_id, :staging_id,
@@ -3287,9 +3277,6 @@ UNSTAGE_ELSEWHERE = q("""
 DELETE FROM d1saver_staged_elsewhere
 WHERE source_id = :source_id AND database_id = :database_id AND staging_id = :staging_id""")
 STAGED_ELSEWHERE_COLUMNS = ("database_id", "staging_id")
-STAGED_ELSEWHERE_OF = q("""
-SELECT database_id, staging_id FROM d1saver_staged_elsewhere
-WHERE source_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
 # Every staged thread id in [:low, :high) with its registration: target and source (NULL if
 # unregistered: staged before migration 12), expired (1 if unregistered or past its expiry:
 # then no copy is writing it any more, and any cleanup may remove it).

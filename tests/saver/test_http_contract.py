@@ -165,11 +165,12 @@ def test_put_of_chunked_value_is_one_batch(raw_route: respx.Route) -> None:
 
 
 def test_delete_thread_is_one_batch(raw_route: respx.Route) -> None:
-    """delete_thread sends its 5 statements (writes, pieces, content chunks, tags,
-    checkpoints) as one batch."""
+    """delete_thread sends its 8 statements (writes, pieces, content chunks, tags,
+    checkpoints; a move in flight, staged copies here, and where copies are staged elsewhere)
+    as one batch."""
     make_saver().delete_thread(THREAD)
     batch = sent_body(raw_route)["batch"]
-    assert [set(item) for item in batch] == [{"sql", "params"}] * 5
+    assert [set(item) for item in batch] == [{"sql", "params"}] * 8
     assert any("d1saver_chunks" in item["sql"] for item in batch)
 
 

@@ -145,12 +145,15 @@ CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged(thread_id)
 CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged(source_id)
 
 -- name: SCHEMA[47]
-CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,database_id TEXT NOT NULL,staging_id TEXT NOT NULL,expires_at INTEGER NOT NULL,PRIMARY KEY(source_id,database_id,staging_id))
+CREATE TRIGGER IF NOT EXISTS d1saver_staged_removed AFTER DELETE ON d1saver_staged BEGIN DELETE FROM writes WHERE thread_id=OLD.staging_id; DELETE FROM d1saver_chunks WHERE thread_id=OLD.staging_id; DELETE FROM chunks WHERE thread_id=OLD.staging_id; DELETE FROM tags WHERE thread_id=OLD.staging_id; DELETE FROM checkpoints WHERE thread_id=OLD.staging_id; END
 
 -- name: SCHEMA[48]
-CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))
+CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,database_id TEXT NOT NULL,staging_id TEXT NOT NULL,expires_at INTEGER NOT NULL,PRIMARY KEY(source_id,database_id,staging_id))
 
 -- name: SCHEMA[49]
+CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))
+
+-- name: SCHEMA[50]
 INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(12,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)
 
 -- name: READ_SCHEMA
@@ -314,33 +317,13 @@ DELETE FROM checkpoints WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM 
 -- params: ?1 thread_ids
 DELETE FROM d1saver_moves WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))
 
--- name: DELETE_THREADS_STAGED_WRITES
--- params: ?1 thread_ids
-DELETE FROM writes WHERE thread_id IN(SELECT staging_id FROM d1saver_staged WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))OR source_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?1)))
-
--- name: DELETE_THREADS_STAGED_D1SAVER_CHUNKS
--- params: ?1 thread_ids
-DELETE FROM d1saver_chunks WHERE thread_id IN(SELECT staging_id FROM d1saver_staged WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))OR source_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?1)))
-
--- name: DELETE_THREADS_STAGED_CHUNKS
--- params: ?1 thread_ids
-DELETE FROM chunks WHERE thread_id IN(SELECT staging_id FROM d1saver_staged WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))OR source_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?1)))
-
--- name: DELETE_THREADS_STAGED_TAGS
--- params: ?1 thread_ids
-DELETE FROM tags WHERE thread_id IN(SELECT staging_id FROM d1saver_staged WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))OR source_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?1)))
-
--- name: DELETE_THREADS_STAGED_CHECKPOINTS
--- params: ?1 thread_ids
-DELETE FROM checkpoints WHERE thread_id IN(SELECT staging_id FROM d1saver_staged WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))OR source_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?1)))
-
 -- name: DELETE_THREADS_STAGED
 -- params: ?1 thread_ids
 DELETE FROM d1saver_staged WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))OR source_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?1))OR staging_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?1))
 
 -- name: DELETE_THREADS_STAGED_ELSEWHERE
 -- params: ?1 thread_ids
-DELETE FROM d1saver_staged_elsewhere WHERE source_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))
+DELETE FROM d1saver_staged_elsewhere WHERE source_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))RETURNING database_id,staging_id
 
 -- name: UNPACK_TARGET_PIECES
 -- params: ?1 target, ?2 source
@@ -772,10 +755,6 @@ INSERT OR REPLACE INTO d1saver_staged_elsewhere(source_id,database_id,staging_id
 -- params: ?1 source_id, ?2 database_id, ?3 staging_id
 DELETE FROM d1saver_staged_elsewhere WHERE source_id=? AND database_id=? AND staging_id=?
 
--- name: STAGED_ELSEWHERE_OF
--- params: ?1 thread_ids
-SELECT database_id,staging_id FROM d1saver_staged_elsewhere WHERE source_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))
-
 -- name: LEFTOVERS
 -- params: ?1 low, ?2 high
 SELECT t.thread_id,s.thread_id target,s.source_id source,CASE WHEN s.staging_id IS NULL OR s.expires_at<CAST(strftime('%s','now')AS INTEGER)THEN 1 ELSE 0 END expired FROM(SELECT thread_id FROM(SELECT thread_id FROM checkpoints WHERE thread_id>=? AND thread_id<? UNION SELECT thread_id FROM writes WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM chunks WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM tags WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM(SELECT thread_id FROM d1saver_chunks WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM delta_unwritten WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM delta_frozen WHERE thread_id>=?1 AND thread_id<?2)))t LEFT JOIN d1saver_staged s ON s.staging_id=t.thread_id ORDER BY t.thread_id
@@ -1077,7 +1056,10 @@ CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged(thread_id)
 CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged(source_id)
 
 -- name: MIGRATIONS[11][4]
-CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,database_id TEXT NOT NULL,staging_id TEXT NOT NULL,expires_at INTEGER NOT NULL,PRIMARY KEY(source_id,database_id,staging_id))
+CREATE TRIGGER IF NOT EXISTS d1saver_staged_removed AFTER DELETE ON d1saver_staged BEGIN DELETE FROM writes WHERE thread_id=OLD.staging_id; DELETE FROM d1saver_chunks WHERE thread_id=OLD.staging_id; DELETE FROM chunks WHERE thread_id=OLD.staging_id; DELETE FROM tags WHERE thread_id=OLD.staging_id; DELETE FROM checkpoints WHERE thread_id=OLD.staging_id; END
 
 -- name: MIGRATIONS[11][5]
+CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,database_id TEXT NOT NULL,staging_id TEXT NOT NULL,expires_at INTEGER NOT NULL,PRIMARY KEY(source_id,database_id,staging_id))
+
+-- name: MIGRATIONS[11][6]
 CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))
