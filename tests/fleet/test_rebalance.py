@@ -433,7 +433,7 @@ class FailingRelease(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         body = request.read()
-        if ((self.scan in request.url.path and b"GROUP BY thread_id" in body)
+        if ((self.scan in request.url.path and b"GROUP BY c.thread_id" in body)
                 or (self.release in request.url.path and b"DELETE FROM leases" in body)):
             return httpx.Response(400, json={"success": False, "messages": [], "result": [],
                                              "errors": [{"code": 7500, "message": "D1_ERROR"}]})
