@@ -146,7 +146,8 @@ def explore(make: Callable[[], tuple[Sequence[Actor], Any, Callable[[Run], None]
         actors, inner, check = make()
         taken: list[int] = []
 
-        def choose(waiting: list[int]) -> int:
+        def choose(waiting: list[int], taken: list[int] = taken,
+                   prefix: list[int] = prefix) -> int:
             k = len(taken)
             c = prefix[k] if k < len(prefix) else 0
             taken.append(c)

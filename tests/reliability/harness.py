@@ -92,22 +92,40 @@ class World:
         return result.rows
 
     def thread_tables(self, database_id: str) -> list[str]:
-        tables = [r[0] for r in self.sql(database_id,
-                  "SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return [t for t in tables
-                if any(c[1] == "thread_id" for c in self.sql(database_id,
-                                                              f"PRAGMA table_info({t})"))]
+        """The tables keyed by thread (read once per database: the schema does not change)."""
+        cache = self.__dict__.setdefault("_tables", {})
+        if database_id not in cache:
+            tables = [r[0] for r in self.sql(database_id,
+                      "SELECT name FROM sqlite_master WHERE type = 'table'")]
+            if "checkpoints" not in tables:
+                return []
+            cache[database_id] = [
+                t for t in tables if any(c[1] == "thread_id" for c in self.sql(
+                    database_id, f"PRAGMA table_info({t})"))]
+        return cache[database_id]
 
     def threads_in(self, database_id: str) -> dict[str, set[str]]:
-        """{table: thread ids} of every table keyed by thread in one database."""
-        if not self.sql(database_id, "SELECT name FROM sqlite_master WHERE name = 'checkpoints'"):
+        """{table: thread ids} of every table keyed by thread in one database (one request)."""
+        tables = self.thread_tables(database_id)
+        if not tables:
             return {}
-        return {t: {r[0] for r in self.sql(database_id, f"SELECT DISTINCT thread_id FROM {t}")}
-                for t in self.thread_tables(database_id)}
+        union = " UNION ALL ".join(f"SELECT DISTINCT '{t}', thread_id FROM {t}" for t in tables)
+        out: dict[str, set[str]] = {t: set() for t in tables}
+        for table, thread in self.sql(database_id, union):
+            out[table].add(thread)
+        return out
 
     def holding(self, thread_id: str, databases: Sequence[str] = DATABASES) -> list[str]:
         return [db for db in databases
                 if any(thread_id in ids for ids in self.threads_in(db).values())]
+
+    def placement(self, databases: Sequence[str] = DATABASES) -> dict[str, list[str]]:
+        """{thread id: the databases holding any row of it}."""
+        out: dict[str, list[str]] = {}
+        for db in databases:
+            for t in set().union(*self.threads_in(db).values() or [set()]):
+                out.setdefault(t, []).append(db)
+        return out
 
     def staged(self, databases: Sequence[str] = DATABASES) -> list[tuple[str, str, str]]:
         """(database, table, thread id) of every row kept under a staging id."""
@@ -202,6 +220,31 @@ def _plain(histories: Any) -> dict[str, Any]:
             for ch, h in histories.items()}
 
 
+def first_difference(actual: Any, expected: Any, path: str = "") -> str | None:
+    """Where two observations first differ, readably (None if equal)."""
+    if actual == expected:
+        return None
+    if isinstance(actual, dict) and isinstance(expected, dict):
+        for k in sorted(set(actual) | set(expected), key=str):
+            if k not in actual or k not in expected:
+                return f"{path}/{k}: only in {'actual' if k in actual else 'expected'}"
+            found = first_difference(actual[k], expected[k], f"{path}/{k}")
+            if found:
+                return found
+    if (isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple))
+            and len(actual) == len(expected)):
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            found = first_difference(a, e, f"{path}[{i}]")
+            if found:
+                return found
+    return f"{path}: {str(actual)[:600]} != {str(expected)[:600]}"
+
+
+def assert_same(actual: Any, expected: Any, what: str = "") -> None:
+    diff = first_difference(actual, expected)
+    assert diff is None, f"{what} {diff}"
+
+
 def readable(saver: Any, thread_ids: Sequence[str]) -> None:
     """Every thread reads (no error), whole."""
     for t in thread_ids:
@@ -260,6 +303,19 @@ def kill_points(count: int) -> Iterator[tuple[int, bool]]:
     for at in range(count):
         yield at, False
         yield at, True
+
+
+def named(prefix: str, databases: Sequence[str], home: str) -> str:
+    """The first thread id `prefix<i>` whose home among `databases` is `home`."""
+    from d1saver.fleet.routing import rendezvous
+    return next(f"{prefix}{i}" for i in range(1000)
+                if rendezvous(f"{prefix}{i}", list(databases)) == home)
+
+
+# Threads that move from the first database to the second when the layout grows to two.
+MOVER_A = named("a", DATABASES[:2], DATABASES[1])
+MOVER_B = named("b", DATABASES[:2], DATABASES[1])
+STAYER_C = named("c", DATABASES[:2], DATABASES[0])
 
 
 def unique(prefix: str = "t") -> str:

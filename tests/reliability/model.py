@@ -75,6 +75,10 @@ class Model:
     def delete_for_runs(self, runs: set[str]) -> None:
         for th in self.threads.values():
             gone = [c for c, cp in th.cps.items() if cp.metadata.get("run_id") in runs]
+            # The survivors are relinked past them, to their nearest surviving ancestor.
+            for cp in th.cps.values():
+                while cp.parent in gone:
+                    cp.parent = th.cps[cp.parent].parent
             for c in gone:
                 del th.cps[c]
                 th.writes.pop(c, None)
@@ -91,6 +95,12 @@ class Model:
         for c in visible:
             if c not in kept:
                 th.cps[c].visible = False
+
+    def expired(self, t: str, cutoff: str) -> bool:
+        """Whether compaction's max_age expires the thread: its newest checkpoint is older."""
+        th = self.threads.get(t)
+        stamps = [th.cps[c].checkpoint["ts"] for c in th.visible()] if th else []
+        return bool(stamps) and max(stamps) < cutoff
 
     def copy_thread(self, src: str, dst: str) -> None:
         s = self.threads.get(src)

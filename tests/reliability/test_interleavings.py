@@ -23,7 +23,6 @@ from compaction import fleet as compaction_fleet
 from compaction.rebalance import rebalance
 from compaction.rekey import rekey
 from d1saver import D1Saver, FleetError, LeaseHeldError
-from d1saver.fleet.routing import rendezvous
 from tests import interleave
 from tests.reliability import harness
 from tests.reliability.harness import DATABASES, K1, K2, World, cfg, known, new_id
@@ -31,9 +30,7 @@ from tests.reliability.harness import DATABASES, K1, K2, World, cfg, known, new_
 OLD = DATABASES[:1]
 NEW = DATABASES[:2]
 # Threads whose home moves from dba to dbb when the layout grows: rebalance moves them.
-A = next(f"a{i}" for i in range(100) if rendezvous(f"a{i}", list(NEW)) == "dbb")
-B = next(f"b{i}" for i in range(100) if rendezvous(f"b{i}", list(NEW)) == "dbb")
-C = next(f"c{i}" for i in range(100) if rendezvous(f"c{i}", list(NEW)) == "dba")
+A, B, C = harness.MOVER_A, harness.MOVER_B, harness.STAYER_C
 COUNTS: dict[str, int] = {"interleavings": 0, "pairs": 0, "exhaustive": 0}
 
 
@@ -143,7 +140,7 @@ def _skipped(pair: Sequence[str]) -> str | None:
 
 
 def _check(race: Race, pair: Sequence[str], run: interleave.Run) -> None:
-    for name, err in zip(pair, run.errors):
+    for name, err in zip(pair, run.errors, strict=True):
         assert err is None, (pair, name, run.order, repr(err))
     world = race.world
     reader = race.saver()
