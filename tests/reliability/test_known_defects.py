@@ -73,3 +73,28 @@ def test_prune_of_no_threads_over_several_databases() -> None:
         world.saver(DATABASES[:2]).prune([])
     finally:
         world.close()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 20 defect 5")
+def test_a_killed_copy_between_databases_leaves_nothing_behind() -> None:
+    """copy_thread between two databases, killed once it has staged rows at the target: the
+    thread's deletes (source and target) leave no staged row."""
+    world = World()
+    try:
+        kill_points._copy_setup(world)
+        for at in range(20):
+            try:
+                kill_points._copy_run(world, KillAt(world.transport, at, after=True))
+            except Killed:
+                if world.staged():
+                    break
+                continue
+            raise AssertionError("the copy finished without staging anything")
+        saver = world.saver(DATABASES[:2])
+        target = next(f"copy-{i}" for i in range(100)
+                      if saver.home(f"copy-{i}") != saver.home(kill_points.A))
+        saver.delete_thread(kill_points.A)
+        saver.delete_thread(target)
+        assert world.staged() == []
+    finally:
+        world.close()
