@@ -11,7 +11,11 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-SCHEMA = Path(__file__).resolve().parent / "schema.sql"
+ROOT = Path(__file__).resolve().parent
+SCHEMA = ROOT / "schema.sql"
+# The gateway Worker, shipped so that `d1saver gateway init DIR` can write it out for a pip user.
+GATEWAY = [*sorted((ROOT / "worker").glob("*.js")), *sorted((ROOT / "worker").glob("*.json")),
+           ROOT / "wrangler.toml", ROOT / "schema.sql", ROOT / ".dev.vars.example"]
 
 
 class BuildWithSchema(build_py):
@@ -22,10 +26,18 @@ class BuildWithSchema(build_py):
         if not self.editable_mode:  # an editable install reads the top-level file itself
             self.mkpath(str(self._schema_target().parent))
             self.copy_file(str(SCHEMA), str(self._schema_target()), preserve_mode=False)
+            for source, target in self._gateway_targets():
+                self.mkpath(str(target.parent))
+                self.copy_file(str(source), str(target), preserve_mode=False)
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
-        extra = [] if self.editable_mode else [str(self._schema_target())]
+        extra = [] if self.editable_mode else [
+            str(self._schema_target()), *(str(target) for _, target in self._gateway_targets())]
         return [*super().get_outputs(include_bytecode), *extra]
+
+    def _gateway_targets(self) -> list[tuple[Path, Path]]:
+        base = Path(self.build_lib, "d1saver", "gateway")
+        return [(source, base / source.relative_to(ROOT)) for source in GATEWAY]
 
     def _schema_target(self) -> Path:
         return Path(self.build_lib, "d1saver", "schema.sql")

@@ -22,7 +22,8 @@ import typer
 
 from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
                      RekeyCounts, admin)
-from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable
+from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable, progress_bar
+from compaction import inspector
 from compaction.fleet import check_chunks, compact, history, list_threads
 from compaction.rebalance import rebalance
 from compaction.rekey import RekeySummary, rekey
@@ -47,9 +48,9 @@ def parse_duration(text: str) -> timedelta:
 
 
 def _saver(account_id: Optional[str], database_id: Optional[str], api_base_url: Optional[str],
-           **kwargs: Any) -> D1Saver:
+           api_token: Optional[str] = None, **kwargs: Any) -> D1Saver:
     return D1Saver.from_env(account_id=account_id, database_id=database_id,
-                            api_base_url=api_base_url, **kwargs)
+                            api_base_url=api_base_url, api_token=api_token, **kwargs)
 
 
 class _Conn:
@@ -59,14 +60,16 @@ class _Conn:
     database_id = typer.Option(None, "--database-id",
                                help="Default: $D1_DATABASE_ID. Several: comma-separated.")
     api_base_url = typer.Option(None, "--api-base-url", help="Default: $D1_API_BASE_URL or Cloudflare's API.")
+    # The environment is the better place for a secret (a flag shows in `ps`); never echoed.
+    api_token = typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.", show_default=False)
 
 
 @contextmanager
 def _connected(account_id: Optional[str], database_id: Optional[str],
-               api_base_url: Optional[str]) -> Iterator[D1Saver]:
+               api_base_url: Optional[str], api_token: Optional[str] = None) -> Iterator[D1Saver]:
     """A saver for one command; a D1Error ends the command with its exit code and one line."""
     try:
-        with _saver(account_id, database_id, api_base_url) as saver:
+        with _saver(account_id, database_id, api_base_url, api_token) as saver:
             yield saver
     except D1Error as exc:
         _fail(exc)
@@ -100,6 +103,7 @@ def compact_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Keep the latest N checkpoints of each thread plus the tagged ones; delete the rest."""
     if bool(thread) == all_threads:
@@ -108,7 +112,7 @@ def compact_cmd(
     age = parse_duration(max_age) if max_age else None
     bar: Any = None
     try:
-        with _saver(account_id, database_id, api_base_url) as saver:
+        with _saver(account_id, database_id, api_base_url, api_token) as saver:
             def progress(done: int, total: int) -> None:
                 nonlocal bar
                 if as_json or not sys.stderr.isatty():
@@ -159,6 +163,7 @@ def rekey_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Re-seal every stored value under the newest key of D1SAVER_ENCRYPTION_KEYS (newest
     first), so that older keys can be dropped. Resumable: a rerun continues."""
@@ -167,7 +172,7 @@ def rekey_cmd(
             typer.echo(f"\rrekeying {table}: {counts.rewritten} rows", err=True, nl=False)
 
     try:
-        with _saver(account_id, database_id, api_base_url) as saver:
+        with _saver(account_id, database_id, api_base_url, api_token) as saver:
             summary = rekey(saver, dry_run=dry_run, seal_plaintext=seal_plaintext,
                             batch_rows=batch_rows, lease_ttl=lease_ttl,
                             break_lease=break_lease, progress=progress)
@@ -204,13 +209,19 @@ def tag_cmd(
     checkpoint_id: str = typer.Argument(..., help="Checkpoint id (see `d1saver history`)."),
     name: str = typer.Argument(..., help="Tag name, unique per thread and namespace."),
     ns: str = typer.Option("", "--ns", help="Checkpoint namespace (subgraph)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Tag a checkpoint so that compaction keeps it."""
-    with _connected(account_id, database_id, api_base_url) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         saver.tag(_config(thread_id, ns, checkpoint_id), name)
+    if as_json:
+        typer.echo(json.dumps({"thread_id": thread_id, "checkpoint_ns": ns,
+                               "checkpoint_id": checkpoint_id, "tag": name, "tagged": True}))
+        return
     typer.echo(f"tagged {printable(thread_id)}/{printable(checkpoint_id)} as {name!r}")
 
 
@@ -218,17 +229,22 @@ def untag_cmd(
     thread_id: str = typer.Argument(..., help="Thread id."),
     name: str = typer.Argument(..., help="Tag name."),
     ns: str = typer.Option("", "--ns", help="Checkpoint namespace (subgraph)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Remove a tag; the checkpoint becomes subject to compaction again."""
-    with _connected(account_id, database_id, api_base_url) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         existed = saver.untag(_config(thread_id, ns, None), name)
+    if as_json:
+        typer.echo(json.dumps({"thread_id": thread_id, "checkpoint_ns": ns, "tag": name, "untagged": existed}))
     if not existed:
         typer.echo(f"error: thread {thread_id!r} has no tag {name!r}", err=True)
         raise typer.Exit(EXIT_NOT_FOUND)
-    typer.echo(f"untagged {name!r} in {printable(thread_id)}")
+    if not as_json:
+        typer.echo(f"untagged {name!r} in {printable(thread_id)}")
 
 
 def threads_cmd(
@@ -238,13 +254,14 @@ def threads_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """List threads: checkpoints, namespaces, last update, stored bytes."""
     keys = {"updated": lambda t: t.updated or "", "checkpoints": lambda t: t.checkpoints,
             "bytes": lambda t: t.bytes, "id": lambda t: t.thread_id}
     if sort not in keys:
         raise typer.BadParameter(f"--sort takes one of {', '.join(keys)}")
-    with _connected(account_id, database_id, api_base_url) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         infos = list_threads(saver)
     infos.sort(key=keys[sort], reverse=sort != "id")
     if limit:
@@ -267,9 +284,10 @@ def history_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """A thread's checkpoints, newest first: ids, parents, step, source, writes, tags."""
-    with _connected(account_id, database_id, api_base_url) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         rows = history(saver, thread_id, limit)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -295,20 +313,22 @@ def rebalance_cmd(
              "those removed from D1_DATABASE_ID."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Change nothing; print the moves."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
-    lease_ttl: int = typer.Option(300, help="Seconds each database's lease lives unless renewed (by each batch)."),
+    lease_ttl: int = typer.Option(300, min=1, help="Seconds each database's lease lives unless renewed (by each batch)."),
     break_lease: bool = typer.Option(False, "--break-lease", help="Remove stale leases first (only if no run is active)."),
     concurrency: int = typer.Option(8, min=1, help="Threads moved at once."),
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Move each thread to its home after the database list changed: copy, verify, delete."""
     try:
         extra = ({"previous_database_ids": [p.strip() for p in previous.split(",")]}
                  if previous else {})  # "c, d" as D1_DATABASE_ID reads it
-        with _saver(account_id, database_id, api_base_url, **extra) as saver:
+        with _saver(account_id, database_id, api_base_url, api_token, **extra) as saver, \
+                progress_bar("moving threads", quiet=as_json) as progress:
             summary = rebalance(saver, dry_run=dry_run, lease_ttl=lease_ttl,
-                                break_lease=break_lease, concurrency=concurrency)
+                                break_lease=break_lease, concurrency=concurrency, progress=progress)
     except D1Error as exc:
         _fail(exc)
         return
@@ -339,11 +359,15 @@ def check_cmd(
     account_id: Optional[str] = _Conn.account_id,
     database_id: Optional[str] = _Conn.database_id,
     api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Check the content-addressed chunk table: every chunk a row lists is stored, and every
     stored chunk is listed. Prints the threads that break either rule; exit 1 if any."""
-    with _connected(account_id, database_id, api_base_url) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
         found = check_chunks(saver, thread_id)
+        if thread_id is not None and not found and not history(saver, thread_id, 1):
+            typer.echo(f"error: thread {printable(thread_id)!s} has no checkpoints", err=True)
+            raise typer.Exit(EXIT_NOT_FOUND)
     if as_json:
         typer.echo(json.dumps([t.__dict__ for t in found], indent=2))
     else:
@@ -355,6 +379,80 @@ def check_cmd(
         typer.echo(f"{len(found)} threads not exact" if found else f"{scope}: chunk table exact")
     if found:
         raise typer.Exit(EXIT_D1)
+
+
+def _short(value: Any, width: int = 100) -> str:
+    text = printable(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def show_cmd(
+    thread_id: str = typer.Argument(..., help="Thread id."),
+    checkpoint_id: Optional[str] = typer.Option(None, "--checkpoint", help="A checkpoint id (default: the newest)."),
+    ns: str = typer.Option("", "--ns", help="Checkpoint namespace (a subgraph's); default the root."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON: every value whole."),
+    account_id: Optional[str] = _Conn.account_id,
+    database_id: Optional[str] = _Conn.database_id,
+    api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
+) -> None:
+    """A checkpoint's state: channel values decoded, pending writes, next tasks, interrupts,
+    metadata, tags and stored bytes."""
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+        snap = inspector.snapshot(saver, thread_id, checkpoint_id, ns)  # NotFoundError: exit 4
+    if as_json:
+        typer.echo(json.dumps(snap, indent=2, ensure_ascii=False))
+        return
+    meta = snap["metadata"]
+    db = f"  database {snap['database_id']}" if "database_id" in snap else ""
+    typer.echo(f"thread {printable(thread_id)}  checkpoint {snap['checkpoint_id']}"
+               f"{'  ns ' + printable(ns) if ns else ''}{db}")
+    typer.echo(f"  step {meta.get('step')}  source {meta.get('source')}  at {snap['ts']}  "
+               f"parent {snap['parent_checkpoint_id']}  stored {snap['bytes']} bytes")
+    typer.echo(f"  next: {', '.join(snap['next']) or '(none)'}   tags: {', '.join(map(printable, snap['tags'])) or '(none)'}")
+    for value in snap["interrupts"]:
+        typer.echo(f"  interrupt: {_short(value)}")
+    typer.echo("  channels:")
+    for name, value in snap["channels"].items():
+        if isinstance(value, list):
+            typer.echo(f"    {printable(name)}: {len(value)} items" + (f", last: {_short(value[-1], 80)}" if value else ""))
+        else:
+            typer.echo(f"    {printable(name)}: {_short(value)}")
+    typer.echo(f"  pending writes: {len(snap['pending_writes'])}")
+    for w in snap["pending_writes"]:
+        typer.echo(f"    {printable(w['task_id'])} {printable(w['channel'])}: {_short(w['value'], 80)}")
+
+
+def diff_cmd(
+    thread_id: str = typer.Argument(..., help="Thread id."),
+    a: str = typer.Argument(..., help="The older checkpoint id."),
+    b: str = typer.Argument(..., help="The newer checkpoint id."),
+    ns: str = typer.Option("", "--ns", help="Checkpoint namespace (a subgraph's); default the root."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    account_id: Optional[str] = _Conn.account_id,
+    database_id: Optional[str] = _Conn.database_id,
+    api_base_url: Optional[str] = _Conn.api_base_url,
+    api_token: Optional[str] = _Conn.api_token,
+) -> None:
+    """What changed between two checkpoints of a thread, channel by channel (messages added and
+    removed)."""
+    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+        found = inspector.diff(saver, thread_id, a, b, ns)
+    if as_json:
+        typer.echo(json.dumps(found, indent=2, ensure_ascii=False))
+        return
+    typer.echo(f"thread {printable(thread_id)}: {found['a']} -> {found['b']}")
+    if not found["channels"]:
+        typer.echo("  no channel changed")
+    for name, change in found["channels"].items():
+        if "added" in change:
+            typer.echo(f"  {printable(name)}: +{len(change['added'])} -{len(change['removed'])}")
+            for item in change["added"]:
+                typer.echo(f"    + {_short(item, 90)}")
+            for item in change["removed"]:
+                typer.echo(f"    - {_short(item, 90)}")
+        else:
+            typer.echo(f"  {printable(name)}: {_short(change['before'], 45)} -> {_short(change['after'], 45)}")
 
 
 def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> dict[str, Any]:
@@ -374,6 +472,8 @@ def register(app: typer.Typer) -> None:
     app.command("threads")(threads_cmd)
     app.command("history")(history_cmd)
     app.command("check")(check_cmd)
+    app.command("show")(show_cmd)
+    app.command("diff")(diff_cmd)
 
 
 app = typer.Typer(cls=OneLineUsageErrors, help="Compaction of d1saver checkpoints.",

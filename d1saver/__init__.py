@@ -1,5 +1,12 @@
 """d1saver: LangGraph checkpoints in Cloudflare D1, over D1's REST API."""
 
+from importlib.metadata import PackageNotFoundError, version
+
+try:  # the one version is pyproject.toml's; the installed metadata carries it
+    __version__ = version("d1saver")
+except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    __version__ = "0+unknown"
+
 from d1saver import admin
 from d1saver.http.client import D1Client
 from d1saver.core.protocol import Result, Statement, TraceEvent
@@ -34,6 +41,7 @@ from d1saver.core.settings import D1Settings, load_settings
 from d1saver.saver import D1Saver
 
 __all__ = [
+    "__version__",
     "admin",
     "AuthenticationError",
     "CheckpointConflictError",

@@ -26,29 +26,29 @@ from d1saver.ops.transfer import ThreadReader, ThreadRows
 def threads_page(after: str, size: int) -> Statement:
     """Threads after `after` ('' first) in thread_id order; columns: thread_id, checkpoints,
     namespaces, updated (newest ts), bytes (stored checkpoint bytes)."""
-    return Statement(_sql.THREADS_PAGE, (after, int(size)))
+    return Statement.bind(_sql.THREADS_PAGE, {"after": after, "limit": int(size)})
 
 
 def thread_infos(thread_ids: Sequence[str]) -> Statement:
     """The same figures as `threads_page` for the named threads (those that exist)."""
-    return Statement(_sql.THREADS_INFO, (st.id_list(thread_ids),))
+    return Statement.bind(_sql.THREADS_INFO, {"thread_ids": st.id_list(thread_ids)})
 
 
 def history(thread_id: str, limit: int) -> Statement:
     """One thread's checkpoints, newest first; columns: checkpoint_ns, checkpoint_id,
     parent_checkpoint_id, step, source, ts, bytes, writes, tags (comma-separated)."""
-    return Statement(_sql.HISTORY, (thread_id, int(limit)))
+    return Statement.bind(_sql.HISTORY, {"thread_id": thread_id, "limit": int(limit)})
 
 
 def stored_sample(thread_id: str, chars: int = 40) -> Statement:
     """A thread's newest checkpoint row as stored; columns: checkpoint_id, head (the first
     `chars` characters of its value), bytes (of the value), metadata (the column)."""
-    return Statement(_sql.STORED_SAMPLE, (thread_id, int(chars)))
+    return Statement.bind(_sql.STORED_SAMPLE, {"thread_id": thread_id, "chars": int(chars)})
 
 
 def storage_summary() -> Statement:
     """Rows and stored bytes per table; columns: tbl, row_count, bytes."""
-    return Statement(_sql.STORAGE_SUMMARY)
+    return Statement.bind(_sql.STORAGE_SUMMARY)
 
 
 def retention(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
@@ -67,7 +67,7 @@ def retention_summary(statements: Sequence[Statement], results: Sequence[Result]
     """The summary among a retention batch's results; columns: thread_id, checkpoints_total,
     checkpoints, writes, bytes (what the batch deletes per thread)."""
     summary = next(r for s, r in zip(statements, results)
-                   if s.sql in (_sql.SUMMARIZE_PLAN, _sql.RECORDED_PLAN))
+                   if s.name in ("SUMMARIZE_PLAN", "RECORDED_PLAN"))
     _rows.check_columns(summary, _sql.SUMMARY_COLUMNS)
     return summary
 
@@ -80,7 +80,7 @@ SCHEMA_VERSION = _sql.SCHEMA_VERSION
 def read_schema() -> Statement:
     """Every schema version the database records (`schema_version` reads the result). Send it
     with the raw client (`saver.client.execute`): `saver.execute` would set up or migrate."""
-    return Statement(_sql.READ_SCHEMA)
+    return Statement.bind(_sql.READ_SCHEMA)
 
 
 def schema_version(result: Result) -> int:
@@ -92,27 +92,27 @@ def schema_version(result: Result) -> int:
 
 def acquire_lease(name: str, holder: str, ttl: int) -> Statement:
     """Takes the lease if free, expired or already ours; returns a row (holder) if taken."""
-    return Statement(_sql.ACQUIRE_LEASE, (name, holder, int(ttl)))
+    return Statement.bind(_sql.ACQUIRE_LEASE, {"name": name, "holder": holder, "seconds": int(ttl)})
 
 
 def lease_guard(name: str, holder: str, ttl: int) -> list[Statement]:
     """Prefix for a batch: fail it ("lease_lost") unless the lease is still ours; renew it."""
-    return [Statement(_sql.CHECK_LEASE, (name, holder)),
-            Statement(_sql.RENEW_LEASE, (name, holder, int(ttl)))]
+    return Statement.bind_each([_sql.CHECK_LEASE, _sql.RENEW_LEASE],
+                               {"name": name, "holder": holder, "seconds": int(ttl)})
 
 
 def release_lease(name: str, holder: str) -> Statement:
-    return Statement(_sql.RELEASE_LEASE, (name, holder))
+    return Statement.bind(_sql.RELEASE_LEASE, {"name": name, "holder": holder})
 
 
 def break_lease(name: str) -> Statement:
     """Removes the lease whoever holds it."""
-    return Statement(_sql.BREAK_LEASE, (name,))
+    return Statement.bind(_sql.BREAK_LEASE, {"name": name})
 
 
 def lease_holder(name: str) -> Statement:
     """Columns: holder, seconds_left."""
-    return Statement(_sql.LEASE_HOLDER, (name,))
+    return Statement.bind(_sql.LEASE_HOLDER, {"name": name})
 
 
 # --- moving threads between databases (`d1saver rebalance`) -----------------------------------
@@ -177,7 +177,7 @@ def chunk_check(thread_id: str | None = None) -> Statement:
     """One row per thread (`thread_id`, or every thread when None) whose content-addressed
     chunks are not exact; columns: thread_id, missing, unreferenced. No row: exact. Read the
     result with `inexact_threads`."""
-    return Statement(_sql.CHUNK_CHECK, (thread_id,))
+    return Statement.bind(_sql.CHUNK_CHECK, {"thread_id": thread_id})
 
 
 def inexact_threads(result: Result) -> list[InexactThread]:

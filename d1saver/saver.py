@@ -32,7 +32,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from d1saver.http.client import D1Client
 from d1saver.storage.crypto import Key, Sealer, keys_from_env
 from d1saver.http.driver import Driver
-from d1saver.core.errors import NotFoundError
+from d1saver.core.errors import ConfigError, NotFoundError
 from d1saver.fleet.fleet import DEFAULT_CONCURRENCY, Fleet
 from d1saver.fleet.databases import Node, client_factory, database_lists, make_nodes
 from d1saver.ops.operations import Operations
@@ -117,7 +117,9 @@ class D1Saver(BaseCheckpointSaver[str]):
                             None if previous is None else Router(previous), fleet_concurrency)
         self.account_id = account_id
         self.database_id = ids[0] if len(ids) == 1 else None
-        self.page_size = max(1, int(page_size))
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ConfigError(f"page_size must be a whole number of checkpoints >= 1, not {page_size!r}")
+        self.page_size = page_size
 
     @property  # type: ignore[override]
     def serde(self) -> SerializerProtocol:
@@ -216,13 +218,14 @@ class D1Saver(BaseCheckpointSaver[str]):
 
     @classmethod
     def from_env(cls, *, account_id: str | None = None, database_id: str | None = None,
-                 api_base_url: str | None = None, **kwargs: Any) -> D1Saver:
+                 api_base_url: str | None = None, api_token: str | None = None,
+                 **kwargs: Any) -> D1Saver:
         """Build from CLOUDFLARE_ACCOUNT_ID, CLOUDFLARE_API_TOKEN, D1_DATABASE_ID (one id, or
         several separated by commas), D1_API_BASE_URL and D1SAVER_ENCRYPTION_KEYS
         (comma-separated base64, newest first); arguments that are not None override them
         (CLI flags do)."""
         settings = load_settings(account_id=account_id, database_id=database_id,
-                                 api_base_url=api_base_url)
+                                 api_base_url=api_base_url, api_token=api_token)
         if kwargs.get("encryption_keys") is None:
             kwargs["encryption_keys"] = keys_from_env()
         ids = settings.database_ids

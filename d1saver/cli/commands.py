@@ -2,26 +2,63 @@
 
 from __future__ import annotations
 
+import errno
+import socket
+import logging
+import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from d1saver.cli.support import OneLineUsageErrors, usage_error
+from d1saver.cli.support import EXIT_RUNTIME, OneLineUsageErrors, usage_error
+from d1saver.local.server import DEFAULT_PORT
+
 
 app = typer.Typer(
     cls=OneLineUsageErrors,
     help="LangGraph checkpoints in Cloudflare D1: local D1, demo, and compaction.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
 )
+
+_debug = False
+
+
+def _version(value: bool) -> None:
+    if value:
+        from d1saver import __version__
+
+        typer.echo(f"d1saver {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True,
+                                help="Log to stderr: -v maintenance (INFO), -vv every D1 request (DEBUG)."),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an unexpected error."),
+) -> None:
+    """LangGraph checkpoints in Cloudflare D1: local D1, demo, and compaction."""
+    global _debug
+    _debug = debug
+    if verbose:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        logger = logging.getLogger("d1saver")
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
 
 
 @app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", help="Address to bind (keep it on loopback)."),
-    port: int = typer.Option(8787, min=1, max=65535, help="Port to listen on."),
+    port: int = typer.Option(DEFAULT_PORT, min=0, max=65535,
+                             help="Port to listen on; 0 picks a free one (not 8787, which `wrangler dev` takes)."),
     data_dir: Optional[Path] = typer.Option(None, help="One SQLite file per database here; in memory if unset."),
     latency_ms: float = typer.Option(0.0, min=0.0, help="Delay added to every request, to imitate the network."),
     token: Optional[str] = typer.Option(None, envvar="LOCAL_D1_API_TOKEN", show_envvar=True,
@@ -34,10 +71,12 @@ def serve(
     fault_transient: float = typer.Option(0.0, min=0.0, max=1.0, help="Share of requests answered with a D1 error Cloudflare documents as transient."),
     retry_after: float = typer.Option(1.0, min=0.0, help="Retry-After seconds on injected 429s."),
     verbose: bool = typer.Option(False, help="Log each request line."),
+    create: bool = typer.Option(True, "--create/--no-create",
+                                help="Create a database on its first request (said on stderr), or refuse unknown ids with 404."),
 ) -> None:
     """Serve a local D1 that speaks D1's REST API, at http://HOST:PORT/client/v4."""
     from d1saver.local import FaultPlan
-    from d1saver.local import serve as run_server
+    from d1saver.local.server import make_server
 
     faults = None
     if fault_429 or fault_5xx or fault_drop or fault_lost or fault_transient:
@@ -48,10 +87,24 @@ def serve(
                                retry_after_s=retry_after)
         except ValueError as exc:  # the rates add up to more than 1
             raise usage_error(str(exc)) from None
-    typer.echo(f"local D1 on http://{host}:{port}/client/v4 "
+    try:  # bind first: nothing is printed for a server that cannot start
+        server = make_server(host, port, data_dir, latency_ms=latency_ms, api_token=token,
+                             faults=faults, verbose=verbose, create=create,
+                             on_create=lambda db, where: typer.echo(f"created database {db} ({where})", err=True))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise usage_error(f"port {port} on {host} is in use: choose another with --port") from None
+        if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+            raise usage_error(f"cannot bind to {host}: give a local address with --host") from None
+        raise
+    typer.echo(f"local D1 on http://{host}:{server.server_address[1]}/client/v4 "
                f"({'in memory' if data_dir is None else data_dir}); Ctrl-C stops it")
-    run_server(host, port, data_dir, latency_ms=latency_ms, api_token=token, faults=faults,
-               verbose=verbose)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
 
 
 @app.command()
@@ -68,6 +121,28 @@ def demo(
     run(data_dir)
 
 
+gateway_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
+                          help="The gateway Worker: D1's REST API on D1 bindings, deployed by you.")
+app.add_typer(gateway_app, name="gateway")
+
+
+@gateway_app.command("init")
+def gateway_init(
+    directory: Path = typer.Argument(..., help="Folder to write the Worker into (created if missing)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite the gateway's files if they exist."),
+) -> None:
+    """Write the gateway Worker (worker/, wrangler.toml, package.json, schema.sql) to deploy it."""
+    from d1saver.cli import gateway
+
+    try:
+        written = gateway.init(directory, force=force)
+    except FileExistsError as exc:
+        raise usage_error(str(exc)) from None
+    typer.echo(f"wrote {len(written)} files to {directory}. Next, in that folder: npm install; "
+               "edit wrangler.toml (your database ids); npx wrangler deploy; "
+               "npx wrangler secret put API_TOKEN")
+
+
 def _mount_plugins() -> None:
     """Add the commands of installed packages that register under "d1saver.commands" (the
     compaction package does: compact, tag, untag, threads, history). An entry point, not an
@@ -80,7 +155,14 @@ _mount_plugins()
 
 
 def main() -> None:
-    app()
+    """The console script: an unexpected error prints one line (exit 1); --debug adds the traceback."""
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - the last line of defence of a command line
+        if _debug or "--debug" in sys.argv[1:]:
+            raise
+        typer.echo(f"error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", err=True)
+        sys.exit(EXIT_RUNTIME)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ print on a terminal."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import typer
@@ -15,6 +18,9 @@ try:  # recent typer carries its own copy of click
 except ImportError:  # older typer runs on click
     from click import Context, UsageError
 
+# Exit codes of every d1saver command (docs list them): 0 done, 1 a runtime or D1 error,
+# 2 bad usage or configuration, 3 the maintenance lease is held, 4 not found.
+EXIT_RUNTIME = 1
 EXIT_USAGE = 2
 
 
@@ -44,3 +50,27 @@ def printable(text: str) -> str:
     if text.isprintable() and "\\" not in text:
         return text
     return "".join(c if c.isprintable() and c != "\\" else repr(c)[1:-1] for c in text)
+
+
+@contextmanager
+def progress_bar(label: str, *, quiet: bool = False) -> Iterator[Callable[[int, int], None]]:
+    """A `(done, total)` callback that draws a progress bar on stderr when it is a terminal,
+    and does nothing otherwise (or with `quiet`, e.g. under --json): cron logs stay clean."""
+    state: dict[str, Any] = {}
+
+    def report(done: int, total: int) -> None:
+        if quiet or not sys.stderr.isatty() or total <= 0:
+            return
+        if "bar" not in state:
+            state["bar"] = typer.progressbar(length=total, label=label, file=sys.stderr)
+            state["bar"].__enter__()
+            state["done"] = 0
+        state["bar"].length = total
+        state["bar"].update(max(0, done - state["done"]))
+        state["done"] = done
+
+    try:
+        yield report
+    finally:
+        if "bar" in state:
+            state["bar"].__exit__(None, None, None)

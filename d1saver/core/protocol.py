@@ -8,9 +8,9 @@ client performs `Send` and `Sleep`, the driver layer performs `Commit` (group co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, Union
 
 if TYPE_CHECKING:  # types only: this module imports nothing at run time
     import httpx
@@ -21,12 +21,62 @@ Param = Union[str, int, float, None]
 T = TypeVar("T")
 
 
+class NamedSQL(Protocol):
+    """A catalogue statement (d1saver/sql/query.py: Query): its text as sent, and the names of
+    its parameters in position order (params[i] binds ?{i+1})."""
+
+    @property
+    def sql(self) -> str: ...
+
+    @property
+    def params(self) -> tuple[str, ...]: ...
+
+    @property
+    def name(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class Statement:
-    """One SQL statement and its positional parameters."""
+    """One SQL statement and its positional parameters; `name` and `names` (the parameters'
+    names) when it was bound from a named catalogue statement."""
 
     sql: str
     params: Sequence[Param] = ()
+    name: str = field(default="", compare=False)
+    names: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sql, str):
+            raise TypeError("Statement takes SQL text: bind a named statement with "
+                            "Statement.bind(query, {name: value, ...})")
+
+    @classmethod
+    def bind(cls, query: NamedSQL, params: Mapping[str, Param] | None = None) -> Statement:
+        """`query` with its parameters given by name: every name bound, none extra."""
+        given = {} if params is None else params
+        missing = [n for n in query.params if n not in given]
+        extra = [k for k in given if k not in query.params]
+        if missing or extra:
+            raise TypeError(f"{query.name or 'statement'}: parameters missing {missing}, "
+                            f"unknown {extra}")
+        return cls(query.sql, tuple(given[n] for n in query.params), query.name, query.params)
+
+    @classmethod
+    def bind_each(cls, queries: Iterable[NamedSQL], pool: Mapping[str, Param]
+                  ) -> list[Statement]:
+        """A batch: each query bound to the names it takes of `pool`; every name a query
+        takes is in `pool`, and every name in `pool` is taken by some query."""
+        queries = list(queries)
+        used = {n for query in queries for n in query.params}
+        unused = [k for k in pool if k not in used]
+        if unused:
+            raise TypeError(f"parameters {unused} are taken by no statement of the batch")
+        return [cls.bind(query, {n: pool[n] for n in query.params if n in pool})
+                for query in queries]
+
+    def named(self) -> dict[str, Param]:
+        """The parameters by name (a statement bound from a named one)."""
+        return dict(zip(self.names, self.params))
 
 
 @dataclass
@@ -95,5 +145,5 @@ Action = Union[Send, Sleep, Commit, Once]
 # An operation: yields actions, is sent their replies, returns a T.
 Op: TypeAlias = Generator[Action, Any, T]
 
-__all__ = ["Action", "Commit", "Once", "Op", "Param", "Result", "Send", "Sleep", "Statement",
+__all__ = ["Action", "Commit", "NamedSQL", "Once", "Op", "Param", "Result", "Send", "Sleep", "Statement",
            "TraceEvent", "Tracer"]

@@ -69,5 +69,6 @@ def load_settings(**overrides: str | None) -> D1Settings:
             missing.append(f"{name} ({err['msg'].lower()})")
         if missing:
             invalid.insert(0, "D1 settings incomplete: set " + ", ".join(missing)
-                           + " in the environment (or pass them as arguments)")
+                           + " in the environment (or pass them to D1Saver(...); on the command line: "
+                           "--account-id, --database-id, --api-token)")
         raise ConfigError("; ".join(invalid)) from None

@@ -11,13 +11,12 @@ or in-process to d1saver's local D1.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-import re
+import logging
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -29,6 +28,9 @@ from d1saver.core.ids import check_api_base_url, validate_account_id, validate_d
 from d1saver.http.retry import RetryPolicy
 
 T = TypeVar("T")
+# The library's logger: one DEBUG line per HTTP attempt (never the token, never values). No
+# handler is added: the application (or the CLI's -v) decides where it goes.
+log = logging.getLogger("d1saver")
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # D1 cuts every request at 30 s anyway
 Exchange = Generator[Action, Any, list[Result]]
 Perform = Callable[[Action], Any]
@@ -82,9 +84,12 @@ class D1Client:
             async_transport = transport
         self._async_transport = async_transport
         self._sync: httpx.Client | None = None
+        self._sync_finalizer: weakref.finalize[..., Any] | None = None
         # One AsyncClient per event loop, weakly keyed and pruned of closed loops, so that
         # asyncio.run per request keeps at most the last loop's client.
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary())
+        self._closers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncGenerator[None, None]] = (
             weakref.WeakKeyDictionary())
         self._lock = threading.Lock()
         self._blocked_until = 0.0  # monotonic time until which the API budget is spent
@@ -95,10 +100,12 @@ class D1Client:
     # --- the protocol, once ---------------------------------------------------------------
 
     def build_request(self, statements: Sequence[Statement]) -> httpx.Request:
-        """One statement as {"sql", "params"}; several as {"batch": [...]}, run atomically."""
+        """One statement as {"sql", "params"}; several as {"batch": [...]}, run atomically.
+        The SQL goes as given: the catalogue's statements are made ready to send when loaded
+        (d1saver/sql/query.py)."""
         if not statements:
             raise ValueError("no statements to send")
-        items = [{"sql": compact_sql(s.sql), "params": list(s.params)} for s in statements]
+        items = [{"sql": s.sql, "params": list(s.params)} for s in statements]
         body = items[0] if len(items) == 1 else {"batch": items}
         try:
             content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -167,10 +174,15 @@ class D1Client:
     def _trace(self, statements: Sequence[Statement], attempt: int, status: int | None,
                error: D1Error | None, t0: float, request: httpx.Request, received: int) -> None:
         self.requests += 1
+        seconds = time.monotonic() - t0
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("D1 request database=%s statements=%d sent=%dB received=%dB status=%s "
+                      "%.1fms attempt=%d%s", self.database_id, len(statements), len(request.content),
+                      received, status if status is not None else "-", seconds * 1000, attempt,
+                      f" error={type(error).__name__}" if error is not None else "")
         if self.tracer is not None:
             self.tracer(TraceEvent(tuple(statements), attempt, status, error,
-                                   time.monotonic() - t0, len(request.content), received,
-                                   self.database_id))
+                                   seconds, len(request.content), received, self.database_id))
 
     # --- sync: moving bytes -----------------------------------------------------------------
 
@@ -213,6 +225,8 @@ class D1Client:
         with self._lock:
             if self._sync is None:
                 self._sync = httpx.Client(transport=self._sync_transport, timeout=self.timeout)
+                # A script that never closes its saver still closes its sockets at exit.
+                self._sync_finalizer = weakref.finalize(self, self._sync.close)
             return self._sync
 
     # --- async: moving bytes ----------------------------------------------------------------
@@ -244,28 +258,37 @@ class D1Client:
 
     async def _asend(self, request: httpx.Request) -> httpx.Response | D1Error:
         try:
-            return await self._async_client().send(request)
+            return await (await self._async_client()).send(request)
         except httpx.HTTPError as exc:
             return map_transport_error(exc, self._token)
 
-    def _async_client(self) -> httpx.AsyncClient:
+    async def _async_client(self) -> httpx.AsyncClient:
         # An AsyncClient's connections belong to one event loop; keep one client per live loop.
         loop = asyncio.get_running_loop()
         with self._lock:
             for old in [lp for lp in self._async if lp.is_closed()]:
                 del self._async[old]
+                self._closers.pop(old, None)
             client = self._async.get(loop)
-            if client is None:
-                client = httpx.AsyncClient(transport=self._async_transport, timeout=self.timeout)
-                self._async[loop] = client
-            return client
+            if client is not None:
+                return client
+            client = httpx.AsyncClient(transport=self._async_transport, timeout=self.timeout)
+            self._async[loop] = client
+        # Closed with its loop: asyncio.run() closes the async generators a loop started before
+        # it closes, so a script that never calls aclose() leaves no socket open.
+        closer = _close_with_loop(client)
+        await closer.__anext__()
+        with self._lock:
+            self._closers[loop] = closer
+        return client
 
     # --- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
         with self._lock:
             if self._sync is not None:
-                self._sync.close()
+                if self._sync_finalizer is not None:
+                    self._sync_finalizer()
                 self._sync = None
 
     async def aclose(self) -> None:
@@ -273,8 +296,17 @@ class D1Client:
         loop = asyncio.get_running_loop()
         with self._lock:
             client = self._async.pop(loop, None)
+            self._closers.pop(loop, None)
         if client is not None:
             await client.aclose()
+
+
+async def _close_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    """Parked at its yield until the loop shuts its async generators down, then closes `client`."""
+    try:
+        yield
+    finally:
+        await client.aclose()
 
 
 # An action's outcome: (reply, None) or (None, the D1Error to throw into the operation).
@@ -295,18 +327,4 @@ def _outcome(response: httpx.Response | D1Error) -> Outcome:
     return (None, response) if isinstance(response, D1Error) else (response, None)
 
 
-@functools.lru_cache(maxsize=512)
-def compact_sql(sql: str) -> str:
-    """The statement with runs of white space outside string literals folded to one space.
-
-    SQL text travels with every statement; the named statements are laid out for reading, and
-    folding them cut the bytes a 30-turn agent sends by about a sixth (README, Figures).
-    """
-    parts = sql.split("'")
-    for i in range(0, len(parts), 2):  # even parts lie outside '...' literals
-        parts[i] = re.sub(r"\s+", " ", parts[i])
-    return "'".join(parts).strip()
-
-
-
-__all__ = ["D1Client", "DEFAULT_TIMEOUT", "compact_sql"]
+__all__ = ["D1Client", "DEFAULT_TIMEOUT"]

@@ -66,13 +66,29 @@ def map_transport_error(exc: httpx.HTTPError, token: str = "") -> D1Error:
     elif isinstance(exc, httpx.TransportError):
         redact = len(token) >= _REDACT_MIN
         detail = str(exc).replace(token, "[redacted]") if redact else str(exc)
-        err = ConnectionError(f"D1 request failed: {type(exc).__name__}: {detail}")
+        err = ConnectionError(f"D1 request failed: {type(exc).__name__}: {detail}{_where(exc)}")
         if redact and token in str(exc):
             return err  # not chained: a printed traceback would show the original text
     else:
         err = ConnectionError(f"D1 request failed: {type(exc).__name__}")
     err.__cause__ = exc
     return err
+
+
+def _where(exc: httpx.HTTPError) -> str:
+    """Where the request went, and what to check: a connection failure names its server."""
+    try:
+        url = exc.request.url
+    except RuntimeError:  # no request attached
+        return ""
+    return (f" (to {url.scheme}://{url.netloc.decode('ascii', 'replace')}: check D1_API_BASE_URL, "
+            "and that the server is running, e.g. `d1saver serve` for a local D1)")
+
+
+_NOT_FOUND_HINTS = {
+    7003: "check that D1_API_BASE_URL ends in /client/v4 and that the account and database ids are right",
+    7404: "no such database: check D1_DATABASE_ID (or the gateway's DATABASES map)",
+}
 
 
 def parse_response(response: httpx.Response, expected: int, token: str,
@@ -93,8 +109,10 @@ def parse_response(response: httpx.Response, expected: int, token: str,
         if status >= 500:
             raise ServerError(f"D1 answered HTTP {status} without D1's JSON envelope",
                               status=status)
+        hint = (f": is {response.request.url.copy_with(query=None)} a D1 REST API address? "
+                "D1_API_BASE_URL must end in /client/v4") if status == 404 else ""
         raise ResponseError(f"D1 answered HTTP {status} with a body that is not D1's JSON "
-                            f"envelope ({_sniff(response)})", status=status)
+                            f"envelope ({_sniff(response)}){hint}", status=status)
     errors = envelope.get("errors") or []
     first = errors[0] if errors and isinstance(errors[0], dict) else {}
     code = first.get("code") if isinstance(first.get("code"), int) else None
@@ -104,12 +122,14 @@ def parse_response(response: httpx.Response, expected: int, token: str,
     if status == 429:
         raise RateLimitError(message, status=status, code=code, retry_after=retry_after(response, now))
     if status in (401, 403) or code == 10000:
-        raise AuthenticationError(
-            f"{message}: check CLOUDFLARE_API_TOKEN (a token with D1 edit permission)",
-            status=status, code=code)
+        # A gateway without its secret says how to set it (HTTP 500): our token is not the cause.
+        hint = "" if status >= 500 else ": check CLOUDFLARE_API_TOKEN (a token with D1 edit permission)"
+        raise AuthenticationError(f"{message}{hint}", status=status, code=code)
     if status >= 500:
         raise ServerError(message, status=status, code=code)
     if status >= 400:
+        if status == 404 and code in _NOT_FOUND_HINTS:
+            message = f"{message}: {_NOT_FOUND_HINTS[code]}"
         raise query_error(message, status=status, code=code)
     if envelope.get("success") is not True:
         raise ResponseError(f"D1 answered HTTP {status} but success is not true: {message}",

@@ -14,7 +14,7 @@ import hmac
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from d1saver.core.ids import validate_account_id, validate_database_id
 
 from .envelope import ApiError, LocalResponse, encode, error_envelope, success_envelope
 from .faults import RATE_LIMIT, DroppedConnection, Fault, FaultPlan
-from .registry import Registry
+from .registry import Registry, UnknownDatabase
 from .request import parse_request, split_statements
 from .stats import EngineStats
 
@@ -52,13 +52,15 @@ class LocalD1:
         api_token: str | None = None,
         faults: FaultPlan | None = None,
         service_time_ms: float = 0.0,
+        create: bool = True,
+        on_create: Callable[[str, str], None] | None = None,
     ) -> None:
         self.service_s = max(0.0, service_time_ms) / 1000
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self._api_token = api_token
         self.faults = faults
         self.stats = EngineStats()
-        self._registry = Registry(self.data_dir)
+        self._registry = Registry(self.data_dir, create=create, on_create=on_create)
 
     def __enter__(self) -> LocalD1:
         return self
@@ -72,6 +74,10 @@ class LocalD1:
     def close(self) -> None:
         """Close every database connection; the engine cannot be used afterwards."""
         self._registry.close()
+
+    def create_database(self, database_id: str) -> None:
+        """Create `database_id` now (an engine built with create=False refuses unknown ids)."""
+        self._registry.create(database_id)
 
     def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> LocalResponse:
         """Answer one HTTP request the way D1's REST API would."""
@@ -109,7 +115,11 @@ class LocalD1:
             return 401, error_envelope(10000, "Authentication error")
         try:
             statements = parse_request(body)
-            database = self._registry.get(match.group(2))
+            try:
+                database = self._registry.get(match.group(2))
+            except UnknownDatabase:
+                return 404, error_envelope(7404, f"database {match.group(2)} not found "
+                                                 "(this local D1 creates no databases: --no-create)")
             self.stats.add(statements=len(statements))
             with database.lock:
                 results = database.run(statements, raw=match.group(3) == "raw")

@@ -6,8 +6,10 @@ to stay directly inside the data directory, so no request can name a file elsewh
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from d1saver.core.errors import ConfigError
@@ -15,7 +17,13 @@ from d1saver.core.ids import validate_database_id
 
 from .database import Database
 
-__all__ = ["Registry", "database_file"]
+__all__ = ["Registry", "UnknownDatabase", "database_file"]
+
+log = logging.getLogger("d1saver.local")
+
+
+class UnknownDatabase(LookupError):
+    """A database id the registry does not hold and may not create."""
 
 
 def database_file(root: Path, database_id: str) -> Path:
@@ -32,7 +40,10 @@ def database_file(root: Path, database_id: str) -> Path:
 class Registry:
     """One `Database` per database id, kept open until `close()`; safe to use from many threads."""
 
-    def __init__(self, data_dir: Path | None) -> None:
+    def __init__(self, data_dir: Path | None, *, create: bool = True,
+                 on_create: Callable[[str, str], None] | None = None) -> None:
+        self._create = create
+        self._on_create = on_create
         self._root: Path | None = None
         if data_dir is not None:
             data_dir.mkdir(parents=True, exist_ok=True)
@@ -50,8 +61,24 @@ class Registry:
             if database is None:
                 validate_database_id(database_id)  # in memory too: one rule for every id
                 target = ":memory:" if self._root is None else str(database_file(self._root, database_id))
+                fresh = target == ":memory:" or not Path(target).exists()
+                if fresh and not self._create:
+                    raise UnknownDatabase(database_id)
                 database = self._databases[database_id] = Database(target)
+                if fresh:  # a typo in an id makes a new, empty database: say so
+                    where = "in memory" if target == ":memory:" else target
+                    log.info("local D1: created database %s (%s)", database_id, where)
+                    if self._on_create is not None:
+                        self._on_create(database_id, where)
             return database
+
+    def create(self, database_id: str) -> None:
+        """Create (or open) `database_id` even when the registry refuses unknown ids."""
+        create, self._create = self._create, True
+        try:
+            self.get(database_id)
+        finally:
+            self._create = create
 
     def close(self) -> None:
         """Close every database connection; no database can be opened afterwards."""

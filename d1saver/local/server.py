@@ -1,6 +1,6 @@
 """Serve a `LocalD1` over real HTTP, so any D1 REST client (or another process) can use it.
 
-Run it with `python -m d1saver.local.server --port 8787 --data-dir .d1`.
+Run it with `d1saver serve` or `python -m d1saver.local.server --data-dir .d1`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 from .engine import LocalD1
@@ -19,6 +20,8 @@ from .faults import DroppedConnection, FaultPlan
 __all__ = ["LocalD1Server", "make_server", "serve"]
 
 TOKEN_ENV = "LOCAL_D1_API_TOKEN"
+# Not 8787, Wrangler's default, so that `wrangler dev` can run beside the local D1.
+DEFAULT_PORT = 8799
 
 
 class LocalD1Server(ThreadingHTTPServer):
@@ -78,7 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def make_server(
     host: str = "127.0.0.1",
-    port: int = 8787,
+    port: int = DEFAULT_PORT,
     data_dir: str | os.PathLike[str] | None = None,
     *,
     latency_ms: float = 0.0,
@@ -86,6 +89,8 @@ def make_server(
     faults: FaultPlan | None = None,
     engine: LocalD1 | None = None,
     verbose: bool = False,
+    create: bool = True,
+    on_create: Callable[[str, str], None] | None = None,
 ) -> LocalD1Server:
     """A bound, not yet serving server; use port 0 for a free port and read `server.server_address`.
 
@@ -95,13 +100,13 @@ def make_server(
         raise ValueError("pass either engine or data_dir/api_token/faults, not both")
     owns = engine is None
     if engine is None:
-        engine = LocalD1(data_dir, api_token=api_token, faults=faults)
+        engine = LocalD1(data_dir, api_token=api_token, faults=faults, create=create, on_create=on_create)
     return LocalD1Server((host, port), engine, latency_ms=latency_ms, verbose=verbose, owns_engine=owns)
 
 
 def serve(
     host: str = "127.0.0.1",
-    port: int = 8787,
+    port: int = DEFAULT_PORT,
     data_dir: str | os.PathLike[str] | None = None,
     *,
     ready: threading.Event | None = None,
@@ -123,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     """Command line: serve a local D1 over HTTP (the token, if any, comes from $LOCAL_D1_API_TOKEN)."""
     parser = argparse.ArgumentParser(description="A local D1 speaking D1's REST API, backed by SQLite.")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8787)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--data-dir", default=None, help="keep databases here (default: in memory)")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="added to every request")
     parser.add_argument("--verbose", action="store_true", help="log request lines")

@@ -375,7 +375,8 @@ class Operations(Rewrites):
     def tag(self, config: RunnableConfig, name: str) -> Op[None]:
         thread_id, ns, cid = st.thread_id_of(config), st.ns_of(config), get_checkpoint_id(config)
         (result,) = yield from self.exchange(
-            [Statement(_sql.TAG, (thread_id, ns, cid, str(name)))])
+            [Statement.bind(_sql.TAG, {"thread_id": thread_id, "checkpoint_ns": ns,
+                                       "checkpoint_id": cid, "name": str(name)})])
         if not result.rows:
             raise NotFoundError(
                 f"no checkpoint {cid!r} in thread {thread_id!r} (namespace {ns!r}) to tag")
@@ -389,7 +390,8 @@ class Operations(Rewrites):
 
     def tags(self, config: RunnableConfig) -> Op[dict[str, str]]:
         (result,) = yield from self.exchange(
-            [Statement(_sql.LIST_TAGS, (st.thread_id_of(config), st.ns_of(config)))])
+            [Statement.bind(_sql.LIST_TAGS, {"thread_id": st.thread_id_of(config),
+                                             "checkpoint_ns": st.ns_of(config)})])
         return _rows.read_rows(_rows.tags_from, result)
 
 

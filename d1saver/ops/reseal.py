@@ -27,7 +27,9 @@ from d1saver.ops.reseal_frozen import (
     IDX_MIN,
     RawFrozen,
     copy_frozen,
+    frozen_key_params,
     frozen_statement,
+    key_params,
     pieces_statements,
     raw_frozen,
     reseal_frozen,
@@ -96,17 +98,26 @@ def checkpoints_statement(thread_id: str | None, after: CheckpointCursor | None,
                           heads: list[str] | None) -> Statement:
     """A page of checkpoint rows after `after`: of one thread or all; with `heads` (the newest
     key's, `Sealer.fresh_heads`), only rows holding a value not sealed under it."""
-    sql = _sql.RAW_CHECKPOINTS_ALL if thread_id is None else _sql.RAW_CHECKPOINTS_THREAD
     after = after or (thread_id or "", "", "")
-    return Statement(sql, (thread_id, *after, int(size), _heads(heads)))
+    params: dict[str, Param] = {
+        "after_thread_id": after[0], "after_checkpoint_ns": after[1],
+        "after_checkpoint_id": after[2], "limit": int(size), "heads": _heads(heads)}
+    if thread_id is None:
+        return Statement.bind(_sql.RAW_CHECKPOINTS_ALL, params)
+    return Statement.bind(_sql.RAW_CHECKPOINTS_THREAD, {**params, "thread_id": thread_id})
 
 
 def writes_statement(thread_id: str | None, after: WriteCursor | None, size: int,
                      heads: list[str] | None) -> Statement:
     """A page of write rows after `after`, as `checkpoints_statement`."""
-    sql = _sql.RAW_WRITES_ALL if thread_id is None else _sql.RAW_WRITES_THREAD
     after = after or (thread_id or "", "", "", "", IDX_MIN)
-    return Statement(sql, (thread_id, *after, int(size), _heads(heads)))
+    params: dict[str, Param] = {
+        "after_thread_id": after[0], "after_checkpoint_ns": after[1],
+        "after_checkpoint_id": after[2], "after_task_id": after[3], "after_idx": after[4],
+        "limit": int(size), "heads": _heads(heads)}
+    if thread_id is None:
+        return Statement.bind(_sql.RAW_WRITES_ALL, params)
+    return Statement.bind(_sql.RAW_WRITES_THREAD, {**params, "thread_id": thread_id})
 
 
 def _heads(heads: list[str] | None) -> str | None:
@@ -183,9 +194,10 @@ def copy_checkpoints(values: Values, rows: list[RawCheckpoint], target: str) -> 
             raise refuse_plaintext(checkpoint_binder(*row.key)(row.type, None))
         (text, pieces), metadata = sealed
         key = (target, *row.key[1:])
-        params: list[Param] = [*key, row.parent, row.type, text, metadata, row.channels,
-                               row.run_id, row.ts]
-        stmts.append(Statement(_sql.UPSERT_CHECKPOINT, params))
+        stmts.append(Statement.bind(_sql.UPSERT_CHECKPOINT, {
+            **key_params(key), "parent_checkpoint_id": row.parent, "type": row.type,
+            "checkpoint": text, "metadata": metadata, "channels": row.channels,
+            "run_id": row.run_id, "ts": row.ts}))
         stmts += pieces_statements(key, "", pieces, replace_old=True)
         stmts += pieces_statements(key, METADATA_OWNER, None, replace_old=True)
     return stmts
@@ -202,9 +214,9 @@ def copy_writes(values: Values, rows: list[RawWrite], target: str) -> list[State
                                                 row.channel)(row.type))
         text, pieces = sealed
         key = (target, *row.key[1:])
-        stmts.append(Statement(_sql.INSERT_WRITES_REPLACE, (
-            *key, row.task_id, row.task_path,
-            json.dumps([[row.idx, row.channel, row.type, text]], ensure_ascii=False))))
+        stmts.append(Statement.bind(_sql.INSERT_WRITES_REPLACE, {
+            **key_params(key), "task_id": row.task_id, "task_path": row.task_path,
+            "writes": json.dumps([[row.idx, row.channel, row.type, text]], ensure_ascii=False)}))
         stmts += pieces_statements(key, row.owner, pieces, replace_old=True)
     return stmts
 
@@ -274,12 +286,14 @@ def add_counts(parts: Mapping[str, RekeyCounts]) -> RekeyCounts:
 
 
 def fingerprint(text: str | None) -> str | None:
-    """_sql._FP in Python: length, first and last 40 characters."""
+    """The REKEY_GUARD_* statements' fingerprint of a text, in Python: length, first and last
+    40 characters."""
     return None if text is None else f"{len(text)}:{text[:40]}{text[-40:]}"
 
 
 def pieces_fingerprint(pieces: list[tuple[int, str]]) -> str | None:
-    """_sql._PIECES_FP in Python: count, total length, piece 0's ends."""
+    """The REKEY_GUARD_* statements' fingerprint of a value's pieces, in Python: count, total
+    length, piece 0's ends."""
     first = dict(pieces).get(0)
     if not pieces or first is None:
         return None
@@ -293,11 +307,13 @@ def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCo
     def rewrite(row: RawCheckpoint, sealed: tuple[Sealed, str]) -> list[Statement]:
         (text, pieces), metadata = sealed
         return [
-            Statement(_sql.REKEY_GUARD_CHECKPOINT, (
-                *row.key, fingerprint(row.checkpoint), fingerprint(row.metadata),
-                pieces_fingerprint(row.pieces.get("", [])),
-                pieces_fingerprint(row.pieces.get(METADATA_OWNER, [])))),
-            Statement(_sql.REKEY_CHECKPOINT, (*row.key, text, metadata)),
+            Statement.bind(_sql.REKEY_GUARD_CHECKPOINT, {
+                **key_params(row.key), "checkpoint_fp": fingerprint(row.checkpoint),
+                "metadata_fp": fingerprint(row.metadata),
+                "checkpoint_pieces_fp": pieces_fingerprint(row.pieces.get("", [])),
+                "metadata_pieces_fp": pieces_fingerprint(row.pieces.get(METADATA_OWNER, []))}),
+            Statement.bind(_sql.REKEY_CHECKPOINT, {**key_params(row.key), "checkpoint": text,
+                                                   "metadata": metadata}),
             *pieces_statements(row.key, "", pieces, replace_old="" in row.pieces),
             # a row sealed from plaintext keeps its metadata in the value, not in chunks
             *pieces_statements(row.key, METADATA_OWNER, None, replace_old=METADATA_OWNER in row.pieces),
@@ -323,15 +339,18 @@ def _unpack_sealed(values: Values, row: RawWrite, writes: list[RawWrite], counts
     if any(is_manifest(w.value) for w in writes):
         counts.plaintext += len(writes)
         return []
-    stmts = [Statement(_sql.REKEY_GUARD_WRITE, (*row.key, row.task_id, row.idx,
-                                                 fingerprint(row.value), pieces_fingerprint([]))),
-             Statement(_sql.REKEY_DROP_WRITE, (*row.key, row.task_id, row.idx))]
+    write = {**key_params(row.key), "task_id": row.task_id, "idx": row.idx}
+    stmts = [Statement.bind(_sql.REKEY_GUARD_WRITE, {
+                 **write, "value_fp": fingerprint(row.value),
+                 "pieces_fp": pieces_fingerprint([])}),
+             Statement.bind(_sql.REKEY_DROP_WRITE, write)]
     for w in writes:
         sealed = reseal_write(values, w, w.key[0], plaintext=True)
         assert sealed is not None  # plaintext=True seals every plaintext value
         text, pieces = sealed
-        stmts.append(Statement(_sql.REKEY_ADD_WRITE, (*w.key, w.task_id, w.task_path, w.idx,
-                                                      w.channel, w.type, text)))
+        stmts.append(Statement.bind(_sql.REKEY_ADD_WRITE, {
+            **key_params(w.key), "task_id": w.task_id, "task_path": w.task_path, "idx": w.idx,
+            "channel": w.channel, "type": w.type, "value": text}))
         stmts += pieces_statements(w.key, w.owner, pieces, replace_old=False)
         counts.rewritten += 1
     return stmts
@@ -359,11 +378,12 @@ def _rekey_whole(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
 
     def rewrite(row: RawWrite, sealed: Sealed) -> list[Statement]:
         text, pieces = sealed
+        write = {**key_params(row.key), "task_id": row.task_id, "idx": row.idx}
         return [
-            Statement(_sql.REKEY_GUARD_WRITE, (
-                *row.key, row.task_id, row.idx, fingerprint(row.value),
-                pieces_fingerprint(row.pieces))),
-            Statement(_sql.REKEY_WRITE, (*row.key, row.task_id, row.idx, text)),
+            Statement.bind(_sql.REKEY_GUARD_WRITE, {
+                **write, "value_fp": fingerprint(row.value),
+                "pieces_fp": pieces_fingerprint(row.pieces)}),
+            Statement.bind(_sql.REKEY_WRITE, {**write, "value": text}),
             *pieces_statements(row.key, row.owner, pieces, replace_old=bool(row.pieces)),
         ]
 
@@ -381,10 +401,11 @@ def rekey_frozen(values: Values, rows: list[RawFrozen], counts: RekeyCounts, *,
         text, metadata, pieces = sealed
         old_pieces = row.pieces.get(row.piece_owner, [])
         return [
-            Statement(_sql.REKEY_GUARD_FROZEN, (
-                *row.cursor, fingerprint(row.value), pieces_fingerprint(old_pieces),
-                row.piece_owner)),
-            Statement(_sql.REKEY_FROZEN, (*row.cursor, text, metadata)),
+            Statement.bind(_sql.REKEY_GUARD_FROZEN, {
+                **frozen_key_params(row.cursor), "value_fp": fingerprint(row.value),
+                "pieces_fp": pieces_fingerprint(old_pieces), "owner": row.piece_owner}),
+            Statement.bind(_sql.REKEY_FROZEN, {**frozen_key_params(row.cursor), "value": text,
+                                               "metadata": metadata}),
             *pieces_statements(row.key, row.piece_owner, pieces, replace_old=bool(old_pieces)),
         ]
 

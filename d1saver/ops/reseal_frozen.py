@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from d1saver.sql import catalogue as _sql
 from d1saver.storage.crypto import checkpoint_binder, refuse_plaintext, write_binder
-from d1saver.core.protocol import Result, Statement
+from d1saver.core.protocol import Param, Result, Statement
 from d1saver.ops.rows import check_columns
 from d1saver.storage.values import METADATA_OWNER, Values
 
@@ -62,14 +63,33 @@ class RawFrozen:
         return self.pieces.get(f"f/{self.src}/{owner}", [])
 
 
+def key_params(key: tuple[Any, ...]) -> dict[str, Param]:
+    """A checkpoint's key (thread_id, checkpoint_ns, checkpoint_id) as named parameters."""
+    thread_id, ns, cid = key
+    return {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
+
+
+# A delta_frozen row's primary key, in order (RawFrozen.cursor).
+FROZEN_KEY = ("thread_id", "checkpoint_ns", "checkpoint_id", "channel", "kind", "depth",
+              "task_id", "idx")
+
+
+def frozen_key_params(cursor: tuple[Any, ...]) -> dict[str, Param]:
+    """A delta_frozen row's key as named parameters."""
+    return dict(zip(FROZEN_KEY, cursor, strict=True))
+
+
 def frozen_statement(thread_id: str | None, after: FrozenCursor | None, size: int,
                      heads: list[str] | None = None) -> Statement:
     """A page of frozen DeltaChannel rows after `after`: of one thread or all; with `heads`
     (the newest key's), only rows holding a value not sealed under it."""
-    sql = _sql.RAW_FROZEN_ALL if thread_id is None else _sql.RAW_FROZEN_THREAD
     cursor = after or (thread_id or "", "", "", "", "", -1, "", IDX_MIN)
-    return Statement(sql, (thread_id, *cursor, int(size),
-                           None if heads is None else json.dumps(heads)))
+    params: dict[str, Param] = {
+        **{f"after_{k}": v for k, v in frozen_key_params(cursor).items()},
+        "limit": int(size), "heads": None if heads is None else json.dumps(heads)}
+    if thread_id is None:
+        return Statement.bind(_sql.RAW_FROZEN_ALL, params)
+    return Statement.bind(_sql.RAW_FROZEN_THREAD, {**params, "thread_id": thread_id})
 
 
 def raw_frozen(result: Result) -> list[RawFrozen]:
@@ -95,8 +115,9 @@ def pieces_statements(key: CheckpointCursor, owner: str, pieces: list[str] | Non
     Rows an UPDATE rewrites fire no trigger, so the old pieces are deleted here."""
     if pieces is None and not replace_old:
         return []
-    stmts = [Statement(_sql.DELETE_CHUNKS_OF, (*key, owner))]
-    return stmts + [Statement(_sql.INSERT_CHUNK, (*key, owner, seq, piece))
+    of = {**key_params(key), "owner": owner}
+    stmts = [Statement.bind(_sql.DELETE_CHUNKS_OF, of)]
+    return stmts + [Statement.bind(_sql.INSERT_CHUNK, {**of, "seq": seq, "data": piece})
                     for seq, piece in enumerate(pieces or [])]
 
 
@@ -145,13 +166,15 @@ def copy_frozen(values: Values, rows: list[RawFrozen], target: str) -> list[Stat
             raise refuse(row)
         text, metadata, pieces = sealed
         key = (target, *row.key[1:])
-        stmts.append(Statement(_sql.INSERT_FROZEN, (
-            *key, row.channel, row.kind, row.depth, row.task_id, row.idx, row.src,
-            row.task_path, row.type, text, metadata, row.channels)))
+        stmts.append(Statement.bind(_sql.INSERT_FROZEN, {
+            **key_params(key), "channel": row.channel, "kind": row.kind, "depth": row.depth,
+            "task_id": row.task_id, "idx": row.idx, "src_checkpoint_id": row.src,
+            "task_path": row.task_path, "type": row.type, "value": text, "metadata": metadata,
+            "channels": row.channels}))
         if row.kind != "c":
             stmts += pieces_statements(key, row.piece_owner, pieces, replace_old=True)
     return stmts
 
 
-__all__ = ["IDX_MIN", "FrozenCursor", "RawFrozen", "Resealed", "copy_frozen",
-           "frozen_statement", "pieces_statements", "raw_frozen", "refuse", "reseal_frozen"]
+__all__ = ["FROZEN_KEY", "IDX_MIN", "FrozenCursor", "RawFrozen", "Resealed", "copy_frozen",
+           "frozen_key_params", "frozen_statement", "key_params", "pieces_statements", "raw_frozen", "refuse", "reseal_frozen"]

@@ -59,8 +59,8 @@ class Rewrites:
             lambda c: _reseal.writes_statement(source, c, page_size, None),
             _reseal.raw_writes, lambda r: r.cursor,
             lambda rows, _: _reseal.copy_writes(self.values, rows, target), page_size,
-            last=[Statement(_sql.COPY_TAGS, (source, target)),
-                  Statement(_sql.COPY_DELTA_UNWRITTEN, (source, target)),
+            last=[*Statement.bind_each([_sql.COPY_TAGS, _sql.COPY_DELTA_UNWRITTEN],
+                                       {"source": source, "target": target}),
                   frozen(source, None, page_size)])
         yield from self._rewrite(
             lambda c: frozen(source, c, page_size), _reseal.raw_frozen, lambda r: r.cursor,
@@ -71,7 +71,7 @@ class Rewrites:
 
     def key_census(self) -> Op[dict[str, dict[str, int]]]:
         """Stored values per table and key id ("plaintext" for values under none)."""
-        (result,) = yield from self.exchange([Statement(_sql.KEY_CENSUS)])
+        (result,) = yield from self.exchange([Statement.bind(_sql.KEY_CENSUS)])
         return _rows.read_rows(_reseal.census, result, key_id_of_text)
 
     def rekey(self, table: str, *, page_size: int, plaintext: bool,

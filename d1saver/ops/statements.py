@@ -66,7 +66,8 @@ def checkpoint_id_of(config: RunnableConfig) -> str:
 
 def validate_filter(filter: Mapping[str, Any] | None) -> str | None:
     """The metadata filter as the page statement's parameter, keys validated: one
-    [path, doc] pair per key, doc holding the wanted value at path (see _sql._FILTER)."""
+    [path, doc] pair per key, doc holding the wanted value at path (the page statements'
+    metadata filter, _sql.SELECT_PAGE_*_FILTERED)."""
     if not filter:
         return None
     entries = []
@@ -114,8 +115,9 @@ def chunk_statements(thread_id: str, ns: str, cid: str, owner: str,
     owner's; sent after its row (none for a value that fits its row)."""
     if pieces is None:
         return []
-    return [Statement(_sql.DELETE_CHUNKS_OF, (thread_id, ns, cid, owner)),
-            *(Statement(_sql.INSERT_CHUNK, (thread_id, ns, cid, owner, seq, piece))
+    key = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid, "owner": owner}
+    return [Statement.bind(_sql.DELETE_CHUNKS_OF, key),
+            *(Statement.bind(_sql.INSERT_CHUNK, {**key, "seq": seq, "data": piece})
               for seq, piece in enumerate(pieces))]
 
 
@@ -123,8 +125,10 @@ def _write_chunk_statements(thread_id: str, ns: str, cid: str, task_id: str, idx
                             value: StoredValue) -> list[Statement]:
     """The pieces of a regular (insert-or-ignore) write: stored only with its own row."""
     owner = f"{task_id}/{idx}"
-    return [Statement(_sql.INSERT_WRITE_CHUNK,
-                      (thread_id, ns, cid, owner, seq, piece, task_id, idx, value.text))
+    return [Statement.bind(_sql.INSERT_WRITE_CHUNK, {
+                "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid,
+                "owner": owner, "seq": seq, "data": piece, "task_id": task_id, "idx": idx,
+                "value": value.text})
             for seq, piece in enumerate(value.pieces or [])]
 
 
@@ -137,8 +141,9 @@ def unwritten_statements(thread_id: str, ns: str, cid: str, checkpoint: Checkpoi
     unwritten = sorted(str(ch) for ch in counters if ch not in versions)
     if not unwritten:
         return []
-    return [Statement(_sql.PUT_UNWRITTEN,
-                      (thread_id, ns, cid, json.dumps(unwritten, ensure_ascii=False)))]
+    return [Statement.bind(_sql.PUT_UNWRITTEN, {
+        "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid,
+        "channels": json.dumps(unwritten, ensure_ascii=False)})]
 
 
 def new_chunks_params(thread_id: str, chunks: Iterable[Chunk]) -> tuple[str | None,
@@ -154,11 +159,13 @@ def new_chunks_params(thread_id: str, chunks: Iterable[Chunk]) -> tuple[str | No
     stmts, part, size = [], [], 0
     for row in rows:
         if part and size + len(row[2]) > _WRITES_PARAM_MAX:
-            stmts.append(Statement(_sql.INSERT_CHUNKS, (thread_id, json.dumps(part))))
+            stmts.append(Statement.bind(_sql.INSERT_CHUNKS,
+                                        {"thread_id": thread_id, "chunks": json.dumps(part)}))
             part, size = [], 0
         part.append(row)
         size += len(row[2]) + 40
-    stmts.append(Statement(_sql.INSERT_CHUNKS, (thread_id, json.dumps(part))))
+    stmts.append(Statement.bind(_sql.INSERT_CHUNKS,
+                                {"thread_id": thread_id, "chunks": json.dumps(part)}))
     return None, stmts
 
 
@@ -188,14 +195,17 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
     value, stored_md = values.dump_checkpoint(checkpoint, md, channels,
                                               checkpoint_binder(thread_id, ns, cid), fixed,
                                               held=held)
-    params: list[Param] = [thread_id, ns, cid, parent_id, _type(value.type), value.text,
-                           stored_md.text, channels, run_id, ts]
+    key: dict[str, Param] = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid,
+                             "parent_checkpoint_id": parent_id}
     stmts: list[Statement] = []
     if guard_head:
-        stmts.append(Statement(_sql.GUARD_HEAD, params[:4]))
+        stmts.append(Statement.bind(_sql.GUARD_HEAD, key))
     chunks, first = new_chunks_params(thread_id, value.new_chunks)
     stmts += first
-    stmts.append(Statement(_sql.PUT, [*params, chunks]))
+    stmts.append(Statement.bind(_sql.PUT, {
+        **key, "type": _type(value.type), "checkpoint": value.text,
+        "metadata": stored_md.text, "channels": channels, "run_id": run_id, "ts": ts,
+        "chunks": chunks}))
     stmts += unwritten_statements(thread_id, ns, cid, checkpoint, md)
     stmts += chunk_statements(thread_id, ns, cid, "", value.pieces)
     stmts += chunk_statements(thread_id, ns, cid, METADATA_OWNER, stored_md.pieces)
@@ -247,23 +257,28 @@ def put_writes_statements(values: Values, config: RunnableConfig,
         else:
             piece_stmts += _write_chunk_statements(thread_id, ns, cid, task_id, widx, value)
     chunks, stmts = new_chunks_params(thread_id, new.values())
+    task: dict[str, Param] = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid,
+                              "task_id": task_id, "task_path": task_path}
     special_rows = [b for b in batches[True] if b]
     regular_rows = [b for b in batches[False] if b]
     if values.sealer is not None or piece_stmts:
         # One row per write, not packed: with keys a write is sealed for its own row (task,
         # idx, channel), as rekeying reads them; a value in pieces ("c:") is owned by its row.
         if chunks is not None:
-            stmts = [Statement(_sql.INSERT_CHUNKS, (thread_id, chunks))]
-        for special, sql in ((True, _sql.INSERT_WRITES_REPLACE), (False, _sql.INSERT_WRITES_IGNORE)):
-            stmts += [Statement(sql, (thread_id, ns, cid, task_id, task_path, _rows_json(rows)))
+            stmts = [Statement.bind(_sql.INSERT_CHUNKS, {"thread_id": thread_id, "chunks": chunks})]
+        for special, query in ((True, _sql.INSERT_WRITES_REPLACE),
+                               (False, _sql.INSERT_WRITES_IGNORE)):
+            stmts += [Statement.bind(query, {**task, "writes": _rows_json(rows)})
                       for rows in (special_rows if special else regular_rows)]
         return stmts + piece_stmts, reached
     for n in range(max(len(special_rows), len(regular_rows))):
-        stmts.append(Statement(_sql.PUT_WRITES, (
-            thread_id, ns, cid, task_id, task_path,
-            _rows_json(_short_types(special_rows[n])) if n < len(special_rows) else None,
-            _rows_json(_short_types(regular_rows[n])) if n < len(regular_rows) else None,
-            chunks if n == 0 else None)))
+        stmts.append(Statement.bind(_sql.PUT_WRITES, {
+            **task,
+            "special": (_rows_json(_short_types(special_rows[n]))
+                        if n < len(special_rows) else None),
+            "regular": (_rows_json(_short_types(regular_rows[n]))
+                        if n < len(regular_rows) else None),
+            "chunks": chunks if n == 0 else None}))
     return (stmts + piece_stmts if special_rows or regular_rows else []), reached
 
 
@@ -284,43 +299,51 @@ def _rows_json(rows: list[list[Any]]) -> str:
 def page_statement(*, thread_id: str | None, ns: str | None, checkpoint_id: str | None,
                    before: str | None, filter_json: str | None, cursor: Cursor | None,
                    size: int) -> Statement:
-    """One page of checkpoints with their writes and chunks, in the narrowest scope."""
+    """One page of checkpoints with their writes and chunks, in the narrowest scope: every
+    thread (list(None)), every namespace of one thread, or one namespace; the metadata
+    filter's text is sent only with a filter."""
     filtered = filter_json is not None
-    if thread_id is None:
-        sql = _sql.SELECT_PAGE_ALL_FILTERED if filtered else _sql.SELECT_PAGE_ALL
-    elif ns is None:
-        sql = _sql.SELECT_PAGE_THREAD_FILTERED if filtered else _sql.SELECT_PAGE_THREAD
-    else:
-        sql = _sql.SELECT_PAGE_THREAD_NS_FILTERED if filtered else _sql.SELECT_PAGE_THREAD_NS
     c = cursor or (None, None, None)
-    return Statement(sql, (thread_id, ns, checkpoint_id, before, filter_json, *c, size))
+    params: dict[str, Param] = {"checkpoint_id": checkpoint_id, "before": before,
+                                "after_checkpoint_id": c[0], "limit": size}
+    if thread_id is None:
+        query = _sql.SELECT_PAGE_ALL_FILTERED if filtered else _sql.SELECT_PAGE_ALL
+    elif ns is None:
+        query = _sql.SELECT_PAGE_THREAD_FILTERED if filtered else _sql.SELECT_PAGE_THREAD
+        params["thread_id"] = thread_id
+    else:
+        query = _sql.SELECT_PAGE_THREAD_NS_FILTERED if filtered else _sql.SELECT_PAGE_THREAD_NS
+        params.update(thread_id=thread_id, checkpoint_ns=ns)
+    if ns is None:  # the cursor's other columns: its row's thread and namespace
+        params.update(after_thread_id=c[1], after_checkpoint_ns=c[2])
+    if filtered:
+        params["filter"] = filter_json
+    return Statement.bind(query, params)
 
 
 def delta_statement(page: Statement) -> Statement:
     """The DeltaChannel prefetch that rides with a page statement (same parameters)."""
-    return Statement(_sql.PAGE_DELTA_OF[page.sql], page.params)
+    return Statement.bind(_sql.PAGE_DELTA_OF[page.name], page.named())
 
 
 def delta_history_statement(config: RunnableConfig, channels: Sequence[str]) -> Statement:
-    return Statement(_sql.DELTA_HISTORY, (
-        thread_id_of(config), ns_of(config), get_checkpoint_id(config),
-        json.dumps(list(channels), ensure_ascii=False)))
+    return Statement.bind(_sql.DELTA_HISTORY, {
+        "thread_id": thread_id_of(config), "checkpoint_ns": ns_of(config),
+        "checkpoint_id": get_checkpoint_id(config),
+        "channels": json.dumps(list(channels), ensure_ascii=False)})
 
 
 def delete_threads_statements(thread_ids: Sequence[str]) -> list[Statement]:
-    ids = id_list(thread_ids)
-    return [Statement(s, (ids,)) for s in _sql.DELETE_THREADS]
+    return Statement.bind_each(_sql.DELETE_THREADS, {"thread_ids": id_list(thread_ids)})
 
 
 def delete_for_runs_statements(run_ids: Sequence[str]) -> list[Statement]:
-    ids = id_list(run_ids)
     stmts = _sql.retention_batch([_sql.SCOPE_RUNS, _sql.PLAN_KEEP_OTHER_RUNS])
-    return [Statement(s, (ids,) if "?1" in s else ()) for s in stmts]
+    return Statement.bind_each(stmts, {"run_ids": id_list(run_ids)})
 
 
 def copy_thread_statements(source: str, target: str) -> list[Statement]:
-    params = (str(source), str(target))
-    return [Statement(s, params if "?" in s else ()) for s in _sql.COPY_THREAD]
+    return Statement.bind_each(_sql.COPY_THREAD, {"source": str(source), "target": str(target)})
 
 
 def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
@@ -329,20 +352,12 @@ def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: boo
     root and of the subgraphs it reaches, tags); freeze the DeltaChannel histories of kept
     checkpoints whose ancestors go; relink; delete the rest.
     A summary of a batch that deletes is recorded under `op_id` (drawn if None)."""
-    ids = id_list(thread_ids)
-    op = new_op_id() if op_id is None else str(op_id)
-    bound = []
-    for s in _sql.retention_batch([_sql.SCOPE_THREADS, _sql.PLAN_KEEP],
-                                  summarize=summarize, delete=delete, freeze=True):
-        if s == _sql.SCOPE_THREADS:
-            bound.append(Statement(s, (ids,)))
-        elif s == _sql.PLAN_KEEP:
-            bound.append(Statement(s, (int(keep),)))
-        elif s in (_sql.RECORD_PLAN, _sql.RECORDED_PLAN):
-            bound.append(Statement(s, (op,)))
-        else:
-            bound.append(Statement(s))
-    return bound
+    stmts = _sql.retention_batch([_sql.SCOPE_THREADS, _sql.PLAN_KEEP],
+                                 summarize=summarize, delete=delete, freeze=True)
+    pool: dict[str, Param] = {"thread_ids": id_list(thread_ids), "keep": int(keep)}
+    if summarize and delete:  # a summary is recorded under the batch's op id
+        pool["op_id"] = new_op_id() if op_id is None else str(op_id)
+    return Statement.bind_each(stmts, pool)
 
 
 def new_op_id() -> str:
@@ -354,23 +369,22 @@ def new_op_id() -> str:
 def untag_statements(config: RunnableConfig, name: str, op_id: str) -> list[Statement]:
     """Untag as one batch that answers "did the tag exist?" from a record, not from the
     delete's change count, which a retry after a lost response would see as 0."""
-    params = (thread_id_of(config), ns_of(config), str(name))
-    return [Statement(_sql.FORGET_OLD_OPS),
-            Statement(_sql.RECORD_UNTAG, (*params, op_id)),
-            Statement(_sql.UNTAG, params),
-            Statement(_sql.OP_RESULT, (op_id,))]
+    return Statement.bind_each(
+        [_sql.FORGET_OLD_OPS, _sql.RECORD_UNTAG, _sql.UNTAG, _sql.OP_RESULT],
+        {"thread_id": thread_id_of(config), "checkpoint_ns": ns_of(config), "name": str(name),
+         "op_id": op_id})
 
 
 def read_schema() -> Statement:
     """The versions the database records (goes first in an instance's first request)."""
-    return Statement(_sql.READ_SCHEMA)
+    return Statement.bind(_sql.READ_SCHEMA)
 
 
 def setup_statements() -> list[Statement]:
     """schema.sql and the stored versions, in one batch: creates a fresh database whole,
     changes nothing on one at this version, and fails (schema_outdated, schema_too_new) on a
     database it must not touch."""
-    return [*(Statement(s) for s in _sql.SCHEMA_STATEMENTS), read_schema()]
+    return [*(Statement.bind(s) for s in _sql.SCHEMA), read_schema()]
 
 
 def migration_statements(version: int) -> list[Statement]:
@@ -378,6 +392,7 @@ def migration_statements(version: int) -> list[Statement]:
     it is recorded already), the step's statements, and the oldest code it still serves."""
     if not 2 <= version <= len(_sql.MIGRATIONS):
         raise ValueError(f"no migration to version {version}")
-    return [Statement(_sql.CLAIM_VERSION, (version,)),
-            *(Statement(s) for s in _sql.MIGRATIONS[version - 1]),
-            Statement(_sql.SET_MIN_READER, (version, _sql.min_reader(version)))]
+    return [Statement.bind(_sql.CLAIM_VERSION, {"version": version}),
+            *(Statement.bind(s) for s in _sql.migration(version)),
+            Statement.bind(_sql.SET_MIN_READER,
+                           {"version": version, "min_reader": _sql.min_reader(version)})]

@@ -115,8 +115,10 @@ class ThreadReader:
         for table in self._asked:
             keys, _ = _sql.TRANSFER_TABLES[table]
             cursor = self._cursor[table] or (None,) * len(keys)
-            out.append(Statement(_sql.TRANSFER_PAGE[table], (
-                self.rows.thread_id, *cursor, self.page_rows, self.page_bytes)))
+            out.append(Statement.bind(_sql.TRANSFER_PAGE[table], {
+                "thread_id": self.rows.thread_id,
+                **{f"after_{key}": value for key, value in zip(keys, cursor)},
+                "limit": self.page_rows, "budget": self.page_bytes}))
         return out
 
     def consume(self, results: Sequence[Result]) -> None:
@@ -148,9 +150,12 @@ def read_thread(exchange: Exchange, thread_id: str, tables: Sequence[str] = TABL
 
 def _inserts(rows: ThreadRows, thread_id: str) -> Iterator[tuple[Statement, int]]:
     for table in TABLES:
-        sql = _sql.TRANSFER_INSERT[table]
+        query = _sql.TRANSFER_INSERT[table]
+        keys, rest = _sql.TRANSFER_TABLES[table]
+        columns = ("thread_id", *keys, *rest)
         for row in rows.tables[table]:
-            yield Statement(sql, (thread_id, *row)), len(sql) + len(thread_id) + _row_bytes(row)
+            yield (Statement.bind(query, dict(zip(columns, (thread_id, *row), strict=True))),
+                   len(query.sql) + len(thread_id) + _row_bytes(row))
 
 
 def _pack(items: Iterator[tuple[Statement, int]], max_bytes: int, max_statements: int
@@ -177,15 +182,17 @@ def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str,
     are replaced, as copy_thread within one database replaces them, and the chunks no row of
     `target` reaches any more go in the same batch.
     """
-    collect = [Statement(s, (target,) if "?" in s else ()) for s in _sql.COLLECT_THREAD]
+    collect = Statement.bind_each(_sql.COLLECT_THREAD, {"thread_id": target})
     batches = _pack(_inserts(rows, target), max_bytes, max_statements)
     if len(batches) <= 1:
         return [[*batch, *collect] for batch in batches]
     staging = staging_prefix + target
     batches = _pack(_inserts(rows, staging), max_bytes, max_statements)
     ids = json.dumps([staging.encode("utf-8", "surrogatepass").hex()])
-    batches[0][:0] = [Statement(s, (ids,)) for s in _sql.DELETE_THREADS]
-    batches.append([*(Statement(s, (staging, target)) for s in _sql.RENAME_THREAD), *collect])
+    batches[0][:0] = Statement.bind_each(_sql.DELETE_THREADS, {"thread_ids": ids})
+    batches.append([*Statement.bind_each(_sql.RENAME_THREAD,
+                                         {"staged": staging, "thread_id": target}),
+                    *collect])
     return batches
 
 
@@ -216,15 +223,15 @@ def delete_if_unchanged(rows: ThreadRows, *, staging_prefix: str,
     thread_id = rows.thread_id
     scratch = staging_prefix + thread_id
     counts = rows.counts()
-    pair = (thread_id, scratch)
-    tail = [Statement(_sql.CLEAR_SCRATCH[0]),
-            Statement(_sql.LEAVE_SCOPE, (*pair, *(counts[t] for t in TABLES))),
-            *(Statement(_sql.LEAVE_UNLESS_SAME[t], pair) for t in TABLES),
-            Statement(_sql.LEAVING),
-            *(Statement(s) for s in _sql.LEAVE),
-            *(Statement(s, (scratch,)) for s in _sql.DROP_THREAD),
-            Statement(_sql.CLEAR_SCRATCH[0])]
-    head = [Statement(s, (scratch,)) for s in _sql.DROP_THREAD]
+    pair = {"thread_id": thread_id, "scratch_id": scratch}
+    tail = [Statement.bind(_sql.CLEAR_SCOPE),
+            Statement.bind(_sql.LEAVE_SCOPE, {**pair, **{f"count_{t}": counts[t] for t in TABLES}}),
+            *(Statement.bind(_sql.LEAVE_UNLESS_SAME[t], pair) for t in TABLES),
+            Statement.bind(_sql.LEAVING),
+            *(Statement.bind(s) for s in _sql.LEAVE),
+            *Statement.bind_each(_sql.DROP_THREAD, {"thread_id": scratch}),
+            Statement.bind(_sql.CLEAR_SCOPE)]
+    head = Statement.bind_each(_sql.DROP_THREAD, {"thread_id": scratch})
     batches = _pack(_inserts(rows, scratch), max_bytes,
                     max(1, max_statements - len(head) - len(tail))) or [[]]
     batches[0][:0] = head
@@ -244,4 +251,4 @@ def deleted(results: Sequence[Result]) -> bool:
 def staged_threads(prefix: str) -> Statement:
     """The thread ids in any table that start with `prefix` (staged rows of a killed copy)."""
     upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-    return Statement(_sql.THREADS_IN_RANGE, (prefix, upper))
+    return Statement.bind(_sql.THREADS_IN_RANGE, {"low": prefix, "high": upper})

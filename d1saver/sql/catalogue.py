@@ -7,9 +7,10 @@ from user input and none comes near D1's 100-parameter limit.
 
 from __future__ import annotations
 
-import re
 from importlib import resources
 from pathlib import Path
+
+from d1saver.sql.query import Query, name_queries, q
 
 # --- schema and migrations ----------------------------------------------------------------
 #
@@ -53,6 +54,8 @@ def split_script(script: str) -> list[str]:
 
 SCHEMA_SQL = _schema_text()
 SCHEMA_STATEMENTS = split_script(SCHEMA_SQL)
+# schema.sql as sent, one statement each.
+SCHEMA = [q(s, name=f"SCHEMA[{i}]") for i, s in enumerate(SCHEMA_STATEMENTS)]
 
 # Version 1 as d1saver 0.1.0 released it: its schema.sql without comments, frozen (a test holds
 # it to tests/data/v0_1_0_schema.sql). This code never runs it (schema.sql creates fresh
@@ -349,6 +352,13 @@ END""",
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
+
+def migration(version: int) -> list[Query]:
+    """The step to `version` as sent (MIGRATIONS[version - 1], each statement minified)."""
+    return [q(s, name=f"MIGRATIONS[{version - 1}][{i}]")
+            for i, s in enumerate(MIGRATIONS[version - 1])]
+
+
 # Contract steps, which code of older versions cannot use: version -> the oldest schema version
 # whose d1saver still works once that step is applied. A step not listed is additive.
 MIN_READER: dict[int, int] = {
@@ -368,16 +378,14 @@ def min_reader(version: int) -> int:
 # Every version the database records, whole rows. It must run on every version, past and future
 # (version 1's rows have no min_reader), so it selects what the rows hold and the reader
 # (_rows.schema_info) takes columns by name. It goes first in an instance's first request.
-READ_SCHEMA = "SELECT * FROM d1saver_schema"
+READ_SCHEMA = q("SELECT * FROM d1saver_schema")
 # First in a migration's batch: records the version, and fails the batch ("UNIQUE constraint
 # failed: d1saver_schema.version") when it is recorded already: another instance applied the
 # step, or this one did before its response was lost. ?1 version.
-CLAIM_VERSION = (
-    "INSERT INTO d1saver_schema (version, applied_at) "
-    "VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))"
-)
+CLAIM_VERSION = q("""
+INSERT INTO d1saver_schema (version, applied_at) VALUES (:version, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))""")
 # Last in a migration's batch (the column exists from version 2 on): ?1 version, ?2 min_reader.
-SET_MIN_READER = "UPDATE d1saver_schema SET min_reader = ?2 WHERE version = ?1"
+SET_MIN_READER = q("UPDATE d1saver_schema SET min_reader = :min_reader WHERE version = :version")
 
 # --- put and put_writes -------------------------------------------------------------------
 
@@ -393,8 +401,8 @@ CHECKPOINT_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_che
                       "type", "checkpoint", "metadata", "channels", "run_id", "ts")
 WRITE_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx",
                  "channel", "type", "value")
-UPSERT_CHECKPOINT = (f"INSERT OR REPLACE INTO checkpoints ({','.join(CHECKPOINT_COLUMNS)}) "
-                     "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)")
+UPSERT_CHECKPOINT = q("""
+INSERT OR REPLACE INTO checkpoints (thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts) VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:parent_checkpoint_id,:type,:checkpoint,:metadata,:channels,:run_id,:ts)""")
 
 # From schema version 7 on, a put and a put_writes go through views whose INSTEAD OF triggers
 # (migration 7) insert the new chunks (a JSON array of [id, level, data], children before
@@ -403,60 +411,61 @@ UPSERT_CHECKPOINT = (f"INSERT OR REPLACE INTO checkpoints ({','.join(CHECKPOINT_
 # put_writes call's regular writes, two or more, are one "p:" row (the JSON array as sent):
 # per write, they would be most of the rows a conversation writes. The views' columns never
 # change (a later release adds a new view).
-PUT = "INSERT INTO d1saver_put VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+PUT = q("""
+INSERT INTO d1saver_put VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:parent_checkpoint_id,:type,:checkpoint,:metadata,:channels,:run_id,:ts,:chunks)""")
 # ?6 special writes, ?7 regular ones (JSON arrays of [idx, channel, type, value], or NULL),
 # ?8 the new chunks.
-PUT_WRITES = "INSERT INTO d1saver_put_writes VALUES (?,?,?,?,?,?,?,?)"
+PUT_WRITES = q("""
+INSERT INTO d1saver_put_writes VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:task_id,:task_path,:special,:regular,:chunks)""")
 # New chunks beyond what one parameter carries, sent before the row's statement.
-INSERT_CHUNKS = """
+INSERT_CHUNKS = q("""
 INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
-SELECT ?1, value->>0, value->>1, value->>2 FROM json_each(?2)"""
+SELECT :thread_id, value->>0, value->>1, value->>2 FROM json_each(:chunks)""")
 
 # Opt-in head guard, sent before UPSERT_CHECKPOINT in the same batch: ?4 is the parent the
 # caller built on; if the thread's newest checkpoint is another one, the insert trips the
 # CHECK on d1saver_guards and D1 rolls the batch back.
-GUARD_HEAD = """
+GUARD_HEAD = q("""
 INSERT INTO d1saver_guards (head_moved)
 SELECT 1 FROM (
-    SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2
+    SELECT checkpoint_id FROM checkpoints WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
     ORDER BY checkpoint_id DESC LIMIT 1
 ) AS head
-WHERE head.checkpoint_id IS NOT ?4 AND head.checkpoint_id IS NOT ?3"""
+WHERE head.checkpoint_id IS NOT :parent_checkpoint_id AND head.checkpoint_id IS NOT :checkpoint_id""")
 
 # Writes: ?6 is a JSON array of [idx, channel, type, value] rows for one task.
 # REPLACE for special writes (errors, interrupts: the latest wins), IGNORE for regular ones
 # (a retry or a replayed task must not change what was stored), as WRITES_IDX_MAP intends.
-_INSERT_WRITES = f"""
-INSERT OR {{verb}} INTO writes ({','.join(WRITE_COLUMNS)})
-SELECT ?1,?2,?3,?4,?5,value->>0,value->>1,value->>2,value->>3 FROM json_each(?6)"""
-INSERT_WRITES_REPLACE = _INSERT_WRITES.format(verb="REPLACE")
+INSERT_WRITES_REPLACE = q("""
+INSERT OR REPLACE INTO writes (thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)
+SELECT :thread_id,:checkpoint_ns,:checkpoint_id,:task_id,:task_path,value->>0,value->>1,value->>2,value->>3 FROM json_each(:writes)""")
 # Nor an index a "p:" row of the task holds (migration 7): the first write stays the one read.
-INSERT_WRITES_IGNORE = f"""
-INSERT OR IGNORE INTO writes ({','.join(WRITE_COLUMNS)})
-SELECT ?1,?2,?3,?4,?5,j.value->>0,j.value->>1,j.value->>2,j.value->>3 FROM json_each(?6) AS j
+INSERT_WRITES_IGNORE = q("""
+INSERT OR IGNORE INTO writes (thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)
+SELECT :thread_id,:checkpoint_ns,:checkpoint_id,:task_id,:task_path,j.value->>0,j.value->>1,j.value->>2,j.value->>3 FROM json_each(:writes) AS j
 WHERE NOT EXISTS (
     SELECT 1 FROM writes AS p, json_each(CASE WHEN substr(p.value, 1, 2) = 'p:'
                                               THEN substr(p.value, 3) ELSE '[]' END) AS q
-    WHERE p.thread_id = ?1 AND p.checkpoint_ns = ?2 AND p.checkpoint_id = ?3
-        AND p.task_id = ?4 AND q.value->>0 = j.value->>0)"""
+    WHERE p.thread_id = :thread_id AND p.checkpoint_ns = :checkpoint_ns AND p.checkpoint_id = :checkpoint_id
+        AND p.task_id = :task_id AND q.value->>0 = j.value->>0)""")
 
 # Values over D1's 2 MB limit: the owner row holds "c:<n>", the pieces (seq 0..n-1) live
 # here. Pieces follow their row in the batch. An upserted row (checkpoint, special write)
 # deletes its owner's pieces and inserts its own.
-DELETE_CHUNKS_OF = """
-DELETE FROM chunks WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
-    AND owner = ?4"""
-INSERT_CHUNK = """
+DELETE_CHUNKS_OF = q("""
+DELETE FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+    AND owner = :owner""")
+INSERT_CHUNK = q("""
 INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6)"""
+VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :owner, :seq, :data)""")
 # A piece of a regular write (?4 owner, of ?7 task_id and ?8 idx), which is INSERT OR IGNORE:
 # stored only if the row holds this very marker (?9), so that a replay whose row was ignored
 # adds no piece.
-INSERT_WRITE_CHUNK = """
+INSERT_WRITE_CHUNK = q("""
 INSERT OR IGNORE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
-SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (
-    SELECT 1 FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
-        AND task_id = ?7 AND idx = ?8 AND value = ?9)"""
+SELECT :thread_id, :checkpoint_ns, :checkpoint_id, :owner, :seq, :data WHERE EXISTS (
+    SELECT 1 FROM writes WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+        AND task_id = :task_id AND idx = :idx AND value = :value)""")
 
 # --- reads --------------------------------------------------------------------------------
 
@@ -466,17 +475,6 @@ SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (
 # no white space beside punctuation (the client folds the rest: _client.compact_sql), and no
 # AS before an alias (optional in SQLite; aliases here are lower case, CAST's types and the
 # keywords upper case, and a CTE's AS is followed by its parenthesis).
-def _tight(sql: str) -> str:
-    """`sql` as sent, parsed to the same statement: outside string literals, no white space
-    beside , ( ) = < > | and no AS before a lower-case alias."""
-    parts = sql.split("'")
-    for i in range(0, len(parts), 2):  # even parts lie outside '...' literals
-        if "--" in parts[i] or "CAST(" in parts[i].upper():
-            # A comment would swallow the rest; CAST(x AS type) needs its AS.
-            raise ValueError("a statement made tight must hold no comment and no CAST")
-        code = re.sub(r"\s+AS\s+(?=[a-z])", " ", parts[i])
-        parts[i] = re.sub(r"\s*([,()=<>|])\s*", r"\1", code)
-    return "'".join(parts)
 
 
 # One page of checkpoints together with their writes and chunks, in ONE statement: rows are
@@ -493,8 +491,6 @@ def _tight(sql: str) -> str:
 # order columns with COALESCE(?6, ?4, x'') and friends, which are constants to the planner
 # (a BLOB sorts after every TEXT, so x'' bounds nothing), where "?6 IS NULL OR ..." would
 # make every page scan from the newest row.
-_BELOW_ROW = ("(checkpoint_id, thread_id, checkpoint_ns) "
-              "< (COALESCE(?6, ?4, x''), COALESCE(?7, ''), COALESCE(?8, ''))")
 
 # The metadata filter, as InMemorySaver's `query == metadata.get(key)` (defect 6): the value
 # at f.path in the metadata and in f.doc are equal JSON trees: the same nodes (by full key,
@@ -502,54 +498,86 @@ _BELOW_ROW = ("(checkpoint_id, thread_id, checkpoint_ns) "
 # kind, so 1 == 1.0 == true) and atom. A null query matches null or a missing key. Chunked
 # metadata (d1saver/storage/values.py) that lacks the key in its column passes here and is decided
 # in Python. Trees are read from the stored text itself: no number is re-rendered.
-_KIND = "CASE WHEN {t}.type IN ('integer','real','true','false') THEN 'n' ELSE {t}.type END"
-_FILTER = """NOT EXISTS (
-    SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(?5)) AS f
-    WHERE NOT (CASE WHEN json_type(f.doc, f.path) = 'null'
-        THEN COALESCE(json_type(c.metadata, f.path), 'null') = 'null'
-        ELSE (SELECT COUNT(*) FROM json_tree(c.metadata, f.path))
-             = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
-         AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
-             SELECT 1 FROM json_tree(c.metadata, f.path) AS m
-             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND {kind_m} = {kind_q}))
-        END
-        OR (json_type(c.metadata, f.path) IS NULL
-            AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))""".format(
-    kind_m=_KIND.format(t="m"), kind_q=_KIND.format(t="q"))
 
-_PAGE_CTE = """
-page AS (
-    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
-           metadata, channels
-    FROM checkpoints AS c
-    WHERE {scope}
-      AND (?3 IS NULL OR checkpoint_id = ?3)
-      AND {filter}
-    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
-    LIMIT ?9
-)"""
 
 # The channels of JSON array {sought} whose history holder {c} has no frozen record ending
 # (FREEZE: a record with a 'c' row goes on at the holder's parent).
-_NOT_FROZEN = """(SELECT json_group_array(s.value) FROM json_each({sought}) AS s
-     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
-                           WHERE f.thread_id = {c}.thread_id AND f.checkpoint_ns = {c}.checkpoint_ns
-                             AND f.checkpoint_id = {c}.checkpoint_id
-                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))"""
 
 # A holder's frozen record, as one row per seed or write: the identity of the row the value
 # came from as a JSON array [kind, src_checkpoint_id, task_id, task_path, idx, channel, depth],
 # then type, value, channels, metadata.
-_FROZEN_ROW = """json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
-                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata"""
 
-_FROZEN_COLUMNS = ("thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, "
-                   "src_checkpoint_id, task_path, type, value, metadata, channels")
 
 # A frozen value's pieces live with its holder in chunks, owner 'f/<src_checkpoint_id>/<owner>'.
-_FROZEN_PIECE = "substr({k}.owner, 1, 2) = 'f/'"
 
-_PAGE_ROWS = """
+
+# Content-addressed chunks (migration 7) ride in the same statement as the rows that list them
+# (through `out`, whose columns take the first SELECT's affinity: integers may come back as
+# text, so readers convert them). `vals` holds the manifest column of each returned row;
+# {refs} gathers every id the "m:" manifests in {vals} (rows of thread_id, v) reach (nodes
+# opened level by level). UNION, not UNION ALL, so each chunk is returned once however many
+# rows list it. Rows 'h': the thread, f1 the chunk id, f2 its data.
+
+# The manifest columns of the page's own rows, as the page statement returns them (for the
+# DeltaChannel prefetch that rides with it). `seen` is read only when the prefetch has chunks
+# of its own: on Wrangler's engine, folding it into `refs` read the page's writes every time.
+
+
+
+
+
+# --- DeltaChannels ------------------------------------------------------------------------
+
+# Sent with a put whose checkpoint declares DeltaChannels it has never written (?4: JSON array
+# of their names, the metadata's counters_since_delta_snapshot keys not in channel_versions).
+# After UPSERT_CHECKPOINT in the batch: its trigger has just cleared the checkpoint's old row.
+PUT_UNWRITTEN = q("""
+INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
+VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channels)""")
+
+# The DeltaChannels checkpoint {c} replays from its ancestors, as a JSON array: the keys of
+# metadata.counters_since_delta_snapshot that it holds no value of (`channels`) and that have
+# been written (not in delta_unwritten): LangGraph replays only channels in channel_versions.
+
+# The channels of JSON array {sought} that checkpoint {c} does not seed (hold a value of).
+
+# Sent with each page, same parameters: what the page's DeltaChannels replay from, so that
+# LangGraph's get_delta_channel_history after get_tuple/list costs no request. The walk follows
+# parents while some channel (_SOUGHT) is still without a seed or a frozen record. UNION (not
+# UNION ALL) ends a corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and the
+# checkpoint when it holds a sought channel), 'w' (its writes of sought channels), 'k' (chunks
+# of both, and the frozen pieces of page rows), 'f' (frozen records of page rows, and of
+# ancestors for channels sought there: _FROZEN_ROW). 4 terms at most (see DELTA_HISTORY).
+
+# Columns of every page statement. A UNION's columns carry a meaning per row kind:
+#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata,
+#                   f5 channels (with keys a sealed checkpoint is bound to both)
+#   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
+#   'k' chunk:      f1 owner, f2 seq, f3 data
+#   'a' ancestor (delta walk): f1 parent_checkpoint_id, f2 channels, f3 type,
+#                   f4 checkpoint and f5 metadata (only when it seeds a sought channel)
+#   'f' frozen (delta walk): checkpoint_id the holder, f1 identity, f2 type, f3 value,
+#                   f4 channels, f5 metadata (_FROZEN_ROW)
+PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
+                "f1", "f2", "f3", "f4", "f5", "f6")
+
+# Three scopes, each read in page order from its cursor on: one namespace of a thread
+# (get_tuple, and list with a namespace) by the primary key, every thread (list(None)) by
+# checkpoints_by_id; every namespace of a thread sorts that thread's rows.
+# Each scope comes without a filter (?5 NULL: get_tuple, most lists) and with one, so that
+# the filter's text travels only with the lists that filter.
+SELECT_PAGE_THREAD_NS = q("""
+WITH RECURSIVE
+page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels
+    FROM checkpoints AS c
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
+      AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT :limit
+),
+out AS (
 SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
        type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
 FROM page
@@ -560,109 +588,335 @@ FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoin
 UNION ALL
 SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
 FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
-WHERE NOT """ + _FROZEN_PIECE.format(k="k")
-
-# Content-addressed chunks (migration 7) ride in the same statement as the rows that list them
-# (through `out`, whose columns take the first SELECT's affinity: integers may come back as
-# text, so readers convert them). `vals` holds the manifest column of each returned row;
-# {refs} gathers every id the "m:" manifests in {vals} (rows of thread_id, v) reach (nodes
-# opened level by level). UNION, not UNION ALL, so each chunk is returned once however many
-# rows list it. Rows 'h': the thread, f1 the chunk id, f2 its data.
-_VALS = """,
-vals(thread_id, v) AS (SELECT {thread}, {value} FROM out)"""
-_REFS = """,
-{refs}(thread_id, id) AS (
+WHERE NOT substr(k.owner, 1, 2) = 'f/'
+),
+vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+refs(thread_id, id) AS (
     SELECT o.thread_id, ltrim(j.value, '^')
-    FROM {vals} AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
         THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE instr(j.value, ':') = 0
     UNION
     SELECT o.thread_id, ltrim(j.value, '^')
-    FROM {vals} AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
         THEN substr(o.v, 3) ELSE '[]' END) AS w,
         json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
         THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
     WHERE instr(j.value, ':') = 0
     UNION
     SELECT r.thread_id, ltrim(j.value, '^')
-    FROM {refs} AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
         json_each('["' || replace(n.data, ',', '","') || '"]') AS j
     WHERE n.level > 0
-)"""
-_CHUNK_ROWS = """
+)
 SELECT * FROM out
 UNION ALL
 SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
-FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)"""
-
-# The manifest columns of the page's own rows, as the page statement returns them (for the
-# DeltaChannel prefetch that rides with it). `seen` is read only when the prefetch has chunks
-# of its own: on Wrangler's engine, folding it into `refs` read the page's writes every time.
-_PAGE_OUT = """,
-page_out(thread_id, v) AS (
-    SELECT thread_id, checkpoint FROM page
-    UNION ALL
-    SELECT thread_id, w.value
-    FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
-)"""
-
-
-def _with_chunks(ctes: str, select: str, value: str, *, after_page: bool = False) -> str:
-    """A page statement (its CTEs and its final SELECT) that also returns its chunks (`value`:
-    the manifest column of a row of `out`). With `after_page` (the DeltaChannel prefetch, sent
-    in the page statement's request) only those the page statement does not return already:
-    each chunk once per response."""
-    sql = ("WITH RECURSIVE" + ctes + ",\nout AS (" + select + "\n)"
-           + _VALS.format(thread="thread_id", value=value) + _REFS.format(refs="refs", vals="vals"))
-    if not after_page:
-        return sql + _CHUNK_ROWS
-    return (sql + _PAGE_OUT + _REFS.format(refs="seen", vals="page_out") + _CHUNK_ROWS
-            + "\nWHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id"
-              " AND s.id = r.id)")
-
-
-_PAGE = _with_chunks(_PAGE_CTE, _PAGE_ROWS, "CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END")
-
-# --- DeltaChannels ------------------------------------------------------------------------
-
-# Sent with a put whose checkpoint declares DeltaChannels it has never written (?4: JSON array
-# of their names, the metadata's counters_since_delta_snapshot keys not in channel_versions).
-# After UPSERT_CHECKPOINT in the batch: its trigger has just cleared the checkpoint's old row.
-PUT_UNWRITTEN = """
-INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
-VALUES (?1, ?2, ?3, ?4)"""
-
-# The DeltaChannels checkpoint {c} replays from its ancestors, as a JSON array: the keys of
-# metadata.counters_since_delta_snapshot that it holds no value of (`channels`) and that have
-# been written (not in delta_unwritten): LangGraph replays only channels in channel_versions.
-_SOUGHT = """(SELECT json_group_array(d.key)
-     FROM json_each({c}.metadata, '$.counters_since_delta_snapshot') AS d
-     WHERE d.key NOT IN (SELECT value FROM json_each({c}.channels))
-       AND d.key NOT IN (
-            SELECT u.value FROM delta_unwritten AS x, json_each(x.channels) AS u
-            WHERE x.thread_id = {c}.thread_id AND x.checkpoint_ns = {c}.checkpoint_ns
-              AND x.checkpoint_id = {c}.checkpoint_id))"""
-
-# The channels of JSON array {sought} that checkpoint {c} does not seed (hold a value of).
-_STILL_SOUGHT = """(SELECT json_group_array(s.value) FROM json_each({sought}) AS s
-     WHERE s.value NOT IN (SELECT value FROM json_each({c}.channels)))"""
-
-# Sent with each page, same parameters: what the page's DeltaChannels replay from, so that
-# LangGraph's get_delta_channel_history after get_tuple/list costs no request. The walk follows
-# parents while some channel (_SOUGHT) is still without a seed or a frozen record. UNION (not
-# UNION ALL) ends a corrupt parent loop. Rows: 'a' (ancestor: id, parent, channels, type, and the
-# checkpoint when it holds a sought channel), 'w' (its writes of sought channels), 'k' (chunks
-# of both, and the frozen pieces of page rows), 'f' (frozen records of page rows, and of
-# ancestors for channels sought there: _FROZEN_ROW). 4 terms at most (see DELTA_HISTORY).
-_PAGE_DELTA_CTES = _PAGE_CTE + """,
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
+SELECT_PAGE_THREAD = q("""
+WITH RECURSIVE
+page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels
+    FROM checkpoints AS c
+    WHERE thread_id = :thread_id AND (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+      AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT :limit
+),
+out AS (
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
+       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+FROM page
+UNION ALL
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+UNION ALL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE NOT substr(k.owner, 1, 2) = 'f/'
+),
+vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+)
+SELECT * FROM out
+UNION ALL
+SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
+SELECT_PAGE_ALL = q("""
+WITH RECURSIVE
+page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels
+    FROM checkpoints AS c
+    WHERE (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+      AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT :limit
+),
+out AS (
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
+       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+FROM page
+UNION ALL
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+UNION ALL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE NOT substr(k.owner, 1, 2) = 'f/'
+),
+vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+)
+SELECT * FROM out
+UNION ALL
+SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
+SELECT_PAGE_THREAD_NS_FILTERED = q("""
+WITH RECURSIVE
+page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels
+    FROM checkpoints AS c
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
+      AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+      AND NOT EXISTS (
+    SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
+    WHERE NOT (CASE WHEN json_type(f.doc, f.path) = 'null'
+        THEN COALESCE(json_type(c.metadata, f.path), 'null') = 'null'
+        ELSE (SELECT COUNT(*) FROM json_tree(c.metadata, f.path))
+             = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
+         AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
+             SELECT 1 FROM json_tree(c.metadata, f.path) AS m
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+        END
+        OR (json_type(c.metadata, f.path) IS NULL
+            AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT :limit
+),
+out AS (
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
+       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+FROM page
+UNION ALL
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+UNION ALL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE NOT substr(k.owner, 1, 2) = 'f/'
+),
+vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+)
+SELECT * FROM out
+UNION ALL
+SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
+SELECT_PAGE_THREAD_FILTERED = q("""
+WITH RECURSIVE
+page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels
+    FROM checkpoints AS c
+    WHERE thread_id = :thread_id AND (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+      AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+      AND NOT EXISTS (
+    SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
+    WHERE NOT (CASE WHEN json_type(f.doc, f.path) = 'null'
+        THEN COALESCE(json_type(c.metadata, f.path), 'null') = 'null'
+        ELSE (SELECT COUNT(*) FROM json_tree(c.metadata, f.path))
+             = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
+         AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
+             SELECT 1 FROM json_tree(c.metadata, f.path) AS m
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+        END
+        OR (json_type(c.metadata, f.path) IS NULL
+            AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT :limit
+),
+out AS (
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
+       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+FROM page
+UNION ALL
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+UNION ALL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE NOT substr(k.owner, 1, 2) = 'f/'
+),
+vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+)
+SELECT * FROM out
+UNION ALL
+SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
+SELECT_PAGE_ALL_FILTERED = q("""
+WITH RECURSIVE
+page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels
+    FROM checkpoints AS c
+    WHERE (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+      AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+      AND NOT EXISTS (
+    SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
+    WHERE NOT (CASE WHEN json_type(f.doc, f.path) = 'null'
+        THEN COALESCE(json_type(c.metadata, f.path), 'null') = 'null'
+        ELSE (SELECT COUNT(*) FROM json_tree(c.metadata, f.path))
+             = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
+         AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
+             SELECT 1 FROM json_tree(c.metadata, f.path) AS m
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+        END
+        OR (json_type(c.metadata, f.path) IS NULL
+            AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT :limit
+),
+out AS (
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
+       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, NULL AS f6
+FROM page
+UNION ALL
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+UNION ALL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM page AS p CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE NOT substr(k.owner, 1, 2) = 'f/'
+),
+vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+)
+SELECT * FROM out
+UNION ALL
+SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
+SELECT_PAGE_DELTA_THREAD_NS = q("""
+WITH RECURSIVE
+page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels
+    FROM checkpoints AS c
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
+      AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT :limit
+),
 walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
     SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id,
-           """ + _NOT_FROZEN.format(sought=_SOUGHT.format(c="p"), c="p") + """
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(d.key)
+     FROM json_each(p.metadata, '$.counters_since_delta_snapshot') AS d
+     WHERE d.key NOT IN (SELECT value FROM json_each(p.channels))
+       AND d.key NOT IN (
+            SELECT u.value FROM delta_unwritten AS x, json_each(x.channels) AS u
+            WHERE x.thread_id = p.thread_id AND x.checkpoint_ns = p.checkpoint_ns
+              AND x.checkpoint_id = p.checkpoint_id))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = p.thread_id AND f.checkpoint_ns = p.checkpoint_ns
+                             AND f.checkpoint_id = p.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
     FROM page AS p
     UNION
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
-           """ + _NOT_FROZEN.format(sought=_STILL_SOUGHT.format(sought="w.sought", c="c"),
-                                    c="c") + """
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+     WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
+                             AND f.checkpoint_id = c.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
     FROM walk AS w JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
     WHERE json_array_length(w.sought) > 0
 ),
@@ -677,8 +931,8 @@ holders AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, sought FROM visited
     UNION ALL
     SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
-)"""
-_PAGE_DELTA = _with_chunks(_PAGE_DELTA_CTES, """
+),
+out AS (
 SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
        c.channels AS f2, c.type AS f3,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
@@ -696,59 +950,710 @@ WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1
 UNION ALL
 SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
 FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
-WHERE v.sought IS NOT NULL OR """ + _FROZEN_PIECE.format(k="k") + """
+WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
 UNION ALL
-SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, """ + _FROZEN_ROW + """, NULL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
+                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
 FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
-WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))""",
-                           "CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END",
-                           after_page=True)
-
-# Columns of every page statement. A UNION's columns carry a meaning per row kind:
-#   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata,
-#                   f5 channels (with keys a sealed checkpoint is bound to both)
-#   'w' write:      f1 task_id, f2 task_path, f3 idx, f4 channel, f5 type, f6 value
-#   'k' chunk:      f1 owner, f2 seq, f3 data
-#   'a' ancestor (delta walk): f1 parent_checkpoint_id, f2 channels, f3 type,
-#                   f4 checkpoint and f5 metadata (only when it seeds a sought channel)
-#   'f' frozen (delta walk): checkpoint_id the holder, f1 identity, f2 type, f3 value,
-#                   f4 channels, f5 metadata (_FROZEN_ROW)
-PAGE_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
-                "f1", "f2", "f3", "f4", "f5", "f6")
-
-# Three scopes, each read in page order from its cursor on: one namespace of a thread
-# (get_tuple, and list with a namespace) by the primary key, every thread (list(None)) by
-# checkpoints_by_id; every namespace of a thread sorts that thread's rows.
-_SCOPE_THREAD_NS = ("thread_id = ?1 AND checkpoint_ns = ?2 "
-                    "AND checkpoint_id < COALESCE(?6, ?4, x'')")
-_SCOPE_THREAD = "thread_id = ?1 AND ?2 IS NULL AND " + _BELOW_ROW
-_SCOPE_ALL = "?1 IS NULL AND ?2 IS NULL AND " + _BELOW_ROW
-# Each scope comes without a filter (?5 NULL: get_tuple, most lists) and with one, so that
-# the filter's text travels only with the lists that filter.
-_NO_FILTER = "?5 IS NULL"
-SELECT_PAGE_THREAD_NS = _tight(_PAGE.format(scope=_SCOPE_THREAD_NS, filter=_NO_FILTER))
-SELECT_PAGE_THREAD = _tight(_PAGE.format(scope=_SCOPE_THREAD, filter=_NO_FILTER))
-SELECT_PAGE_ALL = _tight(_PAGE.format(scope=_SCOPE_ALL, filter=_NO_FILTER))
-SELECT_PAGE_THREAD_NS_FILTERED = _tight(_PAGE.format(scope=_SCOPE_THREAD_NS, filter=_FILTER))
-SELECT_PAGE_THREAD_FILTERED = _tight(_PAGE.format(scope=_SCOPE_THREAD, filter=_FILTER))
-SELECT_PAGE_ALL_FILTERED = _tight(_PAGE.format(scope=_SCOPE_ALL, filter=_FILTER))
-SELECT_PAGE_DELTA_THREAD_NS = _tight(_PAGE_DELTA.format(scope=_SCOPE_THREAD_NS,
-                                                        filter=_NO_FILTER))
-SELECT_PAGE_DELTA_THREAD = _tight(_PAGE_DELTA.format(scope=_SCOPE_THREAD, filter=_NO_FILTER))
-SELECT_PAGE_DELTA_ALL = _tight(_PAGE_DELTA.format(scope=_SCOPE_ALL, filter=_NO_FILTER))
-SELECT_PAGE_DELTA_THREAD_NS_FILTERED = _tight(_PAGE_DELTA.format(scope=_SCOPE_THREAD_NS,
-                                                                 filter=_FILTER))
-SELECT_PAGE_DELTA_THREAD_FILTERED = _tight(_PAGE_DELTA.format(scope=_SCOPE_THREAD,
-                                                              filter=_FILTER))
-SELECT_PAGE_DELTA_ALL_FILTERED = _tight(_PAGE_DELTA.format(scope=_SCOPE_ALL, filter=_FILTER))
-# The DeltaChannel prefetch that rides with each page statement.
+WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
+),
+vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+),
+page_out(thread_id, v) AS (
+    SELECT thread_id, checkpoint FROM page
+    UNION ALL
+    SELECT thread_id, w.value
+    FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+),
+seen(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM page_out AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM page_out AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM seen AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+)
+SELECT * FROM out
+UNION ALL
+SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
+WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
+SELECT_PAGE_DELTA_THREAD = q("""
+WITH RECURSIVE
+page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels
+    FROM checkpoints AS c
+    WHERE thread_id = :thread_id AND (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+      AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT :limit
+),
+walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
+    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id,
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(d.key)
+     FROM json_each(p.metadata, '$.counters_since_delta_snapshot') AS d
+     WHERE d.key NOT IN (SELECT value FROM json_each(p.channels))
+       AND d.key NOT IN (
+            SELECT u.value FROM delta_unwritten AS x, json_each(x.channels) AS u
+            WHERE x.thread_id = p.thread_id AND x.checkpoint_ns = p.checkpoint_ns
+              AND x.checkpoint_id = p.checkpoint_id))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = p.thread_id AND f.checkpoint_ns = p.checkpoint_ns
+                             AND f.checkpoint_id = p.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
+    FROM page AS p
+    UNION
+    SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+     WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
+                             AND f.checkpoint_id = c.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
+    FROM walk AS w JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
+    WHERE json_array_length(w.sought) > 0
+),
+visited AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id,
+           json_group_array(DISTINCT s.value) AS sought
+    FROM walk, json_each(walk.sought) AS s
+    WHERE checkpoint_id IS NOT NULL
+    GROUP BY thread_id, checkpoint_ns, checkpoint_id
+),
+holders AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, sought FROM visited
+    UNION ALL
+    SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
+),
+out AS (
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
+       c.channels AS f2, c.type AS f3,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.checkpoint END AS f4,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.metadata END AS f5, NULL AS f6
+FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
+UNION ALL
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
+UNION ALL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
+UNION ALL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
+                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
+),
+vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+),
+page_out(thread_id, v) AS (
+    SELECT thread_id, checkpoint FROM page
+    UNION ALL
+    SELECT thread_id, w.value
+    FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+),
+seen(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM page_out AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM page_out AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM seen AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+)
+SELECT * FROM out
+UNION ALL
+SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
+WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
+SELECT_PAGE_DELTA_ALL = q("""
+WITH RECURSIVE
+page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels
+    FROM checkpoints AS c
+    WHERE (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+      AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT :limit
+),
+walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
+    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id,
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(d.key)
+     FROM json_each(p.metadata, '$.counters_since_delta_snapshot') AS d
+     WHERE d.key NOT IN (SELECT value FROM json_each(p.channels))
+       AND d.key NOT IN (
+            SELECT u.value FROM delta_unwritten AS x, json_each(x.channels) AS u
+            WHERE x.thread_id = p.thread_id AND x.checkpoint_ns = p.checkpoint_ns
+              AND x.checkpoint_id = p.checkpoint_id))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = p.thread_id AND f.checkpoint_ns = p.checkpoint_ns
+                             AND f.checkpoint_id = p.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
+    FROM page AS p
+    UNION
+    SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+     WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
+                             AND f.checkpoint_id = c.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
+    FROM walk AS w JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
+    WHERE json_array_length(w.sought) > 0
+),
+visited AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id,
+           json_group_array(DISTINCT s.value) AS sought
+    FROM walk, json_each(walk.sought) AS s
+    WHERE checkpoint_id IS NOT NULL
+    GROUP BY thread_id, checkpoint_ns, checkpoint_id
+),
+holders AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, sought FROM visited
+    UNION ALL
+    SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
+),
+out AS (
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
+       c.channels AS f2, c.type AS f3,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.checkpoint END AS f4,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.metadata END AS f5, NULL AS f6
+FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
+UNION ALL
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
+UNION ALL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
+UNION ALL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
+                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
+),
+vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+),
+page_out(thread_id, v) AS (
+    SELECT thread_id, checkpoint FROM page
+    UNION ALL
+    SELECT thread_id, w.value
+    FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+),
+seen(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM page_out AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM page_out AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM seen AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+)
+SELECT * FROM out
+UNION ALL
+SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
+WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
+SELECT_PAGE_DELTA_THREAD_NS_FILTERED = q("""
+WITH RECURSIVE
+page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels
+    FROM checkpoints AS c
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id < COALESCE(:after_checkpoint_id, :before, x'')
+      AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+      AND NOT EXISTS (
+    SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
+    WHERE NOT (CASE WHEN json_type(f.doc, f.path) = 'null'
+        THEN COALESCE(json_type(c.metadata, f.path), 'null') = 'null'
+        ELSE (SELECT COUNT(*) FROM json_tree(c.metadata, f.path))
+             = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
+         AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
+             SELECT 1 FROM json_tree(c.metadata, f.path) AS m
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+        END
+        OR (json_type(c.metadata, f.path) IS NULL
+            AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT :limit
+),
+walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
+    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id,
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(d.key)
+     FROM json_each(p.metadata, '$.counters_since_delta_snapshot') AS d
+     WHERE d.key NOT IN (SELECT value FROM json_each(p.channels))
+       AND d.key NOT IN (
+            SELECT u.value FROM delta_unwritten AS x, json_each(x.channels) AS u
+            WHERE x.thread_id = p.thread_id AND x.checkpoint_ns = p.checkpoint_ns
+              AND x.checkpoint_id = p.checkpoint_id))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = p.thread_id AND f.checkpoint_ns = p.checkpoint_ns
+                             AND f.checkpoint_id = p.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
+    FROM page AS p
+    UNION
+    SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+     WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
+                             AND f.checkpoint_id = c.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
+    FROM walk AS w JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
+    WHERE json_array_length(w.sought) > 0
+),
+visited AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id,
+           json_group_array(DISTINCT s.value) AS sought
+    FROM walk, json_each(walk.sought) AS s
+    WHERE checkpoint_id IS NOT NULL
+    GROUP BY thread_id, checkpoint_ns, checkpoint_id
+),
+holders AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, sought FROM visited
+    UNION ALL
+    SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
+),
+out AS (
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
+       c.channels AS f2, c.type AS f3,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.checkpoint END AS f4,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.metadata END AS f5, NULL AS f6
+FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
+UNION ALL
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
+UNION ALL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
+UNION ALL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
+                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
+),
+vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+),
+page_out(thread_id, v) AS (
+    SELECT thread_id, checkpoint FROM page
+    UNION ALL
+    SELECT thread_id, w.value
+    FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+),
+seen(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM page_out AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM page_out AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM seen AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+)
+SELECT * FROM out
+UNION ALL
+SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
+WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
+SELECT_PAGE_DELTA_THREAD_FILTERED = q("""
+WITH RECURSIVE
+page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels
+    FROM checkpoints AS c
+    WHERE thread_id = :thread_id AND (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+      AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+      AND NOT EXISTS (
+    SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
+    WHERE NOT (CASE WHEN json_type(f.doc, f.path) = 'null'
+        THEN COALESCE(json_type(c.metadata, f.path), 'null') = 'null'
+        ELSE (SELECT COUNT(*) FROM json_tree(c.metadata, f.path))
+             = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
+         AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
+             SELECT 1 FROM json_tree(c.metadata, f.path) AS m
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+        END
+        OR (json_type(c.metadata, f.path) IS NULL
+            AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT :limit
+),
+walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
+    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id,
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(d.key)
+     FROM json_each(p.metadata, '$.counters_since_delta_snapshot') AS d
+     WHERE d.key NOT IN (SELECT value FROM json_each(p.channels))
+       AND d.key NOT IN (
+            SELECT u.value FROM delta_unwritten AS x, json_each(x.channels) AS u
+            WHERE x.thread_id = p.thread_id AND x.checkpoint_ns = p.checkpoint_ns
+              AND x.checkpoint_id = p.checkpoint_id))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = p.thread_id AND f.checkpoint_ns = p.checkpoint_ns
+                             AND f.checkpoint_id = p.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
+    FROM page AS p
+    UNION
+    SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+     WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
+                             AND f.checkpoint_id = c.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
+    FROM walk AS w JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
+    WHERE json_array_length(w.sought) > 0
+),
+visited AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id,
+           json_group_array(DISTINCT s.value) AS sought
+    FROM walk, json_each(walk.sought) AS s
+    WHERE checkpoint_id IS NOT NULL
+    GROUP BY thread_id, checkpoint_ns, checkpoint_id
+),
+holders AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, sought FROM visited
+    UNION ALL
+    SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
+),
+out AS (
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
+       c.channels AS f2, c.type AS f3,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.checkpoint END AS f4,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.metadata END AS f5, NULL AS f6
+FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
+UNION ALL
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
+UNION ALL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
+UNION ALL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
+                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
+),
+vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+),
+page_out(thread_id, v) AS (
+    SELECT thread_id, checkpoint FROM page
+    UNION ALL
+    SELECT thread_id, w.value
+    FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+),
+seen(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM page_out AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM page_out AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM seen AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+)
+SELECT * FROM out
+UNION ALL
+SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
+WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
+SELECT_PAGE_DELTA_ALL_FILTERED = q("""
+WITH RECURSIVE
+page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels
+    FROM checkpoints AS c
+    WHERE (checkpoint_id, thread_id, checkpoint_ns) < (COALESCE(:after_checkpoint_id, :before, x''), COALESCE(:after_thread_id, ''), COALESCE(:after_checkpoint_ns, ''))
+      AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
+      AND NOT EXISTS (
+    SELECT 1 FROM (SELECT value ->> 0 AS path, value ->> 1 AS doc FROM json_each(:filter)) AS f
+    WHERE NOT (CASE WHEN json_type(f.doc, f.path) = 'null'
+        THEN COALESCE(json_type(c.metadata, f.path), 'null') = 'null'
+        ELSE (SELECT COUNT(*) FROM json_tree(c.metadata, f.path))
+             = (SELECT COUNT(*) FROM json_tree(f.doc, f.path))
+         AND NOT EXISTS (SELECT 1 FROM json_tree(f.doc, f.path) AS q WHERE NOT EXISTS (
+             SELECT 1 FROM json_tree(c.metadata, f.path) AS m
+             WHERE m.fullkey = q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN ('integer','real','true','false') THEN 'n' ELSE m.type END = CASE WHEN q.type IN ('integer','real','true','false') THEN 'n' ELSE q.type END))
+        END
+        OR (json_type(c.metadata, f.path) IS NULL
+            AND json_type(c.metadata, '$."d1saver:metadata"') IS NOT NULL)))
+    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+    LIMIT :limit
+),
+walk(thread_id, checkpoint_ns, checkpoint_id, sought) AS (
+    SELECT p.thread_id, p.checkpoint_ns, p.parent_checkpoint_id,
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(d.key)
+     FROM json_each(p.metadata, '$.counters_since_delta_snapshot') AS d
+     WHERE d.key NOT IN (SELECT value FROM json_each(p.channels))
+       AND d.key NOT IN (
+            SELECT u.value FROM delta_unwritten AS x, json_each(x.channels) AS u
+            WHERE x.thread_id = p.thread_id AND x.checkpoint_ns = p.checkpoint_ns
+              AND x.checkpoint_id = p.checkpoint_id))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = p.thread_id AND f.checkpoint_ns = p.checkpoint_ns
+                             AND f.checkpoint_id = p.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
+    FROM page AS p
+    UNION
+    SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value) FROM json_each(w.sought) AS s
+     WHERE s.value NOT IN (SELECT value FROM json_each(c.channels)))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = c.thread_id AND f.checkpoint_ns = c.checkpoint_ns
+                             AND f.checkpoint_id = c.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
+    FROM walk AS w JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
+    WHERE json_array_length(w.sought) > 0
+),
+visited AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id,
+           json_group_array(DISTINCT s.value) AS sought
+    FROM walk, json_each(walk.sought) AS s
+    WHERE checkpoint_id IS NOT NULL
+    GROUP BY thread_id, checkpoint_ns, checkpoint_id
+),
+holders AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, sought FROM visited
+    UNION ALL
+    SELECT thread_id, checkpoint_ns, checkpoint_id, NULL FROM page
+),
+out AS (
+SELECT 'a' AS kind, thread_id, checkpoint_ns, checkpoint_id, c.parent_checkpoint_id AS f1,
+       c.channels AS f2, c.type AS f3,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.checkpoint END AS f4,
+       CASE WHEN EXISTS (SELECT 1 FROM json_each(v.sought) AS s
+                         WHERE s.value IN (SELECT value FROM json_each(c.channels)))
+            THEN c.metadata END AS f5, NULL AS f6
+FROM visited AS v JOIN checkpoints AS c USING (thread_id, checkpoint_ns, checkpoint_id)
+UNION ALL
+SELECT 'w', thread_id, checkpoint_ns, checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.value
+FROM visited AS v CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE (w.channel IN (SELECT value FROM json_each(v.sought)) OR substr(w.value, 1, 2) = 'p:')
+UNION ALL
+SELECT 'k', thread_id, checkpoint_ns, checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
+FROM holders AS v CROSS JOIN chunks AS k USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE v.sought IS NOT NULL OR substr(k.owner, 1, 2) = 'f/'
+UNION ALL
+SELECT 'f', thread_id, checkpoint_ns, checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
+                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, NULL
+FROM holders AS v CROSS JOIN delta_frozen AS f USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE v.sought IS NULL OR f.channel IN (SELECT value FROM json_each(v.sought))
+),
+vals(thread_id, v) AS (SELECT thread_id, CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+),
+page_out(thread_id, v) AS (
+    SELECT thread_id, checkpoint FROM page
+    UNION ALL
+    SELECT thread_id, w.value
+    FROM page AS p CROSS JOIN writes AS w USING (thread_id, checkpoint_ns, checkpoint_id)
+),
+seen(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM page_out AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM page_out AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM seen AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+)
+SELECT * FROM out
+UNION ALL
+SELECT 'h', thread_id, NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
+WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)""")
+# The DeltaChannel prefetch that rides with each page statement (same parameters).
 PAGE_DELTA_OF = {
-    SELECT_PAGE_THREAD_NS: SELECT_PAGE_DELTA_THREAD_NS,
-    SELECT_PAGE_THREAD: SELECT_PAGE_DELTA_THREAD,
-    SELECT_PAGE_ALL: SELECT_PAGE_DELTA_ALL,
-    SELECT_PAGE_THREAD_NS_FILTERED: SELECT_PAGE_DELTA_THREAD_NS_FILTERED,
-    SELECT_PAGE_THREAD_FILTERED: SELECT_PAGE_DELTA_THREAD_FILTERED,
-    SELECT_PAGE_ALL_FILTERED: SELECT_PAGE_DELTA_ALL_FILTERED,
+    "SELECT_PAGE_THREAD_NS": SELECT_PAGE_DELTA_THREAD_NS,
+    "SELECT_PAGE_THREAD": SELECT_PAGE_DELTA_THREAD,
+    "SELECT_PAGE_ALL": SELECT_PAGE_DELTA_ALL,
+    "SELECT_PAGE_THREAD_NS_FILTERED": SELECT_PAGE_DELTA_THREAD_NS_FILTERED,
+    "SELECT_PAGE_THREAD_FILTERED": SELECT_PAGE_DELTA_THREAD_FILTERED,
+    "SELECT_PAGE_ALL_FILTERED": SELECT_PAGE_DELTA_ALL_FILTERED,
 }
 
 # get_delta_channel_history in one statement. Walks parent links from the target
@@ -760,37 +1665,46 @@ PAGE_DELTA_OF = {
 # frozen piece of the target), 'f' (holder's id, _FROZEN_ROW, its depth). At most 4 terms
 # in a compound SELECT: the real D1 engine refused 6 ("too many terms in compound SELECT").
 # The depth bound stops a corrupt parent loop; LangGraph snapshots every 5000 steps at most.
-_DELTA_HISTORY_CTES = """
+DELTA_HISTORY = q("""
+WITH RECURSIVE
 target AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id FROM checkpoints
-    WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND (?3 IS NULL OR checkpoint_id = ?3)
+    WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)
     ORDER BY checkpoint_id DESC LIMIT 1
 ),
 chain(checkpoint_id, depth, sought) AS (
-    SELECT t.parent_checkpoint_id, 1, """ + _NOT_FROZEN.format(sought="json(?4)", c="t") + """
+    SELECT t.parent_checkpoint_id, 1, (SELECT json_group_array(s.value) FROM json_each(json(:channels)) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = t.thread_id AND f.checkpoint_ns = t.checkpoint_ns
+                             AND f.checkpoint_id = t.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
     FROM target AS t
     UNION ALL
     SELECT p.parent_checkpoint_id, chain.depth + 1,
-           """ + _NOT_FROZEN.format(sought="""(SELECT json_group_array(s.value)
+           (SELECT json_group_array(s.value) FROM json_each((SELECT json_group_array(s.value)
             FROM json_each(chain.sought) AS s
-            WHERE s.value NOT IN (SELECT value FROM json_each(p.channels)))""", c="p") + """
-    FROM chain JOIN checkpoints AS p ON p.thread_id = ?1 AND p.checkpoint_ns = ?2
+            WHERE s.value NOT IN (SELECT value FROM json_each(p.channels)))) AS s
+     WHERE s.value NOT IN (SELECT f.channel FROM delta_frozen AS f
+                           WHERE f.thread_id = p.thread_id AND f.checkpoint_ns = p.checkpoint_ns
+                             AND f.checkpoint_id = p.checkpoint_id
+                           GROUP BY f.channel HAVING SUM(f.kind = 'c') = 0))
+    FROM chain JOIN checkpoints AS p ON p.thread_id = :thread_id AND p.checkpoint_ns = :checkpoint_ns
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0 AND chain.depth < 20000
 ),
 ancestors AS (
     SELECT chain.depth, chain.sought, p.checkpoint_id, p.channels, p.type, p.checkpoint,
            p.metadata
-    FROM chain JOIN checkpoints AS p ON p.thread_id = ?1 AND p.checkpoint_ns = ?2
+    FROM chain JOIN checkpoints AS p ON p.thread_id = :thread_id AND p.checkpoint_ns = :checkpoint_ns
         AND p.checkpoint_id = chain.checkpoint_id
     WHERE json_array_length(chain.sought) > 0
 ),
 holders AS (
-    SELECT 0 AS depth, json(?4) AS sought, t.checkpoint_id, '[]' AS channels FROM target AS t
+    SELECT 0 AS depth, json(:channels) AS sought, t.checkpoint_id, '[]' AS channels FROM target AS t
     UNION ALL
     SELECT depth, sought, checkpoint_id, channels FROM ancestors
-)"""
-_DELTA_HISTORY_ROWS = """
+),
+out AS (
 SELECT 'a' AS kind, a.depth AS depth, a.checkpoint_id AS checkpoint_id, a.sought AS f1,
        a.type AS f2,
        CASE WHEN EXISTS (SELECT 1 FROM json_each(a.sought) AS s
@@ -803,25 +1717,41 @@ SELECT 'a' AS kind, a.depth AS depth, a.checkpoint_id AS checkpoint_id, a.sought
 FROM ancestors AS a
 UNION ALL
 SELECT 'w', a.depth, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value
-FROM ancestors AS a JOIN writes AS w ON w.thread_id = ?1 AND w.checkpoint_ns = ?2
+FROM ancestors AS a JOIN writes AS w ON w.thread_id = :thread_id AND w.checkpoint_ns = :checkpoint_ns
     AND w.checkpoint_id = a.checkpoint_id
 WHERE (w.channel IN (SELECT value FROM json_each(a.sought)) OR substr(w.value, 1, 2) = 'p:')
 UNION ALL
-SELECT 'f', h.depth, h.checkpoint_id, """ + _FROZEN_ROW + """, h.depth
-FROM holders AS h JOIN delta_frozen AS f ON f.thread_id = ?1 AND f.checkpoint_ns = ?2
+SELECT 'f', h.depth, h.checkpoint_id, json_array(f.kind, f.src_checkpoint_id, f.task_id, f.task_path, f.idx,
+                  f.channel, f.depth), f.type, f.value, f.channels, f.metadata, h.depth
+FROM holders AS h JOIN delta_frozen AS f ON f.thread_id = :thread_id AND f.checkpoint_ns = :checkpoint_ns
     AND f.checkpoint_id = h.checkpoint_id
 WHERE f.channel IN (SELECT value FROM json_each(h.sought))
   AND f.channel NOT IN (SELECT value FROM json_each(h.channels))
 UNION ALL
 SELECT 'k', h.depth, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL, NULL
-FROM holders AS h JOIN chunks AS k ON k.thread_id = ?1 AND k.checkpoint_ns = ?2
+FROM holders AS h JOIN chunks AS k ON k.thread_id = :thread_id AND k.checkpoint_ns = :checkpoint_ns
     AND k.checkpoint_id = h.checkpoint_id
-WHERE h.depth > 0 OR """ + _FROZEN_PIECE.format(k="k")
-DELTA_HISTORY = _tight(
-    "WITH RECURSIVE" + _DELTA_HISTORY_CTES + ",\nout AS (" + _DELTA_HISTORY_ROWS + "\n)"
-    + _VALS.format(thread="?1",
-                   value="CASE kind WHEN 'a' THEN f3 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END")
-    + _REFS.format(refs="refs", vals="vals") + """
+WHERE h.depth > 0 OR substr(k.owner, 1, 2) = 'f/'
+),
+vals(thread_id, v) AS (SELECT :thread_id, CASE kind WHEN 'a' THEN f3 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),
+refs(thread_id, id) AS (
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'm:'
+        THEN '["' || replace(substr(o.v, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT o.thread_id, ltrim(j.value, '^')
+    FROM vals AS o, json_each(CASE WHEN substr(o.v, 1, 2) = 'p:'
+        THEN substr(o.v, 3) ELSE '[]' END) AS w,
+        json_each(CASE WHEN substr(w.value->>3, 1, 2) = 'm:'
+        THEN '["' || replace(substr(w.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM refs AS r CROSS JOIN d1saver_chunks AS n USING (thread_id, id),
+        json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+    WHERE n.level > 0
+)
 SELECT * FROM out
 UNION ALL
 SELECT 'h', NULL, NULL, id, k.data, NULL, NULL, NULL, NULL
@@ -845,40 +1775,39 @@ DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "f1", "f2", "f3", "f4
 # a retry keeps the first try's) and reads it back. Records live a day on the database's
 # clock, far past any retry (RetryPolicy.max_elapsed is 60 s by default); the batches that
 # record also forget the expired ones.
-FORGET_OLD_OPS = """
-DELETE FROM d1saver_ops WHERE created_at < CAST(strftime('%s', 'now') AS INTEGER) - 86400"""
+FORGET_OLD_OPS = q("""
+DELETE FROM d1saver_ops WHERE created_at < CAST(strftime('%s', 'now') AS INTEGER) - 86400""")
 OP_RESULT_COLUMNS = ("result",)
-OP_RESULT = "SELECT result FROM d1saver_ops WHERE op_id = ?1"
+OP_RESULT = q("SELECT result FROM d1saver_ops WHERE op_id = :op_id")
 
 # --- tags ---------------------------------------------------------------------------------
 
 # ?1 thread, ?2 ns, ?3 checkpoint_id (NULL: the newest), ?4 name. Returns a row only if the
 # checkpoint exists; a name already used in the namespace moves to this checkpoint.
-TAG = """
+TAG = q("""
 INSERT INTO tags (thread_id, checkpoint_ns, checkpoint_id, name, created_at)
-SELECT thread_id, checkpoint_ns, checkpoint_id, ?4, strftime('%Y-%m-%dT%H:%M:%SZ', 'now')
-FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2
-    AND checkpoint_id = COALESCE(?3, (SELECT MAX(checkpoint_id) FROM checkpoints
-                                      WHERE thread_id = ?1 AND checkpoint_ns = ?2))
+SELECT thread_id, checkpoint_ns, checkpoint_id, :name, strftime('%Y-%m-%dT%H:%M:%SZ', 'now')
+FROM checkpoints WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+    AND checkpoint_id = COALESCE(:checkpoint_id, (SELECT MAX(checkpoint_id) FROM checkpoints
+                                      WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns))
 ON CONFLICT (thread_id, checkpoint_ns, name) DO UPDATE SET
     checkpoint_id = excluded.checkpoint_id, created_at = excluded.created_at
-RETURNING checkpoint_id"""
-UNTAG = "DELETE FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND name = ?3"
+RETURNING checkpoint_id""")
+UNTAG = q("""
+DELETE FROM tags WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND name = :name""")
 # Sent before UNTAG in its batch: records under op id ?4 whether the tag exists (1 or 0).
-RECORD_UNTAG = """
+RECORD_UNTAG = q("""
 INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
-SELECT ?4, COUNT(*), CAST(strftime('%s', 'now') AS INTEGER)
-FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND name = ?3"""
+SELECT :op_id, COUNT(*), CAST(strftime('%s', 'now') AS INTEGER)
+FROM tags WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND name = :name""")
 LIST_TAGS_COLUMNS = ("name", "checkpoint_id")
-LIST_TAGS = """
-SELECT name, checkpoint_id FROM tags WHERE thread_id = ?1 AND checkpoint_ns = ?2
-ORDER BY checkpoint_id DESC, name"""
+LIST_TAGS = q("""
+SELECT name, checkpoint_id FROM tags WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+ORDER BY checkpoint_id DESC, name""")
 
 # --- content-addressed chunks: garbage collection and the check --------------------------
 
 # How many writes row {t} holds: a "p:" row packs one put_writes call's (migration 7).
-_WRITES_IN = ("CASE WHEN substr({t}.value, 1, 2) = 'p:' "
-              "THEN json_array_length(substr({t}.value, 3)) ELSE 1 END")
 
 # Exact garbage collection of content-addressed chunks (migration 7), last in every batch that
 # deletes rows of the threads in d1saver_scope: a chunk stays only if a remaining checkpoint or
@@ -888,45 +1817,65 @@ _WRITES_IN = ("CASE WHEN substr({t}.value, 1, 2) = 'p:' "
 # chunk gone and fails with chunk_missing, then sends its chunks again (d1saver/ops/operations.py).
 # The entries of manifest {v} (or none if it is not one) as a JSON array: entries never hold
 # ',', '"' or '\\' (d1saver/storage/manifest.py), so wrapping them is exact.
-_MANIFEST = ("json_each(CASE WHEN substr({v}, 1, 2) = 'm:' "
-             "THEN '[\"' || replace(substr({v}, 3), ',', '\",\"') || '\"]' ELSE '[]' END)")
 # The writes packed in {v} (a "p:" row: one put_writes call's regular writes, migration 7).
-_PACK = "json_each(CASE WHEN substr({v}, 1, 2) = 'p:' THEN substr({v}, 3) ELSE '[]' END)"
-_REACHED = f"""
+GC_CHUNKS = q("""
 WITH RECURSIVE reached(thread_id, id) AS (
     SELECT c.thread_id, ltrim(j.value, '^')
-    FROM checkpoints AS c, {_MANIFEST.format(v="c.checkpoint")} AS j
-    WHERE c.thread_id IN ({{threads}}) AND instr(j.value, ':') = 0
+    FROM checkpoints AS c, json_each(CASE WHEN substr(c.checkpoint, 1, 2) = 'm:' THEN '["' || replace(substr(c.checkpoint, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE c.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0
     UNION
     SELECT w.thread_id, ltrim(j.value, '^')
-    FROM writes AS w, {_MANIFEST.format(v="w.value")} AS j
-    WHERE w.thread_id IN ({{threads}}) AND instr(j.value, ':') = 0
+    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'm:' THEN '["' || replace(substr(w.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE w.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0
     UNION
     SELECT w.thread_id, ltrim(j.value, '^')
-    FROM writes AS w, {_PACK.format(v="w.value")} AS p, {_MANIFEST.format(v="p.value->>3")} AS j
-    WHERE w.thread_id IN ({{threads}}) AND instr(j.value, ':') = 0
+    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN substr(w.value, 3) ELSE '[]' END) AS p, json_each(CASE WHEN substr(p.value->>3, 1, 2) = 'm:' THEN '["' || replace(substr(p.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE w.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0
     UNION
     SELECT f.thread_id, ltrim(j.value, '^')
-    FROM delta_frozen AS f, {_MANIFEST.format(v="f.value")} AS j
-    WHERE f.thread_id IN ({{threads}}) AND instr(j.value, ':') = 0
+    FROM delta_frozen AS f, json_each(CASE WHEN substr(f.value, 1, 2) = 'm:' THEN '["' || replace(substr(f.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE f.thread_id IN (SELECT thread_id FROM d1saver_scope) AND instr(j.value, ':') = 0
     UNION
     SELECT r.thread_id, ltrim(j.value, '^')
     FROM reached AS r CROSS JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
         AND n.level > 0, json_each('["' || replace(n.data, ',', '","') || '"]') AS j
-)"""
-GC_CHUNKS = _REACHED.format(threads="SELECT thread_id FROM d1saver_scope") + """
+)
 DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
-    AND (thread_id, id) NOT IN (SELECT thread_id, id FROM reached)"""
+    AND (thread_id, id) NOT IN (SELECT thread_id, id FROM reached)""")
 
 # The check (`d1saver check`, and the tests after every deleting operation): per thread
 # (?1, or every thread when NULL) that breaks the rule, the ids its rows reach that are not
 # stored, and the chunks stored that no row reaches. No row: the chunk table is exact.
 CHUNK_CHECK_COLUMNS = ("thread_id", "missing", "unreferenced")
-CHUNK_CHECK = _REACHED.format(threads="""SELECT thread_id FROM checkpoints WHERE ?1 IS NULL OR thread_id = ?1
-        UNION SELECT thread_id FROM writes WHERE ?1 IS NULL OR thread_id = ?1""") + """,
+CHUNK_CHECK = q("""
+WITH RECURSIVE reached(thread_id, id) AS (
+    SELECT c.thread_id, ltrim(j.value, '^')
+    FROM checkpoints AS c, json_each(CASE WHEN substr(c.checkpoint, 1, 2) = 'm:' THEN '["' || replace(substr(c.checkpoint, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE c.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL OR thread_id = :thread_id
+        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id) AND instr(j.value, ':') = 0
+    UNION
+    SELECT w.thread_id, ltrim(j.value, '^')
+    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'm:' THEN '["' || replace(substr(w.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE w.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL OR thread_id = :thread_id
+        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id) AND instr(j.value, ':') = 0
+    UNION
+    SELECT w.thread_id, ltrim(j.value, '^')
+    FROM writes AS w, json_each(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN substr(w.value, 3) ELSE '[]' END) AS p, json_each(CASE WHEN substr(p.value->>3, 1, 2) = 'm:' THEN '["' || replace(substr(p.value->>3, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE w.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL OR thread_id = :thread_id
+        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id) AND instr(j.value, ':') = 0
+    UNION
+    SELECT f.thread_id, ltrim(j.value, '^')
+    FROM delta_frozen AS f, json_each(CASE WHEN substr(f.value, 1, 2) = 'm:' THEN '["' || replace(substr(f.value, 3), ',', '","') || '"]' ELSE '[]' END) AS j
+    WHERE f.thread_id IN (SELECT thread_id FROM checkpoints WHERE :thread_id IS NULL OR thread_id = :thread_id
+        UNION SELECT thread_id FROM writes WHERE :thread_id IS NULL OR thread_id = :thread_id) AND instr(j.value, ':') = 0
+    UNION
+    SELECT r.thread_id, ltrim(j.value, '^')
+    FROM reached AS r CROSS JOIN d1saver_chunks AS n ON n.thread_id = r.thread_id AND n.id = r.id
+        AND n.level > 0, json_each('["' || replace(n.data, ',', '","') || '"]') AS j
+),
 scoped AS (
     SELECT thread_id FROM reached UNION
-    SELECT thread_id FROM d1saver_chunks WHERE ?1 IS NULL OR thread_id = ?1
+    SELECT thread_id FROM d1saver_chunks WHERE :thread_id IS NULL OR thread_id = :thread_id
 ),
 counted AS (
     SELECT t.thread_id,
@@ -939,60 +1888,56 @@ counted AS (
     FROM scoped AS t
 )
 SELECT thread_id, missing, unreferenced FROM counted
-WHERE missing > 0 OR unreferenced > 0 ORDER BY thread_id"""
+WHERE missing > 0 OR unreferenced > 0 ORDER BY thread_id""")
 
 # --- deletes and copies -------------------------------------------------------------------
 
 # Lists of ids (threads, runs) arrive as a JSON array of the hex of their UTF-8: a JSON decoder
 # that stops at "\u0000" (SQLite 3.40's, the local D1's) cannot cut an id short.
-_IDS = "(SELECT CAST(unhex(value) AS TEXT) FROM json_each(?1))"
 
 # ?1: JSON array of thread ids. Children first, checkpoints last.
-DELETE_THREADS = [
-    f"DELETE FROM writes WHERE thread_id IN {_IDS}",
-    f"DELETE FROM d1saver_chunks WHERE thread_id IN {_IDS}",
-    f"DELETE FROM chunks WHERE thread_id IN {_IDS}",
-    f"DELETE FROM tags WHERE thread_id IN {_IDS}",
-    f"DELETE FROM checkpoints WHERE thread_id IN {_IDS}",
-]  # delta_unwritten and delta_frozen rows go with their checkpoints (triggers)
+DELETE_THREADS_WRITES = q("""
+DELETE FROM writes WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE_THREADS_D1SAVER_CHUNKS = q("""
+DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE_THREADS_CHUNKS = q("""
+DELETE FROM chunks WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE_THREADS_TAGS = q("""
+DELETE FROM tags WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE_THREADS_CHECKPOINTS = q("""
+DELETE FROM checkpoints WHERE thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))""")
+DELETE_THREADS = [DELETE_THREADS_WRITES, DELETE_THREADS_D1SAVER_CHUNKS, DELETE_THREADS_CHUNKS, DELETE_THREADS_TAGS, DELETE_THREADS_CHECKPOINTS]
 
 # ?1 source thread, ?2 target thread. Rows already on the target are replaced.
-COPY_THREAD = [
-    """
+COPY_D1SAVER_CHUNKS = q("""
 INSERT OR IGNORE INTO d1saver_chunks (thread_id, id, level, data)
-SELECT ?2, id, level, data FROM d1saver_chunks WHERE thread_id = ?1 ORDER BY level""",
-    """
+SELECT :target, id, level, data FROM d1saver_chunks WHERE thread_id = :source ORDER BY level""")
+COPY_CHECKPOINTS = q("""
 INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
     parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts)
-SELECT ?2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+SELECT :target, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
        metadata, channels, run_id, ts
-FROM checkpoints WHERE thread_id = ?1""",
-    """
+FROM checkpoints WHERE thread_id = :source""")
+COPY_WRITES = q("""
 INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
     idx, channel, type, value)
-SELECT ?2, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
-FROM writes WHERE thread_id = ?1""",
-    """
+SELECT :target, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
+FROM writes WHERE thread_id = :source""")
+COPY_CHUNKS = q("""
 INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
-SELECT ?2, checkpoint_ns, checkpoint_id, owner, seq, data FROM chunks WHERE thread_id = ?1""",
-    """
+SELECT :target, checkpoint_ns, checkpoint_id, owner, seq, data FROM chunks WHERE thread_id = :source""")
+COPY_TAGS = q("""
 INSERT OR REPLACE INTO tags (thread_id, checkpoint_ns, checkpoint_id, name, created_at)
-SELECT ?2, checkpoint_ns, checkpoint_id, name, created_at FROM tags WHERE thread_id = ?1""",
-    # After the checkpoints: their insert trigger has cleared the target's rows for them.
-    """
+SELECT :target, checkpoint_ns, checkpoint_id, name, created_at FROM tags WHERE thread_id = :source""")
+COPY_DELTA_UNWRITTEN = q("""
 INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)
-SELECT ?2, checkpoint_ns, checkpoint_id, channels FROM delta_unwritten WHERE thread_id = ?1""",
-    # Frozen histories (their pieces came with the chunks). Without keys only: with keys a
-    # value is bound to its thread (d1saver/ops/reseal.py).
-    f"""
-INSERT OR REPLACE INTO delta_frozen ({_FROZEN_COLUMNS})
-SELECT ?2, {_FROZEN_COLUMNS.split(", ", 1)[1]} FROM delta_frozen WHERE thread_id = ?1""",
-    # Rows the copy replaced on the target may have left chunks no row reaches.
-    "DELETE FROM d1saver_scope",
-    "INSERT INTO d1saver_scope (thread_id) VALUES (?2)",
-    GC_CHUNKS,
-    "DELETE FROM d1saver_scope",
-]
+SELECT :target, checkpoint_ns, checkpoint_id, channels FROM delta_unwritten WHERE thread_id = :source""")
+COPY_DELTA_FROZEN = q("""
+INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels)
+SELECT :target, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen WHERE thread_id = :source""")
+CLEAR_SCOPE = q("DELETE FROM d1saver_scope")
+SCOPE_TARGET = q("INSERT INTO d1saver_scope (thread_id) VALUES (:target)")
+COPY_THREAD = [COPY_D1SAVER_CHUNKS, COPY_CHECKPOINTS, COPY_WRITES, COPY_CHUNKS, COPY_TAGS, COPY_DELTA_UNWRITTEN, COPY_DELTA_FROZEN, CLEAR_SCOPE, SCOPE_TARGET, GC_CHUNKS, CLEAR_SCOPE]
 
 # --- retention: shared by prune(), delete_for_runs() and the compaction job --------------
 #
@@ -1000,18 +1945,16 @@ SELECT ?2, {_FROZEN_COLUMNS.split(", ", 1)[1]} FROM delta_frozen WHERE thread_id
 # survive in them, relink survivors whose parent goes, delete the rest, empty the scratch
 # tables. D1 runs a batch as one transaction, so nobody ever sees a half-pruned thread.
 
-CLEAR_SCRATCH = [
-    "DELETE FROM d1saver_scope",
-    "DELETE FROM d1saver_keep",
-    "DELETE FROM d1saver_relink",
-]
+CLEAR_KEEP = q("DELETE FROM d1saver_keep")
+CLEAR_RELINK = q("DELETE FROM d1saver_relink")
+CLEAR_SCRATCH = [CLEAR_SCOPE, CLEAR_KEEP, CLEAR_RELINK]
 
-SCOPE_THREADS = "INSERT OR IGNORE INTO d1saver_scope (thread_id) SELECT CAST(unhex(value) AS TEXT) FROM json_each(?1)"
-SCOPE_RUNS = f"""
+SCOPE_THREADS = q("""
+INSERT OR IGNORE INTO d1saver_scope (thread_id) SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids)""")
+SCOPE_RUNS = q("""
 INSERT OR IGNORE INTO d1saver_scope (thread_id)
-SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN {_IDS}"""
+SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:run_ids))""")
 
-_IN_SCOPE = "thread_id IN (SELECT thread_id FROM d1saver_scope)"
 
 # A subgraph's namespace is its parent's, then '|' unless the parent is the root, then
 # '<node>:<task_id>' of the parent's task that called it; a task that calls a subgraph again
@@ -1019,7 +1962,28 @@ _IN_SCOPE = "thread_id IN (SELECT thread_id FROM d1saver_scope)"
 # '|' (rtrim drops from the right every character but '|'), '' if none. `owners` maps every
 # subgraph namespace in scope whose parent namespace exists to that parent and the task.
 # A part of PLAN_KEEP: it reads PLAN_KEEP's `ranked`.
-_OWNERS = """
+
+# ?1: N. Keeps, in the threads in scope:
+# - in every namespace that is not a subgraph's (the root's), the N newest checkpoints;
+# - every tagged checkpoint;
+# - the max(N, 1) newest checkpoints of every subgraph namespace that a kept checkpoint of its
+#   parent reaches: the checkpoint holds a write of the task that opened it (a finished or
+#   interrupted subgraph, which get_state(subgraphs=True) shows and a resume continues), or
+#   is its parent's newest and the subgraph was written after it (one still running).
+# A subgraph namespace no kept checkpoint reaches goes with the checkpoints that reached it.
+# The ancestors a kept checkpoint's DeltaChannels replay from are not kept: FREEZE records its
+# history first. CROSS JOIN holds the join order: left to choose, SQLite scanned a thread's checkpoints for
+# every kept row. N = 0 keeps only tagged checkpoints (and what they need).
+PLAN_KEEP = q("""
+INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
+WITH RECURSIVE
+ranked AS (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+           ROW_NUMBER() OVER (PARTITION BY c.thread_id, c.checkpoint_ns
+                              ORDER BY c.checkpoint_id DESC) AS rn
+    FROM checkpoints AS c
+    WHERE c.thread_id IN (SELECT thread_id FROM d1saver_scope)
+),
 spaces AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id AS newest FROM ranked WHERE rn = 1
 ),
@@ -1045,33 +2009,11 @@ owners AS (
         AND p.checkpoint_ns = substr(f.head, 1, max(length(f.head) - 1, 0))
     JOIN spaces AS c ON c.thread_id = f.thread_id AND c.checkpoint_ns = f.checkpoint_ns
     WHERE f.checkpoint_ns <> '' AND instr(substr(f.s, length(f.head) + 1), ':') > 1
-)"""
-
-# ?1: N. Keeps, in the threads in scope:
-# - in every namespace that is not a subgraph's (the root's), the N newest checkpoints;
-# - every tagged checkpoint;
-# - the max(N, 1) newest checkpoints of every subgraph namespace that a kept checkpoint of its
-#   parent reaches: the checkpoint holds a write of the task that opened it (a finished or
-#   interrupted subgraph, which get_state(subgraphs=True) shows and a resume continues), or
-#   is its parent's newest and the subgraph was written after it (one still running).
-# A subgraph namespace no kept checkpoint reaches goes with the checkpoints that reached it.
-# The ancestors a kept checkpoint's DeltaChannels replay from are not kept: FREEZE records its
-# history first. CROSS JOIN holds the join order: left to choose, SQLite scanned a thread's checkpoints for
-# every kept row. N = 0 keeps only tagged checkpoints (and what they need).
-PLAN_KEEP = f"""
-INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
-WITH RECURSIVE
-ranked AS (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
-           ROW_NUMBER() OVER (PARTITION BY c.thread_id, c.checkpoint_ns
-                              ORDER BY c.checkpoint_id DESC) AS rn
-    FROM checkpoints AS c
-    WHERE c.{_IN_SCOPE}
-),{_OWNERS},
+),
 keep(thread_id, checkpoint_ns, checkpoint_id) AS (
     SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id
     FROM ranked AS r
-    WHERE (r.rn <= ?1 AND NOT EXISTS (
+    WHERE (r.rn <= :keep AND NOT EXISTS (
             SELECT 1 FROM owners AS o WHERE o.thread_id = r.thread_id
                 AND o.checkpoint_ns = r.checkpoint_ns))
        OR EXISTS (
@@ -1082,21 +2024,21 @@ keep(thread_id, checkpoint_ns, checkpoint_id) AS (
     FROM keep AS k
     CROSS JOIN owners AS o ON o.thread_id = k.thread_id AND o.parent_ns = k.checkpoint_ns
     CROSS JOIN ranked AS r ON r.thread_id = o.thread_id AND r.checkpoint_ns = o.checkpoint_ns
-        AND r.rn <= max(?1, 1)
+        AND r.rn <= max(:keep, 1)
     WHERE EXISTS (
             SELECT 1 FROM writes AS w WHERE w.thread_id = k.thread_id
                 AND w.checkpoint_ns = k.checkpoint_ns AND w.checkpoint_id = k.checkpoint_id
                 AND w.task_id = o.task_id)
        OR (k.checkpoint_id = o.parent_newest AND o.newest > k.checkpoint_id)
 )
-SELECT thread_id, checkpoint_ns, checkpoint_id FROM keep"""
+SELECT thread_id, checkpoint_ns, checkpoint_id FROM keep""")
 
 # ?1: JSON array of run ids. Keeps every checkpoint in scope that no listed run made.
-PLAN_KEEP_OTHER_RUNS = f"""
+PLAN_KEEP_OTHER_RUNS = q("""
 INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
 SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints
-WHERE {_IN_SCOPE}
-  AND (run_id IS NULL OR run_id NOT IN {_IDS})"""
+WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
+  AND (run_id IS NULL OR run_id NOT IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:run_ids)))""")
 
 # DeltaChannel histories frozen before their ancestors go (docs/STORAGE_DESIGN.md). A kept
 # checkpoint whose parent is not kept gets, per channel it replays (_SOUGHT) and holds no
@@ -1113,106 +2055,118 @@ WHERE {_IN_SCOPE}
 # reducer is graph code. So it records the history, not a snapshot.) A walk row is (origin,
 # channel, depth, cur: the checkpoint at that depth, steps taken, bound: the namespace's
 # checkpoints, more steps than a walk without a loop can take, so a corrupt parent loop ends).
-_KEPT = """EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
-    AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.{col})"""
 # The depth of the 'c' row of {t}'s record of channel {ch} (NULL: none, or no record).
-_CONTINUES_AT = """(SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = {t}.thread_id
-    AND f.checkpoint_ns = {t}.checkpoint_ns AND f.checkpoint_id = {t}.checkpoint_id
-    AND f.channel = {ch} AND f.kind = 'c')"""
 # Whether {t} holds a record of channel {ch} that ends its history (no 'c' row).
-_ENDS = """EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = {t}.thread_id
-    AND f.checkpoint_ns = {t}.checkpoint_ns AND f.checkpoint_id = {t}.checkpoint_id
-    AND f.channel = {ch}) AND {continues} IS NULL"""
 # Each write row {t} holds as [idx, channel, type, value] entries: a "p:" row (migration 7)
 # packs one put_writes call's writes (type null: "msgpack"), any other row holds itself.
-_WRITES_OF = """json_each(CASE WHEN substr({t}.value, 1, 2) = 'p:' THEN substr({t}.value, 3)
-    ELSE json_array(json_array({t}.idx, {t}.channel, {t}.type, {t}.value)) END)"""
-FREEZE = f"""
-INSERT OR IGNORE INTO delta_frozen ({_FROZEN_COLUMNS})
+FREEZE = q("""
+INSERT OR IGNORE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels)
 WITH RECURSIVE
 walk(thread_id, checkpoint_ns, origin, channel, depth, cur, steps, bound) AS (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, s.value,
-           COALESCE({_CONTINUES_AT.format(t="c", ch="s.value")}, 1), c.parent_checkpoint_id, 1,
+           COALESCE((SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = c.thread_id
+    AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id
+    AND f.channel = s.value AND f.kind = 'c'), 1), c.parent_checkpoint_id, 1,
            (SELECT COUNT(*) FROM checkpoints AS n WHERE n.thread_id = c.thread_id
                 AND n.checkpoint_ns = c.checkpoint_ns)
     FROM d1saver_keep AS k CROSS JOIN checkpoints AS c ON c.thread_id = k.thread_id
         AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id
-    CROSS JOIN json_each({_SOUGHT.format(c="c")}) AS s
+    CROSS JOIN json_each((SELECT json_group_array(d.key)
+     FROM json_each(c.metadata, '$.counters_since_delta_snapshot') AS d
+     WHERE d.key NOT IN (SELECT value FROM json_each(c.channels))
+       AND d.key NOT IN (
+            SELECT u.value FROM delta_unwritten AS x, json_each(x.channels) AS u
+            WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
+              AND x.checkpoint_id = c.checkpoint_id))) AS s
     WHERE c.parent_checkpoint_id IS NOT NULL
-      AND NOT {_KEPT.format(t="c", col="parent_checkpoint_id")}
-      AND NOT ({_ENDS.format(t="c", ch="s.value",
-                             continues=_CONTINUES_AT.format(t="c", ch="s.value"))})
+      AND NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = c.thread_id
+    AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.parent_checkpoint_id)
+      AND NOT (EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = c.thread_id
+    AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id
+    AND f.channel = s.value) AND (SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = c.thread_id
+    AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id
+    AND f.channel = s.value AND f.kind = 'c') IS NULL)
     UNION ALL
     SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel,
-           w.depth + COALESCE({_CONTINUES_AT.format(t="p", ch="w.channel")}, 1),
+           w.depth + COALESCE((SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = p.thread_id
+    AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id
+    AND f.channel = w.channel AND f.kind = 'c'), 1),
            p.parent_checkpoint_id, w.steps + 1, w.bound
     FROM walk AS w CROSS JOIN checkpoints AS p ON p.thread_id = w.thread_id
         AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.cur
     WHERE p.parent_checkpoint_id IS NOT NULL AND w.steps < w.bound
-      AND NOT {_KEPT.format(t="p", col="checkpoint_id")}
+      AND NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = p.thread_id
+    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id)
       AND w.channel NOT IN (SELECT value FROM json_each(p.channels))
-      AND NOT ({_ENDS.format(t="p", ch="w.channel",
-                             continues=_CONTINUES_AT.format(t="p", ch="w.channel"))})
+      AND NOT (EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = p.thread_id
+    AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id
+    AND f.channel = w.channel) AND (SELECT MAX(f.depth) FROM delta_frozen AS f WHERE f.thread_id = p.thread_id
+    AND f.checkpoint_ns = p.checkpoint_ns AND f.checkpoint_id = p.checkpoint_id
+    AND f.channel = w.channel AND f.kind = 'c') IS NULL)
 )
 SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, 'w', w.depth, x.task_id,
        e.value->>0, w.cur, x.task_path, COALESCE(e.value->>2, 'msgpack'), e.value->>3, NULL, NULL
 FROM walk AS w CROSS JOIN writes AS x ON x.thread_id = w.thread_id
     AND x.checkpoint_ns = w.checkpoint_ns AND x.checkpoint_id = w.cur
-CROSS JOIN {_WRITES_OF.format(t="x")} AS e
-WHERE e.value->>1 = w.channel AND NOT {_KEPT.format(t="w", col="cur")}
+CROSS JOIN json_each(CASE WHEN substr(x.value, 1, 2) = 'p:' THEN substr(x.value, 3)
+    ELSE json_array(json_array(x.idx, x.channel, x.type, x.value)) END) AS e
+WHERE e.value->>1 = w.channel AND NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+    AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)
 UNION ALL
 SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, 's', w.depth, '', 0, w.cur, '',
        p.type, p.checkpoint, p.metadata, p.channels
 FROM walk AS w CROSS JOIN checkpoints AS p ON p.thread_id = w.thread_id
     AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.cur
-WHERE NOT {_KEPT.format(t="w", col="cur")}
+WHERE NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+    AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)
   AND w.channel IN (SELECT value FROM json_each(p.channels))
 UNION ALL
 SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, f.kind, w.depth + f.depth, f.task_id,
        f.idx, f.src_checkpoint_id, f.task_path, f.type, f.value, f.metadata, f.channels
 FROM walk AS w CROSS JOIN delta_frozen AS f ON f.thread_id = w.thread_id
     AND f.checkpoint_ns = w.checkpoint_ns AND f.checkpoint_id = w.cur AND f.channel = w.channel
-WHERE NOT {_KEPT.format(t="w", col="cur")} AND f.kind <> 'c'
+WHERE NOT EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+    AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur) AND f.kind <> 'c'
 UNION ALL
 SELECT w.thread_id, w.checkpoint_ns, w.origin, w.channel, 'c', w.depth, '', 0, w.cur, '', NULL,
        NULL, NULL, NULL
-FROM walk AS w WHERE {_KEPT.format(t="w", col="cur")}"""
+FROM walk AS w WHERE EXISTS (SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+    AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.cur)""")
 
 # After FREEZE: a 'c' row that a record's newer rows now lie beyond (its holder's walk went on
 # from there) goes.
-FREEZE_DONE = f"""
-DELETE FROM delta_frozen AS c WHERE c.kind = 'c' AND c.{_IN_SCOPE} AND EXISTS (
+FREEZE_DONE = q("""
+DELETE FROM delta_frozen AS c WHERE c.kind = 'c' AND c.thread_id IN (SELECT thread_id FROM d1saver_scope) AND EXISTS (
     SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = c.thread_id
         AND f.checkpoint_ns = c.checkpoint_ns AND f.checkpoint_id = c.checkpoint_id
-        AND f.channel = c.channel AND f.depth >= c.depth AND NOT (f.kind = 'c' AND f.depth = c.depth))"""
+        AND f.channel = c.channel AND f.depth >= c.depth AND NOT (f.kind = 'c' AND f.depth = c.depth))""")
 
 # The pieces of frozen values stored over several rows ("c:<n>": values over D1's row limit),
 # copied to their holder as owner 'f/<src_checkpoint_id>/<owner>': from the row they were
 # stored with, or from the holder of the record they were copied from. For the threads in
 # scope; a piece already there is left alone.
-_FROZEN_OWNER = "CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx END"
-FREEZE_PIECES = f"""
+FREEZE_PIECES = q("""
 INSERT OR IGNORE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)
 SELECT f.thread_id, f.checkpoint_ns, f.checkpoint_id,
        'f/' || f.src_checkpoint_id || '/' || k.owner, k.seq, k.data
 FROM delta_frozen AS f CROSS JOIN chunks AS k ON k.thread_id = f.thread_id
     AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id = f.src_checkpoint_id
-    AND (k.owner = {_FROZEN_OWNER} OR (f.kind = 's' AND k.owner IN ('', ':metadata')))
-WHERE f.{_IN_SCOPE}
+    AND (k.owner = CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx END OR (f.kind = 's' AND k.owner IN ('', ':metadata')))
+WHERE f.thread_id IN (SELECT thread_id FROM d1saver_scope)
 UNION ALL
 SELECT f.thread_id, f.checkpoint_ns, f.checkpoint_id, k.owner, k.seq, k.data
 FROM delta_frozen AS f CROSS JOIN chunks AS k ON k.thread_id = f.thread_id
     AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id <> f.checkpoint_id
-    AND (k.owner = 'f/' || f.src_checkpoint_id || '/' || {_FROZEN_OWNER}
+    AND (k.owner = 'f/' || f.src_checkpoint_id || '/' || CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx END
          OR (f.kind = 's' AND k.owner IN ('f/' || f.src_checkpoint_id || '/',
                                           'f/' || f.src_checkpoint_id || '/:metadata')))
-WHERE f.{_IN_SCOPE}"""
+WHERE f.thread_id IN (SELECT thread_id FROM d1saver_scope)""")
 
 # For every kept checkpoint whose parent is not kept, walk up to the nearest kept ancestor
 # (or none) and record it, so that no parent_config ever names a deleted checkpoint. A walk
 # row is (origin, checkpoint reached, whether it is kept); UNION ends a parent loop. CROSS JOIN
 # starts from the kept rows: left to choose, SQLite scanned every checkpoint of the database.
-PLAN_RELINK = """
+PLAN_RELINK = q("""
 INSERT OR REPLACE INTO d1saver_relink (thread_id, checkpoint_ns, checkpoint_id, new_parent)
 WITH RECURSIVE
 walk(thread_id, checkpoint_ns, origin, cur, kept) AS (
@@ -1232,17 +2186,14 @@ walk(thread_id, checkpoint_ns, origin, cur, kept) AS (
 )
 SELECT thread_id, checkpoint_ns, origin AS checkpoint_id,
        MAX(CASE WHEN kept THEN cur END) AS new_parent
-FROM walk GROUP BY thread_id, checkpoint_ns, origin"""
+FROM walk GROUP BY thread_id, checkpoint_ns, origin""")
 
-APPLY_RELINK = """
+APPLY_RELINK = q("""
 UPDATE checkpoints SET parent_checkpoint_id = r.new_parent
 FROM d1saver_relink AS r
 WHERE checkpoints.thread_id = r.thread_id AND checkpoints.checkpoint_ns = r.checkpoint_ns
-  AND checkpoints.checkpoint_id = r.checkpoint_id"""
+  AND checkpoints.checkpoint_id = r.checkpoint_id""")
 
-_NOT_KEPT = _IN_SCOPE + """ AND NOT EXISTS (
-    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
-        AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id)"""
 
 # A write (or a chunk) may be stored before its checkpoint: with durability="async" LangGraph
 # sends a checkpoint's put and runs the step's tasks at once, and their put_writes can land
@@ -1255,117 +2206,182 @@ _NOT_KEPT = _IN_SCOPE + """ AND NOT EXISTS (
 # clock horizon: no clock to trust, no column to add, and no put can outlast it. Per namespace,
 # not per thread: parallel subgraphs' puts are not ordered among themselves. A namespace with
 # no stored checkpoint keeps its writes (its first put may be in flight).
-_SETTLED = """{t}.checkpoint_id <= (
-    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
-    WHERE n.thread_id = {t}.thread_id AND n.checkpoint_ns = {t}.checkpoint_ns)"""
 
 # Deletes, in scope, what d1saver_keep does not hold, but for writes and chunks of checkpoints
 # not stored yet. Children before checkpoints (the newest of a namespace is read before any
 # checkpoint goes).
-DELETE_UNKEPT = [
-    "DELETE FROM writes WHERE " + _NOT_KEPT.format(t="writes") + " AND "
-    + _SETTLED.format(t="writes"),
-    "DELETE FROM chunks WHERE " + _NOT_KEPT.format(t="chunks") + " AND "
-    + _SETTLED.format(t="chunks"),
-    "DELETE FROM tags WHERE " + _NOT_KEPT.format(t="tags"),
-    "DELETE FROM checkpoints WHERE " + _NOT_KEPT.format(t="checkpoints"),
-]
+DELETE_UNKEPT_WRITES = q("""
+DELETE FROM writes WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = writes.thread_id
+        AND k.checkpoint_ns = writes.checkpoint_ns AND k.checkpoint_id = writes.checkpoint_id) AND writes.checkpoint_id <= (
+    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
+    WHERE n.thread_id = writes.thread_id AND n.checkpoint_ns = writes.checkpoint_ns)""")
+DELETE_UNKEPT_CHUNKS = q("""
+DELETE FROM chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = chunks.thread_id
+        AND k.checkpoint_ns = chunks.checkpoint_ns AND k.checkpoint_id = chunks.checkpoint_id) AND chunks.checkpoint_id <= (
+    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
+    WHERE n.thread_id = chunks.thread_id AND n.checkpoint_ns = chunks.checkpoint_ns)""")
+DELETE_UNKEPT_TAGS = q("""
+DELETE FROM tags WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = tags.thread_id
+        AND k.checkpoint_ns = tags.checkpoint_ns AND k.checkpoint_id = tags.checkpoint_id)""")
+DELETE_UNKEPT_CHECKPOINTS = q("""
+DELETE FROM checkpoints WHERE thread_id IN (SELECT thread_id FROM d1saver_scope) AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = checkpoints.thread_id
+        AND k.checkpoint_ns = checkpoints.checkpoint_ns AND k.checkpoint_id = checkpoints.checkpoint_id)""")
+DELETE_UNKEPT = [DELETE_UNKEPT_WRITES, DELETE_UNKEPT_CHUNKS, DELETE_UNKEPT_TAGS, DELETE_UNKEPT_CHECKPOINTS]
 
-_UNKEPT = """NOT EXISTS (
-    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = {t}.thread_id
-        AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id)"""
-_UNKEPT_SETTLED = _UNKEPT + " AND " + _SETTLED
 
 # What the plan deletes, per thread in scope (dry runs and reports). Rows: thread_id,
 # checkpoints before, checkpoints to delete, writes to delete, stored bytes to free.
 SUMMARY_COLUMNS = ("thread_id", "checkpoints_total", "checkpoints", "writes", "bytes")
-SUMMARIZE_PLAN = f"""
+SUMMARIZE_PLAN = q("""
 SELECT s.thread_id,
   (SELECT COUNT(*) FROM checkpoints AS c WHERE c.thread_id = s.thread_id) AS checkpoints_total,
   (SELECT COUNT(*) FROM checkpoints AS c
-     WHERE c.thread_id = s.thread_id AND {_UNKEPT.format(t="c")}) AS checkpoints,
-  (SELECT COALESCE(SUM({_WRITES_IN.format(t="w")}), 0) FROM writes AS w
-     WHERE w.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="w")}) AS writes,
+     WHERE c.thread_id = s.thread_id AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = c.thread_id
+        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id)) AS checkpoints,
+  (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
+     WHERE w.thread_id = s.thread_id AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (
+    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
+    WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns)) AS writes,
   (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
-     WHERE c.thread_id = s.thread_id AND {_UNKEPT.format(t="c")})
+     WHERE c.thread_id = s.thread_id AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = c.thread_id
+        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id))
   + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w
-     WHERE w.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="w")})
+     WHERE w.thread_id = s.thread_id AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (
+    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
+    WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns))
   + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k
-     WHERE k.thread_id = s.thread_id AND {_UNKEPT_SETTLED.format(t="k")}) AS bytes
-FROM d1saver_scope AS s ORDER BY s.thread_id"""
+     WHERE k.thread_id = s.thread_id AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = k.thread_id
+        AND k.checkpoint_ns = k.checkpoint_ns AND k.checkpoint_id = k.checkpoint_id) AND k.checkpoint_id <= (
+    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
+    WHERE n.thread_id = k.thread_id AND n.checkpoint_ns = k.checkpoint_ns)) AS bytes
+FROM d1saver_scope AS s ORDER BY s.thread_id""")
 
 # A real run's summary is recorded under the batch's op id (see "idempotency records") and
 # read back, so that a retried batch, which finds nothing more to delete, still reports what
 # its first try deleted. ?1: op id. The record is a JSON array of the summary's rows, thread
 # ids in hex (SQLite 3.40's JSON decoder stops at "\u0000"); read back as SUMMARY_COLUMNS.
-RECORD_PLAN = f"""
+RECORD_PLAN = q("""
 INSERT OR IGNORE INTO d1saver_ops (op_id, result, created_at)
-SELECT ?1, json_group_array(json_array(hex(p.thread_id), p.checkpoints_total, p.checkpoints,
+SELECT :op_id, json_group_array(json_array(hex(p.thread_id), p.checkpoints_total, p.checkpoints,
                                        p.writes, p.bytes)),
        CAST(strftime('%s', 'now') AS INTEGER)
-FROM ({SUMMARIZE_PLAN}) AS p"""
-RECORDED_PLAN = """
+FROM (
+SELECT s.thread_id,
+  (SELECT COUNT(*) FROM checkpoints AS c WHERE c.thread_id = s.thread_id) AS checkpoints_total,
+  (SELECT COUNT(*) FROM checkpoints AS c
+     WHERE c.thread_id = s.thread_id AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = c.thread_id
+        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id)) AS checkpoints,
+  (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
+     WHERE w.thread_id = s.thread_id AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (
+    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
+    WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns)) AS writes,
+  (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
+     WHERE c.thread_id = s.thread_id AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = c.thread_id
+        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id))
+  + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w
+     WHERE w.thread_id = s.thread_id AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = w.thread_id
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id) AND w.checkpoint_id <= (
+    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
+    WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns))
+  + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k
+     WHERE k.thread_id = s.thread_id AND NOT EXISTS (
+    SELECT 1 FROM d1saver_keep AS k WHERE k.thread_id = k.thread_id
+        AND k.checkpoint_ns = k.checkpoint_ns AND k.checkpoint_id = k.checkpoint_id) AND k.checkpoint_id <= (
+    SELECT MAX(n.checkpoint_id) FROM checkpoints AS n
+    WHERE n.thread_id = k.thread_id AND n.checkpoint_ns = k.checkpoint_ns)) AS bytes
+FROM d1saver_scope AS s ORDER BY s.thread_id) AS p""")
+RECORDED_PLAN = q("""
 SELECT CAST(unhex(r.value->>0) AS TEXT) AS thread_id, r.value->>1 AS checkpoints_total,
        r.value->>2 AS checkpoints, r.value->>3 AS writes, r.value->>4 AS bytes
-FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = ?1
-ORDER BY thread_id"""
+FROM d1saver_ops AS o, json_each(o.result) AS r WHERE o.op_id = :op_id
+ORDER BY thread_id""")
 
 
 # --- compaction: thread listing, lease -----------------------------------------------------
 
-# Keyset pages of threads: ?1 the last thread_id of the previous page ('' first), ?2 size.
-# Rows: thread_id, checkpoints, namespaces, last ts, stored bytes of its checkpoints.
-THREADS_PAGE = """
-SELECT thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT checkpoint_ns) AS namespaces,
-       MAX(ts) AS updated, SUM(LENGTH(checkpoint) + LENGTH(metadata)) AS bytes
-FROM checkpoints WHERE thread_id > ?1
-GROUP BY thread_id ORDER BY thread_id LIMIT ?2"""
+
+# Keyset pages of threads after :after ('' first), :limit at most: checkpoints, namespaces, last
+# ts, and the thread's whole storage (checkpoints, writes, parts, chunk rows, frozen histories).
+THREADS_PAGE = q("""
+SELECT c.thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT c.checkpoint_ns) AS namespaces,
+       MAX(c.ts) AS updated,
+       SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata))
+       + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w WHERE w.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(p.data)), 0) FROM chunks AS p WHERE p.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM d1saver_chunks AS k WHERE k.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(f.value) + COALESCE(LENGTH(f.metadata), 0)), 0)
+          FROM delta_frozen AS f WHERE f.thread_id = c.thread_id) AS bytes
+FROM checkpoints AS c WHERE c.thread_id > :after
+GROUP BY c.thread_id ORDER BY c.thread_id LIMIT :limit""")
 
 # The same figures for named threads: ?1 JSON array of thread ids.
-THREADS_INFO = f"""
-SELECT thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT checkpoint_ns) AS namespaces,
-       MAX(ts) AS updated, SUM(LENGTH(checkpoint) + LENGTH(metadata)) AS bytes
-FROM checkpoints WHERE thread_id IN {_IDS}
-GROUP BY thread_id ORDER BY thread_id"""
+THREADS_INFO = q("""
+SELECT c.thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT c.checkpoint_ns) AS namespaces,
+       MAX(c.ts) AS updated,
+       SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata))
+       + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w WHERE w.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(p.data)), 0) FROM chunks AS p WHERE p.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM d1saver_chunks AS k WHERE k.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(f.value) + COALESCE(LENGTH(f.metadata), 0)), 0)
+          FROM delta_frozen AS f WHERE f.thread_id = c.thread_id) AS bytes
+FROM checkpoints AS c
+WHERE c.thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))
+GROUP BY c.thread_id ORDER BY c.thread_id""")
 
 # One thread's checkpoints, newest first (`d1saver history`): ?1 thread_id, ?2 limit.
-HISTORY = f"""
+HISTORY = q("""
 SELECT c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        json_extract(c.metadata, '$.step') AS step, json_extract(c.metadata, '$.source') AS source,
        c.ts, LENGTH(c.checkpoint) + LENGTH(c.metadata) AS bytes,
-       (SELECT COALESCE(SUM({_WRITES_IN.format(t="w")}), 0) FROM writes AS w
+       (SELECT COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:' THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0) FROM writes AS w
         WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
           AND w.checkpoint_id = c.checkpoint_id) AS writes,
        (SELECT group_concat(g.name, ',') FROM tags AS g WHERE g.thread_id = c.thread_id
           AND g.checkpoint_ns = c.checkpoint_ns AND g.checkpoint_id = c.checkpoint_id) AS tags
-FROM checkpoints AS c WHERE c.thread_id = ?1
-ORDER BY c.checkpoint_id DESC, c.checkpoint_ns LIMIT ?2"""
+FROM checkpoints AS c WHERE c.thread_id = :thread_id
+ORDER BY c.checkpoint_id DESC, c.checkpoint_ns LIMIT :limit""")
 
 # Leases keep compaction runs from overlapping; time is the database's clock, so clients'
 # clocks need not agree. ?1 name, ?2 holder, ?3 seconds to live. Returns a row if acquired.
-ACQUIRE_LEASE = """
+ACQUIRE_LEASE = q("""
 INSERT INTO leases (name, holder, expires_at)
-VALUES (?1, ?2, CAST(strftime('%s', 'now') AS INTEGER) + ?3)
+VALUES (:name, :holder, CAST(strftime('%s', 'now') AS INTEGER) + :seconds)
 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 WHERE leases.expires_at < CAST(strftime('%s', 'now') AS INTEGER)
    OR leases.holder = excluded.holder
-RETURNING holder"""
+RETURNING holder""")
 # Sent first in every compaction batch: fails the batch if the lease was lost, else renews it.
-CHECK_LEASE = """
+CHECK_LEASE = q("""
 INSERT INTO d1saver_guards (lease_lost)
-SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM leases WHERE name = ?1 AND holder = ?2)"""
-RENEW_LEASE = """
-UPDATE leases SET expires_at = CAST(strftime('%s', 'now') AS INTEGER) + ?3
-WHERE name = ?1 AND holder = ?2"""
-RELEASE_LEASE = "DELETE FROM leases WHERE name = ?1 AND holder = ?2"
-BREAK_LEASE = "DELETE FROM leases WHERE name = ?1"
-LEASE_HOLDER = """
+SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM leases WHERE name = :name AND holder = :holder)""")
+RENEW_LEASE = q("""
+UPDATE leases SET expires_at = CAST(strftime('%s', 'now') AS INTEGER) + :seconds
+WHERE name = :name AND holder = :holder""")
+RELEASE_LEASE = q("DELETE FROM leases WHERE name = :name AND holder = :holder")
+BREAK_LEASE = q("DELETE FROM leases WHERE name = :name")
+LEASE_HOLDER = q("""
 SELECT holder, expires_at - CAST(strftime('%s', 'now') AS INTEGER) AS seconds_left
-FROM leases WHERE name = ?1"""
+FROM leases WHERE name = :name""")
 
 
-def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = True,
-                    freeze: bool = False) -> list[str]:
+def retention_batch(plan: list[Query], *, summarize: bool = False, delete: bool = True,
+                    freeze: bool = False) -> list[Query]:
     """The statements of one retention batch: scope and keep-plan statements, then the rest.
 
     `plan` are the statements that fill d1saver_scope and d1saver_keep; they share the
@@ -1386,12 +2402,12 @@ def retention_batch(plan: list[str], *, summarize: bool = False, delete: bool = 
 # --- inspection ---------------------------------------------------------------------------
 
 # A thread's newest checkpoint row as stored (the demo shows a sealed one): ?1 thread, ?2 chars.
-STORED_SAMPLE = """
-SELECT checkpoint_id, substr(checkpoint, 1, ?2) AS head, LENGTH(checkpoint) AS bytes, metadata
-FROM checkpoints WHERE thread_id = ?1 ORDER BY checkpoint_id DESC LIMIT 1"""
+STORED_SAMPLE = q("""
+SELECT checkpoint_id, substr(checkpoint, 1, :chars) AS head, LENGTH(checkpoint) AS bytes, metadata
+FROM checkpoints WHERE thread_id = :thread_id ORDER BY checkpoint_id DESC LIMIT 1""")
 
 # Rows and stored bytes per table (the demo's "what is stored" and `d1saver threads`' totals).
-STORAGE_SUMMARY = """
+STORAGE_SUMMARY = q("""
 SELECT 'checkpoints' AS tbl, COUNT(*) AS row_count,
        COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) AS bytes
 FROM checkpoints
@@ -1402,7 +2418,7 @@ UNION ALL SELECT * FROM (
     SELECT 'delta_frozen', COUNT(*),
         COALESCE(SUM(LENGTH(value) + COALESCE(LENGTH(metadata), 0)), 0) FROM delta_frozen
     UNION ALL
-    SELECT 'd1saver_chunks', COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM d1saver_chunks)"""
+    SELECT 'd1saver_chunks', COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM d1saver_chunks)""")
 
 
 # --- transfers: a thread's rows read out of one database and written into another ----------
@@ -1432,70 +2448,159 @@ TRANSFER_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def _transfer_page(table: str) -> str:
-    keys, rest = TRANSFER_TABLES[table]
-    cols = ", ".join((*keys, *rest))
-    size = " + ".join(f"COALESCE(LENGTH({c}), 0)" for c in rest)  # the values: nearly all bytes
-    k = len(keys)
-    cursor = ", ".join(f"?{i}" for i in range(2, k + 2))
-    return f"""
-SELECT {cols}, available FROM (
-    SELECT {cols}, SUM({size}) OVER (ORDER BY {", ".join(keys)} ROWS UNBOUNDED PRECEDING)
-               - ({size}) AS bytes_before,
-           COUNT(*) OVER () AS available
-    FROM (SELECT {cols} FROM {table}
-          WHERE thread_id = ?1 AND (?2 IS NULL OR ({", ".join(keys)}) > ({cursor}))
-          ORDER BY {", ".join(keys)} LIMIT ?{k + 2})
-)
-WHERE bytes_before < ?{k + 3}
-ORDER BY {", ".join(keys)}"""
 
 
-def _transfer_insert(table: str) -> str:
-    keys, rest = TRANSFER_TABLES[table]
-    cols = ("thread_id", *keys, *rest)
-    marks = ", ".join(f"?{i}" for i in range(1, len(cols) + 1))
-    return f"INSERT OR REPLACE INTO {table} ({', '.join(cols)}) VALUES ({marks})"
 
 
 # Params: ?1 thread_id, then the key of the previous page's last row (all NULL on the first
 # page), then the row limit and the byte budget.
-TRANSFER_PAGE = {table: _transfer_page(table) for table in TRANSFER_TABLES}
+TRANSFER_PAGE_D1SAVER_CHUNKS = q("""
+SELECT level, id, data, available FROM (
+    SELECT level, id, data, SUM(COALESCE(LENGTH(data), 0)) OVER (ORDER BY level, id ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(data), 0)) AS bytes_before,
+           COUNT(*) OVER () AS available
+    FROM (SELECT level, id, data FROM d1saver_chunks
+          WHERE thread_id = :thread_id AND (:after_level IS NULL OR (level, id) > (:after_level, :after_id))
+          ORDER BY level, id LIMIT :limit)
+)
+WHERE bytes_before < :budget
+ORDER BY level, id""")
+TRANSFER_PAGE_CHECKPOINTS = q("""
+SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts, available FROM (
+    SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts, SUM(COALESCE(LENGTH(parent_checkpoint_id), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(checkpoint), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0) + COALESCE(LENGTH(run_id), 0) + COALESCE(LENGTH(ts), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(parent_checkpoint_id), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(checkpoint), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0) + COALESCE(LENGTH(run_id), 0) + COALESCE(LENGTH(ts), 0)) AS bytes_before,
+           COUNT(*) OVER () AS available
+    FROM (SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts FROM checkpoints
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id) > (:after_checkpoint_ns, :after_checkpoint_id))
+          ORDER BY checkpoint_ns, checkpoint_id LIMIT :limit)
+)
+WHERE bytes_before < :budget
+ORDER BY checkpoint_ns, checkpoint_id""")
+TRANSFER_PAGE_WRITES = q("""
+SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value, available FROM (
+    SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value, SUM(COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(channel), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, task_id, idx ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(channel), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0)) AS bytes_before,
+           COUNT(*) OVER () AS available
+    FROM (SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value FROM writes
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id, task_id, idx) > (:after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx))
+          ORDER BY checkpoint_ns, checkpoint_id, task_id, idx LIMIT :limit)
+)
+WHERE bytes_before < :budget
+ORDER BY checkpoint_ns, checkpoint_id, task_id, idx""")
+TRANSFER_PAGE_CHUNKS = q("""
+SELECT checkpoint_ns, checkpoint_id, owner, seq, data, available FROM (
+    SELECT checkpoint_ns, checkpoint_id, owner, seq, data, SUM(COALESCE(LENGTH(data), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, owner, seq ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(data), 0)) AS bytes_before,
+           COUNT(*) OVER () AS available
+    FROM (SELECT checkpoint_ns, checkpoint_id, owner, seq, data FROM chunks
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id, owner, seq) > (:after_checkpoint_ns, :after_checkpoint_id, :after_owner, :after_seq))
+          ORDER BY checkpoint_ns, checkpoint_id, owner, seq LIMIT :limit)
+)
+WHERE bytes_before < :budget
+ORDER BY checkpoint_ns, checkpoint_id, owner, seq""")
+TRANSFER_PAGE_TAGS = q("""
+SELECT checkpoint_ns, name, checkpoint_id, created_at, available FROM (
+    SELECT checkpoint_ns, name, checkpoint_id, created_at, SUM(COALESCE(LENGTH(checkpoint_id), 0) + COALESCE(LENGTH(created_at), 0)) OVER (ORDER BY checkpoint_ns, name ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(checkpoint_id), 0) + COALESCE(LENGTH(created_at), 0)) AS bytes_before,
+           COUNT(*) OVER () AS available
+    FROM (SELECT checkpoint_ns, name, checkpoint_id, created_at FROM tags
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, name) > (:after_checkpoint_ns, :after_name))
+          ORDER BY checkpoint_ns, name LIMIT :limit)
+)
+WHERE bytes_before < :budget
+ORDER BY checkpoint_ns, name""")
+TRANSFER_PAGE_DELTA_UNWRITTEN = q("""
+SELECT checkpoint_ns, checkpoint_id, channels, available FROM (
+    SELECT checkpoint_ns, checkpoint_id, channels, SUM(COALESCE(LENGTH(channels), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(channels), 0)) AS bytes_before,
+           COUNT(*) OVER () AS available
+    FROM (SELECT checkpoint_ns, checkpoint_id, channels FROM delta_unwritten
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id) > (:after_checkpoint_ns, :after_checkpoint_id))
+          ORDER BY checkpoint_ns, checkpoint_id LIMIT :limit)
+)
+WHERE bytes_before < :budget
+ORDER BY checkpoint_ns, checkpoint_id""")
+TRANSFER_PAGE_DELTA_FROZEN = q("""
+SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, available FROM (
+    SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, SUM(COALESCE(LENGTH(src_checkpoint_id), 0) + COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0)) OVER (ORDER BY checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx ROWS UNBOUNDED PRECEDING)
+               - (COALESCE(LENGTH(src_checkpoint_id), 0) + COALESCE(LENGTH(task_path), 0) + COALESCE(LENGTH(type), 0) + COALESCE(LENGTH(value), 0) + COALESCE(LENGTH(metadata), 0) + COALESCE(LENGTH(channels), 0)) AS bytes_before,
+           COUNT(*) OVER () AS available
+    FROM (SELECT checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen
+          WHERE thread_id = :thread_id AND (:after_checkpoint_ns IS NULL OR (checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx) > (:after_checkpoint_ns, :after_checkpoint_id, :after_channel, :after_kind, :after_depth, :after_task_id, :after_idx))
+          ORDER BY checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx LIMIT :limit)
+)
+WHERE bytes_before < :budget
+ORDER BY checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx""")
+TRANSFER_PAGE = {
+    "d1saver_chunks": TRANSFER_PAGE_D1SAVER_CHUNKS,
+    "checkpoints": TRANSFER_PAGE_CHECKPOINTS,
+    "writes": TRANSFER_PAGE_WRITES,
+    "chunks": TRANSFER_PAGE_CHUNKS,
+    "tags": TRANSFER_PAGE_TAGS,
+    "delta_unwritten": TRANSFER_PAGE_DELTA_UNWRITTEN,
+    "delta_frozen": TRANSFER_PAGE_DELTA_FROZEN,
+}
 TRANSFER_PAGE_COLUMNS = {table: (*keys, *rest, "available")
                          for table, (keys, rest) in TRANSFER_TABLES.items()}
 # Params: thread_id, then the row's columns in TRANSFER_TABLES order. A row already there is
 # replaced: the copy wins, as copy_thread within one database does.
-TRANSFER_INSERT = {table: _transfer_insert(table) for table in TRANSFER_TABLES}
+TRANSFER_INSERT_D1SAVER_CHUNKS = q("""
+INSERT OR REPLACE INTO d1saver_chunks (thread_id, level, id, data) VALUES (:thread_id, :level, :id, :data)""")
+TRANSFER_INSERT_CHECKPOINTS = q("""
+INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :parent_checkpoint_id, :type, :checkpoint, :metadata, :channels, :run_id, :ts)""")
+TRANSFER_INSERT_WRITES = q("""
+INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, type, value) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :idx, :task_path, :channel, :type, :value)""")
+TRANSFER_INSERT_CHUNKS = q("""
+INSERT OR REPLACE INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :owner, :seq, :data)""")
+TRANSFER_INSERT_TAGS = q("""
+INSERT OR REPLACE INTO tags (thread_id, checkpoint_ns, name, checkpoint_id, created_at) VALUES (:thread_id, :checkpoint_ns, :name, :checkpoint_id, :created_at)""")
+TRANSFER_INSERT_DELTA_UNWRITTEN = q("""
+INSERT OR REPLACE INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channels)""")
+TRANSFER_INSERT_DELTA_FROZEN = q("""
+INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :channel, :kind, :depth, :task_id, :idx, :src_checkpoint_id, :task_path, :type, :value, :metadata, :channels)""")
+TRANSFER_INSERT = {
+    "d1saver_chunks": TRANSFER_INSERT_D1SAVER_CHUNKS,
+    "checkpoints": TRANSFER_INSERT_CHECKPOINTS,
+    "writes": TRANSFER_INSERT_WRITES,
+    "chunks": TRANSFER_INSERT_CHUNKS,
+    "tags": TRANSFER_INSERT_TAGS,
+    "delta_unwritten": TRANSFER_INSERT_DELTA_UNWRITTEN,
+    "delta_frozen": TRANSFER_INSERT_DELTA_FROZEN,
+}
 
 # Staged rows become the thread in one batch: ?1 staging thread id, ?2 the thread id. An
 # UPDATE fires no insert trigger, so the batch first does what the triggers of migrations 2 and
 # 4 do for an insert: a checkpoint or write that replaces one of the thread's drops the old
 # one's pieces, and a checkpoint its old delta_unwritten row.
-RENAME_THREAD = [
-    """
-DELETE FROM chunks WHERE thread_id = ?2 AND owner IN ('', ':metadata') AND EXISTS (
-    SELECT 1 FROM checkpoints AS s WHERE s.thread_id = ?1
-        AND s.checkpoint_ns = chunks.checkpoint_ns AND s.checkpoint_id = chunks.checkpoint_id)""",
-    """
-DELETE FROM chunks WHERE thread_id = ?2 AND EXISTS (
-    SELECT 1 FROM writes AS s WHERE s.thread_id = ?1 AND s.checkpoint_ns = chunks.checkpoint_ns
-        AND s.checkpoint_id = chunks.checkpoint_id AND chunks.owner = s.task_id || '/' || s.idx)""",
-    """
-DELETE FROM delta_unwritten WHERE thread_id = ?2 AND EXISTS (
-    SELECT 1 FROM checkpoints AS s WHERE s.thread_id = ?1
+RENAME_DROP_CHECKPOINT_PIECES = q("""
+DELETE FROM chunks WHERE thread_id = :thread_id AND owner IN ('', ':metadata') AND EXISTS (
+    SELECT 1 FROM checkpoints AS s WHERE s.thread_id = :staged
+        AND s.checkpoint_ns = chunks.checkpoint_ns AND s.checkpoint_id = chunks.checkpoint_id)""")
+RENAME_DROP_WRITE_PIECES = q("""
+DELETE FROM chunks WHERE thread_id = :thread_id AND EXISTS (
+    SELECT 1 FROM writes AS s WHERE s.thread_id = :staged AND s.checkpoint_ns = chunks.checkpoint_ns
+        AND s.checkpoint_id = chunks.checkpoint_id AND chunks.owner = s.task_id || '/' || s.idx)""")
+RENAME_DROP_UNWRITTEN = q("""
+DELETE FROM delta_unwritten WHERE thread_id = :thread_id AND EXISTS (
+    SELECT 1 FROM checkpoints AS s WHERE s.thread_id = :staged
         AND s.checkpoint_ns = delta_unwritten.checkpoint_ns
-        AND s.checkpoint_id = delta_unwritten.checkpoint_id)""",
-    *(f"UPDATE OR REPLACE {table} SET thread_id = ?2 WHERE thread_id = ?1"
-      for table in TRANSFER_TABLES),
-]
+        AND s.checkpoint_id = delta_unwritten.checkpoint_id)""")
+RENAME_D1SAVER_CHUNKS = q("""
+UPDATE OR REPLACE d1saver_chunks SET thread_id = :thread_id WHERE thread_id = :staged""")
+RENAME_CHECKPOINTS = q("""
+UPDATE OR REPLACE checkpoints SET thread_id = :thread_id WHERE thread_id = :staged""")
+RENAME_WRITES = q("UPDATE OR REPLACE writes SET thread_id = :thread_id WHERE thread_id = :staged")
+RENAME_CHUNKS = q("UPDATE OR REPLACE chunks SET thread_id = :thread_id WHERE thread_id = :staged")
+RENAME_TAGS = q("UPDATE OR REPLACE tags SET thread_id = :thread_id WHERE thread_id = :staged")
+RENAME_DELTA_UNWRITTEN = q("""
+UPDATE OR REPLACE delta_unwritten SET thread_id = :thread_id WHERE thread_id = :staged""")
+RENAME_DELTA_FROZEN = q("""
+UPDATE OR REPLACE delta_frozen SET thread_id = :thread_id WHERE thread_id = :staged""")
+RENAME_THREAD = [RENAME_DROP_CHECKPOINT_PIECES, RENAME_DROP_WRITE_PIECES, RENAME_DROP_UNWRITTEN, RENAME_D1SAVER_CHUNKS, RENAME_CHECKPOINTS, RENAME_WRITES, RENAME_CHUNKS, RENAME_TAGS, RENAME_DELTA_UNWRITTEN, RENAME_DELTA_FROZEN]
 # After rows written into thread ?1 (a copy between databases, RENAME_THREAD included): those
 # they replaced may have left chunks no row reaches.
-COLLECT_THREAD = [
-    "DELETE FROM d1saver_scope",
-    "INSERT INTO d1saver_scope (thread_id) VALUES (?1)",
-    GC_CHUNKS,
-    "DELETE FROM d1saver_scope",
-]
+SCOPE_THREAD = q("INSERT INTO d1saver_scope (thread_id) VALUES (:thread_id)")
+COLLECT_THREAD = [CLEAR_SCOPE, SCOPE_THREAD, GC_CHUNKS, CLEAR_SCOPE]
 
 # Deleting a moved thread from its old database, only if that database still holds exactly
 # the rows that were copied. Row counts alone miss a same-key replacement (a special write
@@ -1506,46 +2611,86 @@ COLLECT_THREAD = [
 #
 # ?1 the thread, ?2 its scratch id, then per table in TRANSFER_TABLES order the row count read.
 # The scope gets the thread only if both hold that many rows in every table.
-LEAVE_SCOPE = (
-    "INSERT INTO d1saver_scope (thread_id) SELECT ?1 WHERE "
-    + "\n    AND ".join(
-        f"(SELECT COUNT(*) FROM {table} WHERE thread_id = ?1) = ?{i}"
-        f" AND (SELECT COUNT(*) FROM {table} WHERE thread_id = ?2) = ?{i}"
-        for i, table in enumerate(TRANSFER_TABLES, start=3)))
+LEAVE_SCOPE = q("""
+INSERT INTO d1saver_scope (thread_id) SELECT :thread_id WHERE (SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = :thread_id) = :count_d1saver_chunks AND (SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = :scratch_id) = :count_d1saver_chunks
+    AND (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :thread_id) = :count_checkpoints AND (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :scratch_id) = :count_checkpoints
+    AND (SELECT COUNT(*) FROM writes WHERE thread_id = :thread_id) = :count_writes AND (SELECT COUNT(*) FROM writes WHERE thread_id = :scratch_id) = :count_writes
+    AND (SELECT COUNT(*) FROM chunks WHERE thread_id = :thread_id) = :count_chunks AND (SELECT COUNT(*) FROM chunks WHERE thread_id = :scratch_id) = :count_chunks
+    AND (SELECT COUNT(*) FROM tags WHERE thread_id = :thread_id) = :count_tags AND (SELECT COUNT(*) FROM tags WHERE thread_id = :scratch_id) = :count_tags
+    AND (SELECT COUNT(*) FROM delta_unwritten WHERE thread_id = :thread_id) = :count_delta_unwritten AND (SELECT COUNT(*) FROM delta_unwritten WHERE thread_id = :scratch_id) = :count_delta_unwritten
+    AND (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = :thread_id) = :count_delta_frozen AND (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = :scratch_id) = :count_delta_frozen""")
 
 
-def _unmatched(table: str, mine: str, other: str) -> str:
-    """A row of thread `mine` that thread `other` lacks with every column the same (IS: NULLs
-    equal, text and blobs byte for byte, numbers by value)."""
-    keys, rest = TRANSFER_TABLES[table]
-    same = " AND ".join(f"b.{c} IS a.{c}" for c in (*keys, *rest))
-    return (f"SELECT 1 FROM {table} AS a WHERE a.thread_id = {mine} AND NOT EXISTS ("
-            f"SELECT 1 FROM {table} AS b WHERE b.thread_id = {other} AND {same})")
 
 
 # ?1 the thread, ?2 its scratch id: empties the scope if the table's rows differ at all.
-LEAVE_UNLESS_SAME = {table: f"""
-DELETE FROM d1saver_scope WHERE EXISTS ({_unmatched(table, "?1", "?2")})
-    OR EXISTS ({_unmatched(table, "?2", "?1")})""" for table in TRANSFER_TABLES}
+LEAVE_UNLESS_SAME_D1SAVER_CHUNKS = q("""
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM d1saver_chunks AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM d1saver_chunks AS b WHERE b.thread_id = :scratch_id AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))
+    OR EXISTS (SELECT 1 FROM d1saver_chunks AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM d1saver_chunks AS b WHERE b.thread_id = :thread_id AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))""")
+LEAVE_UNLESS_SAME_CHECKPOINTS = q("""
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM checkpoints AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM checkpoints AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.parent_checkpoint_id IS a.parent_checkpoint_id AND b.type IS a.type AND b.checkpoint IS a.checkpoint AND b.metadata IS a.metadata AND b.channels IS a.channels AND b.run_id IS a.run_id AND b.ts IS a.ts))
+    OR EXISTS (SELECT 1 FROM checkpoints AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM checkpoints AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.parent_checkpoint_id IS a.parent_checkpoint_id AND b.type IS a.type AND b.checkpoint IS a.checkpoint AND b.metadata IS a.metadata AND b.channels IS a.channels AND b.run_id IS a.run_id AND b.ts IS a.ts))""")
+LEAVE_UNLESS_SAME_WRITES = q("""
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM writes AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM writes AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.task_path IS a.task_path AND b.channel IS a.channel AND b.type IS a.type AND b.value IS a.value))
+    OR EXISTS (SELECT 1 FROM writes AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM writes AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.task_path IS a.task_path AND b.channel IS a.channel AND b.type IS a.type AND b.value IS a.value))""")
+LEAVE_UNLESS_SAME_CHUNKS = q("""
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM chunks AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM chunks AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.owner IS a.owner AND b.seq IS a.seq AND b.data IS a.data))
+    OR EXISTS (SELECT 1 FROM chunks AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM chunks AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.owner IS a.owner AND b.seq IS a.seq AND b.data IS a.data))""")
+LEAVE_UNLESS_SAME_TAGS = q("""
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM tags AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM tags AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.name IS a.name AND b.checkpoint_id IS a.checkpoint_id AND b.created_at IS a.created_at))
+    OR EXISTS (SELECT 1 FROM tags AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM tags AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.name IS a.name AND b.checkpoint_id IS a.checkpoint_id AND b.created_at IS a.created_at))""")
+LEAVE_UNLESS_SAME_DELTA_UNWRITTEN = q("""
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM delta_unwritten AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM delta_unwritten AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channels IS a.channels))
+    OR EXISTS (SELECT 1 FROM delta_unwritten AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM delta_unwritten AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channels IS a.channels))""")
+LEAVE_UNLESS_SAME_DELTA_FROZEN = q("""
+DELETE FROM d1saver_scope WHERE EXISTS (SELECT 1 FROM delta_frozen AS a WHERE a.thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM delta_frozen AS b WHERE b.thread_id = :scratch_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata AND b.channels IS a.channels))
+    OR EXISTS (SELECT 1 FROM delta_frozen AS a WHERE a.thread_id = :scratch_id AND NOT EXISTS (SELECT 1 FROM delta_frozen AS b WHERE b.thread_id = :thread_id AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata AND b.channels IS a.channels))""")
+LEAVE_UNLESS_SAME = {
+    "d1saver_chunks": LEAVE_UNLESS_SAME_D1SAVER_CHUNKS,
+    "checkpoints": LEAVE_UNLESS_SAME_CHECKPOINTS,
+    "writes": LEAVE_UNLESS_SAME_WRITES,
+    "chunks": LEAVE_UNLESS_SAME_CHUNKS,
+    "tags": LEAVE_UNLESS_SAME_TAGS,
+    "delta_unwritten": LEAVE_UNLESS_SAME_DELTA_UNWRITTEN,
+    "delta_frozen": LEAVE_UNLESS_SAME_DELTA_FROZEN,
+}
 LEAVING_COLUMNS = ("moved",)
-LEAVING = "SELECT COUNT(*) AS moved FROM d1saver_scope"
+LEAVING = q("SELECT COUNT(*) AS moved FROM d1saver_scope")
 # No parameters: the thread in the scope goes (its checkpoints last).
-LEAVE = [f"DELETE FROM {table} WHERE {_IN_SCOPE}" for table in reversed(TRANSFER_TABLES)]
+LEAVE_DELTA_FROZEN = q("""
+DELETE FROM delta_frozen WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)""")
+LEAVE_DELTA_UNWRITTEN = q("""
+DELETE FROM delta_unwritten WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)""")
+LEAVE_TAGS = q("DELETE FROM tags WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)")
+LEAVE_CHUNKS = q("DELETE FROM chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)")
+LEAVE_WRITES = q("DELETE FROM writes WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)")
+LEAVE_CHECKPOINTS = q("""
+DELETE FROM checkpoints WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)""")
+LEAVE_D1SAVER_CHUNKS = q("""
+DELETE FROM d1saver_chunks WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)""")
+LEAVE = [LEAVE_DELTA_FROZEN, LEAVE_DELTA_UNWRITTEN, LEAVE_TAGS, LEAVE_CHUNKS, LEAVE_WRITES, LEAVE_CHECKPOINTS, LEAVE_D1SAVER_CHUNKS]
 # ?1 a thread id: its rows in every transfer table (the scratch copy, before and after).
-DROP_THREAD = [f"DELETE FROM {table} WHERE thread_id = ?1" for table in reversed(TRANSFER_TABLES)]
+DROP_THREAD_DELTA_FROZEN = q("DELETE FROM delta_frozen WHERE thread_id = :thread_id")
+DROP_THREAD_DELTA_UNWRITTEN = q("DELETE FROM delta_unwritten WHERE thread_id = :thread_id")
+DROP_THREAD_TAGS = q("DELETE FROM tags WHERE thread_id = :thread_id")
+DROP_THREAD_CHUNKS = q("DELETE FROM chunks WHERE thread_id = :thread_id")
+DROP_THREAD_WRITES = q("DELETE FROM writes WHERE thread_id = :thread_id")
+DROP_THREAD_CHECKPOINTS = q("DELETE FROM checkpoints WHERE thread_id = :thread_id")
+DROP_THREAD_D1SAVER_CHUNKS = q("DELETE FROM d1saver_chunks WHERE thread_id = :thread_id")
+DROP_THREAD = [DROP_THREAD_DELTA_FROZEN, DROP_THREAD_DELTA_UNWRITTEN, DROP_THREAD_TAGS, DROP_THREAD_CHUNKS, DROP_THREAD_WRITES, DROP_THREAD_CHECKPOINTS, DROP_THREAD_D1SAVER_CHUNKS]
 
 # Thread ids in [?1, ?2) in any table (staged rows left by a killed copy, by their prefix).
 # D1 refuses a compound SELECT of more than 5 terms (probed on Wrangler's engine): nested.
-THREADS_IN_RANGE = """
-SELECT thread_id FROM checkpoints WHERE thread_id >= ?1 AND thread_id < ?2
-UNION SELECT thread_id FROM writes WHERE thread_id >= ?1 AND thread_id < ?2
-UNION SELECT thread_id FROM chunks WHERE thread_id >= ?1 AND thread_id < ?2
-UNION SELECT thread_id FROM tags WHERE thread_id >= ?1 AND thread_id < ?2
+THREADS_IN_RANGE = q("""
+SELECT thread_id FROM checkpoints WHERE thread_id >= :low AND thread_id < :high
+UNION SELECT thread_id FROM writes WHERE thread_id >= :low AND thread_id < :high
+UNION SELECT thread_id FROM chunks WHERE thread_id >= :low AND thread_id < :high
+UNION SELECT thread_id FROM tags WHERE thread_id >= :low AND thread_id < :high
 UNION SELECT thread_id FROM (
-    SELECT thread_id FROM d1saver_chunks WHERE thread_id >= ?1 AND thread_id < ?2
-    UNION SELECT thread_id FROM delta_unwritten WHERE thread_id >= ?1 AND thread_id < ?2
-    UNION SELECT thread_id FROM delta_frozen WHERE thread_id >= ?1 AND thread_id < ?2)
-ORDER BY thread_id"""
+    SELECT thread_id FROM d1saver_chunks WHERE thread_id >= :low AND thread_id < :high
+    UNION SELECT thread_id FROM delta_unwritten WHERE thread_id >= :low AND thread_id < :high
+    UNION SELECT thread_id FROM delta_frozen WHERE thread_id >= :low AND thread_id < :high)
+ORDER BY thread_id""")
 
 # --- sealed rows: copies and rekeying (d1saver/ops/reseal.py) --------------------------------
 #
@@ -1554,85 +2699,126 @@ ORDER BY thread_id"""
 # value in Python (never deserialized) and write it back.
 
 # A stored value's text, or piece 0's when the row holds a chunk marker: where the key id is.
-_HEAD_OF = """CASE WHEN substr({t}.{col}, 1, 2) = 'c:' THEN (
-    SELECT k.data FROM chunks AS k WHERE k.thread_id = {t}.thread_id
-        AND k.checkpoint_ns = {t}.checkpoint_ns AND k.checkpoint_id = {t}.checkpoint_id
-        AND k.owner = {owner} AND k.seq = 0) ELSE {t}.{col} END"""
-_CHECKPOINT_HEAD = _HEAD_OF.format(t="c", col="checkpoint", owner="''")
-_WRITE_HEAD = _HEAD_OF.format(t="w", col="value", owner="w.task_id || '/' || w.idx")
 # Not under the newest key: ?{n} is the JSON array of the 7-character heads its texts have
 # ("e:" and the base85 group of key id and codec: d1saver/storage/crypto.py).
-_STALE = "substr(COALESCE({x}, ''), 1, 7) NOT IN (SELECT value FROM json_each(?{n}))"
 
 # The chunks of a raw page's rows ('k' rows), of the owners named.
-_RAW_PIECES = """
-SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
-       NULL, NULL
-FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
-    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
-    AND k.owner {owner}"""
 
 # Checkpoint rows after the cursor (?2, ?3, ?4: thread_id, checkpoint_ns, checkpoint_id;
 # '' to start), ?5 rows, in one thread (?1) or all (?1 NULL); only those with a value not
 # sealed under the newest key when ?6 (heads) is given (their metadata is sealed with it).
 # With their chunks.
-_RAW_CHECKPOINTS = f"""
+RAW_CHECKPOINTS_THREAD = q("""
 WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata, channels, run_id, ts
     FROM checkpoints AS c
-    WHERE {{scope}} AND (thread_id, checkpoint_ns, checkpoint_id) > (?2, ?3, ?4)
-      AND (?6 IS NULL OR {_STALE.format(x=_CHECKPOINT_HEAD, n=6)})
+    WHERE thread_id = :thread_id AND (thread_id, checkpoint_ns, checkpoint_id) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id)
+      AND (:heads IS NULL OR substr(COALESCE(CASE WHEN substr(c.checkpoint, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
+        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
+        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads)))
     ORDER BY thread_id, checkpoint_ns, checkpoint_id
-    LIMIT ?5
+    LIMIT :limit
 )
 SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
        type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, run_id AS f6, ts AS f7
 FROM page
-UNION ALL""" + _RAW_PIECES.format(owner="IN ('', ':metadata')")
-RAW_CHECKPOINTS_THREAD = _RAW_CHECKPOINTS.format(scope="thread_id = ?1")
-RAW_CHECKPOINTS_ALL = _RAW_CHECKPOINTS.format(scope="?1 IS NULL")
+UNION ALL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
+       NULL, NULL
+FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
+    AND k.owner IN ('', ':metadata')""")
+RAW_CHECKPOINTS_ALL = q("""
+WITH page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata, channels, run_id, ts
+    FROM checkpoints AS c
+    WHERE (thread_id, checkpoint_ns, checkpoint_id) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id)
+      AND (:heads IS NULL OR substr(COALESCE(CASE WHEN substr(c.checkpoint, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
+        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
+        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads)))
+    ORDER BY thread_id, checkpoint_ns, checkpoint_id
+    LIMIT :limit
+)
+SELECT 'c' AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id AS f1,
+       type AS f2, checkpoint AS f3, metadata AS f4, channels AS f5, run_id AS f6, ts AS f7
+FROM page
+UNION ALL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
+       NULL, NULL
+FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
+    AND k.owner IN ('', ':metadata')""")
 
 # Write rows after the cursor (?2..?6: thread_id, checkpoint_ns, checkpoint_id, task_id, idx),
 # ?7 rows, in one thread (?1) or all; with ?8 (heads) only those not under the newest key.
-_RAW_WRITES = f"""
+RAW_WRITES_THREAD = q("""
 WITH page AS (
     SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
     FROM writes AS w
-    WHERE {{scope}}
-      AND (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (?2, ?3, ?4, ?5, ?6)
-      AND (?8 IS NULL OR (w.value IS NOT NULL AND {_STALE.format(x=_WRITE_HEAD, n=8)}))
+    WHERE thread_id = :thread_id
+      AND (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx)
+      AND (:heads IS NULL OR (w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = w.thread_id
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id
+        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads))))
     ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
-    LIMIT ?7
+    LIMIT :limit
 )
 SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id AS f1, task_path AS f2,
        idx AS f3, channel AS f4, type AS f5, value AS f6, NULL AS f7
 FROM page
-UNION ALL""" + _RAW_PIECES.format(owner="= p.task_id || '/' || p.idx")
-RAW_WRITES_THREAD = _RAW_WRITES.format(scope="thread_id = ?1")
-RAW_WRITES_ALL = _RAW_WRITES.format(scope="?1 IS NULL")
+UNION ALL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
+       NULL, NULL
+FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
+    AND k.owner = p.task_id || '/' || p.idx""")
+RAW_WRITES_ALL = q("""
+WITH page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value
+    FROM writes AS w
+    WHERE (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_task_id, :after_idx)
+      AND (:heads IS NULL OR (w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = w.thread_id
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id
+        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads))))
+    ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
+    LIMIT :limit
+)
+SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id AS f1, task_path AS f2,
+       idx AS f3, channel AS f4, type AS f5, value AS f6, NULL AS f7
+FROM page
+UNION ALL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, k.seq, k.data, NULL, NULL,
+       NULL, NULL
+FROM page AS p JOIN chunks AS k ON k.thread_id = p.thread_id
+    AND k.checkpoint_ns = p.checkpoint_ns AND k.checkpoint_id = p.checkpoint_id
+    AND k.owner = p.task_id || '/' || p.idx""")
 
 # Frozen DeltaChannel rows (delta_frozen) after the cursor (?2..?9: thread_id, checkpoint_ns,
 # checkpoint_id, channel, kind, depth, task_id, idx; '' and -2^63 to start), ?10 rows, of one
 # thread (?1) or all; with ?11 (heads) only 's' and 'w' rows not under the newest key. With
 # their holders' frozen pieces ('k': owner in `channel`, seq in `depth`, data in `value`). For
 # copy_thread and rekey under keys, which re-seal them.
-_FROZEN_HEAD = """CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
+RAW_FROZEN_THREAD = q("""
+WITH page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen AS f
+    WHERE thread_id = :thread_id
+      AND (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
+          > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel, :after_kind, :after_depth, :after_task_id, :after_idx)
+      AND (:heads IS NULL OR (f.kind <> 'c' AND f.value IS NOT NULL
+                           AND substr(COALESCE(CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
     SELECT k.data FROM chunks AS k WHERE k.thread_id = f.thread_id
         AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id = f.checkpoint_id
         AND k.owner = 'f/' || f.src_checkpoint_id || '/'
                       || CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx ELSE '' END
-        AND k.seq = 0) ELSE f.value END"""
-_RAW_FROZEN = f"""
-WITH page AS (
-    SELECT thread_id, {_FROZEN_COLUMNS.split(", ", 1)[1]} FROM delta_frozen AS f
-    WHERE {{scope}}
-      AND (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
-          > (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-      AND (?11 IS NULL OR (f.kind <> 'c' AND f.value IS NOT NULL
-                           AND {_STALE.format(x=_FROZEN_HEAD, n=11)}))
+        AND k.seq = 0) ELSE f.value END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads))))
     ORDER BY thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx
-    LIMIT ?10
+    LIMIT :limit
 )
 SELECT 'f' AS kind, thread_id, checkpoint_ns, checkpoint_id, channel, kind AS fkind, depth,
        task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels
@@ -1642,14 +2828,36 @@ SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, NULL, k.seq,
        NULL, NULL, NULL, k.data, NULL, NULL
 FROM (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM page) AS h
 JOIN chunks AS k ON k.thread_id = h.thread_id AND k.checkpoint_ns = h.checkpoint_ns
-    AND k.checkpoint_id = h.checkpoint_id AND {_FROZEN_PIECE.format(k="k")}"""
-RAW_FROZEN_THREAD = _RAW_FROZEN.format(scope="thread_id = ?1")
-RAW_FROZEN_ALL = _RAW_FROZEN.format(scope="?1 IS NULL")
+    AND k.checkpoint_id = h.checkpoint_id AND substr(k.owner, 1, 2) = 'f/'""")
+RAW_FROZEN_ALL = q("""
+WITH page AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels FROM delta_frozen AS f
+    WHERE (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx)
+          > (:after_thread_id, :after_checkpoint_ns, :after_checkpoint_id, :after_channel, :after_kind, :after_depth, :after_task_id, :after_idx)
+      AND (:heads IS NULL OR (f.kind <> 'c' AND f.value IS NOT NULL
+                           AND substr(COALESCE(CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = f.thread_id
+        AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id = f.checkpoint_id
+        AND k.owner = 'f/' || f.src_checkpoint_id || '/'
+                      || CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx ELSE '' END
+        AND k.seq = 0) ELSE f.value END, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads))))
+    ORDER BY thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx
+    LIMIT :limit
+)
+SELECT 'f' AS kind, thread_id, checkpoint_ns, checkpoint_id, channel, kind AS fkind, depth,
+       task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels
+FROM page
+UNION ALL
+SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, NULL, k.seq, NULL, NULL,
+       NULL, NULL, NULL, k.data, NULL, NULL
+FROM (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM page) AS h
+JOIN chunks AS k ON k.thread_id = h.thread_id AND k.checkpoint_ns = h.checkpoint_ns
+    AND k.checkpoint_id = h.checkpoint_id AND substr(k.owner, 1, 2) = 'f/'""")
 RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "channel",
                       "fkind", "depth", "task_id", "idx", "src_checkpoint_id", "task_path",
                       "type", "value", "metadata", "channels")
-INSERT_FROZEN = (f"INSERT OR REPLACE INTO delta_frozen ({_FROZEN_COLUMNS}) "
-                 "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)")
+INSERT_FROZEN = q("""
+INSERT OR REPLACE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels) VALUES (:thread_id,:checkpoint_ns,:checkpoint_id,:channel,:kind,:depth,:task_id,:idx,:src_checkpoint_id,:task_path,:type,:value,:metadata,:channels)""")
 
 # Columns of the raw pages, per row kind:
 #   'c' checkpoint: f1 parent_checkpoint_id, f2 type, f3 checkpoint, f4 metadata, f5 channels,
@@ -1664,70 +2872,89 @@ RAW_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
 # moved on) and rolls the batch back otherwise; the job then reads the page again. A text is
 # compared by a fingerprint (length, first and last 40 characters: sealed texts start with a
 # random nonce and end with a tag), its chunks by count, total length and piece 0's fingerprint.
-_FP = "length({x}) || ':' || substr({x}, 1, 40) || substr({x}, -40)"
-_PIECES_FP = """(SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
-        || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
-    FROM chunks WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
-        AND owner = {owner})"""
 # ?1 ?2 ?3 the checkpoint, ?4 ?5 fingerprints of checkpoint and metadata, ?6 ?7 of their chunks.
-REKEY_GUARD_CHECKPOINT = f"""
+REKEY_GUARD_CHECKPOINT = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
-    SELECT 1 FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
-        AND {_FP.format(x="checkpoint")} IS ?4 AND {_FP.format(x="metadata")} IS ?5)
-    OR {_PIECES_FP.format(owner="''")} IS NOT ?6
-    OR {_PIECES_FP.format(owner="':metadata'")} IS NOT ?7"""
+    SELECT 1 FROM checkpoints WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+        AND length(checkpoint) || ':' || substr(checkpoint, 1, 40) || substr(checkpoint, -40) IS :checkpoint_fp AND length(metadata) || ':' || substr(metadata, 1, 40) || substr(metadata, -40) IS :metadata_fp)
+    OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
+        || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
+    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+        AND owner = '') IS NOT :checkpoint_pieces_fp
+    OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
+        || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
+    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+        AND owner = ':metadata') IS NOT :metadata_pieces_fp""")
 # ?1 ?2 ?3 the checkpoint, ?4 task_id, ?5 idx, ?6 fingerprint of the value, ?7 of its chunks.
-REKEY_GUARD_WRITE = f"""
+REKEY_GUARD_WRITE = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
-    SELECT 1 FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
-        AND task_id = ?4 AND idx = ?5 AND {_FP.format(x="value")} IS ?6)
-    OR {_PIECES_FP.format(owner="?4 || '/' || ?5")} IS NOT ?7"""
+    SELECT 1 FROM writes WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+        AND task_id = :task_id AND idx = :idx AND length(value) || ':' || substr(value, 1, 40) || substr(value, -40) IS :value_fp)
+    OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
+        || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
+    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+        AND owner = :task_id || '/' || :idx) IS NOT :pieces_fp""")
 # ?1..?8 the frozen row's key (thread_id .. idx), ?9 fingerprint of its value, ?10 of its
 # pieces (held by the holder, ?11 their owner).
-REKEY_GUARD_FROZEN = f"""
+REKEY_GUARD_FROZEN = q("""
 INSERT INTO d1saver_guard (head_moved)
 SELECT 1 WHERE NOT EXISTS (
-    SELECT 1 FROM delta_frozen WHERE thread_id = ?1 AND checkpoint_ns = ?2
-        AND checkpoint_id = ?3 AND channel = ?4 AND kind = ?5 AND depth = ?6 AND task_id = ?7
-        AND idx = ?8 AND {_FP.format(x="value")} IS ?9)
-    OR {_PIECES_FP.format(owner="?11")} IS NOT ?10"""
-REKEY_FROZEN = """
-UPDATE delta_frozen SET value = ?9, metadata = ?10
-WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND channel = ?4
-  AND kind = ?5 AND depth = ?6 AND task_id = ?7 AND idx = ?8"""
-REKEY_CHECKPOINT = """
-UPDATE checkpoints SET checkpoint = ?4, metadata = ?5
-WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"""
+    SELECT 1 FROM delta_frozen WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+        AND checkpoint_id = :checkpoint_id AND channel = :channel AND kind = :kind AND depth = :depth AND task_id = :task_id
+        AND idx = :idx AND length(value) || ':' || substr(value, 1, 40) || substr(value, -40) IS :value_fp)
+    OR (SELECT COUNT(*) || ':' || SUM(length(data)) || ':'
+        || MAX(CASE WHEN seq = 0 THEN substr(data, 1, 40) || substr(data, -40) END)
+    FROM chunks WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id
+        AND owner = :owner) IS NOT :pieces_fp""")
+REKEY_FROZEN = q("""
+UPDATE delta_frozen SET value = :value, metadata = :metadata
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id AND channel = :channel
+  AND kind = :kind AND depth = :depth AND task_id = :task_id AND idx = :idx""")
+REKEY_CHECKPOINT = q("""
+UPDATE checkpoints SET checkpoint = :checkpoint, metadata = :metadata
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id""")
 # A plaintext pack (migration 7) sealed as one row per write: the pack goes, its writes come.
-REKEY_DROP_WRITE = """
+REKEY_DROP_WRITE = q("""
 DELETE FROM writes
-WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id = ?4 AND idx = ?5"""
-REKEY_ADD_WRITE = f"""
-INSERT OR IGNORE INTO writes ({','.join(WRITE_COLUMNS)}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"""
-REKEY_WRITE = """
-UPDATE writes SET value = ?6
-WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id = ?4 AND idx = ?5"""
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx""")
+REKEY_ADD_WRITE = q("""
+INSERT OR IGNORE INTO writes (thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value) VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :task_path, :idx, :channel, :type, :value)""")
+REKEY_WRITE = q("""
+UPDATE writes SET value = :value
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns AND checkpoint_id = :checkpoint_id AND task_id = :task_id AND idx = :idx""")
 
 # Stored values per table and key: rows (tbl, head, row_count), head being the first 7
 # characters of sealed texts (d1saver/storage/crypto.py: key_id_of_text) and NULL for plaintext.
-_HEAD_GROUP = "CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END"
-KEY_CENSUS = f"""
-SELECT 'checkpoints' AS tbl, {_HEAD_GROUP} AS head, COUNT(*) AS row_count
-FROM (SELECT {_CHECKPOINT_HEAD} AS v FROM checkpoints AS c) GROUP BY {_HEAD_GROUP}
+KEY_CENSUS = q("""
+SELECT 'checkpoints' AS tbl, CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END AS head, COUNT(*) AS row_count
+FROM (SELECT CASE WHEN substr(c.checkpoint, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = c.thread_id
+        AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id
+        AND k.owner = '' AND k.seq = 0) ELSE c.checkpoint END AS v FROM checkpoints AS c) GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END
 UNION ALL
-SELECT 'writes', {_HEAD_GROUP}, COUNT(*)
-FROM (SELECT {_WRITE_HEAD} AS v FROM writes AS w WHERE w.value IS NOT NULL)
-GROUP BY {_HEAD_GROUP}
+SELECT 'writes', CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END, COUNT(*)
+FROM (SELECT CASE WHEN substr(w.value, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = w.thread_id
+        AND k.checkpoint_ns = w.checkpoint_ns AND k.checkpoint_id = w.checkpoint_id
+        AND k.owner = w.task_id || '/' || w.idx AND k.seq = 0) ELSE w.value END AS v FROM writes AS w WHERE w.value IS NOT NULL)
+GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END
 UNION ALL
-SELECT 'delta_frozen', {_HEAD_GROUP}, COUNT(*)
-FROM (SELECT {_FROZEN_HEAD} AS v FROM delta_frozen AS f
+SELECT 'delta_frozen', CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END, COUNT(*)
+FROM (SELECT CASE WHEN substr(f.value, 1, 2) = 'c:' THEN (
+    SELECT k.data FROM chunks AS k WHERE k.thread_id = f.thread_id
+        AND k.checkpoint_ns = f.checkpoint_ns AND k.checkpoint_id = f.checkpoint_id
+        AND k.owner = 'f/' || f.src_checkpoint_id || '/'
+                      || CASE f.kind WHEN 'w' THEN f.task_id || '/' || f.idx ELSE '' END
+        AND k.seq = 0) ELSE f.value END AS v FROM delta_frozen AS f
       WHERE f.kind <> 'c' AND f.value IS NOT NULL)
-GROUP BY {_HEAD_GROUP}"""
+GROUP BY CASE WHEN substr(v, 1, 2) = 'e:' THEN substr(v, 1, 7) END""")
 KEY_CENSUS_COLUMNS = ("tbl", "head", "row_count")
 
 # copy_thread under keys: the target's tags and delta_unwritten rows, as COPY_THREAD copies
 # them (?1 source, ?2 target); after the checkpoints, whose insert trigger clears the latter.
-COPY_TAGS = next(s for s in COPY_THREAD if "INTO tags" in s)
-COPY_DELTA_UNWRITTEN = next(s for s in COPY_THREAD if "INTO delta_unwritten" in s)
+
+# Every statement of this module, named by its identifier.
+STATEMENTS = [*name_queries(globals()),
+              *(s for version in range(1, SCHEMA_VERSION + 1) for s in migration(version))]

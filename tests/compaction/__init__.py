@@ -13,8 +13,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
 from d1saver import D1Saver, Statement
-from d1saver.http.client import compact_sql
 from d1saver.local import FaultPlan, LocalD1Transport
+from d1saver.sql.query import Query
 
 NOW = datetime.now(timezone.utc).isoformat()
 LONG_AGO = "2020-01-01T00:00:00+00:00"
@@ -88,8 +88,8 @@ class LoseFirstResponse(httpx.BaseTransport, httpx.AsyncBaseTransport):
     commits and then loses its response (the engine's FaultPlan(rate_lost_response=1.0), for
     that attempt only). The client retries the same request; `lost` counts the lost answers."""
 
-    def __init__(self, inner: LocalD1Transport, sql: str) -> None:
-        self.inner, self.sql = inner, compact_sql(sql)
+    def __init__(self, inner: LocalD1Transport, query: Query) -> None:
+        self.inner, self.sql = inner, query.sql
         self.seen: set[bytes] = set()
         self.lost = 0
 

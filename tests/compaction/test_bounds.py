@@ -22,6 +22,7 @@ from typing_extensions import TypedDict
 from compaction import compact
 from d1saver import D1Saver, admin
 from d1saver.sql import catalogue as _sql
+from d1saver.sql.query import Query
 from tests.compaction import cfg, checkpoint_id, ids_in, new_thread, query
 from tests.compaction.test_job import by_namespace, count_writes, delta_graph, seed_chain
 from tests.conftest import Backend
@@ -252,13 +253,13 @@ def test_never_written_delta_channel_does_not_keep_the_thread(backend: Backend) 
     assert not graph.get_state(config).values.get("notes")
 
 
-def work(backend: Backend, saver: D1Saver, stmts: list, sql: str) -> int:
-    """The work of a batch: meta rows_read of its statement `sql` on the real engine; SQLite
+def work(backend: Backend, saver: D1Saver, stmts: list, target: Query) -> int:
+    """The work of a batch: meta rows_read of its statement `target` on the real engine; SQLite
     virtual-machine steps of the whole batch (in thousands) on the local D1, whose rows_read
     is only the rows a statement returns."""
     if backend.engine is None:
         results = saver.execute(stmts)
-        return next(int(r.meta["rows_read"]) for s, r in zip(stmts, results) if s.sql == sql)
+        return next(int(r.meta["rows_read"]) for s, r in zip(stmts, results) if s.name == target.name)
     saver.setup()
     conn = backend.engine._registry.get(backend.database_id).conn  # the test's own database
     steps = [0]

@@ -28,7 +28,7 @@ from tests.reliability.test_faults import LoseNextResponse
 from tests.servers import closed_url
 
 TOKEN = "sentinel-token-5b0e91d7"
-COMMANDS = ["compact", "rebalance", "rekey", "tag", "untag", "threads", "history", "check"]
+COMMANDS = ["compact", "rebalance", "rekey", "tag", "untag", "threads", "history", "check", "show", "diff"]
 runner = CliRunner()
 
 
@@ -280,6 +280,19 @@ def test_threads_json(saver: D1Saver, env: dict[str, str]) -> None:
     assert all(r["bytes"] > 0 and r["updated"] for r in rows)
 
 
+def test_threads_bytes_count_the_whole_storage(saver: D1Saver, env: dict[str, str]) -> None:
+    """A thread's bytes are everything it stores: checkpoints, writes and chunk rows, not its
+    checkpoint rows alone."""
+    seed(saver, "a", n=3, writes=2, value=lambda i: [f"message {i}-{j} " * 20 for j in range(12)])
+    whole = sum(query(saver, sql, "a")[0][0] or 0 for sql in (
+        "SELECT SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints WHERE thread_id = ?1",
+        "SELECT SUM(LENGTH(value)) FROM writes WHERE thread_id = ?1",
+        "SELECT SUM(LENGTH(data)) FROM d1saver_chunks WHERE thread_id = ?1"))
+    assert query(saver, "SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = ?1", "a")[0][0] > 0
+    (row,) = json.loads(cli(env, "threads", "--json").stdout)
+    assert row["bytes"] == whole
+
+
 def test_threads_table(saver: D1Saver, env: dict[str, str]) -> None:
     """`threads` prints a table with a header and a line per thread."""
     seed(saver, "a", n=3)
@@ -351,7 +364,8 @@ def test_compaction_app_runs_the_same_commands(saver: D1Saver, env: dict[str, st
 # --- the token never shows; errors are clean -------------------------------------------------
 
 ARGS = {"compact": ["--keep", "1", "--all"], "rekey": [], "tag": ["a", checkpoint_id(0), "x"],
-        "untag": ["a", "x"], "threads": [], "history": ["a"], "rebalance": [], "check": []}
+        "untag": ["a", "x"], "threads": [], "history": ["a"], "rebalance": [], "check": [],
+        "show": ["a"], "diff": ["a", checkpoint_id(0), checkpoint_id(1)]}
 # Every command reads D1SAVER_ENCRYPTION_KEYS; rekey needs it.
 KEYS_ENV = {"D1SAVER_ENCRYPTION_KEYS": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}
 
@@ -452,3 +466,41 @@ def test_demo_without_langgraph_names_the_extra(monkeypatch: pytest.MonkeyPatch)
     result = cli({}, "demo")
     assert_usage_error(result)
     assert "pip install 'd1saver[demo]'" in result.stderr
+
+
+def test_rebalance_refuses_a_negative_lease_ttl(env: dict[str, str]) -> None:
+    result = cli(env, "rebalance", "--lease-ttl", "-5")
+    assert_usage_error(result)
+    assert "--lease-ttl" in result.stderr
+
+
+def test_check_of_a_missing_thread_exits_4(saver: D1Saver, env: dict[str, str]) -> None:
+    seed(saver, "a")
+    assert cli(env, "check", "--thread-id", "a").exit_code == 0
+    missing = cli(env, "check", "--thread-id", "no-such-thread")
+    assert missing.exit_code == 4 and "no-such-thread" in missing.stderr
+
+
+JSON_ARGS = {**ARGS, "compact": ["--keep", "2", "--all"], "tag": ["a", checkpoint_id(1), "x"], "untag": ["a", "x"],
+             "diff": ["a", checkpoint_id(0), checkpoint_id(4)]}
+
+
+@pytest.mark.parametrize("command", ["tag", "untag", "threads", "history", "check", "show", "diff", "rebalance",
+                                     "rekey", "compact"])
+def test_every_reporting_command_prints_one_json_document(command: str, saver: D1Saver,
+                                                          env: dict[str, str]) -> None:
+    """For cron monitoring: `--json` output is exactly one JSON document on stdout."""
+    seed(saver, "a")
+    if command == "untag":
+        saver.tag({"configurable": {"thread_id": "a", "checkpoint_ns": "", "checkpoint_id": checkpoint_id(1)}}, "x")
+    result = cli({**env, **(KEYS_ENV if command == "rekey" else {})}, command, *JSON_ARGS[command], "--json")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    json.loads(result.stdout)
+
+
+def test_the_token_can_be_given_as_an_option(saver: D1Saver, env: dict[str, str]) -> None:
+    """`--api-token` stands in for CLOUDFLARE_API_TOKEN (and is never echoed)."""
+    seed(saver, "a")
+    result = cli({**env, "CLOUDFLARE_API_TOKEN": None}, "threads", "--json", "--api-token", TOKEN)
+    assert result.exit_code == 0, result.stderr
+    assert [r["thread_id"] for r in json.loads(result.stdout)] == ["a"]

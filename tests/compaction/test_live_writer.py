@@ -27,7 +27,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from compaction import compact
 from d1saver import D1Saver
 from d1saver.sql import catalogue as _sql
-from d1saver.http.client import compact_sql
 from d1saver.local import LocalD1Transport
 from tests.compaction import query, statements_of
 from tests.conftest import Backend
@@ -37,7 +36,7 @@ THREAD = "live"
 CONFIG = {"configurable": {"thread_id": THREAD}}
 INPUT = first_input()
 TURNS = 4
-UPSERT = compact_sql(_sql.PUT)
+UPSERT = _sql.PUT.sql
 # Writes stored, a "p:" row counting the writes it packs (d1saver/sql/catalogue.py, migration 7).
 LOGICAL_WRITES = ("SELECT COALESCE(SUM(CASE WHEN substr(value, 1, 2) = 'p:' THEN "
                   "json_array_length(substr(value, 3)) ELSE 1 END), 0) FROM writes "

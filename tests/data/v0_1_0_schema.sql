@@ -4,7 +4,7 @@
 --
 -- Values (serialized checkpoints and writes) are stored as TEXT, not BLOB: D1's REST API carries
 -- parameters as JSON and returns BLOBs as arrays of integers, so a value travels as
--- "<codec>:<base64>" both ways (see d1saver/storage/codec.py). Metadata is plain JSON so that
+-- "<codec>:<base64>" both ways (see d1saver/_codec.py). Metadata is plain JSON so that
 -- json_extract() filters work on a real D1.
 
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS writes (
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 );
 
--- Pieces of values over D1's 2 MB limit; the owning row holds a "c:" reference (d1saver/storage/codec.py).
+-- Pieces of values over D1's 2 MB limit; the owning row holds a "c:" reference (d1saver/_codec.py).
 CREATE TABLE IF NOT EXISTS chunks (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL DEFAULT '',

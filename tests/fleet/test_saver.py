@@ -83,7 +83,7 @@ async def test_conformance_81_of_81_over_four_databases(fleet: FleetBackend) -> 
     assert sum(r.tests_passed for r in report.results.values()) == 81
     # The suite's threads spread over the four databases, each in its home only.
     puts = {e.statements[0].params[0] for e in fleet.events
-            if e.statements and e.statements[0].sql == PUT}
+            if e.statements and e.statements[0].sql == PUT.sql}
     saver = fleet.saver()
     assert {saver.home(t) for t in puts} == set(fleet.database_ids)
     found = threads_by_database(fleet)

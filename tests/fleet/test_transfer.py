@@ -69,8 +69,9 @@ def test_one_batch_when_it_fits_else_staged_then_renamed(local: Backend) -> None
     assert len(batches) >= 3
     staging = COPYING_PREFIX + "target"
     n = len(DELETE_THREADS)
-    assert [s.sql for s in batches[0][:n]] == DELETE_THREADS  # a rerun starts clean
-    assert [s.sql for s in batches[-1]] == RENAME_THREAD + COLLECT_THREAD  # and unreached chunks go
+    assert [s.name for s in batches[0][:n]] == [q.name for q in DELETE_THREADS]  # rerun: clean
+    assert ([s.name for s in batches[-1]]  # and unreached chunks go
+            == [q.name for q in RENAME_THREAD + COLLECT_THREAD])
     assert all(s.params[0] == staging for b in batches[:-1] for s in b[n if b is batches[0] else 0:])
     for b in batches:
         assert sum(len(str(p)) for s in b for p in s.params) < 4_500_000
@@ -117,9 +118,9 @@ def synthetic_rows(saver: D1Saver, thread_id: str, n: int) -> None:
     columns take the digits), keys distinct: any table listed in TRANSFER_TABLES is covered."""
     for table, (keys, rest) in TRANSFER_TABLES.items():
         # Content chunks at level 0 (a node's children must be stored: migration 7).
-        saver.execute([Statement(TRANSFER_INSERT[table], (
-            thread_id, *("0" if k == "level" else str(i) for k in keys),
-            *(f"{table}-{c}-{i}-" + "v" * 40 for c in rest)))
+        saver.execute([Statement.bind(TRANSFER_INSERT[table], {
+            "thread_id": thread_id, **{k: "0" if k == "level" else str(i) for k in keys},
+            **{c: f"{table}-{c}-{i}-" + "v" * 40 for c in rest}})
             for i in range(n)])
 
 

@@ -27,3 +27,18 @@ def test_deploy_dry_run(tmp_path: Path):
     bundle = (out / "index.js").read_text()
     assert "timingSafeEqual" in bundle and "DATABASES" in bundle  # the whole worker/, bundled
     assert "API_TOKEN" not in done.stdout  # no token among the bindings
+
+
+def test_deploy_dry_run_of_gateway_init(tmp_path: Path):
+    """The Worker `d1saver gateway init` writes is one `wrangler deploy` accepts, as it stands."""
+    require_wrangler()
+    from d1saver.cli.gateway import init
+
+    site = tmp_path / "site"
+    init(site)
+    done = subprocess.run(
+        [str(WRANGLER), "deploy", "--dry-run", "--outdir", str(tmp_path / "bundle")],
+        cwd=site, env=wrangler_env(tmp_path), stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "--dry-run: exiting now." in done.stdout

@@ -45,3 +45,37 @@ def test_in_process_ids_are_checked_after_url_decoding(tmp_path: Path, segment: 
         response = client.post(url, json={"sql": "CREATE TABLE t (x)"})
         assert response.status_code == 404 and response.json()["errors"][0]["code"] == 7003
     assert list(tmp_path.rglob("*.sqlite")) == []
+
+
+def test_a_new_database_is_announced_and_can_be_refused(tmp_path):
+    """A typo in an id used to make a new, empty database silently."""
+    from d1saver.local.registry import Registry, UnknownDatabase
+
+    created = []
+    registry = Registry(tmp_path, on_create=lambda db, where: created.append((db, where)))
+    registry.get("known")
+    registry.get("known")
+    assert created == [("known", str(tmp_path.resolve() / "known.sqlite"))]
+    registry.close()
+    strict = Registry(tmp_path, create=False)
+    strict.get("known")  # its file exists
+    with pytest.raises(UnknownDatabase):
+        strict.get("knwon")
+    assert not (tmp_path / "knwon.sqlite").exists()
+    strict.close()
+
+
+def test_a_strict_engine_answers_404_for_unknown_ids():
+    import json
+
+    from d1saver.local import LocalD1
+
+    engine = LocalD1(create=False)
+    path = "/client/v4/accounts/acc/d1/database/{}/query"
+    body = json.dumps({"sql": "SELECT 1 AS one"}).encode()
+    headers = {"Authorization": "Bearer t"}
+    refused = engine.handle("POST", path.format("nope"), headers, body)
+    assert refused.status == 404 and json.loads(refused.body)["errors"][0]["code"] == 7404
+    engine.create_database("yes")
+    assert engine.handle("POST", path.format("yes"), headers, body).status == 200
+    engine.close()

@@ -22,7 +22,6 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 from d1saver import ConfigError, D1Saver, QueryError, Result, Statement
 from d1saver.ops import rows as _rows
 from d1saver.sql import catalogue as _sql
-from d1saver.http.client import compact_sql
 from d1saver.ops.statements import migration_statements, setup_statements
 from tests.conftest import Backend
 from tests.data import v0_1_0_fixture as fx
@@ -71,7 +70,7 @@ def build_v1(backend: Backend, *, lease_lost: bool = True) -> None:
 
 
 def stored_schema(backend: Backend) -> _rows.SchemaInfo:
-    (result,) = raw(backend, [Statement(_sql.READ_SCHEMA)])
+    (result,) = raw(backend, [Statement.bind(_sql.READ_SCHEMA)])
     return _rows.schema_info(result)
 
 
@@ -100,9 +99,8 @@ def structure(backend: Backend) -> dict[str, Any]:
 
 def migration_step(statements: Any) -> int | None:
     """The version a request migrates to, if it is a migration's batch."""
-    claim = compact_sql(_sql.CLAIM_VERSION)
     for st in statements:
-        if compact_sql(st.sql) == claim:
+        if st.sql == _sql.CLAIM_VERSION.sql:
             return int(st.params[0])
     return None
 
@@ -118,7 +116,7 @@ def migration_attempts(backend: Backend) -> list[tuple[int, str | None]]:
 
 
 def carries_probe(event: Any) -> bool:
-    return any(st.sql == _sql.READ_SCHEMA for st in event.statements)
+    return any(st.sql == _sql.READ_SCHEMA.sql for st in event.statements)
 
 
 def put_one(saver: D1Saver, step: int = 0) -> dict:
@@ -143,7 +141,7 @@ class Migrations(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.read())
         items = body.get("batch", [body])
-        claim = compact_sql(_sql.CLAIM_VERSION)
+        claim = _sql.CLAIM_VERSION.sql
         first = False
         if any(item["sql"] == claim for item in items):
             with self.lock:

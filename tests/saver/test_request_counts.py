@@ -14,7 +14,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 
 from d1saver import D1Saver
-from d1saver.sql.catalogue import SCHEMA_STATEMENTS
+from d1saver.sql.catalogue import SCHEMA
 from tests.conftest import Backend
 
 BIG = 3_000_000  # bytes: over D1's 2 MB value limit, so stored as chunks
@@ -288,7 +288,7 @@ def test_new_instance_on_set_up_database_takes_one_request(local: Backend) -> No
 
 def setup_requests(backend: Backend) -> int:
     """HTTP attempts that ran the schema setup (its batch is schema.sql's statements)."""
-    return sum(any(st.sql == SCHEMA_STATEMENTS[0] for st in e.statements) for e in backend.events)
+    return sum(any(st.sql == SCHEMA[0].sql for st in e.statements) for e in backend.events)
 
 
 @pytest.mark.anyio

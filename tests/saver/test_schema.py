@@ -17,9 +17,9 @@ def columns(backend: Backend, table: str) -> tuple[str, ...]:
 
 def test_inserts_name_columns_the_tables_have(backend: Backend) -> None:
     """put and put_writes name their columns, so a migration may add more: each one named exists."""
-    assert f"({','.join(_sql.CHECKPOINT_COLUMNS)})" in _sql.UPSERT_CHECKPOINT
-    for sql in (_sql.INSERT_WRITES_REPLACE, _sql.INSERT_WRITES_IGNORE):
-        assert f"({','.join(_sql.WRITE_COLUMNS)})" in sql
+    assert f"({','.join(_sql.CHECKPOINT_COLUMNS)})" in _sql.UPSERT_CHECKPOINT.sql
+    for query in (_sql.INSERT_WRITES_REPLACE, _sql.INSERT_WRITES_IGNORE):
+        assert f"({','.join(_sql.WRITE_COLUMNS)})" in query.sql
     assert set(_sql.CHECKPOINT_COLUMNS) <= set(columns(backend, "checkpoints"))
     assert set(_sql.WRITE_COLUMNS) <= set(columns(backend, "writes"))
 
@@ -28,6 +28,6 @@ def test_schema_version_recorded(backend: Backend) -> None:
     """setup records the schema version, and the oldest version whose code can use it."""
     saver = backend.saver()
     saver.setup()
-    (result,) = saver.client.execute([Statement(_sql.READ_SCHEMA)])
+    (result,) = saver.client.execute([Statement.bind(_sql.READ_SCHEMA)])
     assert _rows.schema_info(result) == _rows.SchemaInfo(
         _sql.SCHEMA_VERSION, _sql.min_reader(_sql.SCHEMA_VERSION))

@@ -1,0 +1,757 @@
+-- Every SQL statement d1saver sends, exactly as sent (d1saver/sql/catalogue.py,
+-- made ready by d1saver/sql/query.py). Generated: do not edit; regenerate with
+--     PYTHONPATH=$PWD python -m tests.sql.test_statements --update
+-- and review the difference with the change that caused it.
+
+-- name: SCHEMA[0]
+CREATE TABLE IF NOT EXISTS d1saver_schema(version INTEGER PRIMARY KEY,applied_at TEXT NOT NULL,min_reader INTEGER NOT NULL DEFAULT 1)
+
+-- name: SCHEMA[1]
+CREATE TABLE IF NOT EXISTS d1saver_guards(head_moved INTEGER CONSTRAINT head_moved CHECK(head_moved IS NULL),lease_lost INTEGER CONSTRAINT lease_lost CHECK(lease_lost IS NULL),schema_outdated INTEGER CONSTRAINT schema_outdated CHECK(schema_outdated IS NULL),schema_too_new INTEGER CONSTRAINT schema_too_new CHECK(schema_too_new IS NULL))
+
+-- name: SCHEMA[2]
+INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<8
+
+-- name: SCHEMA[3]
+INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>8
+
+-- name: SCHEMA[4]
+CREATE TABLE IF NOT EXISTS checkpoints(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,parent_checkpoint_id TEXT,type TEXT,checkpoint TEXT NOT NULL,metadata TEXT NOT NULL DEFAULT '{}',channels TEXT NOT NULL DEFAULT '[]',run_id TEXT,ts TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
+
+-- name: SCHEMA[5]
+CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints(run_id)
+
+-- name: SCHEMA[6]
+CREATE INDEX IF NOT EXISTS checkpoints_by_id ON checkpoints(checkpoint_id,thread_id,checkpoint_ns)
+
+-- name: SCHEMA[7]
+CREATE TABLE IF NOT EXISTS writes(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,task_id TEXT NOT NULL,task_path TEXT NOT NULL DEFAULT '',idx INTEGER NOT NULL,channel TEXT NOT NULL,type TEXT,value TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id,task_id,idx))
+
+-- name: SCHEMA[8]
+CREATE TABLE IF NOT EXISTS chunks(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,owner TEXT NOT NULL,seq INTEGER NOT NULL,data TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id,owner,seq))
+
+-- name: SCHEMA[9]
+CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN DELETE FROM chunks WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND owner IN('',':metadata'); END
+
+-- name: SCHEMA[10]
+CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN DELETE FROM chunks WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND owner=NEW.task_id||'/'||NEW.idx; END
+
+-- name: SCHEMA[11]
+CREATE TABLE IF NOT EXISTS tags(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,name TEXT NOT NULL,created_at TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,name))
+
+-- name: SCHEMA[12]
+CREATE INDEX IF NOT EXISTS tags_checkpoint ON tags(thread_id,checkpoint_ns,checkpoint_id)
+
+-- name: SCHEMA[13]
+CREATE TABLE IF NOT EXISTS leases(name TEXT PRIMARY KEY,holder TEXT NOT NULL,expires_at INTEGER NOT NULL)
+
+-- name: SCHEMA[14]
+CREATE TABLE IF NOT EXISTS d1saver_scope(thread_id TEXT PRIMARY KEY)
+
+-- name: SCHEMA[15]
+CREATE TABLE IF NOT EXISTS d1saver_keep(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
+
+-- name: SCHEMA[16]
+CREATE TABLE IF NOT EXISTS d1saver_relink(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,new_parent TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
+
+-- name: SCHEMA[17]
+CREATE TABLE IF NOT EXISTS d1saver_ops(op_id TEXT PRIMARY KEY,result TEXT NOT NULL,created_at INTEGER NOT NULL)
+
+-- name: SCHEMA[18]
+CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops(created_at)
+
+-- name: SCHEMA[19]
+CREATE TABLE IF NOT EXISTS delta_unwritten(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,channels TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
+
+-- name: SCHEMA[20]
+CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_put AFTER INSERT ON checkpoints BEGIN DELETE FROM delta_unwritten WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id; END
+
+-- name: SCHEMA[21]
+CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoints BEGIN DELETE FROM delta_unwritten WHERE thread_id=OLD.thread_id AND checkpoint_ns=OLD.checkpoint_ns AND checkpoint_id=OLD.checkpoint_id; END
+
+-- name: SCHEMA[22]
+CREATE TABLE IF NOT EXISTS delta_frozen(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,channel TEXT NOT NULL,kind TEXT NOT NULL,depth INTEGER NOT NULL,task_id TEXT NOT NULL,idx INTEGER NOT NULL,src_checkpoint_id TEXT NOT NULL,task_path TEXT NOT NULL DEFAULT '',type TEXT,value TEXT,metadata TEXT,channels TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx))
+
+-- name: SCHEMA[23]
+CREATE TRIGGER IF NOT EXISTS delta_frozen_on_delete AFTER DELETE ON checkpoints BEGIN DELETE FROM delta_frozen WHERE thread_id=OLD.thread_id AND checkpoint_ns=OLD.checkpoint_ns AND checkpoint_id=OLD.checkpoint_id; END
+
+-- name: SCHEMA[24]
+CREATE TABLE IF NOT EXISTS d1saver_guard(head_moved INTEGER CONSTRAINT head_moved CHECK(head_moved IS NULL),lease_lost INTEGER CONSTRAINT lease_lost CHECK(lease_lost IS NULL))
+
+-- name: SCHEMA[25]
+CREATE TABLE IF NOT EXISTS d1saver_chunks(thread_id TEXT NOT NULL,id TEXT NOT NULL,level INTEGER NOT NULL,data TEXT NOT NULL,PRIMARY KEY(thread_id,id))WITHOUT ROWID
+
+-- name: SCHEMA[26]
+CREATE TRIGGER IF NOT EXISTS d1saver_chunks_closed AFTER INSERT ON d1saver_chunks WHEN NEW.level>0 BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('["'||replace(NEW.data,',','","')||'"]')j WHERE NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
+
+-- name: SCHEMA[27]
+CREATE TRIGGER IF NOT EXISTS checkpoints_chunks_closed AFTER INSERT ON checkpoints WHEN substr(NEW.checkpoint,1,2)='m:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('["'||replace(substr(NEW.checkpoint,3),',','","')||'"]')j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
+
+-- name: SCHEMA[28]
+CREATE TRIGGER IF NOT EXISTS writes_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='m:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('["'||replace(substr(NEW.value,3),',','","')||'"]')j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
+
+-- name: SCHEMA[29]
+CREATE VIEW IF NOT EXISTS d1saver_put(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts,chunks)AS SELECT NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL WHERE 0
+
+-- name: SCHEMA[30]
+CREATE TRIGGER IF NOT EXISTS d1saver_put_row INSTEAD OF INSERT ON d1saver_put BEGIN INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT NEW.thread_id,value->>0,value->>1,value->>2 FROM json_each(NEW.chunks); INSERT OR REPLACE INTO checkpoints(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts)VALUES(NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.parent_checkpoint_id,COALESCE(NEW.type,'msgpack'),NEW.checkpoint,NEW.metadata,NEW.channels,NEW.run_id,NEW.ts); END
+
+-- name: SCHEMA[31]
+CREATE VIEW IF NOT EXISTS d1saver_put_writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,special,regular,chunks)AS SELECT NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL WHERE 0
+
+-- name: SCHEMA[32]
+CREATE TRIGGER IF NOT EXISTS d1saver_put_writes_rows INSTEAD OF INSERT ON d1saver_put_writes BEGIN INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT NEW.thread_id,value->>0,value->>1,value->>2 FROM json_each(NEW.chunks); INSERT OR REPLACE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,value->>0,value->>1,COALESCE(value->>2,'msgpack'),value->>3 FROM json_each(NEW.special); INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,json_extract(NEW.regular,'$[0][0]'),'','pack','p:'||NEW.regular WHERE json_array_length(NEW.regular)>1 AND NOT EXISTS(SELECT 1 FROM writes WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND task_id=NEW.task_id AND idx>=0); INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,j.value->>0,j.value->>1,COALESCE(j.value->>2,'msgpack'),j.value->>3 FROM json_each(NEW.regular)j WHERE NOT EXISTS(SELECT 1 FROM writes p,json_each(CASE WHEN substr(p.value,1,2)='p:' THEN substr(p.value,3)ELSE '[]' END)q WHERE p.thread_id=NEW.thread_id AND p.checkpoint_ns=NEW.checkpoint_ns AND p.checkpoint_id=NEW.checkpoint_id AND p.task_id=NEW.task_id AND q.value->>0=j.value->>0); END
+
+-- name: SCHEMA[33]
+CREATE TRIGGER IF NOT EXISTS writes_pack_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='p:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each(substr(NEW.value,3))w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
+
+-- name: SCHEMA[34]
+INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(8,strftime('%Y-%m-%dT%H:%M:%SZ','now'),8)
+
+-- name: READ_SCHEMA
+SELECT * FROM d1saver_schema
+
+-- name: CLAIM_VERSION
+-- params: ?1 version
+INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))
+
+-- name: SET_MIN_READER
+-- params: ?1 min_reader, ?2 version
+UPDATE d1saver_schema SET min_reader=? WHERE version=?
+
+-- name: UPSERT_CHECKPOINT
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 parent_checkpoint_id, ?5 type, ?6 checkpoint, ?7 metadata, ?8 channels, ?9 run_id, ?10 ts
+INSERT OR REPLACE INTO checkpoints(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts)VALUES(?,?,?,?,?,?,?,?,?,?)
+
+-- name: PUT
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 parent_checkpoint_id, ?5 type, ?6 checkpoint, ?7 metadata, ?8 channels, ?9 run_id, ?10 ts, ?11 chunks
+INSERT INTO d1saver_put VALUES(?,?,?,?,?,?,?,?,?,?,?)
+
+-- name: PUT_WRITES
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 task_id, ?5 task_path, ?6 special, ?7 regular, ?8 chunks
+INSERT INTO d1saver_put_writes VALUES(?,?,?,?,?,?,?,?)
+
+-- name: INSERT_CHUNKS
+-- params: ?1 thread_id, ?2 chunks
+INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT ?,value->>0,value->>1,value->>2 FROM json_each(?)
+
+-- name: GUARD_HEAD
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 parent_checkpoint_id, ?4 checkpoint_id
+INSERT INTO d1saver_guards(head_moved)SELECT 1 FROM(SELECT checkpoint_id FROM checkpoints WHERE thread_id=? AND checkpoint_ns=? ORDER BY checkpoint_id DESC LIMIT 1)head WHERE head.checkpoint_id IS NOT ? AND head.checkpoint_id IS NOT ?
+
+-- name: INSERT_WRITES_REPLACE
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 task_id, ?5 task_path, ?6 writes
+INSERT OR REPLACE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT ?,?,?,?,?,value->>0,value->>1,value->>2,value->>3 FROM json_each(?)
+
+-- name: INSERT_WRITES_IGNORE
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 task_id, ?5 task_path, ?6 writes
+INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT ?,?,?,?,?,j.value->>0,j.value->>1,j.value->>2,j.value->>3 FROM json_each(?)j WHERE NOT EXISTS(SELECT 1 FROM writes p,json_each(CASE WHEN substr(p.value,1,2)='p:' THEN substr(p.value,3)ELSE '[]' END)q WHERE p.thread_id=?1 AND p.checkpoint_ns=?2 AND p.checkpoint_id=?3 AND p.task_id=?4 AND q.value->>0=j.value->>0)
+
+-- name: DELETE_CHUNKS_OF
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 owner
+DELETE FROM chunks WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=? AND owner=?
+
+-- name: INSERT_CHUNK
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 owner, ?5 seq, ?6 data
+INSERT OR REPLACE INTO chunks(thread_id,checkpoint_ns,checkpoint_id,owner,seq,data)VALUES(?,?,?,?,?,?)
+
+-- name: INSERT_WRITE_CHUNK
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 owner, ?5 seq, ?6 data, ?7 task_id, ?8 idx, ?9 value
+INSERT OR IGNORE INTO chunks(thread_id,checkpoint_ns,checkpoint_id,owner,seq,data)SELECT ?,?,?,?,?,? WHERE EXISTS(SELECT 1 FROM writes WHERE thread_id=?1 AND checkpoint_ns=?2 AND checkpoint_id=?3 AND task_id=? AND idx=? AND value=?)
+
+-- name: PUT_UNWRITTEN
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 channels
+INSERT OR REPLACE INTO delta_unwritten(thread_id,checkpoint_ns,checkpoint_id,channels)VALUES(?,?,?,?)
+
+-- name: SELECT_PAGE_THREAD_NS
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 after_checkpoint_id, ?4 before, ?5 checkpoint_id, ?6 limit
+WITH RECURSIVE page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels FROM checkpoints c WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id<COALESCE(?,?,x'')AND(? IS NULL OR checkpoint_id=?5)ORDER BY checkpoint_id DESC,thread_id DESC,checkpoint_ns DESC LIMIT ?),out AS(SELECT 'c' kind,thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id f1,type f2,checkpoint f3,metadata f4,channels f5,NULL f6 FROM page UNION ALL SELECT 'w',thread_id,checkpoint_ns,checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM page p CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)UNION ALL SELECT 'k',thread_id,checkpoint_ns,checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM page p CROSS JOIN chunks k USING(thread_id,checkpoint_ns,checkpoint_id)WHERE NOT substr(k.owner,1,2)='f/'),vals(thread_id,v)AS(SELECT thread_id,CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',thread_id,NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)
+
+-- name: SELECT_PAGE_THREAD
+-- params: ?1 thread_id, ?2 after_checkpoint_id, ?3 before, ?4 after_thread_id, ?5 after_checkpoint_ns, ?6 checkpoint_id, ?7 limit
+WITH RECURSIVE page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels FROM checkpoints c WHERE thread_id=? AND(checkpoint_id,thread_id,checkpoint_ns)<(COALESCE(?,?,x''),COALESCE(?,''),COALESCE(?,''))AND(? IS NULL OR checkpoint_id=?6)ORDER BY checkpoint_id DESC,thread_id DESC,checkpoint_ns DESC LIMIT ?),out AS(SELECT 'c' kind,thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id f1,type f2,checkpoint f3,metadata f4,channels f5,NULL f6 FROM page UNION ALL SELECT 'w',thread_id,checkpoint_ns,checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM page p CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)UNION ALL SELECT 'k',thread_id,checkpoint_ns,checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM page p CROSS JOIN chunks k USING(thread_id,checkpoint_ns,checkpoint_id)WHERE NOT substr(k.owner,1,2)='f/'),vals(thread_id,v)AS(SELECT thread_id,CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',thread_id,NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)
+
+-- name: SELECT_PAGE_ALL
+-- params: ?1 after_checkpoint_id, ?2 before, ?3 after_thread_id, ?4 after_checkpoint_ns, ?5 checkpoint_id, ?6 limit
+WITH RECURSIVE page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels FROM checkpoints c WHERE(checkpoint_id,thread_id,checkpoint_ns)<(COALESCE(?,?,x''),COALESCE(?,''),COALESCE(?,''))AND(? IS NULL OR checkpoint_id=?5)ORDER BY checkpoint_id DESC,thread_id DESC,checkpoint_ns DESC LIMIT ?),out AS(SELECT 'c' kind,thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id f1,type f2,checkpoint f3,metadata f4,channels f5,NULL f6 FROM page UNION ALL SELECT 'w',thread_id,checkpoint_ns,checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM page p CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)UNION ALL SELECT 'k',thread_id,checkpoint_ns,checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM page p CROSS JOIN chunks k USING(thread_id,checkpoint_ns,checkpoint_id)WHERE NOT substr(k.owner,1,2)='f/'),vals(thread_id,v)AS(SELECT thread_id,CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',thread_id,NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)
+
+-- name: SELECT_PAGE_THREAD_NS_FILTERED
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 after_checkpoint_id, ?4 before, ?5 checkpoint_id, ?6 filter, ?7 limit
+WITH RECURSIVE page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels FROM checkpoints c WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id<COALESCE(?,?,x'')AND(? IS NULL OR checkpoint_id=?5)AND NOT EXISTS(SELECT 1 FROM(SELECT value ->>0 path,value ->>1 doc FROM json_each(?))f WHERE NOT(CASE WHEN json_type(f.doc,f.path)='null' THEN COALESCE(json_type(c.metadata,f.path),'null')='null' ELSE(SELECT COUNT(*)FROM json_tree(c.metadata,f.path))=(SELECT COUNT(*)FROM json_tree(f.doc,f.path))AND NOT EXISTS(SELECT 1 FROM json_tree(f.doc,f.path)q WHERE NOT EXISTS(SELECT 1 FROM json_tree(c.metadata,f.path)m WHERE m.fullkey=q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN('integer','real','true','false')THEN 'n' ELSE m.type END=CASE WHEN q.type IN('integer','real','true','false')THEN 'n' ELSE q.type END))END OR(json_type(c.metadata,f.path)IS NULL AND json_type(c.metadata,'$."d1saver:metadata"')IS NOT NULL)))ORDER BY checkpoint_id DESC,thread_id DESC,checkpoint_ns DESC LIMIT ?),out AS(SELECT 'c' kind,thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id f1,type f2,checkpoint f3,metadata f4,channels f5,NULL f6 FROM page UNION ALL SELECT 'w',thread_id,checkpoint_ns,checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM page p CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)UNION ALL SELECT 'k',thread_id,checkpoint_ns,checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM page p CROSS JOIN chunks k USING(thread_id,checkpoint_ns,checkpoint_id)WHERE NOT substr(k.owner,1,2)='f/'),vals(thread_id,v)AS(SELECT thread_id,CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',thread_id,NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)
+
+-- name: SELECT_PAGE_THREAD_FILTERED
+-- params: ?1 thread_id, ?2 after_checkpoint_id, ?3 before, ?4 after_thread_id, ?5 after_checkpoint_ns, ?6 checkpoint_id, ?7 filter, ?8 limit
+WITH RECURSIVE page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels FROM checkpoints c WHERE thread_id=? AND(checkpoint_id,thread_id,checkpoint_ns)<(COALESCE(?,?,x''),COALESCE(?,''),COALESCE(?,''))AND(? IS NULL OR checkpoint_id=?6)AND NOT EXISTS(SELECT 1 FROM(SELECT value ->>0 path,value ->>1 doc FROM json_each(?))f WHERE NOT(CASE WHEN json_type(f.doc,f.path)='null' THEN COALESCE(json_type(c.metadata,f.path),'null')='null' ELSE(SELECT COUNT(*)FROM json_tree(c.metadata,f.path))=(SELECT COUNT(*)FROM json_tree(f.doc,f.path))AND NOT EXISTS(SELECT 1 FROM json_tree(f.doc,f.path)q WHERE NOT EXISTS(SELECT 1 FROM json_tree(c.metadata,f.path)m WHERE m.fullkey=q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN('integer','real','true','false')THEN 'n' ELSE m.type END=CASE WHEN q.type IN('integer','real','true','false')THEN 'n' ELSE q.type END))END OR(json_type(c.metadata,f.path)IS NULL AND json_type(c.metadata,'$."d1saver:metadata"')IS NOT NULL)))ORDER BY checkpoint_id DESC,thread_id DESC,checkpoint_ns DESC LIMIT ?),out AS(SELECT 'c' kind,thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id f1,type f2,checkpoint f3,metadata f4,channels f5,NULL f6 FROM page UNION ALL SELECT 'w',thread_id,checkpoint_ns,checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM page p CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)UNION ALL SELECT 'k',thread_id,checkpoint_ns,checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM page p CROSS JOIN chunks k USING(thread_id,checkpoint_ns,checkpoint_id)WHERE NOT substr(k.owner,1,2)='f/'),vals(thread_id,v)AS(SELECT thread_id,CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',thread_id,NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)
+
+-- name: SELECT_PAGE_ALL_FILTERED
+-- params: ?1 after_checkpoint_id, ?2 before, ?3 after_thread_id, ?4 after_checkpoint_ns, ?5 checkpoint_id, ?6 filter, ?7 limit
+WITH RECURSIVE page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels FROM checkpoints c WHERE(checkpoint_id,thread_id,checkpoint_ns)<(COALESCE(?,?,x''),COALESCE(?,''),COALESCE(?,''))AND(? IS NULL OR checkpoint_id=?5)AND NOT EXISTS(SELECT 1 FROM(SELECT value ->>0 path,value ->>1 doc FROM json_each(?))f WHERE NOT(CASE WHEN json_type(f.doc,f.path)='null' THEN COALESCE(json_type(c.metadata,f.path),'null')='null' ELSE(SELECT COUNT(*)FROM json_tree(c.metadata,f.path))=(SELECT COUNT(*)FROM json_tree(f.doc,f.path))AND NOT EXISTS(SELECT 1 FROM json_tree(f.doc,f.path)q WHERE NOT EXISTS(SELECT 1 FROM json_tree(c.metadata,f.path)m WHERE m.fullkey=q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN('integer','real','true','false')THEN 'n' ELSE m.type END=CASE WHEN q.type IN('integer','real','true','false')THEN 'n' ELSE q.type END))END OR(json_type(c.metadata,f.path)IS NULL AND json_type(c.metadata,'$."d1saver:metadata"')IS NOT NULL)))ORDER BY checkpoint_id DESC,thread_id DESC,checkpoint_ns DESC LIMIT ?),out AS(SELECT 'c' kind,thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id f1,type f2,checkpoint f3,metadata f4,channels f5,NULL f6 FROM page UNION ALL SELECT 'w',thread_id,checkpoint_ns,checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM page p CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)UNION ALL SELECT 'k',thread_id,checkpoint_ns,checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM page p CROSS JOIN chunks k USING(thread_id,checkpoint_ns,checkpoint_id)WHERE NOT substr(k.owner,1,2)='f/'),vals(thread_id,v)AS(SELECT thread_id,CASE kind WHEN 'c' THEN f3 WHEN 'w' THEN f6 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',thread_id,NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)
+
+-- name: SELECT_PAGE_DELTA_THREAD_NS
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 after_checkpoint_id, ?4 before, ?5 checkpoint_id, ?6 limit
+WITH RECURSIVE page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels FROM checkpoints c WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id<COALESCE(?,?,x'')AND(? IS NULL OR checkpoint_id=?5)ORDER BY checkpoint_id DESC,thread_id DESC,checkpoint_ns DESC LIMIT ?),walk(thread_id,checkpoint_ns,checkpoint_id,sought)AS(SELECT p.thread_id,p.checkpoint_ns,p.parent_checkpoint_id,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(d.key)FROM json_each(p.metadata,'$.counters_since_delta_snapshot')d WHERE d.key NOT IN(SELECT value FROM json_each(p.channels))AND d.key NOT IN(SELECT u.value FROM delta_unwritten x,json_each(x.channels)u WHERE x.thread_id=p.thread_id AND x.checkpoint_ns=p.checkpoint_ns AND x.checkpoint_id=p.checkpoint_id)))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM page p UNION SELECT c.thread_id,c.checkpoint_ns,c.parent_checkpoint_id,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(s.value)FROM json_each(w.sought)s WHERE s.value NOT IN(SELECT value FROM json_each(c.channels))))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM walk w JOIN checkpoints c USING(thread_id,checkpoint_ns,checkpoint_id)WHERE json_array_length(w.sought)>0),visited AS(SELECT thread_id,checkpoint_ns,checkpoint_id,json_group_array(DISTINCT s.value)sought FROM walk,json_each(walk.sought)s WHERE checkpoint_id IS NOT NULL GROUP BY thread_id,checkpoint_ns,checkpoint_id),holders AS(SELECT thread_id,checkpoint_ns,checkpoint_id,sought FROM visited UNION ALL SELECT thread_id,checkpoint_ns,checkpoint_id,NULL FROM page),out AS(SELECT 'a' kind,thread_id,checkpoint_ns,checkpoint_id,c.parent_checkpoint_id f1,c.channels f2,c.type f3,CASE WHEN EXISTS(SELECT 1 FROM json_each(v.sought)s WHERE s.value IN(SELECT value FROM json_each(c.channels)))THEN c.checkpoint END f4,CASE WHEN EXISTS(SELECT 1 FROM json_each(v.sought)s WHERE s.value IN(SELECT value FROM json_each(c.channels)))THEN c.metadata END f5,NULL f6 FROM visited v JOIN checkpoints c USING(thread_id,checkpoint_ns,checkpoint_id)UNION ALL SELECT 'w',thread_id,checkpoint_ns,checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM visited v CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)WHERE(w.channel IN(SELECT value FROM json_each(v.sought))OR substr(w.value,1,2)='p:')UNION ALL SELECT 'k',thread_id,checkpoint_ns,checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM holders v CROSS JOIN chunks k USING(thread_id,checkpoint_ns,checkpoint_id)WHERE v.sought IS NOT NULL OR substr(k.owner,1,2)='f/' UNION ALL SELECT 'f',thread_id,checkpoint_ns,checkpoint_id,json_array(f.kind,f.src_checkpoint_id,f.task_id,f.task_path,f.idx,f.channel,f.depth),f.type,f.value,f.channels,f.metadata,NULL FROM holders v CROSS JOIN delta_frozen f USING(thread_id,checkpoint_ns,checkpoint_id)WHERE v.sought IS NULL OR f.channel IN(SELECT value FROM json_each(v.sought))),vals(thread_id,v)AS(SELECT thread_id,CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0),page_out(thread_id,v)AS(SELECT thread_id,checkpoint FROM page UNION ALL SELECT thread_id,w.value FROM page p CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)),seen(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM page_out o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM page_out o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM seen r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',thread_id,NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)WHERE NOT EXISTS(SELECT 1 FROM seen s WHERE s.thread_id=r.thread_id AND s.id=r.id)
+
+-- name: SELECT_PAGE_DELTA_THREAD
+-- params: ?1 thread_id, ?2 after_checkpoint_id, ?3 before, ?4 after_thread_id, ?5 after_checkpoint_ns, ?6 checkpoint_id, ?7 limit
+WITH RECURSIVE page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels FROM checkpoints c WHERE thread_id=? AND(checkpoint_id,thread_id,checkpoint_ns)<(COALESCE(?,?,x''),COALESCE(?,''),COALESCE(?,''))AND(? IS NULL OR checkpoint_id=?6)ORDER BY checkpoint_id DESC,thread_id DESC,checkpoint_ns DESC LIMIT ?),walk(thread_id,checkpoint_ns,checkpoint_id,sought)AS(SELECT p.thread_id,p.checkpoint_ns,p.parent_checkpoint_id,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(d.key)FROM json_each(p.metadata,'$.counters_since_delta_snapshot')d WHERE d.key NOT IN(SELECT value FROM json_each(p.channels))AND d.key NOT IN(SELECT u.value FROM delta_unwritten x,json_each(x.channels)u WHERE x.thread_id=p.thread_id AND x.checkpoint_ns=p.checkpoint_ns AND x.checkpoint_id=p.checkpoint_id)))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM page p UNION SELECT c.thread_id,c.checkpoint_ns,c.parent_checkpoint_id,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(s.value)FROM json_each(w.sought)s WHERE s.value NOT IN(SELECT value FROM json_each(c.channels))))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM walk w JOIN checkpoints c USING(thread_id,checkpoint_ns,checkpoint_id)WHERE json_array_length(w.sought)>0),visited AS(SELECT thread_id,checkpoint_ns,checkpoint_id,json_group_array(DISTINCT s.value)sought FROM walk,json_each(walk.sought)s WHERE checkpoint_id IS NOT NULL GROUP BY thread_id,checkpoint_ns,checkpoint_id),holders AS(SELECT thread_id,checkpoint_ns,checkpoint_id,sought FROM visited UNION ALL SELECT thread_id,checkpoint_ns,checkpoint_id,NULL FROM page),out AS(SELECT 'a' kind,thread_id,checkpoint_ns,checkpoint_id,c.parent_checkpoint_id f1,c.channels f2,c.type f3,CASE WHEN EXISTS(SELECT 1 FROM json_each(v.sought)s WHERE s.value IN(SELECT value FROM json_each(c.channels)))THEN c.checkpoint END f4,CASE WHEN EXISTS(SELECT 1 FROM json_each(v.sought)s WHERE s.value IN(SELECT value FROM json_each(c.channels)))THEN c.metadata END f5,NULL f6 FROM visited v JOIN checkpoints c USING(thread_id,checkpoint_ns,checkpoint_id)UNION ALL SELECT 'w',thread_id,checkpoint_ns,checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM visited v CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)WHERE(w.channel IN(SELECT value FROM json_each(v.sought))OR substr(w.value,1,2)='p:')UNION ALL SELECT 'k',thread_id,checkpoint_ns,checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM holders v CROSS JOIN chunks k USING(thread_id,checkpoint_ns,checkpoint_id)WHERE v.sought IS NOT NULL OR substr(k.owner,1,2)='f/' UNION ALL SELECT 'f',thread_id,checkpoint_ns,checkpoint_id,json_array(f.kind,f.src_checkpoint_id,f.task_id,f.task_path,f.idx,f.channel,f.depth),f.type,f.value,f.channels,f.metadata,NULL FROM holders v CROSS JOIN delta_frozen f USING(thread_id,checkpoint_ns,checkpoint_id)WHERE v.sought IS NULL OR f.channel IN(SELECT value FROM json_each(v.sought))),vals(thread_id,v)AS(SELECT thread_id,CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0),page_out(thread_id,v)AS(SELECT thread_id,checkpoint FROM page UNION ALL SELECT thread_id,w.value FROM page p CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)),seen(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM page_out o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM page_out o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM seen r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',thread_id,NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)WHERE NOT EXISTS(SELECT 1 FROM seen s WHERE s.thread_id=r.thread_id AND s.id=r.id)
+
+-- name: SELECT_PAGE_DELTA_ALL
+-- params: ?1 after_checkpoint_id, ?2 before, ?3 after_thread_id, ?4 after_checkpoint_ns, ?5 checkpoint_id, ?6 limit
+WITH RECURSIVE page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels FROM checkpoints c WHERE(checkpoint_id,thread_id,checkpoint_ns)<(COALESCE(?,?,x''),COALESCE(?,''),COALESCE(?,''))AND(? IS NULL OR checkpoint_id=?5)ORDER BY checkpoint_id DESC,thread_id DESC,checkpoint_ns DESC LIMIT ?),walk(thread_id,checkpoint_ns,checkpoint_id,sought)AS(SELECT p.thread_id,p.checkpoint_ns,p.parent_checkpoint_id,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(d.key)FROM json_each(p.metadata,'$.counters_since_delta_snapshot')d WHERE d.key NOT IN(SELECT value FROM json_each(p.channels))AND d.key NOT IN(SELECT u.value FROM delta_unwritten x,json_each(x.channels)u WHERE x.thread_id=p.thread_id AND x.checkpoint_ns=p.checkpoint_ns AND x.checkpoint_id=p.checkpoint_id)))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM page p UNION SELECT c.thread_id,c.checkpoint_ns,c.parent_checkpoint_id,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(s.value)FROM json_each(w.sought)s WHERE s.value NOT IN(SELECT value FROM json_each(c.channels))))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM walk w JOIN checkpoints c USING(thread_id,checkpoint_ns,checkpoint_id)WHERE json_array_length(w.sought)>0),visited AS(SELECT thread_id,checkpoint_ns,checkpoint_id,json_group_array(DISTINCT s.value)sought FROM walk,json_each(walk.sought)s WHERE checkpoint_id IS NOT NULL GROUP BY thread_id,checkpoint_ns,checkpoint_id),holders AS(SELECT thread_id,checkpoint_ns,checkpoint_id,sought FROM visited UNION ALL SELECT thread_id,checkpoint_ns,checkpoint_id,NULL FROM page),out AS(SELECT 'a' kind,thread_id,checkpoint_ns,checkpoint_id,c.parent_checkpoint_id f1,c.channels f2,c.type f3,CASE WHEN EXISTS(SELECT 1 FROM json_each(v.sought)s WHERE s.value IN(SELECT value FROM json_each(c.channels)))THEN c.checkpoint END f4,CASE WHEN EXISTS(SELECT 1 FROM json_each(v.sought)s WHERE s.value IN(SELECT value FROM json_each(c.channels)))THEN c.metadata END f5,NULL f6 FROM visited v JOIN checkpoints c USING(thread_id,checkpoint_ns,checkpoint_id)UNION ALL SELECT 'w',thread_id,checkpoint_ns,checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM visited v CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)WHERE(w.channel IN(SELECT value FROM json_each(v.sought))OR substr(w.value,1,2)='p:')UNION ALL SELECT 'k',thread_id,checkpoint_ns,checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM holders v CROSS JOIN chunks k USING(thread_id,checkpoint_ns,checkpoint_id)WHERE v.sought IS NOT NULL OR substr(k.owner,1,2)='f/' UNION ALL SELECT 'f',thread_id,checkpoint_ns,checkpoint_id,json_array(f.kind,f.src_checkpoint_id,f.task_id,f.task_path,f.idx,f.channel,f.depth),f.type,f.value,f.channels,f.metadata,NULL FROM holders v CROSS JOIN delta_frozen f USING(thread_id,checkpoint_ns,checkpoint_id)WHERE v.sought IS NULL OR f.channel IN(SELECT value FROM json_each(v.sought))),vals(thread_id,v)AS(SELECT thread_id,CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0),page_out(thread_id,v)AS(SELECT thread_id,checkpoint FROM page UNION ALL SELECT thread_id,w.value FROM page p CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)),seen(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM page_out o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM page_out o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM seen r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',thread_id,NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)WHERE NOT EXISTS(SELECT 1 FROM seen s WHERE s.thread_id=r.thread_id AND s.id=r.id)
+
+-- name: SELECT_PAGE_DELTA_THREAD_NS_FILTERED
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 after_checkpoint_id, ?4 before, ?5 checkpoint_id, ?6 filter, ?7 limit
+WITH RECURSIVE page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels FROM checkpoints c WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id<COALESCE(?,?,x'')AND(? IS NULL OR checkpoint_id=?5)AND NOT EXISTS(SELECT 1 FROM(SELECT value ->>0 path,value ->>1 doc FROM json_each(?))f WHERE NOT(CASE WHEN json_type(f.doc,f.path)='null' THEN COALESCE(json_type(c.metadata,f.path),'null')='null' ELSE(SELECT COUNT(*)FROM json_tree(c.metadata,f.path))=(SELECT COUNT(*)FROM json_tree(f.doc,f.path))AND NOT EXISTS(SELECT 1 FROM json_tree(f.doc,f.path)q WHERE NOT EXISTS(SELECT 1 FROM json_tree(c.metadata,f.path)m WHERE m.fullkey=q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN('integer','real','true','false')THEN 'n' ELSE m.type END=CASE WHEN q.type IN('integer','real','true','false')THEN 'n' ELSE q.type END))END OR(json_type(c.metadata,f.path)IS NULL AND json_type(c.metadata,'$."d1saver:metadata"')IS NOT NULL)))ORDER BY checkpoint_id DESC,thread_id DESC,checkpoint_ns DESC LIMIT ?),walk(thread_id,checkpoint_ns,checkpoint_id,sought)AS(SELECT p.thread_id,p.checkpoint_ns,p.parent_checkpoint_id,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(d.key)FROM json_each(p.metadata,'$.counters_since_delta_snapshot')d WHERE d.key NOT IN(SELECT value FROM json_each(p.channels))AND d.key NOT IN(SELECT u.value FROM delta_unwritten x,json_each(x.channels)u WHERE x.thread_id=p.thread_id AND x.checkpoint_ns=p.checkpoint_ns AND x.checkpoint_id=p.checkpoint_id)))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM page p UNION SELECT c.thread_id,c.checkpoint_ns,c.parent_checkpoint_id,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(s.value)FROM json_each(w.sought)s WHERE s.value NOT IN(SELECT value FROM json_each(c.channels))))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM walk w JOIN checkpoints c USING(thread_id,checkpoint_ns,checkpoint_id)WHERE json_array_length(w.sought)>0),visited AS(SELECT thread_id,checkpoint_ns,checkpoint_id,json_group_array(DISTINCT s.value)sought FROM walk,json_each(walk.sought)s WHERE checkpoint_id IS NOT NULL GROUP BY thread_id,checkpoint_ns,checkpoint_id),holders AS(SELECT thread_id,checkpoint_ns,checkpoint_id,sought FROM visited UNION ALL SELECT thread_id,checkpoint_ns,checkpoint_id,NULL FROM page),out AS(SELECT 'a' kind,thread_id,checkpoint_ns,checkpoint_id,c.parent_checkpoint_id f1,c.channels f2,c.type f3,CASE WHEN EXISTS(SELECT 1 FROM json_each(v.sought)s WHERE s.value IN(SELECT value FROM json_each(c.channels)))THEN c.checkpoint END f4,CASE WHEN EXISTS(SELECT 1 FROM json_each(v.sought)s WHERE s.value IN(SELECT value FROM json_each(c.channels)))THEN c.metadata END f5,NULL f6 FROM visited v JOIN checkpoints c USING(thread_id,checkpoint_ns,checkpoint_id)UNION ALL SELECT 'w',thread_id,checkpoint_ns,checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM visited v CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)WHERE(w.channel IN(SELECT value FROM json_each(v.sought))OR substr(w.value,1,2)='p:')UNION ALL SELECT 'k',thread_id,checkpoint_ns,checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM holders v CROSS JOIN chunks k USING(thread_id,checkpoint_ns,checkpoint_id)WHERE v.sought IS NOT NULL OR substr(k.owner,1,2)='f/' UNION ALL SELECT 'f',thread_id,checkpoint_ns,checkpoint_id,json_array(f.kind,f.src_checkpoint_id,f.task_id,f.task_path,f.idx,f.channel,f.depth),f.type,f.value,f.channels,f.metadata,NULL FROM holders v CROSS JOIN delta_frozen f USING(thread_id,checkpoint_ns,checkpoint_id)WHERE v.sought IS NULL OR f.channel IN(SELECT value FROM json_each(v.sought))),vals(thread_id,v)AS(SELECT thread_id,CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0),page_out(thread_id,v)AS(SELECT thread_id,checkpoint FROM page UNION ALL SELECT thread_id,w.value FROM page p CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)),seen(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM page_out o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM page_out o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM seen r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',thread_id,NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)WHERE NOT EXISTS(SELECT 1 FROM seen s WHERE s.thread_id=r.thread_id AND s.id=r.id)
+
+-- name: SELECT_PAGE_DELTA_THREAD_FILTERED
+-- params: ?1 thread_id, ?2 after_checkpoint_id, ?3 before, ?4 after_thread_id, ?5 after_checkpoint_ns, ?6 checkpoint_id, ?7 filter, ?8 limit
+WITH RECURSIVE page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels FROM checkpoints c WHERE thread_id=? AND(checkpoint_id,thread_id,checkpoint_ns)<(COALESCE(?,?,x''),COALESCE(?,''),COALESCE(?,''))AND(? IS NULL OR checkpoint_id=?6)AND NOT EXISTS(SELECT 1 FROM(SELECT value ->>0 path,value ->>1 doc FROM json_each(?))f WHERE NOT(CASE WHEN json_type(f.doc,f.path)='null' THEN COALESCE(json_type(c.metadata,f.path),'null')='null' ELSE(SELECT COUNT(*)FROM json_tree(c.metadata,f.path))=(SELECT COUNT(*)FROM json_tree(f.doc,f.path))AND NOT EXISTS(SELECT 1 FROM json_tree(f.doc,f.path)q WHERE NOT EXISTS(SELECT 1 FROM json_tree(c.metadata,f.path)m WHERE m.fullkey=q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN('integer','real','true','false')THEN 'n' ELSE m.type END=CASE WHEN q.type IN('integer','real','true','false')THEN 'n' ELSE q.type END))END OR(json_type(c.metadata,f.path)IS NULL AND json_type(c.metadata,'$."d1saver:metadata"')IS NOT NULL)))ORDER BY checkpoint_id DESC,thread_id DESC,checkpoint_ns DESC LIMIT ?),walk(thread_id,checkpoint_ns,checkpoint_id,sought)AS(SELECT p.thread_id,p.checkpoint_ns,p.parent_checkpoint_id,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(d.key)FROM json_each(p.metadata,'$.counters_since_delta_snapshot')d WHERE d.key NOT IN(SELECT value FROM json_each(p.channels))AND d.key NOT IN(SELECT u.value FROM delta_unwritten x,json_each(x.channels)u WHERE x.thread_id=p.thread_id AND x.checkpoint_ns=p.checkpoint_ns AND x.checkpoint_id=p.checkpoint_id)))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM page p UNION SELECT c.thread_id,c.checkpoint_ns,c.parent_checkpoint_id,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(s.value)FROM json_each(w.sought)s WHERE s.value NOT IN(SELECT value FROM json_each(c.channels))))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM walk w JOIN checkpoints c USING(thread_id,checkpoint_ns,checkpoint_id)WHERE json_array_length(w.sought)>0),visited AS(SELECT thread_id,checkpoint_ns,checkpoint_id,json_group_array(DISTINCT s.value)sought FROM walk,json_each(walk.sought)s WHERE checkpoint_id IS NOT NULL GROUP BY thread_id,checkpoint_ns,checkpoint_id),holders AS(SELECT thread_id,checkpoint_ns,checkpoint_id,sought FROM visited UNION ALL SELECT thread_id,checkpoint_ns,checkpoint_id,NULL FROM page),out AS(SELECT 'a' kind,thread_id,checkpoint_ns,checkpoint_id,c.parent_checkpoint_id f1,c.channels f2,c.type f3,CASE WHEN EXISTS(SELECT 1 FROM json_each(v.sought)s WHERE s.value IN(SELECT value FROM json_each(c.channels)))THEN c.checkpoint END f4,CASE WHEN EXISTS(SELECT 1 FROM json_each(v.sought)s WHERE s.value IN(SELECT value FROM json_each(c.channels)))THEN c.metadata END f5,NULL f6 FROM visited v JOIN checkpoints c USING(thread_id,checkpoint_ns,checkpoint_id)UNION ALL SELECT 'w',thread_id,checkpoint_ns,checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM visited v CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)WHERE(w.channel IN(SELECT value FROM json_each(v.sought))OR substr(w.value,1,2)='p:')UNION ALL SELECT 'k',thread_id,checkpoint_ns,checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM holders v CROSS JOIN chunks k USING(thread_id,checkpoint_ns,checkpoint_id)WHERE v.sought IS NOT NULL OR substr(k.owner,1,2)='f/' UNION ALL SELECT 'f',thread_id,checkpoint_ns,checkpoint_id,json_array(f.kind,f.src_checkpoint_id,f.task_id,f.task_path,f.idx,f.channel,f.depth),f.type,f.value,f.channels,f.metadata,NULL FROM holders v CROSS JOIN delta_frozen f USING(thread_id,checkpoint_ns,checkpoint_id)WHERE v.sought IS NULL OR f.channel IN(SELECT value FROM json_each(v.sought))),vals(thread_id,v)AS(SELECT thread_id,CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0),page_out(thread_id,v)AS(SELECT thread_id,checkpoint FROM page UNION ALL SELECT thread_id,w.value FROM page p CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)),seen(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM page_out o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM page_out o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM seen r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',thread_id,NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)WHERE NOT EXISTS(SELECT 1 FROM seen s WHERE s.thread_id=r.thread_id AND s.id=r.id)
+
+-- name: SELECT_PAGE_DELTA_ALL_FILTERED
+-- params: ?1 after_checkpoint_id, ?2 before, ?3 after_thread_id, ?4 after_checkpoint_ns, ?5 checkpoint_id, ?6 filter, ?7 limit
+WITH RECURSIVE page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels FROM checkpoints c WHERE(checkpoint_id,thread_id,checkpoint_ns)<(COALESCE(?,?,x''),COALESCE(?,''),COALESCE(?,''))AND(? IS NULL OR checkpoint_id=?5)AND NOT EXISTS(SELECT 1 FROM(SELECT value ->>0 path,value ->>1 doc FROM json_each(?))f WHERE NOT(CASE WHEN json_type(f.doc,f.path)='null' THEN COALESCE(json_type(c.metadata,f.path),'null')='null' ELSE(SELECT COUNT(*)FROM json_tree(c.metadata,f.path))=(SELECT COUNT(*)FROM json_tree(f.doc,f.path))AND NOT EXISTS(SELECT 1 FROM json_tree(f.doc,f.path)q WHERE NOT EXISTS(SELECT 1 FROM json_tree(c.metadata,f.path)m WHERE m.fullkey=q.fullkey AND m.atom IS q.atom AND CASE WHEN m.type IN('integer','real','true','false')THEN 'n' ELSE m.type END=CASE WHEN q.type IN('integer','real','true','false')THEN 'n' ELSE q.type END))END OR(json_type(c.metadata,f.path)IS NULL AND json_type(c.metadata,'$."d1saver:metadata"')IS NOT NULL)))ORDER BY checkpoint_id DESC,thread_id DESC,checkpoint_ns DESC LIMIT ?),walk(thread_id,checkpoint_ns,checkpoint_id,sought)AS(SELECT p.thread_id,p.checkpoint_ns,p.parent_checkpoint_id,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(d.key)FROM json_each(p.metadata,'$.counters_since_delta_snapshot')d WHERE d.key NOT IN(SELECT value FROM json_each(p.channels))AND d.key NOT IN(SELECT u.value FROM delta_unwritten x,json_each(x.channels)u WHERE x.thread_id=p.thread_id AND x.checkpoint_ns=p.checkpoint_ns AND x.checkpoint_id=p.checkpoint_id)))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM page p UNION SELECT c.thread_id,c.checkpoint_ns,c.parent_checkpoint_id,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(s.value)FROM json_each(w.sought)s WHERE s.value NOT IN(SELECT value FROM json_each(c.channels))))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM walk w JOIN checkpoints c USING(thread_id,checkpoint_ns,checkpoint_id)WHERE json_array_length(w.sought)>0),visited AS(SELECT thread_id,checkpoint_ns,checkpoint_id,json_group_array(DISTINCT s.value)sought FROM walk,json_each(walk.sought)s WHERE checkpoint_id IS NOT NULL GROUP BY thread_id,checkpoint_ns,checkpoint_id),holders AS(SELECT thread_id,checkpoint_ns,checkpoint_id,sought FROM visited UNION ALL SELECT thread_id,checkpoint_ns,checkpoint_id,NULL FROM page),out AS(SELECT 'a' kind,thread_id,checkpoint_ns,checkpoint_id,c.parent_checkpoint_id f1,c.channels f2,c.type f3,CASE WHEN EXISTS(SELECT 1 FROM json_each(v.sought)s WHERE s.value IN(SELECT value FROM json_each(c.channels)))THEN c.checkpoint END f4,CASE WHEN EXISTS(SELECT 1 FROM json_each(v.sought)s WHERE s.value IN(SELECT value FROM json_each(c.channels)))THEN c.metadata END f5,NULL f6 FROM visited v JOIN checkpoints c USING(thread_id,checkpoint_ns,checkpoint_id)UNION ALL SELECT 'w',thread_id,checkpoint_ns,checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM visited v CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)WHERE(w.channel IN(SELECT value FROM json_each(v.sought))OR substr(w.value,1,2)='p:')UNION ALL SELECT 'k',thread_id,checkpoint_ns,checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM holders v CROSS JOIN chunks k USING(thread_id,checkpoint_ns,checkpoint_id)WHERE v.sought IS NOT NULL OR substr(k.owner,1,2)='f/' UNION ALL SELECT 'f',thread_id,checkpoint_ns,checkpoint_id,json_array(f.kind,f.src_checkpoint_id,f.task_id,f.task_path,f.idx,f.channel,f.depth),f.type,f.value,f.channels,f.metadata,NULL FROM holders v CROSS JOIN delta_frozen f USING(thread_id,checkpoint_ns,checkpoint_id)WHERE v.sought IS NULL OR f.channel IN(SELECT value FROM json_each(v.sought))),vals(thread_id,v)AS(SELECT thread_id,CASE kind WHEN 'a' THEN f4 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0),page_out(thread_id,v)AS(SELECT thread_id,checkpoint FROM page UNION ALL SELECT thread_id,w.value FROM page p CROSS JOIN writes w USING(thread_id,checkpoint_ns,checkpoint_id)),seen(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM page_out o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM page_out o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM seen r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',thread_id,NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)WHERE NOT EXISTS(SELECT 1 FROM seen s WHERE s.thread_id=r.thread_id AND s.id=r.id)
+
+-- name: DELTA_HISTORY
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 channels
+WITH RECURSIVE target AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id FROM checkpoints WHERE thread_id=? AND checkpoint_ns=? AND(? IS NULL OR checkpoint_id=?3)ORDER BY checkpoint_id DESC LIMIT 1),chain(checkpoint_id,depth,sought)AS(SELECT t.parent_checkpoint_id,1,(SELECT json_group_array(s.value)FROM json_each(json(?))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=t.thread_id AND f.checkpoint_ns=t.checkpoint_ns AND f.checkpoint_id=t.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM target t UNION ALL SELECT p.parent_checkpoint_id,chain.depth + 1,(SELECT json_group_array(s.value)FROM json_each((SELECT json_group_array(s.value)FROM json_each(chain.sought)s WHERE s.value NOT IN(SELECT value FROM json_each(p.channels))))s WHERE s.value NOT IN(SELECT f.channel FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id GROUP BY f.channel HAVING SUM(f.kind='c')=0))FROM chain JOIN checkpoints p ON p.thread_id=?1 AND p.checkpoint_ns=?2 AND p.checkpoint_id=chain.checkpoint_id WHERE json_array_length(chain.sought)>0 AND chain.depth<20000),ancestors AS(SELECT chain.depth,chain.sought,p.checkpoint_id,p.channels,p.type,p.checkpoint,p.metadata FROM chain JOIN checkpoints p ON p.thread_id=?1 AND p.checkpoint_ns=?2 AND p.checkpoint_id=chain.checkpoint_id WHERE json_array_length(chain.sought)>0),holders AS(SELECT 0 depth,json(?4)sought,t.checkpoint_id,'[]' channels FROM target t UNION ALL SELECT depth,sought,checkpoint_id,channels FROM ancestors),out AS(SELECT 'a' kind,a.depth depth,a.checkpoint_id checkpoint_id,a.sought f1,a.type f2,CASE WHEN EXISTS(SELECT 1 FROM json_each(a.sought)s WHERE s.value IN(SELECT value FROM json_each(a.channels)))THEN a.checkpoint END f3,a.channels f4,CASE WHEN EXISTS(SELECT 1 FROM json_each(a.sought)s WHERE s.value IN(SELECT value FROM json_each(a.channels)))THEN a.metadata END f5,NULL f6 FROM ancestors a UNION ALL SELECT 'w',a.depth,w.checkpoint_id,w.task_id,w.task_path,w.idx,w.channel,w.type,w.value FROM ancestors a JOIN writes w ON w.thread_id=?1 AND w.checkpoint_ns=?2 AND w.checkpoint_id=a.checkpoint_id WHERE(w.channel IN(SELECT value FROM json_each(a.sought))OR substr(w.value,1,2)='p:')UNION ALL SELECT 'f',h.depth,h.checkpoint_id,json_array(f.kind,f.src_checkpoint_id,f.task_id,f.task_path,f.idx,f.channel,f.depth),f.type,f.value,f.channels,f.metadata,h.depth FROM holders h JOIN delta_frozen f ON f.thread_id=?1 AND f.checkpoint_ns=?2 AND f.checkpoint_id=h.checkpoint_id WHERE f.channel IN(SELECT value FROM json_each(h.sought))AND f.channel NOT IN(SELECT value FROM json_each(h.channels))UNION ALL SELECT 'k',h.depth,k.checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL FROM holders h JOIN chunks k ON k.thread_id=?1 AND k.checkpoint_ns=?2 AND k.checkpoint_id=h.checkpoint_id WHERE h.depth>0 OR substr(k.owner,1,2)='f/'),vals(thread_id,v)AS(SELECT ?1,CASE kind WHEN 'a' THEN f3 WHEN 'w' THEN f6 WHEN 'f' THEN f3 END FROM out),refs(thread_id,id)AS(SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='m:' THEN '["'||replace(substr(o.v,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT o.thread_id,ltrim(j.value,'^')FROM vals o,json_each(CASE WHEN substr(o.v,1,2)='p:' THEN substr(o.v,3)ELSE '[]' END)w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM refs r CROSS JOIN d1saver_chunks n USING(thread_id,id),json_each('["'||replace(n.data,',','","')||'"]')j WHERE n.level>0)SELECT * FROM out UNION ALL SELECT 'h',NULL,NULL,id,k.data,NULL,NULL,NULL,NULL FROM refs r CROSS JOIN d1saver_chunks k USING(thread_id,id)
+
+-- name: FORGET_OLD_OPS
+DELETE FROM d1saver_ops WHERE created_at<CAST(strftime('%s','now')AS INTEGER)- 86400
+
+-- name: OP_RESULT
+-- params: ?1 op_id
+SELECT result FROM d1saver_ops WHERE op_id=?
+
+-- name: TAG
+-- params: ?1 name, ?2 thread_id, ?3 checkpoint_ns, ?4 checkpoint_id
+INSERT INTO tags(thread_id,checkpoint_ns,checkpoint_id,name,created_at)SELECT thread_id,checkpoint_ns,checkpoint_id,?,strftime('%Y-%m-%dT%H:%M:%SZ','now')FROM checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=COALESCE(?,(SELECT MAX(checkpoint_id)FROM checkpoints WHERE thread_id=?2 AND checkpoint_ns=?3))ON CONFLICT(thread_id,checkpoint_ns,name)DO UPDATE SET checkpoint_id=excluded.checkpoint_id,created_at=excluded.created_at RETURNING checkpoint_id
+
+-- name: UNTAG
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 name
+DELETE FROM tags WHERE thread_id=? AND checkpoint_ns=? AND name=?
+
+-- name: RECORD_UNTAG
+-- params: ?1 op_id, ?2 thread_id, ?3 checkpoint_ns, ?4 name
+INSERT OR IGNORE INTO d1saver_ops(op_id,result,created_at)SELECT ?,COUNT(*),CAST(strftime('%s','now')AS INTEGER)FROM tags WHERE thread_id=? AND checkpoint_ns=? AND name=?
+
+-- name: LIST_TAGS
+-- params: ?1 thread_id, ?2 checkpoint_ns
+SELECT name,checkpoint_id FROM tags WHERE thread_id=? AND checkpoint_ns=? ORDER BY checkpoint_id DESC,name
+
+-- name: GC_CHUNKS
+WITH RECURSIVE reached(thread_id,id)AS(SELECT c.thread_id,ltrim(j.value,'^')FROM checkpoints c,json_each(CASE WHEN substr(c.checkpoint,1,2)='m:' THEN '["'||replace(substr(c.checkpoint,3),',','","')||'"]' ELSE '[]' END)j WHERE c.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT w.thread_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='m:' THEN '["'||replace(substr(w.value,3),',','","')||'"]' ELSE '[]' END)j WHERE w.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT w.thread_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='p:' THEN substr(w.value,3)ELSE '[]' END)p,json_each(CASE WHEN substr(p.value->>3,1,2)='m:' THEN '["'||replace(substr(p.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE w.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT f.thread_id,ltrim(j.value,'^')FROM delta_frozen f,json_each(CASE WHEN substr(f.value,1,2)='m:' THEN '["'||replace(substr(f.value,3),',','","')||'"]' ELSE '[]' END)j WHERE f.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM reached r CROSS JOIN d1saver_chunks n ON n.thread_id=r.thread_id AND n.id=r.id AND n.level>0,json_each('["'||replace(n.data,',','","')||'"]')j)DELETE FROM d1saver_chunks WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND(thread_id,id)NOT IN(SELECT thread_id,id FROM reached)
+
+-- name: CHUNK_CHECK
+-- params: ?1 thread_id
+WITH RECURSIVE reached(thread_id,id)AS(SELECT c.thread_id,ltrim(j.value,'^')FROM checkpoints c,json_each(CASE WHEN substr(c.checkpoint,1,2)='m:' THEN '["'||replace(substr(c.checkpoint,3),',','","')||'"]' ELSE '[]' END)j WHERE c.thread_id IN(SELECT thread_id FROM checkpoints WHERE ? IS NULL OR thread_id=?1 UNION SELECT thread_id FROM writes WHERE ?1 IS NULL OR thread_id=?1)AND instr(j.value,':')=0 UNION SELECT w.thread_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='m:' THEN '["'||replace(substr(w.value,3),',','","')||'"]' ELSE '[]' END)j WHERE w.thread_id IN(SELECT thread_id FROM checkpoints WHERE ?1 IS NULL OR thread_id=?1 UNION SELECT thread_id FROM writes WHERE ?1 IS NULL OR thread_id=?1)AND instr(j.value,':')=0 UNION SELECT w.thread_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='p:' THEN substr(w.value,3)ELSE '[]' END)p,json_each(CASE WHEN substr(p.value->>3,1,2)='m:' THEN '["'||replace(substr(p.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE w.thread_id IN(SELECT thread_id FROM checkpoints WHERE ?1 IS NULL OR thread_id=?1 UNION SELECT thread_id FROM writes WHERE ?1 IS NULL OR thread_id=?1)AND instr(j.value,':')=0 UNION SELECT f.thread_id,ltrim(j.value,'^')FROM delta_frozen f,json_each(CASE WHEN substr(f.value,1,2)='m:' THEN '["'||replace(substr(f.value,3),',','","')||'"]' ELSE '[]' END)j WHERE f.thread_id IN(SELECT thread_id FROM checkpoints WHERE ?1 IS NULL OR thread_id=?1 UNION SELECT thread_id FROM writes WHERE ?1 IS NULL OR thread_id=?1)AND instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM reached r CROSS JOIN d1saver_chunks n ON n.thread_id=r.thread_id AND n.id=r.id AND n.level>0,json_each('["'||replace(n.data,',','","')||'"]')j),scoped AS(SELECT thread_id FROM reached UNION SELECT thread_id FROM d1saver_chunks WHERE ?1 IS NULL OR thread_id=?1),counted AS(SELECT t.thread_id,(SELECT COUNT(*)FROM reached r WHERE r.thread_id=t.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=r.thread_id AND k.id=r.id))missing,(SELECT COUNT(*)FROM d1saver_chunks k WHERE k.thread_id=t.thread_id AND NOT EXISTS(SELECT 1 FROM reached r WHERE r.thread_id=k.thread_id AND r.id=k.id))unreferenced FROM scoped t)SELECT thread_id,missing,unreferenced FROM counted WHERE missing>0 OR unreferenced>0 ORDER BY thread_id
+
+-- name: DELETE_THREADS_WRITES
+-- params: ?1 thread_ids
+DELETE FROM writes WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))
+
+-- name: DELETE_THREADS_D1SAVER_CHUNKS
+-- params: ?1 thread_ids
+DELETE FROM d1saver_chunks WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))
+
+-- name: DELETE_THREADS_CHUNKS
+-- params: ?1 thread_ids
+DELETE FROM chunks WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))
+
+-- name: DELETE_THREADS_TAGS
+-- params: ?1 thread_ids
+DELETE FROM tags WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))
+
+-- name: DELETE_THREADS_CHECKPOINTS
+-- params: ?1 thread_ids
+DELETE FROM checkpoints WHERE thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))
+
+-- name: COPY_D1SAVER_CHUNKS
+-- params: ?1 target, ?2 source
+INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT ?,id,level,data FROM d1saver_chunks WHERE thread_id=? ORDER BY level
+
+-- name: COPY_CHECKPOINTS
+-- params: ?1 target, ?2 source
+INSERT OR REPLACE INTO checkpoints(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts)SELECT ?,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts FROM checkpoints WHERE thread_id=?
+
+-- name: COPY_WRITES
+-- params: ?1 target, ?2 source
+INSERT OR REPLACE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT ?,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value FROM writes WHERE thread_id=?
+
+-- name: COPY_CHUNKS
+-- params: ?1 target, ?2 source
+INSERT OR REPLACE INTO chunks(thread_id,checkpoint_ns,checkpoint_id,owner,seq,data)SELECT ?,checkpoint_ns,checkpoint_id,owner,seq,data FROM chunks WHERE thread_id=?
+
+-- name: COPY_TAGS
+-- params: ?1 target, ?2 source
+INSERT OR REPLACE INTO tags(thread_id,checkpoint_ns,checkpoint_id,name,created_at)SELECT ?,checkpoint_ns,checkpoint_id,name,created_at FROM tags WHERE thread_id=?
+
+-- name: COPY_DELTA_UNWRITTEN
+-- params: ?1 target, ?2 source
+INSERT OR REPLACE INTO delta_unwritten(thread_id,checkpoint_ns,checkpoint_id,channels)SELECT ?,checkpoint_ns,checkpoint_id,channels FROM delta_unwritten WHERE thread_id=?
+
+-- name: COPY_DELTA_FROZEN
+-- params: ?1 target, ?2 source
+INSERT OR REPLACE INTO delta_frozen(thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels)SELECT ?,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels FROM delta_frozen WHERE thread_id=?
+
+-- name: CLEAR_SCOPE
+DELETE FROM d1saver_scope
+
+-- name: SCOPE_TARGET
+-- params: ?1 target
+INSERT INTO d1saver_scope(thread_id)VALUES(?)
+
+-- name: CLEAR_KEEP
+DELETE FROM d1saver_keep
+
+-- name: CLEAR_RELINK
+DELETE FROM d1saver_relink
+
+-- name: SCOPE_THREADS
+-- params: ?1 thread_ids
+INSERT OR IGNORE INTO d1saver_scope(thread_id)SELECT CAST(unhex(value)AS TEXT)FROM json_each(?)
+
+-- name: SCOPE_RUNS
+-- params: ?1 run_ids
+INSERT OR IGNORE INTO d1saver_scope(thread_id)SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))
+
+-- name: PLAN_KEEP
+-- params: ?1 keep
+INSERT OR IGNORE INTO d1saver_keep(thread_id,checkpoint_ns,checkpoint_id)WITH RECURSIVE ranked AS(SELECT c.thread_id,c.checkpoint_ns,c.checkpoint_id,c.parent_checkpoint_id,ROW_NUMBER()OVER(PARTITION BY c.thread_id,c.checkpoint_ns ORDER BY c.checkpoint_id DESC)rn FROM checkpoints c WHERE c.thread_id IN(SELECT thread_id FROM d1saver_scope)),spaces AS(SELECT thread_id,checkpoint_ns,checkpoint_id newest FROM ranked WHERE rn=1),peel(thread_id,checkpoint_ns,s,head)AS(SELECT thread_id,checkpoint_ns,checkpoint_ns,rtrim(checkpoint_ns,replace(checkpoint_ns,'|',''))FROM spaces UNION ALL SELECT thread_id,checkpoint_ns,substr(head,1,length(head)- 1),rtrim(substr(head,1,length(head)- 1),replace(substr(head,1,length(head)- 1),'|',''))FROM peel WHERE head<>'' AND length(s)>length(head)AND rtrim(substr(s,length(head)+ 1),'0123456789')=''),owners AS(SELECT f.thread_id,f.checkpoint_ns,p.checkpoint_ns parent_ns,p.newest parent_newest,c.newest newest,substr(f.s,length(f.head)+ instr(substr(f.s,length(f.head)+ 1),':')+ 1)task_id FROM peel f JOIN spaces p ON p.thread_id=f.thread_id AND p.checkpoint_ns=substr(f.head,1,max(length(f.head)- 1,0))JOIN spaces c ON c.thread_id=f.thread_id AND c.checkpoint_ns=f.checkpoint_ns WHERE f.checkpoint_ns<>'' AND instr(substr(f.s,length(f.head)+ 1),':')>1),keep(thread_id,checkpoint_ns,checkpoint_id)AS(SELECT r.thread_id,r.checkpoint_ns,r.checkpoint_id FROM ranked r WHERE(r.rn<=? AND NOT EXISTS(SELECT 1 FROM owners o WHERE o.thread_id=r.thread_id AND o.checkpoint_ns=r.checkpoint_ns))OR EXISTS(SELECT 1 FROM tags g WHERE g.thread_id=r.thread_id AND g.checkpoint_ns=r.checkpoint_ns AND g.checkpoint_id=r.checkpoint_id)UNION SELECT r.thread_id,r.checkpoint_ns,r.checkpoint_id FROM keep k CROSS JOIN owners o ON o.thread_id=k.thread_id AND o.parent_ns=k.checkpoint_ns CROSS JOIN ranked r ON r.thread_id=o.thread_id AND r.checkpoint_ns=o.checkpoint_ns AND r.rn<=max(?1,1)WHERE EXISTS(SELECT 1 FROM writes w WHERE w.thread_id=k.thread_id AND w.checkpoint_ns=k.checkpoint_ns AND w.checkpoint_id=k.checkpoint_id AND w.task_id=o.task_id)OR(k.checkpoint_id=o.parent_newest AND o.newest>k.checkpoint_id))SELECT thread_id,checkpoint_ns,checkpoint_id FROM keep
+
+-- name: PLAN_KEEP_OTHER_RUNS
+-- params: ?1 run_ids
+INSERT OR IGNORE INTO d1saver_keep(thread_id,checkpoint_ns,checkpoint_id)SELECT thread_id,checkpoint_ns,checkpoint_id FROM checkpoints WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND(run_id IS NULL OR run_id NOT IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?)))
+
+-- name: FREEZE
+INSERT OR IGNORE INTO delta_frozen(thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels)WITH RECURSIVE walk(thread_id,checkpoint_ns,origin,channel,depth,cur,steps,bound)AS(SELECT c.thread_id,c.checkpoint_ns,c.checkpoint_id,s.value,COALESCE((SELECT MAX(f.depth)FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id AND f.channel=s.value AND f.kind='c'),1),c.parent_checkpoint_id,1,(SELECT COUNT(*)FROM checkpoints n WHERE n.thread_id=c.thread_id AND n.checkpoint_ns=c.checkpoint_ns)FROM d1saver_keep k CROSS JOIN checkpoints c ON c.thread_id=k.thread_id AND c.checkpoint_ns=k.checkpoint_ns AND c.checkpoint_id=k.checkpoint_id CROSS JOIN json_each((SELECT json_group_array(d.key)FROM json_each(c.metadata,'$.counters_since_delta_snapshot')d WHERE d.key NOT IN(SELECT value FROM json_each(c.channels))AND d.key NOT IN(SELECT u.value FROM delta_unwritten x,json_each(x.channels)u WHERE x.thread_id=c.thread_id AND x.checkpoint_ns=c.checkpoint_ns AND x.checkpoint_id=c.checkpoint_id)))s WHERE c.parent_checkpoint_id IS NOT NULL AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.parent_checkpoint_id)AND NOT(EXISTS(SELECT 1 FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id AND f.channel=s.value)AND(SELECT MAX(f.depth)FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id AND f.channel=s.value AND f.kind='c')IS NULL)UNION ALL SELECT w.thread_id,w.checkpoint_ns,w.origin,w.channel,w.depth + COALESCE((SELECT MAX(f.depth)FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id AND f.channel=w.channel AND f.kind='c'),1),p.parent_checkpoint_id,w.steps + 1,w.bound FROM walk w CROSS JOIN checkpoints p ON p.thread_id=w.thread_id AND p.checkpoint_ns=w.checkpoint_ns AND p.checkpoint_id=w.cur WHERE p.parent_checkpoint_id IS NOT NULL AND w.steps<w.bound AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=p.thread_id AND k.checkpoint_ns=p.checkpoint_ns AND k.checkpoint_id=p.checkpoint_id)AND w.channel NOT IN(SELECT value FROM json_each(p.channels))AND NOT(EXISTS(SELECT 1 FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id AND f.channel=w.channel)AND(SELECT MAX(f.depth)FROM delta_frozen f WHERE f.thread_id=p.thread_id AND f.checkpoint_ns=p.checkpoint_ns AND f.checkpoint_id=p.checkpoint_id AND f.channel=w.channel AND f.kind='c')IS NULL))SELECT w.thread_id,w.checkpoint_ns,w.origin,w.channel,'w',w.depth,x.task_id,e.value->>0,w.cur,x.task_path,COALESCE(e.value->>2,'msgpack'),e.value->>3,NULL,NULL FROM walk w CROSS JOIN writes x ON x.thread_id=w.thread_id AND x.checkpoint_ns=w.checkpoint_ns AND x.checkpoint_id=w.cur CROSS JOIN json_each(CASE WHEN substr(x.value,1,2)='p:' THEN substr(x.value,3)ELSE json_array(json_array(x.idx,x.channel,x.type,x.value))END)e WHERE e.value->>1=w.channel AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.cur)UNION ALL SELECT w.thread_id,w.checkpoint_ns,w.origin,w.channel,'s',w.depth,'',0,w.cur,'',p.type,p.checkpoint,p.metadata,p.channels FROM walk w CROSS JOIN checkpoints p ON p.thread_id=w.thread_id AND p.checkpoint_ns=w.checkpoint_ns AND p.checkpoint_id=w.cur WHERE NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.cur)AND w.channel IN(SELECT value FROM json_each(p.channels))UNION ALL SELECT w.thread_id,w.checkpoint_ns,w.origin,w.channel,f.kind,w.depth + f.depth,f.task_id,f.idx,f.src_checkpoint_id,f.task_path,f.type,f.value,f.metadata,f.channels FROM walk w CROSS JOIN delta_frozen f ON f.thread_id=w.thread_id AND f.checkpoint_ns=w.checkpoint_ns AND f.checkpoint_id=w.cur AND f.channel=w.channel WHERE NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.cur)AND f.kind<>'c' UNION ALL SELECT w.thread_id,w.checkpoint_ns,w.origin,w.channel,'c',w.depth,'',0,w.cur,'',NULL,NULL,NULL,NULL FROM walk w WHERE EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.cur)
+
+-- name: FREEZE_DONE
+DELETE FROM delta_frozen AS c WHERE c.kind='c' AND c.thread_id IN(SELECT thread_id FROM d1saver_scope)AND EXISTS(SELECT 1 FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id AND f.channel=c.channel AND f.depth>=c.depth AND NOT(f.kind='c' AND f.depth=c.depth))
+
+-- name: FREEZE_PIECES
+INSERT OR IGNORE INTO chunks(thread_id,checkpoint_ns,checkpoint_id,owner,seq,data)SELECT f.thread_id,f.checkpoint_ns,f.checkpoint_id,'f/'||f.src_checkpoint_id||'/'||k.owner,k.seq,k.data FROM delta_frozen f CROSS JOIN chunks k ON k.thread_id=f.thread_id AND k.checkpoint_ns=f.checkpoint_ns AND k.checkpoint_id=f.src_checkpoint_id AND(k.owner=CASE f.kind WHEN 'w' THEN f.task_id||'/'||f.idx END OR(f.kind='s' AND k.owner IN('',':metadata')))WHERE f.thread_id IN(SELECT thread_id FROM d1saver_scope)UNION ALL SELECT f.thread_id,f.checkpoint_ns,f.checkpoint_id,k.owner,k.seq,k.data FROM delta_frozen f CROSS JOIN chunks k ON k.thread_id=f.thread_id AND k.checkpoint_ns=f.checkpoint_ns AND k.checkpoint_id<>f.checkpoint_id AND(k.owner='f/'||f.src_checkpoint_id||'/'||CASE f.kind WHEN 'w' THEN f.task_id||'/'||f.idx END OR(f.kind='s' AND k.owner IN('f/'||f.src_checkpoint_id||'/','f/'||f.src_checkpoint_id||'/:metadata')))WHERE f.thread_id IN(SELECT thread_id FROM d1saver_scope)
+
+-- name: PLAN_RELINK
+INSERT OR REPLACE INTO d1saver_relink(thread_id,checkpoint_ns,checkpoint_id,new_parent)WITH RECURSIVE walk(thread_id,checkpoint_ns,origin,cur,kept)AS(SELECT c.thread_id,c.checkpoint_ns,c.checkpoint_id,c.parent_checkpoint_id,0 FROM d1saver_keep k CROSS JOIN checkpoints c ON c.thread_id=k.thread_id AND c.checkpoint_ns=k.checkpoint_ns AND c.checkpoint_id=k.checkpoint_id WHERE c.parent_checkpoint_id IS NOT NULL AND NOT EXISTS(SELECT 1 FROM d1saver_keep k2 WHERE k2.thread_id=c.thread_id AND k2.checkpoint_ns=c.checkpoint_ns AND k2.checkpoint_id=c.parent_checkpoint_id)UNION SELECT w.thread_id,w.checkpoint_ns,w.origin,p.parent_checkpoint_id,EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=p.parent_checkpoint_id)FROM walk w JOIN checkpoints p ON p.thread_id=w.thread_id AND p.checkpoint_ns=w.checkpoint_ns AND p.checkpoint_id=w.cur WHERE w.kept=0)SELECT thread_id,checkpoint_ns,origin checkpoint_id,MAX(CASE WHEN kept THEN cur END)new_parent FROM walk GROUP BY thread_id,checkpoint_ns,origin
+
+-- name: APPLY_RELINK
+UPDATE checkpoints SET parent_checkpoint_id=r.new_parent FROM d1saver_relink r WHERE checkpoints.thread_id=r.thread_id AND checkpoints.checkpoint_ns=r.checkpoint_ns AND checkpoints.checkpoint_id=r.checkpoint_id
+
+-- name: DELETE_UNKEPT_WRITES
+DELETE FROM writes WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=writes.thread_id AND k.checkpoint_ns=writes.checkpoint_ns AND k.checkpoint_id=writes.checkpoint_id)AND writes.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=writes.thread_id AND n.checkpoint_ns=writes.checkpoint_ns)
+
+-- name: DELETE_UNKEPT_CHUNKS
+DELETE FROM chunks WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=chunks.thread_id AND k.checkpoint_ns=chunks.checkpoint_ns AND k.checkpoint_id=chunks.checkpoint_id)AND chunks.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=chunks.thread_id AND n.checkpoint_ns=chunks.checkpoint_ns)
+
+-- name: DELETE_UNKEPT_TAGS
+DELETE FROM tags WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=tags.thread_id AND k.checkpoint_ns=tags.checkpoint_ns AND k.checkpoint_id=tags.checkpoint_id)
+
+-- name: DELETE_UNKEPT_CHECKPOINTS
+DELETE FROM checkpoints WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=checkpoints.thread_id AND k.checkpoint_ns=checkpoints.checkpoint_ns AND k.checkpoint_id=checkpoints.checkpoint_id)
+
+-- name: SUMMARIZE_PLAN
+SELECT s.thread_id,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id)checkpoints_total,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))checkpoints,(SELECT COALESCE(SUM(CASE WHEN substr(w.value,1,2)='p:' THEN json_array_length(substr(w.value,3))ELSE 1 END),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))writes,(SELECT COALESCE(SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata)),0)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM chunks k WHERE k.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=k.thread_id AND k.checkpoint_ns=k.checkpoint_ns AND k.checkpoint_id=k.checkpoint_id)AND k.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=k.thread_id AND n.checkpoint_ns=k.checkpoint_ns))bytes FROM d1saver_scope s ORDER BY s.thread_id
+
+-- name: RECORD_PLAN
+-- params: ?1 op_id
+INSERT OR IGNORE INTO d1saver_ops(op_id,result,created_at)SELECT ?,json_group_array(json_array(hex(p.thread_id),p.checkpoints_total,p.checkpoints,p.writes,p.bytes)),CAST(strftime('%s','now')AS INTEGER)FROM(SELECT s.thread_id,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id)checkpoints_total,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))checkpoints,(SELECT COALESCE(SUM(CASE WHEN substr(w.value,1,2)='p:' THEN json_array_length(substr(w.value,3))ELSE 1 END),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))writes,(SELECT COALESCE(SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata)),0)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM chunks k WHERE k.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=k.thread_id AND k.checkpoint_ns=k.checkpoint_ns AND k.checkpoint_id=k.checkpoint_id)AND k.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=k.thread_id AND n.checkpoint_ns=k.checkpoint_ns))bytes FROM d1saver_scope s ORDER BY s.thread_id)p
+
+-- name: RECORDED_PLAN
+-- params: ?1 op_id
+SELECT CAST(unhex(r.value->>0)AS TEXT)thread_id,r.value->>1 checkpoints_total,r.value->>2 checkpoints,r.value->>3 writes,r.value->>4 bytes FROM d1saver_ops o,json_each(o.result)r WHERE o.op_id=? ORDER BY thread_id
+
+-- name: THREADS_PAGE
+-- params: ?1 after, ?2 limit
+SELECT c.thread_id,COUNT(*)checkpoints,COUNT(DISTINCT c.checkpoint_ns)namespaces,MAX(c.ts)updated,SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(p.data)),0)FROM chunks p WHERE p.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM d1saver_chunks k WHERE k.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(f.value)+ COALESCE(LENGTH(f.metadata),0)),0)FROM delta_frozen f WHERE f.thread_id=c.thread_id)bytes FROM checkpoints c WHERE c.thread_id>? GROUP BY c.thread_id ORDER BY c.thread_id LIMIT ?
+
+-- name: THREADS_INFO
+-- params: ?1 thread_ids
+SELECT c.thread_id,COUNT(*)checkpoints,COUNT(DISTINCT c.checkpoint_ns)namespaces,MAX(c.ts)updated,SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(p.data)),0)FROM chunks p WHERE p.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM d1saver_chunks k WHERE k.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(f.value)+ COALESCE(LENGTH(f.metadata),0)),0)FROM delta_frozen f WHERE f.thread_id=c.thread_id)bytes FROM checkpoints c WHERE c.thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))GROUP BY c.thread_id ORDER BY c.thread_id
+
+-- name: HISTORY
+-- params: ?1 thread_id, ?2 limit
+SELECT c.checkpoint_ns,c.checkpoint_id,c.parent_checkpoint_id,json_extract(c.metadata,'$.step')step,json_extract(c.metadata,'$.source')source,c.ts,LENGTH(c.checkpoint)+ LENGTH(c.metadata)bytes,(SELECT COALESCE(SUM(CASE WHEN substr(w.value,1,2)='p:' THEN json_array_length(substr(w.value,3))ELSE 1 END),0)FROM writes w WHERE w.thread_id=c.thread_id AND w.checkpoint_ns=c.checkpoint_ns AND w.checkpoint_id=c.checkpoint_id)writes,(SELECT group_concat(g.name,',')FROM tags g WHERE g.thread_id=c.thread_id AND g.checkpoint_ns=c.checkpoint_ns AND g.checkpoint_id=c.checkpoint_id)tags FROM checkpoints c WHERE c.thread_id=? ORDER BY c.checkpoint_id DESC,c.checkpoint_ns LIMIT ?
+
+-- name: ACQUIRE_LEASE
+-- params: ?1 name, ?2 holder, ?3 seconds
+INSERT INTO leases(name,holder,expires_at)VALUES(?,?,CAST(strftime('%s','now')AS INTEGER)+ ?)ON CONFLICT(name)DO UPDATE SET holder=excluded.holder,expires_at=excluded.expires_at WHERE leases.expires_at<CAST(strftime('%s','now')AS INTEGER)OR leases.holder=excluded.holder RETURNING holder
+
+-- name: CHECK_LEASE
+-- params: ?1 name, ?2 holder
+INSERT INTO d1saver_guards(lease_lost)SELECT 1 WHERE NOT EXISTS(SELECT 1 FROM leases WHERE name=? AND holder=?)
+
+-- name: RENEW_LEASE
+-- params: ?1 seconds, ?2 name, ?3 holder
+UPDATE leases SET expires_at=CAST(strftime('%s','now')AS INTEGER)+ ? WHERE name=? AND holder=?
+
+-- name: RELEASE_LEASE
+-- params: ?1 name, ?2 holder
+DELETE FROM leases WHERE name=? AND holder=?
+
+-- name: BREAK_LEASE
+-- params: ?1 name
+DELETE FROM leases WHERE name=?
+
+-- name: LEASE_HOLDER
+-- params: ?1 name
+SELECT holder,expires_at - CAST(strftime('%s','now')AS INTEGER)seconds_left FROM leases WHERE name=?
+
+-- name: STORED_SAMPLE
+-- params: ?1 chars, ?2 thread_id
+SELECT checkpoint_id,substr(checkpoint,1,?)head,LENGTH(checkpoint)bytes,metadata FROM checkpoints WHERE thread_id=? ORDER BY checkpoint_id DESC LIMIT 1
+
+-- name: STORAGE_SUMMARY
+SELECT 'checkpoints' tbl,COUNT(*)row_count,COALESCE(SUM(LENGTH(checkpoint)+ LENGTH(metadata)),0)bytes FROM checkpoints UNION ALL SELECT 'writes',COUNT(*),COALESCE(SUM(LENGTH(value)),0)FROM writes UNION ALL SELECT 'chunks',COUNT(*),COALESCE(SUM(LENGTH(data)),0)FROM chunks UNION ALL SELECT 'tags',COUNT(*),0 FROM tags UNION ALL SELECT * FROM(SELECT 'delta_frozen',COUNT(*),COALESCE(SUM(LENGTH(value)+ COALESCE(LENGTH(metadata),0)),0)FROM delta_frozen UNION ALL SELECT 'd1saver_chunks',COUNT(*),COALESCE(SUM(LENGTH(data)),0)FROM d1saver_chunks)
+
+-- name: TRANSFER_PAGE_D1SAVER_CHUNKS
+-- params: ?1 thread_id, ?2 after_level, ?3 after_id, ?4 limit, ?5 budget
+SELECT level,id,data,available FROM(SELECT level,id,data,SUM(COALESCE(LENGTH(data),0))OVER(ORDER BY level,id ROWS UNBOUNDED PRECEDING)-(COALESCE(LENGTH(data),0))bytes_before,COUNT(*)OVER()available FROM(SELECT level,id,data FROM d1saver_chunks WHERE thread_id=? AND(? IS NULL OR(level,id)>(?2,?))ORDER BY level,id LIMIT ?))WHERE bytes_before<? ORDER BY level,id
+
+-- name: TRANSFER_PAGE_CHECKPOINTS
+-- params: ?1 thread_id, ?2 after_checkpoint_ns, ?3 after_checkpoint_id, ?4 limit, ?5 budget
+SELECT checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts,available FROM(SELECT checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts,SUM(COALESCE(LENGTH(parent_checkpoint_id),0)+ COALESCE(LENGTH(type),0)+ COALESCE(LENGTH(checkpoint),0)+ COALESCE(LENGTH(metadata),0)+ COALESCE(LENGTH(channels),0)+ COALESCE(LENGTH(run_id),0)+ COALESCE(LENGTH(ts),0))OVER(ORDER BY checkpoint_ns,checkpoint_id ROWS UNBOUNDED PRECEDING)-(COALESCE(LENGTH(parent_checkpoint_id),0)+ COALESCE(LENGTH(type),0)+ COALESCE(LENGTH(checkpoint),0)+ COALESCE(LENGTH(metadata),0)+ COALESCE(LENGTH(channels),0)+ COALESCE(LENGTH(run_id),0)+ COALESCE(LENGTH(ts),0))bytes_before,COUNT(*)OVER()available FROM(SELECT checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts FROM checkpoints WHERE thread_id=? AND(? IS NULL OR(checkpoint_ns,checkpoint_id)>(?2,?))ORDER BY checkpoint_ns,checkpoint_id LIMIT ?))WHERE bytes_before<? ORDER BY checkpoint_ns,checkpoint_id
+
+-- name: TRANSFER_PAGE_WRITES
+-- params: ?1 thread_id, ?2 after_checkpoint_ns, ?3 after_checkpoint_id, ?4 after_task_id, ?5 after_idx, ?6 limit, ?7 budget
+SELECT checkpoint_ns,checkpoint_id,task_id,idx,task_path,channel,type,value,available FROM(SELECT checkpoint_ns,checkpoint_id,task_id,idx,task_path,channel,type,value,SUM(COALESCE(LENGTH(task_path),0)+ COALESCE(LENGTH(channel),0)+ COALESCE(LENGTH(type),0)+ COALESCE(LENGTH(value),0))OVER(ORDER BY checkpoint_ns,checkpoint_id,task_id,idx ROWS UNBOUNDED PRECEDING)-(COALESCE(LENGTH(task_path),0)+ COALESCE(LENGTH(channel),0)+ COALESCE(LENGTH(type),0)+ COALESCE(LENGTH(value),0))bytes_before,COUNT(*)OVER()available FROM(SELECT checkpoint_ns,checkpoint_id,task_id,idx,task_path,channel,type,value FROM writes WHERE thread_id=? AND(? IS NULL OR(checkpoint_ns,checkpoint_id,task_id,idx)>(?2,?,?,?))ORDER BY checkpoint_ns,checkpoint_id,task_id,idx LIMIT ?))WHERE bytes_before<? ORDER BY checkpoint_ns,checkpoint_id,task_id,idx
+
+-- name: TRANSFER_PAGE_CHUNKS
+-- params: ?1 thread_id, ?2 after_checkpoint_ns, ?3 after_checkpoint_id, ?4 after_owner, ?5 after_seq, ?6 limit, ?7 budget
+SELECT checkpoint_ns,checkpoint_id,owner,seq,data,available FROM(SELECT checkpoint_ns,checkpoint_id,owner,seq,data,SUM(COALESCE(LENGTH(data),0))OVER(ORDER BY checkpoint_ns,checkpoint_id,owner,seq ROWS UNBOUNDED PRECEDING)-(COALESCE(LENGTH(data),0))bytes_before,COUNT(*)OVER()available FROM(SELECT checkpoint_ns,checkpoint_id,owner,seq,data FROM chunks WHERE thread_id=? AND(? IS NULL OR(checkpoint_ns,checkpoint_id,owner,seq)>(?2,?,?,?))ORDER BY checkpoint_ns,checkpoint_id,owner,seq LIMIT ?))WHERE bytes_before<? ORDER BY checkpoint_ns,checkpoint_id,owner,seq
+
+-- name: TRANSFER_PAGE_TAGS
+-- params: ?1 thread_id, ?2 after_checkpoint_ns, ?3 after_name, ?4 limit, ?5 budget
+SELECT checkpoint_ns,name,checkpoint_id,created_at,available FROM(SELECT checkpoint_ns,name,checkpoint_id,created_at,SUM(COALESCE(LENGTH(checkpoint_id),0)+ COALESCE(LENGTH(created_at),0))OVER(ORDER BY checkpoint_ns,name ROWS UNBOUNDED PRECEDING)-(COALESCE(LENGTH(checkpoint_id),0)+ COALESCE(LENGTH(created_at),0))bytes_before,COUNT(*)OVER()available FROM(SELECT checkpoint_ns,name,checkpoint_id,created_at FROM tags WHERE thread_id=? AND(? IS NULL OR(checkpoint_ns,name)>(?2,?))ORDER BY checkpoint_ns,name LIMIT ?))WHERE bytes_before<? ORDER BY checkpoint_ns,name
+
+-- name: TRANSFER_PAGE_DELTA_UNWRITTEN
+-- params: ?1 thread_id, ?2 after_checkpoint_ns, ?3 after_checkpoint_id, ?4 limit, ?5 budget
+SELECT checkpoint_ns,checkpoint_id,channels,available FROM(SELECT checkpoint_ns,checkpoint_id,channels,SUM(COALESCE(LENGTH(channels),0))OVER(ORDER BY checkpoint_ns,checkpoint_id ROWS UNBOUNDED PRECEDING)-(COALESCE(LENGTH(channels),0))bytes_before,COUNT(*)OVER()available FROM(SELECT checkpoint_ns,checkpoint_id,channels FROM delta_unwritten WHERE thread_id=? AND(? IS NULL OR(checkpoint_ns,checkpoint_id)>(?2,?))ORDER BY checkpoint_ns,checkpoint_id LIMIT ?))WHERE bytes_before<? ORDER BY checkpoint_ns,checkpoint_id
+
+-- name: TRANSFER_PAGE_DELTA_FROZEN
+-- params: ?1 thread_id, ?2 after_checkpoint_ns, ?3 after_checkpoint_id, ?4 after_channel, ?5 after_kind, ?6 after_depth, ?7 after_task_id, ?8 after_idx, ?9 limit, ?10 budget
+SELECT checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels,available FROM(SELECT checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels,SUM(COALESCE(LENGTH(src_checkpoint_id),0)+ COALESCE(LENGTH(task_path),0)+ COALESCE(LENGTH(type),0)+ COALESCE(LENGTH(value),0)+ COALESCE(LENGTH(metadata),0)+ COALESCE(LENGTH(channels),0))OVER(ORDER BY checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx ROWS UNBOUNDED PRECEDING)-(COALESCE(LENGTH(src_checkpoint_id),0)+ COALESCE(LENGTH(task_path),0)+ COALESCE(LENGTH(type),0)+ COALESCE(LENGTH(value),0)+ COALESCE(LENGTH(metadata),0)+ COALESCE(LENGTH(channels),0))bytes_before,COUNT(*)OVER()available FROM(SELECT checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels FROM delta_frozen WHERE thread_id=? AND(? IS NULL OR(checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx)>(?2,?,?,?,?,?,?))ORDER BY checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx LIMIT ?))WHERE bytes_before<? ORDER BY checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx
+
+-- name: TRANSFER_INSERT_D1SAVER_CHUNKS
+-- params: ?1 thread_id, ?2 level, ?3 id, ?4 data
+INSERT OR REPLACE INTO d1saver_chunks(thread_id,level,id,data)VALUES(?,?,?,?)
+
+-- name: TRANSFER_INSERT_CHECKPOINTS
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 parent_checkpoint_id, ?5 type, ?6 checkpoint, ?7 metadata, ?8 channels, ?9 run_id, ?10 ts
+INSERT OR REPLACE INTO checkpoints(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts)VALUES(?,?,?,?,?,?,?,?,?,?)
+
+-- name: TRANSFER_INSERT_WRITES
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 task_id, ?5 idx, ?6 task_path, ?7 channel, ?8 type, ?9 value
+INSERT OR REPLACE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,idx,task_path,channel,type,value)VALUES(?,?,?,?,?,?,?,?,?)
+
+-- name: TRANSFER_INSERT_CHUNKS
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 owner, ?5 seq, ?6 data
+INSERT OR REPLACE INTO chunks(thread_id,checkpoint_ns,checkpoint_id,owner,seq,data)VALUES(?,?,?,?,?,?)
+
+-- name: TRANSFER_INSERT_TAGS
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 name, ?4 checkpoint_id, ?5 created_at
+INSERT OR REPLACE INTO tags(thread_id,checkpoint_ns,name,checkpoint_id,created_at)VALUES(?,?,?,?,?)
+
+-- name: TRANSFER_INSERT_DELTA_UNWRITTEN
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 channels
+INSERT OR REPLACE INTO delta_unwritten(thread_id,checkpoint_ns,checkpoint_id,channels)VALUES(?,?,?,?)
+
+-- name: TRANSFER_INSERT_DELTA_FROZEN
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 channel, ?5 kind, ?6 depth, ?7 task_id, ?8 idx, ?9 src_checkpoint_id, ?10 task_path, ?11 type, ?12 value, ?13 metadata, ?14 channels
+INSERT OR REPLACE INTO delta_frozen(thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels)VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+
+-- name: RENAME_DROP_CHECKPOINT_PIECES
+-- params: ?1 thread_id, ?2 staged
+DELETE FROM chunks WHERE thread_id=? AND owner IN('',':metadata')AND EXISTS(SELECT 1 FROM checkpoints s WHERE s.thread_id=? AND s.checkpoint_ns=chunks.checkpoint_ns AND s.checkpoint_id=chunks.checkpoint_id)
+
+-- name: RENAME_DROP_WRITE_PIECES
+-- params: ?1 thread_id, ?2 staged
+DELETE FROM chunks WHERE thread_id=? AND EXISTS(SELECT 1 FROM writes s WHERE s.thread_id=? AND s.checkpoint_ns=chunks.checkpoint_ns AND s.checkpoint_id=chunks.checkpoint_id AND chunks.owner=s.task_id||'/'||s.idx)
+
+-- name: RENAME_DROP_UNWRITTEN
+-- params: ?1 thread_id, ?2 staged
+DELETE FROM delta_unwritten WHERE thread_id=? AND EXISTS(SELECT 1 FROM checkpoints s WHERE s.thread_id=? AND s.checkpoint_ns=delta_unwritten.checkpoint_ns AND s.checkpoint_id=delta_unwritten.checkpoint_id)
+
+-- name: RENAME_D1SAVER_CHUNKS
+-- params: ?1 thread_id, ?2 staged
+UPDATE OR REPLACE d1saver_chunks SET thread_id=? WHERE thread_id=?
+
+-- name: RENAME_CHECKPOINTS
+-- params: ?1 thread_id, ?2 staged
+UPDATE OR REPLACE checkpoints SET thread_id=? WHERE thread_id=?
+
+-- name: RENAME_WRITES
+-- params: ?1 thread_id, ?2 staged
+UPDATE OR REPLACE writes SET thread_id=? WHERE thread_id=?
+
+-- name: RENAME_CHUNKS
+-- params: ?1 thread_id, ?2 staged
+UPDATE OR REPLACE chunks SET thread_id=? WHERE thread_id=?
+
+-- name: RENAME_TAGS
+-- params: ?1 thread_id, ?2 staged
+UPDATE OR REPLACE tags SET thread_id=? WHERE thread_id=?
+
+-- name: RENAME_DELTA_UNWRITTEN
+-- params: ?1 thread_id, ?2 staged
+UPDATE OR REPLACE delta_unwritten SET thread_id=? WHERE thread_id=?
+
+-- name: RENAME_DELTA_FROZEN
+-- params: ?1 thread_id, ?2 staged
+UPDATE OR REPLACE delta_frozen SET thread_id=? WHERE thread_id=?
+
+-- name: SCOPE_THREAD
+-- params: ?1 thread_id
+INSERT INTO d1saver_scope(thread_id)VALUES(?)
+
+-- name: LEAVE_SCOPE
+-- params: ?1 thread_id, ?2 count_d1saver_chunks, ?3 scratch_id, ?4 count_checkpoints, ?5 count_writes, ?6 count_chunks, ?7 count_tags, ?8 count_delta_unwritten, ?9 count_delta_frozen
+INSERT INTO d1saver_scope(thread_id)SELECT ? WHERE(SELECT COUNT(*)FROM d1saver_chunks WHERE thread_id=?1)=? AND(SELECT COUNT(*)FROM d1saver_chunks WHERE thread_id=?)=?2 AND(SELECT COUNT(*)FROM checkpoints WHERE thread_id=?1)=? AND(SELECT COUNT(*)FROM checkpoints WHERE thread_id=?3)=?4 AND(SELECT COUNT(*)FROM writes WHERE thread_id=?1)=? AND(SELECT COUNT(*)FROM writes WHERE thread_id=?3)=?5 AND(SELECT COUNT(*)FROM chunks WHERE thread_id=?1)=? AND(SELECT COUNT(*)FROM chunks WHERE thread_id=?3)=?6 AND(SELECT COUNT(*)FROM tags WHERE thread_id=?1)=? AND(SELECT COUNT(*)FROM tags WHERE thread_id=?3)=?7 AND(SELECT COUNT(*)FROM delta_unwritten WHERE thread_id=?1)=? AND(SELECT COUNT(*)FROM delta_unwritten WHERE thread_id=?3)=?8 AND(SELECT COUNT(*)FROM delta_frozen WHERE thread_id=?1)=? AND(SELECT COUNT(*)FROM delta_frozen WHERE thread_id=?3)=?9
+
+-- name: LEAVE_UNLESS_SAME_D1SAVER_CHUNKS
+-- params: ?1 thread_id, ?2 scratch_id
+DELETE FROM d1saver_scope WHERE EXISTS(SELECT 1 FROM d1saver_chunks a WHERE a.thread_id=? AND NOT EXISTS(SELECT 1 FROM d1saver_chunks b WHERE b.thread_id=? AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))OR EXISTS(SELECT 1 FROM d1saver_chunks a WHERE a.thread_id=?2 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks b WHERE b.thread_id=?1 AND b.level IS a.level AND b.id IS a.id AND b.data IS a.data))
+
+-- name: LEAVE_UNLESS_SAME_CHECKPOINTS
+-- params: ?1 thread_id, ?2 scratch_id
+DELETE FROM d1saver_scope WHERE EXISTS(SELECT 1 FROM checkpoints a WHERE a.thread_id=? AND NOT EXISTS(SELECT 1 FROM checkpoints b WHERE b.thread_id=? AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.parent_checkpoint_id IS a.parent_checkpoint_id AND b.type IS a.type AND b.checkpoint IS a.checkpoint AND b.metadata IS a.metadata AND b.channels IS a.channels AND b.run_id IS a.run_id AND b.ts IS a.ts))OR EXISTS(SELECT 1 FROM checkpoints a WHERE a.thread_id=?2 AND NOT EXISTS(SELECT 1 FROM checkpoints b WHERE b.thread_id=?1 AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.parent_checkpoint_id IS a.parent_checkpoint_id AND b.type IS a.type AND b.checkpoint IS a.checkpoint AND b.metadata IS a.metadata AND b.channels IS a.channels AND b.run_id IS a.run_id AND b.ts IS a.ts))
+
+-- name: LEAVE_UNLESS_SAME_WRITES
+-- params: ?1 thread_id, ?2 scratch_id
+DELETE FROM d1saver_scope WHERE EXISTS(SELECT 1 FROM writes a WHERE a.thread_id=? AND NOT EXISTS(SELECT 1 FROM writes b WHERE b.thread_id=? AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.task_path IS a.task_path AND b.channel IS a.channel AND b.type IS a.type AND b.value IS a.value))OR EXISTS(SELECT 1 FROM writes a WHERE a.thread_id=?2 AND NOT EXISTS(SELECT 1 FROM writes b WHERE b.thread_id=?1 AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.task_path IS a.task_path AND b.channel IS a.channel AND b.type IS a.type AND b.value IS a.value))
+
+-- name: LEAVE_UNLESS_SAME_CHUNKS
+-- params: ?1 thread_id, ?2 scratch_id
+DELETE FROM d1saver_scope WHERE EXISTS(SELECT 1 FROM chunks a WHERE a.thread_id=? AND NOT EXISTS(SELECT 1 FROM chunks b WHERE b.thread_id=? AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.owner IS a.owner AND b.seq IS a.seq AND b.data IS a.data))OR EXISTS(SELECT 1 FROM chunks a WHERE a.thread_id=?2 AND NOT EXISTS(SELECT 1 FROM chunks b WHERE b.thread_id=?1 AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.owner IS a.owner AND b.seq IS a.seq AND b.data IS a.data))
+
+-- name: LEAVE_UNLESS_SAME_TAGS
+-- params: ?1 thread_id, ?2 scratch_id
+DELETE FROM d1saver_scope WHERE EXISTS(SELECT 1 FROM tags a WHERE a.thread_id=? AND NOT EXISTS(SELECT 1 FROM tags b WHERE b.thread_id=? AND b.checkpoint_ns IS a.checkpoint_ns AND b.name IS a.name AND b.checkpoint_id IS a.checkpoint_id AND b.created_at IS a.created_at))OR EXISTS(SELECT 1 FROM tags a WHERE a.thread_id=?2 AND NOT EXISTS(SELECT 1 FROM tags b WHERE b.thread_id=?1 AND b.checkpoint_ns IS a.checkpoint_ns AND b.name IS a.name AND b.checkpoint_id IS a.checkpoint_id AND b.created_at IS a.created_at))
+
+-- name: LEAVE_UNLESS_SAME_DELTA_UNWRITTEN
+-- params: ?1 thread_id, ?2 scratch_id
+DELETE FROM d1saver_scope WHERE EXISTS(SELECT 1 FROM delta_unwritten a WHERE a.thread_id=? AND NOT EXISTS(SELECT 1 FROM delta_unwritten b WHERE b.thread_id=? AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channels IS a.channels))OR EXISTS(SELECT 1 FROM delta_unwritten a WHERE a.thread_id=?2 AND NOT EXISTS(SELECT 1 FROM delta_unwritten b WHERE b.thread_id=?1 AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channels IS a.channels))
+
+-- name: LEAVE_UNLESS_SAME_DELTA_FROZEN
+-- params: ?1 thread_id, ?2 scratch_id
+DELETE FROM d1saver_scope WHERE EXISTS(SELECT 1 FROM delta_frozen a WHERE a.thread_id=? AND NOT EXISTS(SELECT 1 FROM delta_frozen b WHERE b.thread_id=? AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata AND b.channels IS a.channels))OR EXISTS(SELECT 1 FROM delta_frozen a WHERE a.thread_id=?2 AND NOT EXISTS(SELECT 1 FROM delta_frozen b WHERE b.thread_id=?1 AND b.checkpoint_ns IS a.checkpoint_ns AND b.checkpoint_id IS a.checkpoint_id AND b.channel IS a.channel AND b.kind IS a.kind AND b.depth IS a.depth AND b.task_id IS a.task_id AND b.idx IS a.idx AND b.src_checkpoint_id IS a.src_checkpoint_id AND b.task_path IS a.task_path AND b.type IS a.type AND b.value IS a.value AND b.metadata IS a.metadata AND b.channels IS a.channels))
+
+-- name: LEAVING
+SELECT COUNT(*)moved FROM d1saver_scope
+
+-- name: LEAVE_DELTA_FROZEN
+DELETE FROM delta_frozen WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)
+
+-- name: LEAVE_DELTA_UNWRITTEN
+DELETE FROM delta_unwritten WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)
+
+-- name: LEAVE_TAGS
+DELETE FROM tags WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)
+
+-- name: LEAVE_CHUNKS
+DELETE FROM chunks WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)
+
+-- name: LEAVE_WRITES
+DELETE FROM writes WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)
+
+-- name: LEAVE_CHECKPOINTS
+DELETE FROM checkpoints WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)
+
+-- name: LEAVE_D1SAVER_CHUNKS
+DELETE FROM d1saver_chunks WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)
+
+-- name: DROP_THREAD_DELTA_FROZEN
+-- params: ?1 thread_id
+DELETE FROM delta_frozen WHERE thread_id=?
+
+-- name: DROP_THREAD_DELTA_UNWRITTEN
+-- params: ?1 thread_id
+DELETE FROM delta_unwritten WHERE thread_id=?
+
+-- name: DROP_THREAD_TAGS
+-- params: ?1 thread_id
+DELETE FROM tags WHERE thread_id=?
+
+-- name: DROP_THREAD_CHUNKS
+-- params: ?1 thread_id
+DELETE FROM chunks WHERE thread_id=?
+
+-- name: DROP_THREAD_WRITES
+-- params: ?1 thread_id
+DELETE FROM writes WHERE thread_id=?
+
+-- name: DROP_THREAD_CHECKPOINTS
+-- params: ?1 thread_id
+DELETE FROM checkpoints WHERE thread_id=?
+
+-- name: DROP_THREAD_D1SAVER_CHUNKS
+-- params: ?1 thread_id
+DELETE FROM d1saver_chunks WHERE thread_id=?
+
+-- name: THREADS_IN_RANGE
+-- params: ?1 low, ?2 high
+SELECT thread_id FROM checkpoints WHERE thread_id>=? AND thread_id<? UNION SELECT thread_id FROM writes WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM chunks WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM tags WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM(SELECT thread_id FROM d1saver_chunks WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM delta_unwritten WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM delta_frozen WHERE thread_id>=?1 AND thread_id<?2)ORDER BY thread_id
+
+-- name: RAW_CHECKPOINTS_THREAD
+-- params: ?1 thread_id, ?2 after_thread_id, ?3 after_checkpoint_ns, ?4 after_checkpoint_id, ?5 heads, ?6 limit
+WITH page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts FROM checkpoints c WHERE thread_id=? AND(thread_id,checkpoint_ns,checkpoint_id)>(?,?,?)AND(? IS NULL OR substr(COALESCE(CASE WHEN substr(c.checkpoint,1,2)='c:' THEN(SELECT k.data FROM chunks k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id AND k.owner='' AND k.seq=0)ELSE c.checkpoint END,''),1,7)NOT IN(SELECT value FROM json_each(?5)))ORDER BY thread_id,checkpoint_ns,checkpoint_id LIMIT ?)SELECT 'c' kind,thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id f1,type f2,checkpoint f3,metadata f4,channels f5,run_id f6,ts f7 FROM page UNION ALL SELECT 'k',k.thread_id,k.checkpoint_ns,k.checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL,NULL FROM page p JOIN chunks k ON k.thread_id=p.thread_id AND k.checkpoint_ns=p.checkpoint_ns AND k.checkpoint_id=p.checkpoint_id AND k.owner IN('',':metadata')
+
+-- name: RAW_CHECKPOINTS_ALL
+-- params: ?1 after_thread_id, ?2 after_checkpoint_ns, ?3 after_checkpoint_id, ?4 heads, ?5 limit
+WITH page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts FROM checkpoints c WHERE(thread_id,checkpoint_ns,checkpoint_id)>(?,?,?)AND(? IS NULL OR substr(COALESCE(CASE WHEN substr(c.checkpoint,1,2)='c:' THEN(SELECT k.data FROM chunks k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id AND k.owner='' AND k.seq=0)ELSE c.checkpoint END,''),1,7)NOT IN(SELECT value FROM json_each(?4)))ORDER BY thread_id,checkpoint_ns,checkpoint_id LIMIT ?)SELECT 'c' kind,thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id f1,type f2,checkpoint f3,metadata f4,channels f5,run_id f6,ts f7 FROM page UNION ALL SELECT 'k',k.thread_id,k.checkpoint_ns,k.checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL,NULL FROM page p JOIN chunks k ON k.thread_id=p.thread_id AND k.checkpoint_ns=p.checkpoint_ns AND k.checkpoint_id=p.checkpoint_id AND k.owner IN('',':metadata')
+
+-- name: RAW_WRITES_THREAD
+-- params: ?1 thread_id, ?2 after_thread_id, ?3 after_checkpoint_ns, ?4 after_checkpoint_id, ?5 after_task_id, ?6 after_idx, ?7 heads, ?8 limit
+WITH page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value FROM writes w WHERE thread_id=? AND(thread_id,checkpoint_ns,checkpoint_id,task_id,idx)>(?,?,?,?,?)AND(? IS NULL OR(w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value,1,2)='c:' THEN(SELECT k.data FROM chunks k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id AND k.owner=w.task_id||'/'||w.idx AND k.seq=0)ELSE w.value END,''),1,7)NOT IN(SELECT value FROM json_each(?7))))ORDER BY thread_id,checkpoint_ns,checkpoint_id,task_id,idx LIMIT ?)SELECT 'w' kind,thread_id,checkpoint_ns,checkpoint_id,task_id f1,task_path f2,idx f3,channel f4,type f5,value f6,NULL f7 FROM page UNION ALL SELECT 'k',k.thread_id,k.checkpoint_ns,k.checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL,NULL FROM page p JOIN chunks k ON k.thread_id=p.thread_id AND k.checkpoint_ns=p.checkpoint_ns AND k.checkpoint_id=p.checkpoint_id AND k.owner=p.task_id||'/'||p.idx
+
+-- name: RAW_WRITES_ALL
+-- params: ?1 after_thread_id, ?2 after_checkpoint_ns, ?3 after_checkpoint_id, ?4 after_task_id, ?5 after_idx, ?6 heads, ?7 limit
+WITH page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value FROM writes w WHERE(thread_id,checkpoint_ns,checkpoint_id,task_id,idx)>(?,?,?,?,?)AND(? IS NULL OR(w.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(w.value,1,2)='c:' THEN(SELECT k.data FROM chunks k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id AND k.owner=w.task_id||'/'||w.idx AND k.seq=0)ELSE w.value END,''),1,7)NOT IN(SELECT value FROM json_each(?6))))ORDER BY thread_id,checkpoint_ns,checkpoint_id,task_id,idx LIMIT ?)SELECT 'w' kind,thread_id,checkpoint_ns,checkpoint_id,task_id f1,task_path f2,idx f3,channel f4,type f5,value f6,NULL f7 FROM page UNION ALL SELECT 'k',k.thread_id,k.checkpoint_ns,k.checkpoint_id,k.owner,k.seq,k.data,NULL,NULL,NULL,NULL FROM page p JOIN chunks k ON k.thread_id=p.thread_id AND k.checkpoint_ns=p.checkpoint_ns AND k.checkpoint_id=p.checkpoint_id AND k.owner=p.task_id||'/'||p.idx
+
+-- name: RAW_FROZEN_THREAD
+-- params: ?1 thread_id, ?2 after_thread_id, ?3 after_checkpoint_ns, ?4 after_checkpoint_id, ?5 after_channel, ?6 after_kind, ?7 after_depth, ?8 after_task_id, ?9 after_idx, ?10 heads, ?11 limit
+WITH page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels FROM delta_frozen f WHERE thread_id=? AND(thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx)>(?,?,?,?,?,?,?,?)AND(? IS NULL OR(f.kind<>'c' AND f.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(f.value,1,2)='c:' THEN(SELECT k.data FROM chunks k WHERE k.thread_id=f.thread_id AND k.checkpoint_ns=f.checkpoint_ns AND k.checkpoint_id=f.checkpoint_id AND k.owner='f/'||f.src_checkpoint_id||'/'||CASE f.kind WHEN 'w' THEN f.task_id||'/'||f.idx ELSE '' END AND k.seq=0)ELSE f.value END,''),1,7)NOT IN(SELECT value FROM json_each(?10))))ORDER BY thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx LIMIT ?)SELECT 'f' kind,thread_id,checkpoint_ns,checkpoint_id,channel,kind fkind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels FROM page UNION ALL SELECT 'k',k.thread_id,k.checkpoint_ns,k.checkpoint_id,k.owner,NULL,k.seq,NULL,NULL,NULL,NULL,NULL,k.data,NULL,NULL FROM(SELECT DISTINCT thread_id,checkpoint_ns,checkpoint_id FROM page)h JOIN chunks k ON k.thread_id=h.thread_id AND k.checkpoint_ns=h.checkpoint_ns AND k.checkpoint_id=h.checkpoint_id AND substr(k.owner,1,2)='f/'
+
+-- name: RAW_FROZEN_ALL
+-- params: ?1 after_thread_id, ?2 after_checkpoint_ns, ?3 after_checkpoint_id, ?4 after_channel, ?5 after_kind, ?6 after_depth, ?7 after_task_id, ?8 after_idx, ?9 heads, ?10 limit
+WITH page AS(SELECT thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels FROM delta_frozen f WHERE(thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx)>(?,?,?,?,?,?,?,?)AND(? IS NULL OR(f.kind<>'c' AND f.value IS NOT NULL AND substr(COALESCE(CASE WHEN substr(f.value,1,2)='c:' THEN(SELECT k.data FROM chunks k WHERE k.thread_id=f.thread_id AND k.checkpoint_ns=f.checkpoint_ns AND k.checkpoint_id=f.checkpoint_id AND k.owner='f/'||f.src_checkpoint_id||'/'||CASE f.kind WHEN 'w' THEN f.task_id||'/'||f.idx ELSE '' END AND k.seq=0)ELSE f.value END,''),1,7)NOT IN(SELECT value FROM json_each(?9))))ORDER BY thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx LIMIT ?)SELECT 'f' kind,thread_id,checkpoint_ns,checkpoint_id,channel,kind fkind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels FROM page UNION ALL SELECT 'k',k.thread_id,k.checkpoint_ns,k.checkpoint_id,k.owner,NULL,k.seq,NULL,NULL,NULL,NULL,NULL,k.data,NULL,NULL FROM(SELECT DISTINCT thread_id,checkpoint_ns,checkpoint_id FROM page)h JOIN chunks k ON k.thread_id=h.thread_id AND k.checkpoint_ns=h.checkpoint_ns AND k.checkpoint_id=h.checkpoint_id AND substr(k.owner,1,2)='f/'
+
+-- name: INSERT_FROZEN
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 channel, ?5 kind, ?6 depth, ?7 task_id, ?8 idx, ?9 src_checkpoint_id, ?10 task_path, ?11 type, ?12 value, ?13 metadata, ?14 channels
+INSERT OR REPLACE INTO delta_frozen(thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx,src_checkpoint_id,task_path,type,value,metadata,channels)VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+
+-- name: REKEY_GUARD_CHECKPOINT
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 checkpoint_fp, ?5 metadata_fp, ?6 checkpoint_pieces_fp, ?7 metadata_pieces_fp
+INSERT INTO d1saver_guard(head_moved)SELECT 1 WHERE NOT EXISTS(SELECT 1 FROM checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=? AND length(checkpoint)||':'||substr(checkpoint,1,40)||substr(checkpoint,-40)IS ? AND length(metadata)||':'||substr(metadata,1,40)||substr(metadata,-40)IS ?)OR(SELECT COUNT(*)||':'||SUM(length(data))||':'||MAX(CASE WHEN seq=0 THEN substr(data,1,40)||substr(data,-40)END)FROM chunks WHERE thread_id=?1 AND checkpoint_ns=?2 AND checkpoint_id=?3 AND owner='')IS NOT ? OR(SELECT COUNT(*)||':'||SUM(length(data))||':'||MAX(CASE WHEN seq=0 THEN substr(data,1,40)||substr(data,-40)END)FROM chunks WHERE thread_id=?1 AND checkpoint_ns=?2 AND checkpoint_id=?3 AND owner=':metadata')IS NOT ?
+
+-- name: REKEY_GUARD_WRITE
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 task_id, ?5 idx, ?6 value_fp, ?7 pieces_fp
+INSERT INTO d1saver_guard(head_moved)SELECT 1 WHERE NOT EXISTS(SELECT 1 FROM writes WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=? AND task_id=? AND idx=? AND length(value)||':'||substr(value,1,40)||substr(value,-40)IS ?)OR(SELECT COUNT(*)||':'||SUM(length(data))||':'||MAX(CASE WHEN seq=0 THEN substr(data,1,40)||substr(data,-40)END)FROM chunks WHERE thread_id=?1 AND checkpoint_ns=?2 AND checkpoint_id=?3 AND owner=?4||'/'||?5)IS NOT ?
+
+-- name: REKEY_GUARD_FROZEN
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 channel, ?5 kind, ?6 depth, ?7 task_id, ?8 idx, ?9 value_fp, ?10 owner, ?11 pieces_fp
+INSERT INTO d1saver_guard(head_moved)SELECT 1 WHERE NOT EXISTS(SELECT 1 FROM delta_frozen WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=? AND channel=? AND kind=? AND depth=? AND task_id=? AND idx=? AND length(value)||':'||substr(value,1,40)||substr(value,-40)IS ?)OR(SELECT COUNT(*)||':'||SUM(length(data))||':'||MAX(CASE WHEN seq=0 THEN substr(data,1,40)||substr(data,-40)END)FROM chunks WHERE thread_id=?1 AND checkpoint_ns=?2 AND checkpoint_id=?3 AND owner=?)IS NOT ?
+
+-- name: REKEY_FROZEN
+-- params: ?1 value, ?2 metadata, ?3 thread_id, ?4 checkpoint_ns, ?5 checkpoint_id, ?6 channel, ?7 kind, ?8 depth, ?9 task_id, ?10 idx
+UPDATE delta_frozen SET value=?,metadata=? WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=? AND channel=? AND kind=? AND depth=? AND task_id=? AND idx=?
+
+-- name: REKEY_CHECKPOINT
+-- params: ?1 checkpoint, ?2 metadata, ?3 thread_id, ?4 checkpoint_ns, ?5 checkpoint_id
+UPDATE checkpoints SET checkpoint=?,metadata=? WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?
+
+-- name: REKEY_DROP_WRITE
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 task_id, ?5 idx
+DELETE FROM writes WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=? AND task_id=? AND idx=?
+
+-- name: REKEY_ADD_WRITE
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id, ?4 task_id, ?5 task_path, ?6 idx, ?7 channel, ?8 type, ?9 value
+INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)VALUES(?,?,?,?,?,?,?,?,?)
+
+-- name: REKEY_WRITE
+-- params: ?1 value, ?2 thread_id, ?3 checkpoint_ns, ?4 checkpoint_id, ?5 task_id, ?6 idx
+UPDATE writes SET value=? WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=? AND task_id=? AND idx=?
+
+-- name: KEY_CENSUS
+SELECT 'checkpoints' tbl,CASE WHEN substr(v,1,2)='e:' THEN substr(v,1,7)END head,COUNT(*)row_count FROM(SELECT CASE WHEN substr(c.checkpoint,1,2)='c:' THEN(SELECT k.data FROM chunks k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id AND k.owner='' AND k.seq=0)ELSE c.checkpoint END v FROM checkpoints c)GROUP BY CASE WHEN substr(v,1,2)='e:' THEN substr(v,1,7)END UNION ALL SELECT 'writes',CASE WHEN substr(v,1,2)='e:' THEN substr(v,1,7)END,COUNT(*)FROM(SELECT CASE WHEN substr(w.value,1,2)='c:' THEN(SELECT k.data FROM chunks k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id AND k.owner=w.task_id||'/'||w.idx AND k.seq=0)ELSE w.value END v FROM writes w WHERE w.value IS NOT NULL)GROUP BY CASE WHEN substr(v,1,2)='e:' THEN substr(v,1,7)END UNION ALL SELECT 'delta_frozen',CASE WHEN substr(v,1,2)='e:' THEN substr(v,1,7)END,COUNT(*)FROM(SELECT CASE WHEN substr(f.value,1,2)='c:' THEN(SELECT k.data FROM chunks k WHERE k.thread_id=f.thread_id AND k.checkpoint_ns=f.checkpoint_ns AND k.checkpoint_id=f.checkpoint_id AND k.owner='f/'||f.src_checkpoint_id||'/'||CASE f.kind WHEN 'w' THEN f.task_id||'/'||f.idx ELSE '' END AND k.seq=0)ELSE f.value END v FROM delta_frozen f WHERE f.kind<>'c' AND f.value IS NOT NULL)GROUP BY CASE WHEN substr(v,1,2)='e:' THEN substr(v,1,7)END
+
+-- name: MIGRATIONS[0][0]
+CREATE TABLE IF NOT EXISTS checkpoints(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,parent_checkpoint_id TEXT,type TEXT,checkpoint TEXT NOT NULL,metadata TEXT NOT NULL DEFAULT '{}',channels TEXT NOT NULL DEFAULT '[]',run_id TEXT,ts TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
+
+-- name: MIGRATIONS[0][1]
+CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints(run_id)
+
+-- name: MIGRATIONS[0][2]
+CREATE TABLE IF NOT EXISTS writes(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,task_id TEXT NOT NULL,task_path TEXT NOT NULL DEFAULT '',idx INTEGER NOT NULL,channel TEXT NOT NULL,type TEXT,value TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id,task_id,idx))
+
+-- name: MIGRATIONS[0][3]
+CREATE TABLE IF NOT EXISTS chunks(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,owner TEXT NOT NULL,seq INTEGER NOT NULL,data TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id,owner,seq))
+
+-- name: MIGRATIONS[0][4]
+CREATE TABLE IF NOT EXISTS tags(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,name TEXT NOT NULL,created_at TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,name))
+
+-- name: MIGRATIONS[0][5]
+CREATE INDEX IF NOT EXISTS tags_checkpoint ON tags(thread_id,checkpoint_ns,checkpoint_id)
+
+-- name: MIGRATIONS[0][6]
+CREATE TABLE IF NOT EXISTS leases(name TEXT PRIMARY KEY,holder TEXT NOT NULL,expires_at INTEGER NOT NULL)
+
+-- name: MIGRATIONS[0][7]
+CREATE TABLE IF NOT EXISTS d1saver_scope(thread_id TEXT PRIMARY KEY)
+
+-- name: MIGRATIONS[0][8]
+CREATE TABLE IF NOT EXISTS d1saver_keep(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
+
+-- name: MIGRATIONS[0][9]
+CREATE TABLE IF NOT EXISTS d1saver_relink(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,new_parent TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
+
+-- name: MIGRATIONS[0][10]
+CREATE TABLE IF NOT EXISTS d1saver_guard(head_moved INTEGER CONSTRAINT head_moved CHECK(head_moved IS NULL),lease_lost INTEGER CONSTRAINT lease_lost CHECK(lease_lost IS NULL))
+
+-- name: MIGRATIONS[0][11]
+CREATE TABLE IF NOT EXISTS d1saver_schema(version INTEGER PRIMARY KEY,applied_at TEXT NOT NULL)
+
+-- name: MIGRATIONS[0][12]
+INSERT OR IGNORE INTO d1saver_schema(version,applied_at)VALUES(1,strftime('%Y-%m-%dT%H:%M:%SZ','now'))
+
+-- name: MIGRATIONS[1][0]
+CREATE TABLE IF NOT EXISTS d1saver_guards(head_moved INTEGER CONSTRAINT head_moved CHECK(head_moved IS NULL),lease_lost INTEGER CONSTRAINT lease_lost CHECK(lease_lost IS NULL),schema_outdated INTEGER CONSTRAINT schema_outdated CHECK(schema_outdated IS NULL),schema_too_new INTEGER CONSTRAINT schema_too_new CHECK(schema_too_new IS NULL))
+
+-- name: MIGRATIONS[1][1]
+ALTER TABLE d1saver_schema ADD COLUMN min_reader INTEGER NOT NULL DEFAULT 1
+
+-- name: MIGRATIONS[2][0]
+CREATE INDEX IF NOT EXISTS checkpoints_by_id ON checkpoints(checkpoint_id,thread_id,checkpoint_ns)
+
+-- name: MIGRATIONS[2][1]
+CREATE TRIGGER IF NOT EXISTS checkpoints_own_chunks AFTER INSERT ON checkpoints BEGIN DELETE FROM chunks WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND owner IN('',':metadata'); END
+
+-- name: MIGRATIONS[2][2]
+CREATE TRIGGER IF NOT EXISTS writes_own_chunks AFTER INSERT ON writes BEGIN DELETE FROM chunks WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND owner=NEW.task_id||'/'||NEW.idx; END
+
+-- name: MIGRATIONS[3][0]
+CREATE TABLE IF NOT EXISTS d1saver_ops(op_id TEXT PRIMARY KEY,result TEXT NOT NULL,created_at INTEGER NOT NULL)
+
+-- name: MIGRATIONS[3][1]
+CREATE INDEX IF NOT EXISTS d1saver_ops_created ON d1saver_ops(created_at)
+
+-- name: MIGRATIONS[4][0]
+CREATE TABLE IF NOT EXISTS delta_unwritten(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,channels TEXT NOT NULL,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
+
+-- name: MIGRATIONS[4][1]
+CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_put AFTER INSERT ON checkpoints BEGIN DELETE FROM delta_unwritten WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id; END
+
+-- name: MIGRATIONS[4][2]
+CREATE TRIGGER IF NOT EXISTS delta_unwritten_on_delete AFTER DELETE ON checkpoints BEGIN DELETE FROM delta_unwritten WHERE thread_id=OLD.thread_id AND checkpoint_ns=OLD.checkpoint_ns AND checkpoint_id=OLD.checkpoint_id; END
+
+-- name: MIGRATIONS[5][0]
+CREATE TABLE IF NOT EXISTS delta_frozen(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL,checkpoint_id TEXT NOT NULL,channel TEXT NOT NULL,kind TEXT NOT NULL,depth INTEGER NOT NULL,task_id TEXT NOT NULL,idx INTEGER NOT NULL,src_checkpoint_id TEXT NOT NULL,task_path TEXT NOT NULL DEFAULT '',type TEXT,value TEXT,metadata TEXT,channels TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id,channel,kind,depth,task_id,idx))
+
+-- name: MIGRATIONS[5][1]
+CREATE TRIGGER IF NOT EXISTS delta_frozen_on_delete AFTER DELETE ON checkpoints BEGIN DELETE FROM delta_frozen WHERE thread_id=OLD.thread_id AND checkpoint_ns=OLD.checkpoint_ns AND checkpoint_id=OLD.checkpoint_id; END
+
+-- name: MIGRATIONS[6][0]
+CREATE TABLE IF NOT EXISTS d1saver_chunks(thread_id TEXT NOT NULL,id TEXT NOT NULL,level INTEGER NOT NULL,data TEXT NOT NULL,PRIMARY KEY(thread_id,id))WITHOUT ROWID
+
+-- name: MIGRATIONS[6][1]
+CREATE TRIGGER IF NOT EXISTS d1saver_chunks_closed AFTER INSERT ON d1saver_chunks WHEN NEW.level>0 BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('["'||replace(NEW.data,',','","')||'"]')j WHERE NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
+
+-- name: MIGRATIONS[6][2]
+CREATE TRIGGER IF NOT EXISTS checkpoints_chunks_closed AFTER INSERT ON checkpoints WHEN substr(NEW.checkpoint,1,2)='m:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('["'||replace(substr(NEW.checkpoint,3),',','","')||'"]')j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
+
+-- name: MIGRATIONS[6][3]
+CREATE TRIGGER IF NOT EXISTS writes_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='m:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each('["'||replace(substr(NEW.value,3),',','","')||'"]')j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
+
+-- name: MIGRATIONS[6][4]
+CREATE VIEW IF NOT EXISTS d1saver_put(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts,chunks)AS SELECT NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL WHERE 0
+
+-- name: MIGRATIONS[6][5]
+CREATE TRIGGER IF NOT EXISTS d1saver_put_row INSTEAD OF INSERT ON d1saver_put BEGIN INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT NEW.thread_id,value->>0,value->>1,value->>2 FROM json_each(NEW.chunks); INSERT OR REPLACE INTO checkpoints(thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,type,checkpoint,metadata,channels,run_id,ts)VALUES(NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.parent_checkpoint_id,COALESCE(NEW.type,'msgpack'),NEW.checkpoint,NEW.metadata,NEW.channels,NEW.run_id,NEW.ts); END
+
+-- name: MIGRATIONS[6][6]
+CREATE VIEW IF NOT EXISTS d1saver_put_writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,special,regular,chunks)AS SELECT NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL WHERE 0
+
+-- name: MIGRATIONS[6][7]
+CREATE TRIGGER IF NOT EXISTS d1saver_put_writes_rows INSTEAD OF INSERT ON d1saver_put_writes BEGIN INSERT OR IGNORE INTO d1saver_chunks(thread_id,id,level,data)SELECT NEW.thread_id,value->>0,value->>1,value->>2 FROM json_each(NEW.chunks); INSERT OR REPLACE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,value->>0,value->>1,COALESCE(value->>2,'msgpack'),value->>3 FROM json_each(NEW.special); INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,json_extract(NEW.regular,'$[0][0]'),'','pack','p:'||NEW.regular WHERE json_array_length(NEW.regular)>1 AND NOT EXISTS(SELECT 1 FROM writes WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND task_id=NEW.task_id AND idx>=0); INSERT OR IGNORE INTO writes(thread_id,checkpoint_ns,checkpoint_id,task_id,task_path,idx,channel,type,value)SELECT NEW.thread_id,NEW.checkpoint_ns,NEW.checkpoint_id,NEW.task_id,NEW.task_path,j.value->>0,j.value->>1,COALESCE(j.value->>2,'msgpack'),j.value->>3 FROM json_each(NEW.regular)j WHERE NOT EXISTS(SELECT 1 FROM writes p,json_each(CASE WHEN substr(p.value,1,2)='p:' THEN substr(p.value,3)ELSE '[]' END)q WHERE p.thread_id=NEW.thread_id AND p.checkpoint_ns=NEW.checkpoint_ns AND p.checkpoint_id=NEW.checkpoint_id AND p.task_id=NEW.task_id AND q.value->>0=j.value->>0); END
+
+-- name: MIGRATIONS[6][8]
+CREATE TRIGGER IF NOT EXISTS writes_pack_chunks_closed AFTER INSERT ON writes WHEN substr(NEW.value,1,2)='p:' BEGIN SELECT RAISE(ABORT,'d1saver chunk_missing')WHERE EXISTS(SELECT 1 FROM json_each(substr(NEW.value,3))w,json_each(CASE WHEN substr(w.value->>3,1,2)='m:' THEN '["'||replace(substr(w.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE instr(j.value,':')=0 AND NOT EXISTS(SELECT 1 FROM d1saver_chunks k WHERE k.thread_id=NEW.thread_id AND k.id=ltrim(j.value,'^'))); END
