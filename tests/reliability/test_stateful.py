@@ -99,6 +99,16 @@ class SaverMachine(RuleBasedStateMachine):
         self.saver.put(cfg(t, parent), cp, md, {})
         self.model.put(t, parent, new_id(n), cp, md)
 
+    # Rules are drawn evenly: two more ways to put make a conversation grow between the
+    # maintenance steps, as a live graph's does.
+    @rule(t=st.sampled_from(THREADS), kind=st.sampled_from(["small", "long"]))
+    def put_next(self, t: str, kind: str) -> None:
+        self.put(t, kind, 0)
+
+    @rule(t=st.sampled_from(THREADS))
+    def put_small(self, t: str) -> None:
+        self.put(t, "small", 0)
+
     @precondition(lambda self: any(self.model.exists(t) for t in THREADS))
     @rule(data=st.data(), kind=st.sampled_from(["small", "small", "long"]),
           count=st.integers(1, 3), path=st.sampled_from(["", "~a", "~b"]))
