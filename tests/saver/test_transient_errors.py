@@ -16,7 +16,6 @@ import respx
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
 from typer.testing import CliRunner
 
-import d1saver.local
 from d1saver import D1Saver, QueryError, RetryPolicy, Statement, TransientQueryError
 from d1saver.cli import app
 from d1saver.local import FaultPlan, LocalD1, LocalD1Transport
