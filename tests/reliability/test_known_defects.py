@@ -66,7 +66,6 @@ def test_rekey_after_a_killed_rebalance() -> None:
         world.close()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 defect 10")
 def test_prune_of_no_threads_over_several_databases() -> None:
     world = World()
     try:
