@@ -237,18 +237,27 @@ def _print_rekey(summary: RekeySummary) -> None:
     typer.echo(f"keys held (newest first): {', '.join(summary.keys)}")
     typer.echo(f"before: {counts(summary.before)}")
     if summary.dry_run:
-        typer.echo(f"dry run: nothing was changed; {summary.to_rewrite} values would be "
-                   f"re-sealed under {summary.newest_key}")
+        stale = summary.looked_at - summary.already_current - summary.plaintext
+        plain = ""
+        if summary.plaintext:
+            plain = (f"; {summary.plaintext} plaintext rows would be sealed" if summary.to_rewrite > stale
+                     else f"; {summary.plaintext} plaintext rows would be left as they are "
+                          "(--seal-plaintext would seal them)")
+        typer.echo(f"dry run: nothing was changed; of {summary.looked_at} rows, "
+                   f"{summary.already_current} are already under {summary.newest_key}, "
+                   f"{stale} under older keys would be re-sealed{plain}")
         return
     typer.echo(f"after:  {counts(summary.after or {})}")
-    left = (f"; {summary.plaintext_left} plaintext rows left (--seal-plaintext seals them)"
+    left = (f", {summary.plaintext_left} plaintext left (--seal-plaintext seals them)"
             if summary.plaintext_left else "")
     if summary.staged_skipped:
         left += (f"; {summary.staged_skipped} values of staged rows (a copy or move killed "
                  "midway) skipped: re-run `d1saver rebalance` or the copy to remove them")
-    typer.echo(f"re-sealed {summary.rewritten} rows under {summary.newest_key} in "
-               f"{summary.pages} pages{left}; {summary.requests} requests in "
-               f"{summary.seconds:.1f} s")
+    skipped = f", {summary.skipped} skipped ({summary.skipped_why})" if summary.skipped else ""
+    typer.echo(f"of {summary.looked_at} rows: {summary.rewritten_rows} re-sealed under "
+               f"{summary.newest_key} ({summary.rewritten} values), {summary.already_current} "
+               f"already current{left}{skipped}; "
+               f"{summary.pages} pages, {summary.requests} requests in {summary.seconds:.1f} s")
 
 
 def tag_cmd(

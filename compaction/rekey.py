@@ -38,11 +38,21 @@ class RekeySummary:
     before: Census
     after: Census | None = None
     to_rewrite: int = 0
+    # Rows looked at (every row the census counted before the run) add up: looked_at =
+    # rewritten_rows + already_current + plaintext_left + skipped. `rewritten` counts values
+    # written (a plaintext pack sealed becomes one row per write); `plaintext` is what
+    # --seal-plaintext seals (dry: what it would).
+    looked_at: int = 0
+    already_current: int = 0
+    plaintext: int = 0
     rewritten: int = 0
+    rewritten_rows: int = 0
     plaintext_left: int = 0
     # Values in staged rows (a copy or a move killed midway), left as they are: they are never
     # read (a rerun stages afresh from the source) and the next rebalance or copy removes them.
     staged_skipped: int = 0
+    skipped: int = 0
+    skipped_why: str = ""
     pages: int = 0
     requests: int = 0
     seconds: float = 0.0
@@ -99,6 +109,10 @@ def rekey(
                            before=saver.key_census() if holds_rows else {})
     summary.to_rewrite = stale(summary.before, keys[0], seal_plaintext=seal_plaintext)
     summary.staged_skipped = summary.before.get(admin.STAGED, {}).get("skipped", 0)
+    per_key = [per for tbl, per in summary.before.items() if tbl != admin.STAGED]
+    summary.looked_at = sum(n for per in per_key for n in per.values())
+    summary.already_current = sum(per.get(keys[0], 0) for per in per_key)
+    summary.plaintext = sum(per.get("plaintext", 0) for per in per_key)
     if not dry_run:
         if break_lease:
             leases.break_lease(saver)
@@ -117,6 +131,15 @@ def rekey(
         finally:
             leases.release(saver, held)
         summary.after = saver.key_census()
+        after = [per for tbl, per in summary.after.items() if tbl != admin.STAGED]
+        summary.plaintext_left = sum(per.get("plaintext", 0) for per in after)
+        summary.skipped = sum(n for per in after for kid, n in per.items()
+                              if kid not in (keys[0], "plaintext"))
+        summary.rewritten_rows = max(0, summary.looked_at - summary.already_current
+                                     - summary.plaintext_left - summary.skipped)
+        if summary.skipped:
+            summary.skipped_why = ("still under an older key: written by a live writer during "
+                                   "the run; run rekey again")
     summary.requests = saver.client.requests - requests0
     summary.seconds = round(time.monotonic() - started, 3)
     return summary
@@ -144,8 +167,9 @@ def _add_up(parts: list[RekeySummary], seconds: float) -> RekeySummary:
                        before=admin.add_census(p.before for p in parts),
                        after=None if None in afters else admin.add_census(
                            a for a in afters if a is not None),
-                       tables=admin.add_census(p.tables for p in parts), seconds=seconds)
-    for name in ("to_rewrite", "rewritten", "plaintext_left", "staged_skipped", "pages",
-                 "requests"):
+                       tables=admin.add_census(p.tables for p in parts), seconds=seconds,
+                       skipped_why=next((p.skipped_why for p in parts if p.skipped_why), ""))
+    for name in ("to_rewrite", "looked_at", "already_current", "plaintext", "rewritten",
+                 "rewritten_rows", "plaintext_left", "staged_skipped", "skipped", "pages", "requests"):
         setattr(out, name, sum(getattr(p, name) for p in parts))
     return out

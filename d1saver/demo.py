@@ -58,6 +58,9 @@ class State(TypedDict):
     tool_runs: Annotated[list[str], operator.add]
 
 
+CRASH_AFTER_SECONDS = 0.5
+
+
 class CrashOnce:
     """Kills the 'process' the first time the named tool runs, as a pod eviction would."""
 
@@ -68,6 +71,7 @@ class CrashOnce:
     def __call__(self, name: str) -> None:
         if self.armed and name == self.tool:
             self.armed = False
+            time.sleep(CRASH_AFTER_SECONDS)  # the other tools finish (and are saved) first
             raise RuntimeError(f"simulated crash while running tool {name!r}")
 
 
@@ -80,22 +84,22 @@ def build_graph(crash: CrashOnce, executions: Counter[str]) -> StateGraph:
         if isinstance(last, HumanMessage) and not str(last.content).startswith(APPROVED):
             calls = [{"name": t, "args": {"city": "Lisbon"}, "id": f"call_{t}"} for t in TOOLS]
             return {"messages": [AIMessage("Let me check weather, flights and hotels.",
-                                           tool_calls=calls)]}
+                                           tool_calls=calls, id="ai-plan")]}
         if isinstance(last, ToolMessage):
-            return {"messages": [AIMessage("Casa Alfama fits best. Shall I book it?")]}
-        return {"messages": [AIMessage("Booked Casa Alfama, 3 nights. Enjoy Lisbon!")]}
+            return {"messages": [AIMessage("Casa Alfama fits best. Shall I book it?", id="ai-ask")]}
+        return {"messages": [AIMessage("Booked Casa Alfama, 3 nights. Enjoy Lisbon!", id="ai-done")]}
 
     def tool(call: dict[str, Any]) -> dict[str, Any]:
         executions[call["name"]] += 1
         crash(call["name"])
         result = TOOLS[call["name"]](**call["args"])
-        return {"messages": [ToolMessage(result, tool_call_id=call["id"])],
+        return {"messages": [ToolMessage(result, tool_call_id=call["id"], id=f"tool-{call['name']}")],
                 "tool_runs": [call["name"]]}
 
     def approval(state: State) -> dict[str, Any]:
         executions["approval"] += 1
         answer = interrupt({"question": "Book Casa Alfama for 3 nights at 140 EUR/night?"})
-        return {"messages": [HumanMessage(f"{APPROVED} {answer}")]}
+        return {"messages": [HumanMessage(f"{APPROVED} {answer}", id="human-approval")]}
 
     def route(state: State) -> Any:
         last = state["messages"][-1]
@@ -138,12 +142,17 @@ def run(data_dir: Path | None = None, echo: Any = print) -> dict[str, Any]:
     meter = Meter()
 
     def new_saver() -> D1Saver:
+        # group_commit off: each write is its own request, so the counts never vary (in
+        # production, group commit merges the parallel tools' writes into fewer requests)
         return D1Saver(account_id=ACCOUNT_ID, database_id=DATABASE_ID, api_token="local",
-                       api_base_url=BASE_URL, transport=transport, tracer=meter)
+                       api_base_url=BASE_URL, transport=transport, tracer=meter,
+                       group_commit=False)
 
     crash, executions = CrashOnce("hotels"), Counter[str]()
     builder = build_graph(crash, executions)
-    config: RunnableConfig = {"configurable": {"thread_id": f"trip-{uuid.uuid4().hex[:8]}"}}
+    # A kept database (--data-dir) gets a new thread each run; in memory the ids never vary.
+    suffix = "1" if data_dir is None else uuid.uuid4().hex[:8]
+    config: RunnableConfig = {"configurable": {"thread_id": f"trip-{suffix}"}}
     echo(f"thread {config['configurable']['thread_id']} on the embedded local D1"
          f" ({'in memory' if data_dir is None else data_dir})\n")
 
@@ -151,7 +160,7 @@ def run(data_dir: Path | None = None, echo: Any = print) -> dict[str, Any]:
     first = new_saver()
     graph = builder.compile(checkpointer=first)
     try:
-        graph.invoke({"messages": [HumanMessage("Plan a trip to Lisbon next week.")]}, config)
+        graph.invoke({"messages": [HumanMessage("Plan a trip to Lisbon next week.", id="human-ask")]}, config)
     except RuntimeError as exc:
         echo(f"   crashed: {exc}")
     state = graph.get_state(config)
@@ -192,7 +201,8 @@ def run(data_dir: Path | None = None, echo: Any = print) -> dict[str, Any]:
     echo("5. What D1 holds:")
     stored = storage_summary(second)
     for table, (rows, size) in stored.items():
-        echo(f"   {table:<12} {rows:>4} rows {size:>8} bytes")
+        # about: compressed sizes move by a few bytes with the time-based checkpoint ids
+        echo(f"   {table:<16} {rows:>4} rows  about {round(size, -2):>6} bytes")
     echo(f"\nHTTP requests in all: {meter.total}; node executions: {dict(executions)}")
     second.close()
     sealed = run_with_key(transport, echo)
@@ -213,14 +223,14 @@ def run_with_key(transport: LocalD1Transport, echo: Any) -> dict[str, Any]:
                        api_base_url=BASE_URL, transport=transport, **kwargs)
 
     keyed = saver(encryption_keys=[key])
-    thread_id = f"sealed-{uuid.uuid4().hex[:8]}"
+    thread_id = f"sealed-{uuid.uuid4().hex[:8]}" if transport.engine.data_dir else "sealed-1"
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     echo(f"6. With encryption_keys (key id {keyed.key_ids[0]}), thread {thread_id}:")
     graph = build_graph(CrashOnce("none"), Counter[str]()).compile(checkpointer=keyed)
     graph.invoke({"messages": [HumanMessage("Plan a trip to Lisbon next week.")]}, config)
     graph.invoke(Command(resume="yes"), config)
     (row,) = keyed.execute([admin.stored_sample(thread_id)])[0].dicts()
-    echo(f"   stored checkpoint: {row['head']}...  ({row['bytes']} bytes, sealed)")
+    echo(f"   stored checkpoint: {row['head']}...  (about {round(row['bytes'], -2)} bytes, sealed)")
     echo(f"   stored metadata:   {row['metadata'][:72]}...")
     answer = graph.get_state(config).values["messages"][-1].content
     echo(f"   read back with the key: {answer}")
@@ -310,7 +320,7 @@ def run_with_memory(transport: LocalD1Transport, echo: Any) -> dict[str, Any]:
     common: dict[str, Any] = dict(account_id=ACCOUNT_ID, database_id=DATABASE_ID,
                                   api_token="local", api_base_url=BASE_URL,
                                   transport=transport, tracer=meter)
-    user = f"ana-{uuid.uuid4().hex[:8]}"
+    user = f"ana-{uuid.uuid4().hex[:8]}" if transport.engine.data_dir else "ana"
     tool_runs: Counter = Counter()
     echo(f"\n7. Long-term memory (D1Store) and a node cache (D1Cache), user {user}:")
     answers = []

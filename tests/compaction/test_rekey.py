@@ -172,7 +172,7 @@ def test_plaintext_rows_are_sealed_only_when_asked(local: Backend) -> None:
     with pytest.raises(PlaintextValueError):
         keyed.get_tuple(cfg("p"))
     kept = rekey(keyed)
-    assert kept.rewritten == 0 and kept.plaintext_left == 2 + 4
+    assert kept.rewritten == 0 and kept.plaintext_left == 2 + 2  # rows: each call's writes packed
     assert census(keyed)["checkpoints"] == {"plaintext": 2}
     sealed = rekey(keyed, seal_plaintext=True)
     assert sealed.rewritten == 6 and sealed.plaintext_left == 0
@@ -295,7 +295,7 @@ def test_rekey_command_human_output(server: str) -> None:
     assert result.exit_code == 0, result.stderr
     assert f"before: checkpoints {OLD}: 1" in result.stdout
     assert f"after:  checkpoints {NEW}: 1" in result.stdout
-    assert "re-sealed 3 rows" in result.stdout  # a checkpoint and its two writes
+    assert "of 3 rows: 3 re-sealed" in result.stdout  # a checkpoint and its two writes
     for key in (K1, K2):  # no key material in any output
         assert base64.b64encode(key).decode() not in result.stdout + result.stderr
 
@@ -348,3 +348,26 @@ def test_rotation_and_rekey_on_the_real_engine(wrangler_d1: Any) -> None:
     assert summary.after == {"checkpoints": {NEW: 4}, "writes": {NEW: 8}}
     assert summary.rewritten == 3 + 6
     assert snapshot(make([K2])) == before
+
+
+def test_counts_add_up_and_the_dry_run_names_the_plaintext(local: Backend,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows looked at = re-sealed + already current + plaintext left (+ skipped); a dry run
+    over plaintext rows says how many there are and what --seal-plaintext would do."""
+    put_chain(local.saver(), "plain", 2)  # 2 checkpoints, 4 writes, before any key
+    put_chain(local.saver(encryption_keys=[K1]), "old", 1)  # under K1
+    put_chain(local.saver(encryption_keys=[K2]), "new", 1)  # already under K2
+    rotated = local.saver(encryption_keys=[K2, K1])
+    dry = rekey(rotated, dry_run=True)
+    assert (dry.looked_at, dry.already_current, dry.plaintext) == (10, 3, 4)  # rows: writes packed
+    assert dry.to_rewrite == 3
+    assert dry.looked_at == dry.to_rewrite + dry.already_current + dry.plaintext
+    from compaction.cli import _print_rekey
+
+    _print_rekey(dry)
+    text = capsys.readouterr().out
+    assert "4 plaintext rows would be left" in text and "--seal-plaintext" in text
+    done = rekey(rotated)
+    assert done.looked_at == (done.rewritten_rows + done.already_current + done.plaintext_left
+                              + done.skipped)
+    assert (done.rewritten_rows, done.already_current, done.plaintext_left, done.skipped) == (3, 3, 4, 0)

@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from d1saver import D1Saver, Statement, __version__  # noqa: E402
+from d1saver import D1Cache, D1Saver, D1Store, Statement, __version__  # noqa: E402
 from d1saver.local import LocalD1, LocalD1Transport  # noqa: E402
 from tests.data import v0_1_0_fixture as read  # noqa: E402
 from tests.data import v0_1_0_graphs as graphs  # noqa: E402
@@ -56,13 +56,39 @@ def _pragma_columns(saver: D1Saver, table: str) -> list[str]:
     return [row[0] for row in res.rows]
 
 
-def read_back(saver: D1Saver) -> dict[str, Any]:
+def memory(engine: LocalD1, database: str) -> tuple[D1Store, D1Cache]:
+    keys = [fx.KEY] if database == "keyed" else None
+    common: dict[str, Any] = dict(account_id="acc", database_id=f"v020-{database}", api_token="token",
+                                  api_base_url="http://d1.local/client/v4", transport=LocalD1Transport(engine),
+                                  encryption_keys=keys)
+    return (D1Store(index={"dims": 8, "embed": fx.embed, "fields": ["text"]}, **common), D1Cache(**common))
+
+
+def write_memory(store: D1Store, cache: D1Cache) -> None:
+    for key, value in fx.MEMORY_ITEMS.items():
+        store.put(fx.MEMORY_NS, key, value, index=False if key == "noindex" else None)
+    cache.set({k: ({"temp": 22 + i, "sky": "sunny"}, None) for i, k in enumerate(fx.CACHE_KEYS)})
+
+
+def read_memory(store: D1Store, cache: D1Cache) -> dict[str, Any]:
+    items = {k: (i.value if (i := store.get(fx.MEMORY_NS, k)) else None) for k in fx.MEMORY_ITEMS}
+    found = store.search(("users", "ana"), query="window seat", limit=2)
+    filtered = store.search(("users",), filter={"score": {"$gte": 3}}, limit=10)
+    cached = cache.get(fx.CACHE_KEYS)
+    return {"items": items, "search": [[i.key, round(i.score or 0.0, 6)] for i in found],
+            "filtered": sorted(i.key for i in filtered),
+            "namespaces": [list(n) for n in store.list_namespaces()],
+            "cache": [[list(ns), key, cached.get((ns, key))] for ns, key in fx.CACHE_KEYS]}
+
+
+def read_back(saver: D1Saver, engine: LocalD1, database: str) -> dict[str, Any]:
     subst = {name: name for name in graphs.THREADS}
     threads, states = {}, {}
     for name in graphs.THREADS:
         threads[name] = read.read_thread(saver, name, subst)
         states[name] = read.read_graph(graphs.graph_for(name, saver), name, subst)
-    return {"threads": threads, "graphs": states}
+    store, cache = memory(engine, database)
+    return {"threads": threads, "graphs": states, "memory": read_memory(store, cache)}
 
 
 def main() -> None:
@@ -82,12 +108,14 @@ def main() -> None:
         oldest = list(saver.list(delta))[-1].config
         saver.tag(oldest, "v020-first")
         saver.prune([graphs.DELTA], strategy="keep_latest")
+        write_memory(*memory(engine, database))
         columns = columns_of(saver)
         rows += [{"db": database, "table": t, "row": r} for t, r in fx.dump(saver, columns)]
-        seen[database] = read_back(saver)
+        seen[database] = read_back(saver, engine, database)
         saver.close()
     assert any(r["table"] == "d1saver_chunks" for r in rows if r["db"] == "plain"), "stored by content"
     assert any(r["table"] == "delta_frozen" for r in rows), "a frozen DeltaChannel history"
+    assert any(r["table"] == "store_vectors" for r in rows) and any(r["table"] == "cache_entries" for r in rows)
     prefixes = Counter(r["row"]["checkpoint"][:2] for r in rows if r["db"] == "keyed" and r["table"] == "checkpoints")
     assert set(prefixes) <= {"e:", "c:"}, f"keyed rows are sealed (or split sealed): {prefixes}"
 
@@ -106,7 +134,8 @@ def main() -> None:
             missing = [w for w in want if w not in got][:3]
             sys.exit(f"{database}: the loaded rows differ from the dump: extra {Counter(g[0] for g in got if g not in want)} "
                      f"missing {Counter(w[0] for w in want if w not in got)}\n{str(extra)[:600]}\n{str(missing)[:600]}")
-        assert read_back(fresh) == seen[database], f"{database}: the loaded dump reads back differently"
+        assert read_back(fresh, fresh_engine, database) == seen[database], \
+            f"{database}: the loaded dump reads back differently"
 
     with fx.ROWS_PATH.open("w", encoding="utf-8") as f:
         for item in rows:

@@ -26,9 +26,29 @@ KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 DATABASES = ("plain", "keyed")
 # The tables 0.2.0 keeps data in, in the order they load, with their columns as 0.2.0 made them.
 COLUMNS: dict[str, tuple[str, ...]] = {}  # filled from the expected file's "columns" (frozen there)
-LOAD_ORDER = ("d1saver_chunks", "checkpoints", "writes", "chunks", "delta_unwritten", "delta_frozen", "tags")
+LOAD_ORDER = ("d1saver_chunks", "checkpoints", "writes", "chunks", "delta_unwritten", "delta_frozen", "tags",
+              "store_items", "store_vectors", "cache_entries")
 BATCH_STATEMENTS = 40
 BATCH_BYTES = 900_000
+
+
+def embed(texts: list[str]) -> list[list[float]]:
+    """The memory scenario's embedding: letter frequencies over 8 dimensions (no network)."""
+    out = []
+    for text in texts:
+        v = [0.0] * 8
+        for ch in text.lower():
+            if ch.isalpha():
+                v[(ord(ch) - 97) % 8] += 1.0
+        out.append(v)
+    return out
+
+
+MEMORY_NS = ("users", "ana", "memories")
+MEMORY_ITEMS = {"seat": {"text": "always a window seat", "score": 3},
+                "food": {"text": "vegetarian meals only", "score": 5},
+                "noindex": {"text": "not searchable by meaning", "score": 1}}
+CACHE_KEYS = [(("forecast", "lisbon"), "today"), (("forecast", "porto"), "today")]
 
 
 def read_rows(path: Path = ROWS_PATH) -> list[dict[str, Any]]:

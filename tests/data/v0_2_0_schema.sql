@@ -214,6 +214,41 @@ WHEN EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = NEW.thread_id
         AND NOT EXISTS (SELECT 1 FROM delta_frozen AS f WHERE f.thread_id = NEW.thread_id
             AND f.checkpoint_ns = NEW.checkpoint_ns AND f.checkpoint_id = NEW.checkpoint_id); END;
 
+-- Compaction runs of the gateway Worker's Cron Trigger, one row per run and database
+-- (`d1saver compact --history`; docs/COMPACTION.md). status: running, done, partial (its
+-- budget of batches spent: the next run goes on), skipped (another run held the lease),
+-- failed (reason says why), interrupted (found still running by the next run: it was killed).
+CREATE TABLE IF NOT EXISTS d1saver_compaction_runs (
+    run_id TEXT NOT NULL,
+    database_id TEXT NOT NULL,
+    trigger TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    status TEXT NOT NULL,
+    reason TEXT,
+    keep INTEGER,
+    max_age_days INTEGER,
+    threads_scanned INTEGER NOT NULL DEFAULT 0,
+    threads_compacted INTEGER NOT NULL DEFAULT 0,
+    threads_expired INTEGER NOT NULL DEFAULT 0,
+    checkpoints_deleted INTEGER NOT NULL DEFAULT 0,
+    writes_deleted INTEGER NOT NULL DEFAULT 0,
+    bytes_freed INTEGER NOT NULL DEFAULT 0,
+    batches INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, database_id)
+);
+
+CREATE INDEX IF NOT EXISTS d1saver_compaction_runs_started ON d1saver_compaction_runs (started_at);
+
+-- Where the Cron Trigger's pass over the threads stopped (the last thread id it finished),
+-- written in the same batch as that thread's deletions; no row: the next run starts a pass.
+CREATE TABLE IF NOT EXISTS d1saver_compaction_cursor (
+    name TEXT PRIMARY KEY,
+    after TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+
 -- Version 1's guard table, which d1saver 0.1.0 still uses (d1saver_guards replaces it; a later
 -- release drops it once no 0.1.0 instance remains).
 CREATE TABLE IF NOT EXISTS d1saver_guard (
@@ -314,5 +349,40 @@ WHEN substr(NEW.value, 1, 2) = 'p:' BEGIN
             SELECT 1 FROM d1saver_chunks AS k
             WHERE k.thread_id = NEW.thread_id AND k.id = ltrim(j.value, '^'))); END;
 
+-- Long-term memory (D1Store): one row per item, its namespace the compact ASCII JSON array of
+-- its labels (prefixes are ranges of that text, never LIKE), its value JSON (or "r:"/"e:" codec
+-- text: compressed or sealed), times in unix seconds (REAL). Vectors per (item, field), float32
+-- little-endian in base64. The node cache (D1Cache): serde type and value, expiry in seconds.
+CREATE TABLE IF NOT EXISTS store_items (
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    expires_at REAL,
+    ttl_minutes REAL,
+    PRIMARY KEY (ns, key)
+);
+
+CREATE INDEX IF NOT EXISTS store_items_expires ON store_items (expires_at) WHERE expires_at IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS store_vectors (
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    field TEXT NOT NULL,
+    vector TEXT NOT NULL,
+    PRIMARY KEY (ns, key, field)
+);
+
+CREATE TABLE IF NOT EXISTS cache_entries (
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    expires_at REAL,
+    PRIMARY KEY (ns, key)
+);
+
+CREATE INDEX IF NOT EXISTS cache_entries_expires ON cache_entries (expires_at) WHERE expires_at IS NOT NULL;
+
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (9, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 9);
+VALUES (11, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 9);

@@ -34,3 +34,18 @@ def test_the_demo_embedding_is_deterministic_and_by_words() -> None:
     assert embed(["window seats on flights"])[0] == a
     dot = lambda x, y: sum(p * q for p, q in zip(x, y, strict=True))  # noqa: E731
     assert dot(a, b) > dot(a, c)
+
+
+def test_the_demo_prints_the_same_counts_on_every_run() -> None:
+    """Requests, rows and (rounded) bytes do not vary between runs; only ids and keys do."""
+    import re
+
+    from d1saver.demo import run
+
+    def counts() -> list[str]:
+        lines: list[str] = []
+        run(echo=lambda *a: lines.append(" ".join(map(str, a))))
+        varying = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}|key id|stored checkpoint: e:|holds ")
+        return [line for line in lines if not varying.search(line)]
+
+    assert counts() == counts()

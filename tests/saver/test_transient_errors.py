@@ -16,7 +16,6 @@ import respx
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
 from typer.testing import CliRunner
 
-import d1saver.local
 from d1saver import D1Saver, QueryError, RetryPolicy, Statement, TransientQueryError
 from d1saver.cli import app
 from d1saver.local import FaultPlan, LocalD1, LocalD1Transport
@@ -153,7 +152,20 @@ def test_writes_survive_transient_errors_and_store_nothing_twice(mode: str) -> N
 def test_serve_injects_transient_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     """`d1saver serve --fault-transient RATE` hands the server a plan with that rate."""
     served: dict = {}
-    monkeypatch.setattr(d1saver.local, "serve", lambda *args, **kwargs: served.update(kwargs))
+
+    class Bound:  # a server bound, that serves nothing and returns at once
+        server_address = ("127.0.0.1", 1)
+
+        def serve_forever(self) -> None:
+            pass
+
+        def server_close(self) -> None:
+            pass
+
+    import d1saver.local.server
+
+    monkeypatch.setattr(d1saver.local.server, "make_server",
+                        lambda *args, **kwargs: served.update(kwargs) or Bound())
     result = CliRunner().invoke(app, ["serve", "--fault-transient", "0.3", "--seed", "4"])
     assert result.exit_code == 0, result.output
     assert (served["faults"].rate_transient, served["faults"].seed) == (0.3, 4)

@@ -28,7 +28,7 @@ def expected() -> dict[str, Any]:
 
 
 @pytest.fixture(params=fx.DATABASES)
-def loaded(request: pytest.FixtureRequest) -> Iterator[tuple[str, D1Saver]]:
+def loaded(request: pytest.FixtureRequest) -> Iterator[tuple[str, D1Saver, LocalD1]]:
     database = request.param
     engine = LocalD1()
     keys = [fx.KEY] if database == "keyed" else None
@@ -43,7 +43,7 @@ def loaded(request: pytest.FixtureRequest) -> Iterator[tuple[str, D1Saver]]:
         counts = fx.load_rows(loader, rows(), database, expected()["columns"])
     assert {t: n for t, n in counts.items() if n} == expected()["row_counts"][database]
     with saver() as current:
-        yield database, current
+        yield database, current, engine
     engine.close()
 
 
@@ -55,9 +55,17 @@ def test_the_schema_is_0_2_0s() -> None:
 
 
 @pytest.mark.parametrize("name", graphs.THREADS)
-def test_reads_back_identically(loaded: tuple[str, D1Saver], name: str) -> None:
-    database, saver = loaded
+def test_reads_back_identically(loaded: tuple[str, D1Saver, LocalD1], name: str) -> None:
+    database, saver, _ = loaded
     subst = {n: n for n in graphs.THREADS}
     want = expected()["databases"][database]
     assert read.read_thread(saver, name, subst) == want["threads"][name]
     assert read.read_graph(graphs.graph_for(name, saver), name, subst) == want["graphs"][name]
+
+
+def test_memory_reads_back_identically(loaded: tuple[str, D1Saver, LocalD1]) -> None:
+    """Store items (with vectors, searched by meaning and filtered) and cache entries."""
+    from tests.data.make_v0_2_0 import memory, read_memory
+
+    database, _, engine = loaded
+    assert read_memory(*memory(engine, database)) == expected()["databases"][database]["memory"]
