@@ -384,5 +384,51 @@ CREATE TABLE IF NOT EXISTS cache_entries (
 
 CREATE INDEX IF NOT EXISTS cache_entries_expires ON cache_entries (expires_at) WHERE expires_at IS NOT NULL;
 
+-- A move between databases (`d1saver rebalance`) in flight: registered at the thread's new
+-- home before the old one is read; delete_thread and prune drop the registration, and the
+-- move's publishing batch fails without it ("move_voided"), so a delete or a prune wins.
+CREATE TABLE IF NOT EXISTS d1saver_moves (
+    thread_id TEXT PRIMARY KEY,
+    move_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+
+-- Rows staged under a hidden thread id (a copy between databases, a move): what they become
+-- (thread_id), where they came from (source_id), and when a cleanup may remove them.
+CREATE TABLE IF NOT EXISTS d1saver_staged (
+    staging_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS d1saver_staged_thread ON d1saver_staged (thread_id);
+CREATE INDEX IF NOT EXISTS d1saver_staged_source ON d1saver_staged (source_id);
+
+-- A registration removed takes its staged rows with it.
+CREATE TRIGGER IF NOT EXISTS d1saver_staged_removed AFTER DELETE ON d1saver_staged BEGIN
+    DELETE FROM writes WHERE thread_id = OLD.staging_id; DELETE
+    FROM d1saver_chunks WHERE thread_id = OLD.staging_id; DELETE
+    FROM chunks WHERE thread_id = OLD.staging_id; DELETE
+    FROM tags WHERE thread_id = OLD.staging_id; DELETE
+    FROM checkpoints WHERE thread_id = OLD.staging_id; END;
+
+-- In a copy's source database: where a copy of the source is staged (database_id,
+-- staging_id), so that delete_thread of the source removes it there too.
+CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere (
+    source_id TEXT NOT NULL,
+    database_id TEXT NOT NULL,
+    staging_id TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (source_id, database_id, staging_id)
+);
+
+-- Guards of moves and staged copies: move_voided (the thread was deleted or pruned at its
+-- new home since the move began), staging_lost (a cleanup removed the staged rows).
+CREATE TABLE IF NOT EXISTS d1saver_move_guards (
+    move_voided INTEGER CONSTRAINT move_voided CHECK (move_voided IS NULL),
+    staging_lost INTEGER CONSTRAINT staging_lost CHECK (staging_lost IS NULL)
+);
+
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (11, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 9);
+VALUES (12, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 9);
