@@ -405,3 +405,17 @@ def test_database_from_before_lease_lost_upgrades_and_compacts(v010: Any,
     db = v010(schema="v1-without-lease_lost")
     checks.test_compacts_keeping_heads_and_tags(lambda *names, **kw: db)
     assert versions(backend) == list(range(1, N + 1))
+
+
+def test_schema_sql_guards_name_the_current_version() -> None:
+    """schema.sql refuses a database older or newer than the version it creates; its guards and
+    header must name that version (they once lagged three steps behind)."""
+    import re
+    from pathlib import Path
+
+    from d1saver.sql.catalogue import SCHEMA_VERSION
+
+    text = (Path(__file__).resolve().parents[2] / "schema.sql").read_text()
+    assert text.splitlines()[0].startswith(f"-- d1saver schema, version {SCHEMA_VERSION}:")
+    assert re.search(rf"MAX\(version\) FROM d1saver_schema\) < {SCHEMA_VERSION};", text)
+    assert re.search(rf"MAX\(min_reader\) FROM d1saver_schema\) > {SCHEMA_VERSION};", text)
