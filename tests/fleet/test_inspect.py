@@ -84,4 +84,6 @@ def test_show_and_diff(fleet: FleetBackend, serve: Callable[..., str]) -> None:
 
     missing = run(fleet, ["show", "no-such-thread"])
     assert missing.exit_code == 4 and "no-such-thread" in missing.output
+    for thread in ("sync-thread", "async-thread"):  # the real engine's databases are shared
+        saver.delete_thread(thread)
     saver.close()
