@@ -60,13 +60,11 @@ def check_labels(namespace: Sequence[str], *, what: str = "namespace") -> None:
 
 
 def check_item_namespace(namespace: Sequence[str]) -> None:
-    """A namespace an item can be put in: labels as above, at least one, not "langgraph"."""
+    """A namespace an item can be put in: labels as above, at least one. A "langgraph" root
+    label is refused by BaseStore.put/aput and allowed through batch(), as LangGraph's stores do."""
     check_labels(namespace)
     if not namespace:
         raise NamespaceError("a namespace cannot be empty")
-    if namespace[0] == "langgraph":
-        raise NamespaceError(f'the root label of a namespace cannot be "langgraph": '
-                             f"{tuple(namespace)!r}")
 
 
 def matches(condition_type: str, path: Sequence[str], namespace: Namespace) -> bool:

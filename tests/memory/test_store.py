@@ -226,7 +226,7 @@ def test_put_over_an_expired_item_is_a_new_item(memory: Memory) -> None:
 
 BAD: list[Any] = [
     [PutOp(("",), "k", {})], [PutOp(("a.b",), "k", {})], [PutOp((), "k", {})],
-    [PutOp(("langgraph",), "k", {})], [PutOp(("a", 1), "k", {})],  # type: ignore[arg-type]
+    [PutOp(("a", 1), "k", {})],  # type: ignore[arg-type]
     [PutOp(("a\x00",), "k", {})], [GetOp(("a.b",), "k")],
     [SearchOp(("a",), {"n": {"$regex": "x"}})], [SearchOp(("a",), {"n": {"$in": [1]}})],
     [PutOp(("a",), "k", {"v": float("nan")})], [PutOp(("a",), "k", {"v": object()})],
@@ -234,6 +234,18 @@ BAD: list[Any] = [
     [PutOp(("a",), "k", {}, ttl=float("nan"))],
     [PutOp(("ok",), "k", {"v": 1}), SearchOp(("a",), {"n": {"$bad": 1}})],
 ]
+
+
+def test_a_langgraph_root_label_is_refused_by_put_only(memory: Memory) -> None:
+    """As LangGraph's stores: put() refuses it (BaseStore validates), batch() stores it."""
+    from langgraph.store.base import InvalidNamespaceError
+
+    store = memory.store()
+    with pytest.raises(InvalidNamespaceError):
+        store.put(("langgraph",), "k", {"v": 1})
+    store.batch([PutOp(("langgraph",), "k", {"v": 1})])
+    item = store.get(("langgraph",), "k")
+    assert item is not None and item.value == {"v": 1}
 
 
 @pytest.mark.parametrize("ops", BAD)

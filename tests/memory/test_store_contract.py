@@ -695,8 +695,7 @@ async def empty_prefix_is_everything(st: Facade) -> list[Any]:
     return [found]
 
 
-@case(xfail="D1Store refuses a \"langgraph\" root label in batch() too; LangGraph's stores "
-      "refuse it only in put()")
+@case()
 async def langgraph_label_rules(st: Facade) -> list[Any]:
     """"langgraph" is refused as the first label of a put, allowed deeper and through batch."""
     doc = {"foo": "bar"}
