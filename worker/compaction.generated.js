@@ -53,12 +53,12 @@ export default {
    },
    {
     "name": "SCHEMA[2]",
-    "sql": "INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<9",
+    "sql": "INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<12",
     "params": []
    },
    {
     "name": "SCHEMA[3]",
-    "sql": "INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>9",
+    "sql": "INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>12",
     "params": []
    },
    {
