@@ -24,3 +24,5 @@ def test_copy_thread_of_packed_writes_between_databases(fleet: FleetBackend, key
     saver.copy_thread(source, target)
     assert sorted_writes(saver, target) == sorted_writes(memory, target)
     assert sorted_writes(saver, source) == sorted_writes(memory, source)
+    for thread in (source, target):  # the real engine's databases are shared with later tests
+        saver.delete_thread(thread)
