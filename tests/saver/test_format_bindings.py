@@ -5,6 +5,8 @@ copies of packed writes equal to InMemorySaver's, and the freeze walk inventing 
 from __future__ import annotations
 
 import os
+
+import pytest
 from collections import Counter
 from typing import Any
 
@@ -73,7 +75,9 @@ def test_prune_does_not_freeze_writes_of_a_parent_never_stored(backend: Backend)
 def test_rekey_of_a_write_stored_in_pieces(backend: Backend) -> None:
     """A 1.5 MB bytes write is sealed over several rows ("c:"); after a rotation, rekey
     re-seals it (its guard names the pieces' owner 'task/0', not 'task/0.0': D1 binds
-    numbers as REAL), and the old key can then go."""
+    numbers as REAL, as the local D1 does too), and the old key can then go."""
+    if backend.name != "local":  # rekey covers a whole database, and the real engine's is shared
+        pytest.skip("the real engine's database holds other tests' rows under other keys")
     tid, big = new_thread(), os.urandom(1_500_000)
     old = backend.saver(encryption_keys=[K1])
     build(old, tid, chain(2))
