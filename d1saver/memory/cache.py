@@ -21,7 +21,7 @@ from d1saver.fleet.databases import Database as Node
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import values as _values
 from d1saver.memory.base import Memory
-from d1saver.memory.plan import _json_lists
+from d1saver.memory.plan import json_lists
 from d1saver.sql import memory as _sql
 
 ValueT = TypeVar("ValueT")
@@ -95,14 +95,15 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
             _check(ns, key)
             by_db.setdefault(self._home_of(ns), []).append([_ns.encode(ns), key])
         now = self.clock()
-        return {db: [Statement.bind(_sql.CACHE_GET, {"keys": json.dumps(rows), "now": now})]
+        return {db: [Statement.bind(_sql.CACHE_GET, {"keys": param, "now": now})
+                     for param in json_lists(rows, "a cache key")]
                 for db, rows in by_db.items()}
 
     def _read(self, found: Any) -> dict[FullKey, ValueT]:
         out: dict[FullKey, ValueT] = {}
         sealer = self.sealer
         for results in found:
-            for row in results[0].dicts():
+            for row in (r for result in results for r in result.dicts()):
                 type_, data = _values.load_entry(row["value"], row["ns"], row["key"], sealer)
                 out[(_ns.decode(row["ns"]), row["key"])] = self.serde.loads_typed((type_, data))
         return out
@@ -114,14 +115,15 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
         by_db: dict[str, list[list[Any]]] = {}
         for (ns, key), (value, ttl) in pairs.items():
             _check(ns, key)
-            if ttl is not None and (not isinstance(ttl, int | float) or ttl != ttl):
-                raise InvalidInputError(f"a cache TTL is a number of seconds, not {ttl!r}")
+            if ttl is not None:
+                _values.check_ttl(ttl, "seconds", 1)
             text = _ns.encode(ns)
             type_, data = self.serde.dumps_typed(value)
             stored = _values.dump_entry(type_, data, text, key, sealer)
             by_db.setdefault(self._home_of(ns), []).append(
                 [text, key, stored, None if ttl is None else now + float(ttl)])
-        return {db: [Statement.bind(_sql.CACHE_SET, {"rows": param}) for param in _json_lists(rows)]
+        return {db: [Statement.bind(_sql.CACHE_SET, {"rows": param})
+                     for param in json_lists(rows, "a cache entry")]
                 for db, rows in by_db.items()}
 
     def _clear_plans(self, namespaces: Sequence[Namespace] | None) -> dict[str, list[Statement]]:
@@ -138,8 +140,7 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
 def _check(ns: Any, key: Any) -> None:
     if not isinstance(ns, tuple | list) or not all(isinstance(label, str) for label in ns):
         raise InvalidInputError(f"a cache namespace is a tuple of strings, not {ns!r}")
-    if not isinstance(key, str):
-        raise InvalidInputError(f"a cache key is a string, not {type(key).__name__}")
+    _values.check_key(key, "a cache key")
 
 
 __all__ = ["D1Cache"]
