@@ -40,9 +40,9 @@ _TOKEN = typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.
 _NS_HELP = "Labels separated by '/' (users/u1), or a JSON array of labels."
 
 
-def _namespace(text: str) -> tuple[str, ...]:
+def _namespace(text: str, *, cache: bool = False) -> tuple[str, ...]:
     try:
-        return _ns.parse_cli(text)
+        return _ns.parse_cli(text, cache=cache)
     except InvalidInputError as exc:
         raise usage_error(str(exc)) from None
 
@@ -167,7 +167,9 @@ def rm_cmd(
 
 @cache_app.command("clear")
 def cache_clear_cmd(
-    namespace: Optional[str] = typer.Argument(None, help=_NS_HELP + " Every entry if omitted."),
+    namespace: Optional[str] = typer.Argument(
+        None, help=_NS_HELP + " Labels may hold a period (a node's module path). Every entry "
+        "if omitted."),
     account_id: Optional[str] = _ACCOUNT,
     database_id: Optional[str] = _DATABASE,
     api_base_url: Optional[str] = _BASE_URL,
@@ -175,7 +177,7 @@ def cache_clear_cmd(
 ) -> None:
     """Delete the cache entries of NAMESPACE (exactly that namespace, as BaseCache.clear), or
     every entry."""
-    ns = None if namespace is None else _namespace(namespace)
+    ns = None if namespace is None else _namespace(namespace, cache=True)
     with _open(D1Cache, account_id, database_id, api_base_url, api_token) as cache:
         cache.clear(None if ns is None else [ns])
     typer.echo("cleared " + ("every cache entry" if ns is None else f"cache namespace {_show(ns)}"))
