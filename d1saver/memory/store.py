@@ -60,9 +60,10 @@ class _Batch:
 class D1Store(Memory, BaseStore):
     """LangGraph's `BaseStore` on Cloudflare D1, constructed as `D1Saver` is.
 
-    `index={"dims", "embed", "fields"}` enables search by meaning as LangGraph's stores take
-    it (an Embeddings object, a function of texts, or "provider:model"); vectors are stored in
-    D1 and scored exactly (cosine) by this process. `ttl={"default_ttl", "refresh_on_read",
+    `index={"dims", "embed", "fields", "distance_type"}` enables search by meaning as
+    LangGraph's stores take it (an Embeddings object, a function of texts, or
+    "provider:model"); vectors are stored in D1 and scored exactly by this process (cosine by
+    default; "inner_product" and "l2" as PostgresStore scores them). `ttl={"default_ttl", "refresh_on_read",
     "sweep_interval_minutes"}` as SqliteStore. Over several databases (`database_ids`), a
     namespace lives in the database of its first label; a search or listing whose prefix
     does not name a first label asks every database.
@@ -89,6 +90,11 @@ class D1Store(Memory, BaseStore):
             if "dims" not in config:
                 raise ConfigError("index needs 'dims', the embeddings' dimensions")
             self.embeddings = ensure_embeddings(config.get("embed"))
+            if config.get("fields") is None and config.get("text_fields") is not None:
+                config["fields"] = config["text_fields"]  # SqliteStore's name for it
+            if config.setdefault("distance_type", "cosine") not in _values.DISTANCES:
+                raise ConfigError(f"index distance_type {config['distance_type']!r}: use one of "
+                                  f"{', '.join(_values.DISTANCES)}")
             config["__tokenized_fields"] = [(p, tokenize_path(p)) if p != "$" else (p, p)
                                             for p in (config.get("fields") or ["$"])]
             self.index_config = config
@@ -336,7 +342,8 @@ class D1Store(Memory, BaseStore):
                 flat_vectors.append(_values.unpack_vector(v))
             if not vs:
                 scoreless.append((r, it))
-        scores = _values.cosine(query, flat_vectors)
+        scores = _values.similarity(query, flat_vectors,
+                                    (self.index_config or {}).get("distance_type", "cosine"))
         ranked = sorted(zip(scores, range(len(flat)), strict=True), key=lambda x: (-x[0], x[1]))
         seen: set[tuple[str, str]] = set()
         kept: list[tuple[float | None, _plan.Row, Item]] = []

@@ -165,6 +165,22 @@ def cosine(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[f
     return scores
 
 
+DISTANCES = ("cosine", "inner_product", "l2")
+
+
+def similarity(query: Sequence[float], vectors: Sequence[Sequence[float]],
+               distance: str = "cosine") -> list[float]:
+    """Scores, higher nearer, as PostgresStore gives them for its index's `distance_type`:
+    cosine similarity (InMemoryStore's and SqliteStore's only kind), the inner product, or
+    the negated Euclidean distance ("l2")."""
+    if distance == "cosine":
+        return cosine(query, vectors)
+    if distance == "inner_product":
+        return [math.fsum(a * b for a, b in zip(query, v, strict=True)) for v in vectors]
+    return [-math.sqrt(math.fsum((a - b) ** 2 for a, b in zip(query, v, strict=True)))
+            for v in vectors]
+
+
 # --- keys and TTLs --------------------------------------------------------------------------
 
 
