@@ -36,8 +36,9 @@ _OPERAND_MAX = 10_000
 # character or lone surrogate (the stored JSON escapes those, and SQLite compares a path's key
 # with the key's stored text).
 _PATH_KEY = re.compile(r'^[^"\\\x00-\x1f\x7f\ud800-\udfff]{1,200}$')
-# Integers SQLite reads exactly from JSON and converts to REAL as Python's float() does.
-_SAFE_INT = 2 ** 53
+# An operand equal to an integer below this is sent as one, which SQLite reads exactly (an
+# INTEGER of 64 bits) and compares with a REAL exactly, as Python compares floats.
+_SAFE_INT = 2 ** 63
 
 
 def check_filter(filter: Mapping[str, Any] | None) -> None:
@@ -131,7 +132,7 @@ def _apply(item: Any, op: str, arg: Any) -> bool:
 #   text           the path holds the string "a"
 #   text?          2 is never said: 1 where the path holds a string, else 0 (negated: 1 or 2)
 #   num            the path holds a number or bool whose JSON text is in "a" ("|1|1.0|true|"),
-#                  1 where it is within a margin of the value "v"
+#                  1 where it holds a real within a margin of the value "v"
 #   cmp            float(item) "o" (gt gte lt lte) "v": exact for booleans and integers of
 #                  SQLite's 64 bits when "safe" ("v" read exactly), a string is 1; a real
 #                  whose JSON text is in "a" equals "v"; else 1 within the margin
@@ -270,7 +271,7 @@ def _number_texts(want: bool | int | float) -> tuple[list[str], float | int | No
             return texts, None
         if f == want:
             texts.append(repr(f))
-        return texts, (want if abs(want) < _SAFE_INT else f)
+        return texts, (want if abs(want) < 2 ** 53 else f)
     if not math.isfinite(want):
         return [], None
     texts.append(repr(want))

@@ -96,8 +96,9 @@ WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(:keys))
 # negate); NULL: no filter. A value that is not JSON text (compressed or sealed) is 1 whatever
 # the filter. A row's verdict is the least of its conditions' (0 wins, then 1). A number is
 # equal when its JSON text is one of the operand's ("a": json.dumps writes each number one
-# way); SQLite may read a number's text one unit in the last place off Python's float(), so
-# where the margin of 1e-15 cannot tell, the verdict is 1.
+# way, an integer of any size in decimal); SQLite may read a real's text one unit in the last
+# place off Python's float(), so where the margin of 1e-15 cannot tell, the verdict is 1.
+# Differences are taken in REAL: SQLite's integer abs() and subtraction fail on overflow.
 _VERDICT = """(CASE WHEN :filter IS NULL THEN 2 WHEN substr({t}value, 1, 1) <> '{{' THEN 1 ELSE (
     SELECT min(CASE WHEN c.n = 1 THEN 2 - c.r ELSE c.r END) FROM (
         SELECT d.n, CASE d.k
@@ -114,7 +115,8 @@ _VERDICT = """(CASE WHEN :filter IS NULL THEN 2 WHEN substr({t}value, 1, 1) <> '
             WHEN 'num' THEN CASE
                 WHEN d.type IS NULL OR d.type NOT IN ('integer', 'real', 'true', 'false') THEN 0
                 WHEN instr(d.a, '|' || d.raw || '|') > 0 THEN 2
-                WHEN abs(d.x - d.v) <= 1e-15 * abs(d.v) + 1e-300 THEN 1 ELSE 0 END
+                WHEN d.type = 'real' AND abs(d.x - d.v) <= 1e-15 * abs(d.v) + 1e-300 THEN 1
+                ELSE 0 END
             WHEN 'cmp' THEN CASE
                 WHEN d.type = 'text' OR (d.type = 'integer' AND typeof(d.x) <> 'integer') THEN 1
                 WHEN d.type IS NULL OR d.type NOT IN ('integer', 'real', 'true', 'false') THEN 0

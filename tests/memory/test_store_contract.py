@@ -33,7 +33,6 @@ from langgraph.store.base import (
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
-from d1saver import D1Error
 from tests.memory.subjects import (
     LOCAL_SUBJECTS,
     REAL_SUBJECTS,
