@@ -62,8 +62,9 @@ class Search:
 
     rows: int                   # the SEARCH_ITEMS statement
     vectors: int | None         # the SEARCH_VECTORS statement (ranked searches)
-    skip: int                   # rows SQL was told to leave out before the page
-    refreshed: bool             # REFRESH_SEARCH ran for the page's rows SQL knew
+    skip: int                   # matches SQL was told to leave out before the page
+    refreshed: bool             # REFRESH_SEARCH(_FILTERED) ran for the page's rows SQL knew
+    counted: bool               # SEARCH_ITEMS_FILTERED (rows carry their verdicts)
 
 
 @dataclass
@@ -130,13 +131,17 @@ def json_lists(rows: Sequence[Sequence[Any]], what: str = "a row") -> list[str]:
 def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping[int, str],
           vectors: Vectors, reindexed: set[tuple[str, str]], now: float, *,
           live_at: float | None, single: set[int], ranked: set[int],
-          expires: Mapping[int, tuple[float, float] | None] | None = None) -> Plan:
+          expires: Mapping[int, tuple[float, float] | None] | None = None,
+          refresh_filtered: bool = True) -> Plan:
     """The statements of one database: `ops` its reads (index, op); `puts` its writes (deduped,
     last wins) with `stored` their value texts and `expires` their (expires_at, ttl_minutes) by
     position; `vectors` the new vectors of the items put, `reindexed` every item whose vectors
     are replaced. `live_at`: what reads see (now, or None to see expired rows too). `single`:
     the searches this database answers alone, so SQL can leave out the rows before the page.
-    `ranked`: the searches ranked by meaning (a query, and the store has an index)."""
+    `ranked`: the searches ranked by meaning (a query, and the store has an index).
+    `refresh_filtered`: refresh a filtered page's TTLs in SQL, in the same request (its
+    statement repeats the filter's: worth it when items have TTLs, the store's default); else
+    the store refreshes the page's items with a TTL by a second request, only if there are any."""
     plan = Plan()
     gets = [(i, op) for i, op in ops if isinstance(op, GetOp)]
     if gets:
@@ -152,19 +157,30 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
         if isinstance(op, SearchOp):
             scope = scope_params(op.namespace_prefix, live_at)
             where = _filters.compile_filter(op.filter)
-            if i in ranked:
-                page = {"need": -1, "skip": 0}
-            else:
-                page = {"need": op.offset + op.limit, "skip": op.offset if i in single else 0}
-            refreshed = bool(op.refresh_ttl and i in single and i not in ranked)
+            alone = i in single and i not in ranked
+            refreshed = bool(op.refresh_ttl and alone and (where is None or refresh_filtered))
+            if where is None:  # SQL takes the page itself, as 0.2.0 did
+                page = ({"limit": -1, "offset": 0} if i in ranked else
+                        {"limit": op.limit, "offset": op.offset} if alone else
+                        {"limit": op.offset + op.limit, "offset": 0})
+                if refreshed:
+                    plan.add(Statement.bind(_sql.REFRESH_SEARCH, {**scope, **page, "now": now}))
+                rows = plan.add(Statement.bind(_sql.SEARCH_ITEMS, {**scope, **page}))
+                vec = (plan.add(Statement.bind(_sql.SEARCH_VECTORS, scope))
+                       if i in ranked else None)
+                plan.searches[i] = Search(rows, vec, page["offset"], refreshed, counted=False)
+                continue
+            page = ({"need": -1, "skip": 0} if i in ranked else
+                    {"need": op.offset + op.limit, "skip": op.offset if alone else 0})
             if refreshed:
-                plan.add(Statement.bind(_sql.REFRESH_SEARCH, {**scope, **page, "now": now,
-                                                              "filter": where}))
-            rows = plan.add(Statement.bind(_sql.SEARCH_ITEMS, {**scope, **page,
-                                                               "filter": where}))
-            vec = (plan.add(Statement.bind(_sql.SEARCH_VECTORS, {**scope, "filter": where}))
+                plan.add(Statement.bind(_sql.REFRESH_SEARCH_FILTERED,
+                                        {**scope, **page, "now": now, "filter": where}))
+            rows = plan.add(Statement.bind(_sql.SEARCH_ITEMS_FILTERED, {**scope, **page,
+                                                                        "filter": where}))
+            vec = (plan.add(Statement.bind(_sql.SEARCH_VECTORS_FILTERED,
+                                           {**scope, "filter": where}))
                    if i in ranked else None)
-            plan.searches[i] = Search(rows, vec, page["skip"], refreshed)
+            plan.searches[i] = Search(rows, vec, page["skip"], refreshed, counted=True)
         elif isinstance(op, ListNamespacesOp):
             head: tuple[str, ...] = ()
             for cond in op.match_conditions or ():
@@ -213,8 +229,10 @@ def read(plan: Plan, results: Sequence[Result]) -> Partial:
     for i, search in plan.searches.items():
         rows = _rows(results[search.rows])
         out.searches[i] = rows
-        # every row before the first one returned was a match SQL left out
-        out.skipped[i] = rows[0].sure_before if rows and search.skip else 0
+        if search.counted:  # every row before the first one returned was a match SQL left out
+            out.skipped[i] = rows[0].sure_before if rows and search.skip else 0
+        else:  # LIMIT/OFFSET: every row was a match
+            out.skipped[i] = search.skip
         if search.refreshed:
             out.refreshed.add(i)
         if search.vectors is not None:

@@ -270,6 +270,8 @@ class D1Store(Memory, BaseStore):
             its_reads = reads.get(db, [])
             plans[db] = _plan.build(its_reads, puts, stored, vectors, reindexed, now,
                                     live_at=live_at, expires=expires,
+                                    refresh_filtered=bool((self.ttl_config or {}).get(
+                                        "default_ttl")),
                                     single={i for i, one in single.items() if one},
                                     ranked=batch.ranked)
         return plans

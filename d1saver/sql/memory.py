@@ -142,9 +142,22 @@ _VERDICT = """(CASE WHEN :filter IS NULL THEN 2 WHEN substr({t}value, 1, 1) <> '
                 {t}value -> (f.value->>'p') AS raw
             FROM json_each(:filter) AS f) AS d) AS c) END)"""
 
-# The rows in scope a read sees with the filter's verdict, and for each how many rows before it
-# (newest first, as SqliteStore orders them) SQL knows match (sure_before) and how many up to it
-# SQL cannot tell (unsure_upto).
+# Without a filter: the page newest first (as SqliteStore orders them), :limit (-1: every row)
+# rows after :offset, of the scope's rows a read sees.
+SEARCH_ITEMS = q(f"""SELECT ns, key, value, created_at, updated_at, ttl_minutes FROM store_items
+WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')}
+ORDER BY updated_at DESC, ns, key LIMIT CAST(:limit AS INTEGER) OFFSET CAST(:offset AS INTEGER)""")
+# Before SEARCH_ITEMS in the same batch, with its parameters and :now: the page's rows that
+# have a TTL start it again.
+REFRESH_SEARCH = q(f"""UPDATE store_items SET expires_at = :now + ttl_minutes * 60
+WHERE rowid IN (SELECT rowid FROM store_items
+    WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')}
+    ORDER BY updated_at DESC, ns, key LIMIT CAST(:limit AS INTEGER) OFFSET CAST(:offset AS INTEGER))
+    AND ttl_minutes IS NOT NULL""")
+
+# With a filter: the rows in scope a read sees with the filter's verdict, and for each how many
+# rows before it (newest first) SQL knows match (sure_before) and how many up to it SQL cannot
+# tell (unsure_upto).
 _COUNTED = f"""WITH scoped AS MATERIALIZED (
     SELECT rowid AS row_id, ns, key, value, created_at, updated_at, ttl_minutes,
         {_VERDICT.format(t='store_items.')} AS verdict
@@ -161,23 +174,27 @@ SEARCH_COLUMNS = (*ITEM_COLUMNS, "verdict", "sure_before", "unsure_upto")
 # been seen (:need < 0: every row), leaving out the first :skip rows SQL knows match when no
 # row it cannot tell comes before them. So the rows returned hold the page [skip, need) of the
 # matches whatever Python decides for the rows SQL cannot tell (d1saver/memory/store.py).
-SEARCH_ITEMS = q(f"""{_COUNTED}
+SEARCH_ITEMS_FILTERED = q(f"""{_COUNTED}
 SELECT ns, key, value, created_at, updated_at, ttl_minutes, verdict, sure_before, unsure_upto
 FROM counted
 WHERE (:need < 0 OR sure_before < :need)
     AND NOT (verdict = 2 AND unsure_upto = 0 AND sure_before < :skip)
 ORDER BY updated_at DESC, ns, key""")
-# Before SEARCH_ITEMS in the same batch, with the same parameters and :now: the page's rows
+# Before SEARCH_ITEMS_FILTERED in the same batch, with its parameters and :now: the page's rows
 # that SQL knows are in it (no row it cannot tell before them) and have a TTL start it again.
-REFRESH_SEARCH = q(f"""UPDATE store_items SET expires_at = :now + ttl_minutes * 60
+REFRESH_SEARCH_FILTERED = q(f"""UPDATE store_items SET expires_at = :now + ttl_minutes * 60
 WHERE ttl_minutes IS NOT NULL AND rowid IN ({_COUNTED}
     SELECT row_id FROM counted
     WHERE verdict = 2 AND unsure_upto = 0 AND sure_before >= :skip
         AND (:need < 0 OR sure_before < :need))""")
 
 VECTOR_COLUMNS = ("ns", "key", "field", "vector")
-# The vectors of every row in scope a read sees that may pass :filter (verdict 1 or 2).
+# The vectors of every row in scope a read sees.
 SEARCH_VECTORS = q(f"""SELECT v.ns, v.key, v.field, v.vector
+FROM store_items AS s JOIN store_vectors AS v ON v.ns = s.ns AND v.key = s.key
+WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')}""")
+# The vectors of every row in scope a read sees that may pass :filter (verdict 1 or 2).
+SEARCH_VECTORS_FILTERED = q(f"""SELECT v.ns, v.key, v.field, v.vector
 FROM store_items AS s JOIN store_vectors AS v ON v.ns = s.ns AND v.key = s.key
 WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')} AND {_VERDICT.format(t='s.')} > 0""")
 

@@ -88,7 +88,7 @@ def test_sql_verdicts_agree_with_in_memory_store(d1: D1Subject) -> None:
         _filters.check_filter(flt)
         params = {**scope_params(ns, None), "filter": _filters.compile_filter(flt),
                   "need": -1, "skip": 0}
-        (result,) = store._exchange(node, [Statement.bind(_sql.SEARCH_ITEMS, params)])
+        (result,) = store._exchange(node, [Statement.bind(_sql.SEARCH_ITEMS_FILTERED, params)])
         seen = {row["key"]: row["verdict"] for row in result.dicts()}
         for key, value in by_key.items():
             want = _filters.matches(value, flt)
@@ -149,6 +149,6 @@ def _verdict(store: Any, value: dict[str, Any], flt: dict[str, Any]) -> int:
     store.put(ns, "k", value)
     params = {**scope_params(ns, None), "filter": _filters.compile_filter(flt), "need": -1,
               "skip": 0}
-    (result,) = store._exchange(store._node(ns), [Statement.bind(_sql.SEARCH_ITEMS, params)])
+    (result,) = store._exchange(store._node(ns), [Statement.bind(_sql.SEARCH_ITEMS_FILTERED, params)])
     rows = result.dicts()
     return int(rows[0]["verdict"]) if rows else 0
