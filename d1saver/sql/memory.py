@@ -157,13 +157,13 @@ WHERE rowid IN (SELECT rowid FROM store_items
 
 # With a filter: the rows in scope a read sees with the filter's verdict, and for each how many
 # rows before it (newest first) SQL knows match (sure_before) and how many up to it SQL cannot
-# tell (unsure_upto).
+# tell (unsure_upto). Only the ordering columns and the verdict are kept while counting (a
+# namespace's values may be large); the values of the rows returned are read by rowid.
 _COUNTED = f"""WITH scoped AS MATERIALIZED (
-    SELECT rowid AS row_id, ns, key, value, created_at, updated_at, ttl_minutes,
-        {_VERDICT.format(t='store_items.')} AS verdict
+    SELECT rowid AS row_id, ns, key, updated_at, {_VERDICT.format(t='store_items.')} AS verdict
     FROM store_items WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')}),
 counted AS (
-    SELECT row_id, ns, key, value, created_at, updated_at, ttl_minutes, verdict,
+    SELECT row_id, verdict,
         count(*) FILTER (WHERE verdict = 2) OVER page - (verdict = 2) AS sure_before,
         count(*) FILTER (WHERE verdict = 1) OVER page AS unsure_upto
     FROM scoped WHERE verdict > 0
@@ -175,11 +175,12 @@ SEARCH_COLUMNS = (*ITEM_COLUMNS, "verdict", "sure_before", "unsure_upto")
 # row it cannot tell comes before them. So the rows returned hold the page [skip, need) of the
 # matches whatever Python decides for the rows SQL cannot tell (d1saver/memory/store.py).
 SEARCH_ITEMS_FILTERED = q(f"""{_COUNTED}
-SELECT ns, key, value, created_at, updated_at, ttl_minutes, verdict, sure_before, unsure_upto
-FROM counted
-WHERE (:need < 0 OR sure_before < :need)
-    AND NOT (verdict = 2 AND unsure_upto = 0 AND sure_before < :skip)
-ORDER BY updated_at DESC, ns, key""")
+SELECT s.ns, s.key, s.value, s.created_at, s.updated_at, s.ttl_minutes, c.verdict,
+    c.sure_before, c.unsure_upto
+FROM counted AS c JOIN store_items AS s ON s.rowid = c.row_id
+WHERE (:need < 0 OR c.sure_before < :need)
+    AND NOT (c.verdict = 2 AND c.unsure_upto = 0 AND c.sure_before < :skip)
+ORDER BY s.updated_at DESC, s.ns, s.key""")
 # Before SEARCH_ITEMS_FILTERED in the same batch, with its parameters and :now: the page's rows
 # that SQL knows are in it (no row it cannot tell before them) and have a TTL start it again.
 REFRESH_SEARCH_FILTERED = q(f"""UPDATE store_items SET expires_at = :now + ttl_minutes * 60
