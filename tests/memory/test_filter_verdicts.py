@@ -149,6 +149,7 @@ def _verdict(store: Any, value: dict[str, Any], flt: dict[str, Any]) -> int:
     store.put(ns, "k", value)
     params = {**scope_params(ns, None), "filter": _filters.compile_filter(flt), "need": -1,
               "skip": 0}
-    (result,) = store._exchange(store._node(ns), [Statement.bind(_sql.SEARCH_ITEMS_FILTERED, params)])
+    statement = Statement.bind(_sql.SEARCH_ITEMS_FILTERED, params)
+    (result,) = store._exchange(store._node(ns), [statement])
     rows = result.dicts()
     return int(rows[0]["verdict"]) if rows else 0
