@@ -34,6 +34,7 @@ from langgraph.store.base import (
 from d1saver.core.errors import ConfigError, InvalidInputError
 from d1saver.core.protocol import Statement
 from d1saver.fleet.databases import Database as Node
+from d1saver.memory import coalesce as _coalesce
 from d1saver.memory import filters as _filters
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import plan as _plan
@@ -101,6 +102,7 @@ class D1Store(Memory, BaseStore):
             self.index_config = config
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
+        self._tick: _coalesce.Tick[_Batch] = _coalesce.Tick(self._aflush)
 
     # --- BaseStore ------------------------------------------------------------------------
 
@@ -125,16 +127,132 @@ class D1Store(Memory, BaseStore):
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """The batch, gathered with the other calls of this event-loop tick (aget, aput,
+        asearch, ... of concurrent tasks): checked and encoded here (a bad input raises before
+        anything is sent), then sent with them, in call order, as one request per database."""
         batch = self._prepare(ops)
-        if batch.texts:
+        size = sum(len(text) for text in batch.stored.values())
+        results: list[Result] = await self._tick.submit(batch, size=size,
+                                                        databases=self._databases(batch))
+        return results
+
+    def _databases(self, batch: _Batch) -> set[str]:
+        dbs = {db for op in batch.ops if not isinstance(op, PutOp) for db in self._where(op)}
+        return dbs | {self.home(op.namespace) for op in batch.puts}
+
+    # --- gathering: the calls of one tick, in call order ----------------------------------
+
+    async def _aflush(self, calls: list[_coalesce.Call[_Batch]]) -> None:
+        calls = await self._aembed(calls)
+        for chunk in _coalesce.chunks(calls):
+            await self._asend_chunk(chunk)
+
+    async def _aembed(self, calls: list[_coalesce.Call[_Batch]]) -> list[_coalesce.Call[_Batch]]:
+        """Every text and query of the gathered calls embedded at once; a call whose
+        embedding fails gets that error and is left out."""
+        texts = [c for c in calls if c.work.texts]
+        if texts:
             assert self.embeddings is not None
-            self._keep_vectors(batch, await self.embeddings.aembed_documents(
-                [t[3] for t in batch.texts]))
-        queries = self._queries(batch)
-        if queries:
+            try:
+                found = await self.embeddings.aembed_documents(
+                    [t[3] for c in texts for t in c.work.texts])
+                if len(found) != sum(len(c.work.texts) for c in texts):
+                    raise InvalidInputError(
+                        f"the embeddings returned {len(found)} vectors for "
+                        f"{sum(len(c.work.texts) for c in texts)} texts")
+            except Exception as exc:
+                for c in texts:
+                    c.fail(exc)
+            else:
+                at = 0
+                for c in texts:
+                    n = len(c.work.texts)
+                    try:
+                        self._keep_vectors(c.work, found[at: at + n])
+                    except Exception as exc:
+                        c.fail(exc)
+                    at += n
+        asking = [c for c in calls if c.work.ranked and not c.future.done()]
+        if asking:
             assert self.embeddings is not None
-            found = await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
-            self._keep_queries(batch, queries, list(found))
+            queries = list(dict.fromkeys(q for c in asking for q in self._queries(c.work)))
+            try:
+                vectors = await asyncio.gather(*(self.embeddings.aembed_query(q)
+                                                 for q in queries))
+            except Exception as exc:
+                for c in asking:
+                    c.fail(exc)
+            else:
+                by_query = dict(zip(queries, vectors, strict=True))
+                for c in asking:
+                    mine = self._queries(c.work)
+                    try:
+                        self._keep_queries(c.work, mine, [by_query[q] for q in mine])
+                    except Exception as exc:
+                        c.fail(exc)
+        return [c for c in calls if not c.future.done()]
+
+    async def _asend_chunk(self, chunk: list[_coalesce.Call[_Batch]]) -> None:
+        """The chunk's calls as one request per database they touch; a chunk past D1's
+        statements bound is halved until each part fits."""
+        phases = [(group, *_join([c.work for c in group])) for group in _phases(chunk)]
+        planned = [(group, joined, offsets, self._plans(joined))
+                   for group, joined, offsets in phases]
+        statements: dict[str, list[Statement]] = {}
+        starts: list[dict[str, int]] = []
+        for _, _, _, plans in planned:
+            starts.append({})
+            for db, plan in plans.items():
+                mine = statements.setdefault(db, [])
+                starts[-1][db] = len(mine)
+                mine.extend(plan.statements)
+        if len(chunk) > 1 and _coalesce.too_many(statements):
+            half = len(chunk) // 2
+            await self._asend_chunk(chunk[:half])
+            await self._asend_chunk(chunk[half:])
+            return
+        outcomes = await _coalesce.send_each(self._fleet, statements)
+        failed = {db: got for db, got in outcomes.items() if isinstance(got, Exception)}
+        alone: list[_coalesce.Call[_Batch]] = []
+        for db, error in failed.items():
+            touched = [c for c in chunk if db in c.databases]
+            if _coalesce.isolate(error, touched):
+                alone.extend(c for c in touched if c not in alone)
+            else:
+                for c in touched:
+                    c.fail(error)
+        refresh: dict[str, list[Statement]] = {}
+        answers: list[tuple[_coalesce.Call[_Batch], list[Result]]] = []
+        for (group, joined, offsets, plans), start in zip(planned, starts, strict=True):
+            partials = []
+            for db, plan in plans.items():
+                got = outcomes[db]
+                if not isinstance(got, Exception):
+                    part = got[start[db]: start[db] + len(plan.statements)]
+                    partials.append(_plan.read(plan, part))
+            results, more = self._merge(joined, partials)
+            for db, stmts in more.items():
+                refresh.setdefault(db, []).extend(stmts)
+            for c, at in zip(group, offsets, strict=True):
+                if not c.future.done() and c not in alone:
+                    answers.append((c, results[at: at + len(c.work.ops)]))
+        refreshed = await _coalesce.send_each(self._fleet, refresh) if refresh else {}
+        for c, results in answers:
+            refreshing = any(isinstance(op, SearchOp) and op.refresh_ttl for op in c.work.ops)
+            errors = [got for db, got in refreshed.items()
+                      if isinstance(got, Exception) and db in c.databases and refreshing]
+            if errors:
+                c.fail(errors[0])
+            else:
+                c.settle(results)
+        for c in sorted(alone, key=chunk.index):  # each alone, in call order
+            try:
+                c.settle(await self._asend(c.work))
+            except Exception as exc:
+                c.fail(exc)
+
+    async def _asend(self, batch: _Batch) -> list[Result]:
+        """One call's batch alone (embedded already): one request per database it touches."""
         plans = self._plans(batch)
 
         async def one(node: Node) -> _plan.Partial:
@@ -437,6 +555,67 @@ class D1Store(Memory, BaseStore):
         out = self._fleet.each(lambda node: self._exchange(node, stmts)[-1].changes,
                                "delete_namespace", dbs)
         return sum(out.values())
+
+
+def _reads_see(batch: _Batch, keys: set[tuple[tuple[str, ...], str]],
+               spaces: set[tuple[str, ...]]) -> bool:
+    """Whether a read of `batch` could see a put of `keys` (in namespaces `spaces`)."""
+    for op in batch.ops:
+        if isinstance(op, GetOp) and (tuple(op.namespace), op.key) in keys:
+            return True
+        if isinstance(op, SearchOp) and any(ns[: len(op.namespace_prefix)]
+                                            == tuple(op.namespace_prefix) for ns in spaces):
+            return True
+        if isinstance(op, ListNamespacesOp) and spaces:
+            return True
+    return False
+
+
+def _phases(calls: Sequence[_coalesce.Call[_Batch]]) -> list[list[_coalesce.Call[_Batch]]]:
+    """Calls in order, grouped so each group runs as one batch (its reads, then its puts)
+    with the outcome of running them one by one: a call whose reads could see a put of an
+    earlier call of the group starts the next group."""
+    out: list[list[_coalesce.Call[_Batch]]] = []
+    keys: set[tuple[tuple[str, ...], str]] = set()
+    spaces: set[tuple[str, ...]] = set()
+    for c in calls:
+        if not out or _reads_see(c.work, keys, spaces):
+            out.append([])
+            keys, spaces = set(), set()
+        out[-1].append(c)
+        for op in c.work.puts:
+            keys.add((tuple(op.namespace), op.key))
+            spaces.add(tuple(op.namespace))
+    return out
+
+
+def _join(batches: Sequence[_Batch]) -> tuple[_Batch, list[int]]:
+    """Several calls' batches as one (their puts deduped, the last wins) and where each
+    call's ops start in it."""
+    ops: list[Op] = []
+    offsets: list[int] = []
+    last: dict[tuple[tuple[str, ...], str], tuple[_Batch, int]] = {}
+    joined = _Batch(ops, [], {})
+    for b in batches:
+        offsets.append(len(ops))
+        joined.ranked |= {len(ops) + i for i in b.ranked}
+        joined.queries.update(b.queries)
+        ops.extend(b.ops)
+        for n, op in enumerate(b.puts):
+            last.pop((tuple(op.namespace), op.key), None)
+            last[(tuple(op.namespace), op.key)] = (b, n)
+    for m, (b, n) in enumerate(last.values()):
+        op = b.puts[n]
+        joined.puts.append(op)
+        if n in b.stored:
+            joined.stored[m] = b.stored[n]
+        if n in b.ttls:
+            joined.ttls[m] = b.ttls[n]
+        where = (_ns.encode(op.namespace), op.key)
+        if where in b.vectors:
+            joined.vectors[where] = b.vectors[where]
+        joined.reindexed.add(where)
+    return joined, offsets
 
 
 def _search_item(item: Item, score: float | None = None) -> SearchItem:
