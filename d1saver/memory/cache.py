@@ -81,7 +81,7 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
 
     async def _asend_chunk(self, chunk: list[_coalesce.Call[_Call]]) -> None:
         """The chunk's calls as one request per database: each group's gets, then its sets
-        (deduped, the last wins), or a clear; halved while past D1's statements bound."""
+        (deduped, the last wins), or a clear; cut while past D1's statements bound."""
         now = self.clock()
         groups = _groups(chunk)
         statements: dict[str, list[Statement]] = {}
@@ -101,10 +101,10 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
                     mine.append(Statement.bind(_sql.CACHE_SET, {"rows": param}))
                 for c in group:
                     mine.extend(c.work.clear.get(db, []))
-        if len(chunk) > 1 and _coalesce.too_many(statements):
-            half = len(chunk) // 2
-            await self._asend_chunk(chunk[:half])
-            await self._asend_chunk(chunk[half:])
+        first = _coalesce.cut(chunk, statements)
+        if first:
+            await self._asend_chunk(chunk[:first])
+            await self._asend_chunk(chunk[first:])
             return
         outcomes = await _coalesce.send_each(self._fleet, statements)
         alone: list[_coalesce.Call[_Call]] = []

@@ -113,9 +113,14 @@ def chunks(calls: Sequence[Call[W]], limit: int = REQUEST_BYTES) -> list[list[Ca
     return out
 
 
-def too_many(statements: Mapping[str, Sequence[Statement]]) -> bool:
-    """Whether some database's part of a gathered batch passes the statements bound."""
-    return any(len(s) > MAX_STATEMENTS for s in statements.values())
+def cut(calls: Sequence[Call[Any]], statements: Mapping[str, Sequence[Statement]]) -> int:
+    """How many of the calls go in the first request when some database's part of their
+    gathered batch passes the statements bound (in proportion, so the parts fit as they
+    would spread evenly; a part still past it is cut again), or 0: all of them fit."""
+    most = max((len(s) for s in statements.values()), default=0)
+    if len(calls) < 2 or most <= MAX_STATEMENTS:
+        return 0
+    return max(1, min(len(calls) - 1, len(calls) * MAX_STATEMENTS // most))
 
 
 async def send_each(fleet: Fleet, statements: Mapping[str, Sequence[Statement]]
@@ -147,4 +152,4 @@ def isolate(error: Exception, calls: Sequence[Call[Any]]) -> bool:
     return len(calls) > 1 and caused_by_one(error)
 
 
-__all__ = ["Call", "REQUEST_BYTES", "Tick", "chunks", "isolate", "send_each", "too_many"]
+__all__ = ["Call", "REQUEST_BYTES", "Tick", "chunks", "isolate", "cut", "send_each"]

@@ -194,7 +194,7 @@ class D1Store(Memory, BaseStore):
 
     async def _asend_chunk(self, chunk: list[_coalesce.Call[_Batch]]) -> None:
         """The chunk's calls as one request per database they touch; a chunk past D1's
-        statements bound is halved until each part fits."""
+        statements bound is cut until each part fits."""
         phases = [(group, *_join([c.work for c in group])) for group in _phases(chunk)]
         planned = [(group, joined, offsets, self._plans(joined))
                    for group, joined, offsets in phases]
@@ -206,10 +206,10 @@ class D1Store(Memory, BaseStore):
                 mine = statements.setdefault(db, [])
                 starts[-1][db] = len(mine)
                 mine.extend(plan.statements)
-        if len(chunk) > 1 and _coalesce.too_many(statements):
-            half = len(chunk) // 2
-            await self._asend_chunk(chunk[:half])
-            await self._asend_chunk(chunk[half:])
+        first = _coalesce.cut(chunk, statements)
+        if first:
+            await self._asend_chunk(chunk[:first])
+            await self._asend_chunk(chunk[first:])
             return
         outcomes = await _coalesce.send_each(self._fleet, statements)
         failed = {db: got for db, got in outcomes.items() if isinstance(got, Exception)}
