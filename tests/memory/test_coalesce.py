@@ -306,3 +306,40 @@ def test_concurrent_mixes_answer_as_in_memory_store_calls_in_order(
                 memory.clock.advance(1)
 
     _run(main())
+
+
+def _cache_call(rng: random.Random) -> Any:
+    keys = [(ns, k) for ns in NAMESPACES for k in KEYS]
+    kind = rng.choice(["set", "set", "get", "get", "clear"])
+    if kind == "set":
+        pairs = {rng.choice(keys): (rng.randrange(5), None) for _ in range(rng.randint(1, 3))}
+        return lambda c: c.aset(pairs)
+    if kind == "get":
+        asked = rng.sample(keys, rng.randint(1, 4))
+        return lambda c: c.aget(asked)
+    spaces = None if rng.random() < 0.3 else rng.sample(NAMESPACES, rng.randint(1, 2))
+    return lambda c: c.aclear(spaces)
+
+
+def test_concurrent_cache_mixes_answer_as_in_memory_cache_calls_in_order(
+        memory: Memory, request: pytest.FixtureRequest) -> None:
+    from langgraph.cache.memory import InMemoryCache
+
+    seeds = soak_budget(request, ci=6, soak=200)
+
+    async def main() -> None:
+        for seed in range(seeds):
+            rng = random.Random(seed)
+            ours: D1Cache[Any] = memory.cache(memory.database_ids[: rng.choice([1, 3])])
+            await ours.asetup()
+            await ours.aclear()
+            ref: InMemoryCache[Any] = InMemoryCache()
+            for step in range(6):
+                calls = [_cache_call(rng) for _ in range(rng.randint(1, 25))]
+                want = [await c(ref) for c in calls]  # one by one, in call order
+                before = len(memory.events)
+                got = await asyncio.gather(*(c(ours) for c in calls))
+                assert len(memory.events) - before <= len(ours.database_ids)
+                assert got == want, f"seed {seed} step {step}"
+
+    _run(main())
