@@ -30,3 +30,11 @@ def test_store_benchmark_runs() -> None:
     rows = store_bench.main(["--quick"])
     d1 = [r for r in rows if r.store in ("D1Store", "D1Cache")]
     assert d1 and all(r.requests == r.calls for r in d1), rows  # one request per call
+
+
+def test_coalesce_benchmark_runs() -> None:
+    from benchmarks import coalesce_bench
+
+    rows = coalesce_bench.main(["--quick"])
+    gathered = [r for r in rows if r[1].endswith("gathered")]
+    assert gathered and all(r[2] == 1 for r in gathered), rows  # one request for all calls
