@@ -107,15 +107,7 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
             await self._asend_chunk(chunk[first:])
             return
         outcomes = await _coalesce.send_each(self._fleet, statements)
-        alone: list[_coalesce.Call[_Call]] = []
-        for db, got in outcomes.items():
-            if isinstance(got, Exception):
-                touched = [c for c in chunk if db in c.databases]
-                if _coalesce.isolate(got, touched):
-                    alone.extend(c for c in touched if c not in alone)
-                else:
-                    for c in touched:
-                        c.fail(got)
+        alone = _coalesce.failures(self._fleet, "cache", chunk, outcomes)
         for group, where in zip(groups, reads, strict=True):
             rows: dict[tuple[str, str], dict[str, Any]] = {}
             for db, indices in where.items():

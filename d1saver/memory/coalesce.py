@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from d1saver.core.errors import D1Error
+from d1saver.core.errors import D1Error, FleetError
 from d1saver.core.protocol import Result, Statement
 from d1saver.fleet.fleet import Fleet
 from d1saver.http.group_commit import MAX_STATEMENTS, caused_by_one
@@ -145,11 +145,28 @@ async def send_each(fleet: Fleet, statements: Mapping[str, Sequence[Statement]]
     return out
 
 
-def isolate(error: Exception, calls: Sequence[Call[Any]]) -> bool:
-    """Whether the calls that shared a failed request are each sent again alone: only when
-    one call's statement can have failed them all (D1 rolled the whole request back on its
-    SQL); any other failure (429, 5xx, a timeout) would meet each of them alike."""
-    return len(calls) > 1 and caused_by_one(error)
+def failures(fleet: Fleet, operation: str, calls: Sequence[Call[W]],
+             outcomes: Mapping[str, list[Result] | Exception]) -> list[Call[W]]:
+    """Fail the calls whose ops went to a database whose request failed, and return, in call
+    order, those to send again alone instead: the calls that shared a request D1 rolled back
+    on its SQL (one call's statement can have failed them all). Any other failure (429, 5xx,
+    a timeout) would meet each call alike: each gets it, as `Fleet.each` reports it."""
+    failed = {db: got for db, got in outcomes.items() if isinstance(got, Exception)}
+    alone: list[Call[W]] = []
+    for db, error in failed.items():
+        touched = [c for c in calls if db in c.databases]
+        if len(touched) > 1 and caused_by_one(error):
+            alone.extend(c for c in touched if c not in alone)
+    for c in calls:
+        mine = {db: e for db, e in failed.items() if db in c.databases}
+        if not mine or c in alone:
+            continue
+        d1 = {db: e for db, e in mine.items() if isinstance(e, D1Error)}
+        if not fleet.spans or len(d1) < len(mine):
+            c.fail(next(e for e in mine.values() if not fleet.spans or e not in d1.values()))
+        else:
+            c.fail(FleetError(operation, d1, {}))
+    return sorted(alone, key=list(calls).index)
 
 
-__all__ = ["Call", "REQUEST_BYTES", "Tick", "chunks", "isolate", "cut", "send_each"]
+__all__ = ["Call", "REQUEST_BYTES", "Tick", "chunks", "cut", "failures", "send_each"]

@@ -212,15 +212,7 @@ class D1Store(Memory, BaseStore):
             await self._asend_chunk(chunk[first:])
             return
         outcomes = await _coalesce.send_each(self._fleet, statements)
-        failed = {db: got for db, got in outcomes.items() if isinstance(got, Exception)}
-        alone: list[_coalesce.Call[_Batch]] = []
-        for db, error in failed.items():
-            touched = [c for c in chunk if db in c.databases]
-            if _coalesce.isolate(error, touched):
-                alone.extend(c for c in touched if c not in alone)
-            else:
-                for c in touched:
-                    c.fail(error)
+        alone = _coalesce.failures(self._fleet, "store batch", chunk, outcomes)
         refresh: dict[str, list[Statement]] = {}
         answers: list[tuple[_coalesce.Call[_Batch], list[Result]]] = []
         for (group, joined, offsets, plans), start in zip(planned, starts, strict=True):

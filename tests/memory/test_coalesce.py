@@ -14,7 +14,7 @@ from langgraph.store.base import GetOp, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 from d1saver import D1Cache, D1Store, InvalidInputError
-from d1saver.core.errors import D1Error, QueryError
+from d1saver.core.errors import FleetError, QueryError
 from d1saver.core.protocol import Statement
 from d1saver.http.group_commit import MAX_STATEMENTS
 from d1saver.local import LocalD1, LocalD1Transport
@@ -166,7 +166,8 @@ def test_a_failing_database_fails_only_the_calls_that_went_there() -> None:
             store.asearch(("good",)), store.asearch(()),  # the last spans both databases
             return_exceptions=True)
         assert out[0] is None and out[2].value == {"v": 1} and [i.key for i in out[4]] == ["k"]
-        assert all(isinstance(out[i], D1Error) for i in (1, 3, 5))
+        assert all(isinstance(out[i], FleetError) for i in (1, 3, 5))  # as Fleet.each says
+        assert [list(out[i].errors) for i in (1, 3, 5)] == [["gone"]] * 3
         assert await store.aget(("good",), "k") is not None
 
     try:
