@@ -344,3 +344,16 @@ def test_concurrent_cache_mixes_answer_as_in_memory_cache_calls_in_order(
                 assert got == want, f"seed {seed} step {step}"
 
     _run(main())
+
+
+def test_asyncio_run_per_call_keeps_no_loop(memory: Memory) -> None:
+    """50 x asyncio.run(aput): each call its own loop, and the store keeps none of them."""
+    import gc
+
+    store = memory.store()
+    store.setup()
+    for i in range(50):
+        asyncio.run(store.aput(("a",), f"k{i}", {"i": i}))
+    gc.collect()
+    assert len(store._tick._queues) == 0 and not store._tick._tasks
+    assert store.get(("a",), "k49").value == {"i": 49}  # type: ignore[union-attr]
