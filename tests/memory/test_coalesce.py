@@ -357,3 +357,55 @@ def test_asyncio_run_per_call_keeps_no_loop(memory: Memory) -> None:
     gc.collect()
     assert len(store._tick._queues) == 0 and not store._tick._tasks
     assert store.get(("a",), "k49").value == {"i": 49}  # type: ignore[union-attr]
+
+
+def test_gathered_search_by_meaning_answers_as_in_memory_store(memory: Memory) -> None:
+    """With an index: the texts of a tick's puts embedded in one call, and ranked searches
+    that see the puts before them, as InMemoryStore's calls one by one."""
+    from tests.memory.embeddings import TrigramEmbeddings
+
+    words = ["coffee beans", "green tea", "black coffee", "football match", "tea party"]
+
+    def ranked(found: list[Any]) -> list[tuple[Any, ...]]:
+        return sorted((tuple(it.namespace), it.key, round(it.score, 6)) for it in found)
+
+    async def main() -> None:
+        for seed in range(3):
+            rng = random.Random(seed)
+            embed = TrigramEmbeddings(32)
+            index: Any = {"dims": 32, "embed": embed, "fields": ["text"]}
+            ours = memory.store(memory.database_ids[: rng.choice([1, 3])], index=index)
+            await ours.asetup()
+            for node in ours._nodes():
+                await ours._aexchange(node, [Statement("DELETE FROM store_items"),
+                                             Statement("DELETE FROM store_vectors")])
+            ref = InMemoryStore(index=index)
+            for step in range(4):
+                calls: list[Any] = []
+                asked: set[str] = set()
+                for _ in range(rng.randint(2, 12)):
+                    ns, key = rng.choice(NAMESPACES), rng.choice(KEYS)
+                    text = " and ".join(rng.sample(words, 2))
+                    query = rng.choice(words)
+                    kind = rng.choice(["put", "search", "delete"])
+                    if kind == "put":
+                        calls.append(lambda s, ns=ns, key=key, text=text:
+                                     s.aput(ns, key, {"text": text}))
+                    elif kind == "search":
+                        asked.add(query)
+                        calls.append(lambda s, ns=ns, query=query:
+                                     s.asearch(ns[:1], query=query, limit=100))
+                    else:
+                        calls.append(lambda s, ns=ns, key=key: s.adelete(ns, key))
+                want = [await c(ref) for c in calls]
+                embedded = embed.calls
+                got = await asyncio.gather(*(c(ours) for c in calls))
+                # every put's texts in one call, each query of the tick once
+                assert embed.calls - embedded <= 1 + len(asked)
+                for n, (w, g) in enumerate(zip(want, got, strict=True)):
+                    if isinstance(w, list):
+                        assert ranked(g) == ranked(w), f"seed {seed} step {step} call {n}"
+                    else:
+                        assert g == w
+
+    _run(main())
