@@ -2,7 +2,8 @@
 
 Entries are (namespace, key) -> the serde's (type, bytes), codec-encoded, or sealed with keys
 and bound to (namespace, key, type). A `get` or `set` is one request per database it touches
-(one, for a single database), whatever the number of keys; an expired entry is never returned
+(one, for a single database), whatever the number of keys, and the async calls of one
+event-loop tick share such a request (d1saver/memory/coalesce.py); an expired entry is never returned
 (each read compares expires_at with now) and is deleted by the sweep (`sweep_ttl`, and
 `d1saver compact`).
 """

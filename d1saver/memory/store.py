@@ -1,7 +1,8 @@
 """D1Store: LangGraph's long-term memory (`BaseStore`) in D1, sync and async on one instance.
 
 A `batch` is one request per database it touches (one, for a single database): its reads and
-then its writes as one D1 batch, one transaction. Items live in `store_items`, their vectors
+then its writes as one D1 batch, one transaction. The async calls of one event-loop tick share
+such a request, in call order (d1saver/memory/coalesce.py). Items live in `store_items`, their vectors
 in `store_vectors`; expired items are invisible to every read (each read compares expires_at
 with now) until a sweep deletes them. See docs/STORE.md for the design and its costs.
 """
