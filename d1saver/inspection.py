@@ -53,7 +53,8 @@ def each(saver: D1Saver, fn: Callable[[D1Saver], T], operation: str) -> dict[str
     return saver.each_database(fn, operation=operation, database_ids=databases(saver))
 
 
-def _read(saver: D1Saver, statement: Statement, columns: Sequence[str]) -> list[dict[str, Any]]:
+def _read(saver: D1Saver, statement: Statement, columns: Sequence[str] | None = None
+          ) -> list[dict[str, Any]]:
     """The rows of one read-only statement, checked by column name; none from a database
     without d1saver's tables (a saver that may not set it up: `schema_status` reports it)."""
     try:
@@ -62,7 +63,7 @@ def _read(saver: D1Saver, statement: Statement, columns: Sequence[str]) -> list[
         if "no such table" not in str(exc) or saver.auto_setup:
             raise
         return []
-    if tuple(result.columns) != tuple(columns):
+    if columns is not None and tuple(result.columns) != tuple(columns):
         raise QueryError(f"{statement.name} returned columns {result.columns}, not {columns}")
     return result.dicts()
 
@@ -205,11 +206,10 @@ def history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
     """A thread's newest checkpoints (see admin.history). Over several databases, from every
     one that holds some (each row names its database_id), newest first."""
     if not spans(saver):
-        (res,) = saver.execute([admin.history(thread_id, limit)])
-        return res.dicts()
-    found = saver.each_database(lambda db: db.execute([admin.history(thread_id, limit)])[0],
+        return _read(saver, admin.history(thread_id, limit))
+    found = saver.each_database(lambda db: _read(db, admin.history(thread_id, limit)),
                                 operation="history")
-    rows = [{**row, "database_id": db} for db, res in found.items() for row in res.dicts()]
+    rows = [{**row, "database_id": db} for db, part in found.items() for row in part]
     rows.sort(key=lambda r: r["checkpoint_ns"])
     rows.sort(key=lambda r: r["checkpoint_id"], reverse=True)  # as HISTORY orders one database
     return rows[:limit]
@@ -219,11 +219,10 @@ def run_history(saver: D1Saver, limit: int) -> list[dict[str, Any]]:
     """The newest scheduled compaction runs (admin.compaction_runs: one record per run and
     database, which each database keeps), from every database, newest first."""
     if not spans(saver):
-        (res,) = saver.execute([admin.compaction_runs(limit)])
-        return res.dicts()
-    found = saver.each_database(lambda db: db.execute([admin.compaction_runs(limit)])[0],
+        return _read(saver, admin.compaction_runs(limit))
+    found = saver.each_database(lambda db: _read(db, admin.compaction_runs(limit)),
                                 operation="history")
-    rows = [row for res in found.values() for row in res.dicts()]
+    rows = [row for part in found.values() for row in part]
     rows.sort(key=lambda r: (r["run_id"], r["database_id"]))
     rows.sort(key=lambda r: r["started_at"], reverse=True)
     return rows[:limit]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from d1saver.sql.query import Query, name_queries, q
 
 # Everything a thread stores, in bytes, for a thread `{t}.thread_id` whose own checkpoint rows
-# add up to `{t}.own`: writes, parts of large values, content-addressed chunks, frozen
-# DeltaChannel histories (the same sum as THREADS_PAGE in d1saver/sql/catalogue.py).
+# add up to `{t}.own` ({t} must be none of the aliases used inside: w, p, k, f): writes, parts
+# of large values, content-addressed chunks, frozen DeltaChannel histories (the same sum as THREADS_PAGE in d1saver/sql/catalogue.py).
 _BYTES = """({t}.own
     + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w WHERE w.thread_id = {t}.thread_id)
     + (SELECT COALESCE(SUM(LENGTH(p.data)), 0) FROM chunks AS p WHERE p.thread_id = {t}.thread_id)
@@ -51,15 +51,15 @@ keyed AS (
         ELSE '' END AS sort_key
     FROM threads AS t
 )
-SELECT k.thread_id, k.checkpoints, k.namespaces, k.updated, {_BYTES.format(t='k')} AS bytes,
-       EXISTS (SELECT 1 FROM writes AS w WHERE w.thread_id = k.thread_id
-               AND w.checkpoint_ns = '' AND w.checkpoint_id = k.head
+SELECT x.thread_id, x.checkpoints, x.namespaces, x.updated, {_BYTES.format(t='x')} AS bytes,
+       EXISTS (SELECT 1 FROM writes AS w WHERE w.thread_id = x.thread_id
+               AND w.checkpoint_ns = '' AND w.checkpoint_id = x.head
                AND w.channel = '__interrupt__') AS waiting,
-       k.sort_key, n.total
+       x.sort_key, n.total
 FROM (SELECT COUNT(*) AS total FROM threads) AS n
-LEFT JOIN keyed AS k ON :after IS NULL OR k.sort_key < :key OR (k.sort_key = :key
-      AND (k.thread_id > :after OR (k.thread_id = :after AND :inclusive = 1)))
-ORDER BY k.sort_key DESC, k.thread_id LIMIT :limit""")
+LEFT JOIN keyed AS x ON :after IS NULL OR x.sort_key < :key OR (x.sort_key = :key
+      AND (x.thread_id > :after OR (x.thread_id = :after AND :inclusive = 1)))
+ORDER BY x.sort_key DESC, x.thread_id LIMIT :limit""")
 
 # The chunk ids a stored value's text lists, when it is a manifest ("m:", d1saver/storage/
 # manifest.py): for json_each; inline pieces (they hold ':') are left out by the caller.
