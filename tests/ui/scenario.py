@@ -92,10 +92,12 @@ class Scenario:
 
 
 def populate(saver: D1Saver, store: D1Store, cache: D1Cache, *, plain: int = 0,
-             tag: str = "") -> Scenario:
-    """Write the scenario; thread ids end with `tag` (unique per test on a shared database)."""
+             tag: str = "", runs: bool = True) -> Scenario:
+    """Write the scenario; thread ids and the memory's first labels end with `tag` (unique per
+    test on a shared database); `runs`: record a compaction run."""
     graph = _graph(saver)
-    s = Scenario(waiting=f"trip-waiting{tag}", forked=f"trip-forked{tag}")
+    s = Scenario(waiting=f"trip-waiting{tag}", forked=f"trip-forked{tag}",
+                 namespace=(f"users{tag}", "u1", "memories"), slashed=(f"docs{tag}", "a/b"))
     config: Any = {"configurable": {"thread_id": s.waiting}}
     graph.invoke({"messages": [HumanMessage("Plan a trip to Lisbon", id="human-1")]}, config)
 
@@ -125,10 +127,12 @@ def populate(saver: D1Saver, store: D1Store, cache: D1Cache, *, plain: int = 0,
 
     store.put(s.namespace, "m1", {"text": "likes tea", "long": LONG}, ttl=60)
     store.put(s.namespace, "m2", {"text": "lives in Lisbon"})
-    store.put(("users", "u2", "prefs"), "p1", {"theme": "dark"})
+    store.put((f"users{tag}", "u2", "prefs"), "p1", {"theme": "dark"})
     store.put(s.slashed, "k", {"path": "a/b"})
-    cache.set({(("node", "weather"), "k1"): ({"answer": 22}, 60),
-               (("node", "weather"), "k2"): ({"answer": 23}, None)})
+    cache.set({((f"node{tag}", "weather"), "k1"): ({"answer": 22}, 60),
+               ((f"node{tag}", "weather"), "k2"): ({"answer": 23}, None)})
+    if not runs:
+        return s
     run = f"run-{uuid.uuid4().hex[:8]}"
     database = str(saver.database_id)
     saver.execute([admin.run_begin(run, database, "cron", 5, None)])
