@@ -1,5 +1,5 @@
 """The web inspector in a real browser: Debian's chromium (/usr/bin/chromium), headless, driven
-by Playwright's Python client, one browser for the session. Every request the pages make is
+by Playwright's Python client, one browser for all of them. Every request the pages make is
 watched: one to a host other than the inspector's fails the test, and so does any console error.
 
 Without chromium or Playwright these tests skip, except under CI=true, where they fail
@@ -34,9 +34,11 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless chromium for the whole session."""
+    """One headless chromium for every browser test (all in this module). Not per session:
+    Playwright's sync API holds an asyncio loop on the main thread while it runs, and tests
+    after these call asyncio.run()."""
     if not CHROMIUM.exists():
         _unavailable("no /usr/bin/chromium: apt-get install chromium (./dev setup does as root)")
     try:
