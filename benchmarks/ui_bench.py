@@ -42,14 +42,14 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     transport = LocalD1Transport(engine, latency_ms=args.latency_ms)
     with D1Saver(**where, transport=transport, auto_setup=False, tracer=events.append) as reader:
         for sort in ("updated", "bytes"):
-            ways = {
-                "page in SQL (0.3.0)": lambda: inspection.threads(reader, sort=sort,
-                                                                  limit=args.page).threads,
-                "all, sorted in Python (0.2.0)": lambda: sorted(
-                    job.list_threads(reader), key=lambda t: (t.bytes if sort == "bytes"
-                                                             else t.updated or ""),
-                    reverse=True)[:args.page],
-            }
+            def paged(sort: str = sort) -> list[Any]:
+                return inspection.threads(reader, sort=sort, limit=args.page).threads
+
+            def everything(sort: str = sort) -> list[Any]:
+                key = (lambda t: t.bytes) if sort == "bytes" else (lambda t: t.updated or "")
+                return sorted(job.list_threads(reader), key=key, reverse=True)[:args.page]
+
+            ways = {"page in SQL (0.3.0)": paged, "all, sorted in Python (0.2.0)": everything}
             for way, run in ways.items():
                 events.clear()
                 started = time.perf_counter()
