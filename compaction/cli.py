@@ -26,8 +26,9 @@ from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, 
                      RekeyCounts, admin)
 from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable, progress_bar
 from compaction import inspector
-from compaction.fleet import (check_chunks, compact, history, leftovers, list_threads,
-                              run_history)
+from compaction.fleet import check_chunks, compact, leftovers
+from d1saver import inspection
+from d1saver.inspection import history, run_history
 from compaction.gateway import GENERATED_PATH
 from compaction.gateway import render as render_gateway
 from compaction.gateway import write as write_gateway
@@ -312,26 +313,32 @@ def threads_cmd(
     api_base_url: Optional[str] = _Conn.api_base_url,
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
-    """List threads: checkpoints, namespaces, last update, stored bytes."""
-    keys = {"updated": lambda t: t.updated or "", "checkpoints": lambda t: t.checkpoints,
-            "bytes": lambda t: t.bytes, "id": lambda t: t.thread_id}
-    if sort not in keys:
-        raise typer.BadParameter(f"--sort takes one of {', '.join(keys)}")
+    """List threads: checkpoints, namespaces, last update, stored bytes, waiting on an
+    interrupt. Sorted and cut in SQL, a page of up to 1,000 per request and database."""
+    if sort not in inspection.SORTS:
+        raise typer.BadParameter(f"--sort takes one of {', '.join(inspection.SORTS)}")
+    infos: list[dict[str, Any]] = []
     with _connected(account_id, database_id, api_base_url, api_token) as saver:
-        infos = list_threads(saver)
+        after = None
+        while True:
+            size = min(limit - len(infos), 1000) if limit else 1000
+            page = inspection.threads(saver, sort=sort, limit=size, after=after)
+            infos += page.threads
+            after = page.next
+            if after is None or (limit and len(infos) >= limit):
+                break
         staged = leftovers(saver)
-    infos.sort(key=keys[sort], reverse=sort != "id")
-    if limit:
-        infos = infos[:limit]
     if as_json:
-        typer.echo(json.dumps([i.__dict__ for i in infos], indent=2))
+        typer.echo(json.dumps(infos, indent=2))
         return
-    fleet = any(hasattr(i, "database_id") for i in infos)
+    fleet = any("database_id" in i for i in infos)
     db_head = f" {'database':<20}" if fleet else ""
     typer.echo(f"{'thread_id':<40}{db_head} {'checkpoints':>11} {'ns':>3} {'bytes':>10}  updated")
     for i in infos:
-        db = f" {getattr(i, 'database_id', ''):<20}" if fleet else ""
-        typer.echo(f"{printable(i.thread_id):<40}{db} {i.checkpoints:>11} {i.namespaces:>3} {i.bytes:>10}  {printable(str(i.updated))}")
+        db = f" {i.get('database_id', ''):<20}" if fleet else ""
+        waiting = "  (waiting on an interrupt)" if i["waiting"] else ""
+        typer.echo(f"{printable(i['thread_id']):<40}{db} {i['checkpoints']:>11} {i['namespaces']:>3} "
+                   f"{i['bytes']:>10}  {printable(str(i['updated']))}{waiting}")
     for x in staged:
         typer.echo(f"leftover: {_leftover(x)}")
 

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from d1saver import D1Saver, admin
+# Shared with the web inspector (d1saver ui): one definition of each.
+from d1saver.inspection import databases, spans
+from d1saver.inspection import history as history  # compaction.history, as before
 from compaction import job
 from compaction.job import Progress, Summary, ThreadInfo
 
@@ -31,16 +34,6 @@ class FleetSummary(Summary):
     """The sum of the per-database summaries; `databases` holds each one's figures."""
 
     databases: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-def databases(saver: D1Saver) -> list[str]:
-    """Every database of the saver: the current ones, then the previous ones not among them
-    (databases being drained while threads move)."""
-    return list(dict.fromkeys([*saver.database_ids, *(saver.previous_database_ids or ())]))
-
-
-def spans(saver: D1Saver) -> bool:
-    return len(databases(saver)) > 1
 
 
 def compact(saver: D1Saver, *, keep: int, threads: Sequence[str] | None = None,
@@ -124,34 +117,6 @@ def leftovers(saver: D1Saver) -> list[admin.Leftover]:
     found = saver.each_database(read, operation="leftovers")
     return [FleetLeftover(**dataclasses.asdict(x), database_id=db)
             for db, xs in found.items() for x in xs]
-
-
-def history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
-    """A thread's newest checkpoints (see admin.history). Over several databases, from every
-    one that holds some (each row names its database_id), newest first."""
-    if not spans(saver):
-        (res,) = saver.execute([admin.history(thread_id, limit)])
-        return res.dicts()
-    found = saver.each_database(lambda db: db.execute([admin.history(thread_id, limit)])[0],
-                                operation="history")
-    rows = [{**row, "database_id": db} for db, res in found.items() for row in res.dicts()]
-    rows.sort(key=lambda r: r["checkpoint_ns"])
-    rows.sort(key=lambda r: r["checkpoint_id"], reverse=True)  # as HISTORY orders one database
-    return rows[:limit]
-
-
-def run_history(saver: D1Saver, limit: int) -> list[dict[str, Any]]:
-    """The newest scheduled compaction runs (admin.compaction_runs: one record per run and
-    database, which each database keeps), from every database, newest first."""
-    if not spans(saver):
-        (res,) = saver.execute([admin.compaction_runs(limit)])
-        return res.dicts()
-    found = saver.each_database(lambda db: db.execute([admin.compaction_runs(limit)])[0],
-                                operation="history")
-    rows = [row for res in found.values() for row in res.dicts()]
-    rows.sort(key=lambda r: (r["run_id"], r["database_id"]))
-    rows.sort(key=lambda r: r["started_at"], reverse=True)
-    return rows[:limit]
 
 
 @dataclass(frozen=True)

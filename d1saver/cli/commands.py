@@ -155,6 +155,16 @@ def _mount_memory() -> None:
 _mount_memory()
 
 
+def _mount_ui() -> None:
+    """`d1saver ui`: the web inspector (d1saver/cli/ui.py; the `ui` extra)."""
+    from d1saver.cli.ui import ui
+
+    app.command("ui")(ui)
+
+
+_mount_ui()
+
+
 def _mount_plugins() -> None:
     """Add the commands of installed packages that register under "d1saver.commands" (the
     compaction package does: compact, tag, untag, threads, history). An entry point, not an

@@ -14,6 +14,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from d1saver.sql import inspection as _inspection
 from d1saver.sql import memory as _memory
 from d1saver.sql.query import Query, name_queries, q
 
@@ -3614,5 +3615,5 @@ SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id >= char(31) || 'd1saver
 # them (:source to :target); after the checkpoints, whose insert trigger clears the latter.
 
 # Every statement of this module, named by its identifier.
-STATEMENTS = [*name_queries(globals()), *_memory.STATEMENTS,
+STATEMENTS = [*name_queries(globals()), *_memory.STATEMENTS, *_inspection.STATEMENTS,
               *(s for version in range(1, SCHEMA_VERSION + 1) for s in migration(version))]

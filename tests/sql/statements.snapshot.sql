@@ -908,6 +908,30 @@ INSERT OR REPLACE INTO cache_entries(ns,key,value,expires_at)SELECT value->>0,va
 -- params: ?1 namespaces
 DELETE FROM cache_entries WHERE ? IS NULL OR ns IN(SELECT value FROM json_each(?1))
 
+-- name: THREADS_LIST
+-- params: ?1 text, ?2 sort, ?3 after, ?4 key, ?5 inclusive, ?6 limit
+WITH threads AS(SELECT c.thread_id,COUNT(*)checkpoints,COUNT(DISTINCT c.checkpoint_ns)namespaces,MAX(c.ts)updated,SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata))own,MAX(CASE WHEN c.checkpoint_ns='' THEN c.checkpoint_id END)head FROM checkpoints c WHERE NOT(c.thread_id>=char(31)||'d1saver-' AND c.thread_id<char(31)||'d1saver.')AND instr(lower(c.thread_id),lower(?))>0 GROUP BY c.thread_id),keyed AS(SELECT t.*,CASE ? WHEN 'updated' THEN COALESCE(t.updated,'')WHEN 'checkpoints' THEN printf('%020d',t.checkpoints)WHEN 'bytes' THEN printf('%020d',(t.own +(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=t.thread_id)+(SELECT COALESCE(SUM(LENGTH(p.data)),0)FROM chunks p WHERE p.thread_id=t.thread_id)+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM d1saver_chunks k WHERE k.thread_id=t.thread_id)+(SELECT COALESCE(SUM(LENGTH(f.value)+ COALESCE(LENGTH(f.metadata),0)),0)FROM delta_frozen f WHERE f.thread_id=t.thread_id)))ELSE '' END sort_key FROM threads t)SELECT x.thread_id,x.checkpoints,x.namespaces,x.updated,(x.own +(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=x.thread_id)+(SELECT COALESCE(SUM(LENGTH(p.data)),0)FROM chunks p WHERE p.thread_id=x.thread_id)+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM d1saver_chunks k WHERE k.thread_id=x.thread_id)+(SELECT COALESCE(SUM(LENGTH(f.value)+ COALESCE(LENGTH(f.metadata),0)),0)FROM delta_frozen f WHERE f.thread_id=x.thread_id))bytes,EXISTS(SELECT 1 FROM writes w WHERE w.thread_id=x.thread_id AND w.checkpoint_ns='' AND w.checkpoint_id=x.head AND w.channel='__interrupt__')waiting,x.sort_key,n.total FROM(SELECT COUNT(*)total FROM threads)n LEFT JOIN keyed x ON ? IS NULL OR x.sort_key<? OR(x.sort_key=?4 AND(x.thread_id>?3 OR(x.thread_id=?3 AND ?=1)))ORDER BY x.sort_key DESC,x.thread_id LIMIT ?
+
+-- name: GROWTH
+-- params: ?1 thread_id, ?2 limit
+WITH RECURSIVE reached(checkpoint_ns,checkpoint_id,id)AS(SELECT c.checkpoint_ns,c.checkpoint_id,ltrim(j.value,'^')FROM checkpoints c,json_each(CASE WHEN substr(c.checkpoint,1,2)='m:' THEN '["'||replace(substr(c.checkpoint,3),',','","')||'"]' ELSE '[]' END)j WHERE c.thread_id=? AND instr(j.value,':')=0 UNION SELECT w.checkpoint_ns,w.checkpoint_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='m:' THEN '["'||replace(substr(w.value,3),',','","')||'"]' ELSE '[]' END)j WHERE w.thread_id=?1 AND instr(j.value,':')=0 UNION SELECT w.checkpoint_ns,w.checkpoint_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='p:' THEN substr(w.value,3)ELSE '[]' END)p,json_each(CASE WHEN substr(p.value->>3,1,2)='m:' THEN '["'||replace(substr(p.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE w.thread_id=?1 AND instr(j.value,':')=0 UNION SELECT f.checkpoint_ns,f.checkpoint_id,ltrim(j.value,'^')FROM delta_frozen f,json_each(CASE WHEN substr(f.value,1,2)='m:' THEN '["'||replace(substr(f.value,3),',','","')||'"]' ELSE '[]' END)j WHERE f.thread_id=?1 AND instr(j.value,':')=0 UNION SELECT r.checkpoint_ns,r.checkpoint_id,ltrim(j.value,'^')FROM reached r CROSS JOIN d1saver_chunks n ON n.thread_id=?1 AND n.id=r.id AND n.level>0,json_each('["'||replace(n.data,',','","')||'"]')j),first AS(SELECT id,checkpoint_ns,MIN(checkpoint_id)checkpoint_id FROM reached GROUP BY id),added AS(SELECT f.checkpoint_ns,f.checkpoint_id,SUM(LENGTH(k.data))bytes FROM first f JOIN d1saver_chunks k ON k.thread_id=?1 AND k.id=f.id GROUP BY f.checkpoint_ns,f.checkpoint_id)SELECT c.checkpoint_ns,c.checkpoint_id,c.parent_checkpoint_id,c.ts,LENGTH(c.checkpoint)+ LENGTH(c.metadata)checkpoint_bytes,(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=c.thread_id AND w.checkpoint_ns=c.checkpoint_ns AND w.checkpoint_id=c.checkpoint_id)writes_bytes,(SELECT COALESCE(SUM(LENGTH(p.data)),0)FROM chunks p WHERE p.thread_id=c.thread_id AND p.checkpoint_ns=c.checkpoint_ns AND p.checkpoint_id=c.checkpoint_id)parts_bytes,COALESCE(a.bytes,0)chunk_bytes,(SELECT COALESCE(SUM(LENGTH(f.value)+ COALESCE(LENGTH(f.metadata),0)),0)FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id)frozen_bytes FROM checkpoints c LEFT JOIN added a ON a.checkpoint_ns=c.checkpoint_ns AND a.checkpoint_id=c.checkpoint_id WHERE c.thread_id=?1 ORDER BY c.checkpoint_id,c.checkpoint_ns LIMIT ?
+
+-- name: CHECKPOINT_HEAD
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id
+SELECT substr(checkpoint,1,40)head FROM checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?
+
+-- name: STORE_NAMESPACES
+-- params: ?1 exact, ?2 low, ?3 high, ?4 now, ?5 limit, ?6 offset
+SELECT ns,COUNT(*)items,SUM(LENGTH(value))bytes,MAX(updated_at)updated_at,MIN(expires_at)next_expiry FROM store_items WHERE(? IS NULL OR ns=?1 OR(ns>=? AND ns<?))AND(expires_at IS NULL OR expires_at>?)GROUP BY ns ORDER BY ns LIMIT ? OFFSET ?
+
+-- name: STORE_ITEMS
+-- params: ?1 ns, ?2 now, ?3 limit, ?4 offset
+SELECT ns,key,value,created_at,updated_at,expires_at,ttl_minutes FROM store_items WHERE ns=? AND(expires_at IS NULL OR expires_at>?)ORDER BY updated_at DESC,key LIMIT ? OFFSET ?
+
+-- name: CACHE_SUMMARY
+-- params: ?1 now, ?2 limit
+SELECT ns,COUNT(*)entries,SUM(LENGTH(value))bytes,SUM(CASE WHEN expires_at IS NOT NULL AND expires_at<=? THEN 1 ELSE 0 END)expired,MIN(CASE WHEN expires_at>?1 THEN expires_at END)next_expiry FROM cache_entries GROUP BY ns ORDER BY ns LIMIT ?
+
 -- name: MIGRATIONS[0][0]
 CREATE TABLE IF NOT EXISTS checkpoints(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,parent_checkpoint_id TEXT,type TEXT,checkpoint TEXT NOT NULL,metadata TEXT NOT NULL DEFAULT '{}',channels TEXT NOT NULL DEFAULT '[]',run_id TEXT,ts TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
 
