@@ -149,16 +149,17 @@ def gateway_init(
     directory: Path = typer.Argument(..., help="Folder to write the Worker into (created if missing)."),
     force: bool = typer.Option(False, "--force", help="Overwrite the gateway's files if they exist."),
 ) -> None:
-    """Write the gateway Worker (worker/, wrangler.toml, package.json, schema.sql) to deploy it."""
+    """Write the gateway Worker (worker/, wrangler.toml, package.json, schema.sql, a .gitignore
+    and its guide as README.md) to deploy it."""
     from d1saver.cli import gateway
 
     try:
         written = gateway.init(directory, force=force)
     except FileExistsError as exc:
         raise usage_error(str(exc)) from None
-    typer.echo(f"wrote {len(written)} files to {directory}. Next, in that folder: npm install; "
-               "edit wrangler.toml (your database ids); npx wrangler deploy; "
-               "npx wrangler secret put API_TOKEN")
+    typer.echo(f"wrote {len(written)} files to {directory}. Next, in that folder (its README.md "
+               "has each step): npm install; npx wrangler d1 create NAME; edit wrangler.toml "
+               "(your database ids); npx wrangler deploy; npx wrangler secret put API_TOKEN")
 
 
 def _mount_memory() -> None:
