@@ -174,3 +174,34 @@ def test_serve_never_prints_a_required_token(while_serving: Callable) -> None:
 def test_serve_refuses_an_invalid_database_name() -> None:
     result = serve("--database", "a/b")
     assert result.exit_code == 2 and result.stderr.startswith("error: --database")
+
+
+def test_the_readme_quick_start_has_the_local_path_serve_prints(while_serving: Callable) -> None:
+    """The README connected `d1saver serve` to no code: its quick start now has the settings the
+    banner prints (at the default port), and the guides say the same; they work as written."""
+    from d1saver.local.server import DEFAULT_PORT
+
+    root = Path(__file__).resolve().parents[2]
+    pages = [root / "README.md", root / "docs" / "guide" / "quickstart.md", root / "docs" / "guide" / "local-d1.md"]
+    lines = {page.name: [line for line in EXPORT.findall(page.read_text()) if "D1_API_BASE_URL=" in line]
+             for page in pages}
+    assert all(len(found) == 1 for found in lines.values()), lines
+    assert len({found[0] for found in lines.values()}) == 1, lines
+    documented = dict(pair.split("=", 1) for pair in lines["README.md"][0].split())
+    answers: list[int] = []
+
+    def check(base_url: str) -> None:
+        port = base_url.split(":")[2].split("/")[0]
+        env = {**documented, "D1_API_BASE_URL": documented["D1_API_BASE_URL"].replace(str(DEFAULT_PORT), port)}
+        with D1Saver.from_env(account_id=env["CLOUDFLARE_ACCOUNT_ID"], database_id=env["D1_DATABASE_ID"],
+                              api_token=env["CLOUDFLARE_API_TOKEN"], api_base_url=env["D1_API_BASE_URL"]) as s:
+            answers.append(one(s, "SELECT 1"))
+
+    while_serving(check)
+    result = serve()
+    assert result.exit_code == 0, result.output
+    printed = printed_settings(result)
+    port = printed["D1_API_BASE_URL"].split(":")[2].split("/")[0]
+    printed["D1_API_BASE_URL"] = printed["D1_API_BASE_URL"].replace(port, str(DEFAULT_PORT))
+    assert printed == documented
+    assert answers == [1]
