@@ -212,7 +212,7 @@ def test_langgraph_dev_on_d1(tmp_path: Path, d1: dict[str, str]) -> None:
         log = server.output()
         assert "Using custom checkpointer: D1Saver" in log and "Using custom store: D1Store" in log
         assert "Custom checkpointer missing" not in log  # adelete_for_runs, acopy_thread, aprune...
-        client = get_sync_client(url=server.url)
+        client = get_sync_client(url=server.url, timeout=60)  # a hung server fails the test
 
         # A run to an interrupt, its state, the resume, the history.
         a = client.threads.create()["thread_id"]
