@@ -18,24 +18,88 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
 
 from d1saver.core.errors import ConfigError
 from d1saver.memory import D1Store
 from d1saver.saver import D1Saver
 
-__all__ = ["checkpointer", "store"]
+__all__ = ["AgentServerSaver", "checkpointer", "server_version", "store"]
 
 # Where the Agent Server puts langgraph.json's "store" entry (langgraph_api's cli.run_server).
 STORE_CONFIG_ENV = "LANGGRAPH_STORE"
 
 
+# The width of the counter in the Agent Server's channel versions ("%032d.%016f" of a random
+# fraction, langgraph_api's adapter); d1saver's own are 10 digits (D1Saver.get_next_version).
+SERVER_VERSION_DIGITS = 32
+
+
+def server_version(version: Any) -> Any:
+    """`version` with its counter zero-padded to the Agent Server's 32 digits.
+
+    The server makes the next versions itself, in its own form, and LangGraph compares versions
+    as strings: d1saver's `0000000003` sorts above the server's next `000...0004.0.53...`, so
+    on a thread first written by D1Saver a new input through the server would trigger no node.
+    Padded, the order of every version of a thread is its counters' order, whoever wrote it.
+    """
+    if isinstance(version, str):
+        counter, dot, rest = version.partition(".")
+        if counter.isdigit() and len(counter) < SERVER_VERSION_DIGITS:
+            return f"{int(counter):0{SERVER_VERSION_DIGITS}d}{dot}{rest}"
+    return version
+
+
+def _server_versions(tup: CheckpointTuple) -> CheckpointTuple:
+    checkpoint = tup.checkpoint
+    versions = _padded(checkpoint.get("channel_versions") or {})
+    seen = {node: _padded(channels) for node, channels in (checkpoint.get("versions_seen") or {}).items()}
+    if versions == checkpoint.get("channel_versions") and seen == checkpoint.get("versions_seen"):
+        return tup
+    return tup._replace(checkpoint={**checkpoint, "channel_versions": versions, "versions_seen": seen})
+
+
+def _padded(versions: Mapping[str, Any]) -> dict[str, Any]:
+    return {channel: server_version(version) for channel, version in versions.items()}
+
+
+class AgentServerSaver(D1Saver):
+    """The `D1Saver` the Agent Server gets: checkpoints read back with their channel versions in
+    the server's form (`server_version`), so the server continues threads that your own code
+    started with D1Saver. Nothing stored is changed by reading."""
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        tup = super().get_tuple(config)
+        return None if tup is None else _server_versions(tup)
+
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None
+             ) -> Iterator[CheckpointTuple]:
+        for tup in super().list(config, filter=filter, before=before, limit=limit):
+            yield _server_versions(tup)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        tup = await super().aget_tuple(config)
+        return None if tup is None else _server_versions(tup)
+
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None
+                    ) -> AsyncIterator[CheckpointTuple]:
+        async for tup in super().alist(config, filter=filter, before=before, limit=limit):
+            yield _server_versions(tup)
+
+
 @asynccontextmanager
-async def checkpointer() -> AsyncIterator[D1Saver]:
-    """A `D1Saver` from the environment, its schema set up, closed when the server stops."""
-    async with D1Saver.from_env() as saver:
+async def checkpointer() -> AsyncIterator[AgentServerSaver]:
+    """An `AgentServerSaver` from the environment, its schema set up, closed when the server
+    stops."""
+    saver = cast(AgentServerSaver, AgentServerSaver.from_env())  # from_env builds `cls`
+    async with saver:
         await saver.asetup()
         yield saver
 

@@ -121,3 +121,37 @@ def test_the_factories_take_no_arguments() -> None:
 
     for factory in (agent_server.checkpointer, agent_server.store):
         assert not inspect.signature(factory).parameters
+
+
+def test_server_versions_keep_the_order_of_their_counters() -> None:
+    """LangGraph compares versions as strings. The server writes `%032d.%016f`; d1saver writes
+    `%010d` (schema v7 wrote `%010d.%06d`): unpadded, d1saver's 3 sorts above the server's 4."""
+    d1saver_3, v7_3, server_4 = "0000000003", "0000000003.123456", f"{4:032}.0.8807733394514414"
+    assert d1saver_3 > server_4  # the defect: a newer server version looks older
+    padded = [agent_server.server_version(v) for v in (d1saver_3, v7_3, server_4)]
+    assert padded[0] < padded[2] and padded[1] < padded[2]
+    assert padded[2] == server_4  # the server's own are left alone
+    assert padded[1] == f"{3:032}.123456"
+    counters = ["0000000001", f"{2:032}.0.5", "0000000003", f"{4:032}.0.1", "0000000005"]
+    assert sorted(counters, key=agent_server.server_version) == counters
+    assert agent_server.server_version(7) == 7 and agent_server.server_version("x.1") == "x.1"
+
+
+async def test_the_server_saver_reads_versions_in_the_servers_form(env: dict[str, str]) -> None:
+    """What D1Saver stored is read back padded by the server's saver, and left as stored."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_versions"] = {"a": "0000000002", "b": "0000000001"}
+    checkpoint["versions_seen"] = {"node": {"a": "0000000001"}}
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    with D1Saver.from_env() as plain:
+        plain.put(config, checkpoint, {"source": "input", "step": -1, "parents": {}}, {})
+    async with agent_server.checkpointer() as saver:
+        assert isinstance(saver, agent_server.AgentServerSaver)
+        for tup in [await saver.aget_tuple(config), saver.get_tuple(config),
+                    *[t async for t in saver.alist(config)], *saver.list(config)]:
+            assert tup.checkpoint["channel_versions"] == {"a": f"{2:032}", "b": f"{1:032}"}
+            assert tup.checkpoint["versions_seen"] == {"node": {"a": f"{1:032}"}}
+    with D1Saver.from_env() as plain:
+        assert plain.get_tuple(config).checkpoint["channel_versions"] == {"a": "0000000002", "b": "0000000001"}

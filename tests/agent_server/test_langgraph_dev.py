@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -210,7 +211,7 @@ def test_langgraph_dev_on_d1(tmp_path: Path, d1: dict[str, str]) -> None:
     with saver, store, agent_server(project) as server:
         server.start()
         log = server.output()
-        assert "Using custom checkpointer: D1Saver" in log and "Using custom store: D1Store" in log
+        assert "Using custom checkpointer: AgentServerSaver" in log and "Using custom store: D1Store" in log
         assert "Custom checkpointer missing" not in log  # adelete_for_runs, acopy_thread, aprune...
         client = get_sync_client(url=server.url, timeout=60)  # a hung server fails the test
 
@@ -238,6 +239,14 @@ def test_langgraph_dev_on_d1(tmp_path: Path, d1: dict[str, str]) -> None:
         assert store.get(("approved",), "tides").value == {"draft": "a post about tides", "by": "yes"}
         values_a = client.threads.get_state(a)["values"]
 
+        # A thread your own code started with D1Saver (its versions are d1saver's, 10 digits)
+        # and the server continues with a new input: the graph runs (it ran no node before).
+        c = started_in_process(saver, store)
+        client.threads.create(thread_id=c, graph_id="agent")
+        again = client.runs.wait(c, "agent", input={"topic": "ferns"})
+        assert again["__interrupt__"][0]["value"] == {"draft": "a post about ferns"}
+        assert client.runs.wait(c, "agent", command={"resume": "ok"})["approved"] == "ok"
+
         # Restart, and lose the server's own records on the way: what comes back is D1's.
         server.stop()
         shutil.rmtree(project / ".langgraph_api")
@@ -252,13 +261,28 @@ def test_langgraph_dev_on_d1(tmp_path: Path, d1: dict[str, str]) -> None:
         resumed = client.runs.wait(b, "agent", command={"resume": "ok"})
         assert resumed == {"topic": "moss", "draft": "a post about moss", "approved": "ok"}
         found = client.store.search_items(["approved"])["items"]
-        assert sorted(i["key"] for i in found) == ["moss", "tides"]
+        assert sorted(i["key"] for i in found) == ["ferns", "lichen", "moss", "tides"]
         assert [i["value"] for i in client.store.search_items(["users"])["items"]] == [{"color": "teal"}]
 
         # Deleting a thread through the API deletes its checkpoints in D1.
         client.threads.delete(a)
         assert in_d1(a) == [] and len(in_d1(b)) == 5
     assert server.starts == 2
+
+
+def started_in_process(saver: D1Saver, store: D1Store) -> str:
+    """A thread run to its end by the graph in this process, on D1Saver itself; its id."""
+    from langgraph.types import Command
+
+    namespace: dict[str, Any] = {}
+    exec(compile(AGENT, "agent.py", "exec"), namespace)
+    graph = namespace["builder"].compile(checkpointer=saver, store=store)
+    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    graph.invoke({"topic": "lichen"}, config)
+    assert graph.invoke(Command(resume="mine"), config)["approved"] == "mine"
+    versions = saver.get_tuple(config).checkpoint["channel_versions"]
+    assert all(len(v) == 10 for v in versions.values()), versions  # d1saver's own
+    return config["configurable"]["thread_id"]
 
 
 def recover(project: Path, url: str, d1: dict[str, str]) -> None:
@@ -273,4 +297,4 @@ def recover(project: Path, url: str, d1: dict[str, str]) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     recovered = dict(line.split(": ") for line in done.stdout.splitlines())
-    assert set(recovered.values()) == {"agent"} and len(recovered) == len(json.loads(threads.stdout)) == 2
+    assert set(recovered.values()) == {"agent"} and len(recovered) == len(json.loads(threads.stdout)) == 3
