@@ -70,14 +70,15 @@ def _connected(command: Callable[..., None]) -> Callable[..., None]:
     """`command` with the connection options after its own parameters (what Typer reads), called
     with `connect`: opens D1Store or D1Cache with them, a bad setting a usage error (exit 2), a
     D1 error exit 1."""
-    own = [p for p in inspect.signature(command).parameters.values() if p.name != "connect"]
+    signature = inspect.signature(command)
+    own = [p for p in signature.parameters.values() if p.name != "connect"]
 
     @functools.wraps(command)
     def with_connection(*args: Any, **kwargs: Any) -> None:
         connection = {p.name: kwargs.pop(p.name, None) for p in _CONNECTION}
         command(*args, connect=lambda cls: _open(cls, **connection), **kwargs)
 
-    with_connection.__signature__ = inspect.signature(command).replace(  # type: ignore[attr-defined]
+    with_connection.__signature__ = signature.replace(  # type: ignore[attr-defined]
         parameters=[*own, *_CONNECTION])
     return with_connection
 

@@ -53,7 +53,8 @@ from d1saver.sql.compaction import (ACQUIRE_LEASE, APPLY_RELINK, BREAK_LEASE, CH
                                     RECORD_PLAN, RELEASE_LEASE, RENEW_LEASE, RUNS_INTERRUPTED,
                                     RUN_ADD_BATCH, RUN_BEGIN, RUN_END, SCOPE_RUNS, SCOPE_THREADS,
                                     STORAGE_SUMMARY, STORED_SAMPLE, SUMMARIZE_PLAN, SUMMARY_COLUMNS,
-                                    THREADS_INFO, THREADS_PAGE, VOID_MOVES_IN_SCOPE, retention_batch)
+                                    THREADS_INFO, THREADS_PAGE, VOID_MOVES_IN_SCOPE,
+                                    retention_batch)
 from d1saver.sql.transfers import (BEGIN_MOVE, CHECK_MOVE, CLEAR_MOVES, COLLECT_THREAD, DROP_THREAD,
                                    END_MOVE, LEAVE, LEAVE_SCOPE, LEAVE_UNLESS_SAME, LEAVING,
                                    LEAVING_COLUMNS, LEFTOVERS, LEFTOVERS_COLUMNS, MOVES_REGISTERED,

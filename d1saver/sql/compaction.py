@@ -49,8 +49,8 @@ SELECT DISTINCT thread_id FROM checkpoints WHERE run_id IN (SELECT CAST(unhex(va
 #   is its parent's newest and the subgraph was written after it (one still running).
 # A subgraph namespace no kept checkpoint reaches goes with the checkpoints that reached it.
 # The ancestors a kept checkpoint's DeltaChannels replay from are not kept: FREEZE records its
-# history first. CROSS JOIN holds the join order: left to choose, SQLite scanned a thread's checkpoints for
-# every kept row. N = 0 keeps only tagged checkpoints (and what they need).
+# history first. CROSS JOIN holds the join order: left to choose, SQLite scanned a thread's
+# checkpoints for every kept row. N = 0 keeps only tagged checkpoints (and what they need).
 PLAN_KEEP = q("""
 INSERT OR IGNORE INTO d1saver_keep (thread_id, checkpoint_ns, checkpoint_id)
 WITH RECURSIVE
@@ -121,8 +121,9 @@ WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)
 
 def kept(row: str, checkpoint_id: str, alias: str = "k") -> str:
     """Whether d1saver_keep holds checkpoint `checkpoint_id` of `row`'s namespace."""
-    return f"""EXISTS (SELECT 1 FROM d1saver_keep AS {alias} WHERE {alias}.thread_id = {row}.thread_id
-        AND {alias}.checkpoint_ns = {row}.checkpoint_ns AND {alias}.checkpoint_id = {checkpoint_id})"""
+    return f"""EXISTS (SELECT 1 FROM d1saver_keep AS {alias}
+        WHERE {alias}.thread_id = {row}.thread_id AND {alias}.checkpoint_ns = {row}.checkpoint_ns
+        AND {alias}.checkpoint_id = {checkpoint_id})"""
 
 
 def continues_at(c: str, channel: str) -> str:
@@ -150,17 +151,14 @@ def ends(c: str, channel: str) -> str:
 # so every deleted write is copied once, not once per kept descendant. A walk at a parent id
 # with no checkpoint row ends there, as the readers' (and InMemorySaver's) do: writes stored
 # under it are not history. A holder whose record continues ('c') and whose parent goes again
-# walks on from the 'c' row's depth. Values are
+# walks on from the 'c' row's depth (continues_at; a record that ends: ends). Values are
 # copied verbatim with the identity of the rows they were stored at: nothing is decoded, so
 # it works for any state and with keys. (The saver cannot compute the channel's value: its
 # reducer is graph code. So it records the history, not a snapshot.) A walk row is (origin,
 # channel, depth, cur: the checkpoint at that depth, steps taken, bound: the namespace's
 # checkpoints, more steps than a walk without a loop can take, so a corrupt parent loop ends).
-# The sub-selects on delta_frozen read the depth of a checkpoint's 'c' row for the channel
-# (NULL: none, or no record), and whether it holds a record of the channel that ends its
-# history (no 'c' row). A write row is read as [idx, channel, type, value] entries: a "p:" row
-# (migration 7) packs one put_writes call's writes (type null: "msgpack"), any other row
-# holds itself.
+# A write row is read as [idx, channel, type, value] entries (parts.write_entries: a "p:" row
+# packs one put_writes call's writes, type null: "msgpack").
 FREEZE = q(f"""
 INSERT OR IGNORE INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, channel, kind,
     depth, task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels)
@@ -322,17 +320,23 @@ SUMMARY_COLUMNS = ("thread_id", "checkpoints_total", "checkpoints", "writes", "b
 # The writes a row of `w` holds (a "p:" row packs several).
 WRITES_HELD = """COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:'
       THEN json_array_length(substr(w.value, 3)) ELSE 1 END), 0)"""
-_GONE = {row: f"{row}.thread_id = s.thread_id AND NOT {kept(row, f'{row}.checkpoint_id')}"
-         + (f"\n            AND {not_in_flight(row)}" if row != "c" else "")
-         for row in ("c", "w", "k")}
+
+
+def _goes(row: str) -> str:
+    """Whether `row` (c: a checkpoint, w: a write, k: a piece) of thread s.thread_id goes, as
+    DELETE_UNKEPT deletes."""
+    return (f"{row}.thread_id = s.thread_id AND NOT {kept(row, f'{row}.checkpoint_id')}"
+            + (f"\n            AND {not_in_flight(row)}" if row != "c" else ""))
+
+
 PLAN_SUMMARY = f"""SELECT s.thread_id,
   (SELECT COUNT(*) FROM checkpoints AS c WHERE c.thread_id = s.thread_id) AS checkpoints_total,
-  (SELECT COUNT(*) FROM checkpoints AS c WHERE {_GONE["c"]}) AS checkpoints,
-  (SELECT {WRITES_HELD} FROM writes AS w WHERE {_GONE["w"]}) AS writes,
+  (SELECT COUNT(*) FROM checkpoints AS c WHERE {_goes("c")}) AS checkpoints,
+  (SELECT {WRITES_HELD} FROM writes AS w WHERE {_goes("w")}) AS writes,
   (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
-     WHERE {_GONE["c"]})
-  + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w WHERE {_GONE["w"]})
-  + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k WHERE {_GONE["k"]}) AS bytes
+     WHERE {_goes("c")})
+  + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w WHERE {_goes("w")})
+  + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k WHERE {_goes("k")}) AS bytes
 FROM d1saver_scope AS s ORDER BY s.thread_id"""
 SUMMARIZE_PLAN = q(PLAN_SUMMARY)
 
@@ -358,12 +362,13 @@ ORDER BY thread_id""")
 
 # The figures of a thread (c: its checkpoints, grouped): checkpoints, namespaces, last ts, and
 # the thread's whole storage (checkpoints, writes, parts, chunk rows, frozen histories).
-THREAD_FIGURES = """SELECT c.thread_id, COUNT(*) AS checkpoints, COUNT(DISTINCT c.checkpoint_ns) AS namespaces,
-       MAX(c.ts) AS updated,
+THREAD_FIGURES = """SELECT c.thread_id, COUNT(*) AS checkpoints,
+       COUNT(DISTINCT c.checkpoint_ns) AS namespaces, MAX(c.ts) AS updated,
        SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata))
        + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w WHERE w.thread_id = c.thread_id)
        + (SELECT COALESCE(SUM(LENGTH(p.data)), 0) FROM chunks AS p WHERE p.thread_id = c.thread_id)
-       + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM d1saver_chunks AS k WHERE k.thread_id = c.thread_id)
+       + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM d1saver_chunks AS k
+          WHERE k.thread_id = c.thread_id)
        + (SELECT COALESCE(SUM(LENGTH(f.value) + COALESCE(LENGTH(f.metadata), 0)), 0)
           FROM delta_frozen AS f WHERE f.thread_id = c.thread_id) AS bytes
 FROM checkpoints AS c"""

@@ -165,7 +165,8 @@ def unpack_target_writes(source: str, target: str) -> list[str]:
 
     return [f"""
 DELETE FROM chunks WHERE thread_id = {target} AND EXISTS (
-    SELECT 1 FROM writes AS t WHERE t.thread_id = {target} AND t.checkpoint_ns = chunks.checkpoint_ns
+    SELECT 1 FROM writes AS t WHERE t.thread_id = {target}
+        AND t.checkpoint_ns = chunks.checkpoint_ns
         AND t.checkpoint_id = chunks.checkpoint_id AND chunks.owner = {write_owner("t")}
         AND {has_write("t.idx")})""", f"""
 INSERT OR REPLACE INTO writes ({column_list(TABLE_COLUMNS["writes"])})

@@ -74,13 +74,14 @@ NAMES_A_CHUNK = "instr(j.value, ':') = 0"
 
 def manifest_pieces(value: str) -> str:
     """json_each over the entries of `value` if it is a manifest, else over nothing."""
-    return (f"json_each(CASE WHEN substr({value}, 1, 2) = 'm:'\n"
-            f"""        THEN '["' || replace(substr({value}, 3), ',', '","') || '"]' ELSE '[]' END)""")
+    return f"""json_each(CASE WHEN substr({value}, 1, 2) = 'm:'
+        THEN '["' || replace(substr({value}, 3), ',', '","') || '"]' ELSE '[]' END)"""
 
 
 def packed_writes(value: str) -> str:
     """json_each over the writes of `value` if it is a pack, else over nothing."""
-    return f"json_each(CASE WHEN substr({value}, 1, 2) = 'p:' THEN substr({value}, 3) ELSE '[]' END)"
+    return f"""json_each(CASE WHEN substr({value}, 1, 2) = 'p:'
+        THEN substr({value}, 3) ELSE '[]' END)"""
 
 
 def write_entries(w: str, single: str) -> str:

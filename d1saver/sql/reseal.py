@@ -98,7 +98,8 @@ SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, NULL, k.seq,
        NULL, NULL, NULL, k.data, NULL, NULL, NULL
 FROM (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM page) AS h
 JOIN chunks AS k ON k.thread_id = h.thread_id AND k.checkpoint_ns = h.checkpoint_ns
-    AND k.checkpoint_id = h.checkpoint_id AND substr(k.owner, 1, 2) = 'f/'""")) for every_thread in (False, True))
+    AND k.checkpoint_id = h.checkpoint_id AND substr(k.owner, 1, 2) = 'f/'"""))
+    for every_thread in (False, True))
 RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "channel",
                       "fkind", "depth", "task_id", "idx", "src_checkpoint_id", "task_path",
                       "type", "value", "metadata", "channels", "parent")
@@ -168,7 +169,9 @@ REKEY_GUARD_WRITE = q(rekey_guard(
 REKEY_GUARD_FROZEN = q(rekey_guard(
     f"delta_frozen WHERE {FROZEN_KEY} AND {fingerprint('value')} IS :value_fp",
     f"{pieces_fingerprint(':owner')} IS NOT :pieces_fp"))
-REKEY_FROZEN = q(f"UPDATE delta_frozen SET value = :value, metadata = :metadata\nWHERE {FROZEN_KEY}")
+REKEY_FROZEN = q(f"""
+UPDATE delta_frozen SET value = :value, metadata = :metadata
+WHERE {FROZEN_KEY}""")
 REKEY_CHECKPOINT = q(f"""
 UPDATE checkpoints SET checkpoint = :checkpoint, metadata = :metadata
 WHERE {AT_CHECKPOINT}""")
