@@ -91,6 +91,7 @@ STATEMENTS: list[Query] = _unique([
     *compaction.STATEMENTS, *transfers.STATEMENTS, *reseal.STATEMENTS, *memory.STATEMENTS,
     *(s for version in range(1, SCHEMA_VERSION + 1) for s in migration(version))])
 
+# Every name imported above is re-exported (ruff holds this list to the imports).
 __all__ = ["CLAIM_VERSION", "MIGRATIONS", "MIN_READER", "READ_SCHEMA", "SCHEMA", "SCHEMA_SQL",
            "SCHEMA_STATEMENTS", "SCHEMA_VERSION", "SET_MIN_READER", "migration", "min_reader",
            "split_script", "DELETE_CHUNKS_OF", "GUARD_HEAD", "INSERT_CHUNK", "INSERT_CHUNKS",

@@ -26,6 +26,8 @@ SEALED = {
 
 
 def _not_under_newest_key(table: str) -> str:
+    """Whether a row of `table` holds a value not sealed under the newest key (every row when
+    :heads is NULL)."""
     _, head, holds_value = SEALED[table]
     stale = f"substr(COALESCE({head}, ''), 1, 7) NOT IN (SELECT value FROM json_each(:heads))"
     return f"(:heads IS NULL OR {f'({holds_value} AND {stale})' if holds_value else stale})"
