@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import sys
 
-from d1saver.sql import (catalogue, compaction, maintenance, memory, reads, reseal, schema,
-                         transfers, writes)
+from d1saver.sql import catalogue
 from d1saver.sql.query import Query
-
-_MODULES = [schema, writes, reads, maintenance, compaction, transfers, reseal, memory]
 
 
 def home(query: Query) -> str:
     """The file of the module that defines `query` (a migration step's: schema.py)."""
-    for module in _MODULES:
+    for module in catalogue.MODULES:
         if any(s is query for s in module.STATEMENTS):
             return f"d1saver/sql/{module.__name__.rsplit('.', 1)[1]}.py"
     return "d1saver/sql/schema.py"

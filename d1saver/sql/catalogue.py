@@ -84,11 +84,13 @@ def _unique(statements: list[Query]) -> list[Query]:
     return list({id(s): s for s in statements}.values())
 
 
+# The concern modules, in the order STATEMENTS lists their statements (a new module of
+# statements goes here too).
+MODULES = (schema, writes, reads, maintenance, compaction, transfers, reseal, memory)
 # Every statement d1saver sends, each once, in a stable order: the modules' statements in the
-# order above, each module's in definition order, the migration steps' last.
+# order of MODULES, each module's in definition order, the migration steps' last.
 STATEMENTS: list[Query] = _unique([
-    *schema.STATEMENTS, *writes.STATEMENTS, *reads.STATEMENTS, *maintenance.STATEMENTS,
-    *compaction.STATEMENTS, *transfers.STATEMENTS, *reseal.STATEMENTS, *memory.STATEMENTS,
+    *(s for module in MODULES for s in module.STATEMENTS),
     *(s for version in range(1, SCHEMA_VERSION + 1) for s in migration(version))])
 
 # Every name imported above is re-exported (ruff holds this list to the imports).
@@ -130,4 +132,5 @@ __all__ = ["CLAIM_VERSION", "MIGRATIONS", "MIN_READER", "READ_SCHEMA", "SCHEMA",
            "RAW_WRITES_ALL", "RAW_WRITES_THREAD", "RAW_WRITE_COLUMNS", "REKEY_ADD_WRITE",
            "REKEY_CHECKPOINT", "REKEY_DROP_WRITE", "REKEY_FROZEN", "REKEY_GUARD_CHECKPOINT",
            "REKEY_GUARD_FROZEN", "REKEY_GUARD_WRITE", "REKEY_WRITE", "STAGED_VALUES",
-           "STAGED_VALUES_COLUMNS", "CHECKPOINT_COLUMNS", "WRITE_COLUMNS", "STATEMENTS"]
+           "STAGED_VALUES_COLUMNS", "CHECKPOINT_COLUMNS", "WRITE_COLUMNS", "MODULES",
+           "STATEMENTS"]

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from d1saver.sql import (catalogue, compaction, maintenance, memory, reads, reseal, schema,
-                         transfers, writes)
+from d1saver.sql import catalogue, reads, schema
 from d1saver.sql.__main__ import main
 from d1saver.sql.parts import not_staged, tree_walk
 from d1saver.sql.query import Query
 
-MODULES = [schema, writes, reads, maintenance, compaction, transfers, reseal, memory]
+MODULES = catalogue.MODULES
 
 
 def _one_text(variants: list[tuple[Query, dict[str, str]]]) -> set[str]:
