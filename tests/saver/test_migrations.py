@@ -22,6 +22,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 from d1saver import ConfigError, D1Saver, QueryError, Result, Statement
 from d1saver.ops import rows as _rows
 from d1saver.sql import catalogue as _sql
+from d1saver.sql import schema as _schema
 from d1saver.ops.statements import migration_statements, setup_statements
 from tests.conftest import Backend
 from tests.data import v0_1_0_fixture as fx
@@ -307,11 +308,15 @@ def test_lost_response_of_a_migration(backend: Backend) -> None:
 
 
 def newer_release(m: pytest.MonkeyPatch, step: list[str], min_reader: int | None = None) -> None:
-    """The code of a later release: one more step (contract if it sets min_reader)."""
-    m.setattr(_sql, "MIGRATIONS", [*_sql.MIGRATIONS, step])
-    m.setattr(_sql, "SCHEMA_VERSION", N + 1)
-    if min_reader is not None:
-        m.setattr(_sql, "MIN_READER", {**_sql.MIN_READER, N + 1: min_reader})
+    """The code of a later release: one more step (contract if it sets min_reader), in the
+    schema module (whose migration() and min_reader() read it) and in the aggregate the
+    operations read."""
+    steps, readers = [*_schema.MIGRATIONS, step], {**_schema.MIN_READER, N + 1: min_reader}
+    for module in (_schema, _sql):
+        m.setattr(module, "MIGRATIONS", steps)
+        m.setattr(module, "SCHEMA_VERSION", N + 1)
+        if min_reader is not None:
+            m.setattr(module, "MIN_READER", readers)
 
 
 def test_older_d1saver_works_on_a_newer_additive_schema(backend: Backend,
