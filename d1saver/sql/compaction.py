@@ -323,7 +323,7 @@ WRITES_HELD = """COALESCE(SUM(CASE WHEN substr(w.value, 1, 2) = 'p:'
 
 
 def _goes(row: str) -> str:
-    """Whether `row` (c: a checkpoint, w: a write, k: a piece) of thread s.thread_id goes, as
+    """Whether `row` (c: a checkpoint, w: a write, pt: a part) of thread s.thread_id goes, as
     DELETE_UNKEPT deletes."""
     return (f"{row}.thread_id = s.thread_id AND NOT {kept(row, f'{row}.checkpoint_id')}"
             + (f"\n            AND {not_in_flight(row)}" if row != "c" else ""))
@@ -336,7 +336,7 @@ PLAN_SUMMARY = f"""SELECT s.thread_id,
   (SELECT COALESCE(SUM(LENGTH(c.checkpoint) + LENGTH(c.metadata)), 0) FROM checkpoints AS c
      WHERE {_goes("c")})
   + (SELECT COALESCE(SUM(LENGTH(w.value)), 0) FROM writes AS w WHERE {_goes("w")})
-  + (SELECT COALESCE(SUM(LENGTH(k.data)), 0) FROM chunks AS k WHERE {_goes("k")}) AS bytes
+  + (SELECT COALESCE(SUM(LENGTH(pt.data)), 0) FROM chunks AS pt WHERE {_goes("pt")}) AS bytes
 FROM d1saver_scope AS s ORDER BY s.thread_id"""
 SUMMARIZE_PLAN = q(PLAN_SUMMARY)
 
