@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import agent_bench, compaction_bench, scaling_bench, store_bench
+from benchmarks import agent_bench, compaction_bench, cpu_bench, scaling_bench, store_bench
 
 
 def test_compaction_benchmark_runs() -> None:
@@ -30,3 +30,9 @@ def test_store_benchmark_runs() -> None:
     rows = store_bench.main(["--quick"])
     d1 = [r for r in rows if r.store in ("D1Store", "D1Cache")]
     assert d1 and all(r.requests == r.calls for r in d1), rows  # one request per call
+
+
+def test_cpu_benchmark_runs() -> None:
+    rows = cpu_bench.main(["--turns", "2", "--repeats", "2"])
+    assert [(r["variant"], r["messages"]) for r in rows] == [("plain", 6), ("delta", 6)]  # 1 + 2 + 1 x 3
+    assert all(r["read_ms"] > 0 and r["put_ms"] > 0 for r in rows), rows
