@@ -48,11 +48,18 @@ def _median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def _timed(fn: Callable[[], Any]) -> float:
+def _timed(fn: Callable[..., Any], *args: Any) -> float:
     gc.collect()
     t0 = time.process_time()
-    fn()
+    fn(*args)
     return time.process_time() - t0
+
+
+def _step(saver: Any, parent: Any, checkpoint: Any, metadata: Any, task_id: str,
+          message: AIMessage) -> None:
+    """One super-step's writes: the task's message, then the checkpoint that holds it."""
+    saver.put_writes(parent, [("messages", [message])], task_id)
+    saver.put(parent, checkpoint, metadata, {"messages": checkpoint["channel_versions"]["messages"]})
 
 
 def measure(port: int, variant: str, turns: int, repeats: int) -> dict[str, Any]:
@@ -79,7 +86,7 @@ def measure(port: int, variant: str, turns: int, repeats: int) -> dict[str, Any]
     for _ in range(repeats):
         fresh = saver()
         _clear_caches()
-        reads.append(_timed(lambda: fresh.get_tuple(config)))
+        reads.append(_timed(fresh.get_tuple, config))
         fresh.close()
 
     steps = []
@@ -98,13 +105,8 @@ def measure(port: int, variant: str, turns: int, repeats: int) -> dict[str, Any]
             checkpoint["channel_values"]["messages"] = [
                 *checkpoint["channel_values"]["messages"], message]
         metadata = {"source": "loop", "step": 2 * turns + i, "parents": {}}
-        parent = latest.config
-
-        def step() -> None:
-            stepper.put_writes(parent, [("messages", [message])], task_id)
-            stepper.put(parent, checkpoint, metadata, {"messages": versions["messages"]})
-
-        steps.append(_timed(step))
+        steps.append(_timed(_step, stepper, latest.config, checkpoint, metadata, task_id,
+                            message))
     stepper.close()
     return {"variant": variant, "turns": turns, "messages": messages, "run_cpu_s": run_cpu,
             "read_ms": _median_ms(reads), "read_all": [round(r * 1000, 1) for r in reads],
