@@ -3317,8 +3317,9 @@ ORDER BY t.thread_id""")
 
 # A value is read by its head: its text, or piece 0's when the row holds a chunk marker
 # (where the key id is). Not under the newest key: its head is not among :heads, the JSON
-# array of the 7-character heads the newest key's texts have ("e:" and the base85 group of key
-# id and codec: d1saver/storage/crypto.py). A raw page's rows come with their pieces ('k').
+# array of the 7-character heads the newest key's texts have ("e:~" and the base64 group of
+# the key id; "e:" and the base85 group of key id and codec before schema v15:
+# d1saver/storage/crypto.py). A raw page's rows come with their pieces ('k').
 
 # Checkpoint rows after the cursor (:after_thread_id, :after_checkpoint_ns,
 # :after_checkpoint_id; '' to start), :limit rows, in one thread (..._THREAD) or all (..._ALL);
