@@ -10,8 +10,8 @@ Nonces are random 96-bit values: NIST SP 800-38D allows 2^32 seals per key that 
 more than one database's rows.
 
 Stored as "e:~" and unpadded base64, the alphabet of d1saver's compressed values ("s:"), so
-that a key adds 44 characters or less to a stored value (33 for "~" and 32 bytes) and no more
-to what the same value takes without a key. The key id fills the first base64 group: the 4
+that a key adds 43 or 44 characters ("~" and 32 bytes) to a compressed value, and at most 44
+to one stored raw ("b:"), over what the same value takes without a key. The key id fills the first base64 group: the 4
 characters after "e:~" name the key, which is how SQL finds rows under another key
 (`Sealer.fresh_heads`: the first 7 characters of a sealed text). Schema v8 to v14 wrote "e:"
 and base85 (Python decodes base85 in pure Python, base64 in C: d1saver/storage/codec.py),
