@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import agent_bench, compaction_bench, scaling_bench, store_bench, ui_bench
+from benchmarks import agent_bench, compaction_bench, cpu_bench, scaling_bench, store_bench, ui_bench
 
 
 def test_compaction_benchmark_runs() -> None:
@@ -37,3 +37,9 @@ def test_ui_benchmark_runs() -> None:
                           "--latency-ms", "0"])
     paged = [r for r in rows if r["way"].startswith("page")]
     assert paged and all(r["requests"] == 1 and r["rows"] == 5 for r in paged), rows
+
+
+def test_cpu_benchmark_runs() -> None:
+    rows = cpu_bench.main(["--turns", "2", "--repeats", "2"])
+    assert [(r["variant"], r["messages"]) for r in rows] == [("plain", 6), ("delta", 6)]  # 1 + 2 + 1 x 3
+    assert all(r["read_ms"] > 0 and r["put_ms"] > 0 for r in rows), rows

@@ -5,7 +5,7 @@
 // "hex_json_list" means a list of ids, sent as a JSON array of the hex of their UTF-8) or
 // {"value": v} (always v).
 export default {
- "schema_version": 12,
+ "schema_version": 15,
  "lease_name": "compaction",
  "cursor_name": "cron",
  "page_size": 1000,
@@ -53,12 +53,12 @@ export default {
    },
    {
     "name": "SCHEMA[2]",
-    "sql": "INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<12",
+    "sql": "INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<15",
     "params": []
    },
    {
     "name": "SCHEMA[3]",
-    "sql": "INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>12",
+    "sql": "INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>15",
     "params": []
    },
    {
@@ -293,7 +293,7 @@ export default {
    },
    {
     "name": "SCHEMA[50]",
-    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(12,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)",
+    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(15,strftime('%Y-%m-%dT%H:%M:%SZ','now'),15)",
     "params": []
    },
    {
@@ -1092,6 +1092,75 @@ export default {
      },
      {
       "value": 12
+     }
+    ]
+   }
+  ],
+  "13": [
+   {
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+    "params": [
+     {
+      "value": 13
+     }
+    ]
+   },
+   {
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
+    "params": [
+     {
+      "value": 9
+     },
+     {
+      "value": 13
+     }
+    ]
+   }
+  ],
+  "14": [
+   {
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+    "params": [
+     {
+      "value": 14
+     }
+    ]
+   },
+   {
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
+    "params": [
+     {
+      "value": 9
+     },
+     {
+      "value": 14
+     }
+    ]
+   }
+  ],
+  "15": [
+   {
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+    "params": [
+     {
+      "value": 15
+     }
+    ]
+   },
+   {
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
+    "params": [
+     {
+      "value": 15
+     },
+     {
+      "value": 15
      }
     ]
    }

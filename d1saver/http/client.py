@@ -11,8 +11,10 @@ or in-process to d1saver's local D1.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+import ssl
 import threading
 import time
 import weakref
@@ -35,6 +37,20 @@ DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # D1 cuts every request at 3
 Exchange = Generator[Action, Any, list[Result]]
 Perform = Callable[[Action], Any]
 APerform = Callable[[Action], Awaitable[Any]]
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every client of the process, made on first use: httpx would load
+    the CA bundle for each new client, about 20 ms of CPU that a new saver's first request
+    spent (benchmarks/RESULTS.md, "Client CPU"). Contexts are safe to share between threads."""
+    return httpx.create_ssl_context()
+
+
+def _verify(transport: object) -> ssl.SSLContext | bool:
+    """What a new httpx client verifies with: the shared context when httpx makes its own
+    transport; an injected transport does its own TLS, if any."""
+    return _tls() if transport is None else True
 
 
 class D1Client:
@@ -224,7 +240,8 @@ class D1Client:
     def _sync_client(self) -> httpx.Client:
         with self._lock:
             if self._sync is None:
-                self._sync = httpx.Client(transport=self._sync_transport, timeout=self.timeout)
+                self._sync = httpx.Client(transport=self._sync_transport, timeout=self.timeout,
+                                          verify=_verify(self._sync_transport))
                 # A script that never closes its saver still closes its sockets at exit.
                 self._sync_finalizer = weakref.finalize(self, self._sync.close)
             return self._sync
@@ -272,7 +289,8 @@ class D1Client:
             client = self._async.get(loop)
             if client is not None:
                 return client
-            client = httpx.AsyncClient(transport=self._async_transport, timeout=self.timeout)
+            client = httpx.AsyncClient(transport=self._async_transport, timeout=self.timeout,
+                                       verify=_verify(self._async_transport))
             self._async[loop] = client
         # Closed with its loop: asyncio.run() closes the async generators a loop started before
         # it closes, so a script that never calls aclose() leaves no socket open.

@@ -474,6 +474,15 @@ CREATE TABLE IF NOT EXISTS d1saver_move_guards (
     staging_lost INTEGER CONSTRAINT staging_lost CHECK (staging_lost IS NULL)
 )""",
     ],
+    # 13, 14: reserved for the other steps of this release (numbered by the lead; empty here
+    # so that this branch's step is 15, as it will be released).
+    [],
+    [],
+    # 15: values written from here on may be "s:" (raw deflate with DICT_V2 in base64, where
+    # "r:" was base85: Python decodes base64 in C, base85 in pure Python) and sealed values
+    # "e:~" (base64 where "e:" was base85): d1saver/storage/codec.py, crypto.py. A contract
+    # step with no DDL, only its min_reader: an older reader cannot decode them.
+    [],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
@@ -496,6 +505,8 @@ MIN_READER: dict[int, int] = {
     8: 8,
     # Chunk ids from version 9 on are domain-separated: version 8 cannot check them.
     9: 9,
+    # Values written from version 15 on may be "s:" and "e:~" (base64): version 14 cannot read them.
+    15: 15,
 }
 
 

@@ -10,10 +10,10 @@ CREATE TABLE IF NOT EXISTS d1saver_schema(version INTEGER PRIMARY KEY,applied_at
 CREATE TABLE IF NOT EXISTS d1saver_guards(head_moved INTEGER CONSTRAINT head_moved CHECK(head_moved IS NULL),lease_lost INTEGER CONSTRAINT lease_lost CHECK(lease_lost IS NULL),schema_outdated INTEGER CONSTRAINT schema_outdated CHECK(schema_outdated IS NULL),schema_too_new INTEGER CONSTRAINT schema_too_new CHECK(schema_too_new IS NULL))
 
 -- name: SCHEMA[2]
-INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<12
+INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<15
 
 -- name: SCHEMA[3]
-INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>12
+INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>15
 
 -- name: SCHEMA[4]
 CREATE TABLE IF NOT EXISTS checkpoints(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,parent_checkpoint_id TEXT,type TEXT,checkpoint TEXT NOT NULL,metadata TEXT NOT NULL DEFAULT '{}',channels TEXT NOT NULL DEFAULT '[]',run_id TEXT,ts TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
@@ -154,7 +154,7 @@ CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,data
 CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))
 
 -- name: SCHEMA[50]
-INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(12,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)
+INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(15,strftime('%Y-%m-%dT%H:%M:%SZ','now'),15)
 
 -- name: READ_SCHEMA
 SELECT * FROM d1saver_schema
