@@ -465,8 +465,9 @@ async def test_async_durability_history_matches_in_memory_saver(local: Backend) 
 @pytest.mark.anyio
 async def test_async_durability_without_the_defence_loses_the_join(local: Backend) -> None:
     """The defect the defence covers, seen with it switched off: the checkpoint after `a`
-    shows the join as due, and a fork from it never runs the join."""
-    local.transport = LocalD1Transport(local.engine, latency_ms=LATENCY_MS)
+    shows the join as due, and a fork from it never runs the join. (15 ms per request: the
+    next step then surely runs while a put waits, even on a loaded machine.)"""
+    local.transport = LocalD1Transport(local.engine, latency_ms=15)
     with upstream.disabled():
         history, fork = await history_and_fork(local.saver(), "async")
     assert (6, ("b1", "b2", "c")) in history
