@@ -46,8 +46,9 @@ from d1saver.memory import D1Cache, D1Store
 from d1saver.saver import D1Saver
 
 # langgraph#8748: while the installed LangGraph's barrier and topic channels hand out their live
-# containers, make them hand out copies (d1saver/upstream.py; docs/RELIABILITY.md).
-upstream.apply()
+# containers, they hand out copies (d1saver/upstream.py; docs/RELIABILITY.md). Now if LangGraph's
+# graph modules are loaded, else at the saver's first read of a thread.
+upstream.ensure()
 
 __all__ = [
     "__version__",

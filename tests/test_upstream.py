@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from benchmarks.workload import append_batches
 from d1saver import upstream
 
 DEFENDED = ("NamedBarrierValue", "NamedBarrierValueAfterFinish", "Topic")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_applied_on_this_langgraph_to_the_three_channels() -> None:
@@ -57,7 +59,7 @@ def test_a_langgraph_that_copies_is_left_alone() -> None:
         "import d1saver\n"
         "print(','.join(d1saver.upstream.active()))\n")
     out = subprocess.run([sys.executable, "-c", fixed], capture_output=True, text=True,
-                         check=True).stdout.strip()
+                         check=True, cwd=ROOT).stdout.strip()
     assert out == "NamedBarrierValueAfterFinish,Topic"
 
     class CopyingTopic(Topic):
@@ -65,6 +67,33 @@ def test_a_langgraph_that_copies_is_left_alone() -> None:
             return list(self.values)
 
     assert not upstream.returns_live_container(CopyingTopic)
+
+
+IMPORTED_FIRST = """
+import sys, asyncio
+import d1saver
+import d1saver.cli.commands
+assert "langgraph.channels" not in sys.modules  # the command stays light
+assert not d1saver.upstream._applied
+from langgraph.checkpoint.memory import InMemorySaver
+from d1saver.local import LocalD1, LocalD1Transport
+from tests.reliability.test_concurrency import history_and_fork
+saver = d1saver.D1Saver(account_id="a", database_id="d", api_token="t",
+                        api_base_url="http://d1.local/client/v4",
+                        transport=LocalD1Transport(LocalD1(), latency_ms=15))
+got = asyncio.run(history_and_fork(saver, "async"))
+assert got == asyncio.run(history_and_fork(InMemorySaver(), "async")), got
+print(",".join(d1saver.upstream.active()))
+"""
+
+
+def test_applied_when_d1saver_is_imported_before_langgraph() -> None:
+    """d1saver imported before any graph module: the defence is applied at the saver's first
+    read of a thread, before LangGraph makes a checkpoint, and the fan's join is exact."""
+    out = subprocess.run([sys.executable, "-c", IMPORTED_FIRST], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == ",".join(DEFENDED)
 
 
 def _channels() -> dict[str, tuple[BaseChannel, list[Any], list[Any]]]:
