@@ -153,8 +153,10 @@ async def stored(s: Session, saver: BaseCheckpointSaver, thread_id: str,
 
 
 async def transcript(spec: graphgen.Spec, saver: BaseCheckpointSaver, case: Case,
-                     thread_id: str) -> list[tuple[str, Any]]:
-    """Everything a user of `saver` sees of the seed's graph, in order, as (what, answer)."""
+                     thread_id: str, counts: Counter[str] | None = None
+                     ) -> list[tuple[str, Any]]:
+    """Everything a user of `saver` sees of the seed's graph, in order, as (what, answer);
+    how many checkpoints and forks it compared added to `counts`."""
     graph, entries = graphgen.build(spec, saver)
     s = Session(graph, case)
     config: dict = {"configurable": {"thread_id": thread_id}}
@@ -184,8 +186,9 @@ async def transcript(spec: graphgen.Spec, saver: BaseCheckpointSaver, case: Case
             out.append(("get_state after it", await s.state(config)))
     out.append(("history at the end", await s.history(config)))
     out += await stored(s, saver, thread_id, "at the end")
-    COUNTS["checkpoints"] += len(history)
-    COUNTS["forks"] += forks
+    if counts is not None:
+        counts["checkpoints"] += len(history)
+        counts["forks"] += forks
     return out
 
 
@@ -347,10 +350,10 @@ async def differences(case: Case, *, backend: Backend | None = None,
     found = []
     async with d1_saver(latency_ms, backend) as saver:
         if defence:
-            got = await transcript(spec, saver, case, thread)
+            got = await transcript(spec, saver, case, thread, COUNTS)
         else:
             with upstream.disabled():
-                got = await transcript(spec, saver, case, thread)
+                got = await transcript(spec, saver, case, thread, COUNTS)
         if backend is not None:  # the real engine's databases are shared: leave nothing
             saver.delete_thread(thread)
     if (why := compare(got, want)) is not None:
@@ -402,8 +405,9 @@ async def test_soak(request: pytest.FixtureRequest) -> None:
             found += await differences(Case(seed, durability, api_of(seed)))
     print(f"\ndifferential: {COUNTS['graphs'] - before.get('graphs', 0)} graphs "
           f"({per_durability} per durability, half through ainvoke), "
-          f"{COUNTS['checkpoints'] - before.get('checkpoints', 0)} checkpoints compared, "
-          f"{COUNTS['forks'] - before.get('forks', 0)} forks; {len(found)} differences")
+          f"{COUNTS['checkpoints'] - before.get('checkpoints', 0)} checkpoints of root histories "
+          f"compared, {COUNTS['forks'] - before.get('forks', 0)} forks; "
+          f"{len(found)} differences")
     assert not found, "\n".join(found)
 
 
