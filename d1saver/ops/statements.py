@@ -199,6 +199,7 @@ class PutInput:
 def put_input(values: Values, config: RunnableConfig, checkpoint: Checkpoint,
               metadata: CheckpointMetadata) -> PutInput:
     """A put's arguments as PutInput: serialized now, before anything is sent."""
+    thread_id = thread_id_of(config)  # first: a config without one is a typed error
     md = get_serializable_checkpoint_metadata(config, metadata)
     try:
         md_copy = json.loads(json.dumps(md, ensure_ascii=False, allow_nan=False))
@@ -210,7 +211,7 @@ def put_input(values: Values, config: RunnableConfig, checkpoint: Checkpoint,
     run_id = md_copy.get("run_id")
     ts = checkpoint.get("ts")
     return PutInput(
-        thread_id=thread_id_of(config), ns=ns_of(config), cid=str(checkpoint["id"]),
+        thread_id=thread_id, ns=ns_of(config), cid=str(checkpoint["id"]),
         parent_id=None if parent_id is None else str(parent_id), metadata=md_copy,
         channels=json.dumps(sorted(checkpoint["channel_values"]), ensure_ascii=False),
         unwritten=tuple(sorted(str(ch) for ch in counters if ch not in versions)),
