@@ -29,6 +29,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from d1saver import upstream
 from d1saver.http.client import D1Client
 from d1saver.storage.crypto import Key, Sealer, keys_from_env
 from d1saver.http.driver import Driver
@@ -285,6 +286,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     # --- BaseCheckpointSaver, sync --------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        upstream.ensure()  # a run reads its thread first: langgraph#8748, d1saver/upstream.py
         return self._fleet.on(config, lambda ops: ops.get_tuple(config), _none)
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
@@ -337,6 +339,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     # --- BaseCheckpointSaver, async -------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        upstream.ensure()
         return await self._fleet.aon(config, lambda ops: ops.get_tuple(config), _none)
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,

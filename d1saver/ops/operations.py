@@ -287,35 +287,34 @@ class Operations(Rewrites):
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
             metadata: CheckpointMetadata) -> Op[RunnableConfig]:
-        thread_id = st.thread_id_of(config)
-        next_config: RunnableConfig = {}
+        # Serialized here, before the first yield: under durability "async" LangGraph runs the
+        # next step while this put waits (for setup, group commit, a retry), and what it hands
+        # over may change meanwhile. The statements are built from these bytes.
+        put = st.put_input(self.values, config, checkpoint, metadata)
 
         def build(held: set[str]) -> tuple[list[Statement], set[str]]:
-            nonlocal next_config
-            stmts, next_config, reached = st.put_statements(
-                self.values, config, checkpoint, metadata, guard_head=self.guard_head,
-                held=held)
+            stmts, _, reached = st.put_statements(self.values, put, guard_head=self.guard_head,
+                                                  held=held)
             return stmts, reached
 
-        self.held.saw_metadata(thread_id, metadata)
+        self.held.saw_metadata(put.thread_id, put.metadata)
         try:
-            yield from self._write(thread_id, build)
+            yield from self._write(put.thread_id, build)
         except QueryError as exc:
             if self.guard_head and "head_moved" in str(exc):
                 raise CheckpointConflictError(
-                    f"thread {next_config['configurable']['thread_id']!r} moved on: the parent "
-                    f"{config['configurable'].get('checkpoint_id')!r} is no longer its newest "
-                    "checkpoint (another writer resumed it); reload the state and retry"
-                ) from exc
+                    f"thread {put.thread_id!r} moved on: the parent {put.parent_id!r} is no "
+                    "longer its newest checkpoint (another writer resumed it); reload the "
+                    "state and retry") from exc
             raise
-        return next_config
+        return put.next_config
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str) -> Op[None]:
-        thread_id = st.thread_id_of(config)
-        deltas = self.held.delta_channels(thread_id)
-        yield from self._write(thread_id, lambda held: st.put_writes_statements(
-            self.values, config, writes, task_id, task_path, held, whole=deltas))
+        put = st.writes_input(self.values, config, writes, task_id, task_path)  # see put
+        deltas = self.held.delta_channels(put.thread_id)
+        yield from self._write(put.thread_id, lambda held: st.put_writes_statements(
+            self.values, put, held, whole=deltas))
 
     # --- deletes and copies -------------------------------------------------------------
 
