@@ -1,0 +1,204 @@
+"""Every read statement variant answers as InMemorySaver does, on the same checkpoints.
+
+The page statements come in six variants (every thread, one thread, one namespace; each plain
+or with a metadata filter), each with the DeltaChannel prefetch that rides along, and
+get_delta_channel_history has its own. One corpus (tests/saver/mirror.py: DeltaChannels,
+packed writes, special writes, values stored by content, a subgraph's namespace) is put
+through D1Saver and InMemorySaver alike, then each variant is read with its parameters
+(before, limit, a checkpoint id, pages of a few rows) and compared with InMemorySaver's
+answer: the tuples, and the history of every DeltaChannel LangGraph would ask for, which a
+list or get_tuple must have prefetched (no request). `./dev mutate` checks that dropping or
+changing any clause of these statements fails one of these tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+
+from d1saver import D1Saver
+from tests.conftest import Backend
+from tests.saver import mirror
+from tests.saver.mirror import Recording
+
+FILTERS: list[dict[str, Any]] = [
+    {"user": "u1"}, {"turn": 2}, {"team": {"id": 0}}, {"source": "loop", "user": "u0"},
+    {"source": "input"}, {"user": "nobody"}, {"missing": None}, {"step": 3},
+]
+
+
+@pytest.fixture(scope="module")
+def recording() -> Recording:
+    return mirror.record_corpus()
+
+
+def saver_with(backend: Backend, recording: Recording, **options: Any) -> D1Saver:
+    saver = backend.saver(**options)
+    mirror.replay(recording, saver)
+    return saver
+
+
+def namespaces(memory: Recording, thread_id: str) -> list[str]:
+    return sorted(memory.storage[thread_id])
+
+
+def check_list(backend: Backend, saver: D1Saver, memory: Recording,
+               config: RunnableConfig | None, **kwargs: Any) -> list[CheckpointTuple]:
+    """saver.list(config, **kwargs) is InMemorySaver's answer (in D1Saver's order; `limit`
+    the newest), and every DeltaChannel history of what it listed is served from what the
+    list fetched, as InMemorySaver answers it."""
+    limit = kwargs.pop("limit", None)
+    got = list(saver.list(config, limit=limit, **kwargs))
+    want = mirror.in_order(list(memory.list(config, **kwargs)))[:limit]
+    assert [t.config for t in got] == [t.config for t in want], (config, kwargs)
+    for g, w in zip(got, want):
+        assert mirror.comparable(g, w) == mirror.comparable(w, g), g.config
+    wrong = served_histories(backend, saver, memory, got)
+    assert not wrong, (f"{len(wrong)} of {sum(bool(mirror.sought(t)) for t in got)} histories "
+                       f"differ after list({config}, {kwargs}), as {wrong[:2]}")
+    return got
+
+
+def served_histories(backend: Backend, saver: D1Saver, memory: Recording,
+                     tuples: list[CheckpointTuple]) -> list[RunnableConfig]:
+    """The configs whose DeltaChannel histories, taken from the prefetch (no request is
+    made), differ from InMemorySaver's."""
+    before = backend.requests
+    wrong = []
+    for t in tuples:
+        channels = mirror.sought(t)
+        if channels and (saver.get_delta_channel_history(config=t.config, channels=channels)
+                         != memory.get_delta_channel_history(config=t.config,
+                                                             channels=channels)):
+            wrong.append(t.config)
+    assert backend.requests == before, "a history was not prefetched with its checkpoint"
+    return wrong
+
+
+def middle(memory: Recording, config: RunnableConfig | None) -> RunnableConfig:
+    """A checkpoint about halfway down the list, for `before`."""
+    listed = mirror.in_order(list(memory.list(config)))
+    return listed[len(listed) // 2].config
+
+
+# --- list(None): every thread -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page_size", [100, 4])
+def test_histories_served_after_a_filtered_list_of_every_thread(
+        local: Backend, recording: Recording, page_size: int) -> None:
+    """list(None, filter=...) (SELECT_PAGE_ALL_FILTERED and its prefetch): the tuples, and
+    the DeltaChannel histories then served from the prefetch, packed writes included."""
+    saver = saver_with(local, recording, page_size=page_size)
+    served = 0
+    for f in FILTERS:
+        served += sum(bool(mirror.sought(t)) for t in check_list(local, saver, recording, None,
+                                                                  filter=f))
+        check_list(local, saver, recording, None, filter=f, limit=5)
+        check_list(local, saver, recording, None, filter=f,
+                   before=middle(recording, None))
+    assert served > 20  # the corpus has histories to serve
+
+
+@pytest.mark.parametrize("page_size", [100, 4])
+def test_list_of_every_thread(local: Backend, recording: Recording, page_size: int) -> None:
+    """list(None) (SELECT_PAGE_ALL and its prefetch), with before and limit."""
+    saver = saver_with(local, recording, page_size=page_size)
+    assert len(check_list(local, saver, recording, None)) == len(list(recording.list(None)))
+    for limit in (1, 7):
+        check_list(local, saver, recording, None, limit=limit)
+    check_list(local, saver, recording, None, before=middle(recording, None))
+    check_list(local, saver, recording, None, before=middle(recording, None), limit=3)
+
+
+# --- list({thread_id}): every namespace of one thread -----------------------------------------
+
+
+@pytest.mark.parametrize("page_size", [100, 3])
+def test_list_of_one_thread(local: Backend, recording: Recording, page_size: int) -> None:
+    """list({thread_id}) without a namespace (SELECT_PAGE_THREAD): the root's checkpoints and
+    the subgraph's, with before and limit."""
+    saver = saver_with(local, recording, page_size=page_size)
+    for thread in recording.storage:
+        config: RunnableConfig = {"configurable": {"thread_id": thread}}
+        got = check_list(local, saver, recording, config)
+        assert {t.config["configurable"]["checkpoint_ns"] for t in got} == set(
+            namespaces(recording, thread))
+        check_list(local, saver, recording, config, limit=4)
+        check_list(local, saver, recording, config, before=middle(recording, config))
+
+
+@pytest.mark.parametrize("page_size", [100, 3])
+def test_filtered_list_of_one_thread(local: Backend, recording: Recording,
+                                     page_size: int) -> None:
+    """list({thread_id}, filter=...) (SELECT_PAGE_THREAD_FILTERED)."""
+    saver = saver_with(local, recording, page_size=page_size)
+    for thread in recording.storage:
+        config: RunnableConfig = {"configurable": {"thread_id": thread}}
+        for f in FILTERS:
+            check_list(local, saver, recording, config, filter=f)
+        check_list(local, saver, recording, config, filter=FILTERS[0], limit=2,
+                   before=middle(recording, config))
+
+
+# --- list({thread_id, checkpoint_ns}) and get_tuple: one namespace ----------------------------
+
+
+@pytest.mark.parametrize("page_size", [100, 3])
+def test_list_of_one_namespace(local: Backend, recording: Recording, page_size: int) -> None:
+    """list({thread_id, checkpoint_ns}) (SELECT_PAGE_THREAD_NS), a checkpoint id given or not,
+    with before and limit; plain and filtered (SELECT_PAGE_THREAD_NS_FILTERED)."""
+    saver = saver_with(local, recording, page_size=page_size)
+    for thread in recording.storage:
+        for ns in namespaces(recording, thread):
+            config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+            listed = check_list(local, saver, recording, config)
+            check_list(local, saver, recording, config, limit=2)
+            check_list(local, saver, recording, config, before=middle(recording, config))
+            for f in FILTERS:
+                check_list(local, saver, recording, config, filter=f)
+            one = listed[len(listed) // 2].config
+            assert len(check_list(local, saver, recording, one)) == 1
+            check_list(local, saver, recording, one, filter=FILTERS[0])
+
+
+def test_get_tuple(local: Backend, recording: Recording) -> None:
+    """get_tuple (SELECT_PAGE_THREAD_NS, one row, and its prefetch) of every checkpoint, and
+    of each namespace's head, is InMemorySaver's; so are the histories it prefetched."""
+    saver = saver_with(local, recording)
+    for thread in recording.storage:
+        for ns in namespaces(recording, thread):
+            head: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+            for config in [head, *(t.config for t in recording.list(head))]:
+                got, want = saver.get_tuple(config), recording.get_tuple(config)
+                assert got is not None and want is not None
+                assert mirror.comparable(got, want) == mirror.comparable(want, got)
+                assert not served_histories(local, saver, recording, [got])
+    missing = {"configurable": {"thread_id": "t1", "checkpoint_ns": "",
+                                "checkpoint_id": "1f0-none"}}
+    assert saver.get_tuple(missing) is None
+    assert saver.get_tuple({"configurable": {"thread_id": "nobody"}}) is None
+
+
+# --- get_delta_channel_history: its own statement ---------------------------------------------
+
+
+def test_delta_channel_history(local: Backend, recording: Recording) -> None:
+    """get_delta_channel_history (DELTA_HISTORY) with nothing prefetched, of every checkpoint
+    and each namespace's head, for each DeltaChannel and both at once: InMemorySaver's answer."""
+    saver_with(local, recording)
+    saver = local.saver()  # another instance: nothing cached
+    asked = 0
+    for thread in recording.storage:
+        for ns in namespaces(recording, thread):
+            head: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+            for config in [head, *(t.config for t in recording.list(head))]:
+                for channels in (["messages"], ["notes"], ["messages", "notes"]):
+                    got = saver.get_delta_channel_history(config=config, channels=channels)
+                    want = recording.get_delta_channel_history(config=config, channels=channels)
+                    assert got == want, (config, channels)
+                    asked += 1
+    assert asked > 100
