@@ -280,6 +280,17 @@ def run_one(entry: Entry, timeout: float, max_tests: int | None) -> tuple[str, f
     return status, seconds, detail
 
 
+def _killers() -> dict[str, str]:
+    """The test that killed each mutant in earlier runs (build/mutation/results.jsonl)."""
+    out: dict[str, str] = {}
+    if RESULTS.exists():
+        for line in RESULTS.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            if row["status"] == "killed" and row["detail"].startswith(("FAILED ", "ERROR ")):
+                out[row["stable"]] = row["detail"].split(" ", 1)[1]
+    return out
+
+
 # --- the report ----------------------------------------------------------------------------
 
 
@@ -376,6 +387,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               "are not run (--remap, or --map-tests PATH for new tests)", flush=True)
     cover = Coverage(data)
     found, unusable = entries(args, cover)
+    killers = _killers()
+    for e in found:  # the test that killed a mutant last time goes first
+        killer = killers.get(e.stable)
+        if killer in e.tests:
+            e.tests.remove(killer)
+            e.tests.insert(0, killer)
     _warm()
     print(f"mutate: {len(found)} mutants to run, one at a time", flush=True)
     results: list[tuple[Entry, str, float, str]] = []

@@ -57,7 +57,7 @@ class Mutant:
     line: int
     end_line: int
     where: str
-    digest: str  # of the changed function's text: the id stays while the function does
+    digest: str  # of the function's text and the place: the id stays while the function does
 
     @property
     def id(self) -> str:
@@ -190,11 +190,30 @@ def _source(module: str) -> str:
     return module_path(module).read_text(encoding="utf-8")
 
 
+def _digest(source: str, site: _Site) -> str:
+    """Of the function's text and the site's place in it: the id stays while the function
+    does, whatever changes around it."""
+    fnode = site.fnode
+    text = ast.get_source_segment(source, fnode) or ""
+    place = (site.kind, site.line - fnode.lineno, getattr(site.node, "col_offset", 0),
+             site.where)
+    return hashlib.sha1(f"{text}\n{place}".encode()).hexdigest()[:10]
+
+
 @cache
 def mutants_of(module: str) -> list[Mutant]:
     """Every mutant of one module, in a fixed order."""
-    count = len(_sites(ast.parse(_source(module))))
-    return [m for m in (_mutant(module, i) for i in range(count)) if m is not None]
+    source = _source(module)
+    out: list[Mutant] = []
+    seen: set[str] = set()
+    for index, site in enumerate(_sites(ast.parse(source))):
+        digest, n = _digest(source, site), 1
+        while digest in seen:  # two sites alike at one place (`a < b < c`)
+            digest, n = hashlib.sha1(f"{digest}{n}".encode()).hexdigest()[:10], n + 1
+        seen.add(digest)
+        out.append(Mutant(module, site.function, index, site.kind, site.line, site.end_line,
+                          site.where, digest))
+    return out
 
 
 def generate(areas: list[str], modules: list[str] | None = None) -> list[Mutant]:
@@ -207,15 +226,8 @@ def generate(areas: list[str], modules: list[str] | None = None) -> list[Mutant]
 
 
 def _mutant(module: str, index: int) -> Mutant | None:
-    tree = ast.parse(_source(module))
-    sites = _sites(tree)
-    if not 0 <= index < len(sites):
-        return None
-    site = sites[index]
-    site.change()
-    digest = hashlib.sha1(f"{site.kind}\n{ast.unparse(site.fnode)}".encode()).hexdigest()
-    return Mutant(module, site.function, index, site.kind, site.line, site.end_line,
-                  site.where, digest[:10])
+    mutants = mutants_of(module)
+    return mutants[index] if 0 <= index < len(mutants) else None
 
 
 def find(mutant_id: str) -> Mutant:

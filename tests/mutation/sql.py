@@ -526,9 +526,10 @@ def mutants_of(query: Any) -> list[Mutant]:
         if sql is None or sql in seen:
             continue
         seen.add(sql)
-        where = text[max(0, s - 25):e + 25] if new == "" else (
-            text[max(0, s - 20):s] + "[" + text[s:e] + "->" + new + "]" + text[e:e + 20])
-        out.append(Mutant(query.name, len(out), kind, _short(where, 90), sql))
+        where = (text[max(0, s - 25):s] + "[-" + text[s:e] + "-]" + text[e:e + 25]
+                 if new == "" else text[max(0, s - 20):s] + "[" + text[s:e] + "->" + new + "]"
+                 + text[e:e + 20])
+        out.append(Mutant(query.name, len(out), kind, _short(where, 110), sql))
     return out
 
 
