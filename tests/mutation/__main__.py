@@ -77,10 +77,10 @@ def _tree_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def make_map(paths: Sequence[str] = ()) -> None:
-    """Run the suite (or `paths`, merged into the map) under the recorder."""
+def make_map(paths: Sequence[str] = (), target: Path = MAP) -> None:
+    """Run the suite (or `paths`, merged into the map if there is one) under the recorder."""
     BUILD.mkdir(parents=True, exist_ok=True)
-    out = BUILD / ("map.part.json" if paths else "map.json")
+    out = target.with_suffix(".part.json")
     env = {**os.environ, "D1SAVER_MUTATION_MAP": str(out)}
     env.pop("D1SAVER_MUTANT", None)
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
@@ -90,11 +90,11 @@ def make_map(paths: Sequence[str] = ()) -> None:
     subprocess.run(args, cwd=ROOT, env=env, check=False)
     print(f"mutate: mapped in {time.monotonic() - start:.0f} s", flush=True)
     data = json.loads(out.read_text(encoding="utf-8"))
-    if paths:
-        data = _merge(json.loads(MAP.read_text(encoding="utf-8")), data)
-        out.unlink()
+    out.unlink()
+    if paths and target.exists():
+        data = _merge(json.loads(target.read_text(encoding="utf-8")), data)
     data["digest"] = _tree_digest()
-    MAP.write_text(json.dumps(data), encoding="utf-8")
+    target.write_text(json.dumps(data), encoding="utf-8")
 
 
 def _merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -198,6 +198,9 @@ def entries(args: argparse.Namespace, cover: Coverage | None) -> tuple[list[Entr
                 file = python.module_path(m.module).relative_to(ROOT).as_posix()
                 e.tests, e.seconds = cover.of_lines(file, m.line, m.end_line)
             out.append(e)
+    if args.tests:  # the tests given, for every mutant, in the order given
+        for e in out:
+            e.tests, e.seconds = list(args.tests), 60.0
     if args.kind:
         out = [e for e in out if e.kind in args.kind]
     if args.mutant:
@@ -220,6 +223,9 @@ def _warm() -> None:
     import d1saver  # noqa: F401
     import tests.conftest  # noqa: F401
     from tests.mutation import python, sql  # noqa: F401
+    from tests.saver import mirror
+
+    mirror.record_corpus()  # InMemorySaver only: the same for every mutant, made once
 
 
 def run_one(entry: Entry, timeout: float, max_tests: int | None) -> tuple[str, float, str]:
@@ -241,7 +247,7 @@ def run_one(entry: Entry, timeout: float, max_tests: int | None) -> tuple[str, f
             os.dup2(fd, 2)
             os.environ["D1SAVER_MUTANT"] = entry.id
             import pytest
-            code = int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "--no-header",
+            code = int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--no-header",
                                     "--tb=line", "-o", "addopts=", "-W", "ignore", *tests]))
         except BaseException:  # noqa: B036 - the child reports any failure as an error code
             import traceback
@@ -362,6 +368,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, help="run at most this many, an even sample")
     parser.add_argument("--seed", type=int, default=26, help="of the sample (--budget)")
     parser.add_argument("--max-tests", type=int, help="run at most this many tests a mutant")
+    parser.add_argument("--tests", nargs="+", metavar="TEST",
+                        help="run these tests for every mutant instead of those the map names")
+    parser.add_argument("--map", type=Path, default=MAP, help="the map of tests to use")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--remap", action="store_true", help="map the whole suite again first")
     parser.add_argument("--map-tests", nargs="+", metavar="PATH",
@@ -371,18 +380,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from tests.mutation.equivalent import EQUIVALENT
 
+    if args.map_tests:
+        make_map(args.map_tests, args.map)
     if args.list:
         found, unusable = entries(args, None)
         for e in found:
             print(f"{e.id}  {e.kind}  {e.where}")
         print(f"{len(found)} mutants; unusable: {dict(unusable)}")
         return 0
-    if args.remap or not MAP.exists():
-        make_map()
-    if args.map_tests:
-        make_map(args.map_tests)
-    data = json.loads(MAP.read_text(encoding="utf-8"))
-    if data.get("digest") != _tree_digest():
+    if args.map_tests or args.tests:
+        pass
+    elif args.remap or not args.map.exists():
+        make_map((), args.map)
+    data = (json.loads(args.map.read_text(encoding="utf-8")) if args.map.exists()
+            else {"tests": [], "lines": {}, "digest": _tree_digest()})
+    if not args.tests and data.get("digest") != _tree_digest():
         print("mutate: the code or the tests changed since the map was made: tests added since "
               "are not run (--remap, or --map-tests PATH for new tests)", flush=True)
     cover = Coverage(data)

@@ -8,19 +8,21 @@ The corpus graph exercises what the read statements must get right: two DeltaCha
 snapshotted every 3 updates, one every 2), writes packed several to a row (a task writing
 more than one channel), single writes, special writes (an interrupt and its resume), values
 stored by content (manifests over chunks), a subgraph's checkpoints in their own namespace,
-and metadata to filter on (from the run's config).
+metadata to filter on (from the run's config), checkpoint ids shared by two threads and by two
+namespaces, and metadata too big for its row.
 """
 
 from __future__ import annotations
 
 import copy
 import operator
+from functools import cache
 from collections.abc import Sequence
 from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -126,20 +128,44 @@ def corpus_graph(saver: BaseCheckpointSaver) -> CompiledStateGraph:
     return g.compile(checkpointer=saver)
 
 
-def record_corpus(threads: Sequence[str] = ("t1", "t2", "t3"), turns: int = 3) -> Recording:
+# A metadata key whose value is too long to stay in the column of a row whose metadata is
+# stored in chunks (d1saver/storage/values.py): a filter on it is decided in Python.
+NOTE = "n" * 5_000
+BIG_THREAD = "t-big"
+BIG_ID = "1f0aaaaa-0000-6000-8000-000000000001"
+
+
+@cache
+def record_corpus(threads: tuple[str, ...] = ("t1", "t2", "t3"), turns: int = 3) -> Recording:
     """The corpus: each thread runs `turns` turns (the second interrupts and is resumed), with
-    the run's metadata `user` (a thread's owner) and `turn`."""
+    the run's metadata `user` (a thread's owner), `turn` and `team`; the first thread's root
+    checkpoints again, under the same ids, in another thread and in another namespace (so
+    pages meet ties on checkpoint_id); and one checkpoint whose metadata (2 MB) is stored in
+    chunks. Made once a process (only InMemorySaver runs it; the readers do not change it)."""
     memory = Recording()
     graph = corpus_graph(memory)
+    teams = [{"id": 0}, {"id": 1}, {"lead": 0}]
     for n, thread in enumerate(threads):
         for turn in range(turns):
             config: RunnableConfig = {
                 "configurable": {"thread_id": thread},
-                "metadata": {"user": f"u{n % 2}", "turn": turn, "team": {"id": n % 2}}}
+                "metadata": {"user": f"u{n % 2}", "turn": turn, "team": teams[n % 3]}}
             graph.invoke({"messages": [f"{thread} says {turn}"], "turn": turn}, config,
                          durability="sync")
             if turn == 1:
                 graph.invoke(Command(resume=f"yes{n}"), config, durability="sync")
+    for method, args in list(memory.calls):
+        conf = args[0]["configurable"]
+        if conf["thread_id"] == threads[0] and not conf.get("checkpoint_ns"):
+            for thread, ns in ((f"{threads[0]}-copy", ""), (threads[0], "zz")):
+                again = copy.deepcopy(args)
+                again[0]["configurable"].update(thread_id=thread, checkpoint_ns=ns)
+                getattr(memory, method)(*again)
+    big = empty_checkpoint()
+    big["id"] = BIG_ID
+    memory.put({"configurable": {"thread_id": BIG_THREAD, "checkpoint_ns": ""}}, big,
+               {"source": "update", "step": 0, "parents": {}, "user": "u1", "note": NOTE,
+                "big": "b" * 2_000_000}, {})
     return memory
 
 

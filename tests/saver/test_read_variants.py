@@ -13,13 +13,16 @@ changing any clause of these statements fails one of these tests.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
-from d1saver import D1Saver
+from d1saver import D1Saver, Statement
+from d1saver.ops import statements as st
+from d1saver.sql import catalogue as _sql
 from tests.conftest import Backend
 from tests.saver import mirror
 from tests.saver.mirror import Recording
@@ -27,6 +30,7 @@ from tests.saver.mirror import Recording
 FILTERS: list[dict[str, Any]] = [
     {"user": "u1"}, {"turn": 2}, {"team": {"id": 0}}, {"source": "loop", "user": "u0"},
     {"source": "input"}, {"user": "nobody"}, {"missing": None}, {"step": 3},
+    {"note": mirror.NOTE}, {"user": "u1", "note": mirror.NOTE}, {"note": "other"},
 ]
 
 
@@ -35,9 +39,17 @@ def recording() -> Recording:
     return mirror.record_corpus()
 
 
+# A copy of a thread staged under a hidden id (a move or copy under way): never listed.
+STAGED = "\x1fd1saver-staged-t1"
+
+
 def saver_with(backend: Backend, recording: Recording, **options: Any) -> D1Saver:
+    """A D1Saver holding the corpus, and a staged copy of its first thread."""
     saver = backend.saver(**options)
     mirror.replay(recording, saver)
+    saver.client.execute(Statement.bind_each(
+        [_sql.COPY_D1SAVER_CHUNKS, _sql.COPY_CHECKPOINTS, _sql.COPY_WRITES],
+        {"source": "t1", "target": STAGED}))
     return saver
 
 
@@ -202,3 +214,47 @@ def test_delta_channel_history(local: Backend, recording: Recording) -> None:
                     assert got == want, (config, channels)
                     asked += 1
     assert asked > 100
+
+
+# --- what each page statement itself returns --------------------------------------------------
+
+
+def test_each_page_statement_returns_what_it_can_decide_once(
+        local: Backend, recording: Recording) -> None:
+    """Each page statement, sent as is, returns the checkpoints InMemorySaver lists, plus
+    only those whose metadata lives in chunks and whose column cannot decide the filter (they
+    are decided in Python); each content-addressed chunk once, and its DeltaChannel prefetch
+    none of the page's chunks again."""
+    saver = saver_with(local, recording)
+    (result,) = saver.client.execute([Statement(
+        "SELECT metadata FROM checkpoints WHERE thread_id = ?", [mirror.BIG_THREAD])])
+    column = json.loads(result.rows[0][0])
+    assert "d1saver:metadata" in column and "user" in column and "note" not in column
+
+    def undecided(f: dict[str, Any]) -> bool:
+        return all(column.get(k, v) == v for k, v in f.items()) and any(
+            k not in column for k in f)
+
+    scopes: list[RunnableConfig | None] = [
+        None, {"configurable": {"thread_id": "t1"}},
+        {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}},
+        {"configurable": {"thread_id": mirror.BIG_THREAD, "checkpoint_ns": ""}}]
+    for config in scopes:
+        conf = (config or {}).get("configurable", {})
+        for f in [None, *FILTERS]:
+            page = st.page_statement(
+                thread_id=conf.get("thread_id"), ns=conf.get("checkpoint_ns"),
+                checkpoint_id=None, before=None, filter_json=st.validate_filter(f),
+                cursor=None, size=1000)
+            rows, walk = saver.client.execute([page, st.delta_statement(page)])
+            got = {(r[1], r[2], r[3]) for r in rows.rows if r[0] == "c"}
+            want = {(t.config["configurable"]["thread_id"], t.config["configurable"][
+                "checkpoint_ns"], t.config["configurable"]["checkpoint_id"])
+                for t in recording.list(config, filter=f)}
+            if f and undecided(f) and conf.get("thread_id") in (None, mirror.BIG_THREAD):
+                want.add((mirror.BIG_THREAD, "", mirror.BIG_ID))
+            assert got == want, (page.name, f)
+            chunks = [(r[1], r[4]) for r in rows.rows if r[0] == "h"]
+            assert len(chunks) == len(set(chunks)), page.name
+            walked = [(r[1], r[4]) for r in walk.rows if r[0] == "h"]
+            assert len(walked) == len(set(walked)) and not set(walked) & set(chunks), page.name
