@@ -62,6 +62,7 @@ class Entry:
     where: str
     tests: list[str] = field(default_factory=list)
     seconds: float = 0.0  # the covering tests' time in the map
+    equivalent: str | None = None  # why it is judged equivalent (tests/mutation/equivalent.py)
 
 
 # --- the map -------------------------------------------------------------------------------
@@ -171,6 +172,7 @@ def entries(args: argparse.Namespace, cover: Coverage | None) -> tuple[list[Entr
     """The mutants in scope, and per area how many could not be used (did not prepare, or
     could not be placed)."""
     from tests.mutation import python, sql
+    from tests.mutation.equivalent import reason
 
     out: list[Entry] = []
     unusable: Counter = Counter()
@@ -182,7 +184,7 @@ def entries(args: argparse.Namespace, cover: Coverage | None) -> tuple[list[Entr
         unusable["sql"] += len(bad)
         covering = {n: _covering_statements(n, queries) for n in names}
         for m in ok:
-            e = Entry(m.id, m.stable, "sql", m.statement, m.kind, m.where)
+            e = Entry(m.id, m.stable, "sql", m.statement, m.kind, m.where, equivalent=reason(m))
             if cover is not None:
                 e.tests, e.seconds = cover.of_statements(covering[m.statement])
             out.append(e)
@@ -193,7 +195,7 @@ def entries(args: argparse.Namespace, cover: Coverage | None) -> tuple[list[Entr
                 unusable[m.area] += 1
                 continue
             e = Entry(m.id, m.stable, m.area, f"{m.module}:{m.function}", m.kind,
-                      f"line {m.line}: {m.where}")
+                      f"line {m.line}: {m.where}", equivalent=reason(m))
             if cover is not None:
                 file = python.module_path(m.module).relative_to(ROOT).as_posix()
                 e.tests, e.seconds = cover.of_lines(file, m.line, m.end_line)
@@ -205,6 +207,9 @@ def entries(args: argparse.Namespace, cover: Coverage | None) -> tuple[list[Entr
         out = [e for e in out if e.kind in args.kind]
     if args.mutant:
         out = [e for e in out if e.id in args.mutant or e.stable in args.mutant]
+    if args.status:
+        latest = _latest()
+        out = [e for e in out if latest.get(e.stable, ("not-run",))[0] in args.status]
     if args.budget is not None and len(out) > args.budget:
         chosen = set(random.Random(args.seed).sample(range(len(out)), args.budget))
         out = [e for i, e in enumerate(out) if i in chosen]
@@ -236,6 +241,7 @@ def run_one(entry: Entry, timeout: float, max_tests: int | None) -> tuple[str, f
         return "no-tests", 0.0, ""
     log = tempfile.NamedTemporaryFile(prefix="mutant-", suffix=".log", delete=False)
     log.close()
+    first = Path(log.name + ".failed")
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:  # the child: apply the mutant (the plugin reads the variable), run the tests
@@ -247,8 +253,16 @@ def run_one(entry: Entry, timeout: float, max_tests: int | None) -> tuple[str, f
             os.dup2(fd, 2)
             os.environ["D1SAVER_MUTANT"] = entry.id
             import pytest
-            code = int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--no-header",
-                                    "--tb=line", "-o", "addopts=", "-W", "ignore", *tests]))
+
+            class FirstFailure:
+                def pytest_runtest_logreport(self, report: Any) -> None:
+                    if report.failed and not first.exists():
+                        first.write_text(report.nodeid, encoding="utf-8")
+
+            code = int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-p",
+                                    "no:hypothesispytest", "--no-header", "--tb=line", "-o",
+                                    "addopts=", "-W", "ignore", *tests],
+                                   plugins=[FirstFailure()]))
         except BaseException:  # noqa: B036 - the child reports any failure as an error code
             import traceback
             traceback.print_exc()
@@ -278,12 +292,22 @@ def run_one(entry: Entry, timeout: float, max_tests: int | None) -> tuple[str, f
     if not status:
         status = {0: "survived", 1: "killed", 5: "no-tests"}.get(code, "error")
     detail = ""
-    if status == "killed":
-        failed = [ln for ln in text.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
-        detail = failed[0].split(" - ")[0] if failed else ""
+    if status == "killed" and first.exists():
+        detail = "FAILED " + first.read_text(encoding="utf-8")
     elif status == "error":
         detail = text[-2000:]
+    first.unlink(missing_ok=True)
     return status, seconds, detail
+
+
+def _latest() -> dict[str, tuple[str, float, str]]:
+    """The latest (status, seconds, detail) of each mutant run before, by stable id."""
+    out: dict[str, tuple[str, float, str]] = {}
+    if RESULTS.exists():
+        for line in RESULTS.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            out[row["stable"]] = (row["status"], row["seconds"], row["detail"])
+    return out
 
 
 def _killers() -> dict[str, str]:
@@ -301,11 +325,11 @@ def _killers() -> dict[str, str]:
 
 
 def report(results: list[tuple[Entry, str, float, str]], unusable: Counter,
-           equivalent: dict[str, str], total_seconds: float) -> float:
+           total_seconds: float) -> float:
     rows = []
     print()
     print(f"{'area':<9}{'mutants':>9}{'unusable':>10}{'killed':>8}{'survived':>10}"
-          f"{'equivalent':>12}{'kill rate':>11}")
+          f"{'equivalent':>12}{'errors':>8}{'kill rate':>11}")
     overall = Counter()
     for area in AREAS:
         mine = [(e, s) for e, s, _, _ in results if e.area == area]
@@ -313,9 +337,11 @@ def report(results: list[tuple[Entry, str, float, str]], unusable: Counter,
             continue
         c = Counter()
         for e, s in mine:
-            if s in ("killed", "timeout", "error"):
+            if s in ("killed", "timeout"):
                 c["killed"] += 1
-            elif e.stable in equivalent:
+            elif s == "error":
+                c["error"] += 1
+            elif e.equivalent:
                 c["equivalent"] += 1
             else:
                 c["survived"] += 1
@@ -328,20 +354,20 @@ def report(results: list[tuple[Entry, str, float, str]], unusable: Counter,
         judged = c["killed"] + c["survived"]
         rate = f"{100 * c['killed'] / judged:.1f}%" if judged else "-"
         print(f"{area:<9}{c['mutants']:>9}{c['unusable']:>10}{c['killed']:>8}{c['survived']:>10}"
-              f"{c['equivalent']:>12}{rate:>11}")
+              f"{c['equivalent']:>12}{c['error']:>8}{rate:>11}")
     status = Counter(s for _, s, _, _ in results)
-    print(f"\nkilled by a failing test {status['killed']}, by a timeout {status['timeout']}, "
-          f"by an error {status['error']}; survived with tests {status['survived']}, "
+    print(f"\nkilled by a failing test {status['killed']}, by a timeout {status['timeout']}; "
+          f"errors (not counted) {status['error']}; survived with tests {status['survived']}, "
           f"with no covering test {status['no-tests']}; "
           f"unusable (no longer prepares, or cannot be placed) {sum(unusable.values())}")
     survivors = [(e, s) for e, s, _, _ in results if s in ("survived", "no-tests")]
-    fresh = [(e, s) for e, s in survivors if e.stable not in equivalent]
+    fresh = [(e, s) for e, s in survivors if not e.equivalent]
     if fresh:
         print(f"\nsurvivors ({len(fresh)}):")
         for e, s in fresh:
             note = " (no covering test)" if s == "no-tests" else ""
             print(f"  {e.id}  {e.kind}{note}\n      {e.where}")
-    judged_eq = [(e, equivalent[e.stable]) for e, _ in survivors if e.stable in equivalent]
+    judged_eq = [(e, e.equivalent) for e, _ in survivors if e.equivalent]
     if judged_eq:
         print(f"\nequivalent survivors ({len(judged_eq)}), each with the reason:")
         for e, why in judged_eq:
@@ -365,6 +391,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="only this module of ops/ or storage/ (e.g. rows; repeatable)")
     parser.add_argument("--kind", action="append", default=[], help="only this operator")
     parser.add_argument("--mutant", action="append", default=[], help="only this mutant id")
+    parser.add_argument("--status", nargs="+", metavar="STATUS",
+                        help="only mutants whose latest result is one of these (survived, "
+                             "no-tests, error, killed, timeout, not-run)")
     parser.add_argument("--budget", type=int, help="run at most this many, an even sample")
     parser.add_argument("--seed", type=int, default=26, help="of the sample (--budget)")
     parser.add_argument("--max-tests", type=int, help="run at most this many tests a mutant")
@@ -375,11 +404,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--remap", action="store_true", help="map the whole suite again first")
     parser.add_argument("--map-tests", nargs="+", metavar="PATH",
                         help="map these tests again (new or changed), merged into the map")
+    parser.add_argument("--report", action="store_true",
+                        help="report the latest results of earlier runs (results.jsonl) for "
+                             "the mutants in scope, run nothing")
     parser.add_argument("--min-rate", type=float, default=0.0,
                         help="exit 1 below this kill rate (0..1)")
     args = parser.parse_args(argv)
-    from tests.mutation.equivalent import EQUIVALENT
-
     if args.map_tests:
         make_map(args.map_tests, args.map)
     if args.list:
@@ -388,6 +418,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{e.id}  {e.kind}  {e.where}")
         print(f"{len(found)} mutants; unusable: {dict(unusable)}")
         return 0
+    if args.report:
+        found, unusable = entries(args, None)
+        latest = _latest()
+        done = [(e, *latest[e.stable]) for e in found if e.stable in latest]
+        print(f"mutate: {len(done)} of {len(found)} mutants in scope have a result")
+        rate = report(done, unusable, sum(r[2] for r in done))
+        return 1 if rate < args.min_rate else 0
     if args.map_tests or args.tests:
         pass
     elif args.remap or not args.map.exists():
@@ -422,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             mark = {"killed": ".", "timeout": "T", "error": "E", "survived": "S",
                     "no-tests": "0"}[status]
             print(mark, end="\n" if n % 80 == 0 else "", flush=True)
-    rate = report(results, unusable, EQUIVALENT, time.monotonic() - start)
+    rate = report(results, unusable, time.monotonic() - start)
     return 1 if rate < args.min_rate else 0
 
 

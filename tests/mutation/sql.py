@@ -67,6 +67,8 @@ class Mutant:
     kind: str
     where: str  # the text edited, shortened, for the report
     sql: str
+    old: str = ""  # the text replaced (or dropped), as in the numbered statement
+    new: str = ""  # what replaced it
 
     @property
     def digest(self) -> str:
@@ -529,7 +531,7 @@ def mutants_of(query: Any) -> list[Mutant]:
         where = (text[max(0, s - 25):s] + "[-" + text[s:e] + "-]" + text[e:e + 25]
                  if new == "" else text[max(0, s - 20):s] + "[" + text[s:e] + "->" + new + "]"
                  + text[e:e + 20])
-        out.append(Mutant(query.name, len(out), kind, _short(where, 110), sql))
+        out.append(Mutant(query.name, len(out), kind, _short(where, 110), sql, text[s:e], new))
     return out
 
 

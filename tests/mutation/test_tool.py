@@ -11,7 +11,7 @@ from pathlib import Path
 
 from d1saver.sql.query import q
 from tests.mutation import python, sql
-from tests.mutation.equivalent import EQUIVALENT
+from tests.mutation.equivalent import reason
 
 ROOT = Path(__file__).resolve().parents[2]
 # Dropping the packed-write part of the prefetch of list(None, filter=...) (issue 26: every
@@ -71,7 +71,7 @@ def test_a_known_mutant_is_killed_and_a_known_equivalent_survives() -> None:
     page = sql.by_name()["SELECT_PAGE_THREAD_NS"]
     (same,) = [m for m in sql.mutants_of(page) if m.kind == "drop-order-term"
                and "[-,checkpoint_ns DESC-]" in m.where]
-    assert same.stable in EQUIVALENT
+    assert reason(same) is not None
     assert pytest_under(same.id, "tests/saver/test_read_variants.py::test_get_tuple") == 0
 
 

@@ -141,6 +141,10 @@ def test_list_of_one_thread(local: Backend, recording: Recording, page_size: int
             namespaces(recording, thread))
         check_list(local, saver, recording, config, limit=4)
         check_list(local, saver, recording, config, before=middle(recording, config))
+        one = {"configurable": {"thread_id": thread,
+                                "checkpoint_id": middle(recording, config)["configurable"][
+                                    "checkpoint_id"]}}
+        assert len(check_list(local, saver, recording, one)) == 1
 
 
 @pytest.mark.parametrize("page_size", [100, 3])
@@ -154,6 +158,10 @@ def test_filtered_list_of_one_thread(local: Backend, recording: Recording,
             check_list(local, saver, recording, config, filter=f)
         check_list(local, saver, recording, config, filter=FILTERS[0], limit=2,
                    before=middle(recording, config))
+        one = {"configurable": {"thread_id": thread,
+                                "checkpoint_id": middle(recording, config)["configurable"][
+                                    "checkpoint_id"]}}
+        check_list(local, saver, recording, one, filter={"source": "loop"})
 
 
 # --- list({thread_id, checkpoint_ns}) and get_tuple: one namespace ----------------------------
@@ -231,6 +239,34 @@ def test_each_page_statement_returns_what_it_can_decide_once(
     column = json.loads(result.rows[0][0])
     assert "d1saver:metadata" in column and "user" in column and "note" not in column
 
+    (stored,) = saver.client.execute([Statement(
+        "SELECT thread_id, id, data FROM d1saver_chunks WHERE level > 0")])
+    nodes = {(t, i): data for t, i, data in stored.rows}
+
+    def reached(rows: list[list[Any]], kinds: tuple[str, ...]) -> set[tuple[str, str]]:
+        """The chunks the values of these rows reach (manifests, packed writes, tree nodes)."""
+        out: set[tuple[str, str]] = set()
+
+        def walk(thread: str, entries: list[str]) -> None:
+            for entry in entries:
+                if entry[1:2] == ":":  # an inline piece
+                    continue
+                chunk = entry.lstrip("^")
+                out.add((thread, chunk))
+                if entry.startswith("^"):
+                    walk(thread, nodes[(thread, chunk)].split(","))
+
+        for row in rows:
+            value = row[10]
+            if row[0] not in kinds or not isinstance(value, str):
+                continue
+            texts = [value] if not value.startswith("p:") else [
+                w[3] for w in json.loads(value[2:]) if isinstance(w[3], str)]
+            for text in texts:
+                if text.startswith("m:"):
+                    walk(row[1], text[2:].split(","))
+        return out
+
     def undecided(f: dict[str, Any]) -> bool:
         return all(column.get(k, v) == v for k, v in f.items()) and any(
             k not in column for k in f)
@@ -256,5 +292,7 @@ def test_each_page_statement_returns_what_it_can_decide_once(
             assert got == want, (page.name, f)
             chunks = [(r[1], r[4]) for r in rows.rows if r[0] == "h"]
             assert len(chunks) == len(set(chunks)), page.name
+            assert set(chunks) == reached(rows.rows, ("c", "w")), page.name
             walked = [(r[1], r[4]) for r in walk.rows if r[0] == "h"]
-            assert len(walked) == len(set(walked)) and not set(walked) & set(chunks), page.name
+            assert len(walked) == len(set(walked)), page.name
+            assert set(walked) == reached(walk.rows, ("a", "w", "f")) - set(chunks), page.name
