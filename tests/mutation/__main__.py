@@ -50,6 +50,15 @@ TEXT_TESTS = (
 )
 
 
+# Tests that go first for some targets (statement names, or module:function, as globs),
+# before the others fastest first: the tests written for them (so `--max-tests` keeps them).
+PRIORITY: list[tuple[str, str]] = [
+    ("SELECT_PAGE_*", "tests/saver/test_read_variants.py::"),
+    ("DELTA_HISTORY", "tests/saver/test_read_variants.py::"),
+    ("d1saver.ops.rows:*", "tests/saver/test_read_variants.py::"),
+]
+
+
 @dataclass
 class Entry:
     """One mutant to run, whatever its area."""
@@ -437,7 +446,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cover = Coverage(data)
     found, unusable = entries(args, cover)
     killers = _killers()
-    for e in found:  # the test that killed a mutant last time goes first
+    for e in found:  # the tests written for the target, then the last killer, go first
+        first = [p for g, p in PRIORITY if fnmatch.fnmatchcase(e.target, g)]
+        if first:
+            e.tests.sort(key=lambda t: not t.startswith(tuple(first)))
         killer = killers.get(e.stable)
         if killer in e.tests:
             e.tests.remove(killer)
