@@ -216,12 +216,12 @@ def entries(args: argparse.Namespace, cover: Coverage | None) -> tuple[list[Entr
         out = [e for e in out if e.kind in args.kind]
     if args.mutant:
         out = [e for e in out if e.id in args.mutant or e.stable in args.mutant]
-    if args.status:
-        latest = _latest()
-        out = [e for e in out if latest.get(e.stable, ("not-run",))[0] in args.status]
     if args.budget is not None and len(out) > args.budget:
         chosen = set(random.Random(args.seed).sample(range(len(out)), args.budget))
         out = [e for i, e in enumerate(out) if i in chosen]
+    if args.status:  # within the sample: the same sample whatever ran before
+        latest = _latest()
+        out = [e for e in out if latest.get(e.stable, ("not-run",))[0] in args.status]
     return out, unusable
 
 

@@ -29,7 +29,7 @@ from tests.saver.mirror import Recording
 
 FILTERS: list[dict[str, Any]] = [
     {"user": "u1"}, {"turn": 2}, {"team": {"id": 0}}, {"source": "loop", "user": "u0"},
-    {"source": "input"}, {"user": "nobody"}, {"missing": None}, {"step": 3},
+    {"source": "input"}, {"user": "nobody"}, {"missing": None}, {"step": 3}, {"turn": 1},
     {"note": mirror.NOTE}, {"user": "u1", "note": mirror.NOTE}, {"note": "other"},
 ]
 
@@ -277,16 +277,17 @@ def test_each_page_statement_returns_what_it_can_decide_once(
         {"configurable": {"thread_id": mirror.BIG_THREAD, "checkpoint_ns": ""}}]
     for config in scopes:
         conf = (config or {}).get("configurable", {})
-        for f in [None, *FILTERS]:
+        before = middle(recording, config)
+        for f, until in [(None, None), (None, before), *((f, None) for f in FILTERS)]:
             page = st.page_statement(
                 thread_id=conf.get("thread_id"), ns=conf.get("checkpoint_ns"),
-                checkpoint_id=None, before=None, filter_json=st.validate_filter(f),
-                cursor=None, size=1000)
+                checkpoint_id=None, filter_json=st.validate_filter(f), cursor=None, size=1000,
+                before=until and until["configurable"]["checkpoint_id"])
             rows, walk = saver.client.execute([page, st.delta_statement(page)])
             got = {(r[1], r[2], r[3]) for r in rows.rows if r[0] == "c"}
             want = {(t.config["configurable"]["thread_id"], t.config["configurable"][
                 "checkpoint_ns"], t.config["configurable"]["checkpoint_id"])
-                for t in recording.list(config, filter=f)}
+                for t in recording.list(config, filter=f, before=until)}
             if f and undecided(f) and conf.get("thread_id") in (None, mirror.BIG_THREAD):
                 want.add((mirror.BIG_THREAD, "", mirror.BIG_ID))
             assert got == want, (page.name, f)
