@@ -14,8 +14,9 @@ import re
 from typing import Any
 
 # (statements, or module:function, as a glob; the operator; for a drop, the text dropped
-# (separators aside), else a text of the change as printed (`where`); the reason)
-RULES: list[tuple[str, str, str, str]] = [
+# (separators aside), else a text of the change as printed (`where`); the reason; and, if
+# given, a text the change's context as printed must hold)
+RULES: list[tuple[str, ...]] = [
     # The page of one thread (or one namespace) orders by (checkpoint_id, thread_id,
     # checkpoint_ns) as the page of every thread does, for one cursor shape; its WHERE fixes
     # the thread (and the namespace) by equality.
@@ -44,6 +45,15 @@ RULES: list[tuple[str, str, str, str]] = [
     # as a list of children it is one entry holding ':', which names no chunk.
     ("*", "drop-where", "WHERE n.level>0",
      "a leaf's data read as a node's list is one entry holding ':': it names no chunk"),
+    # Chunk ids name their content (and their kind) whatever the thread, so a node looked up
+    # by id alone, in another thread, lists the same children: the same rows come out, but
+    # the lookup no longer uses the key (thread_id, id) and reads other threads' rows.
+    ("*", "drop-using", "thread_id",
+     "cost only: a chunk id names the same content in every thread (rows read, not results)",
+     "d1saver_chunks n USING([-thread_id,-]id)"),
+    ("*", "drop-using", "thread_id",
+     "cost only: a chunk id names the same content in every thread (rows read, not results)",
+     "d1saver_chunks k USING([-thread_id,-]id)"),
     # The page's pieces of frozen histories ('f/' owners) are read by no value of the page
     # (its owners are '', ':metadata' and 'task/idx'): results equal; only bytes differ, on a
     # compacted thread whose frozen values are over 1.8 MB.
@@ -63,8 +73,10 @@ def reason(mutant: Any) -> str | None:
     name = getattr(mutant, "statement", None) or (
         f"{getattr(mutant, 'module', '')}:{getattr(mutant, 'function', '')}")
     old, new = getattr(mutant, "old", ""), getattr(mutant, "new", "")
-    for pattern, kind, text, why in RULES:
+    for pattern, kind, text, why, *context in RULES:
         if mutant.kind != kind or not fnmatch.fnmatchcase(name, pattern):
+            continue
+        if context and context[0] not in mutant.where:
             continue
         if (_bare(old) == _bare(text) if old and not new else text in mutant.where):
             return why

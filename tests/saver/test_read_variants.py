@@ -291,6 +291,9 @@ def test_each_page_statement_returns_what_it_can_decide_once(
             if f and undecided(f) and conf.get("thread_id") in (None, mirror.BIG_THREAD):
                 want.add((mirror.BIG_THREAD, "", mirror.BIG_ID))
             assert got == want, (page.name, f)
+            small = Statement.bind(_sql.__dict__[page.name], {**page.named(), "limit": 2})
+            (few,) = saver.client.execute([small])
+            assert len([r for r in few.rows if r[0] == "c"]) == min(2, len(got)), page.name
             chunks = [(r[1], r[4]) for r in rows.rows if r[0] == "h"]
             assert len(chunks) == len(set(chunks)), page.name
             assert set(chunks) == reached(rows.rows, ("c", "w")), page.name
