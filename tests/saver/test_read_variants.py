@@ -300,3 +300,39 @@ def test_each_page_statement_returns_what_it_can_decide_once(
             walked = [(r[1], r[4]) for r in walk.rows if r[0] == "h"]
             assert len(walked) == len(set(walked)), page.name
             assert set(walked) == reached(walk.rows, ("a", "w", "f")) - set(chunks), page.name
+
+
+def test_histories_after_compaction(local: Backend, recording: Recording) -> None:
+    """After prune(keep_latest) of a thread (its kept checkpoints' histories frozen before
+    their ancestors go: delta_frozen), every read of what was kept still gives InMemorySaver's
+    answer: the tuples, the prefetched histories of each page variant, and DELTA_HISTORY's."""
+    saver = saver_with(local, recording)
+    saver.prune(["t3"], strategy="keep_latest")
+    (frozen,) = saver.client.execute([Statement(
+        "SELECT COUNT(*) FROM delta_frozen WHERE thread_id = 't3'")])
+    assert frozen.rows[0][0] > 0
+    kept = list(saver.list({"configurable": {"thread_id": "t3"}}))
+    assert kept
+    for scope, f in [(None, None), (None, {"user": "u0"}),
+                     ({"configurable": {"thread_id": "t3"}}, None),
+                     ({"configurable": {"thread_id": "t3"}}, {"user": "u0"}),
+                     ({"configurable": {"thread_id": "t3", "checkpoint_ns": ""}}, None),
+                     ({"configurable": {"thread_id": "t3", "checkpoint_ns": ""}},
+                      {"user": "u0"})]:
+        got = [t for t in saver.list(scope, filter=f)
+               if t.config["configurable"]["thread_id"] == "t3"]
+        assert got, (scope, f)
+        for t in got:  # the same, but for the parent a prune relinks (gone: none)
+            want = recording.get_tuple(t.config)
+            assert want is not None
+            assert mirror.comparable(t, want)._replace(parent_config=None) == (
+                mirror.comparable(want, t)._replace(parent_config=None))
+        assert not served_histories(local, saver, recording, got), (scope, f)
+    fresh = local.saver()  # nothing cached: DELTA_HISTORY reads the frozen records
+    asked = 0
+    for t in kept:  # what LangGraph asks of a kept checkpoint (a prune keeps no more)
+        if channels := mirror.sought(t):
+            asked += 1
+            assert fresh.get_delta_channel_history(config=t.config, channels=channels) == (
+                recording.get_delta_channel_history(config=t.config, channels=channels))
+    assert asked
