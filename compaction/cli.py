@@ -6,6 +6,9 @@ Every command reads D1SAVER_ENCRYPTION_KEYS (through `D1Saver.from_env`); `rekey
 Each command parses its options, calls one library function, and reports. Exit codes:
 0 done, 1 a D1 error (message on stderr) or, for `check`, a thread found not exact, 2 bad
 usage, 3 another run holds the lease, 4 not found (tagging a checkpoint that does not exist).
+The commands that only read (threads, history, check, show, diff, compact --history) never
+create nor migrate a schema: a database without one is reported (exit 4), one with an older
+schema too (exit 2).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import typer
 from langchain_core.runnables import RunnableConfig
 
 from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
-                     RekeyCounts, admin)
+                     RekeyCounts, SchemaNotReadyError, admin)
 from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable, progress_bar
 from compaction import inspector
 from compaction.fleet import (check_chunks, compact, history, leftovers, list_threads,
@@ -72,19 +75,28 @@ class _Conn:
 
 @contextmanager
 def _connected(account_id: Optional[str], database_id: Optional[str],
-               api_base_url: Optional[str], api_token: Optional[str] = None) -> Iterator[D1Saver]:
-    """A saver for one command; a D1Error ends the command with its exit code and one line."""
+               api_base_url: Optional[str], api_token: Optional[str] = None, *,
+               read_only: bool = False) -> Iterator[D1Saver]:
+    """A saver for one command; a D1Error ends the command with its exit code and one line.
+    `read_only`: the saver never creates nor migrates a schema (SchemaNotReadyError)."""
     try:
         with _saver(account_id, database_id, api_base_url, api_token) as saver:
-            yield saver
+            saver.read_only = read_only
+            try:
+                yield saver
+            except SchemaNotReadyError as exc:  # one database: name it
+                _fail(exc, where=saver.database_id)
     except D1Error as exc:
         _fail(exc)
 
 
-def _fail(exc: Exception) -> None:
+def _fail(exc: Exception, where: str | None = None) -> None:
     code = EXIT_D1
-    if isinstance(exc, FleetError) and all(isinstance(e, LeaseHeldError)
-                                           for e in exc.errors.values()):
+    errors = list(exc.errors.values()) if isinstance(exc, FleetError) else [exc]
+    if all(isinstance(e, SchemaNotReadyError) for e in errors):
+        code = EXIT_NOT_FOUND if all(e.version == 0 for e in errors) else EXIT_USAGE
+    elif isinstance(exc, FleetError) and all(isinstance(e, LeaseHeldError)
+                                             for e in exc.errors.values()):
         code = EXIT_LEASE
     elif isinstance(exc, LeaseHeldError):
         code = EXIT_LEASE
@@ -92,7 +104,7 @@ def _fail(exc: Exception) -> None:
         code = EXIT_NOT_FOUND
     elif isinstance(exc, ConfigError):
         code = EXIT_USAGE
-    typer.echo(f"error: {exc}", err=True)
+    typer.echo(f"error: {'' if where is None else f'database {where}: '}{exc}", err=True)
     raise typer.Exit(code)
 
 
@@ -176,7 +188,7 @@ def compact_cmd(
 def _print_runs(account_id: Optional[str], database_id: Optional[str],
                 api_base_url: Optional[str], api_token: Optional[str], limit: int,
                 as_json: bool) -> None:
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         runs = run_history(saver, limit)
     if as_json:
         typer.echo(json.dumps(runs, indent=2))
@@ -317,7 +329,7 @@ def threads_cmd(
             "bytes": lambda t: t.bytes, "id": lambda t: t.thread_id}
     if sort not in keys:
         raise typer.BadParameter(f"--sort takes one of {', '.join(keys)}")
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         infos = list_threads(saver)
         staged = leftovers(saver)
     infos.sort(key=keys[sort], reverse=sort != "id")
@@ -357,7 +369,7 @@ def history_cmd(
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """A thread's checkpoints, newest first: ids, parents, step, source, writes, tags."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         rows = history(saver, thread_id, limit)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -433,7 +445,7 @@ def check_cmd(
 ) -> None:
     """Check the content-addressed chunk table: every chunk a row lists is stored, and every
     stored chunk is listed. Prints the threads that break either rule; exit 1 if any."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         found = check_chunks(saver, thread_id)
         if thread_id is not None and not found and not history(saver, thread_id, 1):
             typer.echo(f"error: thread {printable(thread_id)!s} has no checkpoints", err=True)
@@ -498,7 +510,7 @@ def show_cmd(
 ) -> None:
     """A checkpoint's state: channel values decoded, pending writes, next tasks, interrupts,
     metadata, tags and stored bytes."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         snap = inspector.snapshot(saver, thread_id, checkpoint_id, ns)  # NotFoundError: exit 4
     if as_json:
         typer.echo(json.dumps(snap, indent=2, ensure_ascii=False))
@@ -536,7 +548,7 @@ def diff_cmd(
 ) -> None:
     """What changed between two checkpoints of a thread, channel by channel (messages added and
     removed)."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         found = inspector.diff(saver, thread_id, a, b, ns)
     if as_json:
         typer.echo(json.dumps(found, indent=2, ensure_ascii=False))

@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from d1saver import D1Saver, admin
+from d1saver import D1Saver, FleetError, SchemaNotReadyError, admin
 from compaction import job
 from compaction.job import Progress, Summary, ThreadInfo
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -94,12 +96,26 @@ def add_up(parts: dict[str, Summary]) -> FleetSummary:
     return total
 
 
+def _reading(saver: D1Saver, fn: Callable[[D1Saver], T], operation: str, empty: T
+             ) -> dict[str, T]:
+    """fn on every database; a read-only saver (`saver.read_only`) meeting a database without
+    d1saver's schema reads it as `empty` (nothing was ever stored there), as long as another
+    database has one (none at all: the FleetError says so)."""
+    try:
+        return saver.each_database(fn, operation=operation)
+    except FleetError as exc:
+        if not exc.results or not all(isinstance(e, SchemaNotReadyError) and e.version == 0
+                                      for e in exc.errors.values()):
+            raise
+        return {db: exc.results.get(db, empty) for db in databases(saver)}
+
+
 def list_threads(saver: D1Saver) -> list[ThreadInfo]:
     """Every thread of every database (FleetThreadInfo over several), without the staged
     rows of a move in progress."""
     if not spans(saver):
         return [i for i in job.list_threads(saver) if not admin.is_staging(i.thread_id)]
-    found = saver.each_database(job.list_threads, operation="threads")
+    found = _reading(saver, job.list_threads, "threads", [])
     return [FleetThreadInfo(**dataclasses.asdict(info), database_id=db)
             for db, infos in found.items() for info in infos
             if not admin.is_staging(info.thread_id)]
@@ -121,7 +137,7 @@ def leftovers(saver: D1Saver) -> list[admin.Leftover]:
 
     if not spans(saver):
         return read(saver)
-    found = saver.each_database(read, operation="leftovers")
+    found = _reading(saver, read, "leftovers", [])
     return [FleetLeftover(**dataclasses.asdict(x), database_id=db)
             for db, xs in found.items() for x in xs]
 
@@ -132,9 +148,9 @@ def history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
     if not spans(saver):
         (res,) = saver.execute([admin.history(thread_id, limit)])
         return res.dicts()
-    found = saver.each_database(lambda db: db.execute([admin.history(thread_id, limit)])[0],
-                                operation="history")
-    rows = [{**row, "database_id": db} for db, res in found.items() for row in res.dicts()]
+    found = _reading(saver, lambda db: db.execute([admin.history(thread_id, limit)])[0].dicts(),
+                     "history", [])
+    rows = [{**row, "database_id": db} for db, res in found.items() for row in res]
     rows.sort(key=lambda r: r["checkpoint_ns"])
     rows.sort(key=lambda r: r["checkpoint_id"], reverse=True)  # as HISTORY orders one database
     return rows[:limit]
@@ -146,9 +162,9 @@ def run_history(saver: D1Saver, limit: int) -> list[dict[str, Any]]:
     if not spans(saver):
         (res,) = saver.execute([admin.compaction_runs(limit)])
         return res.dicts()
-    found = saver.each_database(lambda db: db.execute([admin.compaction_runs(limit)])[0],
-                                operation="history")
-    rows = [row for res in found.values() for row in res.dicts()]
+    found = _reading(saver, lambda db: db.execute([admin.compaction_runs(limit)])[0].dicts(),
+                     "history", [])
+    rows = [row for res in found.values() for row in res]
     rows.sort(key=lambda r: (r["run_id"], r["database_id"]))
     rows.sort(key=lambda r: r["started_at"], reverse=True)
     return rows[:limit]
@@ -172,6 +188,6 @@ def check_chunks(saver: D1Saver, thread_id: str | None = None) -> list[admin.Ine
 
     if not spans(saver):
         return check(saver)
-    found = saver.each_database(check, operation="check")
+    found = _reading(saver, check, "check", [])
     return [FleetInexactThread(**dataclasses.asdict(t), database_id=db)
             for db, threads in found.items() for t in threads]

@@ -5,7 +5,9 @@ D1SAVER_ENCRYPTION_KEYS).
 
 A NAMESPACE is typed as labels separated by '/' (`users/u1/memories`) or as a JSON array of
 labels (`'["users", "a/b"]'`) when a label holds a '/'. Exit codes: 0 done, 1 a D1 error,
-2 bad usage (a namespace refused, or `rm` without --yes off a terminal), 4 no such item.
+2 bad usage (a namespace refused, or `rm` without --yes off a terminal; a schema older than
+this d1saver's met by a command that only reads), 4 no such item (or no schema at all: `ls`,
+`get` and `namespaces` only read, so they never create nor migrate one).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from typing import Any, Optional
 
 import typer
 
-from d1saver.cli.support import OneLineUsageErrors, printable, usage_error
-from d1saver.core.errors import ConfigError, D1Error, InvalidInputError
+from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable, usage_error
+from d1saver.core.errors import ConfigError, D1Error, InvalidInputError, SchemaNotReadyError
 from d1saver.memory import D1Cache, D1Store
 from d1saver.memory import namespaces as _ns
 
@@ -49,16 +51,37 @@ def _namespace(text: str) -> tuple[str, ...]:
 
 @contextmanager
 def _open(cls: Any, account_id: Optional[str], database_id: Optional[str],
-          api_base_url: Optional[str], api_token: Optional[str]) -> Iterator[Any]:
+          api_base_url: Optional[str], api_token: Optional[str], *,
+          read_only: bool = False) -> Iterator[Any]:
+    """The store or cache of one command. `read_only`: it never creates nor migrates a
+    schema; a database without one is reported (exit 4; over several databases, read as
+    empty and named on stderr), one with an older schema too (exit 2)."""
     try:
         with cls.from_env(account_id=account_id, database_id=database_id,
                           api_base_url=api_base_url, api_token=api_token) as opened:
-            yield opened
+            opened.read_only = read_only
+            try:
+                yield opened
+            except SchemaNotReadyError as exc:
+                _unready(exc, opened.database_id)
+            if opened.unready:
+                if set(opened.unready) == set(opened.database_ids):
+                    _unready(SchemaNotReadyError(
+                        "no database has a d1saver schema: nothing was ever stored there (this "
+                        "command only reads, so it does not create one)"), None)
+                for db in sorted(opened.unready):
+                    typer.echo(f"note: database {db} has no d1saver schema (nothing stored "
+                               "there)", err=True)
     except (ConfigError, InvalidInputError) as exc:
         raise usage_error(str(exc)) from None
     except D1Error as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_D1) from None
+
+
+def _unready(exc: SchemaNotReadyError, where: Optional[str]) -> None:
+    typer.echo(f"error: {'' if where is None else f'database {where}: '}{exc}", err=True)
+    raise typer.Exit(EXIT_NOT_FOUND if exc.version == 0 else EXIT_USAGE)
 
 
 def _show(ns: tuple[str, ...]) -> str:
@@ -79,7 +102,8 @@ def namespaces_cmd(
 ) -> None:
     """List the namespaces that hold live items (under PREFIX)."""
     ns = _namespace(prefix)
-    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
+    with _open(D1Store, account_id, database_id, api_base_url, api_token,
+               read_only=True) as store:
         found = store.list_namespaces(prefix=ns or None, max_depth=max_depth, limit=limit)
     if as_json:
         typer.echo(json.dumps([list(n) for n in found], ensure_ascii=False))
@@ -101,7 +125,8 @@ def ls_cmd(
 ) -> None:
     """List the items of NAMESPACE and of the namespaces under it, newest first."""
     ns = _namespace(namespace)
-    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
+    with _open(D1Store, account_id, database_id, api_base_url, api_token,
+               read_only=True) as store:
         items = store.search(ns, limit=limit, offset=offset, refresh_ttl=False)
     for item in items:
         if as_json:
@@ -124,7 +149,8 @@ def get_cmd(
 ) -> None:
     """Print one item as JSON (namespace, key, value, created_at, updated_at); exit 4 if none."""
     ns = _namespace(namespace)
-    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
+    with _open(D1Store, account_id, database_id, api_base_url, api_token,
+               read_only=True) as store:
         item = store.get(ns, key, refresh_ttl=False)
     if item is None:
         typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import httpx
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from d1saver.core.errors import SchemaNotReadyError
 from d1saver.core.protocol import Result, Statement, Tracer
 from d1saver.core.settings import DEFAULT_API_BASE_URL, load_settings
 from d1saver.fleet.databases import Database as Node, client_factory, database_lists, make_databases as make_nodes
@@ -67,6 +68,7 @@ class Memory:
         self.account_id = account_id
         self.database_id = ids[0] if len(ids) == 1 else None
         self.clock = clock
+        self.unready: set[str] = set()  # read-only: databases found without a schema
 
     @classmethod
     def from_env(cls: type[M], *, account_id: str | None = None, database_id: str | None = None,
@@ -113,11 +115,36 @@ class Memory:
     async def asetup(self) -> None:
         await self._fleet.aeach(lambda node: node.arun(lambda ops: ops.setup_once()), "setup")
 
+    @property
+    def read_only(self) -> bool:
+        """True: never create nor migrate a schema (the CLI's `store ls/get/namespaces`). A
+        database without d1saver's schema raises SchemaNotReadyError; over several databases
+        it reads as empty instead, and its id joins `unready`."""
+        return next(iter(self._fleet.nodes.values())).ops.read_only
+
+    @read_only.setter
+    def read_only(self, value: bool) -> None:
+        self._fleet.set_ops("read_only", bool(value))
+
     def _exchange(self, node: Node, statements: Sequence[Statement]) -> list[Result]:
-        return node.run(lambda ops: ops.exchange(statements))
+        try:
+            return node.run(lambda ops: ops.exchange(statements))
+        except SchemaNotReadyError as exc:
+            return self._unready(node, statements, exc)
 
     async def _aexchange(self, node: Node, statements: Sequence[Statement]) -> list[Result]:
-        return await node.arun(lambda ops: ops.exchange(statements))
+        try:
+            return await node.arun(lambda ops: ops.exchange(statements))
+        except SchemaNotReadyError as exc:
+            return self._unready(node, statements, exc)
+
+    def _unready(self, node: Node, statements: Sequence[Statement],
+                 exc: SchemaNotReadyError) -> list[Result]:
+        """A read-only instance over several databases reads one without a schema as empty."""
+        if exc.version or not self._fleet.spans:
+            raise exc
+        self.unready.add(node.database_id)
+        return [Result([], []) for _ in statements]
 
     # --- lifecycle ------------------------------------------------------------------------
 
