@@ -164,6 +164,46 @@ SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows)""")
 CACHE_CLEAR = q("""DELETE FROM cache_entries
 WHERE :namespaces IS NULL OR ns IN (SELECT value FROM json_each(:namespaces))""")
 
+# --- encryption keys: the census and rekeying (`d1saver rekey`) ------------------------------
+#
+# Values per table and key, as catalogue.KEY_CENSUS counts the checkpoints' (tbl, head,
+# row_count): head is the first 7 characters of a sealed text, NULL for plaintext. A cache
+# entry's value is "<serde type>\n<codec text>": its head is that of the text after the type.
+MEMORY_KEY_CENSUS = q("""
+SELECT 'store_items' AS tbl, CASE WHEN substr(value, 1, 2) = 'e:' THEN substr(value, 1, 7) END
+    AS head, COUNT(*) AS row_count
+FROM store_items GROUP BY 2
+UNION ALL
+SELECT 'cache_entries', CASE WHEN substr(value, instr(value, char(10)) + 1, 2) = 'e:'
+    THEN substr(value, instr(value, char(10)) + 1, 7) END, COUNT(*)
+FROM cache_entries GROUP BY 2""")
+
+RAW_MEMORY_COLUMNS = ("ns", "key", "value")
+# A keyset page of items (entries) after (:after_ns, :after_key), :limit at most; with :heads
+# (a JSON array: the newest key's heads, Sealer.fresh_heads), only those not sealed under it.
+RAW_ITEMS = q("""
+SELECT ns, key, value FROM store_items
+WHERE (ns, key) > (:after_ns, :after_key)
+    AND (:heads IS NULL OR substr(value, 1, 7) NOT IN (SELECT value FROM json_each(:heads)))
+ORDER BY ns, key LIMIT CAST(:limit AS INTEGER)""")
+RAW_ENTRIES = q("""
+SELECT ns, key, value FROM cache_entries
+WHERE (ns, key) > (:after_ns, :after_key)
+    AND (:heads IS NULL OR substr(value, instr(value, char(10)) + 1, 7)
+        NOT IN (SELECT value FROM json_each(:heads)))
+ORDER BY ns, key LIMIT CAST(:limit AS INTEGER)""")
+# A value re-sealed in place, only if the row still holds what was read (:value_fp: its
+# length, first and last 40 characters, as d1saver/ops/reseal.py's fingerprint): a live
+# writer's newer value is never overwritten (it is sealed under the newest key already).
+REKEY_ITEM = q("""
+UPDATE store_items SET value = :value
+WHERE ns = :ns AND key = :key
+    AND length(value) || ':' || substr(value, 1, 40) || substr(value, -40) IS :value_fp""")
+REKEY_ENTRY = q("""
+UPDATE cache_entries SET value = :value
+WHERE ns = :ns AND key = :key
+    AND length(value) || ':' || substr(value, 1, 40) || substr(value, -40) IS :value_fp""")
+
 # Every statement of this module, named by its identifier (in d1saver/sql/catalogue.py's
 # STATEMENTS, so the snapshot of every statement sent holds them).
 STATEMENTS: list[Query] = name_queries(globals())

@@ -908,6 +908,25 @@ INSERT OR REPLACE INTO cache_entries(ns,key,value,expires_at)SELECT value->>0,va
 -- params: ?1 namespaces
 DELETE FROM cache_entries WHERE ? IS NULL OR ns IN(SELECT value FROM json_each(?1))
 
+-- name: MEMORY_KEY_CENSUS
+SELECT 'store_items' tbl,CASE WHEN substr(value,1,2)='e:' THEN substr(value,1,7)END head,COUNT(*)row_count FROM store_items GROUP BY 2 UNION ALL SELECT 'cache_entries',CASE WHEN substr(value,instr(value,char(10))+ 1,2)='e:' THEN substr(value,instr(value,char(10))+ 1,7)END,COUNT(*)FROM cache_entries GROUP BY 2
+
+-- name: RAW_ITEMS
+-- params: ?1 after_ns, ?2 after_key, ?3 heads, ?4 limit
+SELECT ns,key,value FROM store_items WHERE(ns,key)>(?,?)AND(? IS NULL OR substr(value,1,7)NOT IN(SELECT value FROM json_each(?3)))ORDER BY ns,key LIMIT CAST(? AS INTEGER)
+
+-- name: RAW_ENTRIES
+-- params: ?1 after_ns, ?2 after_key, ?3 heads, ?4 limit
+SELECT ns,key,value FROM cache_entries WHERE(ns,key)>(?,?)AND(? IS NULL OR substr(value,instr(value,char(10))+ 1,7)NOT IN(SELECT value FROM json_each(?3)))ORDER BY ns,key LIMIT CAST(? AS INTEGER)
+
+-- name: REKEY_ITEM
+-- params: ?1 value, ?2 ns, ?3 key, ?4 value_fp
+UPDATE store_items SET value=? WHERE ns=? AND key=? AND length(value)||':'||substr(value,1,40)||substr(value,-40)IS ?
+
+-- name: REKEY_ENTRY
+-- params: ?1 value, ?2 ns, ?3 key, ?4 value_fp
+UPDATE cache_entries SET value=? WHERE ns=? AND key=? AND length(value)||':'||substr(value,1,40)||substr(value,-40)IS ?
+
 -- name: MIGRATIONS[0][0]
 CREATE TABLE IF NOT EXISTS checkpoints(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,parent_checkpoint_id TEXT,type TEXT,checkpoint TEXT NOT NULL,metadata TEXT NOT NULL DEFAULT '{}',channels TEXT NOT NULL DEFAULT '[]',run_id TEXT,ts TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
 
