@@ -93,8 +93,9 @@ def _connected(account_id: Optional[str], database_id: Optional[str],
 def _fail(exc: Exception, where: str | None = None) -> None:
     code = EXIT_D1
     errors = list(exc.errors.values()) if isinstance(exc, FleetError) else [exc]
-    if all(isinstance(e, SchemaNotReadyError) for e in errors):
-        code = EXIT_NOT_FOUND if all(e.version == 0 for e in errors) else EXIT_USAGE
+    unready = [e for e in errors if isinstance(e, SchemaNotReadyError)]
+    if unready and len(unready) == len(errors):
+        code = EXIT_NOT_FOUND if all(e.version == 0 for e in unready) else EXIT_USAGE
     elif isinstance(exc, FleetError) and all(isinstance(e, LeaseHeldError)
                                              for e in exc.errors.values()):
         code = EXIT_LEASE
@@ -148,6 +149,7 @@ def compact_cmd(
                 if bar is None:
                     bar = typer.progressbar(length=total, label="compacting", file=sys.stderr)
                     bar.__enter__()
+                bar.length = max(bar.length, total)  # the plan grows page by page
                 bar.update(done - bar.pos)
 
             summary = compact(saver, keep=keep, threads=thread or None, max_age=age,

@@ -96,10 +96,10 @@ def add_up(parts: dict[str, Summary]) -> FleetSummary:
     return total
 
 
-def _reading(saver: D1Saver, fn: Callable[[D1Saver], T], operation: str, empty: T
-             ) -> dict[str, T]:
+def _reading(saver: D1Saver, fn: Callable[[D1Saver], list[T]], operation: str
+             ) -> dict[str, list[T]]:
     """fn on every database; a read-only saver (`saver.read_only`) meeting a database without
-    d1saver's schema reads it as `empty` (nothing was ever stored there), as long as another
+    d1saver's schema reads it as empty (nothing was ever stored there), as long as another
     database has one (none at all: the FleetError says so)."""
     try:
         return saver.each_database(fn, operation=operation)
@@ -107,7 +107,7 @@ def _reading(saver: D1Saver, fn: Callable[[D1Saver], T], operation: str, empty: 
         if not exc.results or not all(isinstance(e, SchemaNotReadyError) and e.version == 0
                                       for e in exc.errors.values()):
             raise
-        return {db: exc.results.get(db, empty) for db in databases(saver)}
+        return {db: list(exc.results.get(db) or []) for db in databases(saver)}
 
 
 def list_threads(saver: D1Saver) -> list[ThreadInfo]:
@@ -115,7 +115,7 @@ def list_threads(saver: D1Saver) -> list[ThreadInfo]:
     rows of a move in progress."""
     if not spans(saver):
         return [i for i in job.list_threads(saver) if not admin.is_staging(i.thread_id)]
-    found = _reading(saver, job.list_threads, "threads", [])
+    found = _reading(saver, job.list_threads, "threads")
     return [FleetThreadInfo(**dataclasses.asdict(info), database_id=db)
             for db, infos in found.items() for info in infos
             if not admin.is_staging(info.thread_id)]
@@ -137,7 +137,7 @@ def leftovers(saver: D1Saver) -> list[admin.Leftover]:
 
     if not spans(saver):
         return read(saver)
-    found = _reading(saver, read, "leftovers", [])
+    found = _reading(saver, read, "leftovers")
     return [FleetLeftover(**dataclasses.asdict(x), database_id=db)
             for db, xs in found.items() for x in xs]
 
@@ -149,7 +149,7 @@ def history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
         (res,) = saver.execute([admin.history(thread_id, limit)])
         return res.dicts()
     found = _reading(saver, lambda db: db.execute([admin.history(thread_id, limit)])[0].dicts(),
-                     "history", [])
+                     "history")
     rows = [{**row, "database_id": db} for db, res in found.items() for row in res]
     rows.sort(key=lambda r: r["checkpoint_ns"])
     rows.sort(key=lambda r: r["checkpoint_id"], reverse=True)  # as HISTORY orders one database
@@ -163,7 +163,7 @@ def run_history(saver: D1Saver, limit: int) -> list[dict[str, Any]]:
         (res,) = saver.execute([admin.compaction_runs(limit)])
         return res.dicts()
     found = _reading(saver, lambda db: db.execute([admin.compaction_runs(limit)])[0].dicts(),
-                     "history", [])
+                     "history")
     rows = [row for res in found.values() for row in res]
     rows.sort(key=lambda r: (r["run_id"], r["database_id"]))
     rows.sort(key=lambda r: r["started_at"], reverse=True)
@@ -188,6 +188,6 @@ def check_chunks(saver: D1Saver, thread_id: str | None = None) -> list[admin.Ine
 
     if not spans(saver):
         return check(saver)
-    found = _reading(saver, check, "check", [])
+    found = _reading(saver, check, "check")
     return [FleetInexactThread(**dataclasses.asdict(t), database_id=db)
             for db, threads in found.items() for t in threads]

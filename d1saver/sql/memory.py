@@ -136,12 +136,8 @@ DELETE_SCOPE = [
 
 # --- TTL sweep: what expired at :now -----------------------------------------------------------
 
-COUNT_EXPIRED = q("""SELECT
-    (SELECT COUNT(*) FROM store_items WHERE expires_at IS NOT NULL AND expires_at <= :now)
-        AS items,
-    (SELECT COUNT(*) FROM cache_entries WHERE expires_at IS NOT NULL AND expires_at <= :now)
-        AS cache""")
-EXPIRED_COLUMNS = ("items", "cache")
+# D1Store.sweep_ttl and D1Cache.sweep_ttl: by the store's own clock (:now), as SqliteStore's
+# sweeper goes by its process's.
 SWEEP_STORE = [
     q("""DELETE FROM store_vectors WHERE (ns, key) IN (SELECT ns, key FROM store_items
     WHERE expires_at IS NOT NULL AND expires_at <= :now)""", "SWEEP_STORE[0]"),
@@ -149,6 +145,26 @@ SWEEP_STORE = [
       "SWEEP_STORE[1]"),
 ]
 SWEEP_CACHE = q("DELETE FROM cache_entries WHERE expires_at IS NOT NULL AND expires_at <= :now")
+
+# Compaction's sweep (`d1saver compact` and the Worker's cron, one policy): by the database's
+# own clock, one clock for every writer, less SWEEP_MARGIN seconds, so that a writer whose
+# clock runs behind the database's by up to that much never sees an item it still holds live
+# swept. Expiries are unix seconds from the writers' clocks (julianday's epoch is 2440587.5).
+SWEEP_MARGIN = 60
+_EXPIRED = ("expires_at IS NOT NULL AND expires_at <= "
+            f"(julianday('now') - 2440587.5) * 86400.0 - {SWEEP_MARGIN}")
+EXPIRED_COLUMNS = ("items", "cache")
+COUNT_EXPIRED = q(f"""SELECT
+    (SELECT COUNT(*) FROM store_items WHERE {_EXPIRED}) AS items,
+    (SELECT COUNT(*) FROM cache_entries WHERE {_EXPIRED}) AS cache""")
+# Store items (their vectors first), then cache entries: the last two statements' changes are
+# what was swept.
+SWEEP_EXPIRED = [
+    q(f"""DELETE FROM store_vectors WHERE (ns, key) IN (SELECT ns, key FROM store_items
+    WHERE {_EXPIRED})""", "SWEEP_EXPIRED[0]"),
+    q(f"DELETE FROM store_items WHERE {_EXPIRED}", "SWEEP_EXPIRED[1]"),
+    q(f"DELETE FROM cache_entries WHERE {_EXPIRED}", "SWEEP_EXPIRED[2]"),
+]
 
 # --- cache ------------------------------------------------------------------------------------
 
