@@ -176,9 +176,77 @@ WHERE c.expires_at IS NULL OR c.expires_at > :now""")
 # :rows JSON [[ns, key, value, expires_at], ...]
 CACHE_SET = q("""INSERT OR REPLACE INTO cache_entries (ns, key, value, expires_at)
 SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows)""")
+# :keys JSON [[ns, key], ...]: these entries (a set's older copy at a previous home).
+CACHE_DELETE = q("""DELETE FROM cache_entries WHERE (ns, key) IN (
+    SELECT value->>0, value->>1 FROM json_each(:keys))""")
 # :namespaces JSON [ns, ...], or NULL: every entry.
 CACHE_CLEAR = q("""DELETE FROM cache_entries
 WHERE :namespaces IS NULL OR ns IN (SELECT value FROM json_each(:namespaces))""")
+
+# --- moves between databases (`d1saver rebalance`; d1saver/memory/moves.py) --------------------
+#
+# A move registers at its target (d1saver_moves, under d1saver/fleet/routing.MEMORY_MOVE_PREFIX
+# and its move id) before it reads the source; every batch that publishes checks the
+# registration (catalogue.CHECK_MOVE: "move_voided" without it). A delete of memory at a
+# database while migrating voids every memory move into it (:low, :high: the prefix's range),
+# so a copy read before the delete reached the old home never lands after it.
+VOID_MEMORY_MOVES = q("DELETE FROM d1saver_moves WHERE thread_id >= :low AND thread_id < :high")
+
+# Keyset pages of the keys a database holds, after (:after_ns, :after_key), :limit at most.
+MEMORY_KEY_COLUMNS = ("ns", "key")
+ITEM_KEYS_PAGE = q("""SELECT ns, key FROM store_items WHERE (ns, key) > (:after_ns, :after_key)
+ORDER BY ns, key LIMIT CAST(:limit AS INTEGER)""")
+ENTRY_KEYS_PAGE = q("""SELECT ns, key FROM cache_entries
+WHERE (ns, key) > (:after_ns, :after_key) ORDER BY ns, key LIMIT CAST(:limit AS INTEGER)""")
+
+# The rows of :keys (JSON [[ns, key], ...]) as stored, each with its fingerprint (`fp`, made
+# by this database: what the delete at the source compares, in SQL, with what it read).
+_ITEM_FP = ("length(value) || ':' || substr(value, 1, 40) || substr(value, -40) || ':' || "
+            "created_at || ':' || updated_at || ':' || COALESCE(expires_at, '-') || ':' || "
+            "COALESCE(ttl_minutes, '-')")
+_ENTRY_FP = ("length(value) || ':' || substr(value, 1, 40) || substr(value, -40) || ':' || "
+             "COALESCE(expires_at, '-')")
+MOVED_ITEM_COLUMNS = ("ns", "key", "value", "created_at", "updated_at", "expires_at",
+                      "ttl_minutes", "fp")
+READ_ITEMS_TO_MOVE = q(f"""SELECT ns, key, value, created_at, updated_at, expires_at,
+    ttl_minutes, {_ITEM_FP} AS fp
+FROM store_items WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(:keys))""")
+READ_VECTORS_TO_MOVE = q("""SELECT ns, key, field, vector FROM store_vectors
+WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(:keys))""")
+MOVED_ENTRY_COLUMNS = ("ns", "key", "value", "expires_at", "fp")
+READ_ENTRIES_TO_MOVE = q(f"""SELECT ns, key, value, expires_at, {_ENTRY_FP} AS fp
+FROM cache_entries WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(:keys))""")
+
+# At the target: what it holds already wins (a put there since is newer; a killed move's copy
+# is the same). Vectors first, for items it does not hold yet. :rows as read.
+MOVE_IN_VECTORS = q("""INSERT OR REPLACE INTO store_vectors (ns, key, field, vector)
+SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3 FROM json_each(:rows) AS j
+WHERE NOT EXISTS (SELECT 1 FROM store_items AS s
+    WHERE s.ns = j.value->>0 AND s.key = j.value->>1)""")
+MOVE_IN_ITEMS = q("""INSERT INTO store_items (ns, key, value, created_at, updated_at, expires_at,
+    ttl_minutes)
+SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6
+FROM json_each(:rows) WHERE 1
+ON CONFLICT (ns, key) DO NOTHING""")
+MOVE_IN_ENTRIES = q("""INSERT INTO cache_entries (ns, key, value, expires_at)
+SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows) WHERE 1
+ON CONFLICT (ns, key) DO NOTHING""")
+
+# At the source, once the target holds them: each row deleted only if it still holds what was
+# read (:rows JSON [[ns, key, fp], ...]): a writer on the old layout that changed it keeps it
+# there, and it moves again. Then the vectors of the items gone.
+MOVE_OUT_ITEMS = q(f"""DELETE FROM store_items
+WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(:rows))
+    AND {_ITEM_FP} = (SELECT j.value->>2 FROM json_each(:rows) AS j
+        WHERE j.value->>0 = store_items.ns AND j.value->>1 = store_items.key)""")
+MOVE_OUT_VECTORS = q("""DELETE FROM store_vectors
+WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(:rows))
+    AND NOT EXISTS (SELECT 1 FROM store_items AS s
+        WHERE s.ns = store_vectors.ns AND s.key = store_vectors.key)""")
+MOVE_OUT_ENTRIES = q(f"""DELETE FROM cache_entries
+WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(:rows))
+    AND {_ENTRY_FP} = (SELECT j.value->>2 FROM json_each(:rows) AS j
+        WHERE j.value->>0 = cache_entries.ns AND j.value->>1 = cache_entries.key)""")
 
 # --- encryption keys: the census and rekeying (`d1saver rekey`) ------------------------------
 #

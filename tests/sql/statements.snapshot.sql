@@ -949,9 +949,61 @@ SELECT c.ns,c.key,c.value FROM json_each(?)j JOIN cache_entries c ON c.ns=j.valu
 -- params: ?1 rows
 INSERT OR REPLACE INTO cache_entries(ns,key,value,expires_at)SELECT value->>0,value->>1,value->>2,value->>3 FROM json_each(?)
 
+-- name: CACHE_DELETE
+-- params: ?1 keys
+DELETE FROM cache_entries WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))
+
 -- name: CACHE_CLEAR
 -- params: ?1 namespaces
 DELETE FROM cache_entries WHERE ? IS NULL OR ns IN(SELECT value FROM json_each(?1))
+
+-- name: VOID_MEMORY_MOVES
+-- params: ?1 low, ?2 high
+DELETE FROM d1saver_moves WHERE thread_id>=? AND thread_id<?
+
+-- name: ITEM_KEYS_PAGE
+-- params: ?1 after_ns, ?2 after_key, ?3 limit
+SELECT ns,key FROM store_items WHERE(ns,key)>(?,?)ORDER BY ns,key LIMIT CAST(? AS INTEGER)
+
+-- name: ENTRY_KEYS_PAGE
+-- params: ?1 after_ns, ?2 after_key, ?3 limit
+SELECT ns,key FROM cache_entries WHERE(ns,key)>(?,?)ORDER BY ns,key LIMIT CAST(? AS INTEGER)
+
+-- name: READ_ITEMS_TO_MOVE
+-- params: ?1 keys
+SELECT ns,key,value,created_at,updated_at,expires_at,ttl_minutes,length(value)||':'||substr(value,1,40)||substr(value,-40)||':'||created_at||':'||updated_at||':'||COALESCE(expires_at,'-')||':'||COALESCE(ttl_minutes,'-')fp FROM store_items WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))
+
+-- name: READ_VECTORS_TO_MOVE
+-- params: ?1 keys
+SELECT ns,key,field,vector FROM store_vectors WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))
+
+-- name: READ_ENTRIES_TO_MOVE
+-- params: ?1 keys
+SELECT ns,key,value,expires_at,length(value)||':'||substr(value,1,40)||substr(value,-40)||':'||COALESCE(expires_at,'-')fp FROM cache_entries WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))
+
+-- name: MOVE_IN_VECTORS
+-- params: ?1 rows
+INSERT OR REPLACE INTO store_vectors(ns,key,field,vector)SELECT j.value->>0,j.value->>1,j.value->>2,j.value->>3 FROM json_each(?)j WHERE NOT EXISTS(SELECT 1 FROM store_items s WHERE s.ns=j.value->>0 AND s.key=j.value->>1)
+
+-- name: MOVE_IN_ITEMS
+-- params: ?1 rows
+INSERT INTO store_items(ns,key,value,created_at,updated_at,expires_at,ttl_minutes)SELECT value->>0,value->>1,value->>2,value->>3,value->>4,value->>5,value->>6 FROM json_each(?)WHERE 1 ON CONFLICT(ns,key)DO NOTHING
+
+-- name: MOVE_IN_ENTRIES
+-- params: ?1 rows
+INSERT INTO cache_entries(ns,key,value,expires_at)SELECT value->>0,value->>1,value->>2,value->>3 FROM json_each(?)WHERE 1 ON CONFLICT(ns,key)DO NOTHING
+
+-- name: MOVE_OUT_ITEMS
+-- params: ?1 rows
+DELETE FROM store_items WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))AND length(value)||':'||substr(value,1,40)||substr(value,-40)||':'||created_at||':'||updated_at||':'||COALESCE(expires_at,'-')||':'||COALESCE(ttl_minutes,'-')=(SELECT j.value->>2 FROM json_each(?1)j WHERE j.value->>0=store_items.ns AND j.value->>1=store_items.key)
+
+-- name: MOVE_OUT_VECTORS
+-- params: ?1 rows
+DELETE FROM store_vectors WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))AND NOT EXISTS(SELECT 1 FROM store_items s WHERE s.ns=store_vectors.ns AND s.key=store_vectors.key)
+
+-- name: MOVE_OUT_ENTRIES
+-- params: ?1 rows
+DELETE FROM cache_entries WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))AND length(value)||':'||substr(value,1,40)||substr(value,-40)||':'||COALESCE(expires_at,'-')=(SELECT j.value->>2 FROM json_each(?1)j WHERE j.value->>0=cache_entries.ns AND j.value->>1=cache_entries.key)
 
 -- name: MEMORY_KEY_CENSUS
 SELECT 'store_items' tbl,CASE WHEN substr(value,1,2)='e:' THEN substr(value,1,7)END head,COUNT(*)row_count FROM store_items GROUP BY 2 UNION ALL SELECT 'cache_entries',CASE WHEN substr(value,instr(value,char(10))+ 1,2)='e:' THEN substr(value,instr(value,char(10))+ 1,7)END,COUNT(*)FROM cache_entries GROUP BY 2
