@@ -21,7 +21,9 @@ from d1saver.ops import transfer as _transfer
 from d1saver.core.protocol import Param, Result, Statement
 from d1saver.ops.reseal import STAGED, add_census
 from d1saver.fleet.routing import (COPYING_PREFIX, LEAVING_PREFIX, MOVING_PREFIX, STAGING_PREFIX,
-                                   is_staging)
+                                   Route, Router, is_staging)
+from d1saver.memory import moves as _moves
+from d1saver.memory.placement import Layout
 from d1saver.ops.transfer import ThreadReader, ThreadRows
 
 
@@ -427,6 +429,34 @@ def delete_threads(thread_ids: Sequence[str]) -> list[Statement]:
     return st.delete_threads_statements(thread_ids)
 
 
+# --- moving memory between databases (`d1saver rebalance`; d1saver/memory/moves.py) -------------
+
+MEMORY_TABLES = _moves.TABLES
+MemoryKey = _moves.MemoryKey
+MemoryRows = _moves.MemoryRows
+memory_keys_page = _moves.keys_page
+read_memory_keys = _moves.read_keys
+memory_pages = _moves.pages
+begin_memory_move = _moves.begin
+read_memory = _moves.read
+read_memory_rows = _moves.read_rows
+memory_move_in = _moves.move_in
+memory_move_out = _moves.move_out
+
+
+def memory_layout(database_ids: Sequence[str], previous_database_ids: Sequence[str] | None = None,
+                  route: Route | None = None) -> Layout:
+    """Where D1Store's items and D1Cache's entries live over `database_ids` (and lived over the
+    previous ones), as a store or cache built with the same arguments places them."""
+    return Layout(Router(list(database_ids), route),
+                  None if previous_database_ids is None else Router(list(previous_database_ids)))
+
+
+def memory_home(layout: Layout, row: MemoryKey) -> str:
+    """The database a store item's or cache entry's row lives in, in `layout`."""
+    return _moves.home(layout, row)
+
+
 # --- content-addressed chunks: the check (`d1saver check`) ------------------------------------
 
 
@@ -464,7 +494,10 @@ __all__ = ["COMPACTION_RUNS_COLUMNS", "COPYING_PREFIX", "CRON_CURSOR", "LEAVING_
            "finish_counts", "finished", "read_plan", "retention_plan",
            "retention_plan_threads",
            "add_census", "begin_move", "break_lease", "chunk_check", "clear_moves",
-           "compaction_runs", "copy_batches", "cursor_clear", "cursor_get", "cursor_set",
+           "begin_memory_move", "compaction_runs", "copy_batches", "cursor_clear", "cursor_get",
+           "cursor_set", "memory_home", "memory_keys_page", "memory_layout", "memory_move_in",
+           "memory_move_out", "memory_pages", "read_memory", "read_memory_keys",
+           "read_memory_rows",
            "delete_if_unchanged", "delete_threads", "history", "inexact_threads", "is_staging",
            "lease_guard", "lease_holder", "leftovers", "migration_statements", "moved_away",
            "moves_registered", "read_leftovers", "read_schema", "release_lease", "removable",

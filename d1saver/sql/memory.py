@@ -193,10 +193,14 @@ WHERE :namespaces IS NULL OR ns IN (SELECT value FROM json_each(:namespaces))"""
 VOID_MEMORY_MOVES = q("DELETE FROM d1saver_moves WHERE thread_id >= :low AND thread_id < :high")
 
 # Keyset pages of the keys a database holds, after (:after_ns, :after_key), :limit at most.
-MEMORY_KEY_COLUMNS = ("ns", "key")
-ITEM_KEYS_PAGE = q("""SELECT ns, key FROM store_items WHERE (ns, key) > (:after_ns, :after_key)
-ORDER BY ns, key LIMIT CAST(:limit AS INTEGER)""")
-ENTRY_KEYS_PAGE = q("""SELECT ns, key FROM cache_entries
+# Keyset pages of the keys a database holds, after (:after_ns, :after_key), :limit at most,
+# with the bytes a move of each carries (value, and an item's vectors).
+MEMORY_KEY_COLUMNS = ("ns", "key", "bytes")
+ITEM_KEYS_PAGE = q("""SELECT s.ns, s.key, length(s.value) + COALESCE((SELECT SUM(length(v.vector))
+    FROM store_vectors AS v WHERE v.ns = s.ns AND v.key = s.key), 0) AS bytes
+FROM store_items AS s WHERE (s.ns, s.key) > (:after_ns, :after_key)
+ORDER BY s.ns, s.key LIMIT CAST(:limit AS INTEGER)""")
+ENTRY_KEYS_PAGE = q("""SELECT ns, key, length(value) AS bytes FROM cache_entries
 WHERE (ns, key) > (:after_ns, :after_key) ORDER BY ns, key LIMIT CAST(:limit AS INTEGER)""")
 
 # The rows of :keys (JSON [[ns, key], ...]) as stored, each with its fingerprint (`fp`, made

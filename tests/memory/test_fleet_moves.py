@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import httpx
 import pytest
 from langgraph.store.base import GetOp, PutOp, SearchOp
 
@@ -169,3 +170,117 @@ async def test_async_while_migrating(memory: Memory) -> None:
     old = memory.cache(memory.database_ids[:1])
     await old.aset({(NODE, f"k{i}"): (i, None) for i in range(10)})
     assert len(await cache.aget([(NODE, f"k{i}") for i in range(10)])) == 10
+
+
+# --- rebalance moves memory -----------------------------------------------------------------------
+
+
+def _saver(memory: Memory, ids: list[str], previous: list[str] | None = None) -> D1Saver:
+    where: dict[str, Any] = {"database_ids": ids}
+    if previous is not None:
+        where["previous_database_ids"] = previous
+    return D1Saver(account_id=memory.account_id, api_token=memory.api_token,
+                   api_base_url=memory.base_url, transport=memory.transport, **where)
+
+
+def test_rebalance_moves_items_and_entries_to_their_homes(memory: Memory) -> None:
+    from compaction.rebalance import rebalance
+    index = {"dims": 64, "embed": TrigramEmbeddings()}
+    _fill(memory.store(memory.database_ids[:1], index=index))
+    old_cache = memory.cache(memory.database_ids[:1])
+    old_cache.set({(NODE, f"input-{i}"): (i, None) for i in range(30)})
+    ids, previous = memory.database_ids[:2], memory.database_ids[:1]
+    dry = rebalance(_saver(memory, ids, previous), dry_run=True)
+    items_moving = 2 * len(moved(memory))
+    assert dry.memory_misplaced > items_moving and dry.store_items_moved == 0
+    summary = rebalance(_saver(memory, ids, previous))
+    assert summary.store_items_moved == items_moving
+    assert summary.store_items_moved + summary.cache_entries_moved == dry.memory_misplaced
+    assert summary.memory_changed == 0
+    # Every row at its home, once; readers without previous_database_ids find everything.
+    store = memory.store(ids, index=index)
+    cache = memory.cache(ids)
+    for table in ("store_items", "cache_entries"):
+        assert max(copies(memory, table).values()) == 1
+    placed = rows(memory, "store_items")
+    assert all(store.home((ns[2:].split('"')[0],)) == db for db, found in placed.items()
+               for ns, _ in found)
+    for u in USERS:
+        assert sorted(i.key for i in store.search((u,))) == ["m0", "m1"]
+        assert store.search((u,), query=f"{u} fact 1", limit=1)[0].key == "m1"  # vectors moved
+    assert len(cache.get([(NODE, f"input-{i}") for i in range(30)])) == 30
+    again = rebalance(_saver(memory, ids, previous))
+    assert again.memory_misplaced == 0
+
+
+def test_a_shrinking_fleet_moves_memory_home(memory: Memory) -> None:
+    from compaction.rebalance import rebalance
+    ids = memory.database_ids[:3]
+    _fill(memory.store(ids))
+    cache = memory.cache(ids)
+    cache.set({(NODE, f"input-{i}"): (i, None) for i in range(30)})
+    shrunk = memory.store(ids[:2], previous_database_ids=ids)
+    assert len(shrunk.search((), limit=100)) == 2 * len(USERS)  # in view before the move
+    summary = rebalance(_saver(memory, ids[:2], ids))
+    assert summary.memory_misplaced > 0
+    assert rows(memory, "store_items")[ids[2]] == rows(memory, "cache_entries")[ids[2]] == []
+    assert len(memory.store(ids[:2]).search((), limit=100)) == 2 * len(USERS)
+    assert len(memory.cache(ids[:2]).get([(NODE, f"input-{i}") for i in range(30)])) == 30
+
+
+# --- what runs beside a move (delete wins, a put is kept, a read misses nothing) ----------------
+
+
+class Beside(httpx.BaseTransport):
+    """A transport that runs `act` once, just before the first request whose body holds
+    `marker` (a step of the rebalance's memory move) reaches the database."""
+
+    def __init__(self, inner: Any, marker: bytes, act: Any) -> None:
+        self.inner, self.marker, self.act, self.done = inner, marker, act, False
+
+    def handle_request(self, request: Any) -> Any:
+        if not self.done and self.marker in request.content:
+            self.done = True
+            self.act()
+        return self.inner.handle_request(request)
+
+
+MOVE_IN = b"DO NOTHING"          # the move's write at the target
+MOVE_OUT = b"DELETE FROM store_items WHERE(ns,key)IN"  # its delete at the source
+
+
+@pytest.mark.parametrize("when", [MOVE_IN, MOVE_OUT], ids=["before the copy lands",
+                                                           "before the source goes"])
+def test_a_delete_beside_a_move_is_not_undone(memory: Memory, when: bytes) -> None:
+    from compaction.rebalance import rebalance
+    _fill(memory.store(memory.database_ids[:1]))
+    ids, previous = memory.database_ids[:2], memory.database_ids[:1]
+    store = grown(memory)
+    u = moved(memory)[0]
+    beside = Beside(memory.transport, when, lambda: store.delete((u, "memories"), "m0"))
+    saver = D1Saver(account_id=memory.account_id, api_token=memory.api_token,
+                    api_base_url=memory.base_url, transport=beside, database_ids=ids,
+                    previous_database_ids=previous)
+    rebalance(saver)
+    assert beside.done
+    assert store.get((u, "memories"), "m0") is None
+    assert memory.store(ids).get((u, "memories"), "m0") is None
+    assert copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 0
+
+
+@pytest.mark.parametrize("when", [MOVE_IN, MOVE_OUT], ids=["before the copy lands",
+                                                           "before the source goes"])
+def test_a_put_beside_a_move_is_kept(memory: Memory, when: bytes) -> None:
+    from compaction.rebalance import rebalance
+    _fill(memory.store(memory.database_ids[:1]))
+    ids, previous = memory.database_ids[:2], memory.database_ids[:1]
+    store = grown(memory)
+    u = moved(memory)[0]
+    beside = Beside(memory.transport, when,
+                    lambda: store.put((u, "memories"), "m0", {"text": "new"}))
+    rebalance(D1Saver(account_id=memory.account_id, api_token=memory.api_token,
+                      api_base_url=memory.base_url, transport=beside, database_ids=ids,
+                      previous_database_ids=previous))
+    assert beside.done
+    assert memory.store(ids).get((u, "memories"), "m0").value == {"text": "new"}  # type: ignore[union-attr]
+    assert copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 1

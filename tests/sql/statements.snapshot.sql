@@ -963,11 +963,11 @@ DELETE FROM d1saver_moves WHERE thread_id>=? AND thread_id<?
 
 -- name: ITEM_KEYS_PAGE
 -- params: ?1 after_ns, ?2 after_key, ?3 limit
-SELECT ns,key FROM store_items WHERE(ns,key)>(?,?)ORDER BY ns,key LIMIT CAST(? AS INTEGER)
+SELECT s.ns,s.key,length(s.value)+ COALESCE((SELECT SUM(length(v.vector))FROM store_vectors v WHERE v.ns=s.ns AND v.key=s.key),0)bytes FROM store_items s WHERE(s.ns,s.key)>(?,?)ORDER BY s.ns,s.key LIMIT CAST(? AS INTEGER)
 
 -- name: ENTRY_KEYS_PAGE
 -- params: ?1 after_ns, ?2 after_key, ?3 limit
-SELECT ns,key FROM cache_entries WHERE(ns,key)>(?,?)ORDER BY ns,key LIMIT CAST(? AS INTEGER)
+SELECT ns,key,length(value)bytes FROM cache_entries WHERE(ns,key)>(?,?)ORDER BY ns,key LIMIT CAST(? AS INTEGER)
 
 -- name: READ_ITEMS_TO_MOVE
 -- params: ?1 keys
