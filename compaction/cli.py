@@ -30,7 +30,7 @@ from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, 
 from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable, progress_bar
 from compaction import inspector
 from compaction.fleet import (check_chunks, compact, history, leftovers, list_threads,
-                              run_history)
+                              misplaced_memory, run_history)
 from compaction.gateway import GENERATED_PATH
 from compaction.gateway import render as render_gateway
 from compaction.gateway import write as write_gateway
@@ -334,6 +334,7 @@ def threads_cmd(
     with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         infos = list_threads(saver)
         staged = leftovers(saver)
+        memory = misplaced_memory(saver)
     infos.sort(key=keys[sort], reverse=sort != "id")
     if limit:
         infos = infos[:limit]
@@ -348,6 +349,15 @@ def threads_cmd(
         typer.echo(f"{printable(i.thread_id):<40}{db} {i.checkpoints:>11} {i.namespaces:>3} {i.bytes:>10}  {printable(str(i.updated))}")
     for x in staged:
         typer.echo(f"leftover: {_leftover(x)}")
+    for m in memory:
+        typer.echo(f"leftover: {_misplaced(m)}")
+
+
+def _misplaced(m: Any) -> str:
+    """One line about memory not at its home (compaction.fleet.MisplacedMemory)."""
+    what = "store items" if m.table == "store_items" else "cache entries"
+    return (f"{m.rows} {what} in {m.database_id} live in {m.home} (a move pending or killed "
+            "midway: `d1saver rebalance` moves them)")
 
 
 def _leftover(x: Any) -> str:
@@ -405,7 +415,8 @@ def rebalance_cmd(
     api_base_url: Optional[str] = _Conn.api_base_url,
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
-    """Move each thread to its home after the database list changed: copy, verify, delete."""
+    """Move each thread, store item and cache entry to its home after the database list
+    changed: copy, verify, delete."""
     try:
         extra = ({"previous_database_ids": [p.strip() for p in previous.split(",")]}
                  if previous else {})  # "c, d" as D1_DATABASE_ID reads it
@@ -431,8 +442,11 @@ def rebalance_cmd(
                    f"{summary.threads_misplaced} misplaced; {summary.threads_moved} moved "
                    f"({summary.rows_copied} rows, {summary.bytes_copied} bytes), "
                    f"{summary.threads_found_copied} found copied, {summary.threads_changed} "
-                   f"changed meanwhile, {summary.threads_failed} failed; {summary.requests} "
-                   f"requests in {summary.seconds:.1f} s")
+                   f"changed meanwhile, {summary.threads_failed} failed; memory: "
+                   f"{summary.memory_misplaced} misplaced, {summary.store_items_moved} store "
+                   f"items and {summary.cache_entries_moved} cache entries moved"
+                   f"{f', {summary.memory_changed} changed meanwhile' if summary.memory_changed else ''}"
+                   f"; {summary.requests} requests in {summary.seconds:.1f} s")
     if summary.errors:
         raise typer.Exit(EXIT_D1)
 
@@ -454,14 +468,19 @@ def check_cmd(
             raise typer.Exit(EXIT_NOT_FOUND)
         staged = [x for x in leftovers(saver) if thread_id is None or thread_id in (
             x.target, x.source)]
+        memory = misplaced_memory(saver) if thread_id is None else []
     # Staged rows are no thread: listed as leftovers, not as inexact threads.
     found = [t for t in found if not admin.is_staging(t.thread_id)]
     if as_json:
         typer.echo(json.dumps([t.__dict__ for t in found]
-                              + [{**x.__dict__, "leftover": x.kind} for x in staged], indent=2))
+                              + [{**x.__dict__, "leftover": x.kind} for x in staged]
+                              + [{**m.__dict__, "leftover": "memory"} for m in memory],
+                              indent=2))
     else:
         for x in staged:
             typer.echo(f"leftover: {_leftover(x)}")
+        for m in memory:
+            typer.echo(f"leftover: {_misplaced(m)}")
         for t in found:
             db = f" ({t.database_id})" if hasattr(t, "database_id") else ""
             typer.echo(f"{printable(t.thread_id)}{db}: {t.missing} chunks missing, "

@@ -50,6 +50,7 @@ from typing import Any
 from d1saver import (D1Error, D1Saver, LeaseHeldError, QueryError, Result, Statement,
                      VerificationError, admin)
 from compaction import fleet
+from compaction.fleet import memory_plan
 from compaction import lease as leases
 from compaction.job import ThreadInfo, list_threads, refuse_older, stored_version
 
@@ -109,34 +110,6 @@ def plan(saver: D1Saver, databases: Sequence[str]) -> tuple[dict[str, list[Threa
              for db, infos in found.items() for i in infos
              if not admin.is_staging(i.thread_id) and saver.home(i.thread_id) != db]
     return found, moves
-
-
-def memory_plan(saver: D1Saver, databases: Sequence[str], layout: Any, page_size: int = 1000
-                ) -> dict[tuple[str, str, str], list[admin.MemoryKey]]:
-    """Every store item and cache entry not at its home: {(source, target, table): rows}, in
-    key order (one request per page of keys, per table and database)."""
-    out: dict[tuple[str, str, str], list[admin.MemoryKey]] = {}
-
-    def scan(view: D1Saver) -> list[tuple[str, admin.MemoryKey]]:
-        found = []
-        for table in admin.MEMORY_TABLES:
-            after = None
-            while True:
-                (res,) = view.execute([admin.memory_keys_page(table, after, page_size)])
-                keys = admin.read_memory_keys(table, res)
-                found += [(admin.memory_home(layout, k), k) for k in keys]
-                if len(keys) < page_size:
-                    break
-                after = keys[-1]
-        return found
-
-    scanned = saver.each_database(scan, operation="rebalance memory scan",
-                                  database_ids=databases) if databases else {}
-    for db, found in scanned.items():
-        for home, key in found:
-            if home != db:
-                out.setdefault((db, home, key.table), []).append(key)
-    return out
 
 
 def rebalance(saver: D1Saver, *, dry_run: bool = False, lease_ttl: int = 300,

@@ -32,8 +32,9 @@ COPYING_PREFIX = _STAGING + "copying\x1f"  # copy_thread between databases
 # there before deleting it (d1saver rebalance; _transfer.delete_if_unchanged).
 LEAVING_PREFIX = _STAGING + "leaving\x1f"
 # A move of D1Store items or D1Cache entries registers under this prefix and its move id in
-# d1saver_moves at its target (never a thread id: no row is staged under it).
-MEMORY_MOVE_PREFIX = _STAGING + "memory\x1f"
+# d1saver_moves at its target: bookkeeping, never a thread id, and outside the staging range
+# (no row is staged under it; the next rebalance clears a killed move's registration).
+MEMORY_MOVE_PREFIX = "\x1fmemory-move\x1f"
 
 
 def is_staging(thread_id: str) -> bool:
