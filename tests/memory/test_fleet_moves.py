@@ -137,6 +137,14 @@ def test_cache_entries_stored_by_0_2_0s_route_are_found_while_migrating(
     assert cache.get([(NODE, "input-0")]) == {(NODE, "input-0"): "new"}
     assert copies(memory, "cache_entries")[('["__pregel_ns_writes","__main__.double","double"]',
                                             "input-0")] == 1
+    # `d1saver rebalance` moves them to their homes: found without previous_database_ids.
+    from compaction.rebalance import rebalance
+    summary = rebalance(_saver(memory, ids))
+    assert summary.cache_entries_moved > 20
+    assert memory.cache(ids).get([(NODE, f"input-{i}") for i in range(40)]) == {
+        (NODE, "input-0"): "new", **{(NODE, f"input-{i}"): i for i in range(1, 40)}}
+    per_db = {db: len(found) for db, found in rows(memory, "cache_entries").items()}
+    assert all(per_db[db] > 0 for db in ids), per_db
 
 
 def test_a_route_keeps_cache_entries_by_their_first_label(memory: Memory) -> None:
