@@ -155,6 +155,17 @@ class D1Saver(BaseCheckpointSaver[str]):
         self._fleet.set_ops("auto_setup", value)
 
     @property
+    def read_only(self) -> bool:
+        """True: this instance never creates nor migrates a schema; a database without
+        d1saver's schema, or with an older one, raises SchemaNotReadyError (the CLI's listing
+        and inspecting commands set it)."""
+        return self._first.ops.read_only
+
+    @read_only.setter
+    def read_only(self, value: bool) -> None:
+        self._fleet.set_ops("read_only", bool(value))
+
+    @property
     def is_setup(self) -> bool:
         """Whether this instance has set the schema up (or found it set up), in every database."""
         return all(database.ops.is_setup for database in self._fleet.nodes.values())

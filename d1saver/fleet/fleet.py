@@ -138,7 +138,8 @@ class Fleet:
         return out
 
     def set_ops(self, name: str, value: Any) -> None:
-        """Set an option of every database's operations (guard_head, auto_setup, is_setup)."""
+        """Set an option of every database's operations (guard_head, auto_setup, read_only,
+        is_setup)."""
         for node in self.nodes.values():
             setattr(node.ops, name, value)
 
