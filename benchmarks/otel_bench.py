@@ -1,0 +1,138 @@
+"""What OpenTelemetry costs a put: CPU per `D1Saver.put` without OpenTelemetry importable, with
+the API and no SDK (no-op spans), and with the SDK recording every span and the metric.
+
+`--before DIR` adds d1saver as it was before (a checkout of an earlier commit, OpenTelemetry
+not importable), to show what the hooks cost without OpenTelemetry. Each way runs in a fresh process (`sys.modules["opentelemetry"] = None` for the first), on two
+transports: a canned answer (D1's success envelope, nothing executed: d1saver's own work
+alone) and the in-process local D1 (SQLite included). CPU is the process's time
+(time.process_time) over a run of puts, the median of several runs; a put here is one
+request, its span and, with the SDK, its parent span, its attempt event and one histogram
+measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+WAYS = ("before", "without", "api-only", "sdk")
+TRANSPORTS = ("canned", "local")
+
+
+def _setup(way: str) -> None:
+    if way in ("before", "without"):
+        sys.modules["opentelemetry"] = None  # type: ignore[assignment]
+        return
+    if way == "sdk":
+        from opentelemetry import metrics, trace
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (SimpleSpanProcessor, SpanExporter,
+                                                    SpanExportResult)
+
+        class Drop(SpanExporter):  # every span made and handed over; nothing kept
+            def export(self, spans: Any) -> SpanExportResult:
+                return SpanExportResult.SUCCESS
+
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(Drop()))
+        trace.set_tracer_provider(provider)
+        metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+
+
+def _canned() -> Any:
+    import httpx
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        n = len(body["batch"]) if "batch" in body else 1
+        one = {"results": {"columns": [], "rows": []}, "success": True,
+               "meta": {"changes": 1, "duration": 0.1, "rows_read": 1, "rows_written": 1,
+                        "served_by_region": "WEUR", "served_by_primary": True}}
+        return httpx.Response(200, json={"success": True, "errors": [], "messages": [],
+                                         "result": [one] * n})
+
+    return httpx.MockTransport(answer)
+
+
+def child(way: str, transport: str, puts: int, runs: int) -> dict[str, Any]:
+    """Run in the measuring process: µs of CPU per put, median of `runs` runs of `puts`."""
+    _setup(way)
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from d1saver import D1Saver
+    from d1saver.local import LocalD1, LocalD1Transport
+
+    try:
+        from d1saver.http.telemetry import enabled
+    except ImportError:  # d1saver before OpenTelemetry
+        enabled = False
+
+    engine = LocalD1()
+    saver = D1Saver(account_id="bench", database_id="otel", api_token="local",
+                    api_base_url="http://d1.local/client/v4",
+                    transport=_canned() if transport == "canned" else LocalD1Transport(engine),
+                    auto_setup=transport != "canned")
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": [f"message {i} " * 8 for i in range(20)]}
+    for _ in range(50):  # warm: schema, imports, caches
+        saver.put(config, checkpoint, {"source": "loop", "step": 1}, {})
+    per_put = []
+    for _ in range(runs):
+        t0 = time.process_time()
+        for _ in range(puts):
+            saver.put(config, checkpoint, {"source": "loop", "step": 1}, {})
+        per_put.append((time.process_time() - t0) / puts * 1e6)
+    loaded = any(m.startswith("opentelemetry") and v is not None for m, v in sys.modules.items())
+    engine.close()
+    import d1saver
+
+    return {"way": way, "transport": transport, "us_per_put": statistics.median(per_put),
+            "source": os.path.dirname(os.path.dirname(d1saver.__file__)),
+            "enabled": enabled, "opentelemetry_loaded": loaded}
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    p = argparse.ArgumentParser(prog="python -m benchmarks otel",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--puts", type=int, default=2000, help="puts per run")
+    p.add_argument("--runs", type=int, default=5, help="runs per way (the median is shown)")
+    p.add_argument("--before", metavar="DIR",
+                   help="a d1saver source tree to measure as it was (e.g. a worktree of main)")
+    p.add_argument("--child", nargs=2, metavar=("WAY", "TRANSPORT"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(*args.child, args.puts, args.runs)))
+        return []
+    rows = []
+    for transport in TRANSPORTS:
+        for way in WAYS if args.before else WAYS[1:]:
+            # "before" runs this file on the other tree's d1saver (PYTHONPATH first).
+            env = dict(os.environ, PYTHONPATH=os.path.abspath(args.before)) if (
+                way == "before") else None
+            done = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--child", way, transport,
+                 "--puts", str(args.puts), "--runs", str(args.runs)],
+                capture_output=True, text=True, check=True, env=env)
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    print(f"CPU per D1Saver.put (µs, median of {args.runs} runs of {args.puts} puts)")
+    print(f"{'transport':<10} {'way':<10} {'µs/put':>8} {'vs without':>11}  opentelemetry")
+    for transport in TRANSPORTS:
+        base = next(r for r in rows if r["transport"] == transport and r["way"] == "without")
+        for r in (r for r in rows if r["transport"] == transport):
+            extra = r["us_per_put"] - base["us_per_put"]
+            print(f"{transport:<10} {r['way']:<10} {r['us_per_put']:>8.1f} {extra:>+10.1f}  "
+                  f"{'imported' if r['opentelemetry_loaded'] else 'not imported'}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
