@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import agent_bench, compaction_bench, scaling_bench, store_bench, ui_bench
+from benchmarks import (agent_bench, compaction_bench, otel_bench, scaling_bench, store_bench,
+                        ui_bench)
 
 
 def test_compaction_benchmark_runs() -> None:
@@ -37,3 +38,10 @@ def test_ui_benchmark_runs() -> None:
                           "--latency-ms", "0"])
     paged = [r for r in rows if r["way"].startswith("page")]
     assert paged and all(r["requests"] == 1 and r["rows"] == 5 for r in paged), rows
+
+
+def test_otel_benchmark_runs() -> None:
+    rows = otel_bench.main(["--puts", "3", "--runs", "1", "--rounds", "1",
+                            "--transports", "canned"])
+    loaded = {r["way"]: r["opentelemetry_loaded"] for r in rows}
+    assert loaded == {"without": False, "api-only": True, "sdk": True}

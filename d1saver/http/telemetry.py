@@ -2,10 +2,11 @@
 public call and per command, and the histogram db.client.operation.duration, all through the
 global tracer and meter providers (docs/guide/observability.md).
 
-Without `opentelemetry-api` (the `otel` extra) nothing here imports it, no method is wrapped,
-and the client's hot path pays one attribute check (`enabled`). With the API but no SDK, the
-spans are OpenTelemetry's no-op ones. OpenTelemetry is imported on the first span, not with
-d1saver.
+Without `opentelemetry-api` (the `otel` extra) nothing here imports it and no method is
+wrapped: a request checks `enabled` in the client, and a write two calls of group commit
+that return at once (`caller`, `merged`). With the API but no provider set (no SDK), no
+span is made: each call checks the global providers. OpenTelemetry is imported on the first
+call, not with d1saver.
 
 Attributes follow OpenTelemetry's stable database conventions, with db.system.name
 "cloudflare-d1" and cloudflare.d1.response.* as Cloudflare's own D1 binding names them. They
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import importlib
 import inspect
 import logging
 import re
@@ -66,7 +68,7 @@ SUMMARY_MAX = 255  # the conventions cut db.query.summary at 255 characters
 METRIC_ATTRIBUTES = ("db.system.name", "db.namespace", "db.operation.name", "db.query.summary",
                      "server.address", "server.port", "db.response.status_code", "error.type")
 # D1's meta, statement by statement, summed (or taken) over a batch: cloudflare.d1.response.*.
-_SUMMED = {"rows_read": "rows_read", "rows_written": "rows_written", "changes": "changes"}
+_SUMMED = ("rows_read", "rows_written", "changes")
 _FIRST_WORD = re.compile(r"\s*([A-Za-z]{1,16})\b")
 
 
@@ -86,6 +88,12 @@ class _API:
             ours = None
         self.context = context
         self.trace = trace
+        self.metrics = metrics
+        self._meters: Any = importlib.import_module("opentelemetry.metrics._internal")
+        self._set = False
+        # A provider named by OTEL_PYTHON_TRACER_PROVIDER / _METER_PROVIDER is loaded here.
+        trace.get_tracer_provider()
+        metrics.get_meter_provider()
         self.CLIENT = trace.SpanKind.CLIENT
         self.INTERNAL = trace.SpanKind.INTERNAL
         self.tracer = trace.get_tracer(SCOPE, ours)
@@ -93,6 +101,26 @@ class _API:
             "db.client.operation.duration", unit="s",
             description="Duration of database client operations.",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
+
+    def on(self) -> bool:
+        """Whether the application has set a tracer or a meter provider: until it does,
+        every span would be a no-op one, so none is made. Once set, a provider stays."""
+        if not self._set:
+            self._set = self._provider_set()
+        return self._set
+
+    def _provider_set(self) -> bool:
+        # The API's own globals, read directly: its getters look the environment up on every
+        # call (2 µs each, per call and request). An API without them: the public getters.
+        try:
+            return (self.trace._TRACER_PROVIDER is not None
+                    or self._meters._METER_PROVIDER is not None)
+        except AttributeError:  # pragma: no cover - another version of the API
+            tracing = self.trace.get_tracer_provider()
+            meters = self.metrics.get_meter_provider()
+            return not (isinstance(tracing, (self.trace.ProxyTracerProvider,
+                                             self.trace.NoOpTracerProvider))
+                        and type(meters).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider"))
 
     def failed(self, span: Any, error_type: str) -> None:
         """Mark a span as failed: error.type and an ERROR status naming only the class."""
@@ -183,10 +211,10 @@ def response_meta(results: Sequence[Result]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for result in results:
         meta = result.meta
-        for key, attr in _SUMMED.items():
+        for key in _SUMMED:
             value = meta.get(key)
             if _number(value):
-                out[attr] = out.get(attr, 0) + int(value)
+                out[key] = out.get(key, 0) + int(value)
         duration = meta.get("duration")
         if _number(duration):
             out["sql_duration_ms"] = out.get("sql_duration_ms", 0.0) + float(duration)
@@ -287,9 +315,11 @@ def request(client: _Client, statements: Sequence[Statement], attempts: Attempts
     "cancelled"."""
     try:
         api = _api()
-        state = _start(api, client, statements)
+        state = _start(api, client, statements) if api.on() else None
     except Exception:
         _lost("starting a request's span")
+        state = None
+    if state is None:
         return (yield from attempts(statements, None))
     try:
         results = yield from attempts(statements, state)
@@ -332,7 +362,10 @@ def caller() -> Any:
     if not enabled:
         return None
     try:
-        context = _api().trace.get_current_span().get_span_context()
+        api = _api()
+        if not api.on():
+            return None
+        context = api.trace.get_current_span().get_span_context()
     except Exception:
         _lost("reading the current span")
         return None
@@ -460,7 +493,7 @@ def _open(name: str) -> _Open | None:
     if _CALL.get():
         return None
     try:
-        return _Open(name)
+        return _Open(name) if _api().on() else None
     except Exception:
         _lost("starting a call's span")
         return None
@@ -590,6 +623,8 @@ class _Command:
         if self.outer is not None:
             return
         try:
+            if not _api().on():
+                return
             self.opened = _Open("d1saver")
             self.tokens = (self.opened.api.context.attach(self.opened.ctx),
                            self._active.set(self))

@@ -542,6 +542,27 @@ def test_nothing_recorded_holds_a_value_a_key_or_the_token(engine: LocalD1,
         assert secret not in text
 
 
+def test_no_provider_no_span_until_one_is_set(engine: LocalD1) -> None:
+    """With the API and no provider (no SDK), calls make no span; a provider the application
+    sets later gets the spans of the calls after it."""
+    _reset_globals()
+    try:
+        saver = saver_on(engine)
+        config = saver.put(generate_config("t1"), checkpoint(), {"source": "input",
+                                                                 "step": -1}, {})
+        assert telemetry._api().on() is False
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        assert saver.get_tuple(config) is not None
+        assert [s.name for s in exporter.get_finished_spans()] == [
+            "SELECT_PAGE_THREAD_NS SELECT_PAGE_DELTA_THREAD_NS", "D1Saver.get_tuple"]
+        provider.shutdown()
+    finally:
+        _reset_globals()
+
+
 # --- without OpenTelemetry -----------------------------------------------------------------
 
 
