@@ -101,6 +101,57 @@ def child(way: str, transport: str, puts: int, runs: int) -> dict[str, Any]:
             "enabled": enabled, "opentelemetry_loaded": loaded}
 
 
+def hooks(number: int = 100_000) -> dict[str, float]:
+    """The hooks alone, in this process (the API installed, no provider set), µs per call,
+    fastest of 5: a public call's wrapper, a request's, and group commit's two; then the
+    client's check with `enabled` off, as without OpenTelemetry."""
+    import timeit
+
+    from d1saver import D1Client, Statement
+    from d1saver.core.protocol import Result
+    from d1saver.http import telemetry
+
+    client = D1Client(account_id="a", database_id="d", api_token="t",
+                      api_base_url="https://api.cloudflare.com/client/v4")
+    statements = [Statement("x", name="PUT"), Statement("y", name="INSERT_CHUNKS")]
+    results = [Result([], [], {})]
+
+    def exchange(stmts: Any, span: Any = None) -> Any:
+        return results
+        yield  # a generator, as the client's is
+
+    def drive(gen: Any) -> Any:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value
+
+    def call() -> None:
+        return None
+
+    traced = telemetry.traced(call, "Bench.call")
+    ticket = type("Ticket", (), {"caller": None})()
+    client._exchange = exchange  # type: ignore[method-assign]
+
+    def fastest(fn: Any) -> float:
+        return min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e6
+
+    out = {
+        "a call, bare": fastest(call),
+        "a call, wrapped": fastest(traced),
+        "an exchange, bare": fastest(lambda: drive(exchange(statements))),
+        "an exchange, in its request span": fastest(
+            lambda: drive(telemetry.request(client, statements, exchange))),
+        "group commit's caller() and merged()": fastest(
+            lambda: telemetry.merged([ticket]).__enter__() or telemetry.caller()),
+    }
+    telemetry.enabled = False
+    out["client.exchange, enabled off"] = fastest(lambda: drive(client.exchange(statements)))
+    out["group commit's hooks, enabled off"] = fastest(
+        lambda: telemetry.merged([ticket]).__enter__() or telemetry.caller())
+    return out
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p = argparse.ArgumentParser(prog="python -m benchmarks otel",
                                 description=__doc__.splitlines()[0])
@@ -113,6 +164,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                    help="a d1saver source tree to measure as it was (e.g. a worktree of main)")
     p.add_argument("--child", nargs=2, metavar=("WAY", "TRANSPORT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.child == ["hooks", "-"]:
+        print(json.dumps(hooks()))
+        return []
     if args.child:
         print(json.dumps(child(*args.child, args.puts, args.runs)))
         return []
@@ -147,6 +201,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                   f"{r['fastest'] - base['fastest']:>+11.1f} {r['median']:>8.1f} "
                   f"{r['median'] - base['median']:>+11.1f}  "
                   f"{'imported' if r['opentelemetry_loaded'] else 'not imported'}")
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "hooks", "-"],
+                          capture_output=True, text=True, check=True)
+    print("\nThe hooks alone, µs per call (the API installed, no provider set; fastest of 5)")
+    for what, us in json.loads(done.stdout.strip().splitlines()[-1]).items():
+        print(f"  {what:<40} {us:>6.2f}")
     return rows
 
 
