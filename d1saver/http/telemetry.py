@@ -605,6 +605,11 @@ def _traced_agen(fn: Callable[..., AsyncGenerator[Any, Any]], name: str
 
 # --- commands: an INTERNAL span each ----------------------------------------------------------
 
+# Commands that serve until stopped: no span of their own (it would hold hours of unrelated
+# calls); the calls they make are traces of their own.
+SERVING_COMMANDS = frozenset({"serve", "ui"})
+
+
 class _Command:
     """The span of one `d1saver` command ("d1saver compact", "d1saver store put"), around its
     group's invoke. A nested group names the span it runs in instead of opening another."""
@@ -623,7 +628,9 @@ class _Command:
         if self.outer is not None:
             return
         try:
-            if not _api().on():
+            # The command's name as given, which click has parsed out but not yet resolved.
+            given = getattr(self.ctx, "_protected_args", None) or []
+            if not _api().on() or (given and given[0] in SERVING_COMMANDS):
                 return
             self.opened = _Open("d1saver")
             self.tokens = (self.opened.api.context.attach(self.opened.ctx),

@@ -500,6 +500,19 @@ def test_a_maintenance_command_is_one_span(serve: Callable[..., str], otel: Tele
     assert listed.name == "d1saver store ls" and otel.one("D1Store.search")
 
 
+def test_serving_commands_have_no_span(otel: Telemetry) -> None:
+    """`d1saver serve` and `d1saver ui` run until stopped: a span of theirs would hold hours of
+    unrelated calls, so they have none (their calls are traces of their own)."""
+    command = telemetry.command(type("Ctx", (), {"_protected_args": ["ui"], "parent": None,
+                                                 "info_name": "d1saver",
+                                                 "invoked_subcommand": "ui"})())
+    with command:
+        pass
+    assert otel.finished() == []
+    result = CliRunner().invoke(d1saver_app, ["serve", "--port", "not-a-port"])
+    assert result.exit_code == 2 and otel.finished() == []
+
+
 def test_nothing_recorded_holds_a_value_a_key_or_the_token(engine: LocalD1,
                                                            otel: Telemetry) -> None:
     """The sentinel goes into values, metadata, thread ids, writes, store namespaces, keys and
