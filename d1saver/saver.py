@@ -40,6 +40,7 @@ from d1saver.ops.operations import Operations
 from d1saver.core.protocol import Result, Statement, Tracer
 from d1saver.ops.reseal import RekeyCounts, add_census, add_counts
 from d1saver.http.retry import RetryPolicy
+from d1saver.http import telemetry
 from d1saver.fleet.routing import Route, Router
 from d1saver.storage.serde import default_serde, trusted_serde
 from d1saver.core.settings import DEFAULT_API_BASE_URL, load_settings
@@ -475,6 +476,16 @@ def _false(result: Any) -> bool:
 
 def _no_history(histories: Mapping[str, DeltaChannelHistory]) -> bool:
     return all(not h["writes"] and "seed" not in h for h in histories.values())
+
+
+
+# An INTERNAL span per public call, when OpenTelemetry is installed (d1saver/http/telemetry.py).
+telemetry.instrument(D1Saver, [
+    "setup", "asetup", "execute", "get_tuple", "aget_tuple", "list", "alist", "put", "aput",
+    "put_writes", "aput_writes", "get_delta_channel_history", "aget_delta_channel_history",
+    "delete_thread", "adelete_thread", "delete_for_runs", "adelete_for_runs", "copy_thread",
+    "acopy_thread", "prune", "aprune", "tag", "atag", "untag", "auntag", "tags", "atags",
+    "key_census", "rekey"])
 
 
 __all__ = ["D1Saver"]

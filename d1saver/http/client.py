@@ -27,6 +27,7 @@ from d1saver.http.envelope import map_transport_error, parse_response, rate_limi
 from d1saver.core.errors import ConfigError, D1Error, RateLimitError, SerializationError
 from d1saver.core.protocol import Action, Result, Send, Sleep, Statement, TraceEvent, Tracer
 from d1saver.core.ids import check_api_base_url, validate_account_id, validate_database_id
+from d1saver.http import telemetry
 from d1saver.http.retry import RetryPolicy
 
 T = TypeVar("T")
@@ -133,6 +134,12 @@ class D1Client:
 
     def exchange(self, statements: Sequence[Statement]) -> Exchange:
         """Send with retries; yields Send/Sleep, receives responses, returns the results."""
+        if telemetry.enabled:  # a CLIENT span around the attempts (d1saver/http/telemetry.py)
+            return telemetry.request(self, statements, self._exchange)
+        return self._exchange(statements)
+
+    def _exchange(self, statements: Sequence[Statement],
+                  span: telemetry.Request | None = None) -> Exchange:
         request = self.build_request(statements)
         started = time.monotonic()
         attempt = 0
@@ -149,10 +156,10 @@ class D1Client:
                 status, received = response.status_code, len(response.content)
                 self._note_rate_limit(response)
                 results = parse_response(response, len(statements), self._token, time.time())
-                self._trace(statements, attempt, status, None, t0, request, received)
+                self._trace(statements, attempt, status, None, t0, request, received, span)
                 return results
             except D1Error as exc:
-                self._trace(statements, attempt, status, exc, t0, request, received)
+                self._trace(statements, attempt, status, exc, t0, request, received, span)
                 wait = self.retry.delay(exc, attempt, time.monotonic() - started)
                 if wait is None:
                     raise
@@ -188,9 +195,12 @@ class D1Client:
         return pause
 
     def _trace(self, statements: Sequence[Statement], attempt: int, status: int | None,
-               error: D1Error | None, t0: float, request: httpx.Request, received: int) -> None:
+               error: D1Error | None, t0: float, request: httpx.Request, received: int,
+               span: telemetry.Request | None = None) -> None:
         self.requests += 1
         seconds = time.monotonic() - t0
+        if span is not None:
+            span.attempt(attempt, status, error, seconds, len(request.content), received)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("D1 request database=%s statements=%d sent=%dB received=%dB status=%s "
                       "%.1fms attempt=%d%s", self.database_id, len(statements), len(request.content),

@@ -18,6 +18,7 @@ from langgraph.cache.base import BaseCache, FullKey, Namespace
 
 from d1saver.core.errors import InvalidInputError
 from d1saver.core.protocol import Result, Statement
+from d1saver.http import telemetry
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import values as _values
 from d1saver.memory.base import Memory
@@ -165,6 +166,11 @@ def _check(ns: Any, key: Any) -> None:
         raise InvalidInputError(f"a cache namespace is a tuple of strings, not {ns!r}")
     if not isinstance(key, str):
         raise InvalidInputError(f"a cache key is a string, not {type(key).__name__}")
+
+
+# An INTERNAL span per public call, when OpenTelemetry is installed (d1saver/http/telemetry.py).
+telemetry.instrument(D1Cache, ["setup", "asetup", "get", "aget", "set", "aset", "clear",
+                               "aclear", "sweep_ttl"])
 
 
 __all__ = ["D1Cache"]

@@ -34,6 +34,7 @@ from langgraph.store.base import (
 
 from d1saver.core.errors import ConfigError, InvalidInputError
 from d1saver.core.protocol import Statement
+from d1saver.http import telemetry
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import plan as _plan
 from d1saver.memory import values as _values
@@ -492,6 +493,14 @@ def _check_page(limit: Any, offset: Any) -> None:
     if not isinstance(limit, int) or not isinstance(offset, int) or limit < 0 or offset < 0:
         raise InvalidInputError(f"limit and offset are whole numbers >= 0, not {limit!r}, "
                                 f"{offset!r}")
+
+
+# An INTERNAL span per public call (LangGraph's helpers go through batch: one span, theirs),
+# when OpenTelemetry is installed (d1saver/http/telemetry.py).
+telemetry.instrument(D1Store, [
+    "setup", "asetup", "batch", "abatch", "get", "aget", "search", "asearch", "put", "aput",
+    "delete", "adelete", "list_namespaces", "alist_namespaces", "sweep_ttl", "asweep_ttl",
+    "delete_namespace"])
 
 
 __all__ = ["D1Store"]
