@@ -49,9 +49,9 @@ _CONNECTION = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=o
 Connect = Callable[..., AbstractContextManager[Any]]  # (D1Store or D1Cache, read_only=...)
 
 
-def _namespace(text: str) -> tuple[str, ...]:
+def _namespace(text: str, *, cache: bool = False) -> tuple[str, ...]:
     try:
-        return _ns.parse_cli(text)
+        return _ns.parse_cli(text, cache=cache)
     except InvalidInputError as exc:
         raise usage_error(str(exc)) from None
 
@@ -209,13 +209,15 @@ def rm_cmd(
 @cache_app.command("clear")
 @_connected
 def cache_clear_cmd(
-    namespace: Optional[str] = typer.Argument(None, help=_NS_HELP + " Every entry if omitted."),
+    namespace: Optional[str] = typer.Argument(
+        None, help=_NS_HELP + " Labels may hold a period (a node's module path). Every entry "
+        "if omitted."),
     *,
     connect: Connect,
 ) -> None:
     """Delete the cache entries of NAMESPACE (exactly that namespace, as BaseCache.clear), or
     every entry."""
-    ns = None if namespace is None else _namespace(namespace)
+    ns = None if namespace is None else _namespace(namespace, cache=True)
     with connect(D1Cache) as cache:
         cache.clear(None if ns is None else [ns])
     typer.echo("cleared " + ("every cache entry" if ns is None else f"cache namespace {_show(ns)}"))

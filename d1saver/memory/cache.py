@@ -22,7 +22,7 @@ from d1saver.http import telemetry
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import values as _values
 from d1saver.memory.base import Memory
-from d1saver.memory.plan import _json_lists
+from d1saver.memory.plan import json_lists
 from d1saver.sql import memory as _sql
 
 ValueT = TypeVar("ValueT")
@@ -93,7 +93,8 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
                 rounds[0].setdefault(db, []).append(row)
             rounds[1].setdefault(self.home_of(ns, key), []).append(row)
         now = self.clock()
-        return [{db: [Statement.bind(_sql.CACHE_GET, {"keys": json.dumps(rows), "now": now})]
+        return [{db: [Statement.bind(_sql.CACHE_GET, {"keys": param, "now": now})
+                      for param in json_lists(rows, "a cache key")]
                  for db, rows in by_db.items()} for by_db in rounds if by_db]
 
     def _read(self, rounds: Sequence[Mapping[str, list[Result]]]) -> dict[FullKey, ValueT]:
@@ -102,7 +103,7 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
         found: dict[tuple[str, str], tuple[bool, str]] = {}
         for done in rounds:
             for db, results in done.items():
-                for row in results[0].dicts():
+                for row in (r for result in results for r in result.dicts()):
                     where = (row["ns"], row["key"])
                     home = self.home_of(_ns.decode(row["ns"]), row["key"]) == db
                     if where not in found or home or not found[where][0]:
@@ -122,8 +123,8 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
         stale: dict[str, list[list[str]]] = {}
         for (ns, key), (value, ttl) in pairs.items():
             _check(ns, key)
-            if ttl is not None and (not isinstance(ttl, int | float) or ttl != ttl):
-                raise InvalidInputError(f"a cache TTL is a number of seconds, not {ttl!r}")
+            if ttl is not None:
+                _values.check_ttl(ttl, "seconds", 1)
             text = _ns.encode(ns)
             type_, data = self.serde.dumps_typed(value)
             stored = _values.dump_entry(type_, data, text, key, sealer)
@@ -132,10 +133,12 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
             for db in self.layout.entry_previous(ns, key):
                 stale.setdefault(db, []).append([text, key])
         rounds = [{db: [Statement.bind(_sql.CACHE_SET, {"rows": param})
-                        for param in _json_lists(rows)] for db, rows in by_db.items()}]
+                        for param in json_lists(rows, "a cache entry")]
+                   for db, rows in by_db.items()}]
         if stale:  # after the home holds the new value: the old copy goes
             rounds.append({db: [Statement.bind(_sql.CACHE_DELETE, {"keys": param})
-                                for param in _json_lists(rows)] for db, rows in stale.items()})
+                                for param in json_lists(rows, "a cache key")]
+                           for db, rows in stale.items()})
         return rounds
 
     def _clear_rounds(self, namespaces: Sequence[Namespace] | None
@@ -164,8 +167,7 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
 def _check(ns: Any, key: Any) -> None:
     if not isinstance(ns, tuple | list) or not all(isinstance(label, str) for label in ns):
         raise InvalidInputError(f"a cache namespace is a tuple of strings, not {ns!r}")
-    if not isinstance(key, str):
-        raise InvalidInputError(f"a cache key is a string, not {type(key).__name__}")
+    _values.check_key(key, "a cache key")
 
 
 # An INTERNAL span per public call, when OpenTelemetry is installed (d1saver/http/telemetry.py).

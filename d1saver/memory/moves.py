@@ -30,7 +30,7 @@ from d1saver.core.protocol import Result, Statement
 from d1saver.fleet.routing import MEMORY_MOVE_PREFIX
 from d1saver.memory import namespaces as _ns
 from d1saver.memory.placement import Layout
-from d1saver.memory.plan import _json_lists
+from d1saver.memory.plan import json_lists
 from d1saver.sql import catalogue as _catalogue
 from d1saver.sql import memory as _sql
 
@@ -153,11 +153,11 @@ def move_in(found: MemoryRows, move_id: str) -> list[list[Statement]]:
     check = Statement.bind(_catalogue.CHECK_MOVE, move)
     query = _sql.MOVE_IN_ITEMS if found.table == "store_items" else _sql.MOVE_IN_ENTRIES
     batches: list[list[Statement]] = []
-    for param in _json_lists(found.rows):
+    for param in json_lists(found.rows):
         keys = {(r[0], r[1]) for r in json.loads(param)}
         vectors = [v for v in found.vectors if (v[0], v[1]) in keys]
         batches.append([check, *(Statement.bind(_sql.MOVE_IN_VECTORS, {"rows": p})
-                                 for p in _json_lists(vectors)),
+                                 for p in json_lists(vectors, "a vector")),
                         Statement.bind(query, {"rows": param})])
     if not batches:
         batches = [[check]]

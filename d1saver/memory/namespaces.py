@@ -91,9 +91,11 @@ def literal_head(path: Sequence[str]) -> Namespace:
     return tuple(out)
 
 
-def parse_cli(text: str) -> Namespace:
+def parse_cli(text: str, *, cache: bool = False) -> Namespace:
     """A namespace typed on a command line: a JSON array (`["a","b/c"]`) or labels
-    separated by '/' (`a/b`); the empty text is the empty prefix."""
+    separated by '/' (`a/b`); the empty text is the empty prefix. `cache`: a cache namespace,
+    whose labels may hold a period (LangGraph's node cache names a node by its module path:
+    ("__pregel_ns_writes", "__main__.double", "double"))."""
     text = text.strip()
     if text.startswith("["):
         try:
@@ -105,7 +107,10 @@ def parse_cli(text: str) -> Namespace:
         out = tuple(labels)
     else:
         out = tuple(label for label in text.split("/") if label) if text else ()
-    check_labels(out)
+    if not cache:
+        check_labels(out)
+    elif not all(isinstance(label, str) for label in out):
+        raise NamespaceError(f"a cache namespace is an array of strings: {text!r}")
     return out
 
 

@@ -15,21 +15,26 @@ from typing import Any
 
 from langgraph.store.base import GetOp, Item, ListNamespacesOp, PutOp, SearchOp
 
+from d1saver.core.errors import ValueTooLargeError
 from d1saver.core.protocol import Result, Statement
+from d1saver.memory import filters as _filters
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import values as _values
 from d1saver.sql import memory as _sql
 from d1saver.storage.crypto import Sealer
 
-# A JSON list parameter stays under this many bytes (D1 refuses strings over 2,000,000).
-PARAM_MAX = 1_800_000
+# A JSON list parameter stays under this many bytes as sent (D1 refuses a string over
+# 2,000,000 bytes): a list longer than that travels as several statements of the same batch.
+PARAM_MAX = 1_950_000
 
 Vectors = Mapping[tuple[str, str], Sequence[tuple[str, str]]]  # (ns, key) -> [(field, packed)]
 
 
 @dataclass
 class Row:
-    """A stored item as read: its stored namespace text and value text, not yet opened."""
+    """A stored item as read: its stored namespace text and value text, not yet opened; for a
+    search, the filter's verdict in SQL (2 holds, 1 cannot tell) and how many rows before it
+    SQL knows match (sure_before) and up to it cannot tell (unsure_upto)."""
 
     ns: str
     key: str
@@ -37,6 +42,9 @@ class Row:
     created_at: float
     updated_at: float
     ttl: bool = False
+    verdict: int = 2
+    sure_before: int = 0
+    unsure_upto: int = 0
     db: str = ""  # the database it was read from (set by the store's merge)
 
     def item(self, sealer: Sealer | None) -> Item:
@@ -50,14 +58,24 @@ def _when(seconds: float) -> datetime:
 
 
 @dataclass
+class Search:
+    """Where a search's rows come back, and what SQL did with its page."""
+
+    rows: int                   # the SEARCH_ITEMS statement
+    vectors: int | None         # the SEARCH_VECTORS statement (ranked searches)
+    skip: int                   # matches SQL was told to leave out before the page
+    refreshed: bool             # REFRESH_SEARCH(_FILTERED) ran for the page's rows SQL knew
+    counted: bool               # SEARCH_ITEMS_FILTERED (rows carry their verdicts)
+
+
+@dataclass
 class Plan:
     """The statements of one database's part of a batch, and where each op's rows come back."""
 
     statements: list[Statement] = field(default_factory=list)
-    gets: int | None = None            # index of the GET_ITEMS statement
-    # op -> statements of its rows, of the rows SQL cannot filter, of its vectors
-    searches: dict[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
-    lists: dict[int, int] = field(default_factory=dict)                        # op -> statement
+    gets: list[int] = field(default_factory=list)        # the GET_ITEMS statements
+    searches: dict[int, Search] = field(default_factory=dict)                # op -> its rows
+    lists: dict[int, int] = field(default_factory=dict)                      # op -> statement
 
     def add(self, stmt: Statement) -> int:
         self.statements.append(stmt)
@@ -70,24 +88,37 @@ class Partial:
 
     items: dict[tuple[str, str], Row] = field(default_factory=dict)
     searches: dict[int, list[Row]] = field(default_factory=dict)
+    skipped: dict[int, int] = field(default_factory=dict)       # op -> matches left out by SQL
+    refreshed: set[int] = field(default_factory=set)            # ops SQL refreshed the page of
     vectors: dict[int, dict[tuple[str, str], list[str]]] = field(default_factory=dict)
     namespaces: dict[int, list[str]] = field(default_factory=dict)
 
 
-def scope_params(prefix: Sequence[str], now: float) -> dict[str, Any]:
-    """The parameters naming the namespaces under `prefix`, and now."""
+def scope_params(prefix: Sequence[str], live_at: float | None) -> dict[str, Any]:
+    """The parameters naming the namespaces under `prefix`, and what a read sees."""
     exact, low, high = _ns.scope(prefix)
-    return {"exact": exact, "low": low, "high": high, "now": now}
+    return {"exact": exact, "low": low, "high": high, "live_at": live_at}
 
 
-def _json_lists(rows: Sequence[Sequence[Any]]) -> list[str]:
-    """Rows as JSON arrays, in as few parameters as fit PARAM_MAX each."""
+def row_size(row: Sequence[Any]) -> int:
+    """The bytes a row takes in a JSON list parameter, as sent."""
+    text = json.dumps(list(row), ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", "surrogatepass")) + 1
+
+
+def json_lists(rows: Sequence[Sequence[Any]], what: str = "a row") -> list[str]:
+    """Rows as JSON arrays, in as few parameters as fit PARAM_MAX each as sent; a row that
+    fits no parameter is ValueTooLargeError (raised before anything is sent)."""
     out: list[str] = []
     current: list[str] = []
     size = 2
     for row in rows:
         text = json.dumps(list(row), ensure_ascii=False, separators=(",", ":"))
         n = len(text.encode("utf-8", "surrogatepass")) + 1
+        if n + 2 > PARAM_MAX:
+            raise ValueTooLargeError(
+                f"{what} takes {n:,} bytes as sent; D1 binds at most {PARAM_MAX:,} in one "
+                f"parameter (a key this long cannot be stored)")
         if current and size + n > PARAM_MAX:
             out.append("[" + ",".join(current) + "]")
             current, size = [], 2
@@ -100,91 +131,114 @@ def _json_lists(rows: Sequence[Sequence[Any]]) -> list[str]:
 
 def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping[int, str],
           vectors: Vectors, reindexed: set[tuple[str, str]], now: float, *,
-          single: set[int], ranked: set[int], sealed: bool = False) -> Plan:
+          live_at: float | None, single: set[int], ranked: set[int],
+          expires: Mapping[int, tuple[float, float] | None] | None = None,
+          refresh_filtered: bool = True) -> Plan:
     """The statements of one database: `ops` its reads (index, op); `puts` its writes (deduped,
-    last wins) with `stored` their value texts by position; `vectors` the new vectors of
-    the items put, `reindexed` every item whose vectors are replaced. `single`: the searches this
-    database answers alone, so SQL can take its page exactly. `ranked`: the searches
-    ranked by meaning (a query, and the store has an index). `sealed`: values are sealed,
-    so SQL cannot filter them."""
+    last wins) with `stored` their value texts and `expires` their (expires_at, ttl_minutes) by
+    position; `vectors` the new vectors of the items put, `reindexed` every item whose vectors
+    are replaced. `live_at`: what reads see (now, or None to see expired rows too). `single`:
+    the searches this database answers alone, so SQL can leave out the rows before the page.
+    `ranked`: the searches ranked by meaning (a query, and the store has an index).
+    `refresh_filtered`: refresh a filtered page's TTLs in SQL, in the same request (its
+    statement repeats the filter's: worth it when items have TTLs, the store's default); else
+    the store refreshes the page's items with a TTL by a second request, only if there are any."""
     plan = Plan()
     gets = [(i, op) for i, op in ops if isinstance(op, GetOp)]
     if gets:
-        keys = json.dumps([[_ns.encode(op.namespace), op.key] for _, op in gets],
-                          separators=(",", ":"))
         refresh = [[_ns.encode(op.namespace), op.key] for _, op in gets if op.refresh_ttl]
-        if refresh:
-            plan.add(Statement.bind(_sql.REFRESH_ITEMS, {"keys": json.dumps(refresh), "now": now}))
-        plan.gets = plan.add(Statement.bind(_sql.GET_ITEMS, {"keys": keys, "now": now}))
+        for param in json_lists(refresh, "a key"):
+            plan.add(Statement.bind(_sql.REFRESH_ITEMS, {"keys": param, "now": now,
+                                                         "live_at": live_at}))
+        keys = [[_ns.encode(op.namespace), op.key] for _, op in gets]
+        for param in json_lists(keys, "a key"):
+            plan.gets.append(plan.add(Statement.bind(_sql.GET_ITEMS, {"keys": param,
+                                                                      "live_at": live_at})))
     for i, op in ops:
         if isinstance(op, SearchOp):
-            scope = scope_params(op.namespace_prefix, now)
-            ranked_here = i in ranked
-            where, exact = (None, False) if sealed else _values.sql_filter(op.filter)
-            if sealed and not op.filter:
-                exact = True
-            if not op.filter and not ranked_here and i in single:
-                limit, offset = op.limit, op.offset  # SQL takes the page exactly
-                if op.refresh_ttl:
-                    plan.add(Statement.bind(_sql.REFRESH_SEARCH, {**scope, "limit": limit,
-                                                                    "offset": offset}))
-            elif exact and not ranked_here:
-                limit, offset = op.offset + op.limit, 0  # merged and paged here
-            else:
-                limit, offset = -1, 0
-            rows = plan.add(Statement.bind(_sql.SEARCH_ITEMS, {
-                **scope, "limit": limit, "offset": offset, "filter": where}))
-            opaque = (plan.add(Statement.bind(_sql.SEARCH_OPAQUE, scope))
-                      if where is not None else None)
-            vec = (plan.add(Statement.bind(_sql.SEARCH_VECTORS, {**scope, "filter": where}))
-                   if ranked_here else None)
-            plan.searches[i] = (rows, opaque, vec)
+            scope = scope_params(op.namespace_prefix, live_at)
+            where = _filters.compile_filter(op.filter)
+            alone = i in single and i not in ranked
+            refreshed = bool(op.refresh_ttl and alone and (where is None or refresh_filtered))
+            if where is None:  # SQL takes the page itself, as 0.2.0 did
+                page = ({"limit": -1, "offset": 0} if i in ranked else
+                        {"limit": op.limit, "offset": op.offset} if alone else
+                        {"limit": op.offset + op.limit, "offset": 0})
+                if refreshed:
+                    plan.add(Statement.bind(_sql.REFRESH_SEARCH, {**scope, **page, "now": now}))
+                rows = plan.add(Statement.bind(_sql.SEARCH_ITEMS, {**scope, **page}))
+                vec = (plan.add(Statement.bind(_sql.SEARCH_VECTORS, scope))
+                       if i in ranked else None)
+                plan.searches[i] = Search(rows, vec, page["offset"], refreshed, counted=False)
+                continue
+            page = ({"need": -1, "skip": 0} if i in ranked else
+                    {"need": op.offset + op.limit, "skip": op.offset if alone else 0})
+            if refreshed:
+                plan.add(Statement.bind(_sql.REFRESH_SEARCH_FILTERED,
+                                        {**scope, **page, "now": now, "filter": where}))
+            rows = plan.add(Statement.bind(_sql.SEARCH_ITEMS_FILTERED, {**scope, **page,
+                                                                        "filter": where}))
+            vec = (plan.add(Statement.bind(_sql.SEARCH_VECTORS_FILTERED,
+                                           {**scope, "filter": where}))
+                   if i in ranked else None)
+            plan.searches[i] = Search(rows, vec, page["skip"], refreshed, counted=True)
         elif isinstance(op, ListNamespacesOp):
             head: tuple[str, ...] = ()
             for cond in op.match_conditions or ():
                 if cond.match_type == "prefix":
                     head = _ns.literal_head(cond.path)
-            plan.lists[i] = plan.add(Statement.bind(_sql.LIST_NAMESPACES, scope_params(head, now)))
+            plan.lists[i] = plan.add(Statement.bind(_sql.LIST_NAMESPACES,
+                                                    scope_params(head, live_at)))
     if puts:
         gone = [[_ns.encode(op.namespace), op.key] for op in puts if op.value is None]
-        for param in _json_lists(gone):
+        for param in json_lists(gone, "a key"):
             plan.add(Statement.bind(_sql.DELETE_ITEMS, {"keys": param}))
         if reindexed:
-            for param in _json_lists(sorted(list(k) for k in reindexed)):
+            for param in json_lists(sorted(list(k) for k in reindexed), "a key"):
                 plan.add(Statement.bind(_sql.DELETE_VECTORS, {"keys": param}))
         items: list[list[Any]] = []
         for n, op in enumerate(puts):
             if op.value is None:
                 continue
-            ttl = None if op.ttl is None else float(op.ttl)
-            expires = None if ttl is None else now + ttl * 60
-            items.append([_ns.encode(op.namespace), op.key, stored[n], expires, ttl])
-        for param in _json_lists(items):
+            when = (expires or {}).get(n)
+            items.append([_ns.encode(op.namespace), op.key, stored[n],
+                          *(when if when is not None else (None, None))])
+        for param in json_lists(items, "an item"):
             plan.add(Statement.bind(_sql.PUT_ITEMS, {"rows": param, "now": now}))
         vector_rows = [[ns, key, fld, vec] for (ns, key), fields in vectors.items()
                        for fld, vec in fields]
-        for param in _json_lists(vector_rows):
+        for param in json_lists(vector_rows, "a vector"):
             plan.add(Statement.bind(_sql.PUT_VECTORS, {"rows": param}))
     return plan
 
 
 def _rows(result: Result) -> list[Row]:
-    return [Row(r["ns"], r["key"], r["value"], r["created_at"], r["updated_at"],
-                r.get("ttl_minutes") is not None) for r in result.dicts()]
+    out = []
+    for r in result.dicts():
+        out.append(Row(r["ns"], r["key"], r["value"], r["created_at"], r["updated_at"],
+                       r.get("ttl_minutes") is not None, int(r.get("verdict", 2)),
+                       int(r.get("sure_before", 0)), int(r.get("unsure_upto", 0))))
+    return out
 
 
 def read(plan: Plan, results: Sequence[Result]) -> Partial:
     """A database's results, sorted into what each op asked."""
     out = Partial()
-    if plan.gets is not None:
-        for row in _rows(results[plan.gets]):
+    for index in plan.gets:
+        for row in _rows(results[index]):
             out.items[(row.ns, row.key)] = row
-    for i, (rows, opaque, vec) in plan.searches.items():
-        out.searches[i] = _rows(results[rows]) + (
-            [] if opaque is None else _rows(results[opaque]))
-        if vec is not None:
+    for i, search in plan.searches.items():
+        rows = _rows(results[search.rows])
+        out.searches[i] = rows
+        if search.counted:  # every row before the first one returned was a match SQL left out
+            out.skipped[i] = rows[0].sure_before if rows and search.skip else 0
+        else:  # LIMIT/OFFSET: every row was a match
+            out.skipped[i] = search.skip
+        if search.refreshed:
+            out.refreshed.add(i)
+        if search.vectors is not None:
             found: dict[tuple[str, str], list[str]] = {}
-            for r in results[vec].dicts():
+            for r in results[search.vectors].dicts():
                 found.setdefault((r["ns"], r["key"]), []).append(r["vector"])
             out.vectors[i] = found
     for i, index in plan.lists.items():

@@ -9,7 +9,6 @@ with now) until a sweep deletes them. See docs/STORE.md for the design and its c
 from __future__ import annotations
 
 import asyncio
-import math
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from langgraph.store.base import (
 from d1saver.core.errors import ConfigError, InvalidInputError
 from d1saver.core.protocol import Statement
 from d1saver.http import telemetry
+from d1saver.memory import filters as _filters
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import plan as _plan
 from d1saver.memory import values as _values
@@ -49,6 +49,7 @@ class _Batch:
     ops: list[Op]
     puts: list[PutOp]                               # deduped, last wins
     stored: dict[int, str]                          # put position -> stored value text
+    ttls: dict[int, float] = field(default_factory=dict)  # put position -> TTL in minutes
     texts: list[tuple[str, str, str, str]] = field(default_factory=list)  # ns, key, field, text
     vectors: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
     reindexed: set[tuple[str, str]] = field(default_factory=set)
@@ -60,10 +61,12 @@ class _Batch:
 class D1Store(Memory, BaseStore):
     """LangGraph's `BaseStore` on Cloudflare D1, constructed as `D1Saver` is.
 
-    `index={"dims", "embed", "fields"}` enables search by meaning as LangGraph's stores take
-    it (an Embeddings object, a function of texts, or "provider:model"); vectors are stored in
-    D1 and scored exactly (cosine) by this process. `ttl={"default_ttl", "refresh_on_read",
-    "sweep_interval_minutes"}` as SqliteStore. Over several databases (`database_ids`), a
+    `index={"dims", "embed", "fields", "distance_type"}` enables search by meaning as
+    LangGraph's stores take it (an Embeddings object, a function of texts, or
+    "provider:model"); vectors are stored in D1 and scored exactly by this process (cosine by
+    default; "inner_product" and "l2" as PostgresStore scores them). `ttl={"default_ttl",
+    "refresh_on_read", "omit_expired", "sweep_interval_minutes"}` as LangGraph's TTLConfig
+    (omit_expired unset hides expired items, docs/STORE.md). Over several databases (`database_ids`), a
     namespace lives in the database of its first label; a search or listing whose prefix
     does not name a first label asks every database.
     """
@@ -73,6 +76,14 @@ class D1Store(Memory, BaseStore):
     def __init__(self, *, index: IndexConfig | None = None, ttl: TTLConfig | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if ttl is not None:
+            if not isinstance(ttl, dict):
+                raise ConfigError(f"ttl is a TTLConfig dict, not {type(ttl).__name__}")
+            if ttl.get("default_ttl") is not None:
+                try:
+                    _values.check_ttl(ttl["default_ttl"], "minutes", 60)
+                except InvalidInputError as exc:
+                    raise ConfigError(f"ttl's default_ttl: {exc}") from None
         self.ttl_config = ttl
         self.index_config: dict[str, Any] | None = None
         self.embeddings = None
@@ -81,6 +92,11 @@ class D1Store(Memory, BaseStore):
             if "dims" not in config:
                 raise ConfigError("index needs 'dims', the embeddings' dimensions")
             self.embeddings = ensure_embeddings(config.get("embed"))
+            if config.get("fields") is None and config.get("text_fields") is not None:
+                config["fields"] = config["text_fields"]  # SqliteStore's name for it
+            if config.setdefault("distance_type", "cosine") not in _values.DISTANCES:
+                raise ConfigError(f"index distance_type {config['distance_type']!r}: use one of "
+                                  f"{', '.join(_values.DISTANCES)}")
             config["__tokenized_fields"] = [(p, tokenize_path(p)) if p != "$" else (p, p)
                                             for p in (config.get("fields") or ["$"])]
             self.index_config = config
@@ -90,6 +106,7 @@ class D1Store(Memory, BaseStore):
     # --- BaseStore ------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
+        _not_in_event_loop(type(self).__name__)
         batch = self._prepare(ops)
         if batch.texts:
             assert self.embeddings is not None
@@ -131,16 +148,14 @@ class D1Store(Memory, BaseStore):
     # --- preparing: everything checked and encoded before a byte is sent ------------------
 
     def _prepare(self, ops: Iterable[Op]) -> _Batch:
-        ops = list(ops)
+        ops = [_normal(op) for op in ops]
         last: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in ops:
             if isinstance(op, PutOp):
                 _ns.check_item_namespace(op.namespace)
                 _check_key(op.key)
-                if op.ttl is not None and (not isinstance(op.ttl, int | float)
-                                           or not math.isfinite(op.ttl)):
-                    raise InvalidInputError(f"ttl must be a finite number of minutes, not "
-                                            f"{op.ttl!r}")
+                if op.value is not None and op.ttl is not None:
+                    _values.check_ttl(op.ttl, "minutes", 60)
                 last.pop((tuple(op.namespace), op.key), None)
                 last[(tuple(op.namespace), op.key)] = op
             elif isinstance(op, GetOp):
@@ -148,7 +163,7 @@ class D1Store(Memory, BaseStore):
                 _check_key(op.key)
             elif isinstance(op, SearchOp):
                 _ns.check_labels(op.namespace_prefix, what="namespace prefix")
-                _values.check_filter(op.filter)
+                _filters.check_filter(op.filter)
                 _check_page(op.limit, op.offset)
             elif isinstance(op, ListNamespacesOp):
                 for cond in op.match_conditions or ():
@@ -156,7 +171,8 @@ class D1Store(Memory, BaseStore):
                     if cond.match_type not in ("prefix", "suffix"):
                         raise InvalidInputError(f"unknown match type {cond.match_type!r}")
                 _check_page(op.limit, op.offset)
-                if op.max_depth is not None and op.max_depth < 1:
+                if op.max_depth is not None and (not isinstance(op.max_depth, int)
+                                                 or op.max_depth < 1):
                     raise InvalidInputError(f"max_depth must be at least 1, not {op.max_depth}")
             else:
                 raise InvalidInputError(f"unknown store operation {type(op).__name__}")
@@ -165,6 +181,8 @@ class D1Store(Memory, BaseStore):
         stored = {n: _values.dump_item(op.value, _ns.encode(op.namespace), op.key, sealer)
                   for n, op in enumerate(puts) if op.value is not None}
         batch = _Batch(ops, puts, stored)
+        batch.ttls = {n: float(op.ttl) for n, op in enumerate(puts)
+                      if op.value is not None and op.ttl is not None}
         for op in puts:
             where = (_ns.encode(op.namespace), op.key)
             batch.reindexed.add(where)
@@ -225,6 +243,12 @@ class D1Store(Memory, BaseStore):
             return [], list(self.database_ids)
         return self.every_database_id, list(self.database_ids)
 
+    @property
+    def omit_expired(self) -> bool:
+        """Whether reads leave out expired items before a sweep deletes them: TTLConfig's
+        `omit_expired`, True when the config does not say (docs/STORE.md)."""
+        return bool((self.ttl_config or {}).get("omit_expired", True))
+
     def _rounds(self, batch: _Batch) -> list[dict[str, _plan.Plan]]:
         """The batch as rounds of requests, one per database each (its plan), the rounds one
         after the other. Without previous databases, one round: every read and write at its
@@ -271,14 +295,19 @@ class D1Store(Memory, BaseStore):
             mine = writes.get(db, [])
             puts = [batch.puts[n] for n in mine] + deletes.get(db, [])
             stored = {k: batch.stored[n] for k, n in enumerate(mine) if n in batch.stored}
+            expires = {k: (now + batch.ttls[n] * 60, batch.ttls[n])
+                       for k, n in enumerate(mine) if n in batch.ttls}
             keys = {(_ns.encode(p.namespace), p.key) for p in puts}
             vectors = {k: v for k, v in batch.vectors.items()
                        if k in keys and db in writes}
             reindexed = (batch.reindexed & keys) | {(_ns.encode(p.namespace), p.key)
                                                     for p in deletes.get(db, [])}
             plans[db] = _plan.build(reads.get(db, []), puts, stored, vectors, reindexed, now,
-                                    single=single, ranked=batch.ranked,
-                                    sealed=self.sealer is not None)
+                                    live_at=now if self.omit_expired else None,
+                                    expires=expires,
+                                    refresh_filtered=bool((self.ttl_config or {}).get(
+                                        "default_ttl")),
+                                    single=single, ranked=batch.ranked)
         return plans
 
     # --- merging: every database's rows into each op's result -----------------------------
@@ -301,15 +330,17 @@ class D1Store(Memory, BaseStore):
             elif isinstance(op, PutOp):
                 results.append(None)
             elif isinstance(op, SearchOp):
-                found, python_page = self._search(i, op, batch, partials, sealer)
+                found, unrefreshed = self._search(i, op, batch, partials, sealer)
                 results.append(found)
-                if op.refresh_ttl and python_page:
-                    for row, ttl in python_page:
-                        if ttl:
-                            refresh.setdefault(row.db, []).append([row.ns, row.key])
+                if op.refresh_ttl:
+                    for row in unrefreshed:
+                        refresh.setdefault(row.db, []).append([row.ns, row.key])
             else:
                 results.append(self._list(i, op, [part for _, _, part in partials]))
-        statements = {db: [Statement.bind(_sql.REFRESH_ITEMS, {"keys": _json(keys), "now": now})]
+        live_at = now if self.omit_expired else None
+        statements = {db: [Statement.bind(_sql.REFRESH_ITEMS, {"keys": param, "now": now,
+                                                               "live_at": live_at})
+                           for param in _plan.json_lists(keys, "a key")]
                       for db, keys in refresh.items()}
         return results, statements
 
@@ -330,27 +361,32 @@ class D1Store(Memory, BaseStore):
 
     def _search(self, i: int, op: SearchOp, batch: _Batch,
                 partials: list[tuple[str, int, _plan.Partial]], sealer: Any
-                ) -> tuple[list[SearchItem], list[tuple[_plan.Row, bool]]]:
-        """The op's page, and (when it was taken here, not by SQL) its rows with whether
-        each has a TTL to refresh."""
+                ) -> tuple[list[SearchItem], list[_plan.Row]]:
+        """The op's page, and the rows of it with a TTL that SQL did not refresh (a second
+        request refreshes them where each was read)."""
         picked = self._pick([(db, n, row) for db, n, part in partials
                              for row in part.searches.get(i, [])])
         rows = list(picked.values())
         vectors: dict[tuple[str, str], list[str]] = {}
+        skipped = 0
+        refreshed = False
         for db, _, part in partials:
             for key, found in part.vectors.get(i, {}).items():
                 if key in picked and picked[key].db == db:
                     vectors[key] = found
+            skipped += part.skipped.get(i, 0)  # only a search one database answers skips
+            refreshed = refreshed or i in part.refreshed
         rows.sort(key=lambda r: (-float(r.updated_at), r.ns, r.key))
         candidates = [(row, row.item(sealer)) for row in rows]
         if op.filter:
-            candidates = [(r, it) for r, it in candidates if _values.matches(it.value, op.filter)]
-        in_sql = not op.filter and i not in batch.ranked
-        if in_sql and batch.asked.get(i) == 1:
-            return [_search_item(it) for _, it in candidates], []
+            candidates = [(r, it) for r, it in candidates
+                          if _filters.matches(it.value, op.filter)]
         if i not in batch.ranked:
-            page = candidates[op.offset: op.offset + op.limit]
-            return ([_search_item(it) for _, it in page], [(r, r.ttl) for r, it in page])
+            start = op.offset - skipped  # SQL left out `skipped` matches before the page
+            page = candidates[start: start + op.limit]
+            return ([_search_item(it) for _, it in page],
+                    [r for r, it in page
+                     if r.ttl and not (refreshed and r.verdict == 2 and r.unsure_upto == 0)])
         query = batch.queries[op.query]  # type: ignore[index]
         flat: list[tuple[_plan.Row, Item]] = []
         flat_vectors: list[list[float]] = []
@@ -362,7 +398,8 @@ class D1Store(Memory, BaseStore):
                 flat_vectors.append(_values.unpack_vector(v))
             if not vs:
                 scoreless.append((r, it))
-        scores = _values.cosine(query, flat_vectors)
+        scores = _values.similarity(query, flat_vectors,
+                                    (self.index_config or {}).get("distance_type", "cosine"))
         ranked = sorted(zip(scores, range(len(flat)), strict=True), key=lambda x: (-x[0], x[1]))
         seen: set[tuple[str, str]] = set()
         kept: list[tuple[float | None, _plan.Row, Item]] = []
@@ -379,7 +416,7 @@ class D1Store(Memory, BaseStore):
         if scoreless and len(kept) < op.limit:
             kept.extend((None, r, it) for r, it in scoreless[: op.limit - len(kept)])
         return ([_search_item(it, score) for score, _, it in kept],
-                [(r, r.ttl) for _, r, it in kept])
+                [r for _, r, it in kept if r.ttl])
 
     def _list(self, i: int, op: ListNamespacesOp, partials: list[_plan.Partial]
               ) -> list[tuple[str, ...]]:
@@ -479,14 +516,31 @@ def _swept(results: Sequence[Any]) -> int:
     return int(results[-1].changes)
 
 
-def _json(rows: Any) -> str:
-    import json
-    return json.dumps(rows, separators=(",", ":"))
-
-
 def _check_key(key: Any) -> None:
-    if not isinstance(key, str):
-        raise InvalidInputError(f"an item key is a string, not {type(key).__name__}")
+    _values.check_key(key, "an item key")
+
+
+def _normal(op: Any) -> Any:
+    """An op as LangGraph's stores read it: a match condition's path given as a str is the
+    sequence of its characters (InMemoryStore and PostgresStore iterate it)."""
+    if isinstance(op, ListNamespacesOp) and op.match_conditions:
+        conds = tuple(c._replace(path=tuple(c.path)) if isinstance(c.path, str) else c
+                      for c in op.match_conditions)
+        return op._replace(match_conditions=conds)
+    return op
+
+
+def _not_in_event_loop(name: str) -> None:
+    """A sync call from the thread of a running event loop would block the loop for a whole
+    request: refused, as LangGraph's async stores refuse it."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise asyncio.InvalidStateError(
+        f"Synchronous calls to {name} detected in the main event loop. This can lead to "
+        f"deadlocks or performance issues. Please use the asynchronous interface for main "
+        f"thread operations: replace `store.get(...)` with `await store.aget(...)`, and so on.")
 
 
 def _check_page(limit: Any, offset: Any) -> None:

@@ -1,7 +1,7 @@
 """How a store item's value, a cache entry and a vector are stored: pure, no SQL, no I/O.
 
 An item's value is its JSON object text when it fits a row (readable to SQL, as SqliteStore
-stores it); a larger one is compressed with the checkpoints' codec ("r:"/"b:",
+stores it); a larger one is compressed with the checkpoints' codec ("s:", "r:" before 0.3, "b:";
 d1saver/storage/codec.py); with keys it is sealed whole ("e:"), bound to (namespace, key).
 A cache entry is the serde's (type, bytes), encoded or sealed the same way, bound to its
 (namespace, key, type). A vector is float32 little-endian in base64.
@@ -31,13 +31,20 @@ from d1saver.storage.crypto import (
     refuse_plaintext,
 )
 
-# What a value's text may take in its row (D1 refuses rows over 2,000,000 bytes; the rest of
-# the row, namespace and key, is bounded by the batch size checks of the caller).
+# What a value's text may take as sent: it travels inside a JSON list parameter, where each of
+# its quotes, backslashes and control characters is escaped once more (D1 refuses a parameter
+# or a row over 2,000,000 bytes; the rest of the row, namespace and key, is checked when the
+# parameters are built, d1saver/memory/plan.py).
 VALUE_MAX = 1_800_000
 
 
 def _size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+def sent_size(text: str) -> int:
+    """The bytes `text` takes as a string inside a JSON parameter (its quotes included)."""
+    return _size(json.dumps(text, ensure_ascii=False))
 
 
 def dump_item(value: Mapping[str, Any], ns: str, key: str, sealer: Sealer | None) -> str:
@@ -52,11 +59,11 @@ def dump_item(value: Mapping[str, Any], ns: str, key: str, sealer: Sealer | None
     data = text.encode("utf-8", "surrogatepass")
     if sealer is not None:
         stored = sealer.seal_text(data, aad_for_store_item(ns, key))
-    elif len(data) <= VALUE_MAX:
+    elif sent_size(text) <= VALUE_MAX:
         return text
-    else:
+    else:  # compressed (opaque to SQL filters; base85/base64 escapes nothing)
         stored = _codec.encode(data)
-    if len(stored) > VALUE_MAX:
+    if sent_size(stored) > VALUE_MAX:
         raise ValueTooLargeError(
             f"the value of item {key!r} takes {len(stored):,} bytes stored (compressed); a "
             f"D1 row holds {VALUE_MAX:,}: store it in parts")
@@ -87,7 +94,7 @@ def dump_entry(type_: str, data: bytes, ns: str, key: str, sealer: Sealer | None
     body = _codec.encode(data) if sealer is None else sealer.seal_text(
         data, aad_for_cache_entry(ns, key, type_))
     stored = f"{type_}\n{body}"
-    if _size(stored) > VALUE_MAX:
+    if sent_size(stored) > VALUE_MAX:
         raise ValueTooLargeError(f"cache entry {key!r} takes {len(stored):,} bytes stored; a "
                                  f"D1 row holds {VALUE_MAX:,}")
     return stored
@@ -158,128 +165,51 @@ def cosine(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[f
     return scores
 
 
-# --- filters -----------------------------------------------------------------------------------
-
-OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+DISTANCES = ("cosine", "inner_product", "l2")
 
 
-def check_filter(filter: Mapping[str, Any] | None) -> None:
-    """Refuse (InvalidInputError) a filter with an operator outside OPERATORS, at any depth."""
-    if filter is None:
-        return
-    if not isinstance(filter, Mapping):
-        raise InvalidInputError(f"a filter is a dict, not {type(filter).__name__}")
-
-    def walk(node: Any) -> None:
-        if isinstance(node, Mapping):
-            for k, v in node.items():
-                if isinstance(k, str) and k.startswith("$") and k not in OPERATORS:
-                    raise InvalidInputError(
-                        f"unknown filter operator {k!r}: use one of {', '.join(OPERATORS)}")
-                walk(v)
-        elif isinstance(node, list | tuple):
-            for v in node:
-                walk(v)
-
-    walk(filter)
+def similarity(query: Sequence[float], vectors: Sequence[Sequence[float]],
+               distance: str = "cosine") -> list[float]:
+    """Scores, higher nearer, as PostgresStore gives them for its index's `distance_type`:
+    cosine similarity (InMemoryStore's and SqliteStore's only kind), the inner product, or
+    the negated Euclidean distance ("l2")."""
+    if distance == "cosine":
+        return cosine(query, vectors)
+    if distance == "inner_product":
+        return [math.fsum(a * b for a, b in zip(query, v, strict=True)) for v in vectors]
+    return [-math.sqrt(math.fsum((a - b) ** 2 for a, b in zip(query, v, strict=True)))
+            for v in vectors]
 
 
-# A longer string operand is compared in Python: the parameter stays far below D1's 2 MB.
-_OPERAND_MAX = 10_000
-_SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_\- ]{1,64}$")
+# --- keys and TTLs --------------------------------------------------------------------------
 
 
-def sql_filter(filter: Mapping[str, Any] | None) -> tuple[str | None, bool]:
-    """The part of a filter SQL can decide, as the JSON parameter of the search statements
-    ([[path, kind, operand], ...]: equalities that must hold), and whether that part is the
-    whole filter (then SQL can take the page). Kept to what SQL decides exactly as `matches`
-    does: equality with a string, a finite number or a bool (Python's 1 == 1.0 == True, as
-    JSON's 1, 1.0 and true compare in SQL), and None at the top level (absent or null);
-    keys of plain characters, nested dicts followed. The rest is left to Python."""
-    if not filter:
-        return None, True
-    conditions: list[list[Any]] = []
-    exact = True
-
-    def walk(path: list[str], want: Any) -> None:
-        nonlocal exact
-        if isinstance(want, Mapping):
-            if not want:  # {} matches any dict: not an equality
-                exact = False
-                return
-            if any(isinstance(k, str) and k.startswith("$") for k in want):
-                if set(want) == {"$eq"}:
-                    walk(path, want["$eq"])
-                else:
-                    exact = False
-                return
-            for k, v in want.items():
-                if isinstance(k, str) and _SIMPLE_KEY.match(k):
-                    walk([*path, k], v)
-                else:
-                    exact = False
-            return
-        where = "$" + "".join(f'."{k}"' for k in path)
-        if isinstance(want, str) and len(want) <= _OPERAND_MAX:
-            conditions.append([where, "text", want])
-        elif isinstance(want, bool):
-            conditions.append([where, "number", int(want)])
-        elif isinstance(want, int) and abs(want) < 2**53 or (
-                isinstance(want, float) and math.isfinite(want)):
-            conditions.append([where, "number", want])
-        elif want is None and len(path) == 1:
-            conditions.append([where, "null", None])
-        else:
-            exact = False
-
-    for key, want in filter.items():
-        if isinstance(key, str) and _SIMPLE_KEY.match(key):
-            walk([key], want)
-        else:
-            exact = False
-    if not conditions:
-        return None, False
-    return json.dumps(conditions, ensure_ascii=False, separators=(",", ":")), exact
+def check_key(key: Any, what: str) -> None:
+    """A key as D1 stores it exactly: a string without NUL (SQLite's JSON functions and D1 cut a
+    text at a NUL, so two keys would become one) and without a lone surrogate (no UTF-8)."""
+    if not isinstance(key, str):
+        raise InvalidInputError(f"{what} is a string, not {type(key).__name__}")
+    if "\x00" in key:
+        raise InvalidInputError(f"{what} {key!r} contains a NUL character, which D1 cannot "
+                                f"store exactly")
+    if _SURROGATE.search(key):
+        raise InvalidInputError(f"{what} {key!r} holds a lone surrogate: not UTF-8 text")
 
 
-def matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
-    """Whether an item's value passes a filter, with InMemoryStore's semantics: each key is
-    looked up in the value (a key absent is None), a dict of operators compares, a nested
-    dict matches nested keys, a list matches element by element, anything else is ==.
-    Comparisons ($gt...) between values that are not numbers are false, not an error."""
-    if not filter:
-        return True
-    return all(_compare(value.get(k), f) for k, f in filter.items())
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _compare(item: Any, want: Any) -> bool:
-    if isinstance(want, Mapping):
-        if any(isinstance(k, str) and k.startswith("$") for k in want):
-            return all(_apply(item, op, arg) for op, arg in want.items())
-        if not isinstance(item, Mapping):
-            return False
-        return all(_compare(item.get(k), v) for k, v in want.items())
-    if isinstance(want, list | tuple):
-        return (isinstance(item, list | tuple) and len(item) == len(want)
-                and all(_compare(i, w) for i, w in zip(item, want, strict=True)))
-    return bool(item == want)
-
-
-def _apply(item: Any, op: str, arg: Any) -> bool:
-    if op == "$eq":
-        return bool(item == arg)
-    if op == "$ne":
-        return bool(item != arg)
+def check_ttl(ttl: Any, unit: str, seconds_per_unit: float) -> float:
+    """A TTL as a finite number of `unit` greater than 0 whose expiry time is finite, else
+    InvalidInputError (before anything is sent): not a bool, not NaN or infinity, not 0 or
+    less, not so large that now + ttl overflows."""
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise InvalidInputError(f"a TTL is a number of {unit}, not {ttl!r}")
     try:
-        a, b = float(item), float(arg)
-    except (TypeError, ValueError):
-        return False
-    if op == "$gt":
-        return a > b
-    if op == "$gte":
-        return a >= b
-    if op == "$lt":
-        return a < b
-    if op == "$lte":
-        return a <= b
-    raise InvalidInputError(f"unknown filter operator {op!r}")
+        seconds = float(ttl) * seconds_per_unit
+    except OverflowError:
+        seconds = math.inf
+    if not math.isfinite(seconds) or not ttl > 0:
+        raise InvalidInputError(f"a TTL is a finite number of {unit} greater than 0, not "
+                                f"{ttl!r}")
+    return float(ttl)

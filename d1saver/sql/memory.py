@@ -48,7 +48,9 @@ MEMORY_DDL = [
 # :exact the whole namespace's text, :low and :high the range of its descendants (ns >= :low AND
 # ns < :high; d1saver/memory/namespaces.py builds them); :exact NULL: every namespace.
 _SCOPE = "(:exact IS NULL OR {t}ns = :exact OR ({t}ns >= :low AND {t}ns < :high))"
-_LIVE = "({t}expires_at IS NULL OR {t}expires_at > :now)"
+# What a read sees: rows that expire after :live_at (now), or every row when :live_at is NULL
+# (TTLConfig omit_expired False: expired rows stay visible until a sweep deletes them).
+_LIVE = "({t}expires_at IS NULL OR :live_at IS NULL OR {t}expires_at > :live_at)"
 
 # --- writes ---------------------------------------------------------------------------------
 
@@ -78,53 +80,127 @@ SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows)""")
 
 ITEM_COLUMNS = ("ns", "key", "value", "created_at", "updated_at", "ttl_minutes")
 
-# :keys JSON [[ns, key], ...]: the live items among them.
-GET_ITEMS = q("""SELECT s.ns, s.key, s.value, s.created_at, s.updated_at, s.ttl_minutes
+# :keys JSON [[ns, key], ...]: the items among them a read sees.
+GET_ITEMS = q(f"""SELECT s.ns, s.key, s.value, s.created_at, s.updated_at, s.ttl_minutes
 FROM json_each(:keys) AS j JOIN store_items AS s ON s.ns = j.value->>0 AND s.key = j.value->>1
-WHERE s.expires_at IS NULL OR s.expires_at > :now""")
-# Before GET_ITEMS in the same batch: the live items among them that have a TTL start it again.
-REFRESH_ITEMS = q("""UPDATE store_items SET expires_at = :now + ttl_minutes * 60
+WHERE {_LIVE.format(t='s.')}""")
+# Before GET_ITEMS in the same batch: the items among them a read sees that have a TTL start it
+# again at :now.
+REFRESH_ITEMS = q(f"""UPDATE store_items SET expires_at = :now + ttl_minutes * 60
 WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(:keys))
-    AND ttl_minutes IS NOT NULL AND expires_at > :now""")
+    AND ttl_minutes IS NOT NULL AND {_LIVE.format(t='')}""")
 
-# A value filter SQL can decide, :filter: JSON [[path, kind, operand], ...], each an equality
-# that must hold (d1saver/memory/values.py compiles it); NULL: no filter. Only a JSON value
-# ("{...}") is tested (json_extract fails on other text); a compressed or sealed one ({opaque}:
-# 0 leaves it out, for SEARCH_OPAQUE to return; 1 keeps it) is left to Python. CASE fixes the
-# order of evaluation, which AND does not.
-_FILTER = """(:filter IS NULL OR CASE WHEN substr({t}value, 1, 1) = '{{' THEN NOT EXISTS (
-    SELECT 1 FROM json_each(:filter) AS f WHERE NOT (CASE f.value->>1
-        WHEN 'null' THEN json_extract({t}value, f.value->>0) IS NULL
-        WHEN 'text' THEN json_type({t}value, f.value->>0) = 'text'
-            AND json_extract({t}value, f.value->>0) = f.value->>2
-        WHEN 'number' THEN json_type({t}value, f.value->>0) IN ('integer', 'real', 'true', 'false')
-            AND json_extract({t}value, f.value->>0) = f.value->>2
-        ELSE 0 END)) ELSE {opaque} END)"""
+# A search filter's verdict on a row: 2 it holds, 0 it does not, 1 SQL cannot tell (Python
+# decides). :filter is the JSON array of conditions d1saver/memory/filters.py compiles (each an
+# object: k kind, p JSON path, a and v operands, o operator, s 1 when v is read exactly, n 1 to
+# negate); NULL: no filter. A value that is not JSON text (compressed or sealed) is 1 whatever
+# the filter. A row's verdict is the least of its conditions' (0 wins, then 1). A number is
+# equal when its JSON text is one of the operand's ("a": json.dumps writes each number one
+# way, an integer of any size in decimal); SQLite may read a real's text one unit in the last
+# place off Python's float(), so where the margin of 1e-15 cannot tell, the verdict is 1.
+# Differences are taken in REAL: SQLite's integer abs() and subtraction fail on overflow.
+_VERDICT = """(CASE WHEN :filter IS NULL THEN 2 WHEN substr({t}value, 1, 1) <> '{{' THEN 1 ELSE (
+    SELECT min(CASE WHEN c.n = 1 THEN 2 - c.r ELSE c.r END) FROM (
+        SELECT d.n, CASE d.k
+            WHEN 'unknown' THEN 1 WHEN 'true' THEN 2 WHEN 'false' THEN 0
+            WHEN 'object' THEN CASE WHEN d.type = 'object' THEN 2 ELSE 0 END
+            WHEN 'array' THEN CASE WHEN d.type = 'array'
+                AND json_array_length({t}value, d.p) = d.a THEN 2 ELSE 0 END
+            WHEN 'keys' THEN CASE WHEN d.type = 'object'
+                AND (SELECT count(*) FROM json_each({t}value, d.p)) = d.a THEN 2 ELSE 0 END
+            WHEN 'none' THEN CASE WHEN d.type IS NULL OR d.type = 'null' THEN 2 ELSE 0 END
+            WHEN 'null' THEN CASE WHEN d.type = 'null' THEN 2 ELSE 0 END
+            WHEN 'text' THEN CASE WHEN d.type = 'text' AND d.x = d.a THEN 2 ELSE 0 END
+            WHEN 'text?' THEN CASE WHEN d.type = 'text' THEN 1 ELSE 0 END
+            WHEN 'num' THEN CASE
+                WHEN d.type IS NULL OR d.type NOT IN ('integer', 'real', 'true', 'false') THEN 0
+                WHEN instr(d.a, '|' || d.raw || '|') > 0 THEN 2
+                WHEN d.type = 'real' AND abs(d.x - d.v) <= 1e-15 * abs(d.v) + 1e-300 THEN 1
+                ELSE 0 END
+            WHEN 'cmp' THEN CASE
+                WHEN d.type = 'text' OR (d.type = 'integer' AND typeof(d.x) <> 'integer') THEN 1
+                WHEN d.type IS NULL OR d.type NOT IN ('integer', 'real', 'true', 'false') THEN 0
+                WHEN d.type = 'real' AND instr(d.a, '|' || d.raw || '|') > 0
+                    THEN CASE WHEN d.o IN ('gte', 'lte') THEN 2 ELSE 0 END
+                WHEN (d.type = 'real' OR d.s = 0)
+                    AND abs(CAST(d.x AS REAL) - d.v) <= 1e-15 * abs(d.v) + 1e-300 THEN 1
+                WHEN CASE d.o WHEN 'gt' THEN CAST(d.x AS REAL) > d.v
+                    WHEN 'gte' THEN CAST(d.x AS REAL) >= d.v
+                    WHEN 'lt' THEN CAST(d.x AS REAL) < d.v
+                    ELSE CAST(d.x AS REAL) <= d.v END THEN 2
+                ELSE 0 END
+            WHEN 'numtype' THEN CASE
+                WHEN d.type IN ('real', 'true', 'false')
+                    OR (d.type = 'integer' AND typeof(d.x) = 'integer') THEN d.a
+                WHEN d.type IN ('text', 'integer') THEN 1 ELSE 0 END
+            WHEN 'notcontainer' THEN CASE WHEN d.type = d.a THEN 1 ELSE 2 END
+            ELSE 1 END AS r
+        FROM (SELECT f.value->>'k' AS k, f.value->>'n' AS n, f.value->>'a' AS a,
+                f.value->>'v' AS v, f.value->>'o' AS o, f.value->>'s' AS s, f.value->>'p' AS p,
+                json_type({t}value, f.value->>'p') AS type,
+                json_extract({t}value, f.value->>'p') AS x,
+                {t}value -> (f.value->>'p') AS raw
+            FROM json_each(:filter) AS f) AS d) AS c) END)"""
 
-# The scope, :limit (-1: all), :offset, :filter. Newest first, as SqliteStore orders them.
+# Without a filter: the page newest first (as SqliteStore orders them), :limit (-1: every row)
+# rows after :offset, of the scope's rows a read sees.
 SEARCH_ITEMS = q(f"""SELECT ns, key, value, created_at, updated_at, ttl_minutes FROM store_items
 WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')}
-    AND {_FILTER.format(t='store_items.', opaque=0)}
 ORDER BY updated_at DESC, ns, key LIMIT CAST(:limit AS INTEGER) OFFSET CAST(:offset AS INTEGER)""")
-# With a filter in SQL: the items in scope whose value SQL cannot read (compressed or sealed),
-# for Python to filter.
-SEARCH_OPAQUE = q(f"""SELECT ns, key, value, created_at, updated_at, ttl_minutes FROM store_items
-WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')} AND substr(value, 1, 1) <> '{{'""")
-# An unfiltered page's TTLs refreshed, before it is read (same batch, same page).
+# Before SEARCH_ITEMS in the same batch, with its parameters and :now: the page's rows that
+# have a TTL start it again.
 REFRESH_SEARCH = q(f"""UPDATE store_items SET expires_at = :now + ttl_minutes * 60
 WHERE rowid IN (SELECT rowid FROM store_items
     WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')}
     ORDER BY updated_at DESC, ns, key LIMIT CAST(:limit AS INTEGER) OFFSET CAST(:offset AS INTEGER))
     AND ttl_minutes IS NOT NULL""")
 
+# With a filter: the rows in scope a read sees with the filter's verdict, and for each how many
+# rows before it (newest first) SQL knows match (sure_before) and how many up to it SQL cannot
+# tell (unsure_upto). Only the ordering columns and the verdict are kept while counting (a
+# namespace's values may be large); the values of the rows returned are read by rowid.
+_COUNTED = f"""WITH scoped AS MATERIALIZED (
+    SELECT rowid AS row_id, ns, key, updated_at, {_VERDICT.format(t='store_items.')} AS verdict
+    FROM store_items WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')}),
+counted AS (
+    SELECT row_id, verdict,
+        count(*) FILTER (WHERE verdict = 2) OVER page - (verdict = 2) AS sure_before,
+        count(*) FILTER (WHERE verdict = 1) OVER page AS unsure_upto
+    FROM scoped WHERE verdict > 0
+    WINDOW page AS (ORDER BY updated_at DESC, ns, key ROWS UNBOUNDED PRECEDING))"""
+
+SEARCH_COLUMNS = (*ITEM_COLUMNS, "verdict", "sure_before", "unsure_upto")
+# The scope, :live_at, :filter, and the page: every row until :need rows SQL knows match have
+# been seen (:need < 0: every row), leaving out the first :skip rows SQL knows match when no
+# row it cannot tell comes before them. So the rows returned hold the page [skip, need) of the
+# matches whatever Python decides for the rows SQL cannot tell (d1saver/memory/store.py).
+SEARCH_ITEMS_FILTERED = q(f"""{_COUNTED}
+SELECT s.ns, s.key, s.value, s.created_at, s.updated_at, s.ttl_minutes, c.verdict,
+    c.sure_before, c.unsure_upto
+FROM counted AS c JOIN store_items AS s ON s.rowid = c.row_id
+WHERE (:need < 0 OR c.sure_before < :need)
+    AND NOT (c.verdict = 2 AND c.unsure_upto = 0 AND c.sure_before < :skip)
+ORDER BY s.updated_at DESC, s.ns, s.key""")
+# Before SEARCH_ITEMS_FILTERED in the same batch, with its parameters and :now: the page's rows
+# that SQL knows are in it (no row it cannot tell before them) and have a TTL start it again.
+REFRESH_SEARCH_FILTERED = q(f"""UPDATE store_items SET expires_at = :now + ttl_minutes * 60
+WHERE ttl_minutes IS NOT NULL AND rowid IN ({_COUNTED}
+    SELECT row_id FROM counted
+    WHERE verdict = 2 AND unsure_upto = 0 AND sure_before >= :skip
+        AND (:need < 0 OR sure_before < :need))""")
+
 VECTOR_COLUMNS = ("ns", "key", "field", "vector")
-# The vectors of every live item in scope that may pass :filter.
+# The vectors of every row in scope a read sees.
 SEARCH_VECTORS = q(f"""SELECT v.ns, v.key, v.field, v.vector
 FROM store_items AS s JOIN store_vectors AS v ON v.ns = s.ns AND v.key = s.key
-WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')} AND {_FILTER.format(t='s.', opaque=1)}""")
+WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')}""")
+# The vectors of every row in scope a read sees that may pass :filter (verdict 1 or 2).
+SEARCH_VECTORS_FILTERED = q(f"""SELECT v.ns, v.key, v.field, v.vector
+FROM store_items AS s JOIN store_vectors AS v ON v.ns = s.ns AND v.key = s.key
+WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')} AND {_VERDICT.format(t='s.')} > 0""")
 
 NAMESPACE_COLUMNS = ("ns",)
-# The distinct namespaces of live items in scope.
+# The distinct namespaces of the rows in scope a read sees.
 LIST_NAMESPACES = q(f"""SELECT DISTINCT ns FROM store_items
 WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')} ORDER BY ns""")
 

@@ -474,8 +474,8 @@ CREATE TABLE IF NOT EXISTS d1saver_move_guards (
     staging_lost INTEGER CONSTRAINT staging_lost CHECK (staging_lost IS NULL)
 )""",
     ],
-    # 13: reserved for issue 30's store and cache exactness (its branch's step takes this
-    # place when it merges).
+    # 13: held for issue 30's store and cache exactness, which needed no DDL (its filters,
+    # ranges and pages are decided by the statements over step 11's tables): an empty step.
     [],
     # 14: compaction collects what a checkpoint or write put again leaves (issue 30): a row
     # replaced by one with other content can leave content-addressed chunks that no row

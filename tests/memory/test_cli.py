@@ -87,6 +87,24 @@ def test_cache_clear(env: dict[str, str]) -> None:
         assert cache.get([(("n", "b"), "k")]) == {}
 
 
+def test_cache_clear_names_a_node_cache(env: dict[str, str]) -> None:
+    """LangGraph's node cache namespaces hold labels with a period (module.function)."""
+    node = ("__pregel_ns_writes", "__main__.double", "double")
+    other = ("__pregel_ns_writes", "__main__.triple", "triple")
+    with D1Cache(**_kwargs(env)) as cache:
+        cache.set({(node, "k"): (1, None), (other, "k"): (2, None)})
+        out = cli(env, "cache", "clear", json.dumps(list(node)))
+        assert out.exit_code == 0, out.stderr
+        assert "__main__.double" in out.stdout
+        assert cache.get([(node, "k"), (other, "k")]) == {(other, "k"): 2}
+        out = cli(env, "cache", "clear", "/".join(other))
+        assert out.exit_code == 0, out.stderr
+        assert cache.get([(other, "k")]) == {}
+        for bad in ['["unclosed', "[1, 2]", '["a", null]']:
+            out = cli(env, "cache", "clear", bad)
+            assert out.exit_code == 2 and out.stderr.startswith("error:"), bad
+
+
 def test_compact_sweeps_expired_memory_and_cache(env: dict[str, str]) -> None:
     past = time.time() - 3600
     with D1Store(**_kwargs(env, clock=lambda: past)) as old, \

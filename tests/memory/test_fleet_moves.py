@@ -41,9 +41,13 @@ def grown(memory: Memory, **kwargs: Any) -> Any:
                         **kwargs)
 
 
+def _fill_ops() -> list[PutOp]:
+    return [PutOp((u, "memories"), f"m{j}", {"text": f"{u} fact {j}", "j": j})
+            for u in USERS for j in range(2)]
+
+
 def _fill(store: Any) -> None:
-    store.batch([PutOp((u, "memories"), f"m{j}", {"text": f"{u} fact {j}", "j": j})
-                 for u in USERS for j in range(2)])
+    store.batch(_fill_ops())
 
 
 def moved(memory: Memory) -> list[str]:
@@ -166,7 +170,8 @@ def test_a_saver_and_its_rebalance_do_not_need_memory(memory: Memory) -> None:
 
 @pytest.mark.anyio
 async def test_async_while_migrating(memory: Memory) -> None:
-    _fill(memory.store(memory.database_ids[:1]))
+    # From the event loop's thread, the async API only (a sync call there is refused).
+    await memory.store(memory.database_ids[:1]).abatch(_fill_ops())
     store = grown(memory)
     u = moved(memory)[0]
     assert (await store.aget((u, "memories"), "m0")).value["j"] == 0  # type: ignore[union-attr]

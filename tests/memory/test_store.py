@@ -311,15 +311,29 @@ def test_equality_filters_run_in_sql_and_read_only_what_matches(memory: Memory) 
     assert events[0].bytes_received < 12_000  # 12 rows and the opaque one
 
 
-def test_sql_filter_compiles_equalities_only() -> None:
-    from d1saver.memory.values import sql_filter
-    assert sql_filter({"kind": "fact", "n": 2, "b": True, "x": None}) == (
-        '[["$.\\"kind\\"","text","fact"],["$.\\"n\\"","number",2],'
-        '["$.\\"b\\"","number",1],["$.\\"x\\"","null",null]]', True)
-    assert sql_filter({"n": {"$gt": 1}}) == (None, False)
-    assert sql_filter({"n": {"$gt": 1}, "k": "v"})[1] is False
-    assert sql_filter({"odd\"key": "v"}) == (None, False)
-    assert sql_filter({"a": {"b": "c"}})[0] == '[["$.\\"a\\".\\"b\\"","text","c"]]'
+def test_compile_filter_says_what_sql_decides() -> None:
+    """Each part of a filter becomes a condition SQL decides, or one it leaves to Python."""
+    import json as _json
+
+    from d1saver.memory.filters import compile_filter
+
+    def kinds(flt: dict[str, Any]) -> list[str]:
+        return [c["k"] for c in _json.loads(compile_filter(flt) or "[]")]
+
+    assert compile_filter({}) is None and compile_filter(None) is None
+    assert kinds({"kind": "fact", "n": 2, "b": True, "x": None}) == ["text", "num", "num", "none"]
+    assert _json.loads(compile_filter({"n": 2}) or "")[0]["a"] == "|2|2.0|"
+    assert _json.loads(compile_filter({"b": True}) or "")[0]["a"] == "|true|1|1.0|"
+    assert kinds({"n": {"$gt": 1, "$lte": 2.5}}) == ["cmp", "cmp"]
+    assert kinds({"n": {"$gt": float("inf")}, "m": {"$lt": "x"}}) == ["numtype", "false"]
+    assert kinds({"a": {"b": "c"}}) == ["object", "text"]
+    assert kinds({"a": {"$eq": {"b": 1}}}) == ["keys", "num"]
+    assert kinds({"a": {"$ne": {"b": 1}}, "l": [1, "x"]}) == ["notcontainer", "array", "num",
+                                                                "text"]
+    assert kinds({"odd\"key": "v", "nul": "a\x00b", "t": {"$eq": (1,)}}) == ["unknown", "text?",
+                                                                            "false"]
+    assert kinds({"a.b": 1})[0] == "num"  # one literal key, as InMemoryStore reads it
+    assert _json.loads(compile_filter({"a.b": 1}) or "")[0]["p"] == '$."a.b"'
 
 
 def test_from_env_as_the_saver(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -150,3 +150,29 @@ def test_an_embedding_function_is_accepted(memory: Memory) -> None:
     got, want = store.search(("f",), query="coffee"), reference.search(("f",), query="coffee")
     assert [(i.key, pytest.approx(i.score, abs=1e-6)) for i in got] == \
         [(i.key, i.score) for i in want]
+
+
+@pytest.mark.parametrize("distance", ["cosine", "inner_product", "l2"])
+def test_distance_types_score_as_postgres_store(memory: Memory, distance: str) -> None:
+    """PostgresStore's distance_type (LangGraph's test_scores): cosine similarity, the inner
+    product, the negated Euclidean distance; SqliteStore's name for fields (text_fields)."""
+    import math
+
+    embed = TrigramEmbeddings()
+    store = memory.store(index={"dims": 64, "embed": embed, "text_fields": ["key0"],
+                                "distance_type": distance})
+    store.put(("test",), "doc", {"key0": "aaa", "other": "zzz"})
+    for query in ["aaa", "bbb", "abcd", "poisson"]:
+        (found,) = store.search((), query=query)
+        a, b = embed_text("aaa"), embed_text(query)
+        dot = sum(x * y for x, y in zip(a, b, strict=True))
+        want = {"cosine": dot / (math.hypot(*a) * math.hypot(*b)), "inner_product": dot,
+                "l2": -math.dist(a, b)}[distance]
+        assert found.score == pytest.approx(want, abs=1e-5), query
+
+
+def test_unknown_distance_type_is_a_config_error(memory: Memory) -> None:
+    from d1saver import ConfigError
+
+    with pytest.raises(ConfigError):
+        memory.store(index={"dims": 64, "embed": TrigramEmbeddings(), "distance_type": "hamming"})
