@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import agent_bench, compaction_bench, scaling_bench, store_bench
+from benchmarks import (agent_bench, compaction_bench, cpu_bench, otel_bench, scaling_bench,
+                        store_bench, ui_bench)
 
 
 def test_compaction_benchmark_runs() -> None:
@@ -30,6 +31,26 @@ def test_store_benchmark_runs() -> None:
     rows = store_bench.main(["--quick"])
     d1 = [r for r in rows if r.store in ("D1Store", "D1Cache")]
     assert d1 and all(r.requests == r.calls for r in d1), rows  # one request per call
+
+
+def test_ui_benchmark_runs() -> None:
+    rows = ui_bench.main(["--threads", "30", "--checkpoints", "2", "--page", "5",
+                          "--latency-ms", "0"])
+    paged = [r for r in rows if r["way"].startswith("page")]
+    assert paged and all(r["requests"] == 1 and r["rows"] == 5 for r in paged), rows
+
+
+def test_cpu_benchmark_runs() -> None:
+    rows = cpu_bench.main(["--turns", "2", "--repeats", "2"])
+    assert [(r["variant"], r["messages"]) for r in rows] == [("plain", 6), ("delta", 6)]  # 1 + 2 + 1 x 3
+    assert all(r["read_ms"] > 0 and r["put_ms"] > 0 for r in rows), rows
+
+
+def test_otel_benchmark_runs() -> None:
+    rows = otel_bench.main(["--puts", "3", "--runs", "1", "--rounds", "1",
+                            "--transports", "canned"])
+    loaded = {r["way"]: r["opentelemetry_loaded"] for r in rows}
+    assert loaded == {"without": False, "api-only": True, "sdk": True}
 
 
 def test_coalesce_benchmark_runs() -> None:

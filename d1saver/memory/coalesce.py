@@ -9,6 +9,11 @@ order, as one request per database (several when a gathered batch passes D1's bo
 gives each call its own result or its own error. A call cancelled before the flush takes it
 is left out; one cancelled after is sent, as a request in flight is (its caller alone sees
 the cancellation).
+
+A call that takes more than one round of requests (while memory moves, what moved is read
+and deleted at its previous home in a round before or after its home's) is not gathered: it
+is queued `alone`, and the flush sends the gathered calls queued before it, then its rounds,
+then goes on, so the tick's calls still take effect in call order.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any, Generic, TypeVar
 
 from d1saver.core.errors import D1Error, FleetError
 from d1saver.core.protocol import Result, Statement
+from d1saver.fleet.databases import Database
 from d1saver.fleet.fleet import Fleet
 from d1saver.http.group_commit import MAX_STATEMENTS, caused_by_one
 
@@ -40,6 +46,7 @@ class Call(Generic[W]):
     future: asyncio.Future[Any]
     size: int = 0  # bytes of stored text it sends (for the request bound)
     databases: set[str] = field(default_factory=set)
+    alone: bool = False  # sent by itself, in its own rounds, in its place in call order
 
     def settle(self, result: Any) -> None:
         if not self.future.done():
@@ -61,10 +68,10 @@ class Tick(Generic[W]):
         self._tasks: set[asyncio.Task[None]] = set()
         self.flushes = 0  # gathered batches flushed (for tests and benchmarks)
 
-    async def submit(self, work: W, *, size: int = 0,
-                     databases: Iterable[str] = ()) -> Any:
+    async def submit(self, work: W, *, size: int = 0, databases: Iterable[str] = (),
+                     alone: bool = False) -> Any:
         loop = asyncio.get_running_loop()
-        call: Call[W] = Call(work, loop.create_future(), size, set(databases))
+        call: Call[W] = Call(work, loop.create_future(), size, set(databases), alone)
         with self._lock:
             queue = self._queues.get(loop)
             start = queue is None
@@ -100,6 +107,17 @@ class Tick(Generic[W]):
                 c.fail(D1Error("a gathered store batch ended without an outcome for this call"))
 
 
+def runs(calls: Sequence[Call[W]]) -> list[list[Call[W]]]:
+    """The calls in order, cut into runs sent one after the other: each call `alone` a run
+    of its own, and the gathered calls between them together."""
+    out: list[list[Call[W]]] = []
+    for c in calls:
+        if c.alone or not out or out[-1][0].alone:
+            out.append([])
+        out[-1].append(c)
+    return out
+
+
 def chunks(calls: Sequence[Call[W]], limit: int = REQUEST_BYTES) -> list[list[Call[W]]]:
     """Consecutive calls grouped so each group's stored text stays within `limit` bytes."""
     out: list[list[Call[W]]] = []
@@ -123,17 +141,16 @@ def cut(calls: Sequence[Call[Any]], statements: Mapping[str, Sequence[Statement]
     return max(1, min(len(calls) - 1, len(calls) * MAX_STATEMENTS // most))
 
 
-async def send_each(fleet: Fleet, statements: Mapping[str, Sequence[Statement]]
+async def send_each(fleet: Fleet, statements: Mapping[str, Sequence[Statement]],
+                    exchange: Callable[[Database, Sequence[Statement]], Awaitable[list[Result]]]
                     ) -> dict[str, list[Result] | Exception]:
-    """Each database's statements as one request, concurrently (at most the fleet's limit at
-    once); each database's results or its error."""
+    """Each database's statements as one request (`exchange`, the store's or cache's own),
+    concurrently (at most the fleet's limit at once); each database's results or its error."""
     gate = asyncio.Semaphore(fleet.limit)
 
     async def one(db: str) -> list[Result]:
-        node = fleet.nodes[db]
-        stmts = list(statements[db])
         async with gate:
-            return await node.arun(lambda ops: ops.exchange(stmts))
+            return await exchange(fleet.nodes[db], list(statements[db]))
 
     dbs = list(statements)
     found = await asyncio.gather(*(one(db) for db in dbs), return_exceptions=True)
@@ -169,4 +186,4 @@ def failures(fleet: Fleet, operation: str, calls: Sequence[Call[W]],
     return sorted(alone, key=list(calls).index)
 
 
-__all__ = ["Call", "REQUEST_BYTES", "Tick", "chunks", "cut", "failures", "send_each"]
+__all__ = ["Call", "REQUEST_BYTES", "Tick", "chunks", "cut", "failures", "runs", "send_each"]

@@ -238,10 +238,10 @@ NAMESPACES = [("a",), ("a", "b"), ("c",)]
 KEYS = ["k0", "k1", "k2"]
 
 
-def _call(store: Any, rng: random.Random) -> Any:
+def _call(store: Any, rng: random.Random, namespaces: list[Any] = NAMESPACES) -> Any:
     """A random call: the same arguments for both stores (the rng drawn once)."""
     kind = rng.choice(["put", "put", "delete", "get", "get", "search", "list", "batch"])
-    ns, key = rng.choice(NAMESPACES), rng.choice(KEYS)
+    ns, key = rng.choice(namespaces), rng.choice(KEYS)
     if kind == "put":
         value = {"n": rng.randrange(3), "s": rng.choice("xyz")}
         return lambda s: s.aput(ns, key, value)
@@ -250,7 +250,7 @@ def _call(store: Any, rng: random.Random) -> Any:
     if kind == "get":
         return lambda s: s.aget(ns, key)
     if kind == "search":
-        prefix = rng.choice([(), ("a",), ("a", "b"), ("c",)])
+        prefix = rng.choice([(), ("a",), ("a", "b"), ("c",), *(n[:1] for n in namespaces)])
         flt = rng.choice([None, {"n": 1}, {"s": "x"}])
         return lambda s: s.asearch(prefix, filter=flt, limit=100)
     if kind == "list":
@@ -258,7 +258,7 @@ def _call(store: Any, rng: random.Random) -> Any:
         return lambda s: _listing(s, prefix)
     ops: list[Any] = []
     for _ in range(rng.randint(1, 4)):
-        ns2, key2 = rng.choice(NAMESPACES), rng.choice(KEYS)
+        ns2, key2 = rng.choice(namespaces), rng.choice(KEYS)
         ops.append(rng.choice([PutOp(ns2, key2, {"n": rng.randrange(3)}), PutOp(ns2, key2, None),
                                GetOp(ns2, key2), SearchOp(ns2[:1], None, 100)]))
     return lambda s: s.abatch(ops)
@@ -309,8 +309,8 @@ def test_concurrent_mixes_answer_as_in_memory_store_calls_in_order(
     _run(main())
 
 
-def _cache_call(rng: random.Random) -> Any:
-    keys = [(ns, k) for ns in NAMESPACES for k in KEYS]
+def _cache_call(rng: random.Random, namespaces: list[Any] = NAMESPACES) -> Any:
+    keys = [(ns, k) for ns in namespaces for k in KEYS]
     kind = rng.choice(["set", "set", "get", "get", "clear"])
     if kind == "set":
         pairs = {rng.choice(keys): (rng.randrange(5), None) for _ in range(rng.randint(1, 3))}
@@ -318,7 +318,7 @@ def _cache_call(rng: random.Random) -> Any:
     if kind == "get":
         asked = rng.sample(keys, rng.randint(1, 4))
         return lambda c: c.aget(asked)
-    spaces = None if rng.random() < 0.3 else rng.sample(NAMESPACES, rng.randint(1, 2))
+    spaces = None if rng.random() < 0.3 else rng.sample(namespaces, rng.randint(1, 2))
     return lambda c: c.aclear(spaces)
 
 
@@ -342,6 +342,95 @@ def test_concurrent_cache_mixes_answer_as_in_memory_cache_calls_in_order(
                 got = await asyncio.gather(*(c(ours) for c in calls))
                 assert len(memory.events) - before <= len(ours.database_ids)
                 assert got == want, f"seed {seed} step {step}"
+
+    _run(main())
+
+
+# --- while migrating: what moved takes its rounds, in its place in call order -------------------
+
+# First labels enough for some to move when the fleet grows from two databases to three.
+MOVING = [("a",), ("a", "b"), ("c",), ("u1",), ("u2", "x"), ("u3",), ("u4",)]
+
+
+def test_concurrent_mixes_while_migrating_answer_as_in_memory_store_calls_in_order(
+        memory: Memory, request: pytest.FixtureRequest) -> None:
+    """A store with previous_database_ids, its items written where the previous layout put
+    them: gathered calls of one tick (those of what moved sent alone, in their rounds, between
+    the gathered ones) answer as InMemoryStore's calls one by one, in call order."""
+    seeds = soak_budget(request, ci=6, soak=200)
+    ids, previous = memory.database_ids[:3], memory.database_ids[:2]
+
+    async def main() -> None:
+        for seed in range(seeds):
+            rng = random.Random(seed)
+            old = memory.store(previous)
+            await old.asetup()
+            for node in memory.store(ids)._nodes():
+                await old._aexchange(node, [Statement("DELETE FROM store_items")])
+            ours = memory.store(ids, previous_database_ids=previous)
+            assert any(ours.layout.item_previous(ns) for ns in MOVING)  # something moved
+            ref = InMemoryStore()
+            seeded = [PutOp(ns, key, {"n": rng.randrange(3), "s": rng.choice("xyz")})
+                      for ns in MOVING for key in KEYS if rng.random() < 0.5]
+            await old.abatch(seeded)  # where the previous layout put them
+            await ref.abatch(seeded)
+            flags = _spy(ours)
+            for step in range(6):
+                calls = [_call(ref, rng, MOVING) for _ in range(rng.randint(1, 25))]
+                want = [await c(ref) for c in calls]  # one by one, in call order
+                flushes = ours._tick.flushes
+                got = await asyncio.gather(*(c(ours) for c in calls))
+                assert ours._tick.flushes - flushes == 1  # one tick, one flush
+                for n, (w, g) in enumerate(zip(want, got, strict=True)):
+                    assert _plain(g) == _plain(w), f"seed {seed} step {step} call {n}"
+                memory.clock.advance(1)
+            assert True in flags and False in flags  # sent alone and gathered, both
+
+    _run(main())
+
+
+def _spy(memory: Any) -> list[bool]:
+    """Record whether each call submitted to `memory`'s tick is sent alone."""
+    flags: list[bool] = []
+    submit = memory._tick.submit
+
+    async def spy(work: Any, **kwargs: Any) -> Any:
+        flags.append(bool(kwargs.get("alone")))
+        return await submit(work, **kwargs)
+
+    memory._tick.submit = spy
+    return flags
+
+
+def test_concurrent_cache_mixes_while_migrating_answer_as_in_memory_cache_calls_in_order(
+        memory: Memory, request: pytest.FixtureRequest) -> None:
+    """A cache with previous_database_ids, entries set where the previous layout put them:
+    gathered calls (gets and sets of what may still be at a previous home, and clears, sent
+    alone in their rounds) answer as InMemoryCache's calls one by one, in call order."""
+    from langgraph.cache.memory import InMemoryCache
+
+    seeds = soak_budget(request, ci=6, soak=200)
+    ids, previous = memory.database_ids[:3], memory.database_ids[:2]
+
+    async def main() -> None:
+        for seed in range(seeds):
+            rng = random.Random(seed)
+            old: D1Cache[Any] = memory.cache(previous)
+            await old.asetup()
+            await memory.cache(ids).aclear()
+            ours: D1Cache[Any] = memory.cache(ids, previous_database_ids=previous)
+            ref: InMemoryCache[Any] = InMemoryCache()
+            flags = _spy(ours)
+            seeded = {(ns, key): (rng.randrange(5), None) for ns in MOVING for key in KEYS
+                      if rng.random() < 0.5}
+            await old.aset(seeded)
+            await ref.aset(seeded)
+            for step in range(6):
+                calls = [_cache_call(rng, MOVING) for _ in range(rng.randint(1, 25))]
+                want = [await c(ref) for c in calls]  # one by one, in call order
+                got = await asyncio.gather(*(c(ours) for c in calls))
+                assert got == want, f"seed {seed} step {step}"
+            assert True in flags and False in flags  # sent alone and gathered, both
 
     _run(main())
 
