@@ -51,11 +51,15 @@ class Summary:
     requests: int = 0
     seconds: float = 0.0
     plan: list[dict[str, Any]] = field(default_factory=list)
+    # Threads named to compact that have no checkpoint (in --json only when there are some).
+    threads_not_found: list[str] = field(default_factory=list)
 
     def as_dict(self, *, with_plan: bool = True) -> dict[str, Any]:
         out = asdict(self)
         if not with_plan:
             out.pop("plan")
+        if not out["threads_not_found"]:
+            out.pop("threads_not_found")
         return out
 
 
@@ -110,14 +114,21 @@ def refuse_older(versions: dict[str, int]) -> None:
 
 
 def prepare(saver: D1Saver, *, dry_run: bool) -> bool:
-    """Before a run on one database: set it up (create the schema, migrate). A dry run instead
-    only reads its version (refuse_older). Returns False if it has no schema, so no rows."""
-    if not dry_run:
-        saver.setup()
+    """Before a run on one database: make sure of its schema, setting it up (create, migrate)
+    only when it is missing or older, never on every run (that was schema.sql whole, 52
+    statements, a request each time). A saver that sets up on first use (auto_setup, the
+    default) reads the version riding with the run's first request, no request more, as every
+    saver call does; otherwise one read of the version comes first. A dry run only reads the
+    version (refuse_older). Returns False if there is no schema, so no rows."""
+    if not dry_run and saver.auto_setup:
         return True
     version = stored_version(saver)
-    refuse_older({str(saver.database_id): version})
-    return version > 0
+    if dry_run:
+        refuse_older({str(saver.database_id): version})
+        return version > 0
+    if version != admin.SCHEMA_VERSION:
+        saver.setup()
+    return True
 
 
 def compact(
@@ -154,6 +165,8 @@ def compact(
         infos: list[ThreadInfo] = []
     else:
         infos = list_threads(saver) if threads is None else thread_infos(saver, threads)
+    if threads is not None:
+        summary.threads_not_found = sorted(set(threads) - {i.thread_id for i in infos})
     # Staged rows (a copy or a move in flight, or killed) are no thread: never compacted; a
     # whole-database run removes those killed runs left (admin.removable).
     staged = [i.thread_id for i in infos if admin.is_staging(i.thread_id)]

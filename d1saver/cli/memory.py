@@ -20,17 +20,15 @@ from typing import Any, Optional
 
 import typer
 
-from d1saver.cli.support import OneLineUsageErrors, printable, usage_error
+from d1saver.cli.support import CONTEXT_SETTINGS, OneLineUsageErrors, printable, usage_error
 from d1saver.core.errors import ConfigError, D1Error, InvalidInputError
-from d1saver.memory import D1Cache, D1Store
-from d1saver.memory import namespaces as _ns
 
 EXIT_D1, EXIT_NOT_FOUND = 1, 4
 
 store_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
-                        help="Long-term memory (D1Store): list, show and delete items.")
+                        context_settings=CONTEXT_SETTINGS, help="Long-term memory (D1Store): list, show and delete items.")
 cache_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
-                        help="The node cache (D1Cache).")
+                        context_settings=CONTEXT_SETTINGS, help="The node cache (D1Cache).")
 
 _NS_HELP = "Labels separated by '/' (users/u1), or a JSON array of labels."
 # The connection options, which every command takes after its own (as the other commands do).
@@ -44,10 +42,12 @@ _CONNECTION = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=o
     ("api_token", typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.",
                                show_default=False)),
 ]]
-Connect = Callable[[Any], AbstractContextManager[Any]]
+Connect = Callable[[str], AbstractContextManager[Any]]
 
 
 def _namespace(text: str) -> tuple[str, ...]:
+    from d1saver.memory import namespaces as _ns  # when run: `--help` loads no LangGraph
+
     try:
         return _ns.parse_cli(text)
     except InvalidInputError as exc:
@@ -55,9 +55,12 @@ def _namespace(text: str) -> tuple[str, ...]:
 
 
 @contextmanager
-def _open(cls: Any, **connection: Optional[str]) -> Iterator[Any]:
+def _open(cls: str, **connection: Optional[str]) -> Iterator[Any]:
+    """d1saver.memory's `cls` ("D1Store" or "D1Cache"), imported when a command opens it."""
+    from d1saver import memory
+
     try:
-        with cls.from_env(**connection) as opened:
+        with getattr(memory, cls).from_env(**connection) as opened:
             yield opened
     except (ConfigError, InvalidInputError) as exc:
         raise usage_error(str(exc)) from None
@@ -100,7 +103,7 @@ def namespaces_cmd(
 ) -> None:
     """List the namespaces that hold live items (under PREFIX)."""
     ns = _namespace(prefix)
-    with connect(D1Store) as store:
+    with connect("D1Store") as store:
         found = store.list_namespaces(prefix=ns or None, max_depth=max_depth, limit=limit)
     if as_json:
         typer.echo(json.dumps([list(n) for n in found], ensure_ascii=False))
@@ -121,7 +124,7 @@ def ls_cmd(
 ) -> None:
     """List the items of NAMESPACE and of the namespaces under it, newest first."""
     ns = _namespace(namespace)
-    with connect(D1Store) as store:
+    with connect("D1Store") as store:
         items = store.search(ns, limit=limit, offset=offset, refresh_ttl=False)
     for item in items:
         if as_json:
@@ -143,7 +146,7 @@ def get_cmd(
 ) -> None:
     """Print one item as JSON (namespace, key, value, created_at, updated_at); exit 4 if none."""
     ns = _namespace(namespace)
-    with connect(D1Store) as store:
+    with connect("D1Store") as store:
         item = store.get(ns, key, refresh_ttl=False)
     if item is None:
         typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)
@@ -171,7 +174,7 @@ def rm_cmd(
             raise usage_error(f"this deletes {what}: pass --yes (no terminal to ask on)")
         if not typer.confirm(f"Delete {what}?"):
             raise typer.Exit(0)
-    with connect(D1Store) as store:
+    with connect("D1Store") as store:
         if key is not None:
             if store.get(ns, key, refresh_ttl=False) is None:
                 typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)
@@ -193,7 +196,7 @@ def cache_clear_cmd(
     """Delete the cache entries of NAMESPACE (exactly that namespace, as BaseCache.clear), or
     every entry."""
     ns = None if namespace is None else _namespace(namespace)
-    with connect(D1Cache) as cache:
+    with connect("D1Cache") as cache:
         cache.clear(None if ns is None else [ns])
     typer.echo("cleared " + ("every cache entry" if ns is None else f"cache namespace {_show(ns)}"))
 
