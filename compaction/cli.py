@@ -5,7 +5,12 @@ Every command reads D1SAVER_ENCRYPTION_KEYS (through `D1Saver.from_env`); `rekey
 
 Each command parses its options, calls one library function, and reports. Exit codes:
 0 done, 1 a D1 error (message on stderr) or, for `check`, a thread found not exact, 2 bad
-usage, 3 another run holds the lease, 4 not found (tagging a checkpoint that does not exist).
+usage (a checkpoint id's start that several ids share, --max-age under 1h without --yes off a
+terminal), 3 another run holds the lease, 4 not found (tagging a checkpoint that does not
+exist, compacting a --thread that has no checkpoint).
+
+The module imports Typer and d1saver's errors only; each command imports what it runs when it
+runs, so that `d1saver --help` and `d1saver threads --help` load no LangGraph nor httpx.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
-from d1saver.cli.support import (EXIT_USAGE, OneLineUsageErrors, printable,
+from d1saver.cli.support import (CONTEXT_SETTINGS, EXIT_USAGE, OneLineUsageErrors, printable,
                                  progress_bar, table)
 from d1saver import (ConfigError, D1Error, FleetError, InvalidInputError, LeaseHeldError,
                      NotFoundError, StoredValueError)
@@ -436,12 +441,14 @@ def history_cmd(
                    "show as '?': set D1SAVER_ENCRYPTION_KEYS with their key", err=True)
 
 
-def _interrupts(values: List[Any]) -> str:
-    """The first interrupt's value, cut short, and how many more there are."""
-    if not values:
+def _interrupts(writes: List[Any]) -> str:
+    """The first interrupt's value, cut short, and how many more there are (an `__interrupt__`
+    write holds a list of LangGraph's Interrupts: {"value": ..., "id": ...})."""
+    found = [i for w in writes for i in (w if isinstance(w, list) else [w])]
+    if not found:
         return ""
-    first = values[0].get("value", values[0]) if isinstance(values[0], dict) else values[0]
-    more = f" (+{len(values) - 1})" if len(values) > 1 else ""
+    first = found[0].get("value", found[0]) if isinstance(found[0], dict) else found[0]
+    more = f" (+{len(found) - 1})" if len(found) > 1 else ""
     return _short(first, 60) + more
 
 
@@ -709,12 +716,13 @@ def register(app: typer.Typer) -> None:
                   if g.name == "gateway" and g.typer_instance is not None), None)
     if group is None:
         group = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
+                            context_settings=CONTEXT_SETTINGS,
                             help="The gateway Worker (worker/, wrangler.toml).")
         app.add_typer(group, name="gateway")
     group.command("build")(gateway_build_cmd)
 
 
 app = typer.Typer(cls=OneLineUsageErrors, help="Compaction of d1saver checkpoints.",
-                  no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False, context_settings=CONTEXT_SETTINGS)
 register(app)
 

@@ -10,6 +10,7 @@ batches of whole threads, one request each, atomic: killed midway, a rerun finis
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -20,6 +21,8 @@ from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, admin
 from compaction import lease as leases
 
 Progress = Callable[[int, int], None]
+# Each step of a run at INFO (`d1saver -v`): counts and database ids, never a value.
+log = logging.getLogger("d1saver.compaction")
 
 
 @dataclass(frozen=True)
@@ -178,11 +181,15 @@ def compact(
     to_trim = [i for i in infos if i.thread_id not in expired_ids and i.checkpoints > keep]
     summary.checkpoints_kept = sum(i.checkpoints for i in infos
                                    if i.thread_id not in expired_ids and i.checkpoints <= keep)
+    log.info("%s: %d threads scanned; %d to trim to %d checkpoints, %d idle to expire%s",
+             saver.database_id, len(infos), len(to_trim), keep, len(expired),
+             " (dry run)" if dry_run else "")
     held = None
     if not dry_run:
         if break_lease:
             leases.break_lease(saver)
         held = leases.acquire(saver, ttl=lease_ttl)
+        log.info("%s: lease %s held for %d s", saver.database_id, held.name, lease_ttl)
     try:
         if held is not None and staged and threads is None:
             summary.staged_removed = _remove_leftovers(saver, held)
@@ -201,6 +208,10 @@ def compact(
             leases.release(saver, held)
     summary.requests = saver.client.requests - requests0
     summary.seconds = round(time.monotonic() - started, 3)
+    log.info("%s: done, %d checkpoints and %d writes %s in %d batches, %d requests, %.1f s",
+             saver.database_id, summary.checkpoints_deleted, summary.writes_deleted,
+             "to delete" if dry_run else "deleted", summary.batches, summary.requests,
+             summary.seconds)
     return summary
 
 
@@ -217,6 +228,9 @@ def _sweep_memory(saver: D1Saver, summary: Summary, held: leases.Lease | None) -
     (row,) = results[0].dicts()
     summary.store_items_swept = int(row["items"])
     summary.cache_entries_swept = int(row["cache"])
+    log.info("%s: %s %d expired memory items and %d cache entries%s", saver.database_id,
+             "would sweep" if summary.dry_run else "swept", summary.store_items_swept,
+             summary.cache_entries_swept, "; lease released" if held is not None else "")
 
 
 def _cutoff(max_age: timedelta | None) -> str | None:
@@ -275,6 +289,11 @@ def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summ
         raise
     plan = admin.retention_summary([*prefix, *stmts], results)
     summary.batches += 1
+    gone = plan.dicts()
+    log.info("%s: batch %d, %d threads%s: %d checkpoints and %d writes %s (%d bytes)",
+             saver.database_id, summary.batches, len(batch), " idle" if expired else "",
+             sum(int(r["checkpoints"]) for r in gone), sum(int(r["writes"]) for r in gone),
+             "to delete" if summary.dry_run else "deleted", sum(int(r["bytes"]) for r in gone))
     for row in plan.dicts():
         thread_id, total, gone, writes, size = (
             row["thread_id"], row["checkpoints_total"], row["checkpoints"], row["writes"],

@@ -5,7 +5,8 @@ D1SAVER_ENCRYPTION_KEYS).
 
 A NAMESPACE is typed as labels separated by '/' (`users/u1/memories`) or as a JSON array of
 labels (`'["users", "a/b"]'`) when a label holds a '/'. Exit codes: 0 done, 1 a D1 error,
-2 bad usage (a namespace refused, or `rm` without --yes off a terminal), 4 no such item.
+2 bad usage (a namespace refused, or `rm` or `cache clear` without --yes off a terminal), 4 no
+such item.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any, Optional
 
 import typer
 
-from d1saver.cli.support import CONTEXT_SETTINGS, OneLineUsageErrors, printable, usage_error
+from d1saver.cli.support import (CONTEXT_SETTINGS, OneLineUsageErrors, printable, table,
+                                 usage_error)
 from d1saver.core.errors import ConfigError, D1Error, InvalidInputError
 
 EXIT_D1, EXIT_NOT_FOUND = 1, 4
@@ -126,14 +128,17 @@ def ls_cmd(
     ns = _namespace(namespace)
     with connect("D1Store") as store:
         items = store.search(ns, limit=limit, offset=offset, refresh_ttl=False)
-    for item in items:
-        if as_json:
+    if as_json:
+        for item in items:
             typer.echo(json.dumps(_as_dict(item), ensure_ascii=False))
-        else:
-            text = json.dumps(item.value, ensure_ascii=False)
-            text = text if len(text) <= 80 else text[:77] + "..."
-            typer.echo(f"{_show(item.namespace)}  {printable(item.key)}  "
-                       f"{item.updated_at.isoformat(timespec='milliseconds')}  {printable(text)}")
+        return
+    rows = []
+    for item in items:
+        text = json.dumps(item.value, ensure_ascii=False)
+        text = text if len(text) <= 80 else text[:77] + "..."
+        rows.append([_show(item.namespace), printable(item.key),
+                     item.updated_at.isoformat(timespec="milliseconds"), printable(text)])
+    table(["namespace", "key", "updated", "value"], rows, header=False)
 
 
 @store_app.command("get")
@@ -190,15 +195,23 @@ def rm_cmd(
 @_connected
 def cache_clear_cmd(
     namespace: Optional[str] = typer.Argument(None, help=_NS_HELP + " Every entry if omitted."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (needed off a terminal)."),
     *,
     connect: Connect,
 ) -> None:
     """Delete the cache entries of NAMESPACE (exactly that namespace, as BaseCache.clear), or
-    every entry."""
+    every entry; asks first on a terminal, and prints how many it deleted."""
     ns = None if namespace is None else _namespace(namespace)
+    what = "every cache entry" if ns is None else f"the cache entries of namespace {_show(ns)}"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise usage_error(f"this deletes {what}: pass --yes (no terminal to ask on)")
+        if not typer.confirm(f"Delete {what}?"):
+            raise typer.Exit(0)
     with connect("D1Cache") as cache:
-        cache.clear(None if ns is None else [ns])
-    typer.echo("cleared " + ("every cache entry" if ns is None else f"cache namespace {_show(ns)}"))
+        gone = cache.clear_and_count(None if ns is None else [ns])
+    typer.echo(f"deleted {gone} cache entr{'y' if gone == 1 else 'ies'}"
+               + ("" if ns is None else f" of namespace {_show(ns)}"))
 
 
 def _as_dict(item: Any) -> dict[str, Any]:

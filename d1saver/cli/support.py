@@ -56,6 +56,9 @@ class OneLineUsageErrors(TyperGroup):
         except UsageError as exc:
             see = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
             raise usage_error(" ".join(exc.format_message().split()) + see) from None
+        finally:
+            if ctx.parent is None:  # the command line is done: stop logging to its stderr
+                set_verbosity(0)
 
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         command = super().get_command(ctx, cmd_name)
@@ -123,7 +126,7 @@ def _globals(
 
 
 def _global_options() -> list[Parameter]:
-    holder = typer.Typer()
+    holder = typer.Typer(add_completion=False)
     holder.command()(_globals)
     return list(typer.main.get_command(holder).params)
 

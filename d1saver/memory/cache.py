@@ -66,9 +66,14 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
         await self._fleet.aeach(one, "cache set", list(plans))
 
     def clear(self, namespaces: Sequence[Namespace] | None = None) -> None:
+        self.clear_and_count(namespaces)
+
+    def clear_and_count(self, namespaces: Sequence[Namespace] | None = None) -> int:
+        """`clear`, returning how many entries it deleted (`d1saver cache clear` prints it)."""
         plans = self._clear_plans(namespaces)
-        self._fleet.each(lambda node: self._exchange(node, plans[node.database_id]),
-                         "cache clear", list(plans))
+        done = self._fleet.each(lambda node: self._exchange(node, plans[node.database_id]),
+                                "cache clear", list(plans))
+        return sum(results[0].changes for results in done.values())
 
     async def aclear(self, namespaces: Sequence[Namespace] | None = None) -> None:
         plans = self._clear_plans(namespaces)
