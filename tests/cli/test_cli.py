@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from d1saver import __version__
 from d1saver.cli import app
-from d1saver.cli.support import table
 
 runner = CliRunner()
 HEAVY = ("langgraph", "langchain_core", "httpx", "pydantic")
@@ -96,6 +95,8 @@ def test_global_flags_after_the_command(monkeypatch: pytest.MonkeyPatch) -> None
 def test_tables_off_a_terminal_are_plain_and_whole(capsys: pytest.CaptureFixture[str]) -> None:
     """Through rich, but off a terminal: no colour, no markup read from the data, cells never
     cut or wrapped whatever their width, columns aligned, no trailing spaces."""
+    from d1saver.cli.support import table
+
     long_id = "t-" + "x" * 300
     table(["thread_id", "bytes", "note"],
           [[long_id, 5, "[bold]not markup[/bold]"], ["b", 12345, ""]], right=["bytes"])

@@ -565,6 +565,9 @@ def test_max_age_0_is_refused_and_deletes_nothing(saver: D1Saver, env: dict[str,
     seed(saver, "a")
     waiting_thread(saver, "waiting")
     before = everything(saver)
+    result = cli(env, "compact", "--keep", "20", "--all", "--max-age", "0d")  # as in the issue
+    assert_usage_error(result)
+    assert everything(saver) == before
     for zero in ("0d", "0s", "0m"):
         result = cli(env, "compact", "--keep", "20", "--all", "--max-age", zero, "--yes")
         assert_usage_error(result)
