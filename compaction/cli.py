@@ -411,7 +411,7 @@ def history_cmd(
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """A thread's checkpoints, newest first: ids, step, source, pending writes, stored bytes,
-    the tasks that run next and any interrupt (a thread waiting on a person), parents, tags."""
+    the tasks that run next and any interrupt (a thread waiting on a person), tags, parents."""
     from d1saver.inspection import timeline
 
     with _connected(account_id, database_id, api_base_url, api_token) as saver:
@@ -425,14 +425,15 @@ def history_cmd(
         raise typer.Exit(EXIT_NOT_FOUND)
     fleet = any("database_id" in r for r in rows)
     sealed = [r for r in rows if r["sealed"]]
-    table(["checkpoint_id", "step", "source", "writes", "bytes", "next", "interrupt", "parent",
-           "ns", "tags", *(["database"] if fleet else [])],
+    table(["checkpoint_id", "step", "source", "writes", "bytes", "next", "interrupt", "tags",
+           "ns", "parent", *(["database"] if fleet else [])],
           [[printable(r["checkpoint_id"]), "" if r["step"] is None else r["step"],
             printable(str(r["source"] or "")), r["writes"], r["bytes"],
             "?" if r["sealed"] else printable(", ".join(r["next"])),
             "?" if r["sealed"] else _interrupts(r["interrupts"]),
-            printable(str(r["parent_checkpoint_id"] or "")), printable(r["checkpoint_ns"]),
-            printable(str(r["tags"] or "")), *([r.get("database_id", "")] if fleet else [])]
+            printable(str(r["tags"] or "")), printable(r["checkpoint_ns"]),
+            printable(str(r["parent_checkpoint_id"] or "")),
+            *([r.get("database_id", "")] if fleet else [])]
            for r in rows],
           right=["step", "writes", "bytes"])
     if sealed:

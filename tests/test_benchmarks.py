@@ -37,3 +37,12 @@ def test_ui_benchmark_runs() -> None:
                           "--latency-ms", "0"])
     paged = [r for r in rows if r["way"].startswith("page")]
     assert paged and all(r["requests"] == 1 and r["rows"] == 5 for r in paged), rows
+
+
+def test_cli_benchmark_runs() -> None:
+    from benchmarks import cli_bench
+
+    rows = cli_bench.main(["--runs", "1"])
+    by_command = {r["command"]: r for r in rows}
+    assert by_command["d1saver --version"]["heavy"] == "-", rows
+    assert all(r["cpu_median_s"] > 0 for r in rows)

@@ -182,27 +182,40 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, right: Seque
           header: bool = True) -> None:
     """Print `rows` under `headers` as a table, through rich: columns aligned by display
     width, cells never cut (on a terminal narrower than the table, a long id folds onto the
-    next line). Off a terminal (a pipe, a file, a test) the text is plain whatever its width:
-    no colour, no wrapping, no trailing spaces, so scripts read stable columns. Cells are
-    text, never markup; `right` names the columns aligned right (numbers)."""
+    next line). Off a terminal (a pipe, a file, a test) the text is plain whatever its width
+    (`table_lines`), so scripts read stable columns. `right` names the columns aligned right
+    (numbers)."""
+    if not sys.stdout.isatty():
+        lines = table_lines(headers, rows, right=right, header=header)
+        if lines:
+            typer.echo("\n".join(lines))
+        return
     from rich.console import Console
+
+    Console(markup=False, emoji=False, highlight=False).print(
+        _grid(headers, rows, right=right, header=header, style="bold"))
+
+
+def table_lines(headers: Sequence[str], rows: Iterable[Sequence[Any]], *,
+                right: Sequence[str] = (), header: bool = True) -> list[str]:
+    """The table `table` prints, as plain lines: no colour, no wrapping whatever the width,
+    no trailing spaces; cells are text, never markup."""
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=1_000_000, color_system=None, markup=False,
+                      emoji=False, highlight=False)
+    console.print(_grid(headers, rows, right=right, header=header, style=""))
+    return [line.rstrip() for line in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
+
+
+def _grid(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, right: Sequence[str],
+          header: bool, style: str) -> Any:
     from rich.table import Table
 
-    terminal = sys.stdout.isatty()
-    if terminal:
-        console = Console(markup=False, emoji=False, highlight=False)
-    else:
-        console = Console(file=io.StringIO(), width=1_000_000, color_system=None, markup=False,
-                          emoji=False, highlight=False)
     grid = Table(box=None, show_header=header, pad_edge=False, padding=(0, 1),
-                 header_style="bold" if terminal else "")
+                 header_style=style)
     for name in headers:
         grid.add_column(name, justify="right" if name in right else "left", overflow="fold")
     for row in rows:
         grid.add_row(*(str(cell) for cell in row))
-    console.print(grid)
-    if not terminal:
-        lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
-        if lines:
-            typer.echo("\n".join(line.rstrip() for line in lines))
-
+    return grid
