@@ -417,7 +417,7 @@ def history_cmd(
     with _connected(account_id, database_id, api_base_url, api_token) as saver:
         rows = timeline(saver, thread_id, limit)
     if as_json:
-        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        typer.echo(json.dumps(rows, indent=2))
         return
     if not rows:
         typer.echo(f"error: thread {printable(thread_id)!r} has no checkpoints (`d1saver "

@@ -8,6 +8,7 @@ needs them is used (`d1saver --version` loads none of them).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -130,7 +131,10 @@ def __getattr__(name: str) -> Any:
     DeprecationWarning naming the class to use instead."""
     if name in _MODULE_OF:
         value = getattr(importlib.import_module(_MODULE_OF[name]), name)
-    elif name in _SUBMODULES:
+    elif name in _SUBMODULES or (not name.startswith("__")
+                                 and importlib.util.find_spec(f"{__name__}.{name}") is not None):
+        # d1saver.admin, and any other submodule (d1saver.memory, ...), which the eager
+        # `import d1saver` of 0.2.0 left reachable as attributes
         value = importlib.import_module(f"{__name__}.{name}")
     elif name == "__version__":
         value = _version()
