@@ -6,6 +6,8 @@ imports compaction.cli, does not load the jobs."""
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -25,6 +27,21 @@ _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names
 __all__ = ["FleetSummary", "FleetThreadInfo", "Lease", "Move", "RebalanceSummary", "Summary",
            "ThreadInfo", "acquire", "break_lease", "compact", "history", "list_threads",
            "rebalance", "release", "thread_infos"]
+
+
+class _Package(types.ModuleType):
+    """`compaction.rebalance` is the function, as the eager package of 0.2.0 bound it, though
+    a submodule has the same name: when the import system names the submodule on the package
+    (after loading it), the function it holds takes the name instead."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if (name in _MODULE_OF and isinstance(value, types.ModuleType)
+                and value.__name__ == f"{__name__}.{name}"):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

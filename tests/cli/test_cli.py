@@ -106,3 +106,14 @@ def test_tables_off_a_terminal_are_plain_and_whole(capsys: pytest.CaptureFixture
     assert lines[2].rstrip() == lines[2] and lines[2].split() == ["b", "12345"]
     assert lines[1].index("5") == lines[2].index("12345") + 4  # numbers aligned right
     assert "\x1b" not in "".join(lines)
+
+
+def test_compaction_exports_the_functions_named_like_its_modules() -> None:
+    """`compaction.rebalance` is the function, as 0.2.0's eager package bound it, even once the
+    submodule of that name is imported (which names itself on the package)."""
+    code = ("import compaction.rebalance, compaction.job\nimport compaction\n"
+            "from compaction import rebalance, compact\n"
+            "assert callable(rebalance) and rebalance.__module__ == 'compaction.rebalance'\n"
+            "assert compaction.rebalance is rebalance and callable(compact)\n"
+            "assert sorted(n for n in compaction.__all__ if getattr(compaction, n) is None) == []\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
