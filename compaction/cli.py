@@ -317,7 +317,8 @@ def tag_cmd(
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Tag a checkpoint so that compaction keeps it."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver, \
+            _history_hint(thread_id):
         checkpoint_id = _checkpoint(saver, thread_id, checkpoint_id, ns)
         saver.tag(_config(thread_id, ns, checkpoint_id), name)
     if as_json:
@@ -588,7 +589,8 @@ def show_cmd(
     and which key they need."""
     from d1saver import inspection
 
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver, \
+            _history_hint(thread_id, checkpoint_id is not None):
         if checkpoint_id is not None:
             checkpoint_id = _checkpoint(saver, thread_id, checkpoint_id, ns)
         try:
@@ -649,7 +651,8 @@ def diff_cmd(
     removed)."""
     from d1saver import inspection
 
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver, \
+            _history_hint(thread_id):
         a, b = (_checkpoint(saver, thread_id, x, ns) for x in (a, b))
         found = inspection.diff(saver, thread_id, a, b, ns)
     if as_json:
@@ -671,19 +674,28 @@ def diff_cmd(
 
 def _checkpoint(saver: D1Saver, thread_id: str, text: str, ns: str) -> str:
     """The checkpoint id `text` names (whole, or its start: d1saver.inspection's
-    resolve_checkpoint); not found (exit 4) and ambiguous (exit 2, the matches listed) errors
-    point at `d1saver history`, which lists the ids."""
+    resolve_checkpoint); a start several ids share is a usage error (exit 2) listing them and
+    pointing at `d1saver history`, which lists the ids."""
     from d1saver.inspection import resolve_checkpoint
 
     try:
         return resolve_checkpoint(saver, thread_id, text, ns)
-    except NotFoundError as exc:
-        raise NotFoundError(f"{exc} (`d1saver history {_quoted(thread_id)}` lists its "
-                            "checkpoints)") from None
     except InvalidInputError as exc:
         typer.echo(f"error: {printable(str(exc))} (`d1saver history {_quoted(thread_id)}` "
                    "lists them)", err=True)
         raise typer.Exit(EXIT_USAGE) from None
+
+
+@contextmanager
+def _history_hint(thread_id: str, named: bool = True) -> Iterator[None]:
+    """A checkpoint named and not found (exit 4): the error says where the ids are listed."""
+    try:
+        yield
+    except NotFoundError as exc:
+        if not named:
+            raise
+        raise NotFoundError(f"{exc} (`d1saver history {_quoted(thread_id)}` lists its "
+                            "checkpoints)") from None
 
 
 def _quoted(text: str) -> str:

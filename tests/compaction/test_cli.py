@@ -689,7 +689,7 @@ def test_a_missing_checkpoint_points_at_history(saver: D1Saver, env: dict[str, s
         result = cli(env, *args)
         assert result.exit_code == 4, (args, result.stderr)
         assert result.stderr.count("checkpoint") <= 2, result.stderr
-        assert "d1saver history a" in result.stderr or "9" * 36 in result.stderr
+        assert "d1saver history a" in result.stderr
 
 
 def test_history_shows_next_tasks_and_interrupts(saver: D1Saver, env: dict[str, str]) -> None:
