@@ -3,7 +3,7 @@ cache), and the compaction commands.
 
 Start-up stays light: this module and the command modules it mounts import Typer and d1saver's
 errors only; each command imports what it runs when it runs (benchmarks/cli_bench.py measures
-it, tests/test_cli_startup.py holds it)."""
+it, tests/cli/test_cli.py holds it)."""
 
 from __future__ import annotations
 
