@@ -7,7 +7,9 @@ Each command parses its options, calls one library function, and reports. Exit c
 0 done, 1 a D1 error (message on stderr) or, for `check`, a thread found not exact, 2 bad
 usage (a checkpoint id's start that several ids share, --max-age under 1h without --yes off a
 terminal), 3 another run holds the lease, 4 not found (tagging a checkpoint that does not
-exist, compacting a --thread that has no checkpoint).
+exist, compacting a --thread that has no checkpoint). The commands that only read (threads,
+history, check, show, diff, compact --history) never create nor migrate a schema: a database
+without one is reported (exit 4), one with an older schema too (exit 2).
 
 The module imports Typer and d1saver's errors only; each command imports what it runs when it
 runs, so that `d1saver --help` and `d1saver threads --help` load no LangGraph nor httpx.
@@ -29,7 +31,7 @@ import typer
 from d1saver.cli.support import (CONTEXT_SETTINGS, EXIT_USAGE, OneLineUsageErrors, printable,
                                  progress_bar, table)
 from d1saver import (ConfigError, D1Error, FleetError, InvalidInputError, LeaseHeldError,
-                     NotFoundError, StoredValueError)
+                     NotFoundError, SchemaNotReadyError, StoredValueError)
 
 if TYPE_CHECKING:  # each command imports what it runs when it runs: `--help` stays light
     from langchain_core.runnables import RunnableConfig
@@ -77,19 +79,29 @@ class _Conn:
 
 @contextmanager
 def _connected(account_id: Optional[str], database_id: Optional[str],
-               api_base_url: Optional[str], api_token: Optional[str] = None) -> Iterator[D1Saver]:
-    """A saver for one command; a D1Error ends the command with its exit code and one line."""
+               api_base_url: Optional[str], api_token: Optional[str] = None, *,
+               read_only: bool = False) -> Iterator[D1Saver]:
+    """A saver for one command; a D1Error ends the command with its exit code and one line.
+    `read_only`: the saver never creates nor migrates a schema (SchemaNotReadyError)."""
     try:
         with _saver(account_id, database_id, api_base_url, api_token) as saver:
-            yield saver
+            saver.read_only = read_only
+            try:
+                yield saver
+            except SchemaNotReadyError as exc:  # one database: name it
+                _fail(exc, where=saver.database_id)
     except D1Error as exc:
         _fail(exc)
 
 
-def _fail(exc: Exception) -> None:
+def _fail(exc: Exception, where: str | None = None) -> None:
     code = EXIT_D1
-    if isinstance(exc, FleetError) and all(isinstance(e, LeaseHeldError)
-                                           for e in exc.errors.values()):
+    errors = list(exc.errors.values()) if isinstance(exc, FleetError) else [exc]
+    unready = [e for e in errors if isinstance(e, SchemaNotReadyError)]
+    if unready and len(unready) == len(errors):
+        code = EXIT_NOT_FOUND if all(e.version == 0 for e in unready) else EXIT_USAGE
+    elif isinstance(exc, FleetError) and all(isinstance(e, LeaseHeldError)
+                                             for e in exc.errors.values()):
         code = EXIT_LEASE
     elif isinstance(exc, LeaseHeldError):
         code = EXIT_LEASE
@@ -97,7 +109,7 @@ def _fail(exc: Exception) -> None:
         code = EXIT_NOT_FOUND
     elif isinstance(exc, ConfigError):
         code = EXIT_USAGE
-    typer.echo(f"error: {exc}", err=True)
+    typer.echo(f"error: {'' if where is None else f'database {where}: '}{exc}", err=True)
     raise typer.Exit(code)
 
 
@@ -146,6 +158,7 @@ def compact_cmd(
                 if bar is None:
                     bar = typer.progressbar(length=total, label="compacting", file=sys.stderr)
                     bar.__enter__()
+                bar.length = max(bar.length, total)  # the plan grows page by page
                 bar.update(done - bar.pos)
 
             summary = compact(saver, keep=keep, threads=thread or None, max_age=age,
@@ -220,7 +233,8 @@ def _print_runs(account_id: Optional[str], database_id: Optional[str],
                 as_json: bool) -> None:
     from d1saver.inspection import run_history
 
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token,
+                    read_only=True) as saver:
         runs = run_history(saver, limit)
     if as_json:
         typer.echo(json.dumps(runs, indent=2))
@@ -318,7 +332,7 @@ def tag_cmd(
 ) -> None:
     """Tag a checkpoint so that compaction keeps it."""
     with _connected(account_id, database_id, api_base_url, api_token) as saver, \
-            _history_hint(thread_id):
+            _thread_hint(saver, thread_id), _history_hint(thread_id):
         checkpoint_id = _checkpoint(saver, thread_id, checkpoint_id, ns)
         saver.tag(_config(thread_id, ns, checkpoint_id), name)
     if as_json:
@@ -361,13 +375,13 @@ def threads_cmd(
 ) -> None:
     """List threads: checkpoints, namespaces, last update, stored bytes, waiting on an
     interrupt. Sorted and cut in SQL, a page of up to 1,000 per request and database."""
-    from compaction.fleet import leftovers
+    from compaction.fleet import leftovers, misplaced_memory
     from d1saver import inspection
 
     if sort not in inspection.SORTS:
         raise typer.BadParameter(f"--sort takes one of {', '.join(inspection.SORTS)}")
     infos: list[dict[str, Any]] = []
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         after = None
         while True:
             size = min(limit - len(infos), 1000) if limit else 1000
@@ -377,6 +391,7 @@ def threads_cmd(
             if after is None or (limit and len(infos) >= limit):
                 break
         staged = leftovers(saver)
+        memory = misplaced_memory(saver)
     if as_json:
         typer.echo(json.dumps(infos, indent=2))
         return
@@ -389,6 +404,15 @@ def threads_cmd(
           right=["checkpoints", "ns", "bytes"])
     for x in staged:
         typer.echo(f"leftover: {_leftover(x)}")
+    for m in memory:
+        typer.echo(f"leftover: {_misplaced(m)}")
+
+
+def _misplaced(m: Any) -> str:
+    """One line about memory not at its home (compaction.fleet.MisplacedMemory)."""
+    what = "store items" if m.table == "store_items" else "cache entries"
+    return (f"{m.rows} {what} in {m.database_id} live in {m.home} (a move pending or killed "
+            "midway: `d1saver rebalance` moves them)")
 
 
 def _leftover(x: Any) -> str:
@@ -415,7 +439,8 @@ def history_cmd(
     the tasks that run next and any interrupt (a thread waiting on a person), tags, parents."""
     from d1saver.inspection import timeline
 
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token,
+                    read_only=True) as saver, _thread_hint(saver, thread_id):
         rows = timeline(saver, thread_id, limit)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -469,7 +494,8 @@ def rebalance_cmd(
     api_base_url: Optional[str] = _Conn.api_base_url,
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
-    """Move each thread to its home after the database list changed: copy, verify, delete."""
+    """Move each thread, store item and cache entry to its home after the database list
+    changed: copy, verify, delete."""
     from compaction.rebalance import rebalance
 
     try:
@@ -497,8 +523,11 @@ def rebalance_cmd(
                    f"{summary.threads_misplaced} misplaced; {summary.threads_moved} moved "
                    f"({summary.rows_copied} rows, {summary.bytes_copied} bytes), "
                    f"{summary.threads_found_copied} found copied, {summary.threads_changed} "
-                   f"changed meanwhile, {summary.threads_failed} failed; {summary.requests} "
-                   f"requests in {summary.seconds:.1f} s")
+                   f"changed meanwhile, {summary.threads_failed} failed; memory: "
+                   f"{summary.memory_misplaced} misplaced, {summary.store_items_moved} store "
+                   f"items and {summary.cache_entries_moved} cache entries moved"
+                   f"{f', {summary.memory_changed} changed meanwhile' if summary.memory_changed else ''}"
+                   f"; {summary.requests} requests in {summary.seconds:.1f} s")
     if summary.errors:
         raise typer.Exit(EXIT_D1)
 
@@ -513,25 +542,31 @@ def check_cmd(
 ) -> None:
     """Check the content-addressed chunk table: every chunk a row lists is stored, and every
     stored chunk is listed. Prints the threads that break either rule; exit 1 if any."""
-    from compaction.fleet import check_chunks, leftovers
+    from compaction.fleet import check_chunks, leftovers, misplaced_memory
     from d1saver import admin
     from d1saver.inspection import history
 
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token,
+                    read_only=True) as saver:
         found = check_chunks(saver, thread_id)
         if thread_id is not None and not found and not history(saver, thread_id, 1):
             typer.echo(f"error: thread {printable(thread_id)!s} has no checkpoints", err=True)
             raise typer.Exit(EXIT_NOT_FOUND)
         staged = [x for x in leftovers(saver) if thread_id is None or thread_id in (
             x.target, x.source)]
+        memory = misplaced_memory(saver) if thread_id is None else []
     # Staged rows are no thread: listed as leftovers, not as inexact threads.
     found = [t for t in found if not admin.is_staging(t.thread_id)]
     if as_json:
         typer.echo(json.dumps([t.__dict__ for t in found]
-                              + [{**x.__dict__, "leftover": x.kind} for x in staged], indent=2))
+                              + [{**x.__dict__, "leftover": x.kind} for x in staged]
+                              + [{**m.__dict__, "leftover": "memory"} for m in memory],
+                              indent=2))
     else:
         for x in staged:
             typer.echo(f"leftover: {_leftover(x)}")
+        for m in memory:
+            typer.echo(f"leftover: {_misplaced(m)}")
         for t in found:
             db = f" ({t.database_id})" if hasattr(t, "database_id") else ""
             typer.echo(f"{printable(t.thread_id)}{db}: {t.missing} chunks missing, "
@@ -589,7 +624,8 @@ def show_cmd(
     and which key they need."""
     from d1saver import inspection
 
-    with _connected(account_id, database_id, api_base_url, api_token) as saver, \
+    with _connected(account_id, database_id, api_base_url, api_token,
+                    read_only=True) as saver, _thread_hint(saver, thread_id), \
             _history_hint(thread_id, checkpoint_id is not None):
         if checkpoint_id is not None:
             checkpoint_id = _checkpoint(saver, thread_id, checkpoint_id, ns)
@@ -651,7 +687,8 @@ def diff_cmd(
     removed)."""
     from d1saver import inspection
 
-    with _connected(account_id, database_id, api_base_url, api_token) as saver, \
+    with _connected(account_id, database_id, api_base_url, api_token,
+                    read_only=True) as saver, _thread_hint(saver, thread_id), \
             _history_hint(thread_id):
         a, b = (_checkpoint(saver, thread_id, x, ns) for x in (a, b))
         found = inspection.diff(saver, thread_id, a, b, ns)
@@ -688,14 +725,32 @@ def _checkpoint(saver: D1Saver, thread_id: str, text: str, ns: str) -> str:
 
 @contextmanager
 def _history_hint(thread_id: str, named: bool = True) -> Iterator[None]:
-    """A checkpoint named and not found (exit 4): the error says where the ids are listed."""
+    """A checkpoint not found (exit 4): the error says where the ids are listed (the thread's
+    with `named`, else the threads)."""
     try:
         yield
     except NotFoundError as exc:
-        if not named:
-            raise
+        if not named:  # the thread's newest: the thread has none
+            raise NotFoundError(f"{exc} (`d1saver threads` lists the threads)") from None
         raise NotFoundError(f"{exc} (`d1saver history {_quoted(thread_id)}` lists its "
                             "checkpoints)") from None
+
+
+@contextmanager
+def _thread_hint(saver: D1Saver, thread_id: str) -> Iterator[None]:
+    """A command about one thread whose database has no d1saver schema (nothing was ever
+    stored there; a command that only reads creates none): the thread is not found (exit 4),
+    said as for any thread without checkpoints, with the database that has no schema."""
+    try:
+        yield
+    except (SchemaNotReadyError, FleetError) as exc:
+        errors = list(exc.errors.values()) if isinstance(exc, FleetError) else [exc]
+        if not all(isinstance(e, SchemaNotReadyError) and e.version == 0 for e in errors):
+            raise
+        raise NotFoundError(
+            f"thread {printable(thread_id)!r} has no checkpoints: its database "
+            f"{saver.home(thread_id)} has no d1saver schema, nothing was ever stored there "
+            "(`d1saver threads` lists the threads)") from None
 
 
 def _quoted(text: str) -> str:

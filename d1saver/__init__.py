@@ -12,6 +12,8 @@ import importlib.util
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from d1saver import upstream  # the standard library alone: cheap to import now (see below)
+
 if TYPE_CHECKING:
     from d1saver import admin
     from d1saver.core.errors import (
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
         QueryError,
         RateLimitError,
         ResponseError,
+        SchemaNotReadyError,
         SerializationError,
         ServerError,
         StoredValueError,
@@ -58,8 +61,9 @@ _WHERE = {
         "D1ConnectionError", "D1Error", "D1TimeoutError", "FleetError", "IntegrityError",
         "InvalidInputError", "LeaseHeldError", "MissingConfigKeyError", "NotFoundError",
         "PlaintextValueError", "QueryError", "RateLimitError", "ResponseError",
-        "SerializationError", "ServerError", "StoredValueError", "TransientQueryError",
-        "TransportError", "UnknownKeyError", "ValueTooLargeError", "VerificationError"),
+        "SchemaNotReadyError", "SerializationError", "ServerError", "StoredValueError",
+        "TransientQueryError", "TransportError", "UnknownKeyError", "ValueTooLargeError",
+        "VerificationError"),
     "d1saver.core.protocol": ("Result", "Statement", "TraceEvent"),
     "d1saver.core.settings": ("D1Settings", "load_settings"),
     "d1saver.http.client": ("D1Client",),
@@ -69,11 +73,17 @@ _WHERE = {
     "d1saver.saver": ("D1Saver",),
 }
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
-_SUBMODULES = ("admin",)
+_SUBMODULES = ("admin", "upstream")
+
+# langgraph#8748: while the installed LangGraph's barrier and topic channels hand out their live
+# containers, they hand out copies (d1saver/upstream.py; docs/RELIABILITY.md). Now if LangGraph's
+# graph modules are loaded, else at the saver's first read of a thread.
+upstream.ensure()
 
 __all__ = [
     "__version__",
     "admin",
+    "upstream",
     "AuthenticationError",
     "CheckpointConflictError",
     "ConfigError",
@@ -97,6 +107,7 @@ __all__ = [
     "RateLimitError",
     "RekeyCounts",
     "ResponseError",
+    "SchemaNotReadyError",
     "Result",
     "RetryPolicy",
     "SerializationError",

@@ -5,8 +5,9 @@ D1SAVER_ENCRYPTION_KEYS).
 
 A NAMESPACE is typed as labels separated by '/' (`users/u1/memories`) or as a JSON array of
 labels (`'["users", "a/b"]'`) when a label holds a '/'. Exit codes: 0 done, 1 a D1 error,
-2 bad usage (a namespace refused, or `rm` or `cache clear` without --yes off a terminal), 4 no
-such item.
+2 bad usage (a namespace refused, or `rm` or `cache clear` without --yes off a terminal; a
+schema older than this d1saver's met by a command that only reads), 4 no such item (or no
+schema at all: `ls`, `get` and `namespaces` only read, so they never create nor migrate one).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from typing import Any, Optional
 
 import typer
 
-from d1saver.cli.support import (CONTEXT_SETTINGS, OneLineUsageErrors, printable, table,
-                                 usage_error)
-from d1saver.core.errors import ConfigError, D1Error, InvalidInputError
+from d1saver.cli.support import (CONTEXT_SETTINGS, EXIT_USAGE, OneLineUsageErrors, printable,
+                                 table, usage_error)
+from d1saver.core.errors import ConfigError, D1Error, InvalidInputError, SchemaNotReadyError
 
 EXIT_D1, EXIT_NOT_FOUND = 1, 4
 
@@ -44,7 +45,7 @@ _CONNECTION = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=o
     ("api_token", typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.",
                                show_default=False)),
 ]]
-Connect = Callable[[str], AbstractContextManager[Any]]
+Connect = Callable[..., AbstractContextManager[Any]]  # ("D1Store" or "D1Cache", read_only=...)
 
 
 def _namespace(text: str) -> tuple[str, ...]:
@@ -57,13 +58,28 @@ def _namespace(text: str) -> tuple[str, ...]:
 
 
 @contextmanager
-def _open(cls: str, **connection: Optional[str]) -> Iterator[Any]:
-    """d1saver.memory's `cls` ("D1Store" or "D1Cache"), imported when a command opens it."""
+def _open(cls: str, *, read_only: bool = False, **connection: Optional[str]) -> Iterator[Any]:
+    """The store or cache of one command: d1saver.memory's `cls` ("D1Store" or "D1Cache"),
+    imported when a command opens it. `read_only`: it never creates nor migrates a schema; a
+    database without one is reported (exit 4; over several databases, read as empty and named
+    on stderr), one with an older schema too (exit 2)."""
     from d1saver import memory
 
     try:
         with getattr(memory, cls).from_env(**connection) as opened:
-            yield opened
+            opened.read_only = read_only
+            try:
+                yield opened
+            except SchemaNotReadyError as exc:
+                _unready(exc, opened.database_id)
+            if opened.unready:
+                if set(opened.unready) == set(opened.database_ids):
+                    _unready(SchemaNotReadyError(
+                        "no database has a d1saver schema: nothing was ever stored there (this "
+                        "command only reads, so it does not create one)"), None)
+                for db in sorted(opened.unready):
+                    typer.echo(f"note: database {db} has no d1saver schema (nothing stored "
+                               "there)", err=True)
     except (ConfigError, InvalidInputError) as exc:
         raise usage_error(str(exc)) from None
     except D1Error as exc:
@@ -81,11 +97,17 @@ def _connected(command: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(command)
     def with_connection(*args: Any, **kwargs: Any) -> None:
         connection = {p.name: kwargs.pop(p.name, None) for p in _CONNECTION}
-        command(*args, connect=lambda cls: _open(cls, **connection), **kwargs)
+        command(*args, connect=lambda cls, **how: _open(cls, **how, **connection),
+                **kwargs)
 
     with_connection.__signature__ = signature.replace(  # type: ignore[attr-defined]
         parameters=[*own, *_CONNECTION])
     return with_connection
+
+
+def _unready(exc: SchemaNotReadyError, where: Optional[str]) -> None:
+    typer.echo(f"error: {'' if where is None else f'database {where}: '}{exc}", err=True)
+    raise typer.Exit(EXIT_NOT_FOUND if exc.version == 0 else EXIT_USAGE)
 
 
 def _show(ns: tuple[str, ...]) -> str:
@@ -105,7 +127,7 @@ def namespaces_cmd(
 ) -> None:
     """List the namespaces that hold live items (under PREFIX)."""
     ns = _namespace(prefix)
-    with connect("D1Store") as store:
+    with connect("D1Store", read_only=True) as store:
         found = store.list_namespaces(prefix=ns or None, max_depth=max_depth, limit=limit)
     if as_json:
         typer.echo(json.dumps([list(n) for n in found], ensure_ascii=False))
@@ -126,7 +148,7 @@ def ls_cmd(
 ) -> None:
     """List the items of NAMESPACE and of the namespaces under it, newest first."""
     ns = _namespace(namespace)
-    with connect("D1Store") as store:
+    with connect("D1Store", read_only=True) as store:
         items = store.search(ns, limit=limit, offset=offset, refresh_ttl=False)
     if as_json:
         for item in items:
@@ -151,7 +173,7 @@ def get_cmd(
 ) -> None:
     """Print one item as JSON (namespace, key, value, created_at, updated_at); exit 4 if none."""
     ns = _namespace(namespace)
-    with connect("D1Store") as store:
+    with connect("D1Store", read_only=True) as store:
         item = store.get(ns, key, refresh_ttl=False)
     if item is None:
         typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)

@@ -12,11 +12,13 @@ import io
 import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
+
+from d1saver.http import telemetry
 
 try:  # recent typer carries its own copy of click
     from typer._click.core import Command, Context, Parameter
@@ -41,6 +43,15 @@ def usage_error(message: str) -> typer.Exit:
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 
 
+def _asks_help(ctx: Context) -> bool:
+    """Whether the rest of the command line (what the group's invoke will hand on) asks for a
+    help page (-h/--help before any `--`)."""
+    rest = [*(getattr(ctx, "_protected_args", None) or getattr(ctx, "protected_args", [])),
+            *ctx.args]
+    rest = rest[:rest.index("--")] if "--" in rest else rest
+    return any(arg in ctx.help_option_names for arg in rest)
+
+
 class OneLineUsageErrors(TyperGroup):
     """A command group whose usage errors (an option out of range, a missing argument, a
     BadParameter raised by a command) print one `error:` line and exit 2, as the commands' own
@@ -52,7 +63,10 @@ class OneLineUsageErrors(TyperGroup):
 
     def invoke(self, ctx: Context) -> Any:
         try:
-            return super().invoke(ctx)
+            # A span per command, with OpenTelemetry installed; not for a command's help, which
+            # runs nothing (and so starts without importing OpenTelemetry's API).
+            with nullcontext() if _asks_help(ctx) else telemetry.command(ctx):
+                return super().invoke(ctx)
         except UsageError as exc:
             see = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
             raise usage_error(" ".join(exc.format_message().split()) + see) from None

@@ -12,6 +12,7 @@ database would return them.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import deque
 from collections.abc import (AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping,
                              Sequence)
@@ -138,7 +139,8 @@ class Fleet:
         return out
 
     def set_ops(self, name: str, value: Any) -> None:
-        """Set an option of every database's operations (guard_head, auto_setup, is_setup)."""
+        """Set an option of every database's operations (guard_head, auto_setup, read_only,
+        is_setup)."""
         for node in self.nodes.values():
             setattr(node.ops, name, value)
 
@@ -217,9 +219,10 @@ class Fleet:
             return {node.database_id: fn(node) for node in nodes}
         if len(nodes) == 1:
             return _collect(operation, nodes, [_outcome(fn, nodes[0])])
+        caller = contextvars.copy_context()  # each worker runs in the caller's (its span)
         with ThreadPoolExecutor(max_workers=min(self.limit, len(nodes)),
                                 thread_name_prefix="d1saver-fleet") as pool:
-            outcomes = list(pool.map(lambda node: _outcome(fn, node), nodes))
+            outcomes = list(pool.map(lambda node: caller.copy().run(_outcome, fn, node), nodes))
         return _collect(operation, nodes, outcomes)
 
     async def aeach(self, fn: Callable[[Database], Awaitable[T]], operation: str,

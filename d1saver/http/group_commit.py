@@ -30,8 +30,10 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from d1saver.core.protocol import Result, Statement
+from d1saver.http import telemetry
 from d1saver.core.errors import D1Error, QueryError, SerializationError, TransientQueryError
 
 # Bounds on one merged batch, well inside D1's 30 s per request.
@@ -47,6 +49,7 @@ class _Ticket:
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
     future: asyncio.Future | None = None
+    caller: Any = field(default_factory=telemetry.caller)  # its caller's span, to link to
 
     def outcome(self) -> list[Result]:
         if self.error is not None:
@@ -209,12 +212,14 @@ class GroupCommit:
         self.merged += len(batch) - 1
         try:
             try:
-                _settle(batch, self._send(_statements(batch)))
+                with telemetry.merged(batch):
+                    _settle(batch, self._send(_statements(batch)))
             except Exception as exc:
                 if _split(batch, exc):
                     for t in batch:
                         try:
-                            t.results = self._send(list(t.statements))
+                            with telemetry.merged([t]):
+                                t.results = self._send(list(t.statements))
                         except Exception as one:
                             t.error = one
         except BaseException as exc:
@@ -275,12 +280,14 @@ class GroupCommit:
         self.merged += len(batch) - 1
         try:
             try:
-                _settle(batch, await self._asend(_statements(batch)))
+                with telemetry.merged(batch):
+                    _settle(batch, await self._asend(_statements(batch)))
             except Exception as exc:
                 if _split(batch, exc):
                     for t in batch:
                         try:
-                            t.results = await self._asend(list(t.statements))
+                            with telemetry.merged([t]):
+                                t.results = await self._asend(list(t.statements))
                         except Exception as one:
                             t.error = one
         except BaseException as exc:

@@ -382,6 +382,93 @@ THREADS_INFO = q(f"""
 WHERE c.thread_id IN {THREAD_IDS}
 GROUP BY c.thread_id ORDER BY c.thread_id""")
 
+# --- compaction's plan, one source for `d1saver compact` and the Worker's cron (issue 30) ---
+#
+# Which threads of a page need a retention batch, and how they group into batches: the policy
+# `d1saver compact` (compaction/job.py) and the gateway Worker's Cron Trigger (worker/
+# compaction.js, through worker/compaction.generated.js) both follow, decided here once.
+# A thread needs work when it is idle past :cutoff (ISO text, NULL: none; it keeps only its
+# tags), has more than :keep checkpoints, or holds chunks a replaced row may have left
+# (d1saver_gc_pending, migration 14); staged rows (a copy or a move) never do. Batches follow
+# thread order (so a cursor splits done from to do), hold one kind (idle or not), at most
+# :batch_threads threads, and about :batch_checkpoints deletions (a thread weighs what it
+# loses, at least 1): greedily, as a recursive walk over the page. Columns PLAN_COLUMNS: every
+# thread of the page, `batch` its batch number (from 0) or NULL for none.
+PLAN_COLUMNS = ("thread_id", "checkpoints", "updated", "staged", "expired", "batch")
+_NEW_BATCH = ("(p.cur < 0 OR w.expired <> p.kind OR p.load + w.weight > :batch_checkpoints"
+              " OR p.size >= :batch_threads)")
+_PLAN = f"""
+WITH RECURSIVE listed AS (
+    SELECT c.thread_id, COUNT(*) AS checkpoints, MAX(c.ts) AS updated,
+        ROW_NUMBER() OVER (ORDER BY c.thread_id) AS n
+    FROM checkpoints AS c WHERE {{threads}}
+    GROUP BY c.thread_id ORDER BY c.thread_id{{limit}}
+), judged AS (
+    SELECT n, thread_id, checkpoints, updated, staged, expired,
+        NOT staged AND (expired OR checkpoints > CAST(:keep AS INTEGER) OR EXISTS (
+            SELECT 1 FROM d1saver_gc_pending AS g WHERE g.thread_id = s.thread_id)) AS work,
+        MAX(checkpoints - CASE WHEN expired THEN 0 ELSE CAST(:keep AS INTEGER) END, 1) AS weight
+    FROM (SELECT l.*, substr(l.thread_id, 1, 9) = char(31) || 'd1saver-' AS staged,
+              :cutoff IS NOT NULL AND COALESCE(l.updated, '') < :cutoff AS expired
+          FROM listed AS l) AS s
+), packed(n, thread_id, checkpoints, updated, staged, expired, batch, cur, kind, load, size) AS (
+    SELECT 0, NULL, NULL, NULL, NULL, NULL, NULL, -1, NULL, 0, 0
+    UNION ALL
+    SELECT w.n, w.thread_id, w.checkpoints, w.updated, w.staged, w.expired,
+        CASE WHEN w.work THEN p.cur + CASE WHEN {_NEW_BATCH} THEN 1 ELSE 0 END END,
+        CASE WHEN w.work AND {_NEW_BATCH} THEN p.cur + 1 ELSE p.cur END,
+        CASE WHEN w.work AND {_NEW_BATCH} THEN w.expired ELSE p.kind END,
+        CASE WHEN NOT w.work THEN p.load WHEN {_NEW_BATCH} THEN w.weight
+             ELSE p.load + w.weight END,
+        CASE WHEN NOT w.work THEN p.size WHEN {_NEW_BATCH} THEN 1 ELSE p.size + 1 END
+    FROM packed AS p CROSS JOIN judged AS w ON w.n = p.n + 1
+)
+SELECT thread_id, checkpoints, updated, staged, expired, batch FROM packed WHERE n > 0 ORDER BY n"""
+# The keyset page of threads after :after ('' first), :limit at most (the walk's join on n is
+# served by an automatic index: linear in the page, 3,000 threads in ~30 ms on SQLite 3.40).
+PLAN_PAGE = q(_PLAN.format(threads="c.thread_id > :after",
+                           limit=" LIMIT CAST(:limit AS INTEGER)"))
+# The named threads (:thread_ids, a JSON array of hex ids), as one page.
+PLAN_THREADS = q(_PLAN.format(
+    threads="c.thread_id IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:thread_ids))",
+    limit=""))
+
+# What a whole-database run ends with (compaction/job.py's finish and the Worker's, one
+# batch with the lease's release): staged rows killed copies and moves left (every move's
+# and comparison's, copies' once expired: admin.removable's rule) removed, only while this
+# run still holds the lease (:name, :holder) and without failing when it does not (a retry
+# after a lost answer finds the lease released and the rows gone: it removes nothing); the
+# gc marks of threads that no longer exist dropped. :low, :high: the staging ids' range.
+_REMOVABLE = """
+SELECT t.thread_id FROM (SELECT thread_id FROM (
+SELECT thread_id FROM checkpoints WHERE thread_id >= :low AND thread_id < :high
+UNION SELECT thread_id FROM writes WHERE thread_id >= :low AND thread_id < :high
+UNION SELECT thread_id FROM chunks WHERE thread_id >= :low AND thread_id < :high
+UNION SELECT thread_id FROM tags WHERE thread_id >= :low AND thread_id < :high
+UNION SELECT thread_id FROM (
+    SELECT thread_id FROM d1saver_chunks WHERE thread_id >= :low AND thread_id < :high
+    UNION SELECT thread_id FROM delta_unwritten WHERE thread_id >= :low AND thread_id < :high
+    UNION SELECT thread_id FROM delta_frozen WHERE thread_id >= :low AND thread_id < :high)
+)) AS t
+LEFT JOIN d1saver_staged AS s ON s.staging_id = t.thread_id
+WHERE (s.staging_id IS NULL OR s.expires_at < CAST(strftime('%s', 'now') AS INTEGER)
+    OR substr(t.thread_id, 1, 16) = char(31) || 'd1saver-moving' || char(31)
+    OR substr(t.thread_id, 1, 17) = char(31) || 'd1saver-leaving' || char(31))"""
+# A dry run's count of what a run would remove.
+LEFTOVERS_REMOVABLE_COLUMNS = ("staged",)
+COUNT_LEFTOVERS_REMOVABLE = q(f"SELECT COUNT(*) AS staged FROM ({_REMOVABLE})")
+SCOPE_LEFTOVERS_REMOVABLE = q(f"""
+INSERT INTO d1saver_scope (thread_id) {_REMOVABLE}
+    AND EXISTS (SELECT 1 FROM leases WHERE name = :name AND holder = :holder)""")
+# Their registrations go (the delete trigger takes no other row: LEAVE does that).
+UNSTAGE_SCOPE = q("""
+DELETE FROM d1saver_staged WHERE staging_id IN (SELECT thread_id FROM d1saver_scope)""")
+SCOPED_COLUMNS = ("staged",)
+SCOPED = q("SELECT COUNT(*) AS staged FROM d1saver_scope")
+FORGET_GC_GONE = q("""
+DELETE FROM d1saver_gc_pending
+WHERE thread_id NOT IN (SELECT DISTINCT thread_id FROM checkpoints)""")
+
 # One thread's checkpoints, newest first (`d1saver history`).
 HISTORY = q(f"""
 SELECT c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
@@ -478,6 +565,9 @@ COMPACTION_RUNS = q(f"""
 SELECT {', '.join(COMPACTION_RUNS_COLUMNS)} FROM d1saver_compaction_runs
 ORDER BY started_at DESC, run_id, database_id LIMIT :limit""")
 
+# After GC_CHUNKS: the threads of the scope hold no unreferenced chunk (migration 14).
+GC_DONE = q("DELETE FROM d1saver_gc_pending WHERE thread_id IN (SELECT thread_id FROM d1saver_scope)")
+
 # A retention batch voids the moves of the threads in its scope (migration 12): a move that
 # read them before must not publish that copy after.
 VOID_MOVES_IN_SCOPE = q(f"DELETE FROM d1saver_moves WHERE {IN_SCOPE}")
@@ -500,7 +590,7 @@ def retention_batch(plan: list[Query], *, summarize: bool = False, delete: bool 
     if delete:
         stmts += [FREEZE, FREEZE_DONE, FREEZE_PIECES] if freeze else []
         stmts += [PLAN_RELINK, APPLY_RELINK, REBIND_FROZEN, *DELETE_UNKEPT, GC_CHUNKS,
-                  VOID_MOVES_IN_SCOPE]
+                  GC_DONE, VOID_MOVES_IN_SCOPE]
     return [*stmts, *CLEAR_SCRATCH]
 
 

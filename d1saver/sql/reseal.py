@@ -14,8 +14,9 @@ from d1saver.sql.query import Query, name_queries, q
 
 # A value is read by its head (parts.stored_head: its text, or piece 0's when the row holds a
 # chunk marker; the key id is there). Not under the newest key: its head is not among :heads,
-# the JSON array of the 7-character heads the newest key's texts have ("e:" and the base85
-# group of key id and codec: d1saver/storage/crypto.py).
+# the JSON array of the 7-character heads the newest key's texts have ("e:~" and the base64
+# group of the key id; "e:" and the base85 group of key id and codec before schema v15:
+# d1saver/storage/crypto.py).
 # Per table of sealed values: its alias, its value's head, and which of its rows hold a value.
 SEALED = {
     "checkpoints": ("c", stored_head("c", "checkpoint", "''"), ""),

@@ -474,6 +474,43 @@ CREATE TABLE IF NOT EXISTS d1saver_move_guards (
     staging_lost INTEGER CONSTRAINT staging_lost CHECK (staging_lost IS NULL)
 )""",
     ],
+    # 13: reserved for issue 30's store and cache exactness (its branch's step takes this
+    # place when it merges).
+    [],
+    # 14: compaction collects what a checkpoint or write put again leaves (issue 30): a row
+    # replaced by one with other content can leave content-addressed chunks that no row
+    # reaches, in a thread compaction would otherwise skip (no more than N checkpoints). Such a
+    # thread is marked in d1saver_gc_pending, by a trigger, when its row is replaced; the next
+    # compaction's plan includes it, and its retention batch's garbage collection clears the
+    # mark. Marks every thread holding chunks on the way up (garbage written before the step is
+    # collected once). Additive: an older d1saver's puts fire the triggers too.
+    [
+        "CREATE TABLE IF NOT EXISTS d1saver_gc_pending (thread_id TEXT PRIMARY KEY)",
+        """
+CREATE TRIGGER IF NOT EXISTS checkpoints_gc_pending BEFORE INSERT ON checkpoints
+WHEN EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = NEW.thread_id
+    AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id
+    AND substr(checkpoint, 1, 2) = 'm:' AND checkpoint IS NOT NEW.checkpoint)
+BEGIN
+    INSERT OR IGNORE INTO d1saver_gc_pending (thread_id) VALUES (NEW.thread_id);
+END""",
+        """
+CREATE TRIGGER IF NOT EXISTS writes_gc_pending BEFORE INSERT ON writes
+WHEN EXISTS (SELECT 1 FROM writes WHERE thread_id = NEW.thread_id
+    AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id
+    AND task_id = NEW.task_id AND idx = NEW.idx
+    AND substr(value, 1, 2) IN ('m:', 'p:') AND value IS NOT NEW.value)
+BEGIN
+    INSERT OR IGNORE INTO d1saver_gc_pending (thread_id) VALUES (NEW.thread_id);
+END""",
+        "INSERT OR IGNORE INTO d1saver_gc_pending (thread_id) "
+        "SELECT DISTINCT thread_id FROM d1saver_chunks",
+    ],
+    # 15: values written from here on may be "s:" (raw deflate with DICT_V2 in base64, where
+    # "r:" was base85: Python decodes base64 in C, base85 in pure Python) and sealed values
+    # "e:~" (base64 where "e:" was base85): d1saver/storage/codec.py, crypto.py. A contract
+    # step with no DDL, only its min_reader: an older reader cannot decode them.
+    [],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]
@@ -496,6 +533,8 @@ MIN_READER: dict[int, int] = {
     8: 8,
     # Chunk ids from version 9 on are domain-separated: version 8 cannot check them.
     9: 9,
+    # Values written from version 15 on may be "s:" and "e:~" (base64): version 14 cannot read them.
+    15: 15,
 }
 
 

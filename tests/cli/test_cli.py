@@ -21,12 +21,17 @@ HEAVY = ("langgraph", "langchain_core", "httpx", "pydantic")
 def imported(*args: str, code: str | None = None) -> set[str]:
     """The top-level packages a fresh interpreter has imported once `d1saver ARGS` has run
     (or `code`)."""
+    return {name.split(".")[0] for name in modules(*args, code=code)}
+
+
+def modules(*args: str, code: str | None = None) -> list[str]:
+    """The modules a fresh interpreter has imported once `d1saver ARGS` has run (or `code`)."""
     run = code or (f"import sys\nsys.argv = ['d1saver', *{list(args)!r}]\n"
                    "from d1saver.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n")
     out = subprocess.run([sys.executable, "-c", run + "\nimport json, sys\n"
                           "print(json.dumps(sorted(sys.modules)), file=sys.stderr)"],
                          capture_output=True, text=True, check=True).stderr
-    return {name.split(".")[0] for name in json.loads(out.strip().splitlines()[-1])}
+    return list(json.loads(out.strip().splitlines()[-1]))
 
 
 @pytest.mark.parametrize("args", [["--version"], ["-V"], ["--help"]], ids=" ".join)
@@ -40,6 +45,16 @@ def test_a_command_s_help_imports_neither_langgraph_nor_httpx() -> None:
     """`d1saver threads --help` loads what Typer's help needs (recent Typer checks option values
     with pydantic), but not what the command runs."""
     assert not imported("threads", "--help") & {"langgraph", "langchain_core", "httpx"}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["threads", "--help"], ["store", "ls", "-h"]],
+                         ids=" ".join)
+def test_help_imports_no_opentelemetry_api(args: list[str]) -> None:
+    """With OpenTelemetry installed (the otel extra), a help page opens no command span, so it
+    does not import OpenTelemetry's API (about 65 ms): `opentelemetry` alone is the namespace
+    package that finding the API imports."""
+    pytest.importorskip("opentelemetry.trace")
+    assert [m for m in modules(*args) if m.startswith("opentelemetry.")] == []
 
 
 def test_the_command_modules_and_the_package_import_lightly() -> None:

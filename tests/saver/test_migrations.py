@@ -363,6 +363,21 @@ def test_older_d1saver_refuses_a_schema_it_cannot_use(backend: Backend,
             saver.get_tuple(CFG)
 
 
+def test_a_release_of_schema_12_refuses_a_database_holding_base64_values(
+        backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """0.2 (schema 12) cannot decode "s:" nor "e:~" (step 15): once this version has written
+    to a database, 0.2 refuses it by name rather than failing on a value it meets."""
+    put_one(backend.saver())  # this version: every step applied, "s:" values written
+    assert _sql.min_reader(_sql.SCHEMA_VERSION) == 15 <= _sql.SCHEMA_VERSION
+    with monkeypatch.context() as m:
+        m.setattr(_sql, "MIGRATIONS", _sql.MIGRATIONS[:12])
+        m.setattr(_sql, "SCHEMA_VERSION", 12)
+        m.setattr(_sql, "MIN_READER", {v: r for v, r in _sql.MIN_READER.items() if v <= 12})
+        with pytest.raises(ConfigError, match=re.escape(
+                f"database schema v{N} requires d1saver schema >= v15; this d1saver knows v12")):
+            backend.saver().get_tuple(CFG)
+
+
 # --- the 0.1.0 database, upgraded by two savers at once with lost responses -------------------
 
 
