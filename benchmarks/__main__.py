@@ -5,7 +5,8 @@ bytes ...` breaks one conversation's request bodies down by statement and parame
 store ...` D1Store and D1Cache beside SqliteStore and SqliteCache; `python -m benchmarks ui ...` a page of
 the thread list over many threads, paged in SQL beside 0.2.0's read-all; `python -m benchmarks cpu ...`
 the client's CPU for one read and one step at 100 turns; `python -m benchmarks
-otel` what OpenTelemetry costs a put (CPU without it, with its API alone, with its SDK)."""
+otel` what OpenTelemetry costs a put (CPU without it, with its API alone, with its SDK); `python -m
+benchmarks cli` how long `d1saver` commands take to start."""
 
 from __future__ import annotations
 
@@ -58,6 +59,11 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks import otel_bench
 
         otel_bench.main(argv[1:])
+        return
+    if argv and argv[0] == "cli":
+        from benchmarks import cli_bench
+
+        cli_bench.main(argv[1:])
         return
     if argv and argv[0] == "growth":
         from benchmarks import growth_bench

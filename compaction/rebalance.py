@@ -52,7 +52,8 @@ from d1saver import (D1Error, D1Saver, LeaseHeldError, QueryError, Result, State
 from compaction import fleet
 from compaction.fleet import memory_plan
 from compaction import lease as leases
-from compaction.job import ThreadInfo, list_threads, refuse_older, stored_version
+from compaction.job import (ThreadInfo, list_threads, log, prepare, refuse_older,
+                            stored_version)
 
 Progress = Callable[[int, int], None]
 ATTEMPTS = 3  # moves of one thread in a run while writers on the old layout keep changing it
@@ -137,13 +138,17 @@ def rebalance(saver: D1Saver, *, dry_run: bool = False, lease_ttl: int = 300,
                                        database_ids=databases)
         refuse_older(versions)
         scanned = [db for db in databases if versions[db]]
-    else:
-        saver.each_database(lambda db: db.setup(), operation="setup", database_ids=databases)
+    else:  # set up only what is missing or older (compaction.job.prepare)
+        saver.each_database(lambda db: prepare(db, dry_run=False), operation="setup",
+                            database_ids=databases)
     held = {} if dry_run else _acquire_all(views, lease_ttl, break_lease)
     try:
         found, moves = plan(saver, scanned)
         summary.threads_scanned = sum(len(infos) for infos in found.values())
         summary.threads_misplaced = len({m.thread_id for m in moves})
+        log.info("rebalance: %d threads in %d databases, %d misplaced%s",
+                 summary.threads_scanned, len(scanned), summary.threads_misplaced,
+                 " (dry run)" if dry_run else "")
         summary.per_database = {db: {"threads": len(found.get(db, ())), "moved_out": 0,
                                      "moved_in": 0} for db in databases}
         misplaced = {}
@@ -263,6 +268,8 @@ class _Mover:
                 self.summary.threads_failed += 1
                 self.summary.errors[m.thread_id] = f"{m.source} -> {m.target}: {exc}"
             return
+        log.info("rebalance: thread %r %s -> %s: %s (%d rows)", m.thread_id, m.source,
+                 m.target, outcome, rows.total)
         with self.lock:
             s = self.summary
             s.moves.append({**asdict(m), "outcome": outcome})

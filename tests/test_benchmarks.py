@@ -40,6 +40,15 @@ def test_ui_benchmark_runs() -> None:
     assert paged and all(r["requests"] == 1 and r["rows"] == 5 for r in paged), rows
 
 
+def test_cli_benchmark_runs() -> None:
+    from benchmarks import cli_bench
+
+    rows = cli_bench.main(["--runs", "1"])
+    by_command = {r["command"]: r for r in rows}
+    assert by_command["d1saver --version"]["heavy"] == "-", rows
+    assert all(r["cpu_median_s"] > 0 for r in rows)
+
+
 def test_cpu_benchmark_runs() -> None:
     rows = cpu_bench.main(["--turns", "2", "--repeats", "2"])
     assert [(r["variant"], r["messages"]) for r in rows] == [("plain", 6), ("delta", 6)]  # 1 + 2 + 1 x 3

@@ -61,8 +61,15 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
             await self._aeach_round(round_, "cache set")
 
     def clear(self, namespaces: Sequence[Namespace] | None = None) -> None:
+        self.clear_and_count(namespaces)
+
+    def clear_and_count(self, namespaces: Sequence[Namespace] | None = None) -> int:
+        """`clear`, returning how many entries it deleted (`d1saver cache clear` prints it)."""
+        deleted = 0
         for round_ in self._clear_rounds(namespaces):
-            self._each_round(round_, "cache clear")
+            done = self._each_round(round_, "cache clear")
+            deleted += sum(results[0].changes for results in done.values())
+        return deleted
 
     async def aclear(self, namespaces: Sequence[Namespace] | None = None) -> None:
         for round_ in self._clear_rounds(namespaces):

@@ -80,10 +80,35 @@ def test_bad_namespace_is_a_usage_error(store: D1Store, env: dict[str, str]) -> 
 def test_cache_clear(env: dict[str, str]) -> None:
     with D1Cache(**_kwargs(env)) as cache:
         cache.set({(("n", "a"), "k"): (1, None), (("n", "b"), "k"): (2, None)})
-        out = cli(env, "cache", "clear", "n/a")
+        out = cli(env, "cache", "clear", "n/a", "--yes")
         assert out.exit_code == 0, out.stderr
         assert cache.get([(("n", "a"), "k"), (("n", "b"), "k")]) == {(("n", "b"), "k"): 2}
-        assert cli(env, "cache", "clear").exit_code == 0
+        assert cli(env, "cache", "clear", "--yes").exit_code == 0
+        assert cache.get([(("n", "b"), "k")]) == {}
+
+
+def test_cache_clear_asks_and_counts(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cache clear` neither asked nor counted: off a terminal it now needs --yes (exit 2,
+    nothing deleted), on one it asks, and it prints how many entries it deleted."""
+    from typer.testing import CliRunner, _NamedTextIOWrapper  # type: ignore[attr-defined]
+
+    with D1Cache(**_kwargs(env)) as cache:
+        cache.set({(("n", "a"), f"k{i}"): (i, None) for i in range(3)})
+        cache.set({(("n", "b"), "k"): (9, None)})
+        refused = cli(env, "cache", "clear", "n/a")
+        assert refused.exit_code == 2 and "--yes" in refused.stderr
+        assert len(cache.get([(("n", "a"), f"k{i}") for i in range(3)])) == 3
+        monkeypatch.setattr(_NamedTextIOWrapper, "isatty", lambda self: True, raising=False)
+        from d1saver.cli import app
+        no = CliRunner().invoke(app, ["cache", "clear", "n/a"], env=env, input="n\n")
+        assert no.exit_code == 0 and "Delete the cache entries of namespace n/a?" in no.stdout
+        assert len(cache.get([(("n", "a"), f"k{i}") for i in range(3)])) == 3
+        yes = CliRunner().invoke(app, ["cache", "clear", "n/a"], env=env, input="y\n")
+        assert yes.exit_code == 0 and "deleted 3 cache entries of namespace n/a" in yes.stdout
+        assert cache.get([(("n", "a"), f"k{i}") for i in range(3)]) == {}
+        again = cli(env, "cache", "clear", "n/a", "--yes")
+        assert "deleted 0 cache entries" in again.stdout
+        assert cli(env, "cache", "clear", "-y").stdout.strip() == "deleted 1 cache entry"
         assert cache.get([(("n", "b"), "k")]) == {}
 
 
@@ -119,7 +144,7 @@ def test_compact_sweeps_expired_memory_and_cache(env: dict[str, str]) -> None:
         out = cli(env, "compact", "--keep", "1", "--all", "--json")
         figures = json.loads(out.stdout)
         assert (figures["store_items_swept"], figures["cache_entries_swept"]) == (1, 1)
-        assert figures["requests"] == 4  # setup, list, acquire; sweep rides with the release
+        assert figures["requests"] == 3  # list (+ the schema's version), acquire; sweep + release
         rows = store._exchange(store._nodes()[0], [_sql("SELECT key FROM store_items"),
                                                    _sql("SELECT key FROM cache_entries")])
         assert [r.rows for r in rows] == [[["kept"]], [["kept"]]]
@@ -188,7 +213,8 @@ def _sql(text: str) -> Any:
 
 
 MEMORY_COMMANDS = [["store", "namespaces"], ["store", "ls", "a/b"], ["store", "get", "a", "k"],
-                   ["store", "rm", "a", "k", "--yes"], ["cache", "clear"], ["cache", "clear", "a"]]
+                   ["store", "rm", "a", "k", "--yes"], ["cache", "clear", "--yes"],
+                   ["cache", "clear", "a", "--yes"]]
 
 
 @pytest.mark.parametrize("args", MEMORY_COMMANDS, ids=" ".join)
