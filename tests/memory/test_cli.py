@@ -118,15 +118,15 @@ def test_cache_clear_names_a_node_cache(env: dict[str, str]) -> None:
     other = ("__pregel_ns_writes", "__main__.triple", "triple")
     with D1Cache(**_kwargs(env)) as cache:
         cache.set({(node, "k"): (1, None), (other, "k"): (2, None)})
-        out = cli(env, "cache", "clear", json.dumps(list(node)))
+        out = cli(env, "cache", "clear", "--yes", json.dumps(list(node)))
         assert out.exit_code == 0, out.stderr
         assert "__main__.double" in out.stdout
         assert cache.get([(node, "k"), (other, "k")]) == {(other, "k"): 2}
-        out = cli(env, "cache", "clear", "/".join(other))
+        out = cli(env, "cache", "clear", "--yes", "/".join(other))
         assert out.exit_code == 0, out.stderr
         assert cache.get([(other, "k")]) == {}
         for bad in ['["unclosed', "[1, 2]", '["a", null]']:
-            out = cli(env, "cache", "clear", bad)
+            out = cli(env, "cache", "clear", "--yes", bad)
             assert out.exit_code == 2 and out.stderr.startswith("error:"), bad
 
 
