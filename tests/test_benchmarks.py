@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import agent_bench, compaction_bench, scaling_bench, store_bench, ui_bench
+from benchmarks import agent_bench, compaction_bench, floor_bench, scaling_bench, store_bench, ui_bench
 
 
 def test_compaction_benchmark_runs() -> None:
@@ -37,3 +37,10 @@ def test_ui_benchmark_runs() -> None:
                           "--latency-ms", "0"])
     paged = [r for r in rows if r["way"].startswith("page")]
     assert paged and all(r["requests"] == 1 and r["rows"] == 5 for r in paged), rows
+
+
+def test_floor_benchmark_runs() -> None:
+    cases = floor_bench.main(["--turns", "1", "--repeat", "1", "--latency-ms", "0",
+                              "--cpu-turns", "1"])
+    assert [(c.api, c.durability) for c in cases] == list(floor_bench.CASES)
+    assert all(c.checkpoints == 3 and min(c.requests) >= c.floor for c in cases), cases

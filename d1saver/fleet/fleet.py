@@ -11,13 +11,10 @@ database would return them.
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import (AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping,
                              Sequence)
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
-from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import CheckpointTuple
@@ -26,8 +23,9 @@ from d1saver.ops import statements as st
 from d1saver.ops import transfer as _transfer
 from d1saver.storage.crypto import Sealer
 from d1saver.ops.delta_cache import DeltaCache
-from d1saver.core.errors import ConfigError, D1Error, FleetError
+from d1saver.core.errors import ConfigError, D1Error
 from d1saver.fleet.databases import Database
+from d1saver.http.runner import Each, Run, afan_out, aiterate, arun, fan_out, iterate, run
 from d1saver.ops.operations import Operations, list_pages
 from d1saver.core.protocol import Emit, Op, Param, Result, Statement
 from d1saver.ops.reseal import copy_sealed
@@ -117,24 +115,24 @@ class Fleet:
            missing: type[D1Error] | None = None) -> T:
         """make(ops) at the config's thread's home; if it misses (`missed(result)`, or raises
         `missing`), again at the thread's previous home, if it has one."""
-        return self._call(self._on(config, make, missed, missing))
+        return run(self._on(config, make, missed, missing))
 
     async def aon(self, config: Any, make: Callable[[Operations], Op[T]],
                   missed: Callable[[T], bool] | None = None,
                   missing: type[D1Error] | None = None) -> T:
-        return await self._acall(self._on(config, make, missed, missing))
+        return await arun(self._on(config, make, missed, missing))
 
     def _on(self, config: Any, make: Callable[[Operations], Op[T]],
             missed: Callable[[T], bool] | None, missing: type[D1Error] | None) -> Steps[T]:
         try:
-            out: T = yield Run(self.of(config), make)
+            out: T = yield _at(self.of(config), make)
         except D1Error as exc:
             old = self.old_of(config)
             if missing is None or not isinstance(exc, missing) or old is None:
                 raise
-            return (yield Run(old, make))
+            return (yield _at(old, make))
         if missed is not None and missed(out) and (old := self.old_of(config)) is not None:
-            return (yield Run(old, make))
+            return (yield _at(old, make))
         return out
 
     def set_ops(self, name: str, value: Any) -> None:
@@ -179,18 +177,18 @@ class Fleet:
     def delete_thread(self, thread_id: str) -> None:
         """At each database that may hold the thread (`deleting`'s order), then wherever
         those say a copy of it is staged (a copy between databases killed midway)."""
-        self._call(self._delete_thread(thread_id))
+        run(self._delete_thread(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self._acall(self._delete_thread(thread_id))
+        await arun(self._delete_thread(thread_id))
 
     def _delete_thread(self, thread_id: str) -> Steps[None]:
         staged: list[tuple[str, str]] = []
         for db in self.deleting(thread_id):
-            staged += yield Run(db, _deleting(thread_id))
+            staged += yield _at(db, _deleting(thread_id))
         for database_id, staging in dict.fromkeys(staged):
             if database_id in self.nodes:
-                yield Run(self.nodes[database_id], _deleting(staging))
+                yield _at(self.nodes[database_id], _deleting(staging))
 
     def group(self, thread_ids: Sequence[str]) -> list[dict[str, list[str]]]:
         """Thread ids by every database that may hold them, in rounds: their previous homes
@@ -213,38 +211,24 @@ class Fleet:
              database_ids: Sequence[str] | None = None) -> dict[str, T]:
         """fn(node) for each database, concurrently (at most `limit` at once)."""
         nodes = self.selected(database_ids)
-        if not self.spans or not nodes:  # no database to ask (an empty batch): nothing to do
-            return {node.database_id: fn(node) for node in nodes}
-        if len(nodes) == 1:
-            return _collect(operation, nodes, [_outcome(fn, nodes[0])])
-        with ThreadPoolExecutor(max_workers=min(self.limit, len(nodes)),
-                                thread_name_prefix="d1saver-fleet") as pool:
-            outcomes = list(pool.map(lambda node: _outcome(fn, node), nodes))
-        return _collect(operation, nodes, outcomes)
+        return fan_out({node.database_id: partial(fn, node) for node in nodes}, operation,
+                       self.limit, spans=self.spans)
 
     async def aeach(self, fn: Callable[[Database], Awaitable[T]], operation: str,
                     database_ids: Sequence[str] | None = None) -> dict[str, T]:
         nodes = self.selected(database_ids)
-        if not self.spans:
-            return {node.database_id: await fn(node) for node in nodes}
-        gate = asyncio.Semaphore(self.limit)
-
-        async def one(node: Database) -> T:
-            async with gate:
-                return await fn(node)
-
-        outcomes = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
-        return _collect(operation, nodes, list(outcomes))
+        return await afan_out({node.database_id: partial(fn, node) for node in nodes},
+                              operation, self.limit, spans=self.spans)
 
     # --- list: a thread's pages (home, then previous home), or every database's merged -----
 
     def list(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
              limit: int | None, page_size: int) -> Iterator[CheckpointTuple]:
-        return self._iterate(self._list(config, filter, before, limit, page_size))
+        return iterate(self._list(config, filter, before, limit, page_size))
 
     def alist(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
               limit: int | None, page_size: int) -> AsyncIterator[CheckpointTuple]:
-        return self._aiterate(self._list(config, filter, before, limit, page_size))
+        return aiterate(self._list(config, filter, before, limit, page_size))
 
     def _list(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
               limit: int | None, page_size: int) -> Steps[None]:
@@ -280,7 +264,9 @@ class Fleet:
             need = {db: stmt for db, stmt in pending.items()
                     if stmt is not None and not buffers[db]}
             if need:
-                pages = yield Each("list", {db: _page(stmt) for db, stmt in need.items()})
+                pages = yield Each("list", {db: _at(self.nodes[db], _page(stmt))
+                                             for db, stmt in need.items()},
+                                   self.limit, self.spans)
                 for db, tuples in pages.items():
                     emitted = plans[db].send(tuples)
                     buffers[db].extend(emitted.items)
@@ -312,7 +298,7 @@ class Fleet:
         if not self.spans:
             self.single().run(lambda ops: ops.copy_thread(source, target, page_size))
             return
-        self._call(self._copy(source, target, page_size))
+        run(self._copy(source, target, page_size))
 
     async def acopy_thread(self, source: str, target: str, page_size: int) -> None:
         if source == target:
@@ -320,7 +306,7 @@ class Fleet:
         if not self.spans:
             await self.single().arun(lambda ops: ops.copy_thread(source, target, page_size))
             return
-        await self._acall(self._copy(source, target, page_size))
+        await arun(self._copy(source, target, page_size))
 
     def _copy(self, source: str, target: str, page_size: int) -> Steps[None]:
         dst = self.home(target)
@@ -332,17 +318,17 @@ class Fleet:
     def _copy_into(self, source: str, target: str, dst: Database, page_size: int) -> Steps[None]:
         sources, keyed = self.homes(source), self.sealer is not None
         if sources[0] is dst and keyed and len(sources) == 1:
-            yield Run(dst, lambda ops: ops.copy_thread(source, target, page_size))
+            yield _at(dst, lambda ops: ops.copy_thread(source, target, page_size))
             return
         if sources[0] is dst and not keyed:
-            results = yield Run(dst, lambda ops: ops.exchange(
+            results = yield _at(dst, lambda ops: ops.exchange(
                 st.copy_thread_statements(source, target)))
             if results[0].changes or len(sources) == 1:
                 return
             sources = sources[1:]
         for node in sources:
             if not keyed:
-                rows = yield Run(node, lambda ops: _transfer.read_thread(ops.exchange, source))
+                rows = yield _at(node, lambda ops: _transfer.read_thread(ops.exchange, source))
                 if not rows.total:
                     continue
             else:
@@ -350,7 +336,7 @@ class Fleet:
                                                 source, target, page_size)
                 if not copied:
                     continue
-                rows = yield Run(node, lambda ops: _transfer.read_thread(ops.exchange, source,
+                rows = yield _at(node, lambda ops: _transfer.read_thread(ops.exchange, source,
                                                                          _UNSEALED_TABLES))
             if not rows.total:
                 return
@@ -361,117 +347,26 @@ class Fleet:
                                       "staging_id": COPYING_PREFIX + target}
             elsewhere = len(batches) > 1 and node is not dst
             if elsewhere:
-                yield Run(node, _sending([Statement.bind(
+                yield _at(node, _sending([Statement.bind(
                     _sql.STAGE_ELSEWHERE, {**hint, "seconds": _transfer.STAGE_SECONDS})]))
             for batch in batches:
-                yield Run(dst, _sending(batch))
+                yield _at(dst, _sending(batch))
             if elsewhere:
-                yield Run(node, _sending([Statement.bind(_sql.UNSTAGE_ELSEWHERE, hint)]))
+                yield _at(node, _sending([Statement.bind(_sql.UNSTAGE_ELSEWHERE, hint)]))
             return
 
-    # --- the drivers: run a generator of steps (Run, Each, Emit) sync or async ---------------
-
-    def _call(self, steps: Steps[T]) -> T:
-        run = self._iterate(steps)
-        try:
-            next(run)
-        except StopIteration as stop:
-            return stop.value
-        run.close()
-        raise TypeError("steps run as a call emitted items")
-
-    async def _acall(self, steps: Steps[T]) -> T:
-        with closing(steps):
-            reply, error = None, None
-            while True:
-                try:
-                    step = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                reply, error = None, None
-                try:
-                    reply = await self._aperform(step)
-                except Exception as exc:
-                    error = exc
-
-    def _iterate(self, steps: Steps[T]) -> Generator[Any, None, T]:
-        """Items the steps emit, one by one; then what they return."""
-        with closing(steps):
-            reply, error = None, None
-            while True:
-                try:
-                    step = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                reply, error = None, None
-                if isinstance(step, Emit):
-                    yield from step.items
-                    continue
-                try:
-                    reply = self._perform(step)
-                except Exception as exc:  # for the steps to handle (a miss at the home)
-                    error = exc
-
-    async def _aiterate(self, steps: Steps[None]) -> AsyncIterator[Any]:
-        with closing(steps):
-            reply, error = None, None
-            while True:
-                try:
-                    step = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration:
-                    return
-                reply, error = None, None
-                if isinstance(step, Emit):
-                    for item in step.items:
-                        yield item
-                    continue
-                try:
-                    reply = await self._aperform(step)
-                except Exception as exc:
-                    error = exc
-
-    def _perform(self, step: Run | Each) -> Any:
-        if isinstance(step, Run):
-            return step.node.run(step.make)
-        if isinstance(step, Each):
-            makes = step.makes
-            return self.each(lambda node: node.run(makes[node.database_id]), step.operation,
-                             list(makes))
-        raise TypeError(f"the fleet cannot perform {type(step).__name__}")
-
-    async def _aperform(self, step: Run | Each) -> Any:
-        if isinstance(step, Run):
-            return await step.node.arun(step.make)
-        if isinstance(step, Each):
-            makes = step.makes
-            return await self.aeach(lambda node: node.arun(makes[node.database_id]),
-                                    step.operation, list(makes))
-        raise TypeError(f"the fleet cannot perform {type(step).__name__}")
-
-
-@dataclass(frozen=True)
-class Run:
-    """A step: run an operation at one database; the reply is its result."""
-
-    node: Database
-    make: Callable[[Operations], Op[Any]]
-
-
-@dataclass(frozen=True)
-class Each:
-    """A step: run an operation at each of some databases, concurrently (Fleet.each); the
-    reply is the results by database id (FleetError if some failed)."""
-
-    operation: str
-    makes: Mapping[str, Callable[[Operations], Op[Any]]]
-
-
-# A multi-step operation over the fleet: yields Run, Each and Emit, is sent their replies.
+# A multi-step operation over the fleet: yields Run, Each and Emit, is sent their replies;
+# the runner runs it (d1saver/http/runner.py).
 Steps = Generator[Any, Any, T]
 
 
+def _at(node: Database, make: Callable[[Operations], Op[Any]]) -> Run:
+    """A step: make(ops) at one database, on its driver."""
+    return Run(node.driver, make(node.ops))
+
+
 def _run(node: Database, make: Callable[[Operations], Op[T]]) -> Steps[T]:
-    return (yield Run(node, make))
+    return (yield _at(node, make))
 
 
 def _exchange(node: Database) -> Callable[[Sequence[Statement]], Steps[list[Result]]]:
@@ -518,30 +413,6 @@ def _order(tup: CheckpointTuple) -> tuple[str, str, str]:
     BINARY collation orders them: code point order is UTF-8 byte order."""
     conf = tup.config["configurable"]
     return (conf["checkpoint_id"], conf["thread_id"], conf["checkpoint_ns"])
-
-
-def _outcome(fn: Callable[[Database], T], node: Database) -> T | BaseException:
-    try:
-        return fn(node)
-    except D1Error as exc:
-        return exc
-
-
-def _collect(operation: str, nodes: Sequence[Database], outcomes: Sequence[Any]) -> dict[str, Any]:
-    """Results by database id; FleetError if some failed with a D1Error; other exceptions
-    (bugs, cancellation) propagate as they are."""
-    errors: dict[str, D1Error] = {}
-    results: dict[str, Any] = {}
-    for node, outcome in zip(nodes, outcomes):
-        if isinstance(outcome, D1Error):
-            errors[node.database_id] = outcome
-        elif isinstance(outcome, BaseException):
-            raise outcome
-        else:
-            results[node.database_id] = outcome
-    if errors:
-        raise FleetError(operation, errors, results)
-    return results
 
 
 __all__ = ["DEFAULT_CONCURRENCY", "Fleet"]

@@ -4,25 +4,68 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import threading
 import time
-import types
 from collections.abc import Callable
 
+import httpx
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
 
 import d1saver.http.group_commit as group_commit
 from d1saver import (
-    D1Error,
     D1Saver,
     RetryPolicy,
     SerializationError,
     ServerError,
     TransientQueryError,
 )
+from d1saver.http import runner
 from d1saver.local import FaultPlan, LocalD1, LocalD1Transport
 from tests.conftest import LOCAL_BASE_URL
+
+
+class Gate(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """The local D1's transport with a hand on requests, by a word their body holds: `hold`
+    keeps such a request until `release()`; `fail` raises a RuntimeError instead of sending
+    it (a bug under the client); `bad` appends a statement D1 refuses (an SQL error)."""
+
+    def __init__(self, inner: LocalD1Transport) -> None:
+        self.inner = inner
+        self.hold: str | None = None
+        self.fail: str | None = None
+        self.bad: str | None = None
+        self.released = threading.Event()
+        self.arrived = 0  # requests that reached the gate
+
+    def release(self) -> None:
+        self.released.set()
+
+    def _check(self, request: httpx.Request) -> tuple[httpx.Request, bool]:
+        self.arrived += 1
+        body = request.read().decode()
+        if self.fail is not None and self.fail in body:
+            raise RuntimeError("a bug under the client")
+        if self.bad is not None and self.bad in body:
+            parsed = json.loads(body)
+            items = parsed["batch"] if "batch" in parsed else [parsed]
+            items.append({"sql": "SELECT * FROM no_such_table", "params": []})
+            request = httpx.Request(request.method, request.url, headers=request.headers,
+                                    content=json.dumps({"batch": items}).encode())
+        return request, self.hold is not None and self.hold in body
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request, held = self._check(request)
+        if held:
+            assert self.released.wait(10)
+        return self.inner.handle_request(request)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request, held = self._check(request)
+        while held and not self.released.is_set():
+            await asyncio.sleep(0.001)
+        return await self.inner.handle_async_request(request)
 
 
 def make(latency_ms: float = 30.0, **kwargs) -> tuple[D1Saver, LocalD1, list]:
@@ -32,6 +75,15 @@ def make(latency_ms: float = 30.0, **kwargs) -> tuple[D1Saver, LocalD1, list]:
                     transport=LocalD1Transport(engine, latency_ms=latency_ms), tracer=events.append,
                     **kwargs)
     return saver, engine, events
+
+
+def gated(**kwargs) -> tuple[D1Saver, LocalD1, list, Gate]:
+    engine = LocalD1()
+    events: list = []
+    gate = Gate(LocalD1Transport(engine))
+    saver = D1Saver(account_id="a", database_id="d", api_token="t", api_base_url=LOCAL_BASE_URL,
+                    transport=gate, tracer=events.append, **kwargs)
+    return saver, engine, events, gate
 
 
 def seeded(saver: D1Saver) -> dict:
@@ -54,24 +106,18 @@ async def test_parallel_writes_share_one_request_after_the_first() -> None:
 @pytest.mark.anyio
 async def test_failed_write_in_a_merged_batch_fails_alone() -> None:
     """A write D1 refuses (a missing table here) fails its caller only; the others commit."""
-    saver, engine, events = make()
+    saver, engine, events, gate = gated()
     config = seeded(saver)
-    bad = dict(config, configurable=dict(config["configurable"]))
-    real_asend = saver.driver.group._asend
-
-    async def asend(statements):
-        # Make the batch holding task-bad fail in D1, as a refused statement would.
-        if any("bad" in str(s.params) for s in statements):
-            from d1saver import Statement
-            statements = [*statements, Statement("SELECT * FROM no_such_table")]
-        return await real_asend(statements)
-
-    saver.driver.group._asend = asend
-    results = await asyncio.gather(
-        saver.aput_writes(config, [("ch", "first")], "task-first"),
-        saver.aput_writes(bad, [("ch", "x")], "task-bad"),
-        saver.aput_writes(config, [("ch", "ok")], "task-ok"),
-        return_exceptions=True)
+    gate.hold, gate.bad = "task-first", "task-bad"  # the others queue behind the first
+    first = asyncio.create_task(saver.aput_writes(config, [("ch", "first")], "task-first"))
+    while not gate.arrived:
+        await asyncio.sleep(0.001)
+    queued = asyncio.gather(saver.aput_writes(config, [("ch", "x")], "task-bad"),
+                            saver.aput_writes(config, [("ch", "ok")], "task-ok"),
+                            return_exceptions=True)
+    await asyncio.sleep(0.05)
+    gate.release()
+    results = [await first, *await queued]
     assert results[0] is None and results[2] is None
     assert "no such table" in str(results[1])
     tup = await saver.aget_tuple(config)
@@ -126,7 +172,7 @@ async def test_a_cancelled_waiter_neither_loses_its_write_nor_blocks_later_ones(
     assert sorted(w[2] for w in tup.pending_writes) == ["first", "later", "queued"]
 
 
-# --- whatever stops the committer, no write is stranded (defect 1) ----------------------------
+# --- whatever stops a caller, no write is stranded (defect 1) -------------------------------
 
 
 def stored_tasks(saver: D1Saver, config: dict) -> list[str]:
@@ -162,110 +208,72 @@ class Caller(threading.Thread):
         return self.error
 
 
-def gate_first_send(saver: D1Saver) -> threading.Event:
-    """Hold the saver's first group-commit request until the returned event is set, so the
-    writes after it queue up behind a request in flight (no timing involved)."""
-    group = saver.driver.group
-    real, gate, calls = group._send, threading.Event(), []
-
-    def send(statements):
-        calls.append(1)
-        if len(calls) == 1:
-            assert gate.wait(10)
-        return real(statements)
-
-    group._send = send
-    return gate
+def idle(saver: D1Saver) -> bool:
+    queue = saver.driver.group.queue(None)
+    return (queue.pending, queue.inflight) == ([], 0)
 
 
 def test_ctrl_c_in_the_collection_window_strands_no_write(monkeypatch) -> None:
-    """KeyboardInterrupt in the 10 ms window: the caller queued behind gets an error at once,
-    the queue is reset, and the saver's next write goes through."""
-    saver, engine, events = make(0)
+    """KeyboardInterrupt while a write waits in the window: that write is not sent, the write
+    queued beside it still leaves on its own, the queue is left empty, and the saver's next
+    write goes through."""
+    saver, engine, events, gate = gated()
     config = seeded(saver)
-    group = saver.driver.group
-    gate = gate_first_send(saver)
+    queue = saver.driver.group.queue(None)
+    gate.hold = "task-first"
     first = Caller(lambda: saver.put_writes(config, [("ch", 1)], "task-first"))
     first.start()
-    wait_until(lambda: group._inflight == 1)
+    wait_until(lambda: queue.inflight == 1)
     queued = Caller(lambda: saver.put_writes(config, [("ch", 3)], "task-queued"))
+    main, real_wait = threading.current_thread(), runner.Signal.wait
 
-    def interrupted_sleep(seconds: float) -> None:
+    def wait(signal: runner.Signal, timeout: float | None) -> None:
+        if threading.current_thread() is not main:
+            return real_wait(signal, timeout)
         queued.start()  # another thread's write joins the queue during the window
-        wait_until(lambda: len(group._pending) == 2)
+        wait_until(lambda: len(queue.pending) == 2)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(group_commit, "time", types.SimpleNamespace(sleep=interrupted_sleep))
+    monkeypatch.setattr(runner.Signal, "wait", wait)
     with pytest.raises(KeyboardInterrupt):
         saver.put_writes(config, [("ch", 2)], "task-collector")
-    assert isinstance(queued.outcome(), D1Error)  # an error, not a hang
-    assert "not sent" in str(queued.error)
-    gate.set()
+    monkeypatch.setattr(runner.Signal, "wait", real_wait)
+    assert queued.outcome() is None  # sent by itself, not stranded behind the interrupted one
+    gate.release()
     assert first.outcome() is None
-    monkeypatch.setattr(group_commit, "time", time)
     later = Caller(lambda: saver.put_writes(config, [("ch", 4)], "task-later"))
     later.start()
     assert later.outcome() is None
-    assert (group._pending, group._collecting, group._inflight) == ([], False, 0)
-    assert stored_tasks(saver, config) == ["task-first", "task-later"]
+    assert idle(saver)
+    assert stored_tasks(saver, config) == ["task-first", "task-later", "task-queued"]
 
 
 def test_a_foreign_exception_in_a_send_strands_no_write(monkeypatch) -> None:
     """A non-D1Error from one batch's send fails that batch's callers only; the writes queued
     behind it in further batches are still sent, and later writes flow."""
     monkeypatch.setattr(group_commit, "MAX_OPS", 1)  # one write per batch: three batches queue
-    saver, engine, events = make(0)
+    saver, engine, events, gate = gated()
     config = seeded(saver)
-    group = saver.driver.group
-    gate = gate_first_send(saver)
-    gated_send = group._send
-
-    def send(statements):
-        if any("task-boom" in str(s.params) for s in statements):
-            raise RuntimeError("a bug under the client")
-        return gated_send(statements)
-
-    group._send = send
-    # The window lasts until all three writes are queued.
-    monkeypatch.setattr(group_commit, "time", types.SimpleNamespace(
-        sleep=lambda seconds: wait_until(lambda: len(group._pending) == 3)))
+    queue = saver.driver.group.queue(None)
+    gate.hold, gate.fail = "task-first", "task-boom"
     first = Caller(lambda: saver.put_writes(config, [("ch", 1)], "task-first"))
     first.start()
-    wait_until(lambda: group._inflight == 1)
+    wait_until(lambda: queue.inflight == 1)
     boom = Caller(lambda: saver.put_writes(config, [("ch", 2)], "task-boom"))
     boom.start()
-    wait_until(lambda: group._collecting)
     queued = [Caller(lambda i=i: saver.put_writes(config, [("ch", i)], f"task-q{i}"))
               for i in range(2)]
     for caller in queued:
         caller.start()
-    gate.set()
-    assert first.outcome() is None
     assert isinstance(boom.outcome(), RuntimeError)
     assert [caller.outcome() for caller in queued] == [None, None]
-    monkeypatch.setattr(group_commit, "time", time)
+    gate.release()
+    assert first.outcome() is None
     later = Caller(lambda: saver.put_writes(config, [("ch", 5)], "task-later"))
     later.start()
     assert later.outcome() is None
-    assert (group._pending, group._collecting, group._inflight) == ([], False, 0)
+    assert idle(saver)
     assert stored_tasks(saver, config) == ["task-first", "task-later", "task-q0", "task-q1"]
-
-
-def agate_first_send(saver: D1Saver, failing: str | None = None) -> asyncio.Event:
-    """Async: hold the request of the write of "task-first" until the returned event is set;
-    the request of the write of task `failing` raises a RuntimeError instead of being sent."""
-    group = saver.driver.group
-    real, gate = group._asend, asyncio.Event()
-
-    async def asend(statements):
-        if any("task-first" in str(s.params) for s in statements):
-            await gate.wait()
-        if failing is not None and any(failing in str(s.params) for s in statements):
-            raise RuntimeError("a bug under the client")
-        return await real(statements)
-
-    group._asend = asend
-    return gate
 
 
 @pytest.mark.anyio
@@ -273,15 +281,15 @@ async def test_a_foreign_exception_in_an_async_send_fails_only_its_batch(monkeyp
     """The async committer: a non-D1Error in one batch fails that batch alone; the batches
     queued behind it are still sent (not failed as if the loop were closing)."""
     monkeypatch.setattr(group_commit, "MAX_OPS", 1)
-    saver, engine, events = make(0)
+    saver, engine, events, gate = gated()
     config = seeded(saver)
-    gate = agate_first_send(saver, failing="task-boom")
+    gate.hold, gate.fail = "task-first", "task-boom"
     first = asyncio.create_task(saver.aput_writes(config, [("ch", 1)], "task-first"))
     await asyncio.sleep(0)
     queued = [asyncio.create_task(saver.aput_writes(config, [("ch", i)], f"task-{name}"))
               for i, name in enumerate(["boom", "q0", "q1"])]
     results = await asyncio.gather(*queued, return_exceptions=True)
-    gate.set()
+    gate.release()
     await first
     assert isinstance(results[0], RuntimeError) and results[1:] == [None, None]
     await saver.aput_writes(config, [("ch", 5)], "task-later")
@@ -302,9 +310,9 @@ async def test_a_merged_batch_failing_on_the_server_is_not_resent_write_by_write
         plan: FaultPlan, error: type) -> None:
     """A merged batch answered 503 (or a transient D1 error), retries exhausted: every write
     of it gets that error, in one request, not one more request per write."""
-    saver, engine, events = make(0, retry=RetryPolicy.none())
+    saver, engine, events, gate = gated(retry=RetryPolicy.none())
     config = seeded(saver)
-    gate = agate_first_send(saver)
+    gate.hold = "task-first"
     first = asyncio.create_task(saver.aput_writes(config, [("ch", 0)], "task-first"))
     await asyncio.sleep(0)
     engine.faults = plan
@@ -316,7 +324,7 @@ async def test_a_merged_batch_failing_on_the_server_is_not_resent_write_by_write
     assert [type(r) for r in results] == [error] * 3
     assert results[0] is results[1] is results[2]
     engine.faults = None
-    gate.set()
+    gate.release()
     await first
 
 
@@ -336,5 +344,5 @@ def test_asyncio_run_per_call_keeps_no_loop() -> None:
         asyncio.run(saver.aput(generate_config(f"t-{i}"), generate_checkpoint(), {}, {}))
     assert len(saver.driver.group._loops) <= 1
     assert len(saver.client._async) <= 1
-    assert len(saver.driver._aonce) <= 1
+    assert len(saver.driver._arunning) <= 1
     assert loops() - before <= 1
