@@ -17,6 +17,7 @@ from collections.abc import (AsyncIterator, Awaitable, Callable, Generator, Iter
 from functools import partial
 from typing import Any, TypeVar
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from d1saver.ops import statements as st
@@ -47,9 +48,9 @@ class Fleet:
     home looks at the thread's home under `previous`, one more request, only on a miss.
     """
 
-    def __init__(self, nodes: Mapping[str, Database], router: Router, previous: Router | None,
+    def __init__(self, databases: Mapping[str, Database], router: Router, previous: Router | None,
                  limit: int = DEFAULT_CONCURRENCY) -> None:
-        self.nodes = dict(nodes)
+        self.databases = dict(databases)
         self.router = router
         self.previous = previous
         self.limit = max(1, int(limit))
@@ -61,12 +62,12 @@ class Fleet:
     @property
     def sealer(self) -> Sealer | None:
         """The encryption keys every database's values are sealed with (None without keys)."""
-        return next(iter(self.nodes.values())).ops.values.sealer
+        return next(iter(self.databases.values())).ops.values.sealer
 
     @property
     def spans(self) -> bool:
         """True if this saver has more than one database (fan-out errors become FleetError)."""
-        return len(self.nodes) > 1
+        return len(self.databases) > 1
 
     @property
     def rounds(self) -> int:
@@ -76,53 +77,53 @@ class Fleet:
         return 2 if self.previous is not None and self.spans else 1
 
     def home(self, thread_id: str) -> Database:
-        return self.nodes[self.router.home(thread_id)]
+        return self.databases[self.router.home(thread_id)]
 
     def old_home(self, thread_id: str) -> Database | None:
         """The thread's home in the previous layout, if there is one and it is another."""
         if self.previous is None:
             return None
         old = self.previous.home(thread_id)
-        return None if old == self.router.home(thread_id) else self.nodes[old]
+        return None if old == self.router.home(thread_id) else self.databases[old]
 
-    def of(self, config: Any) -> Database:
-        """The node of a config's thread (the only node, without reading it, if just one)."""
-        if len(self.nodes) == 1:
-            return next(iter(self.nodes.values()))
+    def of(self, config: RunnableConfig) -> Database:
+        """The database of a config's thread (the only one, without reading it, if just one)."""
+        if len(self.databases) == 1:
+            return next(iter(self.databases.values()))
         return self.home(st.thread_id_of(config))
 
     def homes(self, thread_id: str) -> list[Database]:
-        """Every node that may hold the thread: its home, then its old home."""
+        """Every database that may hold the thread: its home, then its old home."""
         old = self.old_home(thread_id)
         return [self.home(thread_id)] + ([old] if old is not None else [])
 
-    def old_of(self, config: Any) -> Database | None:
+    def old_of(self, config: RunnableConfig) -> Database | None:
         return None if self.previous is None else self.old_home(st.thread_id_of(config))
 
-    def thread_nodes(self, config: Any) -> list[Database]:
+    def thread_databases(self, config: RunnableConfig | None) -> list[Database]:
         """Where a per-thread read looks, in order: the home, then (while migrating) the
         previous home. With no config, the one database of a single-database saver."""
-        if len(self.nodes) == 1:
-            return list(self.nodes.values())
+        if len(self.databases) == 1:
+            return list(self.databases.values())
         if config is None:
             raise ConfigError("this operation needs one database: use saver.database(id)")
         return self.homes(st.thread_id_of(config))
 
     # --- per thread: its home, and its previous home on a miss ---------------------------
 
-    def on(self, config: Any, make: Callable[[Operations], Op[T]],
+    def on(self, config: RunnableConfig, make: Callable[[Operations], Op[T]],
            missed: Callable[[T], bool] | None = None,
            missing: type[D1Error] | None = None) -> T:
         """make(ops) at the config's thread's home; if it misses (`missed(result)`, or raises
         `missing`), again at the thread's previous home, if it has one."""
         return run(self._on(config, make, missed, missing))
 
-    async def aon(self, config: Any, make: Callable[[Operations], Op[T]],
+    async def aon(self, config: RunnableConfig, make: Callable[[Operations], Op[T]],
                   missed: Callable[[T], bool] | None = None,
                   missing: type[D1Error] | None = None) -> T:
         return await arun(self._on(config, make, missed, missing))
 
-    def _on(self, config: Any, make: Callable[[Operations], Op[T]],
+    def _on(self, config: RunnableConfig, make: Callable[[Operations], Op[T]],
             missed: Callable[[T], bool] | None, missing: type[D1Error] | None) -> Steps[T]:
         try:
             out: T = yield _at(self.of(config), make)
@@ -137,42 +138,42 @@ class Fleet:
 
     def set_ops(self, name: str, value: Any) -> None:
         """Set an option of every database's operations (guard_head, auto_setup, is_setup)."""
-        for node in self.nodes.values():
-            setattr(node.ops, name, value)
+        for db in self.databases.values():
+            setattr(db.ops, name, value)
 
     def with_values(self, values: Values) -> Fleet:
         """The same databases (clients, drivers) over another values codec, with a DeltaChannel
         cache of their own: values decoded under one serde's allowlist are never served to a
         saver with another (Operations.with_values)."""
         cache = DeltaCache()
-        nodes = {}
-        for db, n in self.nodes.items():
-            ops = n.ops.with_values(values)
+        databases = {}
+        for database_id, db in self.databases.items():
+            ops = db.ops.with_values(values)
             ops.delta_cache = cache
-            nodes[db] = Database(n.database_id, n.client, n.driver, ops)
-        return Fleet(nodes, self.router, self.previous, self.limit)
+            databases[database_id] = Database(db.database_id, db.client, db.driver, ops)
+        return Fleet(databases, self.router, self.previous, self.limit)
 
     def view(self, database_id: str) -> Fleet:
         """One of these databases (current or previous) as a fleet of its own."""
-        node = self.nodes.get(database_id)
-        if node is None:
+        db = self.databases.get(database_id)
+        if db is None:
             raise ConfigError(f"{database_id!r} is not one of this saver's databases "
-                              f"{list(self.nodes)}")
-        return Fleet({database_id: node}, Router([database_id]), None, self.limit)
+                              f"{list(self.databases)}")
+        return Fleet({database_id: db}, Router([database_id]), None, self.limit)
 
     def single(self) -> Database:
         """The one database, or a ConfigError naming the way to pick one of several."""
         if self.spans:
-            raise ConfigError(f"this D1Saver spans {len(self.nodes)} databases: use "
+            raise ConfigError(f"this D1Saver spans {len(self.databases)} databases: use "
                               "saver.database(database_id) for one of them")
-        return next(iter(self.nodes.values()))
+        return next(iter(self.databases.values()))
 
     def deleting(self, thread_id: str) -> list[Database]:
         """Where a delete of the thread goes, in order: its previous home first (while
         migrating), then its home. A move registers at the new home before it reads the old
         one, so a delete that reaches the new home last voids any move that read it before
         (delete wins: compaction/rebalance.py)."""
-        return list(reversed(self.thread_nodes(_config(thread_id))))
+        return list(reversed(self.thread_databases(_config(thread_id))))
 
     def delete_thread(self, thread_id: str) -> None:
         """At each database that may hold the thread (`deleting`'s order), then wherever
@@ -187,8 +188,8 @@ class Fleet:
         for db in self.deleting(thread_id):
             staged += yield _at(db, _deleting(thread_id))
         for database_id, staging in dict.fromkeys(staged):
-            if database_id in self.nodes:
-                yield _at(self.nodes[database_id], _deleting(staging))
+            if database_id in self.databases:
+                yield _at(self.databases[database_id], _deleting(staging))
 
     def group(self, thread_ids: Sequence[str]) -> list[dict[str, list[str]]]:
         """Thread ids by every database that may hold them, in rounds: their previous homes
@@ -202,47 +203,50 @@ class Fleet:
         return [groups for groups in (first, then) if groups]
 
     def selected(self, database_ids: Sequence[str] | None) -> list[Database]:
-        return list(self.nodes.values()) if database_ids is None else [
-            self.nodes[db] for db in database_ids]
+        return list(self.databases.values()) if database_ids is None else [
+            self.databases[db] for db in database_ids]
 
     # --- fan-out ----------------------------------------------------------------------------
 
     def each(self, fn: Callable[[Database], T], operation: str,
              database_ids: Sequence[str] | None = None) -> dict[str, T]:
-        """fn(node) for each database, concurrently (at most `limit` at once)."""
-        nodes = self.selected(database_ids)
-        return fan_out({node.database_id: partial(fn, node) for node in nodes}, operation,
+        """fn(db) for each database, concurrently (at most `limit` at once)."""
+        dbs = self.selected(database_ids)
+        return fan_out({db.database_id: partial(fn, db) for db in dbs}, operation,
                        self.limit, spans=self.spans)
 
     async def aeach(self, fn: Callable[[Database], Awaitable[T]], operation: str,
                     database_ids: Sequence[str] | None = None) -> dict[str, T]:
-        nodes = self.selected(database_ids)
-        return await afan_out({node.database_id: partial(fn, node) for node in nodes},
+        dbs = self.selected(database_ids)
+        return await afan_out({db.database_id: partial(fn, db) for db in dbs},
                               operation, self.limit, spans=self.spans)
 
     # --- list: a thread's pages (home, then previous home), or every database's merged -----
 
-    def list(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
-             limit: int | None, page_size: int) -> Iterator[CheckpointTuple]:
+    def list(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
+             before: RunnableConfig | None, limit: int | None, page_size: int
+             ) -> Iterator[CheckpointTuple]:
         return iterate(self._list(config, filter, before, limit, page_size))
 
-    def alist(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
-              limit: int | None, page_size: int) -> AsyncIterator[CheckpointTuple]:
+    def alist(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
+              before: RunnableConfig | None, limit: int | None, page_size: int
+              ) -> AsyncIterator[CheckpointTuple]:
         return aiterate(self._list(config, filter, before, limit, page_size))
 
-    def _list(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
-              limit: int | None, page_size: int) -> Steps[None]:
+    def _list(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
+              before: RunnableConfig | None, limit: int | None, page_size: int
+              ) -> Steps[None]:
         if config is None and self.spans:
             yield from self._list_all(filter, before, limit, page_size)
             return
-        for node in self.thread_nodes(config):
-            found = yield from list_pages(_pages_at(node), config, filter, before, limit,
+        for db in self.thread_databases(config):
+            found = yield from list_pages(_pages_at(db), config, filter, before, limit,
                                           page_size, sealed=self.sealer is not None)
             if found:
                 return
 
-    def _list_all(self, filter: Mapping[str, Any] | None, before: Any, limit: int | None,
-                  page_size: int) -> Steps[None]:
+    def _list_all(self, filter: Mapping[str, Any] | None, before: RunnableConfig | None,
+                  limit: int | None, page_size: int) -> Steps[None]:
         """A k-way merge of every database's `list(None)` pages, newest checkpoint first.
 
         Each database runs its own `list_pages`; a database's next page is read only when the
@@ -255,7 +259,7 @@ class Fleet:
             return
         size = page_size if limit is None else max(1, min(page_size, limit))
         plans = {db: list_pages(_ask, None, filter, before, None, size,
-                                sealed=self.sealer is not None) for db in self.nodes}
+                                sealed=self.sealer is not None) for db in self.databases}
         # Each database's next page statement (None once its pages are done), and its tuples.
         pending = {db: _next(plan, None) for db, plan in plans.items()}
         buffers: dict[str, deque[CheckpointTuple]] = {db: deque() for db in plans}
@@ -264,7 +268,7 @@ class Fleet:
             need = {db: stmt for db, stmt in pending.items()
                     if stmt is not None and not buffers[db]}
             if need:
-                pages = yield Each("list", {db: _at(self.nodes[db], _page(stmt))
+                pages = yield Each("list", {db: _at(self.databases[db], _page(stmt))
                                              for db, stmt in need.items()},
                                    self.limit, self.spans)
                 for db, tuples in pages.items():
@@ -326,17 +330,17 @@ class Fleet:
             if results[0].changes or len(sources) == 1:
                 return
             sources = sources[1:]
-        for node in sources:
+        for src in sources:
             if not keyed:
-                rows = yield _at(node, lambda ops: _transfer.read_thread(ops.exchange, source))
+                rows = yield _at(src, lambda ops: _transfer.read_thread(ops.exchange, source))
                 if not rows.total:
                     continue
             else:
-                copied = yield from copy_sealed(_exchange(node), _exchange(dst), dst.ops.values,
+                copied = yield from copy_sealed(_exchange(src), _exchange(dst), dst.ops.values,
                                                 source, target, page_size)
                 if not copied:
                     continue
-                rows = yield _at(node, lambda ops: _transfer.read_thread(ops.exchange, source,
+                rows = yield _at(src, lambda ops: _transfer.read_thread(ops.exchange, source,
                                                                          _UNSEALED_TABLES))
             if not rows.total:
                 return
@@ -345,14 +349,14 @@ class Fleet:
             # delete_thread of the source removes the staged rows too if this copy is killed.
             hint: dict[str, Param] = {"source_id": source, "database_id": dst.database_id,
                                       "staging_id": COPYING_PREFIX + target}
-            elsewhere = len(batches) > 1 and node is not dst
+            elsewhere = len(batches) > 1 and src is not dst
             if elsewhere:
-                yield _at(node, _sending([Statement.bind(
+                yield _at(src, _sending([Statement.bind(
                     _sql.STAGE_ELSEWHERE, {**hint, "seconds": _transfer.STAGE_SECONDS})]))
             for batch in batches:
                 yield _at(dst, _sending(batch))
             if elsewhere:
-                yield _at(node, _sending([Statement.bind(_sql.UNSTAGE_ELSEWHERE, hint)]))
+                yield _at(src, _sending([Statement.bind(_sql.UNSTAGE_ELSEWHERE, hint)]))
             return
 
 # A multi-step operation over the fleet: yields Run, Each and Emit, is sent their replies;
@@ -360,27 +364,27 @@ class Fleet:
 Steps = Generator[Any, Any, T]
 
 
-def _at(node: Database, make: Callable[[Operations], Op[Any]]) -> Run:
+def _at(db: Database, make: Callable[[Operations], Op[Any]]) -> Run:
     """A step: make(ops) at one database, on its driver."""
-    return Run(node.driver, make(node.ops))
+    return Run(db.driver, make(db.ops))
 
 
-def _run(node: Database, make: Callable[[Operations], Op[T]]) -> Steps[T]:
-    return (yield _at(node, make))
+def _run(db: Database, make: Callable[[Operations], Op[T]]) -> Steps[T]:
+    return (yield _at(db, make))
 
 
-def _exchange(node: Database) -> Callable[[Sequence[Statement]], Steps[list[Result]]]:
+def _exchange(db: Database) -> Callable[[Sequence[Statement]], Steps[list[Result]]]:
     """An exchange with one database, as steps."""
-    return lambda stmts: _run(node, lambda ops: ops.exchange(stmts))
+    return lambda stmts: _run(db, lambda ops: ops.exchange(stmts))
 
 
 def _page(stmt: Statement) -> Callable[[Operations], Op[list[CheckpointTuple]]]:
     return lambda ops: ops.page(stmt)
 
 
-def _pages_at(node: Database) -> Callable[[Statement], Steps[list[CheckpointTuple]]]:
+def _pages_at(db: Database) -> Callable[[Statement], Steps[list[CheckpointTuple]]]:
     """A page read at one database, as steps."""
-    return lambda stmt: _run(node, _page(stmt))
+    return lambda stmt: _run(db, _page(stmt))
 
 
 def _ask(stmt: Statement) -> Generator[Statement, Any, list[CheckpointTuple]]:
@@ -404,7 +408,7 @@ def _sending(statements: list[Statement]) -> Callable[[Operations], Op[list[Any]
     return lambda ops: ops.exchange(statements)
 
 
-def _config(thread_id: str) -> Any:
+def _config(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
 

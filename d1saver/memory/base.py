@@ -1,5 +1,5 @@
 """What D1Store and D1Cache share with D1Saver: the constructor's arguments, the databases
-(one node each: client, driver with its once-only schema setup, operations) and the routing
+(each with its client, driver with its once-only schema setup, operations) and the routing
 of a namespace to its database by its first label."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from d1saver.core.protocol import Result, Statement, Tracer
 from d1saver.core.settings import DEFAULT_API_BASE_URL, load_settings
-from d1saver.fleet.databases import Database as Node, client_factory, database_lists, make_databases as make_nodes
+from d1saver.fleet.databases import Database, client_factory, database_lists, make_databases
 from d1saver.fleet.fleet import DEFAULT_CONCURRENCY, Fleet
 from d1saver.fleet.routing import Route, Router
 from d1saver.http.retry import RetryPolicy
@@ -61,9 +61,10 @@ class Memory:
         new_client = client_factory(
             account_id=account_id, api_token=api_token, api_base_url=api_base_url, retry=retry,
             transport=transport, async_transport=async_transport, tracer=tracer, timeout=timeout)
-        nodes = make_nodes(ids, new_client, Values(self.serde, sealer), guard_head=False,
-                           auto_setup=auto_setup, group_commit=False, group_commit_window=None)
-        self._fleet = Fleet(nodes, Router(ids, route), None, fleet_concurrency)
+        databases = make_databases(ids, new_client, Values(self.serde, sealer), guard_head=False,
+                                   auto_setup=auto_setup, group_commit=False,
+                                   group_commit_window=None)
+        self._fleet = Fleet(databases, Router(ids, route), None, fleet_concurrency)
         self.account_id = account_id
         self.database_id = ids[0] if len(ids) == 1 else None
         self.clock = clock
@@ -100,34 +101,35 @@ class Memory:
         """The id of the database a namespace lives in (by its first label)."""
         return self._fleet.router.home(namespace[0] if namespace else "")
 
-    def _node(self, namespace: Sequence[str]) -> Node:
-        return self._fleet.nodes[self.home(namespace)]
+    def _database(self, namespace: Sequence[str]) -> Database:
+        return self._fleet.databases[self.home(namespace)]
 
-    def _nodes(self) -> list[Node]:
-        return list(self._fleet.nodes.values())
+    def _databases(self) -> list[Database]:
+        return list(self._fleet.databases.values())
 
     def setup(self) -> None:
         """Create or migrate the schema in every database (one request each, once)."""
-        self._fleet.each(lambda node: node.run(lambda ops: ops.setup_once()), "setup")
+        self._fleet.each(lambda db: db.run(lambda ops: ops.setup_once()), "setup")
 
     async def asetup(self) -> None:
-        await self._fleet.aeach(lambda node: node.arun(lambda ops: ops.setup_once()), "setup")
+        await self._fleet.aeach(lambda db: db.arun(lambda ops: ops.setup_once()), "setup")
 
-    def _exchange(self, node: Node, statements: Sequence[Statement]) -> list[Result]:
-        return node.run(lambda ops: ops.exchange(statements))
+    def _exchange(self, db: Database, statements: Sequence[Statement]) -> list[Result]:
+        """Statements in one request to `db`, on its driver (the runner's sync loop)."""
+        return db.run(lambda ops: ops.exchange(statements))
 
-    async def _aexchange(self, node: Node, statements: Sequence[Statement]) -> list[Result]:
-        return await node.arun(lambda ops: ops.exchange(statements))
+    async def _aexchange(self, db: Database, statements: Sequence[Statement]) -> list[Result]:
+        return await db.arun(lambda ops: ops.exchange(statements))
 
     # --- lifecycle ------------------------------------------------------------------------
 
     def close(self) -> None:
-        for node in self._nodes():
-            node.client.close()
+        for db in self._databases():
+            db.client.close()
 
     async def aclose(self) -> None:
-        for node in self._nodes():
-            await node.client.aclose()
+        for db in self._databases():
+            await db.client.aclose()
 
     def __enter__(self: M) -> M:
         return self

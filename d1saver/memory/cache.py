@@ -17,7 +17,7 @@ from langgraph.cache.base import BaseCache, FullKey, Namespace
 
 from d1saver.core.errors import InvalidInputError
 from d1saver.core.protocol import Result, Statement
-from d1saver.fleet.databases import Database as Node
+from d1saver.fleet.databases import Database
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import values as _values
 from d1saver.memory.base import Memory
@@ -39,49 +39,49 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
 
     def get(self, keys: Sequence[FullKey]) -> dict[FullKey, ValueT]:
         plans = self._get_plans(keys)
-        found = self._fleet.each(lambda node: self._exchange(node, plans[node.database_id]),
+        found = self._fleet.each(lambda db: self._exchange(db, plans[db.database_id]),
                                  "cache get", list(plans))
         return self._read(found.values())
 
     async def aget(self, keys: Sequence[FullKey]) -> dict[FullKey, ValueT]:
         plans = self._get_plans(keys)
 
-        async def one(node: Node) -> list[Result]:
-            return await self._aexchange(node, plans[node.database_id])
+        async def one(db: Database) -> list[Result]:
+            return await self._aexchange(db, plans[db.database_id])
 
         found = await self._fleet.aeach(one, "cache get", list(plans))
         return self._read(found.values())
 
     def set(self, pairs: Mapping[FullKey, tuple[ValueT, int | None]]) -> None:
         plans = self._set_plans(pairs)
-        self._fleet.each(lambda node: self._exchange(node, plans[node.database_id]),
+        self._fleet.each(lambda db: self._exchange(db, plans[db.database_id]),
                          "cache set", list(plans))
 
     async def aset(self, pairs: Mapping[FullKey, tuple[ValueT, int | None]]) -> None:
         plans = self._set_plans(pairs)
 
-        async def one(node: Node) -> list[Result]:
-            return await self._aexchange(node, plans[node.database_id])
+        async def one(db: Database) -> list[Result]:
+            return await self._aexchange(db, plans[db.database_id])
 
         await self._fleet.aeach(one, "cache set", list(plans))
 
     def clear(self, namespaces: Sequence[Namespace] | None = None) -> None:
         plans = self._clear_plans(namespaces)
-        self._fleet.each(lambda node: self._exchange(node, plans[node.database_id]),
+        self._fleet.each(lambda db: self._exchange(db, plans[db.database_id]),
                          "cache clear", list(plans))
 
     async def aclear(self, namespaces: Sequence[Namespace] | None = None) -> None:
         plans = self._clear_plans(namespaces)
 
-        async def one(node: Node) -> list[Result]:
-            return await self._aexchange(node, plans[node.database_id])
+        async def one(db: Database) -> list[Result]:
+            return await self._aexchange(db, plans[db.database_id])
 
         await self._fleet.aeach(one, "cache clear", list(plans))
 
     def sweep_ttl(self) -> int:
         """Delete expired entries in every database; returns how many."""
         stmt = [Statement.bind(_sql.SWEEP_CACHE, {"now": self.clock()})]
-        done = self._fleet.each(lambda node: self._exchange(node, stmt), "sweep_ttl")
+        done = self._fleet.each(lambda db: self._exchange(db, stmt), "sweep_ttl")
         return sum(results[0].changes for results in done.values())
 
     # --- statements -------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from langgraph.store.base import (
 
 from d1saver.core.errors import ConfigError, InvalidInputError
 from d1saver.core.protocol import Statement
-from d1saver.fleet.databases import Database as Node
+from d1saver.fleet.databases import Database
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import plan as _plan
 from d1saver.memory import values as _values
@@ -99,12 +99,12 @@ class D1Store(Memory, BaseStore):
             self._keep_queries(batch, queries, [self.embeddings.embed_query(q) for q in queries])
         plans = self._plans(batch)
         partials = self._fleet.each(
-            lambda node: _plan.read(plans[node.database_id],
-                                    self._exchange(node, plans[node.database_id].statements)),
+            lambda db: _plan.read(plans[db.database_id],
+                                  self._exchange(db, plans[db.database_id].statements)),
             "store batch", list(plans))
         results, refresh = self._merge(batch, list(partials.values()))
         for db, statements in refresh.items():
-            self._exchange(self._fleet.nodes[db], statements)
+            self._exchange(self._fleet.databases[db], statements)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -120,14 +120,14 @@ class D1Store(Memory, BaseStore):
             self._keep_queries(batch, queries, list(found))
         plans = self._plans(batch)
 
-        async def one(node: Node) -> _plan.Partial:
-            plan = plans[node.database_id]
-            return _plan.read(plan, await self._aexchange(node, plan.statements))
+        async def one(db: Database) -> _plan.Partial:
+            plan = plans[db.database_id]
+            return _plan.read(plan, await self._aexchange(db, plan.statements))
 
         partials = await self._fleet.aeach(one, "store batch", list(plans))
         results, refresh = self._merge(batch, list(partials.values()))
         for db, statements in refresh.items():
-            await self._aexchange(self._fleet.nodes[db], statements)
+            await self._aexchange(self._fleet.databases[db], statements)
         return results
 
     # --- preparing: everything checked and encoded before a byte is sent ------------------
@@ -342,12 +342,12 @@ class D1Store(Memory, BaseStore):
     def sweep_ttl(self) -> int:
         """Delete expired items (and their vectors) in every database; returns how many."""
         now = self.clock()
-        counts = self._fleet.each(lambda node: self._exchange(node, _sweep(now)), "sweep_ttl")
+        counts = self._fleet.each(lambda db: self._exchange(db, _sweep(now)), "sweep_ttl")
         return sum(_swept(results) for results in counts.values())
 
     async def asweep_ttl(self) -> int:
         now = self.clock()
-        counts = await self._fleet.aeach(lambda node: self._aexchange(node, _sweep(now)),
+        counts = await self._fleet.aeach(lambda db: self._aexchange(db, _sweep(now)),
                                          "sweep_ttl")
         return sum(_swept(results) for results in counts.values())
 
@@ -396,7 +396,7 @@ class D1Store(Memory, BaseStore):
         stmts = [Statement.bind(query, {"exact": exact, "low": low, "high": high})
                  for query in _sql.DELETE_SCOPE]
         dbs = [self.home(namespace)] if namespace else list(self.database_ids)
-        out = self._fleet.each(lambda node: self._exchange(node, stmts)[-1].changes,
+        out = self._fleet.each(lambda db: self._exchange(db, stmts)[-1].changes,
                                "delete_namespace", dbs)
         return sum(out.values())
 
