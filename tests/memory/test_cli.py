@@ -102,7 +102,7 @@ def test_compact_sweeps_expired_memory_and_cache(env: dict[str, str]) -> None:
         figures = json.loads(out.stdout)
         assert (figures["store_items_swept"], figures["cache_entries_swept"]) == (1, 1)
         assert figures["requests"] == 4  # setup, list, acquire; sweep rides with the release
-        rows = store._exchange(store._nodes()[0], [_sql("SELECT key FROM store_items"),
+        rows = store._exchange(store._databases()[0], [_sql("SELECT key FROM store_items"),
                                                    _sql("SELECT key FROM cache_entries")])
         assert [r.rows for r in rows] == [[["kept"]], [["kept"]]]
         out = cli(env, "compact", "--keep", "1", "--all", "--no-sweep", "--json")
