@@ -55,8 +55,9 @@ class D1Saver(BaseCheckpointSaver[str]):
     `retry` bounds retries; `guard_head=True` refuses a `put` whose parent is no longer the
     thread's newest checkpoint (`CheckpointConflictError`), catching accidental forks when
     two writers resume one thread. `page_size` is how many checkpoints one `list` request
-    reads. `group_commit` sends writes that arrive while one is in flight together, in
-    one batch, after a window of `group_commit_window` seconds (10 ms; see
+    reads. `group_commit` sends writes that arrive together in one batch: a step's put_writes
+    ride with its put (one request per super-step), and writes that arrive while one is in
+    flight leave together after a window of `group_commit_window` seconds (10 ms; see
     d1saver/http/group_commit.py). The schema is created on first use (one extra request, once) unless
     `auto_setup=False`; `setup()` does it explicitly.
 

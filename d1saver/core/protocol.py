@@ -132,11 +132,19 @@ class Sleep:
     seconds: float
 
 
+# When a commit may leave (Commit.timing; d1saver/http/group_commit.py).
+NOW = "now"  # at once, taking whatever waits along: a put, a read that must see the writes
+SOON = "soon"  # at once if nothing is in flight, else with what arrives within the window
+HELD = "held"  # with the database's next batch (the step's put): a write nobody waits on first
+
+
 @dataclass(frozen=True)
 class Commit:
-    """Write statements that may share a batch with other callers' (group commit)."""
+    """Statements that may share a batch with other callers' (group commit); `timing` is when
+    they may leave: NOW, SOON (the default) or HELD."""
 
     statements: Sequence[Statement]
+    timing: str = SOON
 
 
 @dataclass(frozen=True)
@@ -162,5 +170,5 @@ class Emit:
     items: Sequence[Any]
 
 
-__all__ = ["Action", "Commit", "Emit", "Exchange", "NamedSQL", "Once", "Op", "Param", "Result",
-           "Send", "Sleep", "Statement", "TraceEvent", "Tracer"]
+__all__ = ["HELD", "NOW", "SOON", "Action", "Commit", "Emit", "Exchange", "NamedSQL", "Once", "Op",
+           "Param", "Result", "Send", "Sleep", "Statement", "TraceEvent", "Tracer"]

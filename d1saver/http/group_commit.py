@@ -1,12 +1,20 @@
-"""Group commit: writes that arrive while one is in flight leave together, in one batch.
+"""Group commit: writes that arrive together leave together, in one batch (one transaction).
 
-The first write is sent at once. A write arriving while another is in flight waits a short
-collection window (`window`, 10 ms by default), then everything queued by then leaves as one
-D1 batch (one transaction), without waiting for the in-flight request to return. So a burst
-(parallel tasks finishing together, a `put` arriving with `put_writes`) costs two overlapping
-requests instead of one per write, and no write waits a whole round trip for another: fewer
-requests than no grouping, in less time than one request in flight at a time (figures in
-benchmarks/RESULTS.md, "Design figures").
+Each commit says when it may leave (`Commit.timing`):
+- NOW: at once, taking every write queued along (a put; a read of a thread, which then sees
+  the writes before it). "The put leaves as soon as it arrives."
+- SOON (the default): at once if nothing is in flight; else after a short collection window
+  (`window`, 10 ms by default), with everything queued by then, without waiting for the
+  in-flight request to return. So a burst (parallel tasks finishing together) costs two
+  overlapping requests instead of one per write, and no write waits a whole round trip for
+  another (figures in benchmarks/RESULTS.md, "Design figures").
+- HELD: with the database's next batch to leave, which in a LangGraph run is the step's put
+  (LangGraph submits each task's put_writes and, once the step ends, its put); if none leaves,
+  HOLD_WINDOWS windows (50 ms by default) after the last batch in flight has landed, and never
+  more than MAX_HOLD. So a step's writes ride with its put: one request per step, LangGraph's
+  floor. The operations hold only what a LangGraph run does not wait on before the step's
+  put (d1saver/ops/held.py): a DeltaChannel's write, an error, an interrupt, a write of a
+  thread this process has not seen, or one from outside a run (update_state) leaves SOON.
 
 A commit is an operation like any other (`commit`), driven by the runner on its caller's
 stack: it waits on `Wait` actions and sends its batch through the client's `exchange`, so no
@@ -14,7 +22,8 @@ second loop runs below the first. Each write waits for its own moment; the first
 comes takes every write queued (in arrival order, within MAX_OPS and MAX_STATEMENTS) and sends
 them; the others wait for that batch to land.
 
-Each caller returns once its own statements have committed, or with its own error:
+Each caller returns once its own statements have committed, or with its own error: a held
+write is acknowledged only by the batch that carries it.
 - A merged batch that fails on its SQL (QueryError: D1 rolled all of it back because of one
   statement) is split: each write is sent again alone and gets its own outcome, so one
   caller's bad write never fails another's.
@@ -41,20 +50,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from d1saver.core.errors import D1Error, QueryError, SerializationError, TransientQueryError
-from d1saver.core.protocol import Commit, Op, Result, Statement
+from d1saver.core.protocol import HELD, SOON, Commit, Op, Result, Statement
 from d1saver.http.runner import Signal, Wait
 
 # Bounds on one merged batch, well inside D1's 30 s per request.
 MAX_OPS = 64
 MAX_STATEMENTS = 400
 DEFAULT_WINDOW = 0.010
+# A held write waits this many windows for its step's put once nothing is in flight: the
+# time LangGraph takes between a step's last write and its put, with room for a busy machine
+# (measured: 2-30 ms on 2 loaded cores; the benchmark's agent at the floor).
+HOLD_WINDOWS = 5
+# The longest a held write waits while batches are in flight. It leaves with the next batch to
+# depart (every batch takes the writes queued), or a window after the last one lands: this
+# bounds only a wait behind one request that does not end.
+MAX_HOLD = 1.0
 
 
 @dataclass(eq=False)
 class _Ticket:
     statements: Sequence[Statement]
     signal: Signal  # set once the ticket has its outcome
-    due: float  # monotonic time at which it leaves, with whatever is queued
+    timing: str  # Commit.timing
+    arrived: float  # monotonic
+    due: float  # when a NOW or SOON ticket leaves, with whatever is queued
     results: list[Result] | None = None
     error: BaseException | None = None
     taken: bool = False  # in a batch (sent, or being sent, by whoever took it)
@@ -74,6 +93,7 @@ class Queue:
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[_Ticket] = field(default_factory=list)
     inflight: int = 0  # batches being sent
+    landed: float = 0.0  # monotonic time the last batch landed
 
 
 def _take(pending: list[_Ticket], own: _Ticket) -> list[_Ticket]:
@@ -175,11 +195,12 @@ class GroupCommit:
         its own results returned or its own error raised."""
         now = time.monotonic()
         with queue.lock:
-            # Alone at once, unless a batch is in flight or writes are collecting behind one.
-            alone = queue.inflight == 0 and not queue.pending
+            due = now
+            if action.timing == SOON and (queue.inflight or any(
+                    t.timing == SOON for t in queue.pending)):
+                due = now + self.window  # behind a batch in flight, or with writes collecting
             signal = Signal(asyncio.get_running_loop() if queue.tasks else None)
-            ticket = _Ticket(action.statements, signal,
-                             now if alone else now + self.window)
+            ticket = _Ticket(action.statements, signal, action.timing, now, due)
             queue.pending.append(ticket)
         batch: list[_Ticket] = []
         try:
@@ -187,7 +208,7 @@ class GroupCommit:
                 with queue.lock:
                     if ticket.taken:
                         break
-                    wait = ticket.due - time.monotonic()
+                    wait = self._wait(queue, ticket, time.monotonic())
                     if wait <= 0:
                         batch = _take(queue.pending, ticket)
                         queue.inflight += 1
@@ -207,7 +228,20 @@ class GroupCommit:
         finally:
             with queue.lock:
                 queue.inflight -= 1
+                queue.landed = time.monotonic()
         return ticket.outcome()
+
+    def _wait(self, queue: Queue, ticket: _Ticket, now: float) -> float:
+        """Seconds until `ticket` leaves (<= 0: now). A held write waits while a batch is in
+        flight (looking again each window), then HOLD_WINDOWS windows after the last landed."""
+        if ticket.timing != HELD:
+            return ticket.due - now
+        held = now - ticket.arrived
+        if held >= MAX_HOLD:
+            return 0.0
+        if queue.inflight:
+            return min(self.window, MAX_HOLD - held)
+        return max(ticket.arrived, queue.landed) + HOLD_WINDOWS * self.window - now
 
     def _send(self, batch: list[_Ticket]) -> Generator[Any, Any, None]:
         """Send one batch; record each ticket's outcome and wake its caller. Only an
@@ -232,4 +266,4 @@ class GroupCommit:
             _wake(batch)
 
 
-__all__ = ["DEFAULT_WINDOW", "GroupCommit", "MAX_OPS", "MAX_STATEMENTS", "Queue"]
+__all__ = ["DEFAULT_WINDOW", "GroupCommit", "HOLD_WINDOWS", "MAX_HOLD", "MAX_OPS", "MAX_STATEMENTS", "Queue"]

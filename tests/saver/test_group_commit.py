@@ -15,6 +15,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 
 import d1saver.http.group_commit as group_commit
 from d1saver import (
+    D1Error,
     D1Saver,
     RetryPolicy,
     SerializationError,
@@ -346,3 +347,178 @@ def test_asyncio_run_per_call_keeps_no_loop() -> None:
     assert len(saver.client._async) <= 1
     assert len(saver.driver._arunning) <= 1
     assert loops() - before <= 1
+
+
+# --- the floor: a step's writes ride with its put (issue 31) ----------------------------------
+
+
+@pytest.fixture
+def forever(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A held write waits for a put as long as it takes: no test depends on how long a busy
+    machine takes between a write and its put, and a write held by mistake hangs."""
+    monkeypatch.setattr(group_commit, "HOLD_WINDOWS", 100_000)
+    monkeypatch.setattr(group_commit, "MAX_HOLD", 100_000.0)
+
+
+def in_run(config: dict, durability: str = "sync") -> dict:
+    """`config` as LangGraph's run loop passes it to put_writes: with the run's durability."""
+    return {**config, "configurable": {**config["configurable"],
+                                       "__pregel_durability": durability}}
+
+
+def held_writers(saver: D1Saver, config: dict, n: int) -> list[Caller]:
+    """n put_writes of one step, each on its own thread, all held for the step's put."""
+    queue = saver.driver.group.queue(None)
+    writers = [Caller(lambda i=i: saver.put_writes(in_run(config), [("ch", i)], f"task-{i}"))
+               for i in range(n)]
+    for w in writers:
+        w.start()
+    wait_until(lambda: len(queue.pending) == n)
+    return writers
+
+
+def test_held_writes_ride_with_the_put_and_return_only_once_it_committed(forever: None) -> None:
+    """The step's put_writes wait for its put, which leaves at once and carries them: one
+    request. None returns before that batch has committed (the batch is held at the
+    transport: all its callers still wait)."""
+    saver, engine, events, gate = gated()
+    config = seeded(saver)
+    before = len(events)
+    writers = held_writers(saver, config, 3)
+    assert len(events) == before  # nothing sent: the writes wait for the put
+    gate.hold, arrived = '"t"', gate.arrived  # the put's batch, carrying the writes, is held
+    put = Caller(lambda: saver.put(in_run(config), generate_checkpoint(), {}, {}))
+    put.start()
+    wait_until(lambda: gate.arrived == arrived + 1)
+    time.sleep(0.05)
+    assert not any(w.finished for w in [*writers, put])  # acknowledged means stored
+    gate.release()
+    assert [w.outcome() for w in [*writers, put]] == [None] * 4
+    assert len(events) - before == 1
+    assert sorted(w[2] for w in saver.get_tuple(config).pending_writes) == [0, 1, 2]
+    assert idle(saver)
+
+
+def test_a_held_write_leaves_when_no_put_follows() -> None:
+    """A held write whose put never comes (the run ended) still leaves, alone, soon after."""
+    saver, engine, events, gate = gated()
+    config = seeded(saver)
+    before = len(events)
+    writer = Caller(lambda: saver.put_writes(in_run(config), [("ch", 1)], "task"))
+    writer.start()
+    assert writer.outcome() is None
+    assert len(events) - before == 1
+    assert stored_tasks(saver, config) == ["task"]
+
+
+@pytest.mark.anyio
+async def test_a_held_async_write_leaves_when_no_put_follows() -> None:
+    saver, engine, events, gate = gated()
+    config = seeded(saver)
+    before = len(events)
+    await asyncio.wait_for(saver.aput_writes(in_run(config, "async"), [("ch", 1)], "task"), 10)
+    assert len(events) - before == 1
+    assert stored_tasks(saver, config) == ["task"]
+
+
+@pytest.mark.parametrize("plan", [FaultPlan(rate_5xx=1.0), FaultPlan(rate_transient=1.0)],
+                         ids=["5xx", "transient"])
+def test_an_error_in_the_carrying_batch_reaches_every_held_write(forever: None,
+                                                                  plan: FaultPlan) -> None:
+    """The put's batch fails (retries spent): the put and every write it carried get that
+    error, in one request."""
+    saver, engine, events, gate = gated(retry=RetryPolicy.none())
+    config = seeded(saver)
+    writers = held_writers(saver, config, 3)
+    engine.faults = plan
+    before = len(events)
+    with pytest.raises(D1Error) as caught:
+        saver.put(in_run(config), generate_checkpoint(), {}, {})
+    errors = [w.outcome() for w in writers]
+    assert len(events) - before == 1
+    assert all(e is caught.value for e in errors)
+
+
+@pytest.mark.anyio
+async def test_an_error_in_the_carrying_batch_reaches_every_held_async_write(forever: None) -> None:
+    saver, engine, events, gate = gated(retry=RetryPolicy.none())
+    config = seeded(saver)
+    writes = [asyncio.create_task(saver.aput_writes(in_run(config, "async"), [("ch", i)],
+                                                    f"task-{i}")) for i in range(3)]
+    await asyncio.sleep(0.001)
+    engine.faults = FaultPlan(rate_5xx=1.0)
+    before = len(events)
+    results = await asyncio.gather(saver.aput(in_run(config, "async"), generate_checkpoint(),
+                                              {}, {}), *writes, return_exceptions=True)
+    assert len(events) - before == 1
+    assert all(isinstance(r, ServerError) for r in results) and len({id(r) for r in results}) == 1
+    engine.faults = None
+
+
+@pytest.mark.parametrize("writes", [
+    [("messages", "m")],  # a DeltaChannel named by the checkpoint's counters
+    [("notes", "n")],  # a DeltaChannel snapshotted at the checkpoint
+    [("ch", 1), ("__interrupt__", "why")],  # an interrupt ends the run: no put follows
+    [("ch", 1), ("__error__", "boom")],  # so does an error
+    [("ch", 1), ("__error_source_node__", "node")],  # LangGraph waits on it before a handler
+], ids=["delta-counted", "delta-snapshotted", "interrupt", "error", "error-source"])
+def test_what_langgraph_waits_on_is_never_held(forever: None, writes: list) -> None:
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+    saver, engine, events, gate = gated()
+    saver.setup()
+    checkpoint = generate_checkpoint()
+    checkpoint["channel_values"]["notes"] = _DeltaSnapshot(["n0"])
+    config = saver.put(generate_config("t"), checkpoint,
+                       {"counters_since_delta_snapshot": {"messages": [1, 1]}}, {})
+    before = len(events)
+    writer = Caller(lambda: saver.put_writes(in_run(config), writes, "task"))
+    writer.start()
+    assert writer.outcome() is None  # left at once: no put came, none was needed
+    assert len(events) - before == 1
+
+
+@pytest.mark.parametrize("case", ["no run", "exit", "unseen thread", "other namespace"])
+def test_writes_no_put_is_known_to_follow_are_never_held(forever: None, case: str) -> None:
+    """update_state waits on its put_writes before its put (its config names no run), a
+    run under durability "exit" writes after its one put, and a thread or namespace this
+    process has seen no checkpoint of may have DeltaChannels it cannot know."""
+    saver, engine, events, gate = gated()
+    config = seeded(saver)
+    conf = dict(config["configurable"])
+    if case == "no run":
+        write_config = config
+    elif case == "exit":
+        write_config = in_run(config, "exit")
+    elif case == "unseen thread":
+        write_config = in_run({"configurable": {**conf, "thread_id": "another"}})
+    else:
+        write_config = in_run({"configurable": {**conf, "checkpoint_ns": "child:1"}})
+    writer = Caller(lambda: saver.put_writes(write_config, [("ch", 1)], "task"))
+    writer.start()
+    assert writer.outcome() is None
+
+
+@pytest.mark.parametrize("variant", ["plain", "delta"])
+@pytest.mark.parametrize(("api", "durability"), [
+    ("invoke", "sync"), ("invoke", "async"), ("ainvoke", "sync"), ("ainvoke", "async")])
+def test_no_run_waits_on_a_held_write(forever: None, variant: str, api: str,
+                                      durability: str) -> None:
+    """With writes held for as long as no put comes, the agent still finishes on every API
+    and durability: each held write rides with a put, and LangGraph never waits on one (a
+    DeltaChannel's writes leave at once), so no run depends on a hold running out."""
+    from benchmarks.workload import build_graph, first_input
+
+    saver, engine, events, gate = gated()
+    saver.setup()
+    graph = build_graph(saver, variant=variant, turns=4, fanout=3)
+    config = {"configurable": {"thread_id": f"agent-{variant}"}}
+    if api == "invoke":
+        run = Caller(lambda: graph.invoke(first_input(), config, durability=durability))
+    else:
+        run = Caller(lambda: asyncio.run(graph.ainvoke(first_input(), config,
+                                                       durability=durability)))
+    run.start()
+    run.join(60)
+    assert run.finished and run.error is None
+    assert len(list(saver.list(config))) == 2 * 4 + 1
