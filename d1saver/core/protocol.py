@@ -141,10 +141,13 @@ HELD = "held"  # with the database's next batch (the step's put): a write nobody
 @dataclass(frozen=True)
 class Commit:
     """Statements that may share a batch with other callers' (group commit); `timing` is when
-    they may leave: NOW, SOON (the default) or HELD."""
+    they may leave: NOW, SOON (the default) or HELD. `step` names a LangGraph step by the
+    checkpoint it builds on, (thread, namespace, checkpoint id): a put's (its parent), or the
+    one a HELD write is pending on, which leaves with that put, and at once if it has left."""
 
     statements: Sequence[Statement]
     timing: str = SOON
+    step: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True)

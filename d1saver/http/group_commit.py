@@ -9,7 +9,9 @@ Each commit says when it may leave (`Commit.timing`):
   overlapping requests instead of one per write, and no write waits a whole round trip for
   another (figures in benchmarks/RESULTS.md, "Design figures").
 - HELD: with the database's next batch to leave, which in a LangGraph run is the step's put
-  (LangGraph submits each task's put_writes and, once the step ends, its put); if none leaves,
+  (LangGraph submits each task's put_writes and, once the step ends, its put; a write that
+  comes after its step's put has left, as threads may run them out of order, is SOON); if none
+  leaves,
   HOLD_WINDOWS windows (50 ms by default) after the last batch in flight has landed, and never
   more than MAX_HOLD. So a step's writes ride with its put: one request per step, LangGraph's
   floor. The operations hold only what a LangGraph run does not wait on before the step's
@@ -45,12 +47,13 @@ import asyncio
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from d1saver.core.errors import D1Error, QueryError, SerializationError, TransientQueryError
-from d1saver.core.protocol import HELD, SOON, Commit, Op, Result, Statement
+from d1saver.core.protocol import HELD, NOW, SOON, Commit, Op, Result, Statement
 from d1saver.http.runner import Signal, Wait
 
 # Bounds on one merged batch, well inside D1's 30 s per request.
@@ -61,6 +64,8 @@ DEFAULT_WINDOW = 0.010
 # time LangGraph takes between a step's last write and its put, with room for a busy machine
 # (measured: 2-30 ms on 2 loaded cores; the benchmark's agent at the floor).
 HOLD_WINDOWS = 5
+# Steps whose put has left, remembered per queue (the newest): enough for every run at once.
+ENDED_KEPT = 4096
 # The longest a held write waits while batches are in flight. It leaves with the next batch to
 # depart (every batch takes the writes queued), or a window after the last one lands: this
 # bounds only a wait behind one request that does not end.
@@ -94,6 +99,7 @@ class Queue:
     pending: list[_Ticket] = field(default_factory=list)
     inflight: int = 0  # batches being sent
     landed: float = 0.0  # monotonic time the last batch landed
+    ended: OrderedDict[tuple[str, str, str], None] = field(default_factory=OrderedDict)
 
 
 def _take(pending: list[_Ticket], own: _Ticket) -> list[_Ticket]:
@@ -195,12 +201,19 @@ class GroupCommit:
         its own results returned or its own error raised."""
         now = time.monotonic()
         with queue.lock:
+            timing = action.timing
+            if action.step is not None and timing == NOW:  # a put: its step has ended
+                queue.ended[action.step] = None
+                queue.ended.move_to_end(action.step)
+                while len(queue.ended) > ENDED_KEPT:
+                    queue.ended.popitem(last=False)
+            elif timing == HELD and action.step in queue.ended:
+                timing = SOON  # its put has left already: nothing to wait for
             due = now
-            if action.timing == SOON and (queue.inflight or any(
-                    t.timing == SOON for t in queue.pending)):
+            if timing == SOON and (queue.inflight or any(t.timing == SOON for t in queue.pending)):
                 due = now + self.window  # behind a batch in flight, or with writes collecting
             signal = Signal(asyncio.get_running_loop() if queue.tasks else None)
-            ticket = _Ticket(action.statements, signal, action.timing, now, due)
+            ticket = _Ticket(action.statements, signal, timing, now, due)
             queue.pending.append(ticket)
         batch: list[_Ticket] = []
         try:
@@ -266,4 +279,4 @@ class GroupCommit:
             _wake(batch)
 
 
-__all__ = ["DEFAULT_WINDOW", "GroupCommit", "HOLD_WINDOWS", "MAX_HOLD", "MAX_OPS", "MAX_STATEMENTS", "Queue"]
+__all__ = ["DEFAULT_WINDOW", "ENDED_KEPT", "GroupCommit", "HOLD_WINDOWS", "MAX_HOLD", "MAX_OPS", "MAX_STATEMENTS", "Queue"]

@@ -130,10 +130,12 @@ class Operations(Rewrites):
         """Send statements in one request (with retries), the schema checked on first use."""
         return (yield from self._checked(statements, self._send))
 
-    def commit(self, statements: Sequence[Statement], timing: str = SOON) -> Op[list[Result]]:
+    def commit(self, statements: Sequence[Statement], timing: str = SOON,
+               step: tuple[str, str, str] | None = None) -> Op[list[Result]]:
         """Like exchange, for writes that may ride in one batch with concurrent writes, leaving
-        at `timing` (d1saver/http/group_commit.py)."""
-        return (yield from self._checked(statements, lambda stmts: _one(Commit(stmts, timing))))
+        at `timing`, of LangGraph's `step` (d1saver/http/group_commit.py)."""
+        return (yield from self._checked(statements,
+                                         lambda stmts: _one(Commit(stmts, timing, step))))
 
     def read(self, statements: Sequence[Statement]) -> Op[list[Result]]:
         """Like exchange, for a read of a thread: it leaves at once, and writes held for a put
@@ -277,7 +279,7 @@ class Operations(Rewrites):
                 self.held.add(thread, ids)
 
     def _write(self, thread_id: str, build: Callable[[set[str]], tuple[list[Statement], set[str]]],
-               timing: str) -> Op[None]:
+               timing: str, step: tuple[str, str, str]) -> Op[None]:
         """Commit a put's or put_writes' statements, built over the chunks the thread is known
         to hold; then it holds the ones its rows reach. If one was deleted behind this
         process's back (compaction, another instance), the batch fails whole on
@@ -287,13 +289,13 @@ class Operations(Rewrites):
         if not stmts:
             return
         try:
-            yield from self._changing([thread_id], self.commit(stmts, timing))
+            yield from self._changing([thread_id], self.commit(stmts, timing, step))
         except QueryError as exc:
             if "chunk_missing" not in str(exc):
                 raise
             self.held.forget([thread_id])
             stmts, reached = build(set())
-            yield from self._changing([thread_id], self.commit(stmts, timing))
+            yield from self._changing([thread_id], self.commit(stmts, timing, step))
         self.held.add(thread_id, reached)
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
@@ -310,8 +312,9 @@ class Operations(Rewrites):
 
         self.held.saw_metadata(thread_id, metadata)
         self.holds.saw(thread_id, st.ns_of(config), checkpoint, metadata)
+        step = (thread_id, st.ns_of(config), str(get_checkpoint_id(config) or ""))
         try:  # a put leaves at once, with the writes held for it (its step's)
-            yield from self._write(thread_id, build, NOW)
+            yield from self._write(thread_id, build, NOW, step)
         except QueryError as exc:
             if self.guard_head and "head_moved" in str(exc):
                 raise CheckpointConflictError(
@@ -327,8 +330,9 @@ class Operations(Rewrites):
         thread_id = st.thread_id_of(config)
         deltas = self.held.delta_channels(thread_id)
         timing = self.holds.timing(config, writes)
+        step = (thread_id, st.ns_of(config), str(get_checkpoint_id(config) or ""))
         yield from self._write(thread_id, lambda held: st.put_writes_statements(
-            self.values, config, writes, task_id, task_path, held, whole=deltas), timing)
+            self.values, config, writes, task_id, task_path, held, whole=deltas), timing, step)
 
     # --- deletes and copies -------------------------------------------------------------
 
