@@ -158,7 +158,15 @@ class Once:
     op: Callable[[], Generator[Any, Any, None]]
 
 
-Action = Union[Send, Sleep, Commit, Once]
+@dataclass(frozen=True)
+class Expect:
+    """A held write of LangGraph's `step` is on its way (its statements being built): the
+    step's put waits a moment for it to join the queue, so that it rides along."""
+
+    step: tuple[str, str, str]
+
+
+Action = Union[Send, Sleep, Commit, Once, Expect]
 # An operation: yields actions, is sent their replies, returns a T.
 Op: TypeAlias = Generator[Action, Any, T]
 # Statements sent in one request, as an operation: what an operation over a database is given.
@@ -173,5 +181,5 @@ class Emit:
     items: Sequence[Any]
 
 
-__all__ = ["HELD", "NOW", "SOON", "Action", "Commit", "Emit", "Exchange", "NamedSQL", "Once", "Op",
+__all__ = ["HELD", "NOW", "SOON", "Action", "Commit", "Emit", "Exchange", "Expect", "NamedSQL", "Once", "Op",
            "Param", "Result", "Send", "Sleep", "Statement", "TraceEvent", "Tracer"]

@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Generator, Sequence
 from typing import Any, TypeVar
 
-from d1saver.core.protocol import Action, Commit, Once, Op, Result, Statement
+from d1saver.core.protocol import Action, Commit, Expect, Once, Op, Result, Statement
 from d1saver.http.client import D1Client
 from d1saver.http.group_commit import DEFAULT_WINDOW, GroupCommit
 from d1saver.http.runner import Push, Signal, Wait, arun, run
@@ -63,6 +63,10 @@ class Driver:
             return Push(self.group.commit(self.group.queue(None), action), self)
         if isinstance(action, Once):
             return Push(self._once(action, self._running, None), self)
+        if isinstance(action, Expect):
+            if self.group is not None:
+                self.group.expect(self.group.queue(None), action.step)
+            return None
         raise TypeError(f"the driver cannot perform {type(action).__name__}")
 
     async def aperform(self, action: Action) -> Any:
@@ -80,6 +84,10 @@ class Driver:
             with self._lock:
                 running = self._arunning.setdefault(loop, {})
             return Push(self._once(action, running, loop), self)
+        if isinstance(action, Expect):
+            if self.group is not None:
+                self.group.expect(self.group.queue(asyncio.get_running_loop()), action.step)
+            return None
         raise TypeError(f"the driver cannot perform {type(action).__name__}")
 
     def _once(self, action: Once, running: dict[str, Signal],

@@ -2,7 +2,9 @@
 
 Each commit says when it may leave (`Commit.timing`):
 - NOW: at once, taking every write queued along (a put; a read of a thread, which then sees
-  the writes before it). "The put leaves as soon as it arrives."
+  the writes before it). "The put leaves as soon as it arrives": it waits only for the held
+  writes of its step announced on their way (`Expect`: their statements being built, as
+  LangGraph's threads run a task's put_writes beside the step's put), at most EXPECT_MAX.
 - SOON (the default): at once if nothing is in flight; else after a short collection window
   (`window`, 10 ms by default), with everything queued by then, without waiting for the
   in-flight request to return. So a burst (parallel tasks finishing together) costs two
@@ -47,14 +49,14 @@ import asyncio
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from d1saver.core.errors import D1Error, QueryError, SerializationError, TransientQueryError
 from d1saver.core.protocol import HELD, NOW, SOON, Commit, Op, Result, Statement
-from d1saver.http.runner import Signal, Wait
+from d1saver.http.runner import Signal, Thrown, Wait
 
 # Bounds on one merged batch, well inside D1's 30 s per request.
 MAX_OPS = 64
@@ -66,6 +68,10 @@ DEFAULT_WINDOW = 0.010
 HOLD_WINDOWS = 5
 # Steps whose put has left, remembered per queue (the newest): enough for every run at once.
 ENDED_KEPT = 4096
+# How long a put waits for the writes of its step announced on their way (`Expect`): a write
+# announced earlier than this is taken for lost (its caller failed before it committed).
+EXPECT_MAX = 0.05
+EXPECT_POLL = 0.001
 # The longest a held write waits while batches are in flight. It leaves with the next batch to
 # depart (every batch takes the writes queued), or a window after the last one lands: this
 # bounds only a wait behind one request that does not end.
@@ -77,15 +83,18 @@ class _Ticket:
     statements: Sequence[Statement]
     signal: Signal  # set once the ticket has its outcome
     timing: str  # Commit.timing
+    step: tuple[str, str, str] | None  # Commit.step
     arrived: float  # monotonic
     due: float  # when a NOW or SOON ticket leaves, with whatever is queued
     results: list[Result] | None = None
     error: BaseException | None = None
     taken: bool = False  # in a batch (sent, or being sent, by whoever took it)
 
-    def outcome(self) -> list[Result]:
+    def outcome(self) -> list[Result] | Thrown:
+        """Its results, or its error for the runner to throw into the caller's operation
+        (raised here, it would take whatever its caller is handling as implicit context)."""
         if self.error is not None:
-            raise self.error
+            return Thrown(self.error)
         assert self.results is not None
         return self.results
 
@@ -100,6 +109,8 @@ class Queue:
     inflight: int = 0  # batches being sent
     landed: float = 0.0  # monotonic time the last batch landed
     ended: OrderedDict[tuple[str, str, str], None] = field(default_factory=OrderedDict)
+    # Held writes announced on their way, by step: when each was announced.
+    expected: dict[tuple[str, str, str], deque[float]] = field(default_factory=dict)
 
 
 def _take(pending: list[_Ticket], own: _Ticket) -> list[_Ticket]:
@@ -119,6 +130,17 @@ def _take(pending: list[_Ticket], own: _Ticket) -> list[_Ticket]:
     for t in batch:
         t.taken = True
     return batch
+
+
+def _ended(queue: Queue, batch: list[_Ticket]) -> None:
+    """The puts leaving in `batch` end their steps: a write of those steps that comes later
+    has no put to wait for."""
+    for t in batch:
+        if t.timing == NOW and t.step is not None:
+            queue.ended[t.step] = None
+            queue.ended.move_to_end(t.step)
+    while len(queue.ended) > ENDED_KEPT:
+        queue.ended.popitem(last=False)
 
 
 def _statements(batch: list[_Ticket]) -> list[Statement]:
@@ -196,24 +218,25 @@ class GroupCommit:
                 queue = self._loops[loop] = Queue(tasks=True)
             return queue
 
-    def commit(self, queue: Queue, action: Commit) -> Generator[Any, Any, list[Result]]:
+    def commit(self, queue: Queue, action: Commit) -> Generator[Any, Any, list[Result] | Thrown]:
         """The operation of one write: queued, sent in a batch (by this caller or another),
         its own results returned or its own error raised."""
         now = time.monotonic()
         with queue.lock:
             timing = action.timing
-            if action.step is not None and timing == NOW:  # a put: its step has ended
-                queue.ended[action.step] = None
-                queue.ended.move_to_end(action.step)
-                while len(queue.ended) > ENDED_KEPT:
-                    queue.ended.popitem(last=False)
-            elif timing == HELD and action.step in queue.ended:
-                timing = SOON  # its put has left already: nothing to wait for
+            if timing == HELD and action.step is not None:
+                announced = queue.expected.get(action.step)
+                if announced:  # it has arrived
+                    announced.popleft()
+                    if not announced:
+                        del queue.expected[action.step]
+                if action.step in queue.ended:
+                    timing = SOON  # its put has left already: nothing to wait for
             due = now
             if timing == SOON and (queue.inflight or any(t.timing == SOON for t in queue.pending)):
                 due = now + self.window  # behind a batch in flight, or with writes collecting
             signal = Signal(asyncio.get_running_loop() if queue.tasks else None)
-            ticket = _Ticket(action.statements, signal, timing, now, due)
+            ticket = _Ticket(action.statements, signal, timing, action.step, now, due)
             queue.pending.append(ticket)
         batch: list[_Ticket] = []
         try:
@@ -225,6 +248,7 @@ class GroupCommit:
                     if wait <= 0:
                         batch = _take(queue.pending, ticket)
                         queue.inflight += 1
+                        _ended(queue, batch)
                         break
                 yield Wait(ticket.signal, wait)
         except BaseException:
@@ -244,9 +268,26 @@ class GroupCommit:
                 queue.landed = time.monotonic()
         return ticket.outcome()
 
+    def expect(self, queue: Queue, step: tuple[str, str, str]) -> None:
+        """A held write of `step` is on its way: its put waits a moment for it (`Expect`)."""
+        with queue.lock:
+            queue.expected.setdefault(step, deque()).append(time.monotonic())
+
     def _wait(self, queue: Queue, ticket: _Ticket, now: float) -> float:
-        """Seconds until `ticket` leaves (<= 0: now). A held write waits while a batch is in
-        flight (looking again each window), then HOLD_WINDOWS windows after the last landed."""
+        """Seconds until `ticket` leaves (<= 0: now). A put waits for the writes of its step
+        announced on their way (looking again each EXPECT_POLL), at most EXPECT_MAX. A held
+        write waits while a batch is in flight (looking again each window), then HOLD_WINDOWS
+        windows after the last landed."""
+        if ticket.timing == NOW:
+            if ticket.step is None or now - ticket.arrived >= EXPECT_MAX:
+                return 0.0
+            announced = queue.expected.get(ticket.step)
+            while announced and announced[0] < now - EXPECT_MAX:
+                announced.popleft()  # its caller failed before its commit
+            if not announced:
+                queue.expected.pop(ticket.step, None)
+                return 0.0
+            return EXPECT_POLL
         if ticket.timing != HELD:
             return ticket.due - now
         held = now - ticket.arrived
@@ -279,4 +320,4 @@ class GroupCommit:
             _wake(batch)
 
 
-__all__ = ["DEFAULT_WINDOW", "ENDED_KEPT", "GroupCommit", "HOLD_WINDOWS", "MAX_HOLD", "MAX_OPS", "MAX_STATEMENTS", "Queue"]
+__all__ = ["DEFAULT_WINDOW", "ENDED_KEPT", "EXPECT_MAX", "GroupCommit", "HOLD_WINDOWS", "MAX_HOLD", "MAX_OPS", "MAX_STATEMENTS", "Queue"]

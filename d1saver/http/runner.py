@@ -65,6 +65,15 @@ class Push:
 
 
 @dataclass(frozen=True)
+class Thrown:
+    """What a pushed operation returns to fail the operation below it the way a transport's
+    failure does: thrown in by the runner, outside any handler, so the error drags no
+    exception of its caller's along as implicit context (group commit's outcomes)."""
+
+    error: BaseException
+
+
+@dataclass(frozen=True)
 class Run:
     """A step: run an operation on a database's performer; the reply is its result."""
 
@@ -169,6 +178,8 @@ def drive(op: Generator[Any, Any, T], performer: Performer | None) -> Generator[
                 if not stack:
                     return stop.value
                 reply, error = stop.value, None
+                if type(reply) is Thrown:
+                    reply, error = None, reply.error
                 continue
             except BaseException as exc:
                 stack.pop()
@@ -202,6 +213,8 @@ def drive(op: Generator[Any, Any, T], performer: Performer | None) -> Generator[
                     if type(reply) is Push:
                         stack.append((reply.op, reply.performer))
                         reply = None
+                    elif type(reply) is Thrown:
+                        reply, error = None, reply.error
             except BaseException as exc:
                 error = exc
     finally:
@@ -255,6 +268,8 @@ async def adrive(op: Generator[Any, Any, Any], performer: Performer | None
                     yield _Returned(stop.value)
                     return
                 reply, error = stop.value, None
+                if type(reply) is Thrown:
+                    reply, error = None, reply.error
                 continue
             except BaseException as exc:
                 stack.pop()
@@ -289,6 +304,8 @@ async def adrive(op: Generator[Any, Any, Any], performer: Performer | None
                     if type(reply) is Push:
                         stack.append((reply.op, reply.performer))
                         reply = None
+                    elif type(reply) is Thrown:
+                        reply, error = None, reply.error
             except BaseException as exc:
                 error = exc
     finally:
@@ -380,5 +397,5 @@ def collect(operation: str, keys: Sequence[str], outcomes: Sequence[Any]) -> dic
     return results
 
 
-__all__ = ["Each", "Performer", "Push", "Run", "Signal", "Wait", "afan_out", "aiterate", "arun",
+__all__ = ["Each", "Performer", "Push", "Run", "Signal", "Thrown", "Wait", "afan_out", "aiterate", "arun",
            "collect", "drive", "fan_out", "iterate", "run"]

@@ -32,7 +32,8 @@ from d1saver.core.errors import (
     QueryError,
 )
 from d1saver.ops.held import HeldChunks, Holds
-from d1saver.core.protocol import NOW, SOON, Commit, Emit, Exchange, Once, Op, Result, Statement
+from d1saver.core.protocol import (HELD, NOW, SOON, Commit, Emit, Exchange, Expect, Once, Op, Result,
+                                   Statement)
 from d1saver.ops.rewrites import Rewrites
 from d1saver.storage.values import PLAIN_METADATA, Values
 
@@ -328,9 +329,11 @@ class Operations(Rewrites):
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str) -> Op[None]:
         thread_id = st.thread_id_of(config)
-        deltas = self.held.delta_channels(thread_id)
         timing = self.holds.timing(config, writes)
         step = (thread_id, st.ns_of(config), str(get_checkpoint_id(config) or ""))
+        if timing == HELD:  # on its way: the step's put waits for it to join the queue
+            yield Expect(step)
+        deltas = self.held.delta_channels(thread_id)
         yield from self._write(thread_id, lambda held: st.put_writes_statements(
             self.values, config, writes, task_id, task_path, held, whole=deltas), timing, step)
 

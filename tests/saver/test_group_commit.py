@@ -527,3 +527,35 @@ def test_no_run_waits_on_a_held_write(forever: None, variant: str, api: str,
     run.join(60)
     assert run.finished and run.error is None
     assert len(list(saver.list(config))) == 2 * 4 + 1
+
+
+def test_a_put_waits_for_the_writes_of_its_step_on_their_way(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """LangGraph runs a task's put_writes and the step's put on threads of their own, so the
+    put can reach group commit while a write of its step is still being built: the write
+    announced itself (`Expect`), the put waits for it, and both leave in one request."""
+    monkeypatch.setattr(group_commit, "EXPECT_MAX", 100_000.0)
+    from d1saver.ops import statements as st
+
+    saver, engine, events, gate = gated()
+    config = seeded(saver)
+    building, go = threading.Event(), threading.Event()
+    real = st.put_writes_statements
+
+    def slow(*args, **kwargs):  # the write's statements take until `go` to build
+        building.set()
+        assert go.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(st, "put_writes_statements", slow)
+    before = len(events)
+    writer = Caller(lambda: saver.put_writes(in_run(config), [("ch", 1)], "task"))
+    writer.start()
+    assert building.wait(10)
+    put = Caller(lambda: saver.put(in_run(config), generate_checkpoint(), {}, {}))
+    put.start()
+    wait_until(lambda: any(t.timing == "now" for t in saver.driver.group.queue(None).pending))
+    go.set()
+    assert (writer.outcome(), put.outcome()) == (None, None)
+    assert len(events) - before == 1
+    assert stored_tasks(saver, config) == ["task"]
