@@ -5,7 +5,9 @@ bytes ...` breaks one conversation's request bodies down by statement and parame
 store ...` D1Store and D1Cache beside SqliteStore and SqliteCache; `python -m benchmarks ui ...` a page of
 the thread list over many threads, paged in SQL beside 0.2.0's read-all; `python -m benchmarks floor
 ...` the agent through invoke and ainvoke under durability "sync" and "async" against LangGraph's
-request floor and InMemorySaver, and the client's CPU per put."""
+request floor and InMemorySaver, and the client's CPU per put; `python -m benchmarks cpu ...`
+the client's CPU for one read and one step at 100 turns; `python -m benchmarks
+otel` what OpenTelemetry costs a put (CPU without it, with its API alone, with its SDK)."""
 
 from __future__ import annotations
 
@@ -53,6 +55,16 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks import floor_bench
 
         floor_bench.main(argv[1:])
+        return
+    if argv and argv[0] == "cpu":
+        from benchmarks import cpu_bench
+
+        cpu_bench.main(argv[1:])
+        return
+    if argv and argv[0] == "otel":
+        from benchmarks import otel_bench
+
+        otel_bench.main(argv[1:])
         return
     if argv and argv[0] == "growth":
         from benchmarks import growth_bench

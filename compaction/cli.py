@@ -6,6 +6,9 @@ Every command reads D1SAVER_ENCRYPTION_KEYS (through `D1Saver.from_env`); `rekey
 Each command parses its options, calls one library function, and reports. Exit codes:
 0 done, 1 a D1 error (message on stderr) or, for `check`, a thread found not exact, 2 bad
 usage, 3 another run holds the lease, 4 not found (tagging a checkpoint that does not exist).
+The commands that only read (threads, history, check, show, diff, compact --history) never
+create nor migrate a schema: a database without one is reported (exit 4), one with an older
+schema too (exit 2).
 """
 
 from __future__ import annotations
@@ -23,10 +26,10 @@ import typer
 from langchain_core.runnables import RunnableConfig
 
 from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
-                     RekeyCounts, admin)
+                     RekeyCounts, SchemaNotReadyError, admin)
 from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable, progress_bar
 from compaction import inspector
-from compaction.fleet import check_chunks, compact, leftovers
+from compaction.fleet import check_chunks, compact, leftovers, misplaced_memory
 from d1saver import inspection
 from d1saver.inspection import history, run_history
 from compaction.gateway import GENERATED_PATH
@@ -73,19 +76,29 @@ class _Conn:
 
 @contextmanager
 def _connected(account_id: Optional[str], database_id: Optional[str],
-               api_base_url: Optional[str], api_token: Optional[str] = None) -> Iterator[D1Saver]:
-    """A saver for one command; a D1Error ends the command with its exit code and one line."""
+               api_base_url: Optional[str], api_token: Optional[str] = None, *,
+               read_only: bool = False) -> Iterator[D1Saver]:
+    """A saver for one command; a D1Error ends the command with its exit code and one line.
+    `read_only`: the saver never creates nor migrates a schema (SchemaNotReadyError)."""
     try:
         with _saver(account_id, database_id, api_base_url, api_token) as saver:
-            yield saver
+            saver.read_only = read_only
+            try:
+                yield saver
+            except SchemaNotReadyError as exc:  # one database: name it
+                _fail(exc, where=saver.database_id)
     except D1Error as exc:
         _fail(exc)
 
 
-def _fail(exc: Exception) -> None:
+def _fail(exc: Exception, where: str | None = None) -> None:
     code = EXIT_D1
-    if isinstance(exc, FleetError) and all(isinstance(e, LeaseHeldError)
-                                           for e in exc.errors.values()):
+    errors = list(exc.errors.values()) if isinstance(exc, FleetError) else [exc]
+    unready = [e for e in errors if isinstance(e, SchemaNotReadyError)]
+    if unready and len(unready) == len(errors):
+        code = EXIT_NOT_FOUND if all(e.version == 0 for e in unready) else EXIT_USAGE
+    elif isinstance(exc, FleetError) and all(isinstance(e, LeaseHeldError)
+                                             for e in exc.errors.values()):
         code = EXIT_LEASE
     elif isinstance(exc, LeaseHeldError):
         code = EXIT_LEASE
@@ -93,7 +106,7 @@ def _fail(exc: Exception) -> None:
         code = EXIT_NOT_FOUND
     elif isinstance(exc, ConfigError):
         code = EXIT_USAGE
-    typer.echo(f"error: {exc}", err=True)
+    typer.echo(f"error: {'' if where is None else f'database {where}: '}{exc}", err=True)
     raise typer.Exit(code)
 
 
@@ -137,6 +150,7 @@ def compact_cmd(
                 if bar is None:
                     bar = typer.progressbar(length=total, label="compacting", file=sys.stderr)
                     bar.__enter__()
+                bar.length = max(bar.length, total)  # the plan grows page by page
                 bar.update(done - bar.pos)
 
             summary = compact(saver, keep=keep, threads=thread or None, max_age=age,
@@ -177,7 +191,7 @@ def compact_cmd(
 def _print_runs(account_id: Optional[str], database_id: Optional[str],
                 api_base_url: Optional[str], api_token: Optional[str], limit: int,
                 as_json: bool) -> None:
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         runs = run_history(saver, limit)
     if as_json:
         typer.echo(json.dumps(runs, indent=2))
@@ -318,7 +332,7 @@ def threads_cmd(
     if sort not in inspection.SORTS:
         raise typer.BadParameter(f"--sort takes one of {', '.join(inspection.SORTS)}")
     infos: list[dict[str, Any]] = []
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         after = None
         while True:
             size = min(limit - len(infos), 1000) if limit else 1000
@@ -328,6 +342,7 @@ def threads_cmd(
             if after is None or (limit and len(infos) >= limit):
                 break
         staged = leftovers(saver)
+        memory = misplaced_memory(saver)
     if as_json:
         typer.echo(json.dumps(infos, indent=2))
         return
@@ -341,6 +356,15 @@ def threads_cmd(
                    f"{i['bytes']:>10}  {printable(str(i['updated']))}{waiting}")
     for x in staged:
         typer.echo(f"leftover: {_leftover(x)}")
+    for m in memory:
+        typer.echo(f"leftover: {_misplaced(m)}")
+
+
+def _misplaced(m: Any) -> str:
+    """One line about memory not at its home (compaction.fleet.MisplacedMemory)."""
+    what = "store items" if m.table == "store_items" else "cache entries"
+    return (f"{m.rows} {what} in {m.database_id} live in {m.home} (a move pending or killed "
+            "midway: `d1saver rebalance` moves them)")
 
 
 def _leftover(x: Any) -> str:
@@ -364,7 +388,7 @@ def history_cmd(
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """A thread's checkpoints, newest first: ids, parents, step, source, writes, tags."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         rows = history(saver, thread_id, limit)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -398,7 +422,8 @@ def rebalance_cmd(
     api_base_url: Optional[str] = _Conn.api_base_url,
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
-    """Move each thread to its home after the database list changed: copy, verify, delete."""
+    """Move each thread, store item and cache entry to its home after the database list
+    changed: copy, verify, delete."""
     try:
         extra = ({"previous_database_ids": [p.strip() for p in previous.split(",")]}
                  if previous else {})  # "c, d" as D1_DATABASE_ID reads it
@@ -424,8 +449,11 @@ def rebalance_cmd(
                    f"{summary.threads_misplaced} misplaced; {summary.threads_moved} moved "
                    f"({summary.rows_copied} rows, {summary.bytes_copied} bytes), "
                    f"{summary.threads_found_copied} found copied, {summary.threads_changed} "
-                   f"changed meanwhile, {summary.threads_failed} failed; {summary.requests} "
-                   f"requests in {summary.seconds:.1f} s")
+                   f"changed meanwhile, {summary.threads_failed} failed; memory: "
+                   f"{summary.memory_misplaced} misplaced, {summary.store_items_moved} store "
+                   f"items and {summary.cache_entries_moved} cache entries moved"
+                   f"{f', {summary.memory_changed} changed meanwhile' if summary.memory_changed else ''}"
+                   f"; {summary.requests} requests in {summary.seconds:.1f} s")
     if summary.errors:
         raise typer.Exit(EXIT_D1)
 
@@ -440,21 +468,26 @@ def check_cmd(
 ) -> None:
     """Check the content-addressed chunk table: every chunk a row lists is stored, and every
     stored chunk is listed. Prints the threads that break either rule; exit 1 if any."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         found = check_chunks(saver, thread_id)
         if thread_id is not None and not found and not history(saver, thread_id, 1):
             typer.echo(f"error: thread {printable(thread_id)!s} has no checkpoints", err=True)
             raise typer.Exit(EXIT_NOT_FOUND)
         staged = [x for x in leftovers(saver) if thread_id is None or thread_id in (
             x.target, x.source)]
+        memory = misplaced_memory(saver) if thread_id is None else []
     # Staged rows are no thread: listed as leftovers, not as inexact threads.
     found = [t for t in found if not admin.is_staging(t.thread_id)]
     if as_json:
         typer.echo(json.dumps([t.__dict__ for t in found]
-                              + [{**x.__dict__, "leftover": x.kind} for x in staged], indent=2))
+                              + [{**x.__dict__, "leftover": x.kind} for x in staged]
+                              + [{**m.__dict__, "leftover": "memory"} for m in memory],
+                              indent=2))
     else:
         for x in staged:
             typer.echo(f"leftover: {_leftover(x)}")
+        for m in memory:
+            typer.echo(f"leftover: {_misplaced(m)}")
         for t in found:
             db = f" ({t.database_id})" if hasattr(t, "database_id") else ""
             typer.echo(f"{printable(t.thread_id)}{db}: {t.missing} chunks missing, "
@@ -505,7 +538,7 @@ def show_cmd(
 ) -> None:
     """A checkpoint's state: channel values decoded, pending writes, next tasks, interrupts,
     metadata, tags and stored bytes."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         snap = inspector.snapshot(saver, thread_id, checkpoint_id, ns)  # NotFoundError: exit 4
     if as_json:
         typer.echo(json.dumps(snap, indent=2, ensure_ascii=False))
@@ -543,7 +576,7 @@ def diff_cmd(
 ) -> None:
     """What changed between two checkpoints of a thread, channel by channel (messages added and
     removed)."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
         found = inspector.diff(saver, thread_id, a, b, ns)
     if as_json:
         typer.echo(json.dumps(found, indent=2, ensure_ascii=False))

@@ -11,7 +11,7 @@ batches of whole threads, one request each, atomic: killed midway, a rerun finis
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -136,52 +136,56 @@ def compact(
 ) -> Summary:
     """Compact `threads` (all when None). Returns a Summary; raises D1Error subclasses.
 
+    The policy is one, shared with the gateway Worker's Cron Trigger (worker/compaction.js):
+    pages of threads planned by the database (`admin.retention_plan`: which threads need a
+    batch, and how they group), each batch one atomic request under the lease; then a
+    whole-database run ends (`admin.finish`, with the lease's release: no request more) by
+    removing the staged rows killed copies and moves left, and, with `sweep` (the default),
+    the D1Store items and D1Cache entries expired by the database's clock. A run over named
+    threads touches nothing else: no leftover, no memory.
+
     `batch_checkpoints` bounds the deletions of one request (D1 stops a request at 30 s) and
     `batch_threads` its thread list. Dry runs change nothing (nor set up or migrate: a schema
-    older than this d1saver's is refused with a ConfigError) and take no lease. With `sweep`
-    (the default) it also deletes the expired items of D1Store and entries of D1Cache (a dry
-    run counts them), in one request under the lease.
+    older than this d1saver's is refused with a ConfigError), take no lease, and count what
+    a run would do.
     """
     if keep < 1:
         raise ConfigError("--keep must be at least 1: every thread keeps its head, so it stays resumable")
     if lease_ttl < 1:
         raise ConfigError("--lease-ttl must be at least 1 second: a lease already expired guards nothing")
+    if batch_checkpoints < 1 or batch_threads < 1:
+        raise ConfigError("--batch-checkpoints and batch_threads must be at least 1")
     cutoff = _cutoff(max_age)  # before any request: a max_age out of range is a ConfigError
     started, requests0 = time.monotonic(), saver.client.requests
     summary = Summary(dry_run=dry_run, keep=keep)
     has_schema = prepare(saver, dry_run=dry_run)
-    if not has_schema:
-        infos: list[ThreadInfo] = []
-    else:
-        infos = list_threads(saver) if threads is None else thread_infos(saver, threads)
-    # Staged rows (a copy or a move in flight, or killed) are no thread: never compacted; a
-    # whole-database run removes those killed runs left (admin.removable).
-    staged = [i.thread_id for i in infos if admin.is_staging(i.thread_id)]
-    infos = [i for i in infos if not admin.is_staging(i.thread_id)]
-    summary.threads_scanned = len(infos)
-    expired = [i for i in infos if cutoff is not None and (i.updated or "") < cutoff]
-    expired_ids = {i.thread_id for i in expired}
-    # A thread with no more checkpoints than N has nothing to lose: skip it without a request.
-    to_trim = [i for i in infos if i.thread_id not in expired_ids and i.checkpoints > keep]
-    summary.checkpoints_kept = sum(i.checkpoints for i in infos
-                                   if i.thread_id not in expired_ids and i.checkpoints <= keep)
+    whole = threads is None
     held = None
     if not dry_run:
         if break_lease:
             leases.break_lease(saver)
         held = leases.acquire(saver, ttl=lease_ttl)
     try:
-        if held is not None and staged and threads is None:
-            summary.staged_removed = _remove_leftovers(saver, held)
-        total, done = len(expired) + len(to_trim), 0
-        for policy_keep, group in ((0, expired), (keep, to_trim)):
-            for batch in _batches(group, policy_keep, batch_checkpoints, batch_threads):
-                _run_batch(saver, batch, policy_keep, summary, held, expired=policy_keep == 0)
+        done = total = 0
+        for page in _plan_pages(saver, keep, cutoff, threads, batch_checkpoints, batch_threads)\
+                if has_schema else ():
+            listed = [p for p in page if not p.staged]  # staged rows are no thread
+            summary.threads_scanned += len(listed)
+            summary.checkpoints_kept += sum(p.checkpoints for p in listed if p.batch is None)
+            batches: dict[int, list[admin.PlannedThread]] = {}
+            for p in listed:
+                if p.batch is not None:
+                    batches.setdefault(p.batch, []).append(p)
+            total += sum(len(b) for b in batches.values())
+            for batch in batches.values():
+                expired = batch[0].expired
+                _run_batch(saver, [p.thread_id for p in batch], 0 if expired else keep,
+                           summary, held, expired=expired)
                 done += len(batch)
                 if progress is not None:
                     progress(done, total)
-        if sweep and has_schema:
-            _sweep_memory(saver, summary, held)  # releases the lease in the same request
+        if has_schema and whole:
+            _finish(saver, summary, held, sweep)  # releases the lease in the same request
             held = None
     finally:
         if held is not None:
@@ -191,19 +195,36 @@ def compact(
     return summary
 
 
-def _sweep_memory(saver: D1Saver, summary: Summary, held: leases.Lease | None) -> None:
-    """Count the expired memory items and cache entries and (unless dry) delete them and
-    release the lease, in one request: the count and the deletes see the same `now`, so they
-    agree, and a live run costs no request more than before. Not lease-guarded: deleting
-    expired rows is safe beside anything, and a retry after a lost response (which finds the
-    lease released and the rows gone) must not fail; it then counts 0."""
-    now = time.time()
-    sweep = ([*admin.sweep_memory(now), admin.release_lease(held.name, held.holder)]
-             if held is not None else [])
-    results = saver.execute([admin.expired_memory(now), *sweep])
-    (row,) = results[0].dicts()
-    summary.store_items_swept = int(row["items"])
-    summary.cache_entries_swept = int(row["cache"])
+def _plan_pages(saver: D1Saver, keep: int, cutoff: str | None, threads: Sequence[str] | None,
+                batch_checkpoints: int, batch_threads: int, page_size: int = 1000
+                ) -> Iterator[list[admin.PlannedThread]]:
+    """The plan, page by page (one request each; named threads: one page)."""
+    bounds = {"batch_checkpoints": batch_checkpoints, "batch_threads": batch_threads}
+    if threads is not None:
+        (res,) = saver.execute([admin.retention_plan_threads(threads, keep, cutoff, **bounds)])
+        yield admin.read_plan(res)
+        return
+    after = ""
+    while True:
+        (res,) = saver.execute([admin.retention_plan(after, page_size, keep, cutoff, **bounds)])
+        page = admin.read_plan(res)
+        yield page
+        if len(page) < page_size:
+            return
+        after = page[-1].thread_id
+
+
+def _finish(saver: D1Saver, summary: Summary, held: leases.Lease | None, sweep: bool) -> None:
+    """A whole-database run's end, in one request (admin.finish): the staged rows killed runs
+    left removed, the expired memory swept (with `sweep`), the lease released; a dry run counts
+    instead (admin.finish_counts). Not lease-guarded: a retry after a lost answer finds the
+    lease released, removes and counts nothing more, and must not fail."""
+    stmts = (admin.finish_counts(sweep=sweep) if held is None
+             else admin.finish(held.name, held.holder, sweep=sweep))
+    figures = admin.finished(stmts, saver.execute(stmts))
+    summary.staged_removed = figures.staged_removed
+    summary.store_items_swept = figures.store_items_swept
+    summary.cache_entries_swept = figures.cache_entries_swept
 
 
 def _cutoff(max_age: timedelta | None) -> str | None:
@@ -216,42 +237,11 @@ def _cutoff(max_age: timedelta | None) -> str | None:
         raise ConfigError(f"--max-age {max_age.days} days reaches back before year 1") from None
 
 
-def _remove_leftovers(saver: D1Saver, held: leases.Lease) -> int:
-    """Deletes the staged rows a killed copy or move left (no move runs while this run holds
-    the lease; a copy's only once expired); one read, and one write if any."""
-    (found,) = saver.execute([admin.leftovers()])
-    ids = admin.removable(admin.read_leftovers(found))
-    if ids:
-        try:
-            saver.execute([*held.guard_statements(), *admin.delete_threads(ids)])
-        except QueryError as exc:
-            if "lease_lost" in str(exc):
-                raise LeaseHeldError("this run lost its lease (it expired and another run "
-                                     "took it); nothing of this batch was applied") from exc
-            raise
-    return len(ids)
-
-
-def _batches(infos: list[ThreadInfo], keep: int, max_checkpoints: int, max_threads: int):
-    batch: list[ThreadInfo] = []
-    weight = 0
-    for info in infos:
-        w = max(info.checkpoints - keep, 1)
-        if batch and (weight + w > max_checkpoints or len(batch) >= max_threads):
-            yield batch
-            batch, weight = [], 0
-        batch.append(info)
-        weight += w
-    if batch:
-        yield batch
-
-
-def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summary,
+def _run_batch(saver: D1Saver, thread_ids: list[str], keep: int, summary: Summary,
                held: leases.Lease | None, *, expired: bool) -> None:
     # Built once: a retry re-sends these very statements, so the summary the first try
     # recorded (under the id drawn here) is the one read back, even if its response was lost.
-    stmts = admin.retention([i.thread_id for i in batch], keep, summarize=True,
-                            delete=not summary.dry_run)
+    stmts = admin.retention(thread_ids, keep, summarize=True, delete=not summary.dry_run)
     prefix = held.guard_statements() if held is not None else []
     try:
         results = saver.execute([*prefix, *stmts])

@@ -21,7 +21,8 @@ from compaction import lease as leases
 from compaction.fleet import databases
 from compaction.job import prepare
 
-TABLES = ("checkpoints", "writes", "delta_frozen")  # d1saver.ops.reseal.REKEY_TABLES
+# d1saver.ops.reseal.REKEY_TABLES, then memory's (d1saver.ops.reseal_memory.REKEY_TABLES)
+TABLES = ("checkpoints", "writes", "delta_frozen", "store_items", "cache_entries")
 Census = dict[str, dict[str, int]]
 Progress = Callable[[str, RekeyCounts], None]
 

@@ -9,7 +9,7 @@ try:  # the one version is pyproject.toml's; the installed metadata carries it
 except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
     __version__ = "0+unknown"
 
-from d1saver import admin
+from d1saver import admin, upstream
 from d1saver.http.client import D1Client
 from d1saver.core.protocol import Result, Statement, TraceEvent
 from d1saver.core.errors import (
@@ -30,6 +30,7 @@ from d1saver.core.errors import (
     QueryError,
     RateLimitError,
     ResponseError,
+    SchemaNotReadyError,
     SerializationError,
     ServerError,
     StoredValueError,
@@ -45,9 +46,15 @@ from d1saver.core.settings import D1Settings, load_settings
 from d1saver.memory import D1Cache, D1Store
 from d1saver.saver import D1Saver
 
+# langgraph#8748: while the installed LangGraph's barrier and topic channels hand out their live
+# containers, they hand out copies (d1saver/upstream.py; docs/RELIABILITY.md). Now if LangGraph's
+# graph modules are loaded, else at the saver's first read of a thread.
+upstream.ensure()
+
 __all__ = [
     "__version__",
     "admin",
+    "upstream",
     "AuthenticationError",
     "CheckpointConflictError",
     "ConfigError",
@@ -71,6 +78,7 @@ __all__ = [
     "RateLimitError",
     "RekeyCounts",
     "ResponseError",
+    "SchemaNotReadyError",
     "Result",
     "RetryPolicy",
     "SerializationError",

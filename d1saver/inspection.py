@@ -20,7 +20,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from d1saver import admin
-from d1saver.core.errors import InvalidInputError, NotFoundError, QueryError, StoredValueError
+from d1saver.core.errors import (FleetError, InvalidInputError, NotFoundError, QueryError,
+                                  SchemaNotReadyError, StoredValueError)
 from d1saver.core.protocol import Statement
 from d1saver.memory import namespaces as _ns
 from d1saver.memory.values import load_item
@@ -46,11 +47,31 @@ def spans(saver: D1Saver) -> bool:
     return len(databases(saver)) > 1
 
 
+def each_reading(saver: D1Saver, fn: Callable[[D1Saver], list[T]], operation: str
+                 ) -> dict[str, list[T]]:
+    """fn on every database; a read-only saver (`saver.read_only`) meeting a database without
+    d1saver's schema reads it as empty (nothing was ever stored there), as long as another
+    database has one (none at all: the FleetError says so)."""
+    try:
+        return saver.each_database(fn, operation=operation)
+    except FleetError as exc:
+        if not exc.results or not all(isinstance(e, SchemaNotReadyError) and e.version == 0
+                                      for e in exc.errors.values()):
+            raise
+        return {db: list(exc.results.get(db) or []) for db in databases(saver)}
+
+
 def each(saver: D1Saver, fn: Callable[[D1Saver], T], operation: str) -> dict[str, T]:
     """fn on every database ({database_id: result}): the saver itself if it has one."""
     if not spans(saver):
         return {str(saver.database_id): fn(saver)}
-    return saver.each_database(fn, operation=operation, database_ids=databases(saver))
+    try:
+        return saver.each_database(fn, operation=operation, database_ids=databases(saver))
+    except FleetError as exc:  # a read-only saver: a database without the schema reads as empty
+        if not exc.results or not all(isinstance(e, SchemaNotReadyError) and e.version == 0
+                                      for e in exc.errors.values()):
+            raise
+        return dict(exc.results)
 
 
 def _read(saver: D1Saver, statement: Statement, columns: Sequence[str] | None = None
@@ -207,8 +228,8 @@ def history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
     one that holds some (each row names its database_id), newest first."""
     if not spans(saver):
         return _read(saver, admin.history(thread_id, limit))
-    found = saver.each_database(lambda db: _read(db, admin.history(thread_id, limit)),
-                                operation="history")
+    found = each_reading(saver, lambda db: _read(db, admin.history(thread_id, limit)),
+                         "history")
     rows = [{**row, "database_id": db} for db, part in found.items() for row in part]
     rows.sort(key=lambda r: r["checkpoint_ns"])
     rows.sort(key=lambda r: r["checkpoint_id"], reverse=True)  # as HISTORY orders one database
@@ -220,8 +241,8 @@ def run_history(saver: D1Saver, limit: int) -> list[dict[str, Any]]:
     database, which each database keeps), from every database, newest first."""
     if not spans(saver):
         return _read(saver, admin.compaction_runs(limit))
-    found = saver.each_database(lambda db: _read(db, admin.compaction_runs(limit)),
-                                operation="history")
+    found = each_reading(saver, lambda db: _read(db, admin.compaction_runs(limit)),
+                         "history")
     rows = [row for part in found.values() for row in part]
     rows.sort(key=lambda r: (r["run_id"], r["database_id"]))
     rows.sort(key=lambda r: r["started_at"], reverse=True)
@@ -261,7 +282,14 @@ def _tuple(saver: D1Saver, thread_id: str, checkpoint_id: str | None, ns: str) -
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id
-    tup = saver.get_tuple({"configurable": conf})
+    try:
+        tup = saver.get_tuple({"configurable": conf})
+    except SchemaNotReadyError as exc:
+        # Over several databases, the thread's home without d1saver's schema holds no thread
+        # (as `each_reading` reads it): not found, as D1Store and D1Cache read it.
+        if exc.version or not spans(saver):
+            raise
+        tup = None
     if tup is None:
         what = f"checkpoint {checkpoint_id!r} of thread" if checkpoint_id else "thread"
         raise NotFoundError(f"{what} {thread_id!r} has no checkpoint (namespace {ns!r})")

@@ -29,6 +29,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from d1saver import upstream
 from d1saver.http.client import D1Client
 from d1saver.storage.crypto import Key, Sealer, keys_from_env
 from d1saver.http.driver import Driver
@@ -39,6 +40,7 @@ from d1saver.ops.operations import Operations
 from d1saver.core.protocol import Result, Statement, Tracer
 from d1saver.ops.reseal import RekeyCounts, add_census, add_counts
 from d1saver.http.retry import RetryPolicy
+from d1saver.http import telemetry
 from d1saver.fleet.routing import Route, Router
 from d1saver.storage.serde import default_serde, trusted_serde
 from d1saver.core.settings import DEFAULT_API_BASE_URL, load_settings
@@ -153,6 +155,17 @@ class D1Saver(BaseCheckpointSaver[str]):
     @auto_setup.setter
     def auto_setup(self, value: bool) -> None:
         self._fleet.set_ops("auto_setup", value)
+
+    @property
+    def read_only(self) -> bool:
+        """True: this instance never creates nor migrates a schema; a database without
+        d1saver's schema, or with an older one, raises SchemaNotReadyError (the CLI's listing
+        and inspecting commands set it)."""
+        return self._first.ops.read_only
+
+    @read_only.setter
+    def read_only(self, value: bool) -> None:
+        self._fleet.set_ops("read_only", bool(value))
 
     @property
     def is_setup(self) -> bool:
@@ -286,6 +299,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     # --- BaseCheckpointSaver, sync --------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        upstream.ensure()  # a run reads its thread first: langgraph#8748, d1saver/upstream.py
         return self._fleet.on(config, lambda ops: ops.get_tuple(config), _none)
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
@@ -338,6 +352,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     # --- BaseCheckpointSaver, async -------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        upstream.ensure()
         return await self._fleet.aon(config, lambda ops: ops.get_tuple(config), _none)
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
@@ -462,6 +477,16 @@ def _false(result: Any) -> bool:
 
 def _no_history(histories: Mapping[str, DeltaChannelHistory]) -> bool:
     return all(not h["writes"] and "seed" not in h for h in histories.values())
+
+
+
+# An INTERNAL span per public call, when OpenTelemetry is installed (d1saver/http/telemetry.py).
+telemetry.instrument(D1Saver, [
+    "setup", "asetup", "execute", "get_tuple", "aget_tuple", "list", "alist", "put", "aput",
+    "put_writes", "aput_writes", "get_delta_channel_history", "aget_delta_channel_history",
+    "delete_thread", "adelete_thread", "delete_for_runs", "adelete_for_runs", "copy_thread",
+    "acopy_thread", "prune", "aprune", "tag", "atag", "untag", "auntag", "tags", "atags",
+    "key_census", "rekey"])
 
 
 __all__ = ["D1Saver"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import agent_bench, compaction_bench, floor_bench, scaling_bench, store_bench, ui_bench
+from benchmarks import (agent_bench, compaction_bench, cpu_bench, floor_bench, otel_bench,
+                        scaling_bench, store_bench, ui_bench)
 
 
 def test_compaction_benchmark_runs() -> None:
@@ -44,3 +45,16 @@ def test_floor_benchmark_runs() -> None:
                               "--cpu-turns", "1"])
     assert [(c.api, c.durability) for c in cases] == list(floor_bench.CASES)
     assert all(c.checkpoints == 3 and min(c.requests) >= c.floor for c in cases), cases
+
+
+def test_cpu_benchmark_runs() -> None:
+    rows = cpu_bench.main(["--turns", "2", "--repeats", "2"])
+    assert [(r["variant"], r["messages"]) for r in rows] == [("plain", 6), ("delta", 6)]  # 1 + 2 + 1 x 3
+    assert all(r["read_ms"] > 0 and r["put_ms"] > 0 for r in rows), rows
+
+
+def test_otel_benchmark_runs() -> None:
+    rows = otel_bench.main(["--puts", "3", "--runs", "1", "--rounds", "1",
+                            "--transports", "canned"])
+    loaded = {r["way"]: r["opentelemetry_loaded"] for r in rows}
+    assert loaded == {"without": False, "api-only": True, "sdk": True}

@@ -12,6 +12,8 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from d1saver.http import telemetry
+
 try:  # recent typer carries its own copy of click
     from typer._click.core import Context
     from typer._click.exceptions import UsageError
@@ -37,7 +39,8 @@ class OneLineUsageErrors(TyperGroup):
 
     def invoke(self, ctx: Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with telemetry.command(ctx):  # a span per command, with OpenTelemetry installed
+                return super().invoke(ctx)
         except UsageError as exc:
             see = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
             raise usage_error(" ".join(exc.format_message().split()) + see) from None

@@ -137,7 +137,8 @@ class Fleet:
         return out
 
     def set_ops(self, name: str, value: Any) -> None:
-        """Set an option of every database's operations (guard_head, auto_setup, is_setup)."""
+        """Set an option of every database's operations (guard_head, auto_setup, read_only,
+        is_setup)."""
         for db in self.databases.values():
             setattr(db.ops, name, value)
 

@@ -12,8 +12,10 @@ or in-process to d1saver's local D1.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+import ssl
 import threading
 import time
 import weakref
@@ -26,6 +28,7 @@ from d1saver.http.envelope import map_transport_error, parse_response, rate_limi
 from d1saver.core.errors import ConfigError, D1Error, RateLimitError, SerializationError
 from d1saver.core.protocol import Action, Result, Send, Sleep, Statement, TraceEvent, Tracer
 from d1saver.core.ids import check_api_base_url, validate_account_id, validate_database_id
+from d1saver.http import telemetry
 from d1saver.http.retry import RetryPolicy
 from d1saver.http.runner import arun, run
 
@@ -34,6 +37,20 @@ from d1saver.http.runner import arun, run
 log = logging.getLogger("d1saver")
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # D1 cuts every request at 30 s anyway
 Exchange = Generator[Action, Any, list[Result]]
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every client of the process, made on first use: httpx would load
+    the CA bundle for each new client, about 20 ms of CPU that a new saver's first request
+    spent (benchmarks/RESULTS.md, "Client CPU"). Contexts are safe to share between threads."""
+    return httpx.create_ssl_context()
+
+
+def _verify(transport: object) -> ssl.SSLContext | bool:
+    """What a new httpx client verifies with: the shared context when httpx makes its own
+    transport; an injected transport does its own TLS, if any."""
+    return _tls() if transport is None else True
 
 
 class D1Client:
@@ -116,6 +133,12 @@ class D1Client:
 
     def exchange(self, statements: Sequence[Statement]) -> Exchange:
         """Send with retries; yields Send/Sleep, receives responses, returns the results."""
+        if telemetry.enabled:  # a CLIENT span around the attempts (d1saver/http/telemetry.py)
+            return telemetry.request(self, statements, self._exchange)
+        return self._exchange(statements)
+
+    def _exchange(self, statements: Sequence[Statement],
+                  span: telemetry.Request | None = None) -> Exchange:
         request = self.build_request(statements)
         started = time.monotonic()
         attempt = 0
@@ -132,10 +155,10 @@ class D1Client:
                 status, received = response.status_code, len(response.content)
                 self._note_rate_limit(response)
                 results = parse_response(response, len(statements), self._token, time.time())
-                self._trace(statements, attempt, status, None, t0, request, received)
+                self._trace(statements, attempt, status, None, t0, request, received, span)
                 return results
             except D1Error as exc:
-                self._trace(statements, attempt, status, exc, t0, request, received)
+                self._trace(statements, attempt, status, exc, t0, request, received, span)
                 wait = self.retry.delay(exc, attempt, time.monotonic() - started)
                 if wait is None:
                     raise
@@ -171,9 +194,12 @@ class D1Client:
         return pause
 
     def _trace(self, statements: Sequence[Statement], attempt: int, status: int | None,
-               error: D1Error | None, t0: float, request: httpx.Request, received: int) -> None:
+               error: D1Error | None, t0: float, request: httpx.Request, received: int,
+               span: telemetry.Request | None = None) -> None:
         self.requests += 1
         seconds = time.monotonic() - t0
+        if span is not None:
+            span.attempt(attempt, status, error, seconds, len(request.content), received)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("D1 request database=%s statements=%d sent=%dB received=%dB status=%s "
                       "%.1fms attempt=%d%s", self.database_id, len(statements), len(request.content),
@@ -226,7 +252,8 @@ class D1Client:
     def _sync_client(self) -> httpx.Client:
         with self._lock:
             if self._sync is None:
-                self._sync = httpx.Client(transport=self._sync_transport, timeout=self.timeout)
+                self._sync = httpx.Client(transport=self._sync_transport, timeout=self.timeout,
+                                          verify=_verify(self._sync_transport))
                 # A script that never closes its saver still closes its sockets at exit.
                 self._sync_finalizer = weakref.finalize(self, self._sync.close)
             return self._sync
@@ -241,7 +268,8 @@ class D1Client:
             client = self._async.get(loop)
             if client is not None:
                 return client
-            client = httpx.AsyncClient(transport=self._async_transport, timeout=self.timeout)
+            client = httpx.AsyncClient(transport=self._async_transport, timeout=self.timeout,
+                                       verify=_verify(self._async_transport))
             self._async[loop] = client
         # Closed with its loop: asyncio.run() closes the async generators a loop started before
         # it closes, so a script that never calls aclose() leaves no socket open.

@@ -56,6 +56,7 @@ from typing import Any
 
 from d1saver.core.errors import D1Error, QueryError, SerializationError, TransientQueryError
 from d1saver.core.protocol import HELD, NOW, SOON, Commit, Op, Result, Statement
+from d1saver.http import telemetry
 from d1saver.http.runner import Signal, Thrown, Wait
 
 # Bounds on one merged batch, well inside D1's 30 s per request.
@@ -89,6 +90,7 @@ class _Ticket:
     results: list[Result] | None = None
     error: BaseException | None = None
     taken: bool = False  # in a batch (sent, or being sent, by whoever took it)
+    caller: Any = field(default_factory=telemetry.caller)  # its caller's span, to link to
 
     def outcome(self) -> list[Result] | Thrown:
         """Its results, or its error for the runner to throw into the caller's operation
@@ -305,12 +307,14 @@ class GroupCommit:
         self.merged += len(batch) - 1
         try:
             try:
-                _settle(batch, (yield from self._exchange(_statements(batch))))
+                with telemetry.merged(batch):
+                    _settle(batch, (yield from self._exchange(_statements(batch))))
             except Exception as exc:
                 if _split(batch, exc):
                     for t in batch:
                         try:
-                            t.results = yield from self._exchange(list(t.statements))
+                            with telemetry.merged([t]):
+                                t.results = yield from self._exchange(list(t.statements))
                         except Exception as one:
                             t.error = one
         except BaseException as exc:

@@ -21,6 +21,7 @@ error's text never rides along).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import (AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping,
                              Sequence)
@@ -351,9 +352,10 @@ def fan_out(calls: Mapping[str, Callable[[], T]], operation: str, limit: int, *,
         return {key: calls[key]() for key in keys}
     if len(keys) == 1:
         return collect(operation, keys, [_outcome(calls[keys[0]])])
+    caller = contextvars.copy_context()  # each worker runs in the caller's (its span)
     with ThreadPoolExecutor(max_workers=min(max(1, limit), len(keys)),
                             thread_name_prefix="d1saver-fleet") as pool:
-        outcomes = list(pool.map(lambda key: _outcome(calls[key]), keys))
+        outcomes = list(pool.map(lambda key: caller.copy().run(_outcome, calls[key]), keys))
     return collect(operation, keys, outcomes)
 
 

@@ -37,6 +37,7 @@ class Row:
     created_at: float
     updated_at: float
     ttl: bool = False
+    db: str = ""  # the database it was read from (set by the store's merge)
 
     def item(self, sealer: Sealer | None) -> Item:
         return Item(value=_values.load_item(self.value, self.ns, self.key, sealer),

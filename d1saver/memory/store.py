@@ -34,7 +34,7 @@ from langgraph.store.base import (
 
 from d1saver.core.errors import ConfigError, InvalidInputError
 from d1saver.core.protocol import Statement
-from d1saver.fleet.databases import Database
+from d1saver.http import telemetry
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import plan as _plan
 from d1saver.memory import values as _values
@@ -54,6 +54,7 @@ class _Batch:
     reindexed: set[tuple[str, str]] = field(default_factory=set)
     ranked: set[int] = field(default_factory=set)   # searches ranked by meaning
     queries: dict[str, list[float]] = field(default_factory=dict)
+    asked: dict[int, int] = field(default_factory=dict)  # read op -> databases it asks
 
 
 class D1Store(Memory, BaseStore):
@@ -97,12 +98,11 @@ class D1Store(Memory, BaseStore):
         if queries:
             assert self.embeddings is not None
             self._keep_queries(batch, queries, [self.embeddings.embed_query(q) for q in queries])
-        plans = self._plans(batch)
-        partials = self._fleet.each(
-            lambda db: _plan.read(plans[db.database_id],
-                                  self._exchange(db, plans[db.database_id].statements)),
-            "store batch", list(plans))
-        results, refresh = self._merge(batch, list(partials.values()))
+        partials = []
+        for n, plans in enumerate(self._rounds(batch)):
+            done = self._each_round({db: p.statements for db, p in plans.items()}, "store batch")
+            partials += [(db, n, _plan.read(plan, done[db])) for db, plan in plans.items()]
+        results, refresh = self._merge(batch, partials)
         for db, statements in refresh.items():
             self._exchange(self._fleet.databases[db], statements)
         return results
@@ -118,14 +118,12 @@ class D1Store(Memory, BaseStore):
             assert self.embeddings is not None
             found = await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
             self._keep_queries(batch, queries, list(found))
-        plans = self._plans(batch)
-
-        async def one(db: Database) -> _plan.Partial:
-            plan = plans[db.database_id]
-            return _plan.read(plan, await self._aexchange(db, plan.statements))
-
-        partials = await self._fleet.aeach(one, "store batch", list(plans))
-        results, refresh = self._merge(batch, list(partials.values()))
+        partials = []
+        for n, plans in enumerate(self._rounds(batch)):
+            done = await self._aeach_round({db: p.statements for db, p in plans.items()},
+                                           "store batch")
+            partials += [(db, n, _plan.read(plan, done[db])) for db, plan in plans.items()]
+        results, refresh = self._merge(batch, partials)
         for db, statements in refresh.items():
             await self._aexchange(self._fleet.databases[db], statements)
         return results
@@ -206,58 +204,96 @@ class D1Store(Memory, BaseStore):
 
     # --- planning: which database answers what --------------------------------------------
 
-    def _where(self, op: Op) -> list[str]:
-        """The databases an op needs: its namespace's home, or every database."""
-        if isinstance(op, GetOp | PutOp):
-            return [self.home(op.namespace)]
+    def _where(self, op: Op) -> tuple[list[str], list[str]]:
+        """The databases a read op asks: first (while migrating) where what it reads may still
+        be, then where it lives (its namespace's home, or every database). Asking the previous
+        home first, the home after, no item a rebalance moves meanwhile is missed: a move
+        writes the home before it deletes the previous home."""
+        if isinstance(op, GetOp):
+            return self.layout.item_previous(op.namespace), [self.home(op.namespace)]
         if isinstance(op, SearchOp):
-            return [self.home(op.namespace_prefix)] if op.namespace_prefix else list(
-                self.database_ids)
-        head: tuple[str, ...] = ()
-        for cond in op.match_conditions or ():
-            if cond.match_type == "prefix":
-                head = _ns.literal_head(cond.path)
-        return [self.home(head)] if head else list(self.database_ids)
+            head: tuple[str, ...] = tuple(op.namespace_prefix)
+        else:
+            assert isinstance(op, ListNamespacesOp)
+            head = ()
+            for cond in op.match_conditions or ():
+                if cond.match_type == "prefix":
+                    head = _ns.literal_head(cond.path)
+        if head:
+            return self.layout.item_previous(head), [self.home(head)]
+        if self.previous_database_ids is None:
+            return [], list(self.database_ids)
+        return self.every_database_id, list(self.database_ids)
 
-    def _plans(self, batch: _Batch) -> dict[str, _plan.Plan]:
+    def _rounds(self, batch: _Batch) -> list[dict[str, _plan.Plan]]:
+        """The batch as rounds of requests, one per database each (its plan), the rounds one
+        after the other. Without previous databases, one round: every read and write at its
+        home.
+        While migrating, what moved costs a round before (its previous homes' reads, and its
+        deletes there, so that a move reading there after the delete finds nothing) and one
+        after (a put's copy at its previous home deleted once the home holds the new value)."""
         now = self.clock()
-        reads: dict[str, list[tuple[int, Op]]] = {}
-        single: dict[int, bool] = {}
+        reads: list[dict[str, list[tuple[int, Op]]]] = [{}, {}]
         for i, op in enumerate(batch.ops):
             if isinstance(op, PutOp):
                 continue
-            dbs = self._where(op)
-            single[i] = len(dbs) == 1
-            for db in dbs:
-                reads.setdefault(db, []).append((i, op))
+            where = self._where(op)
+            batch.asked[i] = sum(len(dbs) for dbs in where)
+            for n, dbs in enumerate(where):
+                for db in dbs:
+                    reads[n].setdefault(db, []).append((i, op))
         writes: dict[str, list[int]] = {}
+        deletes: list[dict[str, list[PutOp]]] = [{}, {}]  # previous homes: before, after
+        voiding: set[str] = set()
         for n, op in enumerate(batch.puts):
-            writes.setdefault(self.home(op.namespace), []).append(n)
+            home = self.home(op.namespace)
+            writes.setdefault(home, []).append(n)
+            for old in self.layout.item_previous(op.namespace):
+                deletes[op.value is not None].setdefault(old, []).append(PutOp(
+                    op.namespace, op.key, None))
+                if op.value is None:
+                    voiding.add(home)
+        before = self._round_plans(batch, reads[0], {}, deletes[0], now)
+        main = self._round_plans(batch, reads[1], writes, {}, now)
+        for db in voiding:
+            main[db].statements.append(self._void())
+        after = self._round_plans(batch, {}, {}, deletes[1], now)
+        return [plans for plans in (before, main, after) if plans]
+
+    def _round_plans(self, batch: _Batch, reads: dict[str, list[tuple[int, Op]]],
+                     writes: dict[str, list[int]], deletes: dict[str, list[PutOp]],
+                     now: float) -> dict[str, _plan.Plan]:
+        """Each database's statements of one round: its reads, then its writes (`writes`:
+        positions in batch.puts; `deletes`: copies at a previous home to delete)."""
+        single = {i for i, n in batch.asked.items() if n == 1}
         plans = {}
-        for db in dict.fromkeys([*reads, *writes]):
+        for db in dict.fromkeys([*reads, *writes, *deletes]):
             mine = writes.get(db, [])
-            puts = [batch.puts[n] for n in mine]
+            puts = [batch.puts[n] for n in mine] + deletes.get(db, [])
             stored = {k: batch.stored[n] for k, n in enumerate(mine) if n in batch.stored}
             keys = {(_ns.encode(p.namespace), p.key) for p in puts}
-            vectors = {k: v for k, v in batch.vectors.items() if k in keys}
-            reindexed = batch.reindexed & keys
-            its_reads = reads.get(db, [])
-            plans[db] = _plan.build(its_reads, puts, stored, vectors, reindexed, now,
-                                    single={i for i, one in single.items() if one},
-                                    ranked=batch.ranked, sealed=self.sealer is not None)
+            vectors = {k: v for k, v in batch.vectors.items()
+                       if k in keys and db in writes}
+            reindexed = (batch.reindexed & keys) | {(_ns.encode(p.namespace), p.key)
+                                                    for p in deletes.get(db, [])}
+            plans[db] = _plan.build(reads.get(db, []), puts, stored, vectors, reindexed, now,
+                                    single=single, ranked=batch.ranked,
+                                    sealed=self.sealer is not None)
         return plans
 
     # --- merging: every database's rows into each op's result -----------------------------
 
-    def _merge(self, batch: _Batch, partials: list[_plan.Partial]
+    def _merge(self, batch: _Batch, partials: list[tuple[str, int, _plan.Partial]]
                ) -> tuple[list[Result], dict[str, list[Statement]]]:
+        """Each op's result from what every database returned (`partials`: database, round,
+        rows). An item found in two databases (a put or a move caught midway) is read from its
+        home, the later round first: the copy elsewhere is an older one."""
         sealer = self.sealer
         now = self.clock()
         results: list[Result] = []
         refresh: dict[str, list[list[str]]] = {}
-        items: dict[tuple[str, str], _plan.Row] = {}
-        for part in partials:
-            items.update(part.items)
+        items = self._pick([(db, n, row) for db, n, part in partials
+                            for row in part.items.values()])
         for i, op in enumerate(batch.ops):
             if isinstance(op, GetOp):
                 row = items.get((_ns.encode(op.namespace), op.key))
@@ -268,35 +304,53 @@ class D1Store(Memory, BaseStore):
                 found, python_page = self._search(i, op, batch, partials, sealer)
                 results.append(found)
                 if op.refresh_ttl and python_page:
-                    for it, ttl in python_page:
+                    for row, ttl in python_page:
                         if ttl:
-                            ns = _ns.encode(it.namespace)
-                            refresh.setdefault(self.home(it.namespace), []).append([ns, it.key])
+                            refresh.setdefault(row.db, []).append([row.ns, row.key])
             else:
-                results.append(self._list(i, op, partials))
+                results.append(self._list(i, op, [part for _, _, part in partials]))
         statements = {db: [Statement.bind(_sql.REFRESH_ITEMS, {"keys": _json(keys), "now": now})]
                       for db, keys in refresh.items()}
         return results, statements
 
-    def _search(self, i: int, op: SearchOp, batch: _Batch, partials: list[_plan.Partial],
-                sealer: Any) -> tuple[list[SearchItem], list[tuple[Item, bool]]]:
-        """The op's page, and (when it was taken here, not by SQL) its items with whether
+    def _pick(self, found: Iterable[tuple[str, int, _plan.Row]]
+              ) -> dict[tuple[str, str], _plan.Row]:
+        """One row per item: its home's, of the latest round, else the latest found."""
+        best: dict[tuple[str, str], tuple[tuple[bool, int], _plan.Row]] = {}
+        homes: dict[str, str] = {}
+        for db, n, row in found:
+            if row.ns not in homes:
+                homes[row.ns] = self.home(_ns.decode(row.ns))
+            rank = (homes[row.ns] == db, n)
+            key = (row.ns, row.key)
+            if key not in best or rank >= best[key][0]:
+                row.db = db
+                best[key] = (rank, row)
+        return {key: row for key, (_, row) in best.items()}
+
+    def _search(self, i: int, op: SearchOp, batch: _Batch,
+                partials: list[tuple[str, int, _plan.Partial]], sealer: Any
+                ) -> tuple[list[SearchItem], list[tuple[_plan.Row, bool]]]:
+        """The op's page, and (when it was taken here, not by SQL) its rows with whether
         each has a TTL to refresh."""
-        rows: list[_plan.Row] = []
+        picked = self._pick([(db, n, row) for db, n, part in partials
+                             for row in part.searches.get(i, [])])
+        rows = list(picked.values())
         vectors: dict[tuple[str, str], list[str]] = {}
-        for part in partials:
-            rows.extend(part.searches.get(i, []))
-            vectors.update(part.vectors.get(i, {}))
+        for db, _, part in partials:
+            for key, found in part.vectors.get(i, {}).items():
+                if key in picked and picked[key].db == db:
+                    vectors[key] = found
         rows.sort(key=lambda r: (-float(r.updated_at), r.ns, r.key))
         candidates = [(row, row.item(sealer)) for row in rows]
         if op.filter:
             candidates = [(r, it) for r, it in candidates if _values.matches(it.value, op.filter)]
         in_sql = not op.filter and i not in batch.ranked
-        if in_sql and len(self._where(op)) == 1:
+        if in_sql and batch.asked.get(i) == 1:
             return [_search_item(it) for _, it in candidates], []
         if i not in batch.ranked:
             page = candidates[op.offset: op.offset + op.limit]
-            return ([_search_item(it) for _, it in page], [(it, r.ttl) for r, it in page])
+            return ([_search_item(it) for _, it in page], [(r, r.ttl) for r, it in page])
         query = batch.queries[op.query]  # type: ignore[index]
         flat: list[tuple[_plan.Row, Item]] = []
         flat_vectors: list[list[float]] = []
@@ -325,7 +379,7 @@ class D1Store(Memory, BaseStore):
         if scoreless and len(kept) < op.limit:
             kept.extend((None, r, it) for r, it in scoreless[: op.limit - len(kept)])
         return ([_search_item(it, score) for score, _, it in kept],
-                [(it, r.ttl) for _, r, it in kept])
+                [(r, r.ttl) for _, r, it in kept])
 
     def _list(self, i: int, op: ListNamespacesOp, partials: list[_plan.Partial]
               ) -> list[tuple[str, ...]]:
@@ -390,15 +444,25 @@ class D1Store(Memory, BaseStore):
 
     def delete_namespace(self, namespace: Sequence[str]) -> int:
         """Delete every item of a namespace and of the namespaces under it (one request to its
-        database; to every database for the empty prefix); returns how many."""
+        database; to every database for the empty prefix); returns how many. While migrating,
+        its previous home (every database, for the empty prefix) first, then its home, which
+        voids the memory moves into it: no move brings an item back."""
         _ns.check_labels(namespace)
         exact, low, high = _ns.scope(namespace)
         stmts = [Statement.bind(query, {"exact": exact, "low": low, "high": high})
                  for query in _sql.DELETE_SCOPE]
         dbs = [self.home(namespace)] if namespace else list(self.database_ids)
-        out = self._fleet.each(lambda db: self._exchange(db, stmts)[-1].changes,
-                               "delete_namespace", dbs)
-        return sum(out.values())
+        rounds: list[dict[str, list[Statement]]] = [{db: stmts for db in dbs}]
+        if self.previous_database_ids is not None:
+            before = (self.layout.item_previous(namespace) if namespace
+                      else self.every_database_id)
+            rounds = [{db: stmts for db in before},
+                      {db: [*stmts, self._void()] for db in dbs}]
+        gone: dict[tuple[str, str], int] = {}
+        for n, round_ in enumerate(r for r in rounds if r):
+            for db, results in self._each_round(round_, "delete_namespace").items():
+                gone[(db, str(n))] = results[len(stmts) - 1].changes
+        return sum(gone.values())
 
 
 def _search_item(item: Item, score: float | None = None) -> SearchItem:
@@ -429,6 +493,14 @@ def _check_page(limit: Any, offset: Any) -> None:
     if not isinstance(limit, int) or not isinstance(offset, int) or limit < 0 or offset < 0:
         raise InvalidInputError(f"limit and offset are whole numbers >= 0, not {limit!r}, "
                                 f"{offset!r}")
+
+
+# An INTERNAL span per public call (LangGraph's helpers go through batch: one span, theirs),
+# when OpenTelemetry is installed (d1saver/http/telemetry.py).
+telemetry.instrument(D1Store, [
+    "setup", "asetup", "batch", "abatch", "get", "aget", "search", "asearch", "put", "aput",
+    "delete", "adelete", "list_namespaces", "alist_namespaces", "sweep_ttl", "asweep_ttl",
+    "delete_namespace"])
 
 
 __all__ = ["D1Store"]

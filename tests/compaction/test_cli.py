@@ -20,7 +20,7 @@ from typer.testing import CliRunner, Result
 
 from compaction import lease
 from compaction.cli import app as compaction_app
-from d1saver import D1Saver, admin
+from d1saver import D1Saver, Statement, admin
 from d1saver.cli import app as d1saver_app
 from d1saver.local import LocalD1
 from tests.compaction import LONG_AGO, checkpoint_id, ids_in, put_chain, query
@@ -532,3 +532,52 @@ def test_compact_history_shows_the_scheduled_runs(saver: D1Saver, env: dict[str,
     assert "skipped" in text.stdout and "lease is held" in text.stdout and "r1" not in text.stdout
     missing = cli(env, "compact", "--all")
     assert missing.exit_code == 2 and "--keep" in missing.stderr
+
+
+# --- commands that only read never write (issue 30, fact 11) ---------------------------------
+
+READ_ONLY = [("threads",), ("history", "t1"), ("check",), ("show", "t1"),
+             ("diff", "t1", "a", "b"), ("compact", "--history"), ("store", "namespaces"),
+             ("store", "ls", "users"), ("store", "get", "users/u1", "k")]
+
+
+def _tables(env: Mapping[str, str]) -> list[str]:
+    with D1Saver(account_id="acc", database_id=env["D1_DATABASE_ID"], api_token=TOKEN,
+                 api_base_url=env["D1_API_BASE_URL"], auto_setup=False) as raw:
+        (res,) = raw.execute([Statement("SELECT name FROM sqlite_master ORDER BY name")])
+    return [r[0] for r in res.rows]
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=[" ".join(a) for a in READ_ONLY])
+def test_a_command_that_only_reads_creates_no_schema(env: dict[str, str],
+                                                      args: tuple[str, ...]) -> None:
+    result = cli(env, *args)
+    assert result.exit_code == 4, (result.stdout, result.stderr)
+    assert f"database {env['D1_DATABASE_ID']}: the database has no d1saver schema" \
+        in result.stderr
+    assert _tables(env) == []  # nothing created
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=[" ".join(a) for a in READ_ONLY])
+def test_a_command_that_only_reads_migrates_nothing(env: dict[str, str],
+                                                    args: tuple[str, ...]) -> None:
+    from tests.data import v0_1_0_fixture as v010
+    with D1Saver(account_id="acc", database_id=env["D1_DATABASE_ID"], api_token=TOKEN,
+                 api_base_url=env["D1_API_BASE_URL"], auto_setup=False) as old:
+        v010.create_v010_schema(old)
+    before = _tables(env)
+    result = cli(env, *args)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert "older than this d1saver's" in result.stderr and "does not migrate" in result.stderr
+    assert _tables(env) == before
+
+
+def test_read_only_commands_over_a_fleet_read_a_fresh_database_as_empty(
+        env: dict[str, str], saver: D1Saver) -> None:
+    seed(saver, "t1")
+    fresh = f"{env['D1_DATABASE_ID']}-new"
+    fleet = {**env, "D1_DATABASE_ID": f"{env['D1_DATABASE_ID']},{fresh}"}
+    result = cli(fleet, "threads", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [t["thread_id"] for t in json.loads(result.stdout)] == ["t1"]
+    assert _tables({**env, "D1_DATABASE_ID": fresh}) == []

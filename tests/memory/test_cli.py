@@ -123,6 +123,47 @@ def test_compact_library_sweep_counts(env: dict[str, str]) -> None:
         assert compact(saver, keep=1).store_items_swept == 0
 
 
+def test_a_thread_scoped_compaction_sweeps_no_memory(env: dict[str, str]) -> None:
+    """`compact --thread X` compacts X: the database's expired memory is not its business
+    (issue 30, fact 12); a whole-database run sweeps it."""
+    past = time.time() - 3600
+    with D1Store(**_kwargs(env, clock=lambda: past)) as old, \
+            D1Cache(**_kwargs(env, clock=lambda: past)) as old_cache, \
+            D1Saver(**_kwargs(env)) as saver:
+        from tests.compaction import put_chain
+        put_chain(saver, "t", 3)
+        old.put(("t",), "expired", {"v": 1}, ttl=1)
+        old_cache.set({(("c",), "expired"): (1, 60)})
+        summary = compact(saver, keep=1, threads=["t"])
+        assert summary.checkpoints_deleted == 2
+        assert (summary.store_items_swept, summary.cache_entries_swept) == (0, 0)
+        rows = old._exchange(old._databases()[0], [_sql("SELECT COUNT(*) FROM store_items"),
+                                               _sql("SELECT COUNT(*) FROM cache_entries")])
+        assert [r.rows for r in rows] == [[[1]], [[1]]]
+        out = cli(env, "compact", "--keep", "1", "--thread", "t", "--json")
+        assert json.loads(out.stdout)["store_items_swept"] == 0
+        assert compact(saver, keep=1).store_items_swept == 1
+
+
+def test_the_sweep_goes_by_the_databases_clock_not_the_compacting_machines(
+        env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writers stamp expiries with their clocks, which agree with the database's; a compacting
+    machine whose clock runs an hour ahead must not sweep what expires in 30 minutes."""
+    import compaction.job
+    with D1Store(**_kwargs(env)) as store, D1Cache(**_kwargs(env)) as cache, \
+            D1Saver(**_kwargs(env)) as saver:
+        store.put(("t",), "half an hour", {"v": 1}, ttl=30)
+        cache.set({(("c",), "half an hour"): (1, 1800)})
+        ahead = time.time() + 3600
+        monkeypatch.setattr(compaction.job.time, "time", lambda: ahead)
+        dry = compact(saver, keep=1, dry_run=True)
+        summary = compact(saver, keep=1)
+        assert (dry.store_items_swept, dry.cache_entries_swept) == (0, 0)
+        assert (summary.store_items_swept, summary.cache_entries_swept) == (0, 0)
+        assert store.get(("t",), "half an hour") is not None
+        assert cache.get([(("c",), "half an hour")]) == {(("c",), "half an hour"): 1}
+
+
 def _sql(text: str) -> Any:
     from d1saver import Statement
     return Statement(text)

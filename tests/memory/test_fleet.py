@@ -59,7 +59,10 @@ def test_requests_go_where_the_namespace_lives(memory: Memory) -> None:
 
 def test_the_fleet_answers_as_one_database(memory: Memory) -> None:
     fleet = memory.store(memory.database_ids, index={"dims": 64, "embed": TrigramEmbeddings()})
-    one = memory.store([memory.database_ids[0]], index={"dims": 64, "embed": TrigramEmbeddings()})
+    # One database of its own (one of the fleet's would hold both stores' copies of an item:
+    # the fleet reads an item from its home).
+    one = memory.store([f"{memory.database_ids[0]}-one"],
+                       index={"dims": 64, "embed": TrigramEmbeddings()})
     for s in (fleet, one):
         _fill(s)
         memory.clock.advance(0.01)

@@ -3,20 +3,30 @@ D1Saver.put down to the transport never goes back up through a second loop (issu
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import httpx
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 
 from d1saver import D1Saver
+from d1saver.http import telemetry
 from d1saver.local import LocalD1, LocalD1Transport
 from tests.conftest import LOCAL_BASE_URL
 
-# d1saver's frames between D1Saver.put and the HTTP send: put, the fleet's `on`, the runner's
-# `run` and its loop, the client's `send` (0.2.0: 16, with the client's loop entered twice).
+# d1saver's frames from the application's call to the HTTP send: put, the fleet's `on`, the
+# runner's `run` and its loop, the client's `send` (0.2.0: 16, with the client's loop entered
+# twice); with opentelemetry-api installed, one more above put: the public call's span
+# (d1saver/http/telemetry.py), which must look up whether a provider is set on every call.
+# Group commit and the request's CLIENT span are generators on the runner's stack: no frame.
 MAX_FRAMES = 5
+SPAN_FRAMES = 1 if telemetry.enabled else 0
 LOOPS = {("runner.py", "drive"), ("runner.py", "adrive")}
 
 
@@ -57,11 +67,36 @@ CONFIG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 def test_a_put_reaches_the_transport_without_a_bounce(spied: tuple[D1Saver, Spy]) -> None:
     saver, spy = spied
     saver.put(CONFIG, generate_checkpoint(), {}, {})
-    [stack] = spy.stacks
-    start = stack.index(("saver.py", "put"))
-    frames = stack[start:]
+    [frames] = spy.stacks  # every d1saver frame, from the application's call down
+    assert frames[SPAN_FRAMES] == ("saver.py", "put"), frames
     assert [f for f in frames if f in LOOPS] == [("runner.py", "drive")]  # one loop, entered once
     assert frames[-1] == ("client.py", "send")
+    assert len(frames) <= MAX_FRAMES + SPAN_FRAMES, frames
+
+
+def test_without_opentelemetry_a_put_has_no_frame_of_it() -> None:
+    """Without opentelemetry-api no method is wrapped: the put's stack is the five frames."""
+    code = textwrap.dedent(f"""
+        import sys
+        sys.modules["opentelemetry"] = None  # as if it were not installed
+        from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
+        from d1saver import D1Saver
+        from tests.saver.test_runner import CONFIG, Spy
+        spy = Spy()
+        saver = D1Saver(account_id="a", database_id="d", api_token="t",
+                        api_base_url={LOCAL_BASE_URL!r}, transport=spy)
+        saver.setup()
+        spy.stacks.clear()
+        saver.put(CONFIG, generate_checkpoint(), {{}}, {{}})
+        [frames] = spy.stacks
+        assert "opentelemetry.trace" not in sys.modules
+        print(frames)
+        """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    frames = ast.literal_eval(done.stdout.strip())
+    assert frames[0] == ("saver.py", "put") and frames[-1] == ("client.py", "send"), frames
     assert len(frames) <= MAX_FRAMES, frames
 
 
