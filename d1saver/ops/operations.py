@@ -356,8 +356,8 @@ class Operations(Rewrites):
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str) -> Op[None]:
-        timing = self.holds.timing(config, writes)
         put = st.writes_input(self.values, config, writes, task_id, task_path)  # see put
+        timing = self.holds.timing(config, writes)
         step = (put.thread_id, st.ns_of(config), str(get_checkpoint_id(config) or ""))
         if timing == HELD:  # on its way: the step's put waits for it to join the queue
             yield Expect(step)
