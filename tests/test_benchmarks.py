@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import (agent_bench, compaction_bench, cpu_bench, otel_bench, scaling_bench,
-                        store_bench, ui_bench)
+from benchmarks import (agent_bench, compaction_bench, cpu_bench, floor_bench, otel_bench,
+                        scaling_bench, store_bench, ui_bench)
 
 
 def test_compaction_benchmark_runs() -> None:
@@ -47,6 +47,13 @@ def test_cli_benchmark_runs() -> None:
     by_command = {r["command"]: r for r in rows}
     assert by_command["d1saver --version"]["heavy"] == "-", rows
     assert all(r["cpu_median_s"] > 0 for r in rows)
+
+
+def test_floor_benchmark_runs() -> None:
+    cases = floor_bench.main(["--turns", "1", "--repeat", "1", "--latency-ms", "0",
+                              "--cpu-turns", "1"])
+    assert [(c.api, c.durability) for c in cases] == list(floor_bench.CASES)
+    assert all(c.checkpoints == 3 and min(c.requests) >= c.floor for c in cases), cases
 
 
 def test_cpu_benchmark_runs() -> None:

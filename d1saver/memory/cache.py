@@ -78,7 +78,7 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
     def sweep_ttl(self) -> int:
         """Delete expired entries in every database; returns how many."""
         stmt = [Statement.bind(_sql.SWEEP_CACHE, {"now": self.clock()})]
-        done = self._fleet.each(lambda node: self._exchange(node, stmt), "sweep_ttl",
+        done = self._fleet.each(lambda db: self._exchange(db, stmt), "sweep_ttl",
                                 self.every_database_id)
         return sum(results[0].changes for results in done.values())
 

@@ -121,7 +121,7 @@ class D1Store(Memory, BaseStore):
             partials += [(db, n, _plan.read(plan, done[db])) for db, plan in plans.items()]
         results, refresh = self._merge(batch, partials)
         for db, statements in refresh.items():
-            self._exchange(self._fleet.nodes[db], statements)
+            self._exchange(self._fleet.databases[db], statements)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -142,7 +142,7 @@ class D1Store(Memory, BaseStore):
             partials += [(db, n, _plan.read(plan, done[db])) for db, plan in plans.items()]
         results, refresh = self._merge(batch, partials)
         for db, statements in refresh.items():
-            await self._aexchange(self._fleet.nodes[db], statements)
+            await self._aexchange(self._fleet.databases[db], statements)
         return results
 
     # --- preparing: everything checked and encoded before a byte is sent ------------------
@@ -433,12 +433,12 @@ class D1Store(Memory, BaseStore):
     def sweep_ttl(self) -> int:
         """Delete expired items (and their vectors) in every database; returns how many."""
         now = self.clock()
-        counts = self._fleet.each(lambda node: self._exchange(node, _sweep(now)), "sweep_ttl")
+        counts = self._fleet.each(lambda db: self._exchange(db, _sweep(now)), "sweep_ttl")
         return sum(_swept(results) for results in counts.values())
 
     async def asweep_ttl(self) -> int:
         now = self.clock()
-        counts = await self._fleet.aeach(lambda node: self._aexchange(node, _sweep(now)),
+        counts = await self._fleet.aeach(lambda db: self._aexchange(db, _sweep(now)),
                                          "sweep_ttl")
         return sum(_swept(results) for results in counts.values())
 

@@ -180,10 +180,7 @@ def test_readers_see_each_thread_once_while_it_sits_in_two_databases(
 
 
 def read(saver: D1Saver, thread_id: str) -> admin.ThreadRows:
-    reader = admin.thread_reader(thread_id)
-    while (stmts := reader.next_statements()) is not None:
-        reader.consume(saver.execute(stmts))
-    return reader.rows
+    return admin.read_thread(saver, thread_id)
 
 
 def test_a_thread_written_meanwhile_at_its_old_home_is_not_deleted(local4: FleetBackend) -> None:

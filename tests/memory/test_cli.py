@@ -145,7 +145,7 @@ def test_compact_sweeps_expired_memory_and_cache(env: dict[str, str]) -> None:
         figures = json.loads(out.stdout)
         assert (figures["store_items_swept"], figures["cache_entries_swept"]) == (1, 1)
         assert figures["requests"] == 3  # list (+ the schema's version), acquire; sweep + release
-        rows = store._exchange(store._nodes()[0], [_sql("SELECT key FROM store_items"),
+        rows = store._exchange(store._databases()[0], [_sql("SELECT key FROM store_items"),
                                                    _sql("SELECT key FROM cache_entries")])
         assert [r.rows for r in rows] == [[["kept"]], [["kept"]]]
         out = cli(env, "compact", "--keep", "1", "--all", "--no-sweep", "--json")
@@ -180,7 +180,7 @@ def test_a_thread_scoped_compaction_sweeps_no_memory(env: dict[str, str]) -> Non
         summary = compact(saver, keep=1, threads=["t"])
         assert summary.checkpoints_deleted == 2
         assert (summary.store_items_swept, summary.cache_entries_swept) == (0, 0)
-        rows = old._exchange(old._nodes()[0], [_sql("SELECT COUNT(*) FROM store_items"),
+        rows = old._exchange(old._databases()[0], [_sql("SELECT COUNT(*) FROM store_items"),
                                                _sql("SELECT COUNT(*) FROM cache_entries")])
         assert [r.rows for r in rows] == [[[1]], [[1]]]
         out = cli(env, "compact", "--keep", "1", "--thread", "t", "--json")

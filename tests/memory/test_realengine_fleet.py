@@ -56,7 +56,7 @@ def test_memory_over_a_growing_fleet_and_a_key_rotation_on_the_real_engine() -> 
             assert store.get((gone, "m"), "k1").value == {"text": "rewritten"}  # type: ignore[union-attr]
             assert store.search((USERS[3],), query=f"{USERS[3]} note 2", limit=1)[0].key == "k2"
             assert len(cache.get([(NODE, f"input-{i}") for i in range(20)])) == 20
-            per_db = [cache._exchange(n, [_count()])[0].rows[0][0] for n in cache._nodes()]
+            per_db = [cache._exchange(n, [_count()])[0].rows[0][0] for n in cache._databases()]
             assert all(n > 0 for n in per_db), per_db  # the node cache spreads
         keyed = D1Saver(**done)
         before = keyed.key_census()
