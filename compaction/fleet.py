@@ -82,6 +82,7 @@ def add_up(parts: dict[str, Summary]) -> FleetSummary:
                     and f.name not in ("keep", "seconds"):
                 setattr(total, f.name, getattr(total, f.name) + value)
         total.plan += [{"database_id": db, **p} for p in part.plan]
+        total.threads_not_found += part.threads_not_found
         total.databases[db] = part.as_dict(with_plan=False)
     return total
 

@@ -10,6 +10,7 @@ batches of whole threads, one request each, atomic: killed midway, a rerun finis
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -20,6 +21,8 @@ from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, admin
 from compaction import lease as leases
 
 Progress = Callable[[int, int], None]
+# Each step of a run at INFO (`d1saver -v`): counts and database ids, never a value.
+log = logging.getLogger("d1saver.compaction")
 
 
 @dataclass(frozen=True)
@@ -51,11 +54,15 @@ class Summary:
     requests: int = 0
     seconds: float = 0.0
     plan: list[dict[str, Any]] = field(default_factory=list)
+    # Threads named to compact that have no checkpoint (in --json only when there are some).
+    threads_not_found: list[str] = field(default_factory=list)
 
     def as_dict(self, *, with_plan: bool = True) -> dict[str, Any]:
         out = asdict(self)
         if not with_plan:
             out.pop("plan")
+        if not out["threads_not_found"]:
+            out.pop("threads_not_found")
         return out
 
 
@@ -110,14 +117,21 @@ def refuse_older(versions: dict[str, int]) -> None:
 
 
 def prepare(saver: D1Saver, *, dry_run: bool) -> bool:
-    """Before a run on one database: set it up (create the schema, migrate). A dry run instead
-    only reads its version (refuse_older). Returns False if it has no schema, so no rows."""
-    if not dry_run:
-        saver.setup()
+    """Before a run on one database: make sure of its schema, setting it up (create, migrate)
+    only when it is missing or older, never on every run (that was schema.sql whole, 52
+    statements, a request each time). A saver that sets up on first use (auto_setup, the
+    default) reads the version riding with the run's first request, no request more, as every
+    saver call does; otherwise one read of the version comes first. A dry run only reads the
+    version (refuse_older). Returns False if there is no schema, so no rows."""
+    if not dry_run and saver.auto_setup:
         return True
     version = stored_version(saver)
-    refuse_older({str(saver.database_id): version})
-    return version > 0
+    if dry_run:
+        refuse_older({str(saver.database_id): version})
+        return version > 0
+    if version != admin.SCHEMA_VERSION:
+        saver.setup()
+    return True
 
 
 def compact(
@@ -160,15 +174,22 @@ def compact(
     summary = Summary(dry_run=dry_run, keep=keep)
     has_schema = prepare(saver, dry_run=dry_run)
     whole = threads is None
+    log.info("%s: %s, keeping %d checkpoints%s%s", saver.database_id,
+             "every thread" if whole else f"{len(threads or ())} named threads", keep,
+             "" if cutoff is None else f", idle since {cutoff} expired",
+             " (dry run)" if dry_run else "")
     held = None
     if not dry_run:
         if break_lease:
             leases.break_lease(saver)
         held = leases.acquire(saver, ttl=lease_ttl)
+        log.info("%s: lease %s held for %d s", saver.database_id, held.name, lease_ttl)
     try:
         done = total = 0
         for page in _plan_pages(saver, keep, cutoff, threads, batch_checkpoints, batch_threads)\
                 if has_schema else ():
+            if threads is not None:  # one page: the named threads that exist
+                summary.threads_not_found = sorted(set(threads) - {p.thread_id for p in page})
             listed = [p for p in page if not p.staged]  # staged rows are no thread
             summary.threads_scanned += len(listed)
             summary.checkpoints_kept += sum(p.checkpoints for p in listed if p.batch is None)
@@ -177,6 +198,10 @@ def compact(
                 if p.batch is not None:
                     batches.setdefault(p.batch, []).append(p)
             total += sum(len(b) for b in batches.values())
+            log.info("%s: %d threads planned; %d to trim to %d checkpoints, %d idle to expire",
+                     saver.database_id, len(listed),
+                     sum(len(b) for b in batches.values() if not b[0].expired), keep,
+                     sum(len(b) for b in batches.values() if b[0].expired))
             for batch in batches.values():
                 expired = batch[0].expired
                 _run_batch(saver, [p.thread_id for p in batch], 0 if expired else keep,
@@ -192,6 +217,10 @@ def compact(
             leases.release(saver, held)
     summary.requests = saver.client.requests - requests0
     summary.seconds = round(time.monotonic() - started, 3)
+    log.info("%s: done, %d checkpoints and %d writes %s in %d batches, %d requests, %.1f s",
+             saver.database_id, summary.checkpoints_deleted, summary.writes_deleted,
+             "to delete" if dry_run else "deleted", summary.batches, summary.requests,
+             summary.seconds)
     return summary
 
 
@@ -225,6 +254,10 @@ def _finish(saver: D1Saver, summary: Summary, held: leases.Lease | None, sweep: 
     summary.staged_removed = figures.staged_removed
     summary.store_items_swept = figures.store_items_swept
     summary.cache_entries_swept = figures.cache_entries_swept
+    log.info("%s: %s %d staged rows, %d expired memory items and %d cache entries%s",
+             saver.database_id, "would remove" if summary.dry_run else "removed",
+             summary.staged_removed, summary.store_items_swept, summary.cache_entries_swept,
+             "; lease released" if held is not None else "")
 
 
 def _cutoff(max_age: timedelta | None) -> str | None:
@@ -252,7 +285,12 @@ def _run_batch(saver: D1Saver, thread_ids: list[str], keep: int, summary: Summar
         raise
     plan = admin.retention_summary([*prefix, *stmts], results)
     summary.batches += 1
-    for row in plan.dicts():
+    rows = plan.dicts()
+    log.info("%s: batch %d, %d threads%s: %d checkpoints and %d writes %s (%d bytes)",
+             saver.database_id, summary.batches, len(thread_ids), " idle" if expired else "",
+             sum(int(r["checkpoints"]) for r in rows), sum(int(r["writes"]) for r in rows),
+             "to delete" if summary.dry_run else "deleted", sum(int(r["bytes"]) for r in rows))
+    for row in rows:
         thread_id, total, gone, writes, size = (
             row["thread_id"], row["checkpoints_total"], row["checkpoints"], row["writes"],
             row["bytes"])

@@ -42,8 +42,9 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -52,7 +53,8 @@ from d1saver import (D1Error, D1Saver, LeaseHeldError, QueryError, Result, State
 from compaction import fleet
 from compaction.fleet import memory_plan
 from compaction import lease as leases
-from compaction.job import ThreadInfo, list_threads, refuse_older, stored_version
+from compaction.job import (ThreadInfo, list_threads, log, prepare, refuse_older,
+                            stored_version)
 
 Progress = Callable[[int, int], None]
 ATTEMPTS = 3  # moves of one thread in a run while writers on the old layout keep changing it
@@ -137,13 +139,17 @@ def rebalance(saver: D1Saver, *, dry_run: bool = False, lease_ttl: int = 300,
                                        database_ids=databases)
         refuse_older(versions)
         scanned = [db for db in databases if versions[db]]
-    else:
-        saver.each_database(lambda db: db.setup(), operation="setup", database_ids=databases)
+    else:  # set up only what is missing or older (compaction.job.prepare)
+        saver.each_database(lambda db: prepare(db, dry_run=False), operation="setup",
+                            database_ids=databases)
     held = {} if dry_run else _acquire_all(views, lease_ttl, break_lease)
     try:
         found, moves = plan(saver, scanned)
         summary.threads_scanned = sum(len(infos) for infos in found.values())
         summary.threads_misplaced = len({m.thread_id for m in moves})
+        log.info("rebalance: %d threads in %d databases, %d misplaced%s",
+                 summary.threads_scanned, len(scanned), summary.threads_misplaced,
+                 " (dry run)" if dry_run else "")
         summary.per_database = {db: {"threads": len(found.get(db, ())), "moved_out": 0,
                                      "moved_in": 0} for db in databases}
         misplaced = {}
@@ -208,16 +214,14 @@ def _release_all(views: dict[str, D1Saver], held: dict[str, leases.Lease],
         raise error
 
 
-def _read(view: D1Saver, thread_id: str,
-          first: Callable[[list[Statement]], list[Result]] | None = None) -> admin.ThreadRows:
-    """Every row of the thread; the first page sent by `first` (which may add statements
-    before it and returns the page's results) if given."""
-    reader = admin.thread_reader(thread_id)
-    send = first or view.execute
-    while (stmts := reader.next_statements()) is not None:
-        reader.consume(send(stmts))
-        send = view.execute
-    return reader.rows
+def _read(view: D1Saver, thread_id: str, lease: leases.Lease | None = None,
+          lead: Sequence[Statement] = ()) -> admin.ThreadRows:
+    """Every row of the thread; with `lease`, its first page is read in one atomic batch led
+    by the lease's guard and `lead`."""
+    if lease is None:
+        return admin.read_thread(view, thread_id)
+    with _lease_kept(view):
+        return admin.read_thread(view, thread_id, lead=[*lease.guard_statements(), *lead])
 
 
 class _Mover:
@@ -263,6 +267,8 @@ class _Mover:
                 self.summary.threads_failed += 1
                 self.summary.errors[m.thread_id] = f"{m.source} -> {m.target}: {exc}"
             return
+        log.info("rebalance: thread %r %s -> %s: %s (%d rows)", m.thread_id, m.source,
+                 m.target, outcome, rows.total)
         with self.lock:
             s = self.summary
             s.moves.append({**asdict(m), "outcome": outcome})
@@ -288,7 +294,8 @@ class _Mover:
             # the target: a delete or a prune of the thread (which goes to its old home first,
             # then to its new one) voids the move, and the copy read before it never lands.
             move_id = uuid.uuid4().hex
-            held = _read(dst, m.thread_id, self._beginning(m, move_id))
+            held = _read(dst, m.thread_id, self.held[m.target],
+                         [admin.begin_move(m.thread_id, move_id)])
             rows = _read(src, m.thread_id)
             if not rows.total:
                 return "gone", rows  # deleted meanwhile, or moved by an earlier attempt
@@ -315,14 +322,6 @@ class _Mover:
                 f"thread {m.thread_id!r} copied to {m.target} does not read back as in "
                 f"{m.source} ({rows.counts()}): left in {m.source}")
         return "changed", rows
-
-    def _beginning(self, m: Move, move_id: str) -> Callable[[list[Statement]], list[Result]]:
-        """Sends a read of the target led by the move's registration there; its results."""
-        begin = admin.begin_move(m.thread_id, move_id)
-
-        def send(stmts: list[Statement]) -> list[Result]:
-            return self._write(m.target, [begin, *stmts])[-len(stmts):]
-        return send
 
     def _write(self, db: str, statements: list[Statement]) -> list[Result]:
         return _guarded(self.views[db], self.held[db], statements)
@@ -376,8 +375,15 @@ class _MemoryMover:
 
 def _guarded(view: D1Saver, lease: leases.Lease, statements: list[Statement]) -> list[Result]:
     """One atomic batch, refused by D1 unless this run still holds the database's lease."""
-    try:
+    with _lease_kept(view):
         return view.execute([*lease.guard_statements(), *statements])
+
+
+@contextmanager
+def _lease_kept(view: D1Saver) -> Iterator[None]:
+    """A batch led by the lease's guard: refused (lease_lost) means this run lost the lease."""
+    try:
+        yield
     except QueryError as exc:
         if "lease_lost" in str(exc):
             raise LeaseHeldError(f"database {view.database_id}: this run lost its lease (it "

@@ -10,21 +10,25 @@ d1saver ships lives in one place and runs on the real engine in CI.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from d1saver.ops import rows as _rows
 from d1saver.sql import catalogue as _sql
 from d1saver.sql import memory as _memory_sql
 from d1saver.ops import statements as st
 from d1saver.ops import transfer as _transfer
-from d1saver.core.protocol import Param, Result, Statement
+from d1saver.core.protocol import Exchange, Param, Result, Statement
 from d1saver.ops.reseal import STAGED, add_census
 from d1saver.fleet.routing import (COPYING_PREFIX, LEAVING_PREFIX, MOVING_PREFIX, STAGING_PREFIX,
                                    Route, Router, is_staging)
 from d1saver.memory import moves as _moves
 from d1saver.memory.placement import Layout
-from d1saver.ops.transfer import ThreadReader, ThreadRows
+from d1saver.ops.transfer import ThreadRows
+
+if TYPE_CHECKING:  # types only: the saver is the caller's
+    from d1saver.saver import D1Saver
 
 
 def threads_page(after: str, size: int) -> Statement:
@@ -323,15 +327,30 @@ def cursor_clear(name: str = CRON_CURSOR) -> Statement:
 
 # --- moving threads between databases (`d1saver rebalance`) -----------------------------------
 
-def thread_reader(thread_id: str) -> ThreadReader:
-    """Reads every row of a thread in bounded keyset pages:
+def read_thread(saver: D1Saver, thread_id: str, *, lead: Sequence[Statement] = (),
+                page_rows: int = _transfer.READ_PAGE_ROWS,
+                page_bytes: int = _transfer.READ_PAGE_BYTES) -> ThreadRows:
+    """Every row of a thread, read in bounded keyset pages (one request for most threads),
+    each request sent as `saver.execute` sends it, on the saver's runner. `saver` is a
+    single-database saver or `saver.database(id)`. `lead` leads the first request in one
+    atomic batch with it (a lease's guard, a move's registration), its results dropped:
 
-        reader = thread_reader("t1")
-        while (stmts := reader.next_statements()) is not None:
-            reader.consume(saver.execute(stmts))
-        rows = reader.rows          # a ThreadRows: counts(), digest(), holds(other)
+        rows = read_thread(saver, "t1")    # a ThreadRows: counts(), digest(), holds(other)
     """
-    return ThreadReader(thread_id)
+    ops = saver.ops
+    return saver.driver.run(_transfer.read_thread(
+        _led(ops.execute, lead), thread_id, page_rows=page_rows, page_bytes=page_bytes))
+
+
+def _led(send: Exchange, lead: Sequence[Statement]) -> Exchange:
+    """`send`, with `lead` before the statements of its first request."""
+    first = [list(lead)]
+
+    def exchange(statements: Sequence[Statement]) -> Generator[Any, Any, list[Result]]:
+        led = first.pop() if first else []
+        results = yield from send([*led, *statements])
+        return results[len(led):]
+    return exchange
 
 
 def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str = MOVING_PREFIX,
@@ -490,7 +509,7 @@ def inexact_threads(result: Result) -> list[InexactThread]:
 __all__ = ["COMPACTION_RUNS_COLUMNS", "COPYING_PREFIX", "CRON_CURSOR", "LEAVING_PREFIX",
            "MOVING_PREFIX", "PLAN_COLUMNS", "SCHEMA_VERSION", "STAGED", "STAGING_PREFIX",
            "SUMMARY_COLUMNS", "SWEEP_MARGIN", "FINISH_FIGURES", "Finished", "InexactThread", "Leftover",
-           "PlannedThread", "ThreadReader", "ThreadRows", "acquire_lease", "finish",
+           "PlannedThread", "ThreadRows", "acquire_lease", "finish",
            "finish_counts", "finished", "read_plan", "retention_plan",
            "retention_plan_threads",
            "add_census", "begin_move", "break_lease", "chunk_check", "clear_moves",
@@ -504,4 +523,4 @@ __all__ = ["COMPACTION_RUNS_COLUMNS", "COPYING_PREFIX", "CRON_CURSOR", "LEAVING_
            "retention", "retention_summary", "run_add_batch", "run_begin", "run_end",
            "runs_interrupted", "schema_version", "setup_statements",
            "staged_threads", "storage_summary", "stored_sample", "thread_infos",
-           "thread_reader", "threads_page"]
+           "read_thread", "threads_page"]

@@ -57,8 +57,9 @@ class D1Saver(BaseCheckpointSaver[str]):
     `retry` bounds retries; `guard_head=True` refuses a `put` whose parent is no longer the
     thread's newest checkpoint (`CheckpointConflictError`), catching accidental forks when
     two writers resume one thread. `page_size` is how many checkpoints one `list` request
-    reads. `group_commit` sends writes that arrive while one is in flight together, in
-    one batch, after a window of `group_commit_window` seconds (10 ms; see
+    reads. `group_commit` sends writes that arrive together in one batch: a step's put_writes
+    ride with its put (one request per super-step), and writes that arrive while one is in
+    flight leave together after a window of `group_commit_window` seconds (10 ms; see
     d1saver/http/group_commit.py). The schema is created on first use (one extra request, once) unless
     `auto_setup=False`; `setup()` does it explicitly.
 
@@ -169,7 +170,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     @property
     def is_setup(self) -> bool:
         """Whether this instance has set the schema up (or found it set up), in every database."""
-        return all(database.ops.is_setup for database in self._fleet.nodes.values())
+        return all(database.ops.is_setup for database in self._fleet.databases.values())
 
     @is_setup.setter
     def is_setup(self, value: bool) -> None:
@@ -210,7 +211,7 @@ class D1Saver(BaseCheckpointSaver[str]):
 
     @property
     def _first(self) -> Database:
-        return next(iter(self._fleet.nodes.values()))
+        return next(iter(self._fleet.databases.values()))
 
     @property
     def client(self) -> D1Client:
@@ -272,11 +273,11 @@ class D1Saver(BaseCheckpointSaver[str]):
         await self.aclose()
 
     def close(self) -> None:
-        for database in self._fleet.nodes.values():
+        for database in self._fleet.databases.values():
             database.client.close()
 
     async def aclose(self) -> None:
-        for database in self._fleet.nodes.values():
+        for database in self._fleet.databases.values():
             await database.client.aclose()
 
     def setup(self) -> None:
@@ -418,7 +419,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     def key_census(self) -> dict[str, dict[str, int]]:
         """Stored values per table ("checkpoints" with their metadata, "writes") and key id
         ("plaintext": under none), summed over the databases: one request each."""
-        return add_census(self._fleet.each(lambda n: n.run(lambda ops: ops.key_census()),
+        return add_census(self._fleet.each(lambda db: db.run(lambda ops: ops.key_census()),
                                            "key_census").values())
 
     def rekey(self, table: str, *, page_size: int = 100, seal_plaintext: bool = False,
@@ -428,7 +429,7 @@ class D1Saver(BaseCheckpointSaver[str]):
         metadata, "writes", or "delta_frozen": frozen DeltaChannel histories) under another
         key (and with `seal_plaintext` under none), in keyset pages of `page_size` rows, one
         atomic batch each led by `guard` (a lease check): resumable. Over several databases, on each (same `guard`: prefer `database(id)`)."""
-        return add_counts(self._fleet.each(lambda n: n.run(lambda ops: ops.rekey(
+        return add_counts(self._fleet.each(lambda db: db.run(lambda ops: ops.rekey(
             table, page_size=page_size, plaintext=seal_plaintext, guard=guard,
             progress=progress)), "rekey"))
 

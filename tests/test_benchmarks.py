@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import (agent_bench, compaction_bench, cpu_bench, otel_bench, scaling_bench,
-                        store_bench, ui_bench)
+from benchmarks import (agent_bench, compaction_bench, cpu_bench, floor_bench, otel_bench,
+                        scaling_bench, store_bench, ui_bench)
 
 
 def test_compaction_benchmark_runs() -> None:
@@ -38,6 +38,22 @@ def test_ui_benchmark_runs() -> None:
                           "--latency-ms", "0"])
     paged = [r for r in rows if r["way"].startswith("page")]
     assert paged and all(r["requests"] == 1 and r["rows"] == 5 for r in paged), rows
+
+
+def test_cli_benchmark_runs() -> None:
+    from benchmarks import cli_bench
+
+    rows = cli_bench.main(["--runs", "1"])
+    by_command = {r["command"]: r for r in rows}
+    assert by_command["d1saver --version"]["heavy"] == "-", rows
+    assert all(r["cpu_median_s"] > 0 for r in rows)
+
+
+def test_floor_benchmark_runs() -> None:
+    cases = floor_bench.main(["--turns", "1", "--repeat", "1", "--latency-ms", "0",
+                              "--cpu-turns", "1"])
+    assert [(c.api, c.durability) for c in cases] == list(floor_bench.CASES)
+    assert all(c.checkpoints == 3 and min(c.requests) >= c.floor for c in cases), cases
 
 
 def test_cpu_benchmark_runs() -> None:

@@ -90,3 +90,20 @@ def test_configuration_leads_with_what_a_user_sets() -> None:
     internals = text.index("## How values are stored")
     for word in ("base85", "manifest", "FastCDC"):
         assert text.index(word) > internals, f"{word!r} comes before the storage internals"
+
+
+def _blocks(text: str, info: str) -> list[str]:
+    """The contents of the fenced code blocks of `text` whose info string is `info`."""
+    return re.findall(rf"^```{info}\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_ci_recipes_install_d1saver_itself(page: Path) -> None:
+    """The GitHub Actions recipe ran `pip install .`, which in a user's repository installs
+    their own project, not d1saver: a recipe that runs d1saver installs it by name (or a git
+    URL)."""
+    for block in _blocks(page.read_text(), "yaml"):
+        if "d1saver " not in block or "pip install" not in block:
+            continue
+        assert not re.search(r"pip install \.(\s|$|&)", block), block
+        assert re.search(r"pip install ['\"]?d1saver\b", block), block

@@ -1,11 +1,14 @@
 """The `d1saver` command: the local D1 server, the demo, long-term memory and cache (store,
-cache), and the compaction commands."""
+cache), and the compaction commands.
+
+Start-up stays light: this module and the command modules it mounts import Typer and d1saver's
+errors only; each command imports what it runs when it runs (benchmarks/cli_bench.py measures
+it, tests/cli/test_cli.py holds it)."""
 
 from __future__ import annotations
 
 import errno
 import socket
-import logging
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -13,9 +16,10 @@ from typing import Optional
 
 import typer
 
-from d1saver.cli.support import EXIT_RUNTIME, OneLineUsageErrors, usage_error
+from d1saver.cli.support import (CONTEXT_SETTINGS, EXIT_RUNTIME, STATE, OneLineUsageErrors,
+                                 print_version, set_verbosity, usage_error)
 from d1saver.core.errors import ConfigError
-from d1saver.local.server import DEFAULT_DATABASE, DEFAULT_PORT
+from d1saver.local.defaults import DEFAULT_DATABASE, DEFAULT_PORT
 
 
 app = typer.Typer(
@@ -24,36 +28,21 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings=CONTEXT_SETTINGS,
 )
-
-_debug = False
-
-
-def _version(value: bool) -> None:
-    if value:
-        from d1saver import __version__
-
-        typer.echo(f"d1saver {__version__}")
-        raise typer.Exit()
 
 
 @app.callback()
 def _options(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+    version: bool = typer.Option(False, "--version", "-V", callback=print_version, is_eager=True,
                                  help="Print the version and exit."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True,
-                                help="Log to stderr: -v maintenance (INFO), -vv every D1 request (DEBUG)."),
+                                help="Log to stderr: -v each maintenance step (INFO), -vv every D1 request too (DEBUG). These flags may also follow the command."),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback of an unexpected error."),
 ) -> None:
     """LangGraph checkpoints in Cloudflare D1: local D1, demo, and compaction."""
-    global _debug
-    _debug = debug
-    if verbose:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-        logger = logging.getLogger("d1saver")
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
+    STATE["debug"] = debug
+    set_verbosity(verbose)
 
 
 @app.command()
@@ -140,7 +129,7 @@ def demo(
 
 
 gateway_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
-                          help="The gateway Worker: D1's REST API on D1 bindings, deployed by you.")
+                          context_settings=CONTEXT_SETTINGS, help="The gateway Worker: D1's REST API on D1 bindings, deployed by you.")
 app.add_typer(gateway_app, name="gateway")
 
 
@@ -199,7 +188,7 @@ def main() -> None:
     try:
         app()
     except Exception as exc:  # noqa: BLE001 - the last line of defence of a command line
-        if _debug or "--debug" in sys.argv[1:]:
+        if STATE["debug"] or "--debug" in sys.argv[1:]:
             raise
         typer.echo(f"error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", err=True)
         sys.exit(EXIT_RUNTIME)

@@ -5,9 +5,9 @@ D1SAVER_ENCRYPTION_KEYS).
 
 A NAMESPACE is typed as labels separated by '/' (`users/u1/memories`) or as a JSON array of
 labels (`'["users", "a/b"]'`) when a label holds a '/'. Exit codes: 0 done, 1 a D1 error,
-2 bad usage (a namespace refused, or `rm` without --yes off a terminal; a schema older than
-this d1saver's met by a command that only reads), 4 no such item (or no schema at all: `ls`,
-`get` and `namespaces` only read, so they never create nor migrate one).
+2 bad usage (a namespace refused, or `rm` or `cache clear` without --yes off a terminal; a
+schema older than this d1saver's met by a command that only reads), 4 no such item (or no
+schema at all: `ls`, `get` and `namespaces` only read, so they never create nor migrate one).
 """
 
 from __future__ import annotations
@@ -22,17 +22,16 @@ from typing import Any, Optional
 
 import typer
 
-from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable, usage_error
+from d1saver.cli.support import (CONTEXT_SETTINGS, EXIT_USAGE, OneLineUsageErrors, printable,
+                                 table, usage_error)
 from d1saver.core.errors import ConfigError, D1Error, InvalidInputError, SchemaNotReadyError
-from d1saver.memory import D1Cache, D1Store
-from d1saver.memory import namespaces as _ns
 
 EXIT_D1, EXIT_NOT_FOUND = 1, 4
 
 store_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
-                        help="Long-term memory (D1Store): list, show and delete items.")
+                        context_settings=CONTEXT_SETTINGS, help="Long-term memory (D1Store): list, show and delete items.")
 cache_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
-                        help="The node cache (D1Cache).")
+                        context_settings=CONTEXT_SETTINGS, help="The node cache (D1Cache).")
 
 _NS_HELP = "Labels separated by '/' (users/u1), or a JSON array of labels."
 # The connection options, which every command takes after its own (as the other commands do).
@@ -46,10 +45,12 @@ _CONNECTION = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=o
     ("api_token", typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.",
                                show_default=False)),
 ]]
-Connect = Callable[..., AbstractContextManager[Any]]  # (D1Store or D1Cache, read_only=...)
+Connect = Callable[..., AbstractContextManager[Any]]  # ("D1Store" or "D1Cache", read_only=...)
 
 
 def _namespace(text: str, *, cache: bool = False) -> tuple[str, ...]:
+    from d1saver.memory import namespaces as _ns  # when run: `--help` loads no LangGraph
+
     try:
         return _ns.parse_cli(text, cache=cache)
     except InvalidInputError as exc:
@@ -57,12 +58,15 @@ def _namespace(text: str, *, cache: bool = False) -> tuple[str, ...]:
 
 
 @contextmanager
-def _open(cls: Any, *, read_only: bool = False, **connection: Optional[str]) -> Iterator[Any]:
-    """The store or cache of one command. `read_only`: it never creates nor migrates a
-    schema; a database without one is reported (exit 4; over several databases, read as
-    empty and named on stderr), one with an older schema too (exit 2)."""
+def _open(cls: str, *, read_only: bool = False, **connection: Optional[str]) -> Iterator[Any]:
+    """The store or cache of one command: d1saver.memory's `cls` ("D1Store" or "D1Cache"),
+    imported when a command opens it. `read_only`: it never creates nor migrates a schema; a
+    database without one is reported (exit 4; over several databases, read as empty and named
+    on stderr), one with an older schema too (exit 2)."""
+    from d1saver import memory
+
     try:
-        with cls.from_env(**connection) as opened:
+        with getattr(memory, cls).from_env(**connection) as opened:
             opened.read_only = read_only
             try:
                 yield opened
@@ -123,7 +127,7 @@ def namespaces_cmd(
 ) -> None:
     """List the namespaces that hold live items (under PREFIX)."""
     ns = _namespace(prefix)
-    with connect(D1Store, read_only=True) as store:
+    with connect("D1Store", read_only=True) as store:
         found = store.list_namespaces(prefix=ns or None, max_depth=max_depth, limit=limit)
     if as_json:
         typer.echo(json.dumps([list(n) for n in found], ensure_ascii=False))
@@ -144,16 +148,19 @@ def ls_cmd(
 ) -> None:
     """List the items of NAMESPACE and of the namespaces under it, newest first."""
     ns = _namespace(namespace)
-    with connect(D1Store, read_only=True) as store:
+    with connect("D1Store", read_only=True) as store:
         items = store.search(ns, limit=limit, offset=offset, refresh_ttl=False)
-    for item in items:
-        if as_json:
+    if as_json:
+        for item in items:
             typer.echo(json.dumps(_as_dict(item), ensure_ascii=False))
-        else:
-            text = json.dumps(item.value, ensure_ascii=False)
-            text = text if len(text) <= 80 else text[:77] + "..."
-            typer.echo(f"{_show(item.namespace)}  {printable(item.key)}  "
-                       f"{item.updated_at.isoformat(timespec='milliseconds')}  {printable(text)}")
+        return
+    rows = []
+    for item in items:
+        text = json.dumps(item.value, ensure_ascii=False)
+        text = text if len(text) <= 80 else text[:77] + "..."
+        rows.append([_show(item.namespace), printable(item.key),
+                     item.updated_at.isoformat(timespec="milliseconds"), printable(text)])
+    table(["namespace", "key", "updated", "value"], rows, header=False)
 
 
 @store_app.command("get")
@@ -166,7 +173,7 @@ def get_cmd(
 ) -> None:
     """Print one item as JSON (namespace, key, value, created_at, updated_at); exit 4 if none."""
     ns = _namespace(namespace)
-    with connect(D1Store, read_only=True) as store:
+    with connect("D1Store", read_only=True) as store:
         item = store.get(ns, key, refresh_ttl=False)
     if item is None:
         typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)
@@ -194,7 +201,7 @@ def rm_cmd(
             raise usage_error(f"this deletes {what}: pass --yes (no terminal to ask on)")
         if not typer.confirm(f"Delete {what}?"):
             raise typer.Exit(0)
-    with connect(D1Store) as store:
+    with connect("D1Store") as store:
         if key is not None:
             if store.get(ns, key, refresh_ttl=False) is None:
                 typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)
@@ -212,15 +219,23 @@ def cache_clear_cmd(
     namespace: Optional[str] = typer.Argument(
         None, help=_NS_HELP + " Labels may hold a period (a node's module path). Every entry "
         "if omitted."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (needed off a terminal)."),
     *,
     connect: Connect,
 ) -> None:
     """Delete the cache entries of NAMESPACE (exactly that namespace, as BaseCache.clear), or
-    every entry."""
+    every entry; asks first on a terminal, and prints how many it deleted."""
     ns = None if namespace is None else _namespace(namespace, cache=True)
-    with connect(D1Cache) as cache:
-        cache.clear(None if ns is None else [ns])
-    typer.echo("cleared " + ("every cache entry" if ns is None else f"cache namespace {_show(ns)}"))
+    what = "every cache entry" if ns is None else f"the cache entries of namespace {_show(ns)}"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise usage_error(f"this deletes {what}: pass --yes (no terminal to ask on)")
+        if not typer.confirm(f"Delete {what}?"):
+            raise typer.Exit(0)
+    with connect("D1Cache") as cache:
+        gone = cache.clear_and_count(None if ns is None else [ns])
+    typer.echo(f"deleted {gone} cache entr{'y' if gone == 1 else 'ies'}"
+               + ("" if ns is None else f" of namespace {_show(ns)}"))
 
 
 def _as_dict(item: Any) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """The D1 REST client: statements in, Results out, one HTTP request per call, over any transport.
 
-It builds the request, reads D1's envelope (d1saver/http/envelope.py), retries by the policy,
-keeps the API's rate-limit state, and performs the two I/O actions of the protocol, `Send`
-and `Sleep`, synchronously (`run`) or asynchronously (`arun`). It knows nothing of schema
-setup or group commit: other actions are handed to the caller's `perform` (the driver layer).
+It builds the request, reads D1's envelope (d1saver/http/envelope.py), retries by the policy
+(`exchange`, an operation yielding `Send` and `Sleep`), keeps the API's rate-limit state, and
+offers the runner (d1saver/http/runner.py) the two I/O primitives those actions need: `send`
+and `sleep`, each sync and async. It knows nothing of schema setup or group commit: those are
+the driver's (d1saver/http/driver.py).
 Transports are injected, so the same client talks to Cloudflare, to Wrangler's real engine,
 or in-process to d1saver's local D1.
 """
@@ -18,8 +19,8 @@ import ssl
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator, Generator, Sequence
+from typing import Any
 
 import httpx
 
@@ -29,15 +30,13 @@ from d1saver.core.protocol import Action, Result, Send, Sleep, Statement, TraceE
 from d1saver.core.ids import check_api_base_url, validate_account_id, validate_database_id
 from d1saver.http import telemetry
 from d1saver.http.retry import RetryPolicy
+from d1saver.http.runner import arun, run
 
-T = TypeVar("T")
 # The library's logger: one DEBUG line per HTTP attempt (never the token, never values). No
 # handler is added: the application (or the CLI's -v) decides where it goes.
 log = logging.getLogger("d1saver")
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # D1 cuts every request at 30 s anyway
 Exchange = Generator[Action, Any, list[Result]]
-Perform = Callable[[Action], Any]
-APerform = Callable[[Action], Awaitable[Any]]
 
 
 @functools.cache
@@ -210,42 +209,45 @@ class D1Client:
             self.tracer(TraceEvent(tuple(statements), attempt, status, error,
                                    seconds, len(request.content), received, self.database_id))
 
-    # --- sync: moving bytes -----------------------------------------------------------------
+    # --- the two primitives the runner performs an exchange with (d1saver/http/runner.py) ------
 
-    def execute(self, statements: Sequence[Statement]) -> list[Result]:
-        """Run statements in one HTTP request (a batch if several) and return their results."""
-        return self.run(self.exchange(statements))
-
-    def run(self, gen: Generator[Action, Any, T], perform: Perform | None = None) -> T:
-        """Perform a protocol generator's actions synchronously: Send and Sleep here, any
-        other action by `perform`. A D1Error from an action is thrown into the generator."""
-        outcome: Outcome = (None, None)
-        while True:
-            done, step = _advance(gen, outcome)
-            if done:
-                return step
-            try:
-                outcome = self._perform(step, perform)
-            except D1Error as exc:
-                outcome = (None, exc)
-
-    def _perform(self, action: Action, perform: Perform | None) -> Outcome:
-        if isinstance(action, Sleep):
-            time.sleep(action.seconds)
-            return None, None
-        if isinstance(action, Send):
-            return _outcome(self._send(action.request))
-        if perform is None:
-            raise TypeError(f"D1Client cannot perform {type(action).__name__}")
-        return perform(action), None
-
-    def _send(self, request: httpx.Request) -> httpx.Response | D1Error:
-        """The response, or the mapped failure: returned, not raised, so that `run` throws it
-        into the operation outside any handler (no implicit context quoting the token)."""
+    def send(self, request: httpx.Request) -> httpx.Response | D1Error:
+        """`Send`: the response, or the mapped failure, returned and not raised, so that the
+        runner throws it into the operation outside any handler (no implicit context quoting
+        the token)."""
         try:
             return self._sync_client().send(request)
         except httpx.HTTPError as exc:
             return map_transport_error(exc, self._token)
+
+    async def asend(self, request: httpx.Request) -> httpx.Response | D1Error:
+        try:
+            return await (await self._async_client()).send(request)
+        except httpx.HTTPError as exc:
+            return map_transport_error(exc, self._token)
+
+    def sleep(self, seconds: float) -> None:
+        """`Sleep`: a retry's backoff, or a wait for the API's rate-limit budget."""
+        time.sleep(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def perform(self, action: Action) -> Any:
+        raise TypeError(f"a client performs Send and Sleep only, not {type(action).__name__}: "
+                        "run the operation on a database's driver")
+
+    async def aperform(self, action: Action) -> Any:
+        self.perform(action)
+
+    def execute(self, statements: Sequence[Statement]) -> list[Result]:
+        """Run statements in one HTTP request (a batch if several) and return their results."""
+        return run(self.exchange(statements), self)
+
+    async def aexecute(self, statements: Sequence[Statement]) -> list[Result]:
+        return await arun(self.exchange(statements), self)
+
+    # --- sync and async clients -------------------------------------------------------------
 
     def _sync_client(self) -> httpx.Client:
         with self._lock:
@@ -255,39 +257,6 @@ class D1Client:
                 # A script that never closes its saver still closes its sockets at exit.
                 self._sync_finalizer = weakref.finalize(self, self._sync.close)
             return self._sync
-
-    # --- async: moving bytes ----------------------------------------------------------------
-
-    async def aexecute(self, statements: Sequence[Statement]) -> list[Result]:
-        return await self.arun(self.exchange(statements))
-
-    async def arun(self, gen: Generator[Action, Any, T], perform: APerform | None = None) -> T:
-        """`run`, asynchronously; `perform` is awaited."""
-        outcome: Outcome = (None, None)
-        while True:
-            done, step = _advance(gen, outcome)
-            if done:
-                return step
-            try:
-                outcome = await self._aperform(step, perform)
-            except D1Error as exc:
-                outcome = (None, exc)
-
-    async def _aperform(self, action: Action, perform: APerform | None) -> Outcome:
-        if isinstance(action, Sleep):
-            await asyncio.sleep(action.seconds)
-            return None, None
-        if isinstance(action, Send):
-            return _outcome(await self._asend(action.request))
-        if perform is None:
-            raise TypeError(f"D1Client cannot perform {type(action).__name__}")
-        return await perform(action), None
-
-    async def _asend(self, request: httpx.Request) -> httpx.Response | D1Error:
-        try:
-            return await (await self._async_client()).send(request)
-        except httpx.HTTPError as exc:
-            return map_transport_error(exc, self._token)
 
     async def _async_client(self) -> httpx.AsyncClient:
         # An AsyncClient's connections belong to one event loop; keep one client per live loop.
@@ -335,24 +304,6 @@ async def _close_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, No
         yield
     finally:
         await client.aclose()
-
-
-# An action's outcome: (reply, None) or (None, the D1Error to throw into the operation).
-Outcome = tuple[Any, D1Error | None]
-
-
-def _advance(gen: Generator[Action, Any, Any], outcome: Outcome) -> tuple[bool, Any]:
-    """Send the last outcome into the operation: (False, its next action), or (True, its
-    return value). A failure is thrown in here, outside any handler: no implicit context."""
-    reply, failure = outcome
-    try:
-        return False, gen.throw(failure) if failure is not None else gen.send(reply)
-    except StopIteration as stop:
-        return True, stop.value
-
-
-def _outcome(response: httpx.Response | D1Error) -> Outcome:
-    return (None, response) if isinstance(response, D1Error) else (response, None)
 
 
 __all__ = ["D1Client", "DEFAULT_TIMEOUT"]

@@ -16,16 +16,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .defaults import DEFAULT_DATABASE, DEFAULT_PORT
 from .engine import LocalD1
 from .faults import DroppedConnection, FaultPlan
 
-__all__ = ["LocalD1Server", "client_settings", "make_server", "serve"]
+__all__ = ["DEFAULT_DATABASE", "DEFAULT_PORT", "LocalD1Server", "client_settings", "make_server", "serve"]
 
 TOKEN_ENV = "LOCAL_D1_API_TOKEN"
-# Not 8787, Wrangler's default, so that `wrangler dev` can run beside the local D1.
-DEFAULT_PORT = 8799
-# What the served command line creates unless told otherwise (`--database NAME`).
-DEFAULT_DATABASE = "local"
 # The local D1 checks no account id; any valid one will do.
 LOCAL_ACCOUNT_ID = "local"
 

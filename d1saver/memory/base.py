@@ -1,5 +1,5 @@
 """What D1Store and D1Cache share with D1Saver: the constructor's arguments, the databases
-(one node each: client, driver with its once-only schema setup, operations) and the routing
+(each with its client, driver with its once-only schema setup, operations) and the routing
 of a namespace to its database by its first label."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from d1saver.core.errors import SchemaNotReadyError
 from d1saver.core.protocol import Result, Statement, Tracer
 from d1saver.core.settings import DEFAULT_API_BASE_URL, load_settings
-from d1saver.fleet.databases import Database as Node, client_factory, database_lists, make_databases as make_nodes
+from d1saver.fleet.databases import Database, client_factory, database_lists, make_databases
 from d1saver.fleet.fleet import DEFAULT_CONCURRENCY, Fleet
 from d1saver.fleet.routing import MEMORY_MOVE_PREFIX, Route, Router
 from d1saver.memory.placement import Layout
@@ -72,12 +72,13 @@ class Memory:
         new_client = client_factory(
             account_id=account_id, api_token=api_token, api_base_url=api_base_url, retry=retry,
             transport=transport, async_transport=async_transport, tracer=tracer, timeout=timeout)
-        nodes = make_nodes([*ids, *(previous or [])], new_client, Values(self.serde, sealer),
-                           guard_head=False, auto_setup=auto_setup, group_commit=False,
-                           group_commit_window=None)
+        databases = make_databases([*ids, *(previous or [])], new_client,
+                                   Values(self.serde, sealer), guard_head=False,
+                                   auto_setup=auto_setup, group_commit=False,
+                                   group_commit_window=None)
         router = Router(ids, route)
         old = None if previous is None else Router(previous)
-        self._fleet = Fleet(nodes, router, old, fleet_concurrency)
+        self._fleet = Fleet(databases, router, old, fleet_concurrency)
         self.layout = Layout(router, old)
         self.account_id = account_id
         self.database_id = ids[0] if len(ids) == 1 else None
@@ -121,7 +122,7 @@ class Memory:
     @property
     def every_database_id(self) -> list[str]:
         """Every database memory may be in: the current ones, then the previous ones."""
-        return list(self._fleet.nodes)
+        return list(self._fleet.databases)
 
     def home(self, namespace: Sequence[str]) -> str:
         """The id of the database a namespace lives in (by its first label)."""
@@ -136,69 +137,70 @@ class Memory:
     def _each_round(self, round_: Mapping[str, Sequence[Statement]], operation: str
                     ) -> dict[str, list[Result]]:
         """One request to each database of `round_`, concurrently: their results."""
-        return self._fleet.each(lambda node: self._exchange(node, round_[node.database_id]),
+        return self._fleet.each(lambda db: self._exchange(db, round_[db.database_id]),
                                 operation, list(round_))
 
     async def _aeach_round(self, round_: Mapping[str, Sequence[Statement]], operation: str
                            ) -> dict[str, list[Result]]:
-        async def one(node: Node) -> list[Result]:
-            return await self._aexchange(node, round_[node.database_id])
+        async def one(db: Database) -> list[Result]:
+            return await self._aexchange(db, round_[db.database_id])
 
         return await self._fleet.aeach(one, operation, list(round_))
 
-    def _node(self, namespace: Sequence[str]) -> Node:
-        return self._fleet.nodes[self.home(namespace)]
+    def _database(self, namespace: Sequence[str]) -> Database:
+        return self._fleet.databases[self.home(namespace)]
 
-    def _nodes(self) -> list[Node]:
-        return list(self._fleet.nodes.values())
+    def _databases(self) -> list[Database]:
+        return list(self._fleet.databases.values())
 
     def setup(self) -> None:
         """Create or migrate the schema in every database (one request each, once)."""
-        self._fleet.each(lambda node: node.run(lambda ops: ops.setup_once()), "setup")
+        self._fleet.each(lambda db: db.run(lambda ops: ops.setup_once()), "setup")
 
     async def asetup(self) -> None:
-        await self._fleet.aeach(lambda node: node.arun(lambda ops: ops.setup_once()), "setup")
+        await self._fleet.aeach(lambda db: db.arun(lambda ops: ops.setup_once()), "setup")
 
     @property
     def read_only(self) -> bool:
         """True: never create nor migrate a schema (the CLI's `store ls/get/namespaces`). A
         database without d1saver's schema raises SchemaNotReadyError; over several databases
         it reads as empty instead, and its id joins `unready`."""
-        return next(iter(self._fleet.nodes.values())).ops.read_only
+        return next(iter(self._fleet.databases.values())).ops.read_only
 
     @read_only.setter
     def read_only(self, value: bool) -> None:
         self._fleet.set_ops("read_only", bool(value))
 
-    def _exchange(self, node: Node, statements: Sequence[Statement]) -> list[Result]:
+    def _exchange(self, db: Database, statements: Sequence[Statement]) -> list[Result]:
+        """Statements in one request to `db`, on its driver (the runner's sync loop)."""
         try:
-            return node.run(lambda ops: ops.exchange(statements))
+            return db.run(lambda ops: ops.exchange(statements))
         except SchemaNotReadyError as exc:
-            return self._unready(node, statements, exc)
+            return self._unready(db, statements, exc)
 
-    async def _aexchange(self, node: Node, statements: Sequence[Statement]) -> list[Result]:
+    async def _aexchange(self, db: Database, statements: Sequence[Statement]) -> list[Result]:
         try:
-            return await node.arun(lambda ops: ops.exchange(statements))
+            return await db.arun(lambda ops: ops.exchange(statements))
         except SchemaNotReadyError as exc:
-            return self._unready(node, statements, exc)
+            return self._unready(db, statements, exc)
 
-    def _unready(self, node: Node, statements: Sequence[Statement],
+    def _unready(self, db: Database, statements: Sequence[Statement],
                  exc: SchemaNotReadyError) -> list[Result]:
         """A read-only instance over several databases reads one without a schema as empty."""
         if exc.version or not self._fleet.spans:
             raise exc
-        self.unready.add(node.database_id)
+        self.unready.add(db.database_id)
         return [Result([], []) for _ in statements]
 
     # --- lifecycle ------------------------------------------------------------------------
 
     def close(self) -> None:
-        for node in self._nodes():
-            node.client.close()
+        for db in self._databases():
+            db.client.close()
 
     async def aclose(self) -> None:
-        for node in self._nodes():
-            await node.client.aclose()
+        for db in self._databases():
+            await db.client.aclose()
 
     def __enter__(self: M) -> M:
         return self

@@ -75,8 +75,15 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
                                 alone=bool(stale))
 
     def clear(self, namespaces: Sequence[Namespace] | None = None) -> None:
+        self.clear_and_count(namespaces)
+
+    def clear_and_count(self, namespaces: Sequence[Namespace] | None = None) -> int:
+        """`clear`, returning how many entries it deleted (`d1saver cache clear` prints it)."""
+        deleted = 0
         for round_ in self._clear_rounds(namespaces):
-            self._each_round(round_, "cache clear")
+            done = self._each_round(round_, "cache clear")
+            deleted += sum(results[0].changes for results in done.values())
+        return deleted
 
     async def aclear(self, namespaces: Sequence[Namespace] | None = None) -> None:
         rounds = self._clear_rounds(namespaces)  # in the tick's order, after its sets and gets
@@ -170,7 +177,7 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
     def sweep_ttl(self) -> int:
         """Delete expired entries in every database; returns how many."""
         stmt = [Statement.bind(_sql.SWEEP_CACHE, {"now": self.clock()})]
-        done = self._fleet.each(lambda node: self._exchange(node, stmt), "sweep_ttl",
+        done = self._fleet.each(lambda db: self._exchange(db, stmt), "sweep_ttl",
                                 self.every_database_id)
         return sum(results[0].changes for results in done.values())
 

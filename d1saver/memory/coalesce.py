@@ -150,7 +150,7 @@ async def send_each(fleet: Fleet, statements: Mapping[str, Sequence[Statement]],
 
     async def one(db: str) -> list[Result]:
         async with gate:
-            return await exchange(fleet.nodes[db], list(statements[db]))
+            return await exchange(fleet.databases[db], list(statements[db]))
 
     dbs = list(statements)
     found = await asyncio.gather(*(one(db) for db in dbs), return_exceptions=True)

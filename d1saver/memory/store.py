@@ -124,7 +124,7 @@ class D1Store(Memory, BaseStore):
             partials += [(db, n, _plan.read(plan, done[db])) for db, plan in plans.items()]
         results, refresh = self._merge(batch, partials)
         for db, statements in refresh.items():
-            self._exchange(self._fleet.nodes[db], statements)
+            self._exchange(self._fleet.databases[db], statements)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -137,7 +137,7 @@ class D1Store(Memory, BaseStore):
         batch = self._prepare(ops)
         size = sum(len(text) for text in batch.stored.values())
         results: list[Result] = await self._tick.submit(
-            batch, size=size, databases=self._databases(batch), alone=self._moving(batch))
+            batch, size=size, databases=self._touched(batch), alone=self._moving(batch))
         return results
 
     def _moving(self, batch: _Batch) -> bool:
@@ -148,7 +148,8 @@ class D1Store(Memory, BaseStore):
         return (any(self._where(op)[0] for op in batch.ops if not isinstance(op, PutOp))
                 or any(self.layout.item_previous(op.namespace) for op in batch.puts))
 
-    def _databases(self, batch: _Batch) -> set[str]:
+    def _touched(self, batch: _Batch) -> set[str]:
+        """The databases the batch reads or writes (in any round)."""
         dbs = {db for op in batch.ops if not isinstance(op, PutOp)
                for where in self._where(op) for db in where}
         return dbs | {self.home(op.namespace) for op in batch.puts}
@@ -286,7 +287,7 @@ class D1Store(Memory, BaseStore):
             partials += [(db, n, _plan.read(plan, done[db])) for db, plan in plans.items()]
         results, refresh = self._merge(batch, partials)
         for db, statements in refresh.items():
-            await self._aexchange(self._fleet.nodes[db], statements)
+            await self._aexchange(self._fleet.databases[db], statements)
         return results
 
     # --- preparing: everything checked and encoded before a byte is sent ------------------
@@ -577,12 +578,12 @@ class D1Store(Memory, BaseStore):
     def sweep_ttl(self) -> int:
         """Delete expired items (and their vectors) in every database; returns how many."""
         now = self.clock()
-        counts = self._fleet.each(lambda node: self._exchange(node, _sweep(now)), "sweep_ttl")
+        counts = self._fleet.each(lambda db: self._exchange(db, _sweep(now)), "sweep_ttl")
         return sum(_swept(results) for results in counts.values())
 
     async def asweep_ttl(self) -> int:
         now = self.clock()
-        counts = await self._fleet.aeach(lambda node: self._aexchange(node, _sweep(now)),
+        counts = await self._fleet.aeach(lambda db: self._aexchange(db, _sweep(now)),
                                          "sweep_ttl")
         return sum(_swept(results) for results in counts.values())
 

@@ -32,8 +32,9 @@ from d1saver.core.errors import (
     SchemaNotReadyError,
     QueryError,
 )
-from d1saver.ops.held import HeldChunks
-from d1saver.core.protocol import Commit, Emit, Exchange, Once, Op, Result, Statement
+from d1saver.ops.held import HeldChunks, Holds
+from d1saver.core.protocol import (HELD, NOW, SOON, Commit, Emit, Exchange, Expect, Once, Op, Result,
+                                   Statement)
 from d1saver.ops.rewrites import Rewrites
 from d1saver.storage.values import PLAIN_METADATA, Values
 
@@ -115,6 +116,7 @@ class Operations(Rewrites):
         self.delta_cache = DeltaCache()
         self.schema = SchemaState()  # shared with copies (with_values)
         self.held = HeldChunks()  # what the database holds: shared with copies too
+        self.holds = Holds()  # which writes may wait for their step's put: shared too
 
     @property
     def is_setup(self) -> bool:
@@ -134,9 +136,17 @@ class Operations(Rewrites):
         """Send statements in one request (with retries), the schema checked on first use."""
         return (yield from self._checked(statements, self._send))
 
-    def commit(self, statements: Sequence[Statement]) -> Op[list[Result]]:
-        """Like exchange, for writes that may ride in one batch with concurrent writes."""
-        return (yield from self._checked(statements, lambda stmts: _one(Commit(stmts))))
+    def commit(self, statements: Sequence[Statement], timing: str = SOON,
+               step: tuple[str, str, str] | None = None) -> Op[list[Result]]:
+        """Like exchange, for writes that may ride in one batch with concurrent writes, leaving
+        at `timing`, of LangGraph's `step` (d1saver/http/group_commit.py)."""
+        return (yield from self._checked(statements,
+                                         lambda stmts: _one(Commit(stmts, timing, step))))
+
+    def read(self, statements: Sequence[Statement]) -> Op[list[Result]]:
+        """Like exchange, for a read of a thread: it leaves at once, and writes held for a put
+        ride in front of it, so it sees them (one request either way)."""
+        return (yield from self.commit(statements, NOW))
 
     def _checked(self, statements: Sequence[Statement],
                  send: Callable[[Sequence[Statement]], Op[list[Result]]]) -> Op[list[Result]]:
@@ -259,11 +269,14 @@ class Operations(Rewrites):
     def page(self, stmt: Statement) -> Op[list[CheckpointTuple]]:
         """One page of checkpoints; their DeltaChannel histories ride along into the cache."""
         since = self.delta_cache.mark()
-        result, deltas = yield from self.exchange([stmt, st.delta_statement(stmt)])
+        result, deltas = yield from self.read([stmt, st.delta_statement(stmt)])
         self._learn(result, deltas)
         tuples = _rows.read_rows(_rows.tuples_from_page, result, self.values)
         for tup in tuples[:1]:  # the newest: what the next put_writes builds on
-            self.held.saw_metadata(tup.config["configurable"]["thread_id"], tup.metadata)
+            conf = tup.config["configurable"]
+            self.held.saw_metadata(conf["thread_id"], tup.metadata)
+            self.holds.saw(conf["thread_id"], conf.get("checkpoint_ns", ""), tup.checkpoint,
+                           tup.metadata)
         histories = _rows.read_rows(_rows.histories_from_walk, deltas, tuples, self.values,
                                     result)
         for key, entry in histories.items():
@@ -275,13 +288,14 @@ class Operations(Rewrites):
         if not channels:
             return {}
         channels = list(channels)
+        self.holds.saw_deltas(st.thread_id_of(config), st.ns_of(config), channels)
         cid = get_checkpoint_id(config)
         if cid:
             key = (st.thread_id_of(config), st.ns_of(config), str(cid))
             hit = self.delta_cache.take(key, channels)
             if hit is not None:
                 return hit
-        (result,) = yield from self.exchange([st.delta_history_statement(config, channels)])
+        (result,) = yield from self.read([st.delta_history_statement(config, channels)])
         self._learn(result, thread_id=st.thread_id_of(config))
         return _rows.read_rows(_rows.delta_history, result, st.thread_id_of(config),
                                st.ns_of(config), channels, self.values)
@@ -294,8 +308,8 @@ class Operations(Rewrites):
             for thread, ids in _rows.read_rows(_rows.chunk_ids, result, thread_id).items():
                 self.held.add(thread, ids)
 
-    def _write(self, thread_id: str, build: Callable[[set[str]], tuple[list[Statement], set[str]]]
-               ) -> Op[None]:
+    def _write(self, thread_id: str, build: Callable[[set[str]], tuple[list[Statement], set[str]]],
+               timing: str, step: tuple[str, str, str]) -> Op[None]:
         """Commit a put's or put_writes' statements, built over the chunks the thread is known
         to hold; then it holds the ones its rows reach. If one was deleted behind this
         process's back (compaction, another instance), the batch fails whole on
@@ -305,13 +319,13 @@ class Operations(Rewrites):
         if not stmts:
             return
         try:
-            yield from self._changing([thread_id], self.commit(stmts))
+            yield from self._changing([thread_id], self.commit(stmts, timing, step))
         except QueryError as exc:
             if "chunk_missing" not in str(exc):
                 raise
             self.held.forget([thread_id])
             stmts, reached = build(set())
-            yield from self._changing([thread_id], self.commit(stmts))
+            yield from self._changing([thread_id], self.commit(stmts, timing, step))
         self.held.add(thread_id, reached)
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
@@ -327,8 +341,10 @@ class Operations(Rewrites):
             return stmts, reached
 
         self.held.saw_metadata(put.thread_id, put.metadata)
-        try:
-            yield from self._write(put.thread_id, build)
+        self.holds.saw(put.thread_id, st.ns_of(config), checkpoint, metadata)  # at entry: see above
+        step = (put.thread_id, st.ns_of(config), str(get_checkpoint_id(config) or ""))
+        try:  # a put leaves at once, with the writes held for it (its step's)
+            yield from self._write(put.thread_id, build, NOW, step)
         except QueryError as exc:
             if self.guard_head and "head_moved" in str(exc):
                 raise CheckpointConflictError(
@@ -341,9 +357,13 @@ class Operations(Rewrites):
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str) -> Op[None]:
         put = st.writes_input(self.values, config, writes, task_id, task_path)  # see put
+        timing = self.holds.timing(config, writes)
+        step = (put.thread_id, st.ns_of(config), str(get_checkpoint_id(config) or ""))
+        if timing == HELD:  # on its way: the step's put waits for it to join the queue
+            yield Expect(step)
         deltas = self.held.delta_channels(put.thread_id)
         yield from self._write(put.thread_id, lambda held: st.put_writes_statements(
-            self.values, put, held, whole=deltas))
+            self.values, put, held, whole=deltas), timing, step)
 
     # --- deletes and copies -------------------------------------------------------------
 

@@ -124,13 +124,26 @@ FROM checkpoints AS c LEFT JOIN added AS a ON a.checkpoint_ns = c.checkpoint_ns
 WHERE c.thread_id = :thread_id
 ORDER BY c.checkpoint_id, c.checkpoint_ns LIMIT :limit""")
 
-CHECKPOINT_HEAD_COLUMNS = ("head",)
+CHECKPOINT_HEAD_COLUMNS = ("head", "metadata")
 # The first characters of a checkpoint's stored value: its codec marker and, sealed, the id
-# of the key it was sealed under (d1saver/storage/crypto.py, key_id_of_text).
+# of the key it was sealed under (d1saver/storage/crypto.py, key_id_of_text); and its metadata
+# column, which keys leave in clear (LangGraph's bookkeeping: step, source, parents, run_id).
 CHECKPOINT_HEAD = q("""
-SELECT substr(checkpoint, 1, 40) AS head FROM checkpoints
+SELECT substr(checkpoint, 1, 40) AS head, metadata FROM checkpoints
 WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
   AND checkpoint_id = :checkpoint_id""")
+
+CHECKPOINT_IDS_COLUMNS = ("checkpoint_id",)
+# The ids of a thread's checkpoints in one namespace that start with :prefix, in id order
+# (an id equal to the prefix first), :limit of them: what a shortened id given to the CLI
+# means. The range [:prefix, :upper) is those ids, read off the primary key (:upper is the
+# prefix with its last character's code point raised by one); substr states the rule.
+CHECKPOINT_IDS = q("""
+SELECT checkpoint_id FROM checkpoints
+WHERE thread_id = :thread_id AND checkpoint_ns = :checkpoint_ns
+  AND checkpoint_id >= :prefix AND checkpoint_id < :upper
+  AND substr(checkpoint_id, 1, length(:prefix)) = :prefix
+ORDER BY checkpoint_id LIMIT :limit""")
 
 # --- memory: D1Store's items and D1Cache's entries (d1saver/sql/memory.py's tables) ---------
 

@@ -202,13 +202,7 @@ class Inspector:
             return View("checkpoint.html", snap, {"thread": thread, "ns": ns,
                                                   "full": args.get("full") == "1"})
         except StoredValueError as exc:  # sealed under a key not given: say so, show the rest
-            row = next((r for r in inspection.history(self.saver, thread, 10_000)
-                        if r["checkpoint_id"] == checkpoint and r["checkpoint_ns"] == ns), None)
-            if row is None:
-                raise
-            key = inspection.sealed_key(self.saver, thread, checkpoint, ns)
-            data = {**row, "thread_id": thread, "sealed": f"{type(exc).__name__}: {exc}",
-                    "key_id": key}
+            data = inspection.sealed(self.saver, thread, checkpoint, ns, exc)
             return View("sealed.html", data, {"thread": thread, "ns": ns})
 
     def diff_page(self, args: dict[str, str], thread: str) -> View:

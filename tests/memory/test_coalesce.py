@@ -181,8 +181,8 @@ def test_an_sql_error_is_retried_alone_so_only_its_calls_fail(memory: Memory) ->
         store = memory.store()
         await store.asetup()
         await store.aput(("a",), "there", {"v": 0})
-        node = store._node(("a",))
-        await store._aexchange(node, [Statement("DROP TABLE store_vectors")])
+        db = store._database(("a",))
+        await store._aexchange(db, [Statement("DROP TABLE store_vectors")])
         before = len(memory.events)
         out = await asyncio.gather(store.aput(("a",), "k", {"v": 1}), store.aget(("a",), "there"),
                                    store.asearch(("a",)), return_exceptions=True)
@@ -293,8 +293,8 @@ def test_concurrent_mixes_answer_as_in_memory_store_calls_in_order(
             rng = random.Random(seed)
             ours = memory.store(memory.database_ids[: rng.choice([1, 3])])
             await ours.asetup()
-            for node in ours._nodes():
-                await ours._aexchange(node, [Statement("DELETE FROM store_items")])
+            for db in ours._databases():
+                await ours._aexchange(db, [Statement("DELETE FROM store_items")])
             ref = InMemoryStore()
             for step in range(6):
                 calls = [_call(ref, rng) for _ in range(rng.randint(1, 25))]
@@ -365,8 +365,8 @@ def test_concurrent_mixes_while_migrating_answer_as_in_memory_store_calls_in_ord
             rng = random.Random(seed)
             old = memory.store(previous)
             await old.asetup()
-            for node in memory.store(ids)._nodes():
-                await old._aexchange(node, [Statement("DELETE FROM store_items")])
+            for db in memory.store(ids)._databases():
+                await old._aexchange(db, [Statement("DELETE FROM store_items")])
             ours = memory.store(ids, previous_database_ids=previous)
             assert any(ours.layout.item_previous(ns) for ns in MOVING)  # something moved
             ref = InMemoryStore()
@@ -465,8 +465,8 @@ def test_gathered_search_by_meaning_answers_as_in_memory_store(memory: Memory) -
             index: Any = {"dims": 32, "embed": embed, "fields": ["text"]}
             ours = memory.store(memory.database_ids[: rng.choice([1, 3])], index=index)
             await ours.asetup()
-            for node in ours._nodes():
-                await ours._aexchange(node, [Statement("DELETE FROM store_items"),
+            for db in ours._databases():
+                await ours._aexchange(db, [Statement("DELETE FROM store_items"),
                                              Statement("DELETE FROM store_vectors")])
             ref = InMemoryStore(index=index)
             for step in range(4):

@@ -34,7 +34,7 @@ def test_items_live_in_the_database_of_their_first_label(memory: Memory) -> None
     assert len(set(homes.values())) > 1
     for db in memory.database_ids:
         one = memory.store([db])
-        (result,) = one._exchange(one._nodes()[0], [Statement("SELECT DISTINCT ns FROM store_items")])
+        (result,) = one._exchange(one._databases()[0], [Statement("SELECT DISTINCT ns FROM store_items")])
         users = {ns[2:-2].split('","')[0] for (ns,) in result.rows}
         assert users == {u for u, h in homes.items() if h == db}
 

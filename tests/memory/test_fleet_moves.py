@@ -25,7 +25,7 @@ def rows(memory: Memory, table: str) -> dict[str, list[tuple[str, str]]]:
     out = {}
     for db in [*memory.database_ids, "db-new"]:
         one = memory.store([db])
-        (res,) = one._exchange(one._nodes()[0], [Statement(
+        (res,) = one._exchange(one._databases()[0], [Statement(
             f"SELECT ns, key FROM {table} ORDER BY ns, key")])
         out[db] = [(ns, key) for ns, key in res.rows]
     return out

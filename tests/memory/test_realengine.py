@@ -74,8 +74,8 @@ def test_ttl_and_sweep_on_the_real_engine(real: Memory, tag: str) -> None:
     real.clock.advance(600)
     assert store.search((tag,)) == [] and store.list_namespaces(prefix=(tag,)) == []
     assert store.sweep_ttl() >= 2
-    node = store._nodes()[0]
-    (rows,) = store._exchange(node, [Statement(
+    db = store._databases()[0]
+    (rows,) = store._exchange(db, [Statement(
         "SELECT COUNT(*) FROM store_items WHERE ns = ?1", (f'["{tag}"]',))])
     assert rows.rows == [[0]]
 

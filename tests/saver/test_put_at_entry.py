@@ -155,3 +155,42 @@ async def test_aputs_sharing_a_group_commit_store_what_each_was_entered_with(
         got = await saver.aget_tuple(conf)
         assert got is not None and got.checkpoint["channel_values"]["log"] == [f"c{i}"]
     await saver.aclose()
+
+
+def test_held_writes_resent_with_every_chunk_store_the_writes_as_entered(
+        local: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's put_writes held for its put (group commit, durability "sync") are changed by
+    the next super-step while they wait; the put carries them, the batch fails on
+    chunk_missing, and the write is built again with every chunk: from the bytes taken when
+    put_writes was entered, not from what LangGraph holds by then."""
+    from d1saver.http import group_commit
+    from tests.saver.test_group_commit import Caller, in_run, wait_until
+
+    monkeypatch.setattr(group_commit, "HOLD_WINDOWS", 100_000)  # held until the put comes
+    monkeypatch.setattr(group_commit, "MAX_HOLD", 100_000.0)
+    assert local.engine is not None
+    saver = local.saver()
+    tid = new_thread()
+    converse(saver, tid)
+    head = saver.get_tuple({"configurable": {"thread_id": tid}})
+    assert head is not None
+    messages = head.checkpoint["channel_values"]["messages"][-2:]
+    written = [[m] for m in messages]
+    entered = [[m] for m in messages]
+    _, data = saver.serde.dumps_typed(written[0])
+    (piece,) = [p.id for p in _chunking.split(data) if p.id]
+    query(saver, "DELETE FROM d1saver_chunks WHERE thread_id = ?1 AND id = ?2", tid, piece)
+
+    queue = saver.driver.group.queue(None)
+    writer = Caller(lambda: saver.put_writes(in_run(head.config),
+                                             [("answers", w) for w in written], "task-1"))
+    writer.start()
+    wait_until(lambda: len(queue.pending) == 1)  # held: it waits for its step's put
+    written[0].append(LATER)  # the next super-step
+    child = generate_checkpoint(channel_values={"messages": list(messages)})
+    saver.put(in_run(head.config), child, {"step": 99}, {})
+    writer.join(10)
+    assert writer.finished and writer.error is None, writer.error
+    got = saver.get_tuple(head.config)
+    assert got is not None and got.pending_writes is not None
+    assert [v for t, _, v in got.pending_writes if t == "task-1"] == entered

@@ -1042,7 +1042,11 @@ WITH RECURSIVE reached(checkpoint_ns,checkpoint_id,id)AS(SELECT c.checkpoint_ns,
 
 -- name: CHECKPOINT_HEAD
 -- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id
-SELECT substr(checkpoint,1,40)head FROM checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?
+SELECT substr(checkpoint,1,40)head,metadata FROM checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?
+
+-- name: CHECKPOINT_IDS
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 prefix, ?4 upper, ?5 limit
+SELECT checkpoint_id FROM checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id>=? AND checkpoint_id<? AND substr(checkpoint_id,1,length(?3))=?3 ORDER BY checkpoint_id LIMIT ?
 
 -- name: STORE_NAMESPACES
 -- params: ?1 exact, ?2 low, ?3 high, ?4 now, ?5 limit, ?6 offset
