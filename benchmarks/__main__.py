@@ -8,6 +8,7 @@ the thread list over many threads, paged in SQL beside 0.2.0's read-all; `python
 request floor and InMemorySaver, and the client's CPU per put; `python -m benchmarks cpu ...`
 the client's CPU for one read and one step at 100 turns; `python -m benchmarks
 otel` what OpenTelemetry costs a put (CPU without it, with its API alone, with its SDK); `python -m
+benchmarks coalesce ...` concurrent async store and cache calls, gathered per event-loop tick; `python -m
 benchmarks cli` how long `d1saver` commands take to start."""
 
 from __future__ import annotations
@@ -66,6 +67,11 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks import otel_bench
 
         otel_bench.main(argv[1:])
+        return
+    if argv and argv[0] == "coalesce":
+        from benchmarks import coalesce_bench
+
+        coalesce_bench.main(argv[1:])
         return
     if argv and argv[0] == "cli":
         from benchmarks import cli_bench

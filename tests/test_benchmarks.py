@@ -67,3 +67,11 @@ def test_otel_benchmark_runs() -> None:
                             "--transports", "canned"])
     loaded = {r["way"]: r["opentelemetry_loaded"] for r in rows}
     assert loaded == {"without": False, "api-only": True, "sdk": True}
+
+
+def test_coalesce_benchmark_runs() -> None:
+    from benchmarks import coalesce_bench
+
+    rows = coalesce_bench.main(["--quick"])
+    gathered = [r for r in rows if r[1].endswith("gathered")]
+    assert gathered and all(r[2] == 1 for r in gathered), rows  # one request for all calls

@@ -156,6 +156,13 @@ def _settle(batch: list[_Ticket], results: list[Result]) -> None:
         at += len(t.statements)
 
 
+def caused_by_one(error: Exception) -> bool:
+    """Whether one write of a merged batch can have failed it all: an SQL error (D1 rolled
+    the batch back because of one statement) or a value the request could not carry."""
+    return isinstance(error, SerializationError) or (
+        isinstance(error, QueryError) and not isinstance(error, TransientQueryError))
+
+
 def _split(batch: list[_Ticket], error: Exception) -> bool:
     """Record a failed send; True when each write must be sent alone for its own outcome.
 
@@ -163,8 +170,7 @@ def _split(batch: list[_Ticket], error: Exception) -> bool:
     batch back because of one statement) or a value the request could not carry (nothing
     was sent). Anything else gives every write of the batch that error.
     """
-    if len(batch) > 1 and (isinstance(error, SerializationError) or (
-            isinstance(error, QueryError) and not isinstance(error, TransientQueryError))):
+    if len(batch) > 1 and caused_by_one(error):
         return True
     for t in batch:
         t.error = error
@@ -324,4 +330,5 @@ class GroupCommit:
             _wake(batch)
 
 
-__all__ = ["DEFAULT_WINDOW", "ENDED_KEPT", "EXPECT_MAX", "GroupCommit", "HOLD_WINDOWS", "MAX_HOLD", "MAX_OPS", "MAX_STATEMENTS", "Queue"]
+__all__ = ["DEFAULT_WINDOW", "ENDED_KEPT", "EXPECT_MAX", "GroupCommit", "HOLD_WINDOWS", "MAX_HOLD", "MAX_OPS",
+           "MAX_STATEMENTS", "Queue", "caused_by_one"]

@@ -1,7 +1,8 @@
 """D1Store: LangGraph's long-term memory (`BaseStore`) in D1, sync and async on one instance.
 
 A `batch` is one request per database it touches (one, for a single database): its reads and
-then its writes as one D1 batch, one transaction. Items live in `store_items`, their vectors
+then its writes as one D1 batch, one transaction. The async calls of one event-loop tick share
+such a request, in call order (d1saver/memory/coalesce.py). Items live in `store_items`, their vectors
 in `store_vectors`; expired items are invisible to every read (each read compares expires_at
 with now) until a sweep deletes them. See docs/STORE.md for the design and its costs.
 """
@@ -34,6 +35,7 @@ from langgraph.store.base import (
 from d1saver.core.errors import ConfigError, InvalidInputError
 from d1saver.core.protocol import Statement
 from d1saver.http import telemetry
+from d1saver.memory import coalesce as _coalesce
 from d1saver.memory import filters as _filters
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import plan as _plan
@@ -102,6 +104,7 @@ class D1Store(Memory, BaseStore):
             self.index_config = config
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
+        self._tick: _coalesce.Tick[_Batch] = _coalesce.Tick(self._aflush)
 
     # --- BaseStore ------------------------------------------------------------------------
 
@@ -125,16 +128,158 @@ class D1Store(Memory, BaseStore):
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """The batch, gathered with the other calls of this event-loop tick (aget, aput,
+        asearch, ... of concurrent tasks): checked and encoded here (a bad input raises before
+        anything is sent), then sent with them, in call order, as one request per database.
+        A batch that takes more than one round (while migrating, one that reads or writes what
+        moved) runs its own rounds, as `batch` does, in its place in call order (docs/STORE.md,
+        "Concurrent async calls")."""
         batch = self._prepare(ops)
-        if batch.texts:
+        size = sum(len(text) for text in batch.stored.values())
+        results: list[Result] = await self._tick.submit(
+            batch, size=size, databases=self._touched(batch), alone=self._moving(batch))
+        return results
+
+    def _moving(self, batch: _Batch) -> bool:
+        """Whether the batch takes more than one round (`_rounds`): a read that asks where
+        what moved may still be, or a put whose item has a previous home."""
+        if self.previous_database_ids is None:
+            return False
+        return (any(self._where(op)[0] for op in batch.ops if not isinstance(op, PutOp))
+                or any(self.layout.item_previous(op.namespace) for op in batch.puts))
+
+    def _touched(self, batch: _Batch) -> set[str]:
+        """The databases the batch reads or writes (in any round)."""
+        dbs = {db for op in batch.ops if not isinstance(op, PutOp)
+               for where in self._where(op) for db in where}
+        return dbs | {self.home(op.namespace) for op in batch.puts}
+
+    def _one_round(self, batch: _Batch) -> dict[str, _plan.Plan]:
+        """A gathered batch's plans: one round (a batch of more is sent alone)."""
+        rounds = self._rounds(batch)
+        if len(rounds) > 1:  # `_moving` sends such a batch alone, never gathered
+            raise RuntimeError("a gathered store batch planned more than one round")
+        return rounds[0] if rounds else {}
+
+    # --- gathering: the calls of one tick, in call order ----------------------------------
+
+    async def _aflush(self, calls: list[_coalesce.Call[_Batch]]) -> None:
+        calls = await self._aembed(calls)
+        for run in _coalesce.runs(calls):
+            if run[0].alone:
+                await self._asend_alone(run[0])
+                continue
+            for chunk in _coalesce.chunks(run):
+                await self._asend_chunk(chunk)
+
+    async def _asend_alone(self, c: _coalesce.Call[_Batch]) -> None:
+        if c.future.done():  # cancelled while the calls before it were sent: not sent
+            return
+        try:
+            c.settle(await self._asend(c.work))
+        except Exception as exc:
+            c.fail(exc)
+
+    async def _aembed(self, calls: list[_coalesce.Call[_Batch]]) -> list[_coalesce.Call[_Batch]]:
+        """Every text and query of the gathered calls embedded at once; a call whose
+        embedding fails gets that error and is left out."""
+        texts = [c for c in calls if c.work.texts]
+        if texts:
             assert self.embeddings is not None
-            self._keep_vectors(batch, await self.embeddings.aembed_documents(
-                [t[3] for t in batch.texts]))
-        queries = self._queries(batch)
-        if queries:
+            try:
+                found = await self.embeddings.aembed_documents(
+                    [t[3] for c in texts for t in c.work.texts])
+                if len(found) != sum(len(c.work.texts) for c in texts):
+                    raise InvalidInputError(
+                        f"the embeddings returned {len(found)} vectors for "
+                        f"{sum(len(c.work.texts) for c in texts)} texts")
+            except Exception as exc:
+                for c in texts:
+                    c.fail(exc)
+            else:
+                at = 0
+                for c in texts:
+                    n = len(c.work.texts)
+                    try:
+                        self._keep_vectors(c.work, found[at: at + n])
+                    except Exception as exc:
+                        c.fail(exc)
+                    at += n
+        asking = [c for c in calls if c.work.ranked and not c.future.done()]
+        if asking:
             assert self.embeddings is not None
-            found = await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
-            self._keep_queries(batch, queries, list(found))
+            queries = list(dict.fromkeys(q for c in asking for q in self._queries(c.work)))
+            try:
+                vectors = await asyncio.gather(*(self.embeddings.aembed_query(q)
+                                                 for q in queries))
+            except Exception as exc:
+                for c in asking:
+                    c.fail(exc)
+            else:
+                by_query = dict(zip(queries, vectors, strict=True))
+                for c in asking:
+                    mine = self._queries(c.work)
+                    try:
+                        self._keep_queries(c.work, mine, [by_query[q] for q in mine])
+                    except Exception as exc:
+                        c.fail(exc)
+        return [c for c in calls if not c.future.done()]
+
+    async def _asend_chunk(self, chunk: list[_coalesce.Call[_Batch]]) -> None:
+        """The chunk's calls as one request per database they touch; a chunk past D1's
+        statements bound is cut until each part fits."""
+        phases = [(group, *_join([c.work for c in group])) for group in _phases(chunk)]
+        planned = [(group, joined, offsets, self._one_round(joined))
+                   for group, joined, offsets in phases]
+        statements: dict[str, list[Statement]] = {}
+        starts: list[dict[str, int]] = []
+        for _, _, _, plans in planned:
+            starts.append({})
+            for db, plan in plans.items():
+                mine = statements.setdefault(db, [])
+                starts[-1][db] = len(mine)
+                mine.extend(plan.statements)
+        first = _coalesce.cut(chunk, statements)
+        if first:
+            await self._asend_chunk(chunk[:first])
+            await self._asend_chunk(chunk[first:])
+            return
+        outcomes = await _coalesce.send_each(self._fleet, statements, self._aexchange)
+        alone = _coalesce.failures(self._fleet, "store batch", chunk, outcomes)
+        refresh: dict[str, list[Statement]] = {}
+        answers: list[tuple[_coalesce.Call[_Batch], list[Result]]] = []
+        for (group, joined, offsets, plans), start in zip(planned, starts, strict=True):
+            partials = []
+            for db, plan in plans.items():
+                got = outcomes[db]
+                if not isinstance(got, Exception):
+                    part = got[start[db]: start[db] + len(plan.statements)]
+                    partials.append((db, 0, _plan.read(plan, part)))
+            results, more = self._merge(joined, partials)
+            for db, stmts in more.items():
+                refresh.setdefault(db, []).extend(stmts)
+            for c, at in zip(group, offsets, strict=True):
+                if not c.future.done() and c not in alone:
+                    answers.append((c, results[at: at + len(c.work.ops)]))
+        refreshed = (await _coalesce.send_each(self._fleet, refresh, self._aexchange)
+                     if refresh else {})
+        for c, results in answers:
+            refreshing = any(isinstance(op, SearchOp) and op.refresh_ttl for op in c.work.ops)
+            errors = [got for db, got in refreshed.items()
+                      if isinstance(got, Exception) and db in c.databases and refreshing]
+            if errors:
+                c.fail(errors[0])
+            else:
+                c.settle(results)
+        for c in sorted(alone, key=chunk.index):  # each alone, in call order
+            try:
+                c.settle(await self._asend(c.work))
+            except Exception as exc:
+                c.fail(exc)
+
+    async def _asend(self, batch: _Batch) -> list[Result]:
+        """One call's batch alone (embedded already), in rounds: one request per database
+        each (one round but while migrating)."""
         partials = []
         for n, plans in enumerate(self._rounds(batch)):
             done = await self._aeach_round({db: p.statements for db, p in plans.items()},
@@ -500,6 +645,67 @@ class D1Store(Memory, BaseStore):
             for db, results in self._each_round(round_, "delete_namespace").items():
                 gone[(db, str(n))] = results[len(stmts) - 1].changes
         return sum(gone.values())
+
+
+def _reads_see(batch: _Batch, keys: set[tuple[tuple[str, ...], str]],
+               spaces: set[tuple[str, ...]]) -> bool:
+    """Whether a read of `batch` could see a put of `keys` (in namespaces `spaces`)."""
+    for op in batch.ops:
+        if isinstance(op, GetOp) and (tuple(op.namespace), op.key) in keys:
+            return True
+        if isinstance(op, SearchOp) and any(ns[: len(op.namespace_prefix)]
+                                            == tuple(op.namespace_prefix) for ns in spaces):
+            return True
+        if isinstance(op, ListNamespacesOp) and spaces:
+            return True
+    return False
+
+
+def _phases(calls: Sequence[_coalesce.Call[_Batch]]) -> list[list[_coalesce.Call[_Batch]]]:
+    """Calls in order, grouped so each group runs as one batch (its reads, then its puts)
+    with the outcome of running them one by one: a call whose reads could see a put of an
+    earlier call of the group starts the next group."""
+    out: list[list[_coalesce.Call[_Batch]]] = []
+    keys: set[tuple[tuple[str, ...], str]] = set()
+    spaces: set[tuple[str, ...]] = set()
+    for c in calls:
+        if not out or _reads_see(c.work, keys, spaces):
+            out.append([])
+            keys, spaces = set(), set()
+        out[-1].append(c)
+        for op in c.work.puts:
+            keys.add((tuple(op.namespace), op.key))
+            spaces.add(tuple(op.namespace))
+    return out
+
+
+def _join(batches: Sequence[_Batch]) -> tuple[_Batch, list[int]]:
+    """Several calls' batches as one (their puts deduped, the last wins) and where each
+    call's ops start in it."""
+    ops: list[Op] = []
+    offsets: list[int] = []
+    last: dict[tuple[tuple[str, ...], str], tuple[_Batch, int]] = {}
+    joined = _Batch(ops, [], {})
+    for b in batches:
+        offsets.append(len(ops))
+        joined.ranked |= {len(ops) + i for i in b.ranked}
+        joined.queries.update(b.queries)
+        ops.extend(b.ops)
+        for n, op in enumerate(b.puts):
+            last.pop((tuple(op.namespace), op.key), None)
+            last[(tuple(op.namespace), op.key)] = (b, n)
+    for m, (b, n) in enumerate(last.values()):
+        op = b.puts[n]
+        joined.puts.append(op)
+        if n in b.stored:
+            joined.stored[m] = b.stored[n]
+        if n in b.ttls:
+            joined.ttls[m] = b.ttls[n]
+        where = (_ns.encode(op.namespace), op.key)
+        if where in b.vectors:
+            joined.vectors[where] = b.vectors[where]
+        joined.reindexed.add(where)
+    return joined, offsets
 
 
 def _search_item(item: Item, score: float | None = None) -> SearchItem:

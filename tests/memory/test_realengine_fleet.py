@@ -5,6 +5,7 @@ the move, then `rekey` of everything they hold and the old key dropped."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from typing import Any
 
@@ -47,6 +48,20 @@ def test_memory_over_a_growing_fleet_and_a_key_rotation_on_the_real_engine() -> 
             gone = next(u for u in USERS if store.home((u,)) == ids[1])
             store.delete((gone, "m"), "k0")  # a delete while migrating
             store.put((gone, "m"), "k1", {"text": "rewritten"})
+
+            async def gathered() -> list[Any]:  # async calls of one tick while migrating
+                got = await asyncio.gather(
+                    store.aget((gone, "m"), "k1"),
+                    store.aput((gone, "m"), "k1", {"text": "rewritten"}),
+                    store.aget((gone, "m"), "k0"), store.asearch((gone,)),
+                    cache.aget([(NODE, f"input-{i}") for i in range(20)]))
+                await store.aclose()
+                await cache.aclose()
+                return got
+
+            got = asyncio.run(gathered())
+            assert got[0].value == {"text": "rewritten"} and got[1] is None and got[2] is None
+            assert sorted(it.key for it in got[3]) == ["k1", "k2"] and len(got[4]) == 20
             summary = rebalance(D1Saver(**moving))
             assert summary.store_items_moved > 0 and summary.cache_entries_moved > 0
             assert summary.memory_changed == 0

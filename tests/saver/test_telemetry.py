@@ -464,6 +464,24 @@ async def test_async_store_and_cache_calls(engine: LocalD1, otel: Telemetry) -> 
         assert all(c.kind is SpanKind.CLIENT for c in otel.children(otel.one(name)))
 
 
+@pytest.mark.anyio
+async def test_gathered_calls_each_have_their_span(engine: LocalD1, otel: Telemetry) -> None:
+    """The async calls of one tick share one request (d1saver/memory/coalesce.py): each call
+    still has its INTERNAL span, and the shared request is the child of one of them."""
+    store = D1Store(**_kwargs(engine))
+    cache: D1Cache[Any] = D1Cache(**_kwargs(engine))
+    await store.asetup()
+    await cache.asetup()
+    otel.spans.clear()
+    await asyncio.gather(*(store.aput(("users", "u1"), f"k{i}", {"i": i}) for i in range(5)))
+    await asyncio.gather(*(cache.aset({(("n",), f"k{i}"): (i, None)}) for i in range(5)))
+    for name in ("D1Store.aput", "D1Cache.aset"):
+        calls = otel.named(name)
+        assert len(calls) == 5 and all(c.kind is SpanKind.INTERNAL for c in calls)
+        requests = [r for c in calls for r in otel.children(c)]
+        assert len(requests) == 1 and requests[0].kind is SpanKind.CLIENT
+
+
 def test_a_maintenance_command_is_one_span(serve: Callable[..., str], otel: Telemetry) -> None:
     base_url = serve()
     env = {"CLOUDFLARE_ACCOUNT_ID": "acc", "CLOUDFLARE_API_TOKEN": TOKEN,
