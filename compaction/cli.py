@@ -444,11 +444,12 @@ def history_cmd(
         rows = timeline(saver, thread_id, limit)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
+    if not rows:  # with --json too ([] printed): a thread without checkpoints is not found
         typer.echo(f"error: thread {printable(thread_id)!r} has no checkpoints (`d1saver "
                    "threads` lists the threads)", err=True)
         raise typer.Exit(EXIT_NOT_FOUND)
+    if as_json:
+        return
     fleet = any("database_id" in r for r in rows)
     sealed = [r for r in rows if r["sealed"]]
     table(["checkpoint_id", "step", "source", "writes", "bytes", "next", "interrupt", "tags",

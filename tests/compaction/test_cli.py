@@ -314,10 +314,12 @@ def test_history_json(saver: D1Saver, env: dict[str, str]) -> None:
 
 
 def test_history_of_unknown_thread_exit_4(saver: D1Saver, env: dict[str, str]) -> None:
-    """`history` of a thread without checkpoints: exit 4 (and [] with --json)."""
+    """`history` of a thread without checkpoints: exit 4, and with --json [] and exit 4 too
+    (0.2.0 exited 0 there, unlike every other not-found)."""
     seed(saver, "a")
     assert cli(env, "history", "nobody").exit_code == 4
-    assert json.loads(cli(env, "history", "nobody", "--json").stdout) == []
+    out = cli(env, "history", "nobody", "--json")
+    assert json.loads(out.stdout) == [] and out.exit_code == 4
 
 
 # Stored ids and names are anyone's text: control characters in them must not reach a terminal.
