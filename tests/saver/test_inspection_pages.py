@@ -25,3 +25,20 @@ def test_a_page_of_store_items_reads_only_its_rows(local: Backend) -> None:
         assert [i["key"] for i in page] == [i["key"] for i in every[offset:offset + limit]]
         received.append(sum(e.bytes_received for e in local.events[before:]))
     assert received[0] * 3 < received[1], received
+
+
+def test_sealed_key_reads_the_checkpoint_of_its_own_namespace(local: Backend) -> None:
+    """One checkpoint id in two namespaces of a thread, one plaintext, one sealed: each
+    namespace's answer is its own."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from d1saver.storage.crypto import key_id
+
+    key = bytes([7]) * 32
+    plain, sealed = local.saver(), local.saver(encryption_keys=[key])
+    plain.setup()
+    cp = empty_checkpoint()
+    for saver, ns in ((plain, ""), (sealed, "sub:1")):
+        saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ns}}, cp, {"step": 0}, {})
+    assert inspection.sealed_key(plain, "t", cp["id"], ns="") is None
+    assert inspection.sealed_key(plain, "t", cp["id"], ns="sub:1") == key_id(key).hex()
