@@ -9,7 +9,7 @@ constants), with these operators (the `kind` of a mutant):
 - drop-if: an if's body replaced by `pass`; drop-else: its else dropped;
 - drop-stmt: a call, an augmented assignment, an assignment to an attribute or an item, a
   raise, a continue or a break replaced by `pass`;
-- off-by-one: an integer literal n made n + 1.
+- off-by-one: an integer literal n made n + 1 (off by default: OFF_BY_ONE).
 A mutant is applied in the test process, in memory: the module's source is parsed, the one
 node changed, the module compiled again, and the code of the function that holds the node set
 as that function's `__code__` (every reference to the function sees it; nothing is written).
@@ -36,6 +36,14 @@ MODULES = {
     "storage": ["d1saver.storage.values", "d1saver.storage.codec", "d1saver.storage.manifest",
                 "d1saver.storage.chunking", "d1saver.storage.crypto", "d1saver.storage.serde"],
 }
+# Off by default (the operator set is kept free of redundant mutants, docs/RELIABILITY.md): an
+# integer literal made n + 1 (indexes into rows, sizes: nearly all killed at once, and the
+# comparisons' boundaries are flipped anyway); `==`/`!=`, `in`/`not in`, `is`/`is not`
+# swapped where the comparison is a whole condition (the same code as the condition negated);
+# an if's body dropped where it is one statement that drop-stmt drops.
+OFF_BY_ONE = False
+REDUNDANT = False
+_NEGATIONS = {ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot}
 # Functions left alone: text for people (representations, descriptions), no branch of the
 # protocol or the format.
 SKIP = {"__repr__", "describe", "__all__"}
@@ -112,12 +120,19 @@ def _sites(tree: ast.Module) -> list[_Site]:
     for qualname, fnode in functions():
         if fnode.name in SKIP:
             continue
+        tests: set[int] = set()  # the conditions of ifs, whiles and comprehensions
         for node in ast.walk(fnode):
-            _node_sites(qualname, fnode, node, out)
+            if isinstance(node, (ast.If, ast.While, ast.IfExp)):
+                tests.add(id(node.test))
+            elif isinstance(node, ast.comprehension):
+                tests.update(id(c) for c in node.ifs)
+        for node in ast.walk(fnode):
+            _node_sites(qualname, fnode, node, out, tests)
     return out
 
 
-def _node_sites(qualname: str, fnode: ast.AST, node: ast.AST, out: list[_Site]) -> None:
+def _node_sites(qualname: str, fnode: ast.AST, node: ast.AST, out: list[_Site],
+                tests: set[int]) -> None:
     def add(kind: str, target: ast.AST, change: Callable[[], None], where: str) -> None:
         out.append(_Site(qualname, fnode, kind, target, getattr(target, "lineno", 0),
                          getattr(target, "end_lineno", 0) or getattr(target, "lineno", 0),
@@ -126,6 +141,9 @@ def _node_sites(qualname: str, fnode: ast.AST, node: ast.AST, out: list[_Site]) 
     if isinstance(node, ast.Compare):
         for k, op in enumerate(node.ops):
             new = _CMP.get(type(op))
+            if (not REDUNDANT and type(op) in _NEGATIONS and len(node.ops) == 1
+                    and id(node) in tests):
+                continue  # the condition negated is this very mutant
             if new is not None:
                 def change(node: ast.Compare = node, k: int = k, new: type = new) -> None:
                     node.ops[k] = new()
@@ -134,7 +152,7 @@ def _node_sites(qualname: str, fnode: ast.AST, node: ast.AST, out: list[_Site]) 
         def swap(node: ast.BoolOp = node) -> None:
             node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
         add("and-or", node, swap, "and -> or" if isinstance(node.op, ast.And) else "or -> and")
-    elif isinstance(node, ast.Constant) and type(node.value) is int:
+    elif isinstance(node, ast.Constant) and type(node.value) is int and OFF_BY_ONE:
         def bump(node: ast.Constant = node) -> None:
             node.value = node.value + 1
         add("off-by-one", node, bump, f"{node.value} -> {node.value + 1}")
@@ -149,7 +167,9 @@ def _node_sites(qualname: str, fnode: ast.AST, node: ast.AST, out: list[_Site]) 
                                                 node.ifs[k])
             add("negate", cond, negate_if, "not (" + _short(ast.unparse(cond)) + ")")
     if isinstance(node, ast.If):
-        if not (len(node.body) == 1 and isinstance(node.body[0], ast.Pass)):
+        alone = len(node.body) == 1 and (isinstance(node.body[0], ast.Pass) or (
+            not REDUNDANT and _droppable(node.body[0])))  # drop-stmt stands for it
+        if not alone:
             def drop_body(node: ast.If = node) -> None:
                 node.body = [_pass(node.body[0])]
             add("drop-if", node.body[0], drop_body, "if " + _short(ast.unparse(node.test))

@@ -220,6 +220,12 @@ def _short(text: str, limit: int = 70) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+# Off by default (the operator set is kept free of redundant mutants, docs/RELIABILITY.md):
+# the negation of a condition operand that is also dropped whole (`a=b` as a conjunct made
+# `a<>b`), ORDER BY dropped or one of its terms dropped (each term's direction reversed stands
+# for them), GROUP BY of several terms dropped whole (each term dropped stands for it).
+REDUNDANT = False
+_NEGATION = {"=", "==", "<>", "!="}
 # Off by default: a result column made NULL and a literal made n + 1 (substr positions, mostly)
 # give five times the mutants, nearly all killed at once by the column checks of the readers.
 NULL_COLUMNS = False
@@ -232,6 +238,7 @@ def _edits(x: _Text) -> Iterator[tuple[str, int, int, str]]:
     """(kind, start, end, replacement) for every operator at every place, in text order of
     the operator."""
     toks = x.toks
+    terms = [] if REDUNDANT else _dropped_terms(x)
     for i, t in enumerate(toks):
         word = t.up if t.kind == "word" else ""
         nxt = x.up(i + 1)
@@ -240,7 +247,11 @@ def _edits(x: _Text) -> Iterator[tuple[str, int, int, str]]:
             yield from _condition(x, i + 1, end, word, i)
         if word in _COMPOUND:
             yield from _compound(x, i)
-        if t.kind == "op" and t.text in _CMP:
+        negation = (t.kind == "op" and t.text in _NEGATION) or word in ("IS", "IN", "EXISTS") \
+            or (word == "NOT" and nxt in ("IN", "EXISTS"))
+        if negation and _whole_term(x, i, terms):
+            pass  # the operand's drop stands for it
+        elif t.kind == "op" and t.text in _CMP:
             if not (t.text == "=" and _assignment(x, i)):
                 yield "flip-cmp", t.start, t.end, _CMP[t.text]
         elif word == "IS":
@@ -259,11 +270,12 @@ def _edits(x: _Text) -> Iterator[tuple[str, int, int, str]]:
         elif word == "ORDER" and nxt == "BY":
             end = x.region_end(i + 2, _ENDS, stop_comma=False)
             s, e = x.span(i, end)
-            yield "drop-order", s, e, ""
-            terms = x.split_commas(i + 2, end)
-            for a, b in terms:
-                if len(terms) > 1:
-                    yield _drop_item(x, terms, (a, b), "drop-order-term")
+            if REDUNDANT:
+                yield "drop-order", s, e, ""
+            keys = x.split_commas(i + 2, end)
+            for a, b in keys:
+                if len(keys) > 1 and REDUNDANT:
+                    yield _drop_item(x, keys, (a, b), "drop-order-term")
                 last = x.up(b)
                 if last == "DESC":
                     yield "swap-dir", toks[b].start, toks[b].end, "ASC"
@@ -273,12 +285,13 @@ def _edits(x: _Text) -> Iterator[tuple[str, int, int, str]]:
                     yield "swap-dir", toks[b].end, toks[b].end, " DESC"
         elif word == "GROUP" and nxt == "BY":
             end = x.region_end(i + 2, _ENDS, stop_comma=False)
-            terms = x.split_commas(i + 2, end)
-            if len(terms) > 1:
-                for a, b in terms:
-                    yield _drop_item(x, terms, (a, b), "drop-group-term")
-            s, e = x.span(i, end)
-            yield "drop-group", s, e, ""
+            keys = x.split_commas(i + 2, end)
+            if len(keys) > 1:
+                for a, b in keys:
+                    yield _drop_item(x, keys, (a, b), "drop-group-term")
+            if len(keys) == 1 or REDUNDANT:
+                s, e = x.span(i, end)
+                yield "drop-group", s, e, ""
         elif word == "LIMIT":
             end = x.region_end(i + 1, _ENDS - {"OFFSET"}, stop_comma=False)
             s, e = x.span(i, end)
@@ -312,15 +325,19 @@ def _edits(x: _Text) -> Iterator[tuple[str, int, int, str]]:
             yield "plus-minus", t.start, t.end, "-" if t.text == "+" else "+"
 
 
-def _condition(x: _Text, i: int, j: int, keyword: str | None, kw_index: int | None
+def _condition(x: _Text, i: int, j: int, keyword: str | None, kw_index: int | None,
+               terms: list[tuple[int, int]] | None = None
                ) -> Iterator[tuple[str, int, int, str]]:
     """Drop each operand of the condition's OR and AND chains (a single term: the clause);
-    then the same inside its parenthesized conditions."""
+    then the same inside its parenthesized conditions. `terms` gets the token span of each
+    operand dropped."""
     if i > j:
         return
+    spans = terms if terms is not None else []
     ors = x.split(i, j, {"OR"})
     if len(ors) > 1:
         for part in ors:
+            spans.append(part)
             yield _drop_item(x, ors, part, "drop-or")
     single = len(ors) == 1
     for oi, oj in ors:
@@ -328,9 +345,12 @@ def _condition(x: _Text, i: int, j: int, keyword: str | None, kw_index: int | No
         if len(ands) > 1:
             single = False
             for part in ands:
+                spans.append(part)
                 yield _drop_item(x, ands, part, "drop-and")
     if single and kw_index is not None:
         kind = _CONDITION_AFTER.get(keyword or "")
+        if kind:
+            spans.append((i, j))
         if kind == "on-true":
             s, e = x.span(i, j)
             yield kind, s, e, "1"
@@ -343,9 +363,32 @@ def _condition(x: _Text, i: int, j: int, keyword: str | None, kw_index: int | No
             close = x.match[k]
             boolean = k == i or x.up(k - 1) in ("AND", "OR", "NOT", "(")
             if boolean and x.up(k + 1) not in ("SELECT", "WITH", "VALUES") and close > k + 1:
-                yield from _condition(x, k + 1, close - 1, None, None)
+                yield from _condition(x, k + 1, close - 1, None, None, spans)
             k = close
         k += 1
+
+
+def _dropped_terms(x: _Text) -> list[tuple[int, int]]:
+    """The token spans of every condition operand that has a drop mutant."""
+    spans: list[tuple[int, int]] = []
+    for i, t in enumerate(x.toks):
+        word = t.up if t.kind == "word" else ""
+        if word in _CONDITION_AFTER and not (word == "ON" and x.up(i + 1) == "CONFLICT"):
+            for _ in _condition(x, i + 1, x.region_end(i + 1, _ENDS), word, i, spans):
+                pass
+    return spans
+
+
+def _whole_term(x: _Text, i: int, terms: list[tuple[int, int]]) -> bool:
+    """Whether the operator at token i is the top of a condition operand that is dropped
+    whole by another mutant (`a=b` as a conjunct): negating it asks nothing more of the tests
+    than dropping it, so only the drop is made (REDUNDANT makes both)."""
+    d = x.depth[i]
+    for a, b in terms:
+        if a <= i <= b and x.depth[a] == d and not any(
+                x.depth[k] == d and x.up(k) in ("AND", "OR") for k in range(a, b + 1)):
+            return True
+    return False
 
 
 def _compound(x: _Text, w: int) -> Iterator[tuple[str, int, int, str]]:
