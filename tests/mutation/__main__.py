@@ -230,7 +230,7 @@ def entries(args: argparse.Namespace, cover: Coverage | None) -> tuple[list[Entr
 
 def _warm() -> None:
     """Import what every test needs once, in the parent of the forked runs."""
-    import langgraph.checkpoint.memory  # noqa: F401
+    import langgraph.checkpoint.memory
     import langgraph.graph  # noqa: F401
     import pytest  # noqa: F401
 
@@ -272,7 +272,7 @@ def run_one(entry: Entry, timeout: float, max_tests: int | None) -> tuple[str, f
                                     "no:hypothesispytest", "--no-header", "--tb=line", "-o",
                                     "addopts=", "-W", "ignore", *tests],
                                    plugins=[FirstFailure()]))
-        except BaseException:  # noqa: B036 - the child reports any failure as an error code
+        except BaseException:  # noqa: B036, BLE001 - the child reports any failure as an error code
             import traceback
             traceback.print_exc()
             code = 3
