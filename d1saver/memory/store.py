@@ -9,6 +9,7 @@ with now) until a sweep deletes them. See docs/STORE.md for the design and its c
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ from d1saver.memory import plan as _plan
 from d1saver.memory import values as _values
 from d1saver.memory.base import Memory
 from d1saver.sql import memory as _sql
+
+_log = logging.getLogger("d1saver")
 
 
 @dataclass
@@ -444,7 +447,8 @@ class D1Store(Memory, BaseStore):
 
     def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> threading.Thread:
         """Sweep every `sweep_interval_minutes` (default: the TTL config's, else 5) in a
-        daemon thread until `stop_ttl_sweeper`; a failed sweep is retried at the next one."""
+        daemon thread until `stop_ttl_sweeper` (or `close`); a failed sweep is logged (WARNING,
+        logger "d1saver") and the sweeper goes on: the next sweep deletes what it left."""
         if self._sweeper is not None and self._sweeper.is_alive():
             return self._sweeper
         minutes = (sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
@@ -455,8 +459,11 @@ class D1Store(Memory, BaseStore):
             while not self._sweeper_stop.wait(float(minutes) * 60):
                 try:
                     self.sweep_ttl()
-                except Exception:  # noqa: BLE001 - a sweep failing must not end the loop
-                    continue
+                except Exception as exc:  # noqa: BLE001 - logged; the loop goes on
+                    if self._sweeper_stop.is_set():
+                        return  # cut short by stop_ttl_sweeper or close: not a failure
+                    _log.warning("D1Store: a TTL sweep failed (%s: %s); the next is in %s minutes",
+                                 type(exc).__name__, exc, minutes, exc_info=True)
 
         self._sweeper = threading.Thread(target=loop, daemon=True, name="d1store-ttl-sweeper")
         self._sweeper.start()
