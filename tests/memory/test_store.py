@@ -213,6 +213,7 @@ def test_a_failing_ttl_sweep_is_logged_and_the_sweeper_goes_on(
         thread = store.start_ttl_sweeper(sweep_interval_minutes=0.0005)  # 30 ms
         assert swept.wait(10)
         store.close()
+    thread.join(10)  # close waits 1 s: a sweep under way on a loaded machine may take longer
     assert not thread.is_alive()
     assert escaped == []
     failed = [r for r in caplog.records if "TTL sweep failed" in r.getMessage()]
