@@ -187,21 +187,21 @@ def _phases_sync(row: Row, graph, config, meter: _Meter) -> None:
         row.get_state_s, stats = meter.stop()
         row.get_state_requests = stats and stats["requests"]
         row.state_ok = len(state.values.get("messages", [])) == message_count(row.turns, row.fanout)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - reported in the row
         row.errors["get_state"] = _err(exc)
     try:
         meter.start()
         history = list(graph.get_state_history(config))
         row.history_s, stats = meter.stop()
         row.history_requests, row.history_len = stats and stats["requests"], len(history)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - reported in the row
         row.errors["get_state_history"] = _err(exc)
 
 
 def _count(fn: Callable[[], int], row: Row) -> int | None:
     try:
         return fn()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - reported in the row
         row.errors["list"] = _err(exc)
         return None
 
@@ -228,20 +228,20 @@ async def _run_async(name, variant, turns, fanout, durability, srv) -> Row:
             row.get_state_s, stats = meter.stop()
             row.get_state_requests = stats["requests"]
             row.state_ok = len(state.values.get("messages", [])) == message_count(turns, fanout)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - reported in the row
             row.errors["get_state"] = _err(exc)
         try:
             meter.start()
             history = [s async for s in graph.aget_state_history(config)]
             row.history_s, stats = meter.stop()
             row.history_requests, row.history_len = stats["requests"], len(history)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - reported in the row
             row.errors["get_state_history"] = _err(exc)
         try:
             row.checkpoints = len([t async for t in saver.alist(config)])
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - reported in the row
             row.errors["list"] = _err(exc)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - reported in the row
         row.errors["run"] = _err(exc)
     finally:
         await aclose()

@@ -88,7 +88,7 @@ async def run(calls: int, latency_ms: float) -> list[tuple[str, str, int | None,
     try:
         from langgraph.store.sqlite.aio import AsyncSqliteStore
     except ImportError:  # langgraph-checkpoint-sqlite (and aiosqlite) not installed
-        AsyncSqliteStore = None  # type: ignore[assignment, misc]  # noqa: N806
+        AsyncSqliteStore = None  # type: ignore[assignment, misc]
     if AsyncSqliteStore is not None:
         path = os.path.join(tempfile.mkdtemp(prefix="d1saver-coalesce-bench-"), "store.db")
         async with AsyncSqliteStore.from_conn_string(path) as sq:

@@ -118,7 +118,7 @@ def run_schedule(actors: Sequence[Actor], inner: Any, choose: Callable[[list[int
     def body(i: int) -> None:
         try:
             results[i] = actors[i](_Gate(sched, i, inner))
-        except BaseException as exc:  # reported in the Run, judged by the caller
+        except BaseException as exc:  # noqa: BLE001 - reported in the Run, judged by the caller
             errors[i] = exc
         finally:
             sched.finish(i)

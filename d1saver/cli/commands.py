@@ -187,7 +187,7 @@ def main() -> None:
     """The console script: an unexpected error prints one line (exit 1); --debug adds the traceback."""
     try:
         app()
-    except Exception as exc:  # noqa: BLE001 - the last line of defence of a command line
+    except Exception as exc:  # the last line of defence of a command line (re-raised with --debug)
         if STATE["debug"] or "--debug" in sys.argv[1:]:
             raise
         typer.echo(f"error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", err=True)

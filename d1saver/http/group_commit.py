@@ -315,13 +315,13 @@ class GroupCommit:
             try:
                 with telemetry.merged(batch):
                     _settle(batch, (yield from self._exchange(_statements(batch))))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - mapped: each write of the batch gets it
                 if _split(batch, exc):
                     for t in batch:
                         try:
                             with telemetry.merged([t]):
                                 t.results = yield from self._exchange(list(t.statements))
-                        except Exception as one:
+                        except Exception as one:  # noqa: BLE001 - mapped: the write's own outcome
                             t.error = one
         except BaseException as exc:
             _fail(batch, _interrupted(exc))

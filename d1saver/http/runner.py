@@ -216,7 +216,7 @@ def drive(op: Generator[Any, Any, T], performer: Performer | None) -> Generator[
                         reply = None
                     elif type(reply) is Thrown:
                         reply, error = None, reply.error
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - thrown into the operation
                 error = exc
     finally:
         for gen, _ in reversed(stack):
@@ -307,7 +307,7 @@ async def adrive(op: Generator[Any, Any, Any], performer: Performer | None
                         reply = None
                     elif type(reply) is Thrown:
                         reply, error = None, reply.error
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - thrown into the operation
                 error = exc
     finally:
         for gen, _ in reversed(stack):

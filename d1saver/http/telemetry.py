@@ -256,7 +256,7 @@ class Request:
         the bytes of the request's body and of the answer's."""
         try:
             self._attempt(number, status, error, seconds, sent, received)
-        except Exception:
+        except Exception:  # noqa: BLE001 - telemetry never fails a call: logged
             _lost("an attempt's event")
 
     def _attempt(self, number: int, status: int | None, error: D1Error | None,
@@ -276,7 +276,7 @@ class Request:
     def finish(self, api: _API, results: Sequence[Result] | None, failure: str | None) -> None:
         try:
             self._finish(api, results, failure)
-        except Exception:
+        except Exception:  # noqa: BLE001 - telemetry never fails a call: logged
             _lost("ending a request's span")
 
     def _finish(self, api: _API, results: Sequence[Result] | None, failure: str | None) -> None:
@@ -316,7 +316,7 @@ def request(client: _Client, statements: Sequence[Statement], attempts: Attempts
     try:
         api = _api()
         state = _start(api, client, statements) if api.on() else None
-    except Exception:
+    except Exception:  # noqa: BLE001 - telemetry never fails a call: logged
         _lost("starting a request's span")
         state = None
     if state is None:
@@ -366,7 +366,7 @@ def caller() -> Any:
         if not api.on():
             return None
         context = api.trace.get_current_span().get_span_context()
-    except Exception:
+    except Exception:  # noqa: BLE001 - telemetry never fails a call: logged
         _lost("reading the current span")
         return None
     return context if context.is_valid else None
@@ -417,7 +417,7 @@ def merged(writes: Sequence[_Write]) -> _Nothing | _Merged:
         api = _api()
         parent = api.trace.set_span_in_context(api.trace.NonRecordingSpan(callers[0]))
         return _Merged((parent, tuple(api.trace.Link(c) for c in callers[1:]), len(writes)))
-    except Exception:
+    except Exception:  # noqa: BLE001 - telemetry never fails a call: logged
         _lost("linking a group commit batch")
         return _NOTHING
 
@@ -468,7 +468,7 @@ class _Open:
     def enter(self) -> None:
         try:
             self.tokens = (self.api.context.attach(self.ctx), _CALL.set(True))
-        except Exception:
+        except Exception:  # noqa: BLE001 - telemetry never fails a call: logged
             _lost("making a call's span current")
 
     def leave(self) -> None:
@@ -483,7 +483,7 @@ class _Open:
             if error is not None:
                 self.api.failed(self.span, error_type(error))
             self.span.end()
-        except Exception:
+        except Exception:  # noqa: BLE001 - telemetry never fails a call: logged
             _lost("ending a call's span")
 
 
@@ -494,7 +494,7 @@ def _open(name: str) -> _Open | None:
         return None
     try:
         return _Open(name) if _api().on() else None
-    except Exception:
+    except Exception:  # noqa: BLE001 - telemetry never fails a call: logged
         _lost("starting a call's span")
         return None
 
@@ -635,7 +635,7 @@ class _Command:
             self.opened = _Open("d1saver")
             self.tokens = (self.opened.api.context.attach(self.opened.ctx),
                            self._active.set(self))
-        except Exception:
+        except Exception:  # noqa: BLE001 - telemetry never fails a call: logged
             _lost("starting a command's span")
             self.opened = None
 
@@ -650,7 +650,7 @@ class _Command:
                 top.named = True
             if self.outer is None:
                 self._end(top.opened, ev)
-        except Exception:
+        except Exception:  # noqa: BLE001 - telemetry never fails a call: logged
             _lost("ending a command's span")
 
     def _name(self) -> str:

@@ -98,7 +98,7 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
                 if not run[0].future.done():  # cancelled while the calls before it were sent
                     try:
                         run[0].settle(await self._asend(run[0].work))
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001 - the error is the gathered call's outcome
                         run[0].fail(exc)
                 continue
             for chunk in _coalesce.chunks(run):
@@ -153,12 +153,12 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
                                           if (r[0], r[1]) in rows.get(db, {})])]
                              for db, part in c.work.rows.items()}
                     c.settle(self._read([asked]))
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - the error is the gathered call's outcome
                     c.fail(exc)
         for c in sorted(alone, key=chunk.index):  # each alone, in call order
             try:
                 c.settle(await self._asend(c.work))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the error is the gathered call's outcome
                 c.fail(exc)
 
     async def _asend(self, call: _Call) -> Any:

@@ -10,6 +10,7 @@ with now) until a sweep deletes them. See docs/STORE.md for the design and its c
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ from d1saver.memory import plan as _plan
 from d1saver.memory import values as _values
 from d1saver.memory.base import Memory
 from d1saver.sql import memory as _sql
+
+_log = logging.getLogger("d1saver")
 
 
 @dataclass
@@ -177,7 +180,7 @@ class D1Store(Memory, BaseStore):
             return
         try:
             c.settle(await self._asend(c.work))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the error is the gathered call's outcome
             c.fail(exc)
 
     async def _aembed(self, calls: list[_coalesce.Call[_Batch]]) -> list[_coalesce.Call[_Batch]]:
@@ -193,7 +196,7 @@ class D1Store(Memory, BaseStore):
                     raise InvalidInputError(
                         f"the embeddings returned {len(found)} vectors for "
                         f"{sum(len(c.work.texts) for c in texts)} texts")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the error is the gathered call's outcome
                 for c in texts:
                     c.fail(exc)
             else:
@@ -202,7 +205,7 @@ class D1Store(Memory, BaseStore):
                     n = len(c.work.texts)
                     try:
                         self._keep_vectors(c.work, found[at: at + n])
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001 - the error is the gathered call's outcome
                         c.fail(exc)
                     at += n
         asking = [c for c in calls if c.work.ranked and not c.future.done()]
@@ -212,7 +215,7 @@ class D1Store(Memory, BaseStore):
             try:
                 vectors = await asyncio.gather(*(self.embeddings.aembed_query(q)
                                                  for q in queries))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the error is the gathered call's outcome
                 for c in asking:
                     c.fail(exc)
             else:
@@ -221,7 +224,7 @@ class D1Store(Memory, BaseStore):
                     mine = self._queries(c.work)
                     try:
                         self._keep_queries(c.work, mine, [by_query[q] for q in mine])
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001 - the error is the gathered call's outcome
                         c.fail(exc)
         return [c for c in calls if not c.future.done()]
 
@@ -274,7 +277,7 @@ class D1Store(Memory, BaseStore):
         for c in sorted(alone, key=chunk.index):  # each alone, in call order
             try:
                 c.settle(await self._asend(c.work))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the error is the gathered call's outcome
                 c.fail(exc)
 
     async def _asend(self, batch: _Batch) -> list[Result]:
@@ -589,7 +592,8 @@ class D1Store(Memory, BaseStore):
 
     def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> threading.Thread:
         """Sweep every `sweep_interval_minutes` (default: the TTL config's, else 5) in a
-        daemon thread until `stop_ttl_sweeper`; a failed sweep is retried at the next one."""
+        daemon thread until `stop_ttl_sweeper` (or `close`); a failed sweep is logged (WARNING,
+        logger "d1saver") and the sweeper goes on: the next sweep deletes what it left."""
         if self._sweeper is not None and self._sweeper.is_alive():
             return self._sweeper
         minutes = (sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
@@ -600,8 +604,11 @@ class D1Store(Memory, BaseStore):
             while not self._sweeper_stop.wait(float(minutes) * 60):
                 try:
                     self.sweep_ttl()
-                except Exception:  # noqa: BLE001 - a sweep failing must not end the loop
-                    continue
+                except Exception as exc:  # noqa: BLE001 - logged; the loop goes on
+                    if self._sweeper_stop.is_set():
+                        return  # cut short by stop_ttl_sweeper or close: not a failure
+                    _log.warning("D1Store: a TTL sweep failed (%s: %s); the next is in %s minutes",
+                                 type(exc).__name__, exc, minutes, exc_info=True)
 
         self._sweeper = threading.Thread(target=loop, daemon=True, name="d1store-ttl-sweeper")
         self._sweeper.start()

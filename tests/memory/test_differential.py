@@ -574,7 +574,7 @@ class FakeDatetime:
 
         class _DT(real.datetime):
             @classmethod
-            def now(cls, tz: Any = None) -> Any:  # noqa: ARG003
+            def now(cls, tz: Any = None) -> Any:
                 return real.datetime.fromtimestamp(outer._run.now, real.timezone.utc)
 
         self.datetime = _DT

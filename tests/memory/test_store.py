@@ -4,6 +4,8 @@ filters and listings as InMemoryStore answers them, TTLs, and bad input refused 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from typing import Any
 
 import pytest
@@ -188,6 +190,44 @@ def test_ttl_hides_expired_items_at_once_and_sweep_deletes_them(memory: Memory) 
     store.put(("gone",), "k", {}, ttl=0.5)
     memory.clock.advance(31)
     assert store.list_namespaces() == [("t",)]
+
+
+def test_a_failing_ttl_sweep_is_logged_and_the_sweeper_goes_on(
+        memory: Memory, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first sweep fails: it is logged at WARNING with its exception (never the token), the
+    next sweep runs, nothing reaches the thread's excepthook, and close stops the thread."""
+    store = memory.store()
+    real, calls, swept = store.sweep_ttl, [], threading.Event()
+
+    def flaky() -> int:
+        calls.append(len(calls))
+        if len(calls) == 1:
+            raise RuntimeError("the sweep failed")
+        swept.set()
+        return real()
+
+    monkeypatch.setattr(store, "sweep_ttl", flaky)
+    escaped: list[Any] = []
+    monkeypatch.setattr(threading, "excepthook", escaped.append)
+    with caplog.at_level(logging.WARNING, logger="d1saver"):
+        thread = store.start_ttl_sweeper(sweep_interval_minutes=0.0005)  # 30 ms
+        assert swept.wait(10)
+        store.close()
+    thread.join(10)  # close waits 1 s: a sweep under way on a loaded machine may take longer
+    assert not thread.is_alive()
+    assert escaped == []
+    failed = [r for r in caplog.records if "TTL sweep failed" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].levelno == logging.WARNING
+    assert failed[0].exc_info is not None and "RuntimeError: the sweep failed" in failed[0].getMessage()
+    assert memory.api_token not in caplog.text
+
+
+def test_close_stops_an_idle_ttl_sweeper(memory: Memory) -> None:
+    store = memory.store()
+    thread = store.start_ttl_sweeper(sweep_interval_minutes=60)
+    assert thread.is_alive()
+    store.close()
+    assert not thread.is_alive()
 
 
 def test_ttl_config_default_and_refresh_on_read(memory: Memory) -> None:

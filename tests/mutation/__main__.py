@@ -442,7 +442,7 @@ def _child(entry: Entry, items: list[Any], max_seconds: float, out: Path,
                     break
             else:
                 log.write(f"survived {len(items)}\n")
-    except BaseException:  # noqa: B036 - the child reports any failure as an error
+    except BaseException:  # noqa: B036, BLE001 - the child reports any failure as an error
         import traceback
         with out.open("a", encoding="utf-8") as log:
             log.write("error " + traceback.format_exc().replace("\n", "\\n") + "\n")

@@ -2,9 +2,8 @@
 built as LangGraph builds them, everything a reader observes of a thread, the invariants
 every operation keeps, and transports that kill a command at a chosen request.
 
-KNOWN_DEFECTS names the patterns of issue 20's listed defects that the random runs avoid
-until their fixes land; each has a strict-xfail regression test (tests/reliability/
-test_known_defects.py), so emptying the set is the last step of merging the fixes.
+The random runs step around nothing: issue 20's listed defects are fixed, and each keeps its
+regression test (tests/reliability/test_known_defects.py).
 """
 
 from __future__ import annotations
@@ -26,22 +25,6 @@ BASE_URL = "http://d1.local/client/v4"
 K1, K2 = bytes([21]) * 32, bytes([22]) * 32
 DATABASES = ("dba", "dbb", "dbc", "dbd")
 STAGING = "\x1fd1saver"
-
-# Issue 20's defects the random runs still step around (the lead empties this after merging
-# the fixes; each one's regression test is strict-xfail until then):
-#   "copy_onto_existing": copy_thread onto a thread that already holds rows (defects 2, 6, 9)
-#   "rekey_seal_plaintext": rekey --seal-plaintext over rows stored by content (defect 4)
-#   "rekey_chunked_write": rekey of a write stored in pieces (defect 7)
-#   "prune_empty_fleet": prune([]) over several databases (defect 10)
-#   "list_while_staged": list(None) while staged rows exist (defects 11, 12)
-#   "delete_during_move": delete_thread/prune racing a rebalance (defect 1)
-#   "copy_killed": a killed copy between databases leaves staged rows (defect 5)
-KNOWN_DEFECTS: set[str] = set()
-
-
-def known(name: str) -> bool:
-    """True while the pattern `name` is a known, unfixed defect: random runs avoid it."""
-    return name in KNOWN_DEFECTS
 
 
 def soak_budget(request: Any, ci: int, soak: int) -> int:

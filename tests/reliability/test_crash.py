@@ -546,7 +546,7 @@ def guarded_trial(server: Server, baselines: dict[str, Baseline], seed: int, tmp
     """run_trial, with an exception (a timeout, a child that never started) as a violation."""
     try:
         return run_trial(server, baselines, seed, tmp)
-    except Exception:
+    except Exception:  # noqa: BLE001 - recorded as the trial's violation, with its traceback
         trial = Trial(seed, VARIANTS[seed % len(VARIANTS)])
         trial.violations.append(traceback.format_exc())
         return trial

@@ -85,7 +85,7 @@ class Session:
             if self.sync:
                 return self.graph.invoke(value, config, durability=self.case.durability)
             return await self.graph.ainvoke(value, config, durability=self.case.durability)
-        except Exception as exc:  # compared like any answer: InMemorySaver's run raises too
+        except Exception as exc:  # noqa: BLE001 - compared like any answer: InMemorySaver's run raises too
             return {"error": type(exc).__name__, "message": str(exc)[:300]}
 
     async def history(self, config: dict) -> list[StateSnapshot]:
@@ -120,7 +120,7 @@ class Session:
             if self.sync:
                 return self.graph.update_state(config, values, as_node=as_node)
             return await self.graph.aupdate_state(config, values, as_node=as_node)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - compared like any answer, as above
             return {"error": type(exc).__name__, "message": str(exc)[:300]}
 
 

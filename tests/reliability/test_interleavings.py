@@ -25,7 +25,7 @@ from compaction.rekey import rekey
 from d1saver import D1Saver, FleetError, LeaseHeldError
 from tests import interleave
 from tests.reliability import harness
-from tests.reliability.harness import DATABASES, K1, K2, World, cfg, known, new_id
+from tests.reliability.harness import DATABASES, K1, K2, World, cfg, new_id
 
 OLD = DATABASES[:1]
 NEW = DATABASES[:2]
@@ -128,14 +128,6 @@ ACTORS: dict[str, Callable[[Race, Any], Any]] = {
 PAIRS = [p for p in itertools.combinations(ACTORS, 2) if set(p) != {"puts_sync", "puts_async"}]
 
 
-def _skipped(pair: Sequence[str]) -> str | None:
-    """A pair whose race is one of issue 20's known defects (the reason), while unfixed."""
-    if "rebalance" in pair and {"delete_thread", "prune"} & set(pair) and known(
-            "delete_during_move"):
-        return "issue 20 defect 1"
-    return None
-
-
 # --- the checks -------------------------------------------------------------------------------
 
 
@@ -144,7 +136,7 @@ def _check(race: Race, pair: Sequence[str], run: interleave.Run) -> None:
         assert err is None, (pair, name, run.order, repr(err))
     world = race.world
     reader = race.saver()
-    if race.moving and not known("list_while_staged"):
+    if race.moving:
         list(reader.list(None))  # a merged list works during and after a move
     threads = [A, B, C]
     seen = harness.observe(reader, threads)
@@ -217,9 +209,6 @@ class _Clock:
 
 @pytest.mark.parametrize("pair", PAIRS, ids=["+".join(p) for p in PAIRS])
 def test_interleavings(pair: tuple[str, str], request: pytest.FixtureRequest) -> None:
-    reason = _skipped(pair)
-    if reason:
-        pytest.skip(f"known: {reason} (tests/reliability/test_known_defects.py)")
     budget = harness.soak_budget(request, ci=4, soak=300)
     runs, exhaustive = interleave.schedules(_maker(pair), budget, seed=zlib.crc32("+".join(pair).encode()))
     COUNTS["interleavings"] += runs

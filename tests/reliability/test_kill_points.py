@@ -24,7 +24,7 @@ from compaction.rekey import rekey
 from d1saver import D1Saver
 from tests.data import v0_1_0_fixture as v010
 from tests.reliability import harness
-from tests.reliability.harness import (DATABASES, K1, K2, KillAt, Killed, World, cfg, known,
+from tests.reliability.harness import (DATABASES, K1, K2, KillAt, Killed, World, cfg,
                                        new_id)
 
 COUNTS: dict[str, int] = {}
@@ -216,8 +216,6 @@ def _leftovers_listed(command: Command, world: World) -> None:
     """Whatever a kill left is shown: a staged id by `d1saver threads` (its database's thread
     list), and chunks not exact by `check`. Nothing is kept under an id no tool shows."""
     staged = world.staged()
-    if staged and known("copy_killed") and command.name.startswith("copy"):
-        return
     for db, _table, thread in staged:
         with world.raw(db) as view:
             assert thread in {i.thread_id for i in list_threads(view)}, (command.name, db, thread)
@@ -287,8 +285,7 @@ def _kill(command: Command, ref: Outcome, at: int, after: bool) -> None:
         _leftovers_listed(command, world)
         _run_to_end(command, world)
         assert _observe(command, world) == ref.after, (command.name, at, after)
-        if not (known("copy_killed") and command.name.startswith("copy")):
-            assert world.staged() == [], (command.name, at, after)
+        assert world.staged() == [], (command.name, at, after)
         with command.reader(world) as reader:
             assert compaction_fleet.check_chunks(reader) == []
             assert compaction_fleet.misplaced_memory(reader) == []

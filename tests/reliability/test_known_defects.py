@@ -1,6 +1,6 @@
 """Issue 20's listed defects as the harnesses found them: each case here failed on the code
 before its fix (it was a strict xfail until the fix landed); the random runs cover them again
-(harness.KNOWN_DEFECTS is empty)."""
+and step around none of them."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from compaction import fleet as compaction_fleet
 from compaction.rekey import rekey
 from d1saver import D1Saver
 from tests.reliability import harness
-from tests.reliability.harness import K1, K2, World, cfg, known, new_id
+from tests.reliability.harness import K1, K2, World, cfg, new_id
 
 LONG = [f"message {j} " + "lorem ipsum " * 15 for j in range(12)]
 
@@ -62,8 +62,6 @@ FOLLOW = ("put", "read")
 @pytest.mark.parametrize(("maintenance", "follow", "keyed"),
                          list(itertools.product(MAINTENANCE, FOLLOW, (False, True))))
 def test_stale_instance(maintenance: str, follow: str, keyed: bool) -> None:
-    if maintenance == "copy_onto" and known("copy_onto_existing"):
-        pytest.skip("known: issue 20 defects 2, 6, 9 (tests/reliability/test_known_defects.py)")
     world = World()
     keys = [K1] if keyed else None
     try:

@@ -23,7 +23,7 @@ from compaction.rebalance import rebalance
 from compaction.rekey import rekey
 from d1saver import D1Cache, D1Saver, D1Store, admin
 from tests.reliability import harness
-from tests.reliability.harness import DATABASES, K1, K2, World, cfg, known, new_id
+from tests.reliability.harness import DATABASES, K1, K2, World, cfg, new_id
 from tests.reliability.model import Model
 
 THREADS = ("t0", "t1", "t2", "t3")
@@ -193,8 +193,6 @@ class SaverMachine(RuleBasedStateMachine):
     @rule(threads=st.lists(st.sampled_from(THREADS), max_size=3, unique=True),
           strategy=st.sampled_from(["keep_latest", "keep_latest", "delete"]))
     def prune(self, threads: list[str], strategy: str) -> None:
-        if not threads and len(self.layout) > 1 and known("prune_empty_fleet"):
-            return
         self.saver.prune(threads, strategy=strategy)
         for t in threads:
             if strategy == "delete":
@@ -204,8 +202,6 @@ class SaverMachine(RuleBasedStateMachine):
 
     @rule(src=st.sampled_from(THREADS), dst=st.sampled_from(THREADS))
     def copy_thread(self, src: str, dst: str) -> None:
-        if dst in self.model.threads and known("copy_onto_existing"):
-            return
         self.saver.copy_thread(src, dst)
         self.model.copy_thread(src, dst)
 
@@ -228,8 +224,6 @@ class SaverMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.keys is not None)
     @rule()
     def rotate_keys(self) -> None:
-        if known("rekey_chunked_write") and self._chunked_writes():
-            return
         assert self.keys is not None
         self.keys = [K2 if self.keys[0] == K1 else K1, self.keys[0]]
         self.saver = self._saver()
@@ -242,17 +236,9 @@ class SaverMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.keys is None)
     @rule()
     def seal_plaintext(self) -> None:
-        if known("rekey_seal_plaintext") or (known("rekey_chunked_write")
-                                             and self._chunked_writes()):
-            return
         self.keys = [K1]
         self.saver = self._saver()
         rekey(self.saver, seal_plaintext=True)
-
-    def _chunked_writes(self) -> bool:
-        return any(isinstance(w[2], list) and any(len(str(v)) > 100 for v in w[2])
-                   for th in self.model.threads.values() for ws in th.writes.values()
-                   for w in ws.values())
 
     @rule(layout=st.sampled_from(range(len(LAYOUTS))), user=st.sampled_from(MEMORY_USERS),
           gone=st.booleans())

@@ -305,7 +305,7 @@ async def observe(scenario: str, saver: BaseCheckpointSaver, mode: str) -> Any:
     """What the scenario shows on `saver`, with types; an exception is an observation too."""
     try:
         return typed(await SCENARIOS[scenario](saver, Drive(mode)))
-    except Exception as exc:  # e.g. an AttributeError on a dict that should be a Plan
+    except Exception as exc:  # noqa: BLE001 - e.g. an AttributeError on a dict that should be a Plan
         return ("raised", type(exc).__name__, str(exc)[:200])
 
 
