@@ -164,7 +164,7 @@ def test_held_writes_resent_with_every_chunk_store_the_writes_as_entered(
     chunk_missing, and the write is built again with every chunk: from the bytes taken when
     put_writes was entered, not from what LangGraph holds by then."""
     from d1saver.http import group_commit
-    from tests.saver.test_group_commit import Caller, in_run, wait_until
+    from tests.http.test_group_commit import Caller, in_run, wait_until
 
     monkeypatch.setattr(group_commit, "HOLD_WINDOWS", 100_000)  # held until the put comes
     monkeypatch.setattr(group_commit, "MAX_HOLD", 100_000.0)
