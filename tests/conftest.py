@@ -12,7 +12,8 @@ import pytest
 from d1saver import D1Saver
 from d1saver.local import make_server
 from tests.servers import serving
-from tests.support import ENGINES, LOCAL_BASE_URL, Recorded, fresh_ids, local_engine
+from tests.support import (ENGINES, LOCAL_BASE_URL, Recorded, closing, fresh_ids, local_engine,
+                           on_engine)
 
 # tests.data.v0_1_0_fixture: the `v010` fixture (the database d1saver 0.1.0 wrote);
 # tests.mutation.plugin: applies a mutant or maps tests for `./dev mutate` (idle otherwise).
@@ -69,21 +70,14 @@ def local_backend() -> Backend:
 @pytest.fixture
 def local() -> Iterator[Backend]:
     """A fresh in-memory local D1, reached in-process through its httpx transport."""
-    b = local_backend()
-    yield b
-    b.close_engine()
+    yield from closing(local_backend())
 
 
 @pytest.fixture(params=ENGINES)
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """Each test twice: on the local D1, and on Wrangler's real D1 engine (workerd)."""
-    if request.param == "local":
-        b = local_backend()
-        yield b
-        b.close_engine()
-        return
-    real = request.getfixturevalue("wrangler_d1")
-    yield Backend("wrangler", real.base_url, real.api_token, real.account_id, real.database_id)
+    yield from on_engine(request, local_backend, lambda real: Backend(
+        "wrangler", real.base_url, real.api_token, real.account_id, real.database_id))
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ loaded in batches."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -57,6 +57,25 @@ class Recorded:
     def close_engine(self) -> None:
         if self.engine is not None:
             self.engine.close()
+
+
+S = TypeVar("S", bound=Recorded)
+
+
+def closing(subject: S) -> Iterator[S]:
+    """A fixture's body for a subject on a fresh local engine: the engine closed after the test."""
+    yield subject
+    subject.close_engine()
+
+
+def on_engine(request: pytest.FixtureRequest, local: Callable[[], S], real: Callable[[Any], S],
+              real_fixture: str = "wrangler_d1") -> Iterator[S]:
+    """A fixture's body with params=ENGINES: the subject made fresh on the local D1, or made
+    over the real engine's session fixture (`real_fixture`)."""
+    if request.param == "local":
+        yield from closing(local())
+    else:
+        yield real(request.getfixturevalue(real_fixture))
 
 
 @dataclass

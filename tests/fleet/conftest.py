@@ -15,7 +15,8 @@ import pytest
 
 from d1saver import D1Saver, Statement
 from tests.realengine import RealD1, gateway
-from tests.support import ENGINES, LOCAL_BASE_URL, Recorded, fresh_ids, local_engine
+from tests.support import (ENGINES, LOCAL_BASE_URL, Recorded, closing, fresh_ids, local_engine,
+                           on_engine)
 
 TABLES = ("checkpoints", "writes", "chunks", "tags")
 
@@ -73,21 +74,14 @@ def fleet_gateway() -> Iterator[RealD1]:
 @pytest.fixture(params=ENGINES)
 def fleet(request: pytest.FixtureRequest) -> Iterator[FleetBackend]:
     """Each test on four local databases and on the real engine's four."""
-    if request.param == "local":
-        b = local_fleet()
-        yield b
-        b.close_engine()
-        return
-    real: RealD1 = request.getfixturevalue("fleet_gateway")
-    yield FleetBackend("wrangler", real.base_url, real.api_token, real.account_id,
-                       list(real.databases.values()))
+    yield from on_engine(request, local_fleet, lambda real: FleetBackend(
+        "wrangler", real.base_url, real.api_token, real.account_id, list(real.databases.values())),
+        real_fixture="fleet_gateway")
 
 
 @pytest.fixture
 def local4() -> Iterator[FleetBackend]:
-    b = local_fleet()
-    yield b
-    b.close_engine()
+    yield from closing(local_fleet())
 
 
 def unique(prefix: str = "t") -> str:

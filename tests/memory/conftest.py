@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from d1saver import D1Store, TraceEvent
-from tests.support import LOCAL_BASE_URL, Clock, Recorded, fresh_ids, local_engine
+from tests.support import LOCAL_BASE_URL, Clock, Recorded, closing, fresh_ids, local_engine
 
 
 @dataclass
@@ -47,6 +47,4 @@ class Memory(Recorded):
 
 @pytest.fixture
 def memory() -> Iterator[Memory]:
-    m = Memory(LOCAL_BASE_URL, "test-token", "acc", fresh_ids(4), **local_engine())
-    yield m
-    m.close_engine()
+    yield from closing(Memory(LOCAL_BASE_URL, "test-token", "acc", fresh_ids(4), **local_engine()))
