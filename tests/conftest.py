@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from d1saver import D1Saver, TraceEvent
-from d1saver.local import LocalD1, LocalD1Transport, make_server
+from d1saver import D1Saver
+from d1saver.local import make_server
 from tests.servers import serving
+from tests.support import (ENGINES, LOCAL_BASE_URL, Recorded, closing, fresh_ids, local_engine,
+                           on_engine)
 
 # tests.data.v0_1_0_fixture: the `v010` fixture (the database d1saver 0.1.0 wrote);
 # tests.mutation.plugin: applies a mutant or maps tests for `./dev mutate` (idle otherwise).
 pytest_plugins = ["tests.realengine", "tests.data.v0_1_0_fixture", "tests.mutation.plugin"]
-
-LOCAL_BASE_URL = "http://d1.local/client/v4"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,7 +39,7 @@ def anyio_backend() -> str:
 
 
 @dataclass
-class Backend:
+class Backend(Recorded):
     """Makes savers on one database of one engine, and counts every HTTP attempt they make."""
 
     name: str
@@ -48,15 +47,10 @@ class Backend:
     api_token: str
     account_id: str
     database_id: str
-    transport: Any = None
-    engine: LocalD1 | None = None
-    events: list[TraceEvent] = field(default_factory=list)
 
     def saver(self, **kwargs: Any) -> D1Saver:
-        kwargs.setdefault("tracer", self.events.append)
-        kwargs.setdefault("transport", self.transport)
         return D1Saver(account_id=self.account_id, database_id=self.database_id,
-                       api_token=self.api_token, api_base_url=self.base_url, **kwargs)
+                       api_token=self.api_token, api_base_url=self.base_url, **self.wired(kwargs))
 
     @property
     def requests(self) -> int:
@@ -64,37 +58,26 @@ class Backend:
 
     def count(self, fn: Callable[[], Any]) -> tuple[Any, int]:
         """Run fn and return (its result, HTTP attempts it made)."""
-        before = len(self.events)
-        out = fn()
-        return out, len(self.events) - before
+        out, attempts = self.attempts(fn)
+        return out, len(attempts)
 
 
 def local_backend() -> Backend:
-    engine = LocalD1()
-    return Backend("local", LOCAL_BASE_URL, "test-token", "acc", f"db-{uuid.uuid4().hex[:8]}",
-                   transport=LocalD1Transport(engine), engine=engine)
+    (database_id,) = fresh_ids(1)
+    return Backend("local", LOCAL_BASE_URL, "test-token", "acc", database_id, **local_engine())
 
 
 @pytest.fixture
 def local() -> Iterator[Backend]:
     """A fresh in-memory local D1, reached in-process through its httpx transport."""
-    b = local_backend()
-    yield b
-    assert b.engine is not None
-    b.engine.close()
+    yield from closing(local_backend())
 
 
-@pytest.fixture(params=["local", pytest.param("wrangler", marks=pytest.mark.realengine)])
+@pytest.fixture(params=ENGINES)
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """Each test twice: on the local D1, and on Wrangler's real D1 engine (workerd)."""
-    if request.param == "local":
-        b = local_backend()
-        yield b
-        assert b.engine is not None
-        b.engine.close()
-        return
-    real = request.getfixturevalue("wrangler_d1")
-    yield Backend("wrangler", real.base_url, real.api_token, real.account_id, real.database_id)
+    yield from on_engine(request, local_backend, lambda real: Backend(
+        "wrangler", real.base_url, real.api_token, real.account_id, real.database_id))
 
 
 @pytest.fixture

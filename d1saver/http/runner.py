@@ -12,7 +12,7 @@ It is a trampoline, as h11 leaves the sockets to its caller: an operation that a
 starts (a commit's batch, a setup, a step's operation at a database) is pushed on the
 runner's stack and driven by the same loop, never by a loop of its own further down. A put's
 stack from `D1Saver.put` to the transport is the saver, the fleet, the loop and the send
-(tests/saver/test_runner.py counts it). An exception travels down the stack as it would
+(tests/http/test_runner.py counts it). An exception travels down the stack as it would
 through calls: thrown into the operation that yielded the action, then into the one below
 whenever an operation lets it through, outside any handler (no implicit context: a transport
 error's text never rides along).

@@ -12,7 +12,7 @@ their bytes. Measured choices are in docs/STORAGE_DESIGN.md.
 
 Piece boundaries and ids are stored forever (a chunk's id names its bytes in every manifest that
 lists it): changing `STORED_MIN`, `PIECE_MAX`, the CDC sizes or the id function breaks no stored
-row, but new pieces would no longer match old ones. tests/test_chunking.py pins them.
+row, but new pieces would no longer match old ones. tests/storage/test_chunking.py pins them.
 """
 
 from __future__ import annotations

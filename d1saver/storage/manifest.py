@@ -12,7 +12,7 @@ way): no entry can hold ',', '"' or '\\' (codec text is base64 or base85, ids ba
 manifest needs no escaping inside the JSON that carries it, and SQL reads it as a JSON array by
 wrapping (see d1saver/sql/catalogue.py, _LIST). Entries are told apart by their first characters: codec
 text has ':' second, ids never contain ':' nor '^' (written "." in them). Boundaries and ids are stored
-forever; tests/test_manifest.py pins them.
+forever; tests/storage/test_manifest.py pins them.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from langgraph.types import StateSnapshot
 from pydantic import BaseModel
 
 from d1saver import D1Saver, Statement
+from tests.support import execute_in_batches
 
 HERE = Path(__file__).resolve().parent
 ROWS_PATH = HERE / "v0_1_0.jsonl"
@@ -114,21 +115,15 @@ def load_rows(saver: D1Saver, rows: Iterable[tuple[str, Mapping[str, Any]]], *,
     thread id, for databases shared with other tests.
     """
     counts = {t: 0 for t in DATA_TABLES}
-    batch: list[Statement] = []
-    size = 0
-    for table, row in rows:
-        if table not in DATA_TABLES or (threads is not None and row["thread_id"] not in threads):
-            continue
-        stmt = insert_statement(table, row, thread_suffix)
-        weight = sum(len(v) for v in stmt.params if isinstance(v, str))
-        if batch and (len(batch) >= BATCH_STATEMENTS or size + weight > BATCH_BYTES):
-            saver.execute(batch)
-            batch, size = [], 0
-        batch.append(stmt)
-        size += weight
-        counts[table] += 1
-    if batch:
-        saver.execute(batch)
+
+    def statements() -> Iterator[Statement]:
+        for table, row in rows:
+            if table not in DATA_TABLES or (threads is not None and row["thread_id"] not in threads):
+                continue
+            counts[table] += 1
+            yield insert_statement(table, row, thread_suffix)
+
+    execute_in_batches(saver, statements(), max_statements=BATCH_STATEMENTS, max_bytes=BATCH_BYTES)
     return counts
 
 

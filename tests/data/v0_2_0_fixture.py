@@ -11,11 +11,12 @@ them, as the schema's triggers require) with statements built from COLUMNS only.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from d1saver import D1Saver, Statement
+from tests.support import execute_in_batches
 
 HERE = Path(__file__).resolve().parent
 ROWS_PATH = HERE / "v0_2_0.jsonl"
@@ -74,24 +75,18 @@ def load_rows(saver: D1Saver, rows: Iterable[Mapping[str, Any]], database: str,
     counts = {t: 0 for t in LOAD_ORDER}
     ordered = sorted((r for r in rows if r["db"] == database), key=lambda r: (
         LOAD_ORDER.index(r["table"]), r["row"].get("level", 0) if r["table"] == "d1saver_chunks" else 0))
-    batch: list[Statement] = []
-    size = 0
-    for item in ordered:
-        table, row = item["table"], item["row"]
-        names = columns[table]
-        if set(row) != set(names):
-            raise ValueError(f"{table} row has columns {sorted(row)}, expected {sorted(names)}")
-        sql = f"INSERT OR IGNORE INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
-        stmt = Statement(sql, tuple(row[c] for c in names))
-        weight = sum(len(v) for v in stmt.params if isinstance(v, str))
-        if batch and (len(batch) >= BATCH_STATEMENTS or size + weight > BATCH_BYTES):
-            saver.execute(batch)
-            batch, size = [], 0
-        batch.append(stmt)
-        size += weight
-        counts[table] += 1
-    if batch:
-        saver.execute(batch)
+
+    def statements() -> Iterator[Statement]:
+        for item in ordered:
+            table, row = item["table"], item["row"]
+            names = columns[table]
+            if set(row) != set(names):
+                raise ValueError(f"{table} row has columns {sorted(row)}, expected {sorted(names)}")
+            sql = f"INSERT OR IGNORE INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+            counts[table] += 1
+            yield Statement(sql, tuple(row[c] for c in names))
+
+    execute_in_batches(saver, statements(), max_statements=BATCH_STATEMENTS, max_bytes=BATCH_BYTES)
     return counts
 
 

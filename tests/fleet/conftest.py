@@ -8,21 +8,21 @@ import secrets
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from d1saver import D1Saver, Statement, TraceEvent
-from d1saver.local import LocalD1, LocalD1Transport
-from tests.conftest import LOCAL_BASE_URL
+from d1saver import D1Saver, Statement
 from tests.realengine import RealD1, gateway
+from tests.support import (ENGINES, LOCAL_BASE_URL, Recorded, closing, fresh_ids, local_engine,
+                           on_engine)
 
 TABLES = ("checkpoints", "writes", "chunks", "tags")
 
 
 @dataclass
-class FleetBackend:
+class FleetBackend(Recorded):
     """Four databases of one engine; savers over any of them; every HTTP attempt recorded."""
 
     name: str
@@ -30,16 +30,11 @@ class FleetBackend:
     api_token: str
     account_id: str
     database_ids: list[str]
-    transport: Any = None
-    engine: LocalD1 | None = None
-    events: list[TraceEvent] = field(default_factory=list)
 
     def saver(self, database_ids: Sequence[str] | None = None, **kwargs: Any) -> D1Saver:
-        kwargs.setdefault("tracer", self.events.append)
-        kwargs.setdefault("transport", self.transport)
         return D1Saver(account_id=self.account_id, api_token=self.api_token,
                        database_ids=list(database_ids or self.database_ids),
-                       api_base_url=self.base_url, **kwargs)
+                       api_base_url=self.base_url, **self.wired(kwargs))
 
     def single(self, database_id: str) -> D1Saver:
         """A plain one-database saver, to look inside one database."""
@@ -49,9 +44,8 @@ class FleetBackend:
 
     def requests(self, fn: Callable[[], Any]) -> tuple[Any, Counter[str]]:
         """Run fn; return its result and the HTTP attempts it made, per database id."""
-        before = len(self.events)
-        out = fn()
-        return out, Counter(str(e.database_id) for e in self.events[before:])
+        out, attempts = self.attempts(fn)
+        return out, Counter(str(e.database_id) for e in attempts)
 
     def holding(self, thread_id: str) -> list[str]:
         """The databases that hold any row of the thread (in any table)."""
@@ -66,10 +60,8 @@ class FleetBackend:
 
 
 def local_fleet(**engine_kwargs: Any) -> FleetBackend:
-    engine = LocalD1(**engine_kwargs)
-    ids = [f"db-{uuid.uuid4().hex[:8]}" for _ in range(4)]
-    return FleetBackend("local", LOCAL_BASE_URL, "test-token", "acc", ids,
-                        transport=LocalD1Transport(engine), engine=engine)
+    return FleetBackend("local", LOCAL_BASE_URL, "test-token", "acc", fresh_ids(4),
+                        **local_engine(**engine_kwargs))
 
 
 @pytest.fixture(scope="session")
@@ -79,26 +71,17 @@ def fleet_gateway() -> Iterator[RealD1]:
         yield real
 
 
-@pytest.fixture(params=["local", pytest.param("wrangler", marks=pytest.mark.realengine)])
+@pytest.fixture(params=ENGINES)
 def fleet(request: pytest.FixtureRequest) -> Iterator[FleetBackend]:
     """Each test on four local databases and on the real engine's four."""
-    if request.param == "local":
-        b = local_fleet()
-        yield b
-        assert b.engine is not None
-        b.engine.close()
-        return
-    real: RealD1 = request.getfixturevalue("fleet_gateway")
-    yield FleetBackend("wrangler", real.base_url, real.api_token, real.account_id,
-                       list(real.databases.values()))
+    yield from on_engine(request, local_fleet, lambda real: FleetBackend(
+        "wrangler", real.base_url, real.api_token, real.account_id, list(real.databases.values())),
+        real_fixture="fleet_gateway")
 
 
 @pytest.fixture
 def local4() -> Iterator[FleetBackend]:
-    b = local_fleet()
-    yield b
-    assert b.engine is not None
-    b.engine.close()
+    yield from closing(local_fleet())
 
 
 def unique(prefix: str = "t") -> str:

@@ -35,7 +35,7 @@ class Facade:
         self.mode = mode
         self.root = tuple(root)
         self.sweeps = sweep  # a reference whose reads show expired items until swept
-        self.clock = clock  # a FakeClock the store reads: time passes without sleeping
+        self.clock = clock  # a Clock the store reads: time passes without sleeping
 
     # -- namespaces in and out -------------------------------------------------------------
     def ns(self, namespace: tuple[str, ...]) -> tuple[str, ...]:
@@ -133,8 +133,9 @@ class Facade:
         return sorted((i.namespace, i.key, i.value) for i in items)
 
 
-def drive(scenario: Scenario, facade: Facade) -> Any:
-    """Run a scenario: with no event loop in "sync" mode, under asyncio.run in "async" mode."""
+def drive(scenario: Callable[[Any], Awaitable[Any]], facade: Any) -> Any:
+    """Run a scenario on a facade (of a store or of a cache: anything with a `mode`): with no
+    event loop in "sync" mode, under asyncio.run in "async" mode."""
     if facade.mode == "async":
         return asyncio.run(scenario(facade))
     coro = scenario(facade)

@@ -19,9 +19,7 @@ from typing import Any
 import pytest
 
 import d1saver
-from d1saver import TraceEvent
-from d1saver.local import LocalD1, LocalD1Transport
-from tests.conftest import LOCAL_BASE_URL
+from tests.support import LOCAL_BASE_URL, Clock, Recorded, fresh_ids, local_engine
 
 KEYS = [bytes([11]) * 32, bytes([12]) * 32]  # newest first
 
@@ -37,21 +35,8 @@ def implementation(name: str) -> Any:
     return cls
 
 
-class FakeClock:
-    """Unix seconds that move only when told: TTLs run out at once, with no sleeping."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @dataclass
-class D1Subject:
+class D1Subject(Recorded):
     """Makes D1Store / D1Cache objects over one engine's databases; records every HTTP attempt."""
 
     name: str
@@ -59,13 +44,10 @@ class D1Subject:
     api_token: str
     account_id: str
     database_ids: list[str]
-    transport: Any = None
-    engine: LocalD1 | None = None
     keys: list[bytes] | None = None
     root: tuple[str, ...] = ()
-    events: list[TraceEvent] = field(default_factory=list)
     made: list[Any] = field(default_factory=list)
-    clock: FakeClock = field(default_factory=FakeClock)
+    clock: Clock = field(default_factory=lambda: Clock(time.time()))
 
     @property
     def real(self) -> bool:
@@ -75,8 +57,7 @@ class D1Subject:
         if any("clock" in inspect.signature(k.__init__).parameters
                for k in cls.__mro__ if "__init__" in vars(k)):
             kwargs.setdefault("clock", self.clock)
-        kwargs.setdefault("tracer", self.events.append)
-        kwargs.setdefault("transport", self.transport)
+        self.wired(kwargs)
         if self.keys is not None:
             kwargs.setdefault("encryption_keys", self.keys)
         if len(self.database_ids) == 1:
@@ -100,26 +81,21 @@ class D1Subject:
 
     def count(self, fn: Callable[[], Any]) -> tuple[Any, int]:
         """Run fn; return its result and the HTTP attempts it made."""
-        before = len(self.events)
-        out = fn()
-        return out, len(self.events) - before
+        out, attempts = self.attempts(fn)
+        return out, len(attempts)
 
     def close(self) -> None:
         for obj in self.made:
             close = getattr(obj, "close", None)
             if close is not None:
                 close()
-        if self.engine is not None:
-            self.engine.close()
+        self.close_engine()
 
 
 def local_subject(name: str) -> D1Subject:
-    engine = LocalD1()
-    n = 4 if "fleet4" in name else 1
-    ids = [f"mem-{uuid.uuid4().hex[:8]}" for _ in range(n)]
+    ids = fresh_ids(4 if "fleet4" in name else 1, prefix="mem")
     return D1Subject(name, LOCAL_BASE_URL, "test-token", "acc", ids,
-                     transport=LocalD1Transport(engine), engine=engine,
-                     keys=KEYS if "keys" in name else None)
+                     keys=KEYS if "keys" in name else None, **local_engine())
 
 
 def make_subject(name: str, request: pytest.FixtureRequest, needs: str = "D1Store") -> D1Subject:

@@ -23,6 +23,7 @@ import pytest
 from langgraph.cache.memory import InMemoryCache
 from langgraph.cache.sqlite import SqliteCache
 
+from tests.memory.facade import drive as run
 from tests.memory.facade import same
 from tests.memory.subjects import (
     LOCAL_SUBJECTS,
@@ -75,18 +76,6 @@ class Cache:
             time.sleep(seconds)
         else:
             await asyncio.sleep(seconds)
-
-
-def run(scenario: Callable[[Cache], Any], cache: Cache) -> Any:
-    if cache.mode == "async":
-        return asyncio.run(scenario(cache))
-    coro = scenario(cache)
-    try:
-        coro.send(None)
-    except StopIteration as stop:
-        return stop.value
-    coro.close()
-    raise AssertionError("a sync-mode scenario awaited something that suspends")
 
 
 @dataclass

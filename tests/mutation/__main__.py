@@ -54,7 +54,7 @@ AREAS = ("sql", "ops", "storage")
 TEXT_TESTS = (
     "tests/sql/test_statements.py::",  # the snapshot of the text sent
     "tests/gateway/test_compaction_generated.py::",  # the Worker's copy of the text
-    "tests/saver/test_schema.py::test_inserts_name_columns_the_tables_have",
+    "tests/sql/test_schema.py::test_inserts_name_columns_the_tables_have",
     "tests/mutation/",  # the tool's own tests
 )
 # Test files neither mapped nor run against mutants: the long harnesses (their short CI

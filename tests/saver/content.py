@@ -9,10 +9,12 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.graph.state import CompiledStateGraph
 
 from benchmarks.workload import build_graph, first_input, prose
 from d1saver import D1Saver, Statement, admin
+from d1saver.storage import chunking as _chunking
 
 
 def new_thread(prefix: str = "ca") -> str:
@@ -99,3 +101,22 @@ def assert_exact(saver: D1Saver, *thread_ids: str) -> None:
     """No chunk referenced but missing, none stored but unreferenced."""
     for thread_id in thread_ids:
         assert inexact(saver, thread_id) == [], thread_id
+
+
+def conversation_head(saver: Any) -> tuple[str, CheckpointTuple, list[Any]]:
+    """A new thread conversed to its answer: its id, its head, and the head's last two messages."""
+    tid = new_thread()
+    converse(saver, tid)
+    head = saver.get_tuple({"configurable": {"thread_id": tid}})
+    assert head is not None
+    return tid, head, head.checkpoint["channel_values"]["messages"][-2:]
+
+
+def delete_a_written_piece(saver: Any, thread_id: str, written: list[Any]) -> str:
+    """Delete, behind the saver's back, the one stored piece a write of `written` (a list the
+    thread holds) names; returns its id."""
+    _, data = saver.serde.dumps_typed(written)
+    (piece,) = [p.id for p in _chunking.split(data) if p.id]
+    assert piece in chunk_ids(saver, thread_id)
+    query(saver, "DELETE FROM d1saver_chunks WHERE thread_id = ?1 AND id = ?2", thread_id, piece)
+    return piece

@@ -22,8 +22,9 @@ from d1saver.storage import chunking as _chunking
 from d1saver.storage import manifest as _manifest
 from d1saver.ops import statements as st
 from tests.conftest import Backend
-from tests.saver.content import (assert_exact, chunk_ids, chunk_levels, converse, copy_setup,
-                                 fork, inexact, markers, new_thread, query)
+from tests.saver.content import (assert_exact, chunk_ids, chunk_levels, conversation_head,
+                                 converse, copy_setup, delete_a_written_piece, fork, inexact,
+                                 markers, new_thread, query)
 
 # --- exactness after every deleting operation of the saver ---------------------------------
 
@@ -164,16 +165,9 @@ def test_put_writes_recovers_from_a_chunk_deleted_behind_its_back(backend: Backe
     """Two writes (one packed "p:" row) of messages the thread holds; one message's chunk was
     deleted behind the saver's back: 2 requests, the writes read back, the table is exact."""
     saver = backend.saver()
-    tid = new_thread()
-    converse(saver, tid)
-    head = saver.get_tuple({"configurable": {"thread_id": tid}})
-    assert head is not None
-    messages = head.checkpoint["channel_values"]["messages"][-2:]
+    tid, head, messages = conversation_head(saver)
     writes = [("messages", [m]) for m in messages]
-    _, data = saver.serde.dumps_typed([messages[0]])
-    (piece,) = [p.id for p in _chunking.split(data) if p.id]
-    assert piece in chunk_ids(saver, tid)
-    query(saver, "DELETE FROM d1saver_chunks WHERE thread_id = ?1 AND id = ?2", tid, piece)
+    delete_a_written_piece(saver, tid, [messages[0]])
 
     _, requests = backend.count(lambda: saver.put_writes(head.config, writes, "task-again"))
     assert requests == 2

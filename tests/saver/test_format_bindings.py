@@ -18,7 +18,7 @@ from d1saver.storage.crypto import key_id, key_id_of_text
 from tests.compaction import new_thread
 from tests.conftest import Backend
 from tests.saver import graphs
-from tests.saver.test_delta_channels import at, build, chain, history
+from tests.ops.test_delta_channels import at, build, chain, history
 
 K1, K2 = bytes([31]) * 32, bytes([32]) * 32
 

@@ -23,8 +23,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 
 from d1saver.local import LocalD1Transport
 from tests.conftest import Backend
-from d1saver.storage import chunking as _chunking
-from tests.saver.content import converse, new_thread, query
+from tests.saver.content import conversation_head, converse, delete_a_written_piece, new_thread
 from tests.saver.test_content import delete_a_listed_chunk
 
 LATER = AIMessage("written by the next super-step", id="later")
@@ -92,16 +91,10 @@ def test_put_writes_resent_with_every_chunk_stores_the_writes_as_entered(local: 
     assert local.engine is not None
     transport = AfterResponse(LocalD1Transport(local.engine), _chunk_missing)
     saver = local.saver(transport=transport)
-    tid = new_thread()
-    converse(saver, tid)
-    head = saver.get_tuple({"configurable": {"thread_id": tid}})
-    assert head is not None
-    messages = head.checkpoint["channel_values"]["messages"][-2:]
+    tid, head, messages = conversation_head(saver)
     written = [[m] for m in messages]
     entered = [[m] for m in messages]
-    _, data = saver.serde.dumps_typed(written[0])
-    (piece,) = [p.id for p in _chunking.split(data) if p.id]
-    query(saver, "DELETE FROM d1saver_chunks WHERE thread_id = ?1 AND id = ?2", tid, piece)
+    delete_a_written_piece(saver, tid, written[0])
 
     def next_step() -> None:
         written[0].append(LATER)
@@ -164,22 +157,16 @@ def test_held_writes_resent_with_every_chunk_store_the_writes_as_entered(
     chunk_missing, and the write is built again with every chunk: from the bytes taken when
     put_writes was entered, not from what LangGraph holds by then."""
     from d1saver.http import group_commit
-    from tests.saver.test_group_commit import Caller, in_run, wait_until
+    from tests.http.test_group_commit import Caller, in_run, wait_until
 
     monkeypatch.setattr(group_commit, "HOLD_WINDOWS", 100_000)  # held until the put comes
     monkeypatch.setattr(group_commit, "MAX_HOLD", 100_000.0)
     assert local.engine is not None
     saver = local.saver()
-    tid = new_thread()
-    converse(saver, tid)
-    head = saver.get_tuple({"configurable": {"thread_id": tid}})
-    assert head is not None
-    messages = head.checkpoint["channel_values"]["messages"][-2:]
+    tid, head, messages = conversation_head(saver)
     written = [[m] for m in messages]
     entered = [[m] for m in messages]
-    _, data = saver.serde.dumps_typed(written[0])
-    (piece,) = [p.id for p in _chunking.split(data) if p.id]
-    query(saver, "DELETE FROM d1saver_chunks WHERE thread_id = ?1 AND id = ?2", tid, piece)
+    delete_a_written_piece(saver, tid, written[0])
 
     queue = saver.driver.group.queue(None)
     writer = Caller(lambda: saver.put_writes(in_run(head.config),

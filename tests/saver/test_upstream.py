@@ -24,7 +24,7 @@ from benchmarks.workload import append_batches
 from d1saver import upstream
 
 DEFENDED = ("NamedBarrierValue", "NamedBarrierValueAfterFinish", "Topic")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_applied_on_this_langgraph_to_the_three_channels() -> None:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from d1saver.cli import app
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

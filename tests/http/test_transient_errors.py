@@ -21,7 +21,7 @@ from d1saver.cli import app
 from d1saver.local import FaultPlan, LocalD1, LocalD1Transport
 from d1saver.local.faults import TRANSIENT_MESSAGES
 from tests.conftest import LOCAL_BASE_URL
-from tests.saver.test_http_contract import (
+from tests.http.test_http_contract import (
     BASE_URL,
     CONFIG,
     MAX_ATTEMPTS,

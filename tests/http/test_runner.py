@@ -81,7 +81,7 @@ def test_without_opentelemetry_a_put_has_no_frame_of_it() -> None:
         sys.modules["opentelemetry"] = None  # as if it were not installed
         from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
         from d1saver import D1Saver
-        from tests.saver.test_runner import CONFIG, Spy
+        from tests.http.test_runner import CONFIG, Spy
         spy = Spy()
         saver = D1Saver(account_id="a", database_id="d", api_token="t",
                         api_base_url={LOCAL_BASE_URL!r}, transport=spy)
