@@ -5,7 +5,7 @@
 // "hex_json_list" means a list of ids, sent as a JSON array of the hex of their UTF-8) or
 // {"value": v} (always v).
 export default {
- "schema_version": 12,
+ "schema_version": 16,
  "lease_name": "compaction",
  "cursor_name": "cron",
  "page_size": 1000,
@@ -53,12 +53,12 @@ export default {
    },
    {
     "name": "SCHEMA[2]",
-    "sql": "INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<12",
+    "sql": "INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<16",
     "params": []
    },
    {
     "name": "SCHEMA[3]",
-    "sql": "INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>12",
+    "sql": "INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>16",
     "params": []
    },
    {
@@ -243,7 +243,7 @@ export default {
    },
    {
     "name": "SCHEMA[40]",
-    "sql": "CREATE TABLE IF NOT EXISTS store_vectors(ns TEXT NOT NULL,key TEXT NOT NULL,field TEXT NOT NULL,vector TEXT NOT NULL,PRIMARY KEY(ns,key,field))",
+    "sql": "CREATE TABLE IF NOT EXISTS store_vectors(ns TEXT NOT NULL,key TEXT NOT NULL,field TEXT NOT NULL,vector TEXT NOT NULL,code TEXT,PRIMARY KEY(ns,key,field))",
     "params": []
    },
    {
@@ -293,7 +293,7 @@ export default {
    },
    {
     "name": "SCHEMA[50]",
-    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(12,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)",
+    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(16,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)",
     "params": []
    },
    {
@@ -1092,6 +1092,103 @@ export default {
      },
      {
       "value": 12
+     }
+    ]
+   }
+  ],
+  "13": [
+   {
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+    "params": [
+     {
+      "value": 13
+     }
+    ]
+   },
+   {
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
+    "params": [
+     {
+      "value": 9
+     },
+     {
+      "value": 13
+     }
+    ]
+   }
+  ],
+  "14": [
+   {
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+    "params": [
+     {
+      "value": 14
+     }
+    ]
+   },
+   {
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
+    "params": [
+     {
+      "value": 9
+     },
+     {
+      "value": 14
+     }
+    ]
+   }
+  ],
+  "15": [
+   {
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+    "params": [
+     {
+      "value": 15
+     }
+    ]
+   },
+   {
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
+    "params": [
+     {
+      "value": 9
+     },
+     {
+      "value": 15
+     }
+    ]
+   }
+  ],
+  "16": [
+   {
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+    "params": [
+     {
+      "value": 16
+     }
+    ]
+   },
+   {
+    "name": "MIGRATIONS[15][0]",
+    "sql": "ALTER TABLE store_vectors ADD COLUMN code TEXT",
+    "params": []
+   },
+   {
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
+    "params": [
+     {
+      "value": 9
+     },
+     {
+      "value": 16
      }
     ]
    }

@@ -27,7 +27,12 @@ from d1saver.storage.crypto import Sealer
 # 2,000,000 bytes): a list longer than that travels as several statements of the same batch.
 PARAM_MAX = 1_950_000
 
-Vectors = Mapping[tuple[str, str], Sequence[tuple[str, str]]]  # (ns, key) -> [(field, packed)]
+# (ns, key) -> [(field, packed vector, its code)]
+# A prefiltered search reads a scope of at most this many items whole in its first request
+# (one request, as the exact scan), and a larger one as codes, then its candidates (two).
+WHOLE_MAX = 500
+
+Vectors = Mapping[tuple[str, str], Sequence[tuple[str, str, str]]]
 
 
 @dataclass
@@ -75,6 +80,7 @@ class Plan:
     gets: list[int] = field(default_factory=list)        # the GET_ITEMS statements
     searches: dict[int, Search] = field(default_factory=dict)                # op -> its rows
     lists: dict[int, int] = field(default_factory=dict)                      # op -> statement
+    codes: dict[int, int] = field(default_factory=dict)   # prefiltered op -> SEARCH_CODES(_FILTERED)
 
     def add(self, stmt: Statement) -> int:
         self.statements.append(stmt)
@@ -91,6 +97,29 @@ class Partial:
     refreshed: set[int] = field(default_factory=set)            # ops SQL refreshed the page of
     vectors: dict[int, dict[tuple[str, str], list[str]]] = field(default_factory=dict)
     namespaces: dict[int, list[str]] = field(default_factory=dict)
+    codes: dict[int, list[Code]] = field(default_factory=dict)  # prefiltered op -> its codes
+
+
+@dataclass(frozen=True)
+class Code:
+    """A row of SEARCH_CODES: an item in scope, SQL's verdict on it, and one vector's code
+    (None: the item has no vector; "": a vector stored without a code). When the scope was
+    small (`whole`), `code` is the full vector and the row carries the item's value."""
+
+    ns: str
+    key: str
+    updated_at: float
+    verdict: int
+    whole: bool
+    code: str | None
+    value: str | None
+    created_at: float | None
+    ttl_minutes: float | None
+
+    def row(self) -> Row:
+        assert self.value is not None and self.created_at is not None
+        return Row(self.ns, self.key, self.value, self.created_at, self.updated_at,
+                   self.ttl_minutes is not None, self.verdict)
 
 
 def scope_params(prefix: Sequence[str], live_at: float | None) -> dict[str, Any]:
@@ -132,7 +161,7 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
           vectors: Vectors, reindexed: set[tuple[str, str]], now: float, *,
           live_at: float | None, single: set[int], ranked: set[int],
           expires: Mapping[int, tuple[float, float] | None] | None = None,
-          refresh_filtered: bool = True) -> Plan:
+          refresh_filtered: bool = True, prefiltered: set[int] | None = None) -> Plan:
     """The statements of one database: `ops` its reads (index, op); `puts` its writes (deduped,
     last wins) with `stored` their value texts and `expires` their (expires_at, ttl_minutes) by
     position; `vectors` the new vectors of the items put, `reindexed` every item whose vectors
@@ -141,7 +170,9 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
     `ranked`: the searches ranked by meaning (a query, and the store has an index).
     `refresh_filtered`: refresh a filtered page's TTLs in SQL, in the same request (its
     statement repeats the filter's: worth it when items have TTLs, the store's default); else
-    the store refreshes the page's items with a TTL by a second request, only if there are any."""
+    the store refreshes the page's items with a TTL by a second request, only if there are any.
+    `prefiltered`: the ranked searches that read codes first (SEARCH_CODES), then their
+    candidates in a second request (`candidates`)."""
     plan = Plan()
     gets = [(i, op) for i, op in ops if isinstance(op, GetOp)]
     if gets:
@@ -154,7 +185,14 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
             plan.gets.append(plan.add(Statement.bind(_sql.GET_ITEMS, {"keys": param,
                                                                       "live_at": live_at})))
     for i, op in ops:
-        if isinstance(op, SearchOp):
+        if isinstance(op, SearchOp) and i in (prefiltered or ()):
+            where = _filters.compile_filter(op.filter)
+            scope = scope_params(op.namespace_prefix, live_at)
+            scope["whole"] = WHOLE_MAX
+            plan.codes[i] = plan.add(
+                Statement.bind(_sql.SEARCH_CODES, scope) if where is None else
+                Statement.bind(_sql.SEARCH_CODES_FILTERED, {**scope, "filter": where}))
+        elif isinstance(op, SearchOp):
             scope = scope_params(op.namespace_prefix, live_at)
             where = _filters.compile_filter(op.filter)
             alone = i in single and i not in ranked
@@ -204,8 +242,8 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
                           *(when if when is not None else (None, None))])
         for param in json_lists(items, "an item"):
             plan.add(Statement.bind(_sql.PUT_ITEMS, {"rows": param, "now": now}))
-        vector_rows = [[ns, key, fld, vec] for (ns, key), fields in vectors.items()
-                       for fld, vec in fields]
+        vector_rows = [[ns, key, fld, vec, code] for (ns, key), fields in vectors.items()
+                       for fld, vec, code in fields]
         for param in json_lists(vector_rows, "a vector"):
             plan.add(Statement.bind(_sql.PUT_VECTORS, {"rows": param}))
     return plan
@@ -242,4 +280,49 @@ def read(plan: Plan, results: Sequence[Result]) -> Partial:
             out.vectors[i] = found
     for i, index in plan.lists.items():
         out.namespaces[i] = [r["ns"] for r in results[index].dicts()]
+    for i, index in plan.codes.items():
+        codes = [Code(r[0], r[1], float(r[2]), int(r[3]), bool(r[4]), *r[5:9])
+                 for r in results[index].rows]
+        if codes and codes[0].whole:  # a small scope: every row and vector, as the exact scan
+            found = {}
+            whole: dict[tuple[str, str], Row] = {}
+            for c in codes:
+                if (c.ns, c.key) not in whole:
+                    whole[(c.ns, c.key)] = c.row()
+                if c.code is not None:
+                    found.setdefault((c.ns, c.key), []).append(c.code)
+            out.searches[i], out.vectors[i], out.skipped[i] = list(whole.values()), found, 0
+        else:
+            out.codes[i] = codes
     return out
+
+
+@dataclass
+class Second:
+    """The second request of prefiltered searches in one database: for each search, the rows
+    (CANDIDATE_ITEMS, with its filter's verdict) and the full vectors (CANDIDATE_VECTORS) of
+    its candidates, as many statements of each as the keys' parameters need."""
+
+    statements: list[Statement] = field(default_factory=list)
+    parts: list[tuple[int, list[int], list[int]]] = field(default_factory=list)
+
+    def add(self, i: int, keys: Sequence[tuple[str, str]], filter_: Any,
+            live_at: float | None) -> None:
+        where = _filters.compile_filter(filter_)
+        params = json_lists([list(k) for k in keys], "a key")
+        rows = [len(self.statements) + n for n in range(len(params))]
+        self.statements += [Statement.bind(_sql.CANDIDATE_ITEMS, {
+            "keys": p, "live_at": live_at, "filter": where}) for p in params]
+        vectors = [len(self.statements) + n for n in range(len(params))]
+        self.statements += [Statement.bind(_sql.CANDIDATE_VECTORS, {"keys": p}) for p in params]
+        self.parts.append((i, rows, vectors))
+
+    def fill(self, results: Sequence[Result], part: Partial) -> None:
+        """Each search's candidates read back, as its rows and vectors in `part`."""
+        for i, rows, vectors in self.parts:
+            part.searches[i] = [row for n in rows for row in _rows(results[n])]
+            found: dict[tuple[str, str], list[str]] = {}
+            for n in vectors:
+                for r in results[n].dicts():
+                    found.setdefault((r["ns"], r["key"]), []).append(r["vector"])
+            part.vectors[i] = found

@@ -34,6 +34,7 @@ from langgraph.store.base import (
 from d1saver.core.errors import ConfigError, InvalidInputError
 from d1saver.core.protocol import Statement
 from d1saver.fleet.databases import Database as Node
+from d1saver.memory import codes as _codes
 from d1saver.memory import filters as _filters
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import plan as _plan
@@ -51,7 +52,7 @@ class _Batch:
     stored: dict[int, str]                          # put position -> stored value text
     ttls: dict[int, float] = field(default_factory=dict)  # put position -> TTL in minutes
     texts: list[tuple[str, str, str, str]] = field(default_factory=list)  # ns, key, field, text
-    vectors: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
+    vectors: dict[tuple[str, str], list[tuple[str, str, str]]] = field(default_factory=dict)
     reindexed: set[tuple[str, str]] = field(default_factory=set)
     ranked: set[int] = field(default_factory=set)   # searches ranked by meaning
     queries: dict[str, list[float]] = field(default_factory=dict)
@@ -119,6 +120,13 @@ class D1Store(Memory, BaseStore):
             lambda node: _plan.read(plans[node.database_id],
                                     self._exchange(node, plans[node.database_id].statements)),
             "store batch", list(plans))
+        second = self._candidates(batch, partials)
+        if second:
+            answered = self._fleet.each(
+                lambda node: self._exchange(node, second[node.database_id].statements),
+                "store search", list(second))
+            for db, rows in answered.items():
+                second[db].fill(rows, partials[db])
         results, refresh = self._merge(batch, list(partials.values()))
         for db, statements in refresh.items():
             self._exchange(self._fleet.nodes[db], statements)
@@ -142,6 +150,14 @@ class D1Store(Memory, BaseStore):
             return _plan.read(plan, await self._aexchange(node, plan.statements))
 
         partials = await self._fleet.aeach(one, "store batch", list(plans))
+        second = self._candidates(batch, partials)
+        if second:
+            async def two(node: Node) -> list[Any]:
+                return await self._aexchange(node, second[node.database_id].statements)
+
+            answers = await self._fleet.aeach(two, "store search", list(second))
+            for db, rows in answers.items():
+                second[db].fill(rows, partials[db])
         results, refresh = self._merge(batch, list(partials.values()))
         for db, statements in refresh.items():
             await self._aexchange(self._fleet.nodes[db], statements)
@@ -210,7 +226,9 @@ class D1Store(Memory, BaseStore):
                                     f"{len(batch.texts)} texts")
         for (ns, key, name, _), vector in zip(batch.texts, found, strict=True):
             checked = _values.check_vector(vector, self._dims(), f"the embedding of {key!r}")
-            batch.vectors.setdefault((ns, key), []).append((name, _values.pack_vector(checked)))
+            packed = _values.pack_vector(checked)
+            batch.vectors.setdefault((ns, key), []).append(
+                (name, packed, _codes.encode(_values.unpack_vector(packed))))
 
     def _queries(self, batch: _Batch) -> list[str]:
         return list(dict.fromkeys(str(batch.ops[i].query)  # type: ignore[union-attr]
@@ -259,6 +277,7 @@ class D1Store(Memory, BaseStore):
         for n, op in enumerate(batch.puts):
             writes.setdefault(self.home(op.namespace), []).append(n)
         plans = {}
+        prefiltered = self._prefiltered(batch)
         for db in dict.fromkeys([*reads, *writes]):
             mine = writes.get(db, [])
             puts = [batch.puts[n] for n in mine]
@@ -274,8 +293,52 @@ class D1Store(Memory, BaseStore):
                                     refresh_filtered=bool((self.ttl_config or {}).get(
                                         "default_ttl")),
                                     single={i for i, one in single.items() if one},
-                                    ranked=batch.ranked)
+                                    ranked=batch.ranked, prefiltered=prefiltered)
         return plans
+
+    def _prefiltered(self, batch: _Batch) -> set[int]:
+        """The ranked searches that read codes first: all of them, unless the index says
+        `exact` or the batch also puts (the second request would see the batch's writes)."""
+        if batch.puts or (self.index_config or {}).get("exact"):
+            return set()
+        return set(batch.ranked)
+
+    def _candidates(self, batch: _Batch, partials: dict[str, _plan.Partial]
+                    ) -> dict[str, _plan.Second]:
+        """The second request of each database for the prefiltered searches: the rows and
+        vectors of the items whose score bounds can reach the page (codes.candidates), chosen
+        over every database's codes. Each such search's page is empty until `_plan.fill`."""
+        distance = (self.index_config or {}).get("distance_type", "cosine")
+        live_at = self.clock() if self.omit_expired else None
+        out: dict[str, _plan.Second] = {}
+        for i, op in enumerate(batch.ops):
+            if not isinstance(op, SearchOp) or not any(i in p.codes for p in partials.values()):
+                continue  # not prefiltered, or every database read its scope whole
+            items: dict[tuple[str, str, str], tuple[bool, list[str | None]]] = {}
+            for db, part in partials.items():
+                if i not in part.codes:  # read whole (or not asked): its rows are all there
+                    continue
+                for c in part.codes[i]:
+                    _, codes = items.setdefault((db, c.ns, c.key), (c.verdict == 2, []))
+                    if c.code is not None:
+                        codes.append(c.code)
+                part.searches[i], part.vectors[i], part.skipped[i] = [], {}, 0
+            names = list(items)
+            found = _codes.bounds(batch.queries[str(op.query)],
+                                  [code for name in names for code in items[name][1]], distance)
+            scored: list[tuple[bool, list[_codes.Bounds | None]]] = []
+            at = 0
+            for name in names:
+                n = len(items[name][1])
+                scored.append((items[name][0], found[at: at + n]))
+                at += n
+            wanted: dict[str, list[tuple[str, str]]] = {}
+            for n in _codes.candidates(scored, op.offset + op.limit):
+                db, ns, key = names[n]
+                wanted.setdefault(db, []).append((ns, key))
+            for db, keys in wanted.items():
+                out.setdefault(db, _plan.Second()).add(i, keys, op.filter, live_at)
+        return out
 
     # --- merging: every database's rows into each op's result -----------------------------
 
@@ -324,34 +387,52 @@ class D1Store(Memory, BaseStore):
             skipped += part.skipped.get(i, 0)
             refreshed = refreshed or i in part.refreshed
         rows.sort(key=lambda r: (-float(r.updated_at), r.ns, r.key))
+        if i in batch.ranked:
+            return self._rank(op, batch, rows, vectors, sealer)
         candidates = [(row, row.item(sealer)) for row in rows]
         if op.filter:
             candidates = [(r, it) for r, it in candidates
                           if _filters.matches(it.value, op.filter)]
-        if i not in batch.ranked:
-            start = op.offset - skipped  # SQL left out `skipped` matches before the page
-            page = candidates[start: start + op.limit]
-            return ([_search_item(it) for _, it in page],
-                    [it for r, it in page
-                     if r.ttl and not (refreshed and r.verdict == 2 and r.unsure_upto == 0)])
+        start = op.offset - skipped  # SQL left out `skipped` matches before the page
+        page = candidates[start: start + op.limit]
+        return ([_search_item(it) for _, it in page],
+                [it for r, it in page
+                 if r.ttl and not (refreshed and r.verdict == 2 and r.unsure_upto == 0)])
+
+    def _rank(self, op: SearchOp, batch: _Batch, rows: list[_plan.Row],
+              vectors: dict[tuple[str, str], list[str]], sealer: Any
+              ) -> tuple[list[SearchItem], list[Item]]:
+        """A ranked search's page from its rows in order (every row in scope, or a prefilter's
+        candidates) and their vectors. A value is decoded only for a row SQL cannot tell the
+        filter of (verdict 1) and for the rows of the page."""
+        opened: dict[int, Item] = {}
+
+        def item(n: int) -> Item:
+            if n not in opened:
+                opened[n] = rows[n].item(sealer)
+            return opened[n]
+
+        candidates = [(n, r) for n, r in enumerate(rows)
+                      if not op.filter or r.verdict == 2
+                      or _filters.matches(item(n).value, op.filter)]
         query = batch.queries[op.query]  # type: ignore[index]
-        flat: list[tuple[_plan.Row, Item]] = []
+        flat: list[tuple[_plan.Row, int]] = []
         flat_vectors: list[list[float]] = []
         scoreless = []
-        for r, it in candidates:
+        for n, r in candidates:
             vs = vectors.get((r.ns, r.key), [])
             for v in vs:
-                flat.append((r, it))
+                flat.append((r, n))
                 flat_vectors.append(_values.unpack_vector(v))
             if not vs:
-                scoreless.append((r, it))
+                scoreless.append((r, n))
         scores = _values.similarity(query, flat_vectors,
                                     (self.index_config or {}).get("distance_type", "cosine"))
         ranked = sorted(zip(scores, range(len(flat)), strict=True), key=lambda x: (-x[0], x[1]))
         seen: set[tuple[str, str]] = set()
         kept: list[tuple[float | None, _plan.Row, Item]] = []
-        for score, n in ranked:
-            r, it = flat[n]
+        for score, at in ranked:
+            r, n = flat[at]
             if (r.ns, r.key) in seen:
                 continue
             ix = len(seen)
@@ -359,9 +440,9 @@ class D1Store(Memory, BaseStore):
             if ix >= op.offset + op.limit:
                 break
             if ix >= op.offset:
-                kept.append((score, r, it))
+                kept.append((score, r, item(n)))
         if scoreless and len(kept) < op.limit:
-            kept.extend((None, r, it) for r, it in scoreless[: op.limit - len(kept)])
+            kept.extend((None, r, item(n)) for r, n in scoreless[: op.limit - len(kept)])
         return ([_search_item(it, score) for score, _, it in kept],
                 [it for _, r, it in kept if r.ttl])
 

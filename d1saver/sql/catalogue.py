@@ -478,6 +478,16 @@ CREATE TABLE IF NOT EXISTS d1saver_move_guards (
     staging_lost INTEGER CONSTRAINT staging_lost CHECK (staging_lost IS NULL)
 )""",
     ],
+    # 13, 14, 15: placeholders on this branch (search, issue 31 part 3), cut before main took
+    # them: 13 is reserved for issue 30's store and cache exactness, 14 (d1saver_gc_pending)
+    # and 15 ("s:" values, a contract step) are main's. The lead takes main's steps at merge.
+    [],
+    [],
+    [],
+    # 16: the prefilter of search by meaning (issue 31): each vector's code (d1saver/memory/
+    # codes.py), written with it by PUT_VECTORS. Additive: an older d1saver writes vectors
+    # without one (NULL), and the store re-ranks those always.
+    ["ALTER TABLE store_vectors ADD COLUMN code TEXT"],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]

@@ -72,9 +72,11 @@ DELETE_ITEMS = q("""DELETE FROM store_items WHERE (ns, key) IN (
     SELECT value->>0, value->>1 FROM json_each(:keys))""")
 DELETE_VECTORS = q("""DELETE FROM store_vectors WHERE (ns, key) IN (
     SELECT value->>0, value->>1 FROM json_each(:keys))""")
-# :rows JSON [[ns, key, field, vector], ...]
-PUT_VECTORS = q("""INSERT OR REPLACE INTO store_vectors (ns, key, field, vector)
-SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows)""")
+# :rows JSON [[ns, key, field, vector, code], ...]: `code` the vector's prefilter code
+# (d1saver/memory/codes.py), derived from `vector` and written with it (schema v16). A row
+# replaced by an older d1saver, which names no code, gets NULL: its vector is always re-ranked.
+PUT_VECTORS = q("""INSERT OR REPLACE INTO store_vectors (ns, key, field, vector, code)
+SELECT value->>0, value->>1, value->>2, value->>3, value->>4 FROM json_each(:rows)""")
 
 # --- reads ----------------------------------------------------------------------------------
 
@@ -198,6 +200,45 @@ WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')}""")
 SEARCH_VECTORS_FILTERED = q(f"""SELECT v.ns, v.key, v.field, v.vector
 FROM store_items AS s JOIN store_vectors AS v ON v.ns = s.ns AND v.key = s.key
 WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')} AND {_VERDICT.format(t='s.')} > 0""")
+
+# --- search by meaning with a prefilter (d1saver/memory/codes.py; docs/STORE.md) -----------
+#
+# First request: every item in scope a read sees, with each of its vectors' code (NULL: the
+# item has no vector; '': a vector written without a code), never a value or a vector; but
+# when the scope holds at most :whole items, every row whole (value, vector: `whole` 1), as
+# the exact scan reads them, so that a small namespace costs one request. The store bounds
+# each item's score from its codes and keeps the candidates that can be in the page; the
+# second request reads their rows and full vectors, and ranks them exactly.
+CODE_COLUMNS = ("ns", "key", "updated_at", "verdict", "whole", "code", "value", "created_at",
+                "ttl_minutes")
+_CODES = """SELECT c.ns, c.key, c.updated_at, c.verdict, w.yes AS whole,
+    CASE WHEN v.ns IS NULL THEN NULL WHEN w.yes THEN v.vector ELSE coalesce(v.code, '') END
+        AS code,
+    s.value, s.created_at, s.ttl_minutes
+FROM scoped AS c CROSS JOIN (SELECT count(*) <= :whole AS yes FROM scoped) AS w
+    LEFT JOIN store_vectors AS v ON v.ns = c.ns AND v.key = c.key
+    LEFT JOIN store_items AS s ON w.yes AND s.rowid = c.row_id"""
+SEARCH_CODES = q(f"""WITH scoped AS MATERIALIZED (
+    SELECT rowid AS row_id, ns, key, updated_at, 2 AS verdict FROM store_items
+    WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')})
+{_CODES}""")
+# As SEARCH_CODES, with :filter's verdict: the items that may pass it (verdict 1 or 2).
+SEARCH_CODES_FILTERED = q(f"""WITH scoped AS MATERIALIZED (
+    SELECT row_id, ns, key, updated_at, verdict FROM (
+        SELECT rowid AS row_id, ns, key, updated_at,
+            {_VERDICT.format(t='store_items.')} AS verdict
+        FROM store_items WHERE {_SCOPE.format(t='')} AND {_LIVE.format(t='')})
+    WHERE verdict > 0)
+{_CODES}""")
+# Second request. :keys JSON [[ns, key], ...]: the candidates a read sees (:live_at) that may
+# pass :filter (NULL: no filter), with the filter's verdict, as SEARCH_ITEMS_FILTERED's rows.
+CANDIDATE_ITEMS = q(f"""SELECT s.ns, s.key, s.value, s.created_at, s.updated_at, s.ttl_minutes,
+    {_VERDICT.format(t='s.')} AS verdict
+FROM json_each(:keys) AS j JOIN store_items AS s ON s.ns = j.value->>0 AND s.key = j.value->>1
+WHERE {_LIVE.format(t='s.')} AND {_VERDICT.format(t='s.')} > 0""")
+# The full vectors of the candidates :keys JSON [[ns, key], ...].
+CANDIDATE_VECTORS = q("""SELECT v.ns, v.key, v.field, v.vector
+FROM json_each(:keys) AS j JOIN store_vectors AS v ON v.ns = j.value->>0 AND v.key = j.value->>1""")
 
 NAMESPACE_COLUMNS = ("ns",)
 # The distinct namespaces of the rows in scope a read sees.

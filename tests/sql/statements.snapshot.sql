@@ -10,10 +10,10 @@ CREATE TABLE IF NOT EXISTS d1saver_schema(version INTEGER PRIMARY KEY,applied_at
 CREATE TABLE IF NOT EXISTS d1saver_guards(head_moved INTEGER CONSTRAINT head_moved CHECK(head_moved IS NULL),lease_lost INTEGER CONSTRAINT lease_lost CHECK(lease_lost IS NULL),schema_outdated INTEGER CONSTRAINT schema_outdated CHECK(schema_outdated IS NULL),schema_too_new INTEGER CONSTRAINT schema_too_new CHECK(schema_too_new IS NULL))
 
 -- name: SCHEMA[2]
-INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<12
+INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<16
 
 -- name: SCHEMA[3]
-INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>12
+INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>16
 
 -- name: SCHEMA[4]
 CREATE TABLE IF NOT EXISTS checkpoints(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,parent_checkpoint_id TEXT,type TEXT,checkpoint TEXT NOT NULL,metadata TEXT NOT NULL DEFAULT '{}',channels TEXT NOT NULL DEFAULT '[]',run_id TEXT,ts TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
@@ -124,7 +124,7 @@ CREATE TABLE IF NOT EXISTS store_items(ns TEXT NOT NULL,key TEXT NOT NULL,value 
 CREATE INDEX IF NOT EXISTS store_items_expires ON store_items(expires_at)WHERE expires_at IS NOT NULL
 
 -- name: SCHEMA[40]
-CREATE TABLE IF NOT EXISTS store_vectors(ns TEXT NOT NULL,key TEXT NOT NULL,field TEXT NOT NULL,vector TEXT NOT NULL,PRIMARY KEY(ns,key,field))
+CREATE TABLE IF NOT EXISTS store_vectors(ns TEXT NOT NULL,key TEXT NOT NULL,field TEXT NOT NULL,vector TEXT NOT NULL,code TEXT,PRIMARY KEY(ns,key,field))
 
 -- name: SCHEMA[41]
 CREATE TABLE IF NOT EXISTS cache_entries(ns TEXT NOT NULL,key TEXT NOT NULL,value TEXT NOT NULL,expires_at REAL,PRIMARY KEY(ns,key))
@@ -154,7 +154,7 @@ CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,data
 CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))
 
 -- name: SCHEMA[50]
-INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(12,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)
+INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(16,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)
 
 -- name: READ_SCHEMA
 SELECT * FROM d1saver_schema
@@ -842,7 +842,7 @@ DELETE FROM store_vectors WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_e
 
 -- name: PUT_VECTORS
 -- params: ?1 rows
-INSERT OR REPLACE INTO store_vectors(ns,key,field,vector)SELECT value->>0,value->>1,value->>2,value->>3 FROM json_each(?)
+INSERT OR REPLACE INTO store_vectors(ns,key,field,vector,code)SELECT value->>0,value->>1,value->>2,value->>3,value->>4 FROM json_each(?)
 
 -- name: GET_ITEMS
 -- params: ?1 keys, ?2 live_at
@@ -875,6 +875,22 @@ SELECT v.ns,v.key,v.field,v.vector FROM store_items s JOIN store_vectors v ON v.
 -- name: SEARCH_VECTORS_FILTERED
 -- params: ?1 exact, ?2 low, ?3 high, ?4 live_at, ?5 filter
 SELECT v.ns,v.key,v.field,v.vector FROM store_items s JOIN store_vectors v ON v.ns=s.ns AND v.key=s.key WHERE(? IS NULL OR s.ns=?1 OR(s.ns>=? AND s.ns<?))AND(s.expires_at IS NULL OR ? IS NULL OR s.expires_at>?4)AND(CASE WHEN ? IS NULL THEN 2 WHEN substr(s.value,1,1)<>'{' THEN 1 ELSE(SELECT min(CASE WHEN c.n=1 THEN 2 - c.r ELSE c.r END)FROM(SELECT d.n,CASE d.k WHEN 'unknown' THEN 1 WHEN 'true' THEN 2 WHEN 'false' THEN 0 WHEN 'object' THEN CASE WHEN d.type='object' THEN 2 ELSE 0 END WHEN 'array' THEN CASE WHEN d.type='array' AND json_array_length(s.value,d.p)=d.a THEN 2 ELSE 0 END WHEN 'keys' THEN CASE WHEN d.type='object' AND(SELECT count(*)FROM json_each(s.value,d.p))=d.a THEN 2 ELSE 0 END WHEN 'none' THEN CASE WHEN d.type IS NULL OR d.type='null' THEN 2 ELSE 0 END WHEN 'null' THEN CASE WHEN d.type='null' THEN 2 ELSE 0 END WHEN 'text' THEN CASE WHEN d.type='text' AND d.x=d.a THEN 2 ELSE 0 END WHEN 'text?' THEN CASE WHEN d.type='text' THEN 1 ELSE 0 END WHEN 'num' THEN CASE WHEN d.type IS NULL OR d.type NOT IN('integer','real','true','false')THEN 0 WHEN instr(d.a,'|'||d.raw||'|')>0 THEN 2 WHEN d.type='real' AND abs(d.x - d.v)<=1e-15 * abs(d.v)+ 1e-300 THEN 1 ELSE 0 END WHEN 'cmp' THEN CASE WHEN d.type='text' OR(d.type='integer' AND typeof(d.x)<>'integer')THEN 1 WHEN d.type IS NULL OR d.type NOT IN('integer','real','true','false')THEN 0 WHEN d.type='real' AND instr(d.a,'|'||d.raw||'|')>0 THEN CASE WHEN d.o IN('gte','lte')THEN 2 ELSE 0 END WHEN(d.type='real' OR d.s=0)AND abs(CAST(d.x AS REAL)- d.v)<=1e-15 * abs(d.v)+ 1e-300 THEN 1 WHEN CASE d.o WHEN 'gt' THEN CAST(d.x AS REAL)>d.v WHEN 'gte' THEN CAST(d.x AS REAL)>=d.v WHEN 'lt' THEN CAST(d.x AS REAL)<d.v ELSE CAST(d.x AS REAL)<=d.v END THEN 2 ELSE 0 END WHEN 'numtype' THEN CASE WHEN d.type IN('real','true','false')OR(d.type='integer' AND typeof(d.x)='integer')THEN d.a WHEN d.type IN('text','integer')THEN 1 ELSE 0 END WHEN 'notcontainer' THEN CASE WHEN d.type=d.a THEN 1 ELSE 2 END ELSE 1 END r FROM(SELECT f.value->>'k' k,f.value->>'n' n,f.value->>'a' a,f.value->>'v' v,f.value->>'o' o,f.value->>'s' s,f.value->>'p' p,json_type(s.value,f.value->>'p')type,json_extract(s.value,f.value->>'p')x,s.value ->(f.value->>'p')raw FROM json_each(?5)f)d)c)END)>0
+
+-- name: SEARCH_CODES
+-- params: ?1 exact, ?2 low, ?3 high, ?4 live_at, ?5 whole
+WITH scoped AS MATERIALIZED(SELECT rowid row_id,ns,key,updated_at,2 verdict FROM store_items WHERE(? IS NULL OR ns=?1 OR(ns>=? AND ns<?))AND(expires_at IS NULL OR ? IS NULL OR expires_at>?4))SELECT c.ns,c.key,c.updated_at,c.verdict,w.yes whole,CASE WHEN v.ns IS NULL THEN NULL WHEN w.yes THEN v.vector ELSE coalesce(v.code,'')END code,s.value,s.created_at,s.ttl_minutes FROM scoped c CROSS JOIN(SELECT count(*)<=? yes FROM scoped)w LEFT JOIN store_vectors v ON v.ns=c.ns AND v.key=c.key LEFT JOIN store_items s ON w.yes AND s.rowid=c.row_id
+
+-- name: SEARCH_CODES_FILTERED
+-- params: ?1 filter, ?2 exact, ?3 low, ?4 high, ?5 live_at, ?6 whole
+WITH scoped AS MATERIALIZED(SELECT row_id,ns,key,updated_at,verdict FROM(SELECT rowid row_id,ns,key,updated_at,(CASE WHEN ? IS NULL THEN 2 WHEN substr(store_items.value,1,1)<>'{' THEN 1 ELSE(SELECT min(CASE WHEN c.n=1 THEN 2 - c.r ELSE c.r END)FROM(SELECT d.n,CASE d.k WHEN 'unknown' THEN 1 WHEN 'true' THEN 2 WHEN 'false' THEN 0 WHEN 'object' THEN CASE WHEN d.type='object' THEN 2 ELSE 0 END WHEN 'array' THEN CASE WHEN d.type='array' AND json_array_length(store_items.value,d.p)=d.a THEN 2 ELSE 0 END WHEN 'keys' THEN CASE WHEN d.type='object' AND(SELECT count(*)FROM json_each(store_items.value,d.p))=d.a THEN 2 ELSE 0 END WHEN 'none' THEN CASE WHEN d.type IS NULL OR d.type='null' THEN 2 ELSE 0 END WHEN 'null' THEN CASE WHEN d.type='null' THEN 2 ELSE 0 END WHEN 'text' THEN CASE WHEN d.type='text' AND d.x=d.a THEN 2 ELSE 0 END WHEN 'text?' THEN CASE WHEN d.type='text' THEN 1 ELSE 0 END WHEN 'num' THEN CASE WHEN d.type IS NULL OR d.type NOT IN('integer','real','true','false')THEN 0 WHEN instr(d.a,'|'||d.raw||'|')>0 THEN 2 WHEN d.type='real' AND abs(d.x - d.v)<=1e-15 * abs(d.v)+ 1e-300 THEN 1 ELSE 0 END WHEN 'cmp' THEN CASE WHEN d.type='text' OR(d.type='integer' AND typeof(d.x)<>'integer')THEN 1 WHEN d.type IS NULL OR d.type NOT IN('integer','real','true','false')THEN 0 WHEN d.type='real' AND instr(d.a,'|'||d.raw||'|')>0 THEN CASE WHEN d.o IN('gte','lte')THEN 2 ELSE 0 END WHEN(d.type='real' OR d.s=0)AND abs(CAST(d.x AS REAL)- d.v)<=1e-15 * abs(d.v)+ 1e-300 THEN 1 WHEN CASE d.o WHEN 'gt' THEN CAST(d.x AS REAL)>d.v WHEN 'gte' THEN CAST(d.x AS REAL)>=d.v WHEN 'lt' THEN CAST(d.x AS REAL)<d.v ELSE CAST(d.x AS REAL)<=d.v END THEN 2 ELSE 0 END WHEN 'numtype' THEN CASE WHEN d.type IN('real','true','false')OR(d.type='integer' AND typeof(d.x)='integer')THEN d.a WHEN d.type IN('text','integer')THEN 1 ELSE 0 END WHEN 'notcontainer' THEN CASE WHEN d.type=d.a THEN 1 ELSE 2 END ELSE 1 END r FROM(SELECT f.value->>'k' k,f.value->>'n' n,f.value->>'a' a,f.value->>'v' v,f.value->>'o' o,f.value->>'s' s,f.value->>'p' p,json_type(store_items.value,f.value->>'p')type,json_extract(store_items.value,f.value->>'p')x,store_items.value ->(f.value->>'p')raw FROM json_each(?1)f)d)c)END)verdict FROM store_items WHERE(? IS NULL OR ns=?2 OR(ns>=? AND ns<?))AND(expires_at IS NULL OR ? IS NULL OR expires_at>?5))WHERE verdict>0)SELECT c.ns,c.key,c.updated_at,c.verdict,w.yes whole,CASE WHEN v.ns IS NULL THEN NULL WHEN w.yes THEN v.vector ELSE coalesce(v.code,'')END code,s.value,s.created_at,s.ttl_minutes FROM scoped c CROSS JOIN(SELECT count(*)<=? yes FROM scoped)w LEFT JOIN store_vectors v ON v.ns=c.ns AND v.key=c.key LEFT JOIN store_items s ON w.yes AND s.rowid=c.row_id
+
+-- name: CANDIDATE_ITEMS
+-- params: ?1 filter, ?2 keys, ?3 live_at
+SELECT s.ns,s.key,s.value,s.created_at,s.updated_at,s.ttl_minutes,(CASE WHEN ? IS NULL THEN 2 WHEN substr(s.value,1,1)<>'{' THEN 1 ELSE(SELECT min(CASE WHEN c.n=1 THEN 2 - c.r ELSE c.r END)FROM(SELECT d.n,CASE d.k WHEN 'unknown' THEN 1 WHEN 'true' THEN 2 WHEN 'false' THEN 0 WHEN 'object' THEN CASE WHEN d.type='object' THEN 2 ELSE 0 END WHEN 'array' THEN CASE WHEN d.type='array' AND json_array_length(s.value,d.p)=d.a THEN 2 ELSE 0 END WHEN 'keys' THEN CASE WHEN d.type='object' AND(SELECT count(*)FROM json_each(s.value,d.p))=d.a THEN 2 ELSE 0 END WHEN 'none' THEN CASE WHEN d.type IS NULL OR d.type='null' THEN 2 ELSE 0 END WHEN 'null' THEN CASE WHEN d.type='null' THEN 2 ELSE 0 END WHEN 'text' THEN CASE WHEN d.type='text' AND d.x=d.a THEN 2 ELSE 0 END WHEN 'text?' THEN CASE WHEN d.type='text' THEN 1 ELSE 0 END WHEN 'num' THEN CASE WHEN d.type IS NULL OR d.type NOT IN('integer','real','true','false')THEN 0 WHEN instr(d.a,'|'||d.raw||'|')>0 THEN 2 WHEN d.type='real' AND abs(d.x - d.v)<=1e-15 * abs(d.v)+ 1e-300 THEN 1 ELSE 0 END WHEN 'cmp' THEN CASE WHEN d.type='text' OR(d.type='integer' AND typeof(d.x)<>'integer')THEN 1 WHEN d.type IS NULL OR d.type NOT IN('integer','real','true','false')THEN 0 WHEN d.type='real' AND instr(d.a,'|'||d.raw||'|')>0 THEN CASE WHEN d.o IN('gte','lte')THEN 2 ELSE 0 END WHEN(d.type='real' OR d.s=0)AND abs(CAST(d.x AS REAL)- d.v)<=1e-15 * abs(d.v)+ 1e-300 THEN 1 WHEN CASE d.o WHEN 'gt' THEN CAST(d.x AS REAL)>d.v WHEN 'gte' THEN CAST(d.x AS REAL)>=d.v WHEN 'lt' THEN CAST(d.x AS REAL)<d.v ELSE CAST(d.x AS REAL)<=d.v END THEN 2 ELSE 0 END WHEN 'numtype' THEN CASE WHEN d.type IN('real','true','false')OR(d.type='integer' AND typeof(d.x)='integer')THEN d.a WHEN d.type IN('text','integer')THEN 1 ELSE 0 END WHEN 'notcontainer' THEN CASE WHEN d.type=d.a THEN 1 ELSE 2 END ELSE 1 END r FROM(SELECT f.value->>'k' k,f.value->>'n' n,f.value->>'a' a,f.value->>'v' v,f.value->>'o' o,f.value->>'s' s,f.value->>'p' p,json_type(s.value,f.value->>'p')type,json_extract(s.value,f.value->>'p')x,s.value ->(f.value->>'p')raw FROM json_each(?1)f)d)c)END)verdict FROM json_each(?)j JOIN store_items s ON s.ns=j.value->>0 AND s.key=j.value->>1 WHERE(s.expires_at IS NULL OR ? IS NULL OR s.expires_at>?3)AND(CASE WHEN ?1 IS NULL THEN 2 WHEN substr(s.value,1,1)<>'{' THEN 1 ELSE(SELECT min(CASE WHEN c.n=1 THEN 2 - c.r ELSE c.r END)FROM(SELECT d.n,CASE d.k WHEN 'unknown' THEN 1 WHEN 'true' THEN 2 WHEN 'false' THEN 0 WHEN 'object' THEN CASE WHEN d.type='object' THEN 2 ELSE 0 END WHEN 'array' THEN CASE WHEN d.type='array' AND json_array_length(s.value,d.p)=d.a THEN 2 ELSE 0 END WHEN 'keys' THEN CASE WHEN d.type='object' AND(SELECT count(*)FROM json_each(s.value,d.p))=d.a THEN 2 ELSE 0 END WHEN 'none' THEN CASE WHEN d.type IS NULL OR d.type='null' THEN 2 ELSE 0 END WHEN 'null' THEN CASE WHEN d.type='null' THEN 2 ELSE 0 END WHEN 'text' THEN CASE WHEN d.type='text' AND d.x=d.a THEN 2 ELSE 0 END WHEN 'text?' THEN CASE WHEN d.type='text' THEN 1 ELSE 0 END WHEN 'num' THEN CASE WHEN d.type IS NULL OR d.type NOT IN('integer','real','true','false')THEN 0 WHEN instr(d.a,'|'||d.raw||'|')>0 THEN 2 WHEN d.type='real' AND abs(d.x - d.v)<=1e-15 * abs(d.v)+ 1e-300 THEN 1 ELSE 0 END WHEN 'cmp' THEN CASE WHEN d.type='text' OR(d.type='integer' AND typeof(d.x)<>'integer')THEN 1 WHEN d.type IS NULL OR d.type NOT IN('integer','real','true','false')THEN 0 WHEN d.type='real' AND instr(d.a,'|'||d.raw||'|')>0 THEN CASE WHEN d.o IN('gte','lte')THEN 2 ELSE 0 END WHEN(d.type='real' OR d.s=0)AND abs(CAST(d.x AS REAL)- d.v)<=1e-15 * abs(d.v)+ 1e-300 THEN 1 WHEN CASE d.o WHEN 'gt' THEN CAST(d.x AS REAL)>d.v WHEN 'gte' THEN CAST(d.x AS REAL)>=d.v WHEN 'lt' THEN CAST(d.x AS REAL)<d.v ELSE CAST(d.x AS REAL)<=d.v END THEN 2 ELSE 0 END WHEN 'numtype' THEN CASE WHEN d.type IN('real','true','false')OR(d.type='integer' AND typeof(d.x)='integer')THEN d.a WHEN d.type IN('text','integer')THEN 1 ELSE 0 END WHEN 'notcontainer' THEN CASE WHEN d.type=d.a THEN 1 ELSE 2 END ELSE 1 END r FROM(SELECT f.value->>'k' k,f.value->>'n' n,f.value->>'a' a,f.value->>'v' v,f.value->>'o' o,f.value->>'s' s,f.value->>'p' p,json_type(s.value,f.value->>'p')type,json_extract(s.value,f.value->>'p')x,s.value ->(f.value->>'p')raw FROM json_each(?1)f)d)c)END)>0
+
+-- name: CANDIDATE_VECTORS
+-- params: ?1 keys
+SELECT v.ns,v.key,v.field,v.vector FROM json_each(?)j JOIN store_vectors v ON v.ns=j.value->>0 AND v.key=j.value->>1
 
 -- name: LIST_NAMESPACES
 -- params: ?1 exact, ?2 low, ?3 high, ?4 live_at
@@ -1071,3 +1087,6 @@ CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,data
 
 -- name: MIGRATIONS[11][6]
 CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))
+
+-- name: MIGRATIONS[15][0]
+ALTER TABLE store_vectors ADD COLUMN code TEXT
