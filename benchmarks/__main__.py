@@ -2,7 +2,8 @@
 compaction one; `python -m benchmarks growth ...` the growth one (bytes, rows and CPU against turns); `python -m benchmarks keys` what encryption keys cost; `python -m benchmarks chunking ...` compares ways
 to cut values into chunks; `python -m benchmarks scaling ...` runs agents over 1, 2 and 4 databases; `python -m benchmarks
 bytes ...` breaks one conversation's request bodies down by statement and parameter; `python -m benchmarks
-store ...` D1Store and D1Cache beside SqliteStore and SqliteCache."""
+store ...` D1Store and D1Cache beside SqliteStore and SqliteCache; `python -m benchmarks search ...`
+search by meaning, InMemoryStore beside D1Store's exact scan and its prefilter."""
 
 from __future__ import annotations
 
@@ -40,6 +41,11 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks import store_bench
 
         store_bench.main(argv[1:])
+        return
+    if argv and argv[0] == "search":
+        from benchmarks import search_bench
+
+        search_bench.main(argv[1:])
         return
     if argv and argv[0] == "growth":
         from benchmarks import growth_bench

@@ -81,6 +81,7 @@ class Plan:
     searches: dict[int, Search] = field(default_factory=dict)                # op -> its rows
     lists: dict[int, int] = field(default_factory=dict)                      # op -> statement
     codes: dict[int, int] = field(default_factory=dict)   # prefiltered op -> SEARCH_CODES(_FILTERED)
+    ranks: dict[int, int] = field(default_factory=dict)   # op ranked by a gateway -> RANK_ROWS
 
     def add(self, stmt: Statement) -> int:
         self.statements.append(stmt)
@@ -98,6 +99,7 @@ class Partial:
     vectors: dict[int, dict[tuple[str, str], list[str]]] = field(default_factory=dict)
     namespaces: dict[int, list[str]] = field(default_factory=dict)
     codes: dict[int, list[Code]] = field(default_factory=dict)  # prefiltered op -> its codes
+    gateway: set[int] = field(default_factory=set)  # ops whose rows the gateway ranked
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,8 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
           vectors: Vectors, reindexed: set[tuple[str, str]], now: float, *,
           live_at: float | None, single: set[int], ranked: set[int],
           expires: Mapping[int, tuple[float, float] | None] | None = None,
-          refresh_filtered: bool = True, prefiltered: set[int] | None = None) -> Plan:
+          refresh_filtered: bool = True, prefiltered: set[int] | None = None,
+          ranks: Mapping[int, str] | None = None) -> Plan:
     """The statements of one database: `ops` its reads (index, op); `puts` its writes (deduped,
     last wins) with `stored` their value texts and `expires` their (expires_at, ttl_minutes) by
     position; `vectors` the new vectors of the items put, `reindexed` every item whose vectors
@@ -172,7 +175,8 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
     statement repeats the filter's: worth it when items have TTLs, the store's default); else
     the store refreshes the page's items with a TTL by a second request, only if there are any.
     `prefiltered`: the ranked searches that read codes first (SEARCH_CODES), then their
-    candidates in a second request (`candidates`)."""
+    candidates in a second request (`candidates`). `ranks`: the ranked searches sent for the
+    gateway Worker to rank (RANK_ROWS and RANK_MARK, with each one's spec)."""
     plan = Plan()
     gets = [(i, op) for i, op in ops if isinstance(op, GetOp)]
     if gets:
@@ -185,7 +189,12 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
             plan.gets.append(plan.add(Statement.bind(_sql.GET_ITEMS, {"keys": param,
                                                                       "live_at": live_at})))
     for i, op in ops:
-        if isinstance(op, SearchOp) and i in (prefiltered or ()):
+        if isinstance(op, SearchOp) and i in (ranks or {}):
+            scope = scope_params(op.namespace_prefix, live_at)
+            where = _filters.compile_filter(op.filter)
+            plan.ranks[i] = plan.add(Statement.bind(_sql.RANK_ROWS, {**scope, "filter": where}))
+            plan.add(Statement.bind(_sql.RANK_MARK, {"spec": (ranks or {})[i]}))
+        elif isinstance(op, SearchOp) and i in (prefiltered or ()):
             where = _filters.compile_filter(op.filter)
             scope = scope_params(op.namespace_prefix, live_at)
             scope["whole"] = WHOLE_MAX
@@ -280,6 +289,20 @@ def read(plan: Plan, results: Sequence[Result]) -> Partial:
             out.vectors[i] = found
     for i, index in plan.lists.items():
         out.namespaces[i] = [r["ns"] for r in results[index].dicts()]
+    for i, index in plan.ranks.items():
+        vectors: dict[tuple[str, str], list[str]] = {}
+        items: dict[tuple[str, str], Row] = {}
+        for r in results[index].dicts():
+            where = (r["ns"], r["key"])
+            if where not in items:
+                items[where] = Row(r["ns"], r["key"], r["value"], r["created_at"],
+                                   r["updated_at"], r["ttl_minutes"] is not None,
+                                   int(r["verdict"]))
+            if r["vector"] is not None:
+                vectors.setdefault(where, []).append(r["vector"])
+        out.searches[i], out.vectors[i], out.skipped[i] = list(items.values()), vectors, 0
+        if results[index + 1].rows == [[1]]:
+            out.gateway.add(i)
     for i, index in plan.codes.items():
         codes = [Code(r[0], r[1], float(r[2]), int(r[3]), bool(r[4]), *r[5:9])
                  for r in results[index].rows]

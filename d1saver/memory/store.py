@@ -9,6 +9,7 @@ with now) until a sweep deletes them. See docs/STORE.md for the design and its c
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -278,6 +279,8 @@ class D1Store(Memory, BaseStore):
             writes.setdefault(self.home(op.namespace), []).append(n)
         plans = {}
         prefiltered = self._prefiltered(batch)
+        exact = bool((self.index_config or {}).get("exact"))
+        distance = (self.index_config or {}).get("distance_type", "cosine")
         for db in dict.fromkeys([*reads, *writes]):
             mine = writes.get(db, [])
             puts = [batch.puts[n] for n in mine]
@@ -288,17 +291,25 @@ class D1Store(Memory, BaseStore):
             vectors = {k: v for k, v in batch.vectors.items() if k in keys}
             reindexed = batch.reindexed & keys
             its_reads = reads.get(db, [])
+            ranks: dict[int, str] = {}
+            if batch.ranked and not exact and "rank" in self._fleet.nodes[db].client.features:
+                ranks = {i: json.dumps({"query": batch.queries[str(op.query)],
+                                        "distance": distance, "keep": op.offset + op.limit})
+                         for i, op in its_reads if i in batch.ranked
+                         and isinstance(op, SearchOp)}
             plans[db] = _plan.build(its_reads, puts, stored, vectors, reindexed, now,
                                     live_at=live_at, expires=expires,
                                     refresh_filtered=bool((self.ttl_config or {}).get(
                                         "default_ttl")),
                                     single={i for i, one in single.items() if one},
-                                    ranked=batch.ranked, prefiltered=prefiltered)
+                                    ranked=batch.ranked, prefiltered=prefiltered - set(ranks),
+                                    ranks=ranks)
         return plans
 
     def _prefiltered(self, batch: _Batch) -> set[int]:
         """The ranked searches that read codes first: all of them, unless the index says
-        `exact` or the batch also puts (the second request would see the batch's writes)."""
+        `exact` or the batch also puts (the second request would see the batch's writes). A
+        database behind d1saver's gateway Worker ranks them instead, in one request."""
         if batch.puts or (self.index_config or {}).get("exact"):
             return set()
         return set(batch.ranked)

@@ -240,6 +240,25 @@ WHERE {_LIVE.format(t='s.')} AND {_VERDICT.format(t='s.')} > 0""")
 CANDIDATE_VECTORS = q("""SELECT v.ns, v.key, v.field, v.vector
 FROM json_each(:keys) AS j JOIN store_vectors AS v ON v.ns = j.value->>0 AND v.key = j.value->>1""")
 
+# --- search by meaning through d1saver's gateway Worker (worker/rank.js) --------------------
+#
+# Every item in scope a read sees that may pass :filter (NULL: no filter), with its value, the
+# verdict, and one row per vector (`vector` NULL: the item has none), newest first. Followed in
+# the same batch by RANK_MARK: the gateway then scores the rows next to the data and returns
+# only those of the items that can be in the page; D1 (or another gateway) returns them all.
+RANK_COLUMNS = (*ITEM_COLUMNS, "verdict", "vector")
+RANK_ROWS = q(f"""SELECT c.ns, c.key, c.value, c.created_at, c.updated_at, c.ttl_minutes, c.verdict,
+    v.vector
+FROM (SELECT s.ns, s.key, s.value, s.created_at, s.updated_at, s.ttl_minutes,
+        {_VERDICT.format(t='s.')} AS verdict
+    FROM store_items AS s WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')}) AS c
+    LEFT JOIN store_vectors AS v ON v.ns = c.ns AND v.key = c.key
+WHERE c.verdict > 0
+ORDER BY c.updated_at DESC, c.ns, c.key""")
+# :spec JSON {"query": [floats], "distance": "cosine" | "inner_product" | "l2", "keep": the
+# page's end}. The gateway answers 1 when it ranked the rows before; D1 answers :spec.
+RANK_MARK = q("SELECT :spec AS d1saver_rank")
+
 NAMESPACE_COLUMNS = ("ns",)
 # The distinct namespaces of the rows in scope a read sees.
 LIST_NAMESPACES = q(f"""SELECT DISTINCT ns FROM store_items

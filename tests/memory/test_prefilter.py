@@ -190,3 +190,18 @@ def test_bounds_hold_the_exact_scores(distance: str) -> None:
         for score, b in zip(exact, found, strict=True):
             assert b is not None and b[0] <= score <= b[1]
     assert _codes.bounds([1.0], ["", None], "cosine") == [None, None]
+
+
+def test_a_server_that_claims_rank_but_does_not_still_answers_exactly(memory: Memory) -> None:
+    """The local D1 runs RANK_MARK as plain SQL: the rows come back whole, ranked here."""
+    vectors = dataset("clustered", N, seed=3)
+    index = {"dims": DIMS, "embed": Lookup(vectors), "fields": ["text"]}
+    store = memory.store(index=index)
+    reference = InMemoryStore(index=index)  # type: ignore[arg-type]
+    _fill([store, reference], vectors, N)
+    node = store._nodes()[0]
+    assert node.client.features == frozenset()
+    node.client.features = frozenset({"rank"})  # as if the header had said so
+    got, events = memory.sent(lambda: _pages(store, ["q1"], limit=10))
+    assert len(events) == 1
+    _same(got, _pages(reference, ["q1"], limit=10))

@@ -1,0 +1,74 @@
+"""Search by meaning through the gateway Worker (worker/rank.js), under `wrangler dev`: the
+Worker scores next to the data and sends back only the rows that can be in the page, in one
+request; the page equals InMemoryStore's and the exact scan's for each distance and with
+filters; D1Store finds the capability from the gateway's answers (tests/memory/test_prefilter.py: a server without it gets the REST path)."""
+
+from __future__ import annotations
+
+import random
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.store.base import PutOp
+from langgraph.store.memory import InMemoryStore
+
+from d1saver.sql import memory as _sql
+from tests.memory.conftest import Memory
+from tests.memory.test_prefilter import DIMS, Lookup, _same, dataset
+from tests.realengine import RealD1
+
+pytestmark = pytest.mark.realengine
+
+N = 600
+
+
+@pytest.fixture
+def real(wrangler_d1: RealD1) -> Memory:
+    return Memory(wrangler_d1.base_url, wrangler_d1.api_token, wrangler_d1.account_id,
+                  list(wrangler_d1.databases.values()))
+
+
+def _fill(stores: list[Any], vectors: dict[str, list[float]], tag: str) -> None:
+    ops = [PutOp((tag, f"part{i % 3}"), f"k{i}", {"text": f"v{i}", "group": i % 5,
+                                                "note": "x" * 200}) for i in range(N)]
+    for store in stores:
+        for start in range(0, N, 200):
+            store.batch(ops[start: start + 200])
+
+
+def _search(store: Any, tag: str, queries: list[str], **kwargs: Any) -> list[list[tuple[str, float]]]:
+    return [[(i.key, i.score) for i in store.search((tag,), query=q, **kwargs)] for q in queries]
+
+
+@pytest.mark.parametrize("distance", ["cosine", "inner_product", "l2"])
+def test_the_gateway_ranks_next_to_the_data(real: Memory, distance: str) -> None:
+    tag = f"rank-{uuid.uuid4().hex[:8]}"
+    rng = random.Random(5)
+    vectors = {k: [x * rng.uniform(0.5, 2) for x in v]
+               for k, v in dataset("uniform", N, seed=13).items()}
+    index = {"dims": DIMS, "embed": Lookup(vectors), "fields": ["text"], "distance_type": distance}
+    store = real.store(index=index)
+    exact = real.store(index={**index, "exact": True})
+    _fill([store], vectors, tag)
+    assert "rank" in store._nodes()[0].client.features  # learnt from the puts' answers
+    queries = [f"q{j}" for j in range(6)]
+    for kwargs in [{"limit": 10}, {"limit": 4, "offset": 3}, {"limit": 10, "filter": {"group": 1}}]:
+        got, events = real.sent(lambda kw=kwargs: _search(store, tag, queries, **kw))
+        want, slow = real.sent(lambda kw=kwargs: _search(exact, tag, queries, **kw))
+        assert len(events) == len(queries)  # one request each
+        _same(got, want, 1e-12)
+        # Only the rows that can be in the page come back (each carries its vector).
+        assert sum(e.bytes_received for e in events) * 10 < sum(e.bytes_received for e in slow)
+    if distance == "cosine":
+        reference = InMemoryStore(index={**index, "embed": Lookup(vectors)})  # type: ignore[arg-type]
+        _fill([reference], vectors, tag)
+        _same(_search(store, tag, queries, limit=10), _search(reference, tag, queries, limit=10))
+
+
+def test_the_mark_the_worker_reads_is_the_one_d1saver_sends() -> None:
+    text = (Path(__file__).resolve().parents[2] / "worker" / "rank.js").read_text()
+    mark = re.search(r"const MARK = /(.+)/;", text)
+    assert mark is not None and re.fullmatch(mark.group(1), _sql.RANK_MARK.sql)
