@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langgraph.store.base import PutOp
 from langgraph.store.memory import InMemoryStore
@@ -72,3 +73,29 @@ def test_the_mark_the_worker_reads_is_the_one_d1saver_sends() -> None:
     text = (Path(__file__).resolve().parents[2] / "worker" / "rank.js").read_text()
     mark = re.search(r"const MARK = /(.+)/;", text)
     assert mark is not None and re.fullmatch(mark.group(1), _sql.RANK_MARK.sql)
+
+
+class _PlainD1(httpx.HTTPTransport):
+    """The gateway as D1 itself: its capability header dropped."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        del response.headers["d1saver-gateway"]
+        return response
+
+
+def test_the_rest_path_on_the_real_engine(real: Memory) -> None:
+    """The prefilter's statements (codes, then candidates; a small scope whole) on workerd."""
+    tag = f"rest-{uuid.uuid4().hex[:8]}"
+    vectors = dataset("uniform", N, seed=17)
+    index = {"dims": DIMS, "embed": Lookup(vectors), "fields": ["text"]}
+    store = real.store(index=index, transport=_PlainD1())
+    exact = real.store(index={**index, "exact": True}, transport=_PlainD1())
+    _fill([store], vectors, tag)
+    assert store._nodes()[0].client.features == frozenset()
+    queries = [f"q{j}" for j in range(4)]
+    for kwargs, requests in [({"limit": 10}, 2), ({"limit": 5, "filter": {"group": {"$lte": 4}}}, 2),
+                             ({"limit": 5, "offset": 2, "filter": {"group": 1}}, 1)]:
+        got, events = real.sent(lambda kw=kwargs: _search(store, tag, queries, **kw))
+        assert len(events) == requests * len(queries)
+        _same(got, _search(exact, tag, queries, **kwargs), 1e-12)
