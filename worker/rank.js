@@ -2,9 +2,9 @@
 //
 // D1Store sends its search's rows statement (RANK_ROWS: every item in scope with its value,
 // SQL's filter verdict, and one row per vector) followed by RANK_MARK, `SELECT :spec AS
-// d1saver_rank`, in the same batch. Here the rows are scored exactly against the spec's query
+// rank_spec`, in the same batch. Here the rows are scored exactly against the spec's query
 // and only the rows of the items that can be in the page are sent back; the mark's result
-// says so (d1saver_rank 1). D1 itself, or a gateway without this, runs the mark as plain SQL:
+// says so (rank_spec 1). D1 itself, or a gateway without this, runs the mark as plain SQL:
 // it returns the spec, the rows come back whole, and D1Store ranks them itself. D1Store learns
 // that this gateway ranks from the `d1saver-gateway` header on its responses (envelope.js).
 
@@ -12,7 +12,7 @@ export const CAPABILITIES = "rank";
 
 // RANK_MARK as d1saver sends it (d1saver/sql/memory.py; tests/gateway/test_rank.py holds the two
 // together).
-const MARK = /^SELECT \?1? d1saver_rank$/;
+const MARK = /^SELECT \?1? rank_spec$/;
 
 // Scores within this much of the page's last are kept too: D1Store scores the rows it gets
 // again with its own arithmetic, which may differ from this in the last bits.
@@ -30,7 +30,7 @@ export function rankResults(statements, results, raw) {
     }
     if (!spec || !Array.isArray(spec.query) || !Number.isInteger(spec.keep)) continue;
     results[i - 1].results = keepBest(results[i - 1].results, raw, spec);
-    results[i].results = raw ? { columns: ["d1saver_rank"], rows: [[1]] } : [{ d1saver_rank: 1 }];
+    results[i].results = raw ? { columns: ["rank_spec"], rows: [[1]] } : [{ rank_spec: 1 }];
   }
 }
 

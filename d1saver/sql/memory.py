@@ -257,7 +257,7 @@ WHERE c.verdict > 0
 ORDER BY c.updated_at DESC, c.ns, c.key""")
 # :spec JSON {"query": [floats], "distance": "cosine" | "inner_product" | "l2", "keep": the
 # page's end}. The gateway answers 1 when it ranked the rows before; D1 answers :spec.
-RANK_MARK = q("SELECT :spec AS d1saver_rank")
+RANK_MARK = q("SELECT :spec AS rank_spec")
 
 NAMESPACE_COLUMNS = ("ns",)
 # The distinct namespaces of the rows in scope a read sees.

@@ -898,7 +898,7 @@ SELECT c.ns,c.key,c.value,c.created_at,c.updated_at,c.ttl_minutes,c.verdict,v.ve
 
 -- name: RANK_MARK
 -- params: ?1 spec
-SELECT ? d1saver_rank
+SELECT ? rank_spec
 
 -- name: LIST_NAMESPACES
 -- params: ?1 exact, ?2 low, ?3 high, ?4 live_at
