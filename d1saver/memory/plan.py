@@ -80,7 +80,7 @@ class Plan:
     gets: list[int] = field(default_factory=list)        # the GET_ITEMS statements
     searches: dict[int, Search] = field(default_factory=dict)                # op -> its rows
     lists: dict[int, int] = field(default_factory=dict)                      # op -> statement
-    codes: dict[int, int] = field(default_factory=dict)   # prefiltered op -> SEARCH_CODES(_FILTERED)
+    codes: dict[int, int] = field(default_factory=dict)   # prefiltered op -> SEARCH_CODES
     ranks: dict[int, int] = field(default_factory=dict)   # op ranked by a gateway -> RANK_ROWS
 
     def add(self, stmt: Statement) -> int:
@@ -98,30 +98,8 @@ class Partial:
     refreshed: set[int] = field(default_factory=set)            # ops SQL refreshed the page of
     vectors: dict[int, dict[tuple[str, str], list[str]]] = field(default_factory=dict)
     namespaces: dict[int, list[str]] = field(default_factory=dict)
-    codes: dict[int, list[Code]] = field(default_factory=dict)  # prefiltered op -> its codes
+    codes: dict[int, list[list[Any]]] = field(default_factory=dict)  # op -> SEARCH_CODES rows
     gateway: set[int] = field(default_factory=set)  # ops whose rows the gateway ranked
-
-
-@dataclass(frozen=True)
-class Code:
-    """A row of SEARCH_CODES: an item in scope, SQL's verdict on it, and one vector's code
-    (None: the item has no vector; "": a vector stored without a code). When the scope was
-    small (`whole`), `code` is the full vector and the row carries the item's value."""
-
-    ns: str
-    key: str
-    updated_at: float
-    verdict: int
-    whole: bool
-    code: str | None
-    value: str | None
-    created_at: float | None
-    ttl_minutes: float | None
-
-    def row(self) -> Row:
-        assert self.value is not None and self.created_at is not None
-        return Row(self.ns, self.key, self.value, self.created_at, self.updated_at,
-                   self.ttl_minutes is not None, self.verdict)
 
 
 def scope_params(prefix: Sequence[str], live_at: float | None) -> dict[str, Any]:
@@ -192,15 +170,15 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
         if isinstance(op, SearchOp) and i in (ranks or {}):
             scope = scope_params(op.namespace_prefix, live_at)
             where = _filters.compile_filter(op.filter)
-            plan.ranks[i] = plan.add(Statement.bind(_sql.RANK_ROWS, {**scope, "filter": where}))
+            plan.ranks[i] = plan.add(Statement.bind(_sql.RANK_ROWS, {
+                **scope, "filter": where, "whole": None}))
             plan.add(Statement.bind(_sql.RANK_MARK, {"spec": (ranks or {})[i]}))
         elif isinstance(op, SearchOp) and i in (prefiltered or ()):
             where = _filters.compile_filter(op.filter)
-            scope = scope_params(op.namespace_prefix, live_at)
-            scope["whole"] = WHOLE_MAX
-            plan.codes[i] = plan.add(
-                Statement.bind(_sql.SEARCH_CODES, scope) if where is None else
-                Statement.bind(_sql.SEARCH_CODES_FILTERED, {**scope, "filter": where}))
+            scope = {**scope_params(op.namespace_prefix, live_at), "filter": where,
+                     "whole": WHOLE_MAX}
+            plan.ranks[i] = plan.add(Statement.bind(_sql.RANK_ROWS, scope))
+            plan.codes[i] = plan.add(Statement.bind(_sql.SEARCH_CODES, scope))
         elif isinstance(op, SearchOp):
             scope = scope_params(op.namespace_prefix, live_at)
             where = _filters.compile_filter(op.filter)
@@ -301,22 +279,11 @@ def read(plan: Plan, results: Sequence[Result]) -> Partial:
             if r["vector"] is not None:
                 vectors.setdefault(where, []).append(r["vector"])
         out.searches[i], out.vectors[i], out.skipped[i] = list(items.values()), vectors, 0
-        if results[index + 1].rows == [[1]]:
+        if i not in plan.codes and results[index + 1].rows == [[1]]:
             out.gateway.add(i)
     for i, index in plan.codes.items():
-        codes = [Code(r[0], r[1], float(r[2]), int(r[3]), bool(r[4]), *r[5:9])
-                 for r in results[index].rows]
-        if codes and codes[0].whole:  # a small scope: every row and vector, as the exact scan
-            found = {}
-            whole: dict[tuple[str, str], Row] = {}
-            for c in codes:
-                if (c.ns, c.key) not in whole:
-                    whole[(c.ns, c.key)] = c.row()
-                if c.code is not None:
-                    found.setdefault((c.ns, c.key), []).append(c.code)
-            out.searches[i], out.vectors[i], out.skipped[i] = list(whole.values()), found, 0
-        else:
-            out.codes[i] = codes
+        if results[index].rows:  # a large scope: its codes (RANK_ROWS returned nothing)
+            out.codes[i] = results[index].rows
     return out
 
 
@@ -329,15 +296,17 @@ class Second:
     statements: list[Statement] = field(default_factory=list)
     parts: list[tuple[int, list[int], list[int]]] = field(default_factory=list)
 
-    def add(self, i: int, keys: Sequence[tuple[str, str]], filter_: Any,
-            live_at: float | None) -> None:
-        where = _filters.compile_filter(filter_)
-        params = json_lists([list(k) for k in keys], "a key")
-        rows = [len(self.statements) + n for n in range(len(params))]
-        self.statements += [Statement.bind(_sql.CANDIDATE_ITEMS, {
-            "keys": p, "live_at": live_at, "filter": where}) for p in params]
-        vectors = [len(self.statements) + n for n in range(len(params))]
-        self.statements += [Statement.bind(_sql.CANDIDATE_VECTORS, {"keys": p}) for p in params]
+    def add(self, i: int, items: Sequence[int], op: SearchOp, live_at: float | None) -> None:
+        """The candidates `items` (rowids of store_items) of search `i`."""
+        scope = {**scope_params(op.namespace_prefix, live_at),
+                 "filter": _filters.compile_filter(op.filter)}
+        # Rowids, at most 20 characters each as sent: 90,000 a parameter stay under PARAM_MAX.
+        texts = [json.dumps(list(items[n: n + 90_000])) for n in range(0, len(items), 90_000)]
+        rows = [len(self.statements) + n for n in range(len(texts))]
+        self.statements += [Statement.bind(_sql.CANDIDATE_ITEMS, {**scope, "items": t})
+                            for t in texts]
+        vectors = [len(self.statements) + n for n in range(len(texts))]
+        self.statements += [Statement.bind(_sql.CANDIDATE_VECTORS, {"items": t}) for t in texts]
         self.parts.append((i, rows, vectors))
 
     def fill(self, results: Sequence[Result], part: Partial) -> None:

@@ -316,39 +316,37 @@ class D1Store(Memory, BaseStore):
 
     def _candidates(self, batch: _Batch, partials: dict[str, _plan.Partial]
                     ) -> dict[str, _plan.Second]:
-        """The second request of each database for the prefiltered searches: the rows and
-        vectors of the items whose score bounds can reach the page (codes.candidates), chosen
-        over every database's codes. Each such search's page is empty until `_plan.fill`."""
+        """The second request of each database for the prefiltered searches that read codes:
+        the rows and vectors of the items whose score bounds can reach the page
+        (codes.select), chosen over every database's codes. A database that read its scope
+        whole gave its rows already: the candidates of the others are chosen among theirs
+        (an item left out has `need` better ones among them, so it is not in the page)."""
         distance = (self.index_config or {}).get("distance_type", "cosine")
         live_at = self.clock() if self.omit_expired else None
         out: dict[str, _plan.Second] = {}
         for i, op in enumerate(batch.ops):
             if not isinstance(op, SearchOp) or not any(i in p.codes for p in partials.values()):
                 continue  # not prefiltered, or every database read its scope whole
-            items: dict[tuple[str, str, str], tuple[bool, list[str | None]]] = {}
+            names: dict[tuple[str, int], int] = {}
+            sure: list[bool] = []
+            codes: list[str | None] = []
+            owner: list[int] = []
             for db, part in partials.items():
-                if i not in part.codes:  # read whole (or not asked): its rows are all there
-                    continue
-                for c in part.codes[i]:
-                    _, codes = items.setdefault((db, c.ns, c.key), (c.verdict == 2, []))
-                    if c.code is not None:
-                        codes.append(c.code)
-                part.searches[i], part.vectors[i], part.skipped[i] = [], {}, 0
-            names = list(items)
-            found = _codes.bounds(batch.queries[str(op.query)],
-                                  [code for name in names for code in items[name][1]], distance)
-            scored: list[tuple[bool, list[_codes.Bounds | None]]] = []
-            at = 0
-            for name in names:
-                n = len(items[name][1])
-                scored.append((items[name][0], found[at: at + n]))
-                at += n
-            wanted: dict[str, list[tuple[str, str]]] = {}
-            for n in _codes.candidates(scored, op.offset + op.limit):
-                db, ns, key = names[n]
-                wanted.setdefault(db, []).append((ns, key))
-            for db, keys in wanted.items():
-                out.setdefault(db, _plan.Second()).add(i, keys, op.filter, live_at)
+                for item, verdict, code in part.codes.get(i, []):
+                    n = names.setdefault((db, item), len(names))
+                    if n == len(sure):
+                        sure.append(verdict == 2)
+                    if code is not None:
+                        codes.append(code)
+                        owner.append(n)
+            wanted: dict[str, list[int]] = {}
+            order = list(names)
+            for n in _codes.select(batch.queries[str(op.query)], codes, owner, sure,
+                                   op.offset + op.limit, distance):
+                db, item = order[n]
+                wanted.setdefault(db, []).append(item)
+            for db, items in wanted.items():
+                out.setdefault(db, _plan.Second()).add(i, items, op, live_at)
         return out
 
     # --- merging: every database's rows into each op's result -----------------------------

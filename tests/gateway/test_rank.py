@@ -41,7 +41,8 @@ def _fill(stores: list[Any], vectors: dict[str, list[float]], tag: str) -> None:
 
 
 def _search(store: Any, tag: str, queries: list[str], **kwargs: Any) -> list[list[tuple[str, float]]]:
-    return [[(i.key, i.score) for i in store.search((tag,), query=q, **kwargs)] for q in queries]
+    prefix = kwargs.pop("namespace", (tag,))
+    return [[(i.key, i.score) for i in store.search(prefix, query=q, **kwargs)] for q in queries]
 
 
 @pytest.mark.parametrize("distance", ["cosine", "inner_product", "l2"])
@@ -95,7 +96,8 @@ def test_the_rest_path_on_the_real_engine(real: Memory) -> None:
     assert store._nodes()[0].client.features == frozenset()
     queries = [f"q{j}" for j in range(4)]
     for kwargs, requests in [({"limit": 10}, 2), ({"limit": 5, "filter": {"group": {"$lte": 4}}}, 2),
-                             ({"limit": 5, "offset": 2, "filter": {"group": 1}}, 1)]:
+                             ({"limit": 5, "offset": 2, "filter": {"group": 1}}, 2),
+                             ({"limit": 5, "filter": {"group": 1}, "namespace": (tag, "part1")}, 1)]:
         got, events = real.sent(lambda kw=kwargs: _search(store, tag, queries, **kw))
         assert len(events) == requests * len(queries)
         _same(got, _search(exact, tag, queries, **kwargs), 1e-12)

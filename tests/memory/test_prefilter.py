@@ -96,12 +96,11 @@ def test_prefilter_pages_equal_the_exact_scan_and_in_memory_store(memory: Memory
     reference = InMemoryStore(index=index)  # type: ignore[arg-type]
     _fill([fast, reference], vectors, N)
     queries = [f"q{j}" for j in range(20)]
-    for kwargs, requests in [({"limit": 10}, 2), ({"limit": 5, "offset": 7}, 2),
-                             ({"limit": 10, "filter": {"group": {"$lt": 4}}}, 2),
-                             ({"limit": 10, "filter": {"group": 2}}, 1),  # 160 items: whole
-                             ({"limit": 3, "filter": {"group": {"$gt": 2}}}, 1)]:
+    for kwargs in [{"limit": 10}, {"limit": 5, "offset": 7},
+                   {"limit": 10, "filter": {"group": {"$lt": 4}}}, {"limit": 10, "filter": {"group": 2}},
+                   {"limit": 3, "filter": {"group": {"$gt": 2}}}]:
         got, events = memory.sent(lambda kw=kwargs: _pages(fast, queries, **kw))
-        assert len(events) == requests * len(queries)  # codes, then candidates
+        assert len(events) == 2 * len(queries)  # codes, then candidates
         want = _pages(reference, queries, **kwargs)
         assert recall(got, want) >= 0.99
         _same(got, want)
