@@ -6,7 +6,8 @@ D1 runs on the in-process local D1 (the same SQLite engine; no network): time is
 work plus the engine's, per query, top 10; "at +N ms" adds N ms per request, as a D1 REST call
 from outside Cloudflare costs. Bytes back are counted by the tracer. Recall@10 is against exact
 cosine over the vectors as given (float64), the mean over the queries. Every item's value is
-a small JSON object (about 150 bytes), as a memory's note.
+a small JSON object (about 150 bytes), as a memory's note. `--gateway` adds D1Store through
+the gateway Worker under `wrangler dev` (workerd's D1 on this machine, over loopback HTTP).
 """
 
 from __future__ import annotations
@@ -126,6 +127,54 @@ def run(sizes: list[int], kinds: list[str], dims: int, queries: int, k: int
     return rows
 
 
+def run_gateway(sizes: list[int], kinds: list[str], dims: int, queries: int, k: int
+                ) -> list[tuple[str, int, str, float, float | None, float | None, float]]:
+    """D1Store through the gateway Worker under `wrangler dev` (the real D1 engine, no
+    network): ranked in the Worker, beside the exact scan through the same gateway."""
+    import secrets
+    import uuid
+
+    from tests.realengine import gateway
+
+    rows = []
+    token = secrets.token_urlsafe(24)
+    with gateway({"API_TOKEN": token}) as real:
+        for n in sizes:
+            for kind in kinds:
+                vectors = dataset(kind, n, queries, dims)
+                qs = [f"q{j}" for j in range(queries)]
+                want = {q: truth(vectors, n, q, k) for q in qs}
+                index = {"dims": dims, "embed": Lookup(vectors), "fields": ["text"]}
+                tag = f"bench-{uuid.uuid4().hex[:8]}"
+                ops = [PutOp((tag,), f"k{i}", {"text": f"v{i}", "n": i,
+                                               "note": f"memory {i} " + "x" * 120})
+                       for i in range(n)]
+                meter = Meter()
+                common: dict[str, Any] = dict(account_id=real.account_id,
+                                              database_id=real.databases["DB_A"],
+                                              api_token=token, api_base_url=real.base_url,
+                                              tracer=meter, timeout=120)
+                ranked = D1Store(**common, index=index)
+                exact = D1Store(**common, index={**index, "exact": True})
+                for start in range(0, n, 500):
+                    ranked.batch(ops[start: start + 500])
+
+                class Scoped:
+                    def __init__(self, store: D1Store, tag: str) -> None:
+                        self.store, self.tag = store, tag
+
+                    def search(self, _: Any, **kwargs: Any) -> Any:
+                        return self.store.search((self.tag,), **kwargs)
+
+                for name, store in (("D1Store exact, gateway", exact),
+                                    ("D1Store ranked in the gateway", ranked)):
+                    Scoped(store, tag).search(None, query=qs[0], limit=k)  # warm
+                    seconds, requests, received, recall = measure(Scoped(store, tag), meter, qs,
+                                                                  want, k)
+                    rows.append((name, n, kind, seconds, requests, received, recall))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> list[tuple[Any, ...]]:
     p = argparse.ArgumentParser(prog="python -m benchmarks search",
                                 description=(__doc__ or "").splitlines()[0])
@@ -136,11 +185,15 @@ def main(argv: list[str] | None = None) -> list[tuple[Any, ...]]:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--latency-ms", type=float, default=50.0)
     p.add_argument("--quick", action="store_true", help="a tiny run (the smoke test)")
+    p.add_argument("--gateway", action="store_true",
+                   help="also through the gateway Worker under `wrangler dev` (needs Node)")
     args = p.parse_args(argv)
     if args.quick:
         args.sizes, args.dims, args.queries = "60,700", 16, 3
-    rows = run([int(s) for s in args.sizes.split(",")], args.kinds.split(","), args.dims,
-               args.queries, args.k)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = run(sizes, args.kinds.split(","), args.dims, args.queries, args.k)
+    if args.gateway:
+        rows += run_gateway(sizes, args.kinds.split(","), args.dims, args.queries, args.k)
     lat = args.latency_ms
     print(f"\n## Search by meaning, {args.dims} dims, top {args.k}, {args.queries} queries each: "
           f"local D1 in process; +{lat:g} ms per request in the last column\n")

@@ -30,3 +30,14 @@ def test_store_benchmark_runs() -> None:
     rows = store_bench.main(["--quick"])
     d1 = [r for r in rows if r.store in ("D1Store", "D1Cache")]
     assert d1 and all(r.requests == r.calls for r in d1), rows  # one request per call
+
+
+def test_search_benchmark_runs() -> None:
+    from benchmarks import search_bench
+
+    rows = search_bench.main(["--quick"])
+    assert {r[0] for r in rows} == {"InMemoryStore", "D1Store exact", "D1Store prefilter"}
+    for name, n, _, _, requests, _, recall in rows:
+        assert recall == 1.0  # the prefilter is exact by construction
+        if name == "D1Store prefilter":
+            assert requests == (1 if n <= 500 else 2)

@@ -328,17 +328,18 @@ class D1Store(Memory, BaseStore):
             if not isinstance(op, SearchOp) or not any(i in p.codes for p in partials.values()):
                 continue  # not prefiltered, or every database read its scope whole
             names: dict[tuple[str, int], int] = {}
-            sure: list[bool] = []
+            verdicts: list[int] = []
             codes: list[str | None] = []
             owner: list[int] = []
             for db, part in partials.items():
-                for item, verdict, code in part.codes.get(i, []):
-                    n = names.setdefault((db, item), len(names))
-                    if n == len(sure):
-                        sure.append(verdict == 2)
-                    if code is not None:
-                        codes.append(code)
-                        owner.append(n)
+                rows = part.codes.get(i, [])
+                at = [names.setdefault((db, r[0]), len(names)) for r in rows]
+                verdicts.extend([0] * (len(names) - len(verdicts)))
+                for n, r in zip(at, rows, strict=True):
+                    verdicts[n] = r[1]
+                codes += [r[2] for r in rows if r[2] is not None]
+                owner += [n for n, r in zip(at, rows, strict=True) if r[2] is not None]
+            sure = [v == 2 for v in verdicts]
             wanted: dict[str, list[int]] = {}
             order = list(names)
             for n in _codes.select(batch.queries[str(op.query)], codes, owner, sure,
