@@ -64,8 +64,10 @@ class D1Store(Memory, BaseStore):
 
     `index={"dims", "embed", "fields", "distance_type"}` enables search by meaning as
     LangGraph's stores take it (an Embeddings object, a function of texts, or
-    "provider:model"); vectors are stored in D1 and scored exactly by this process (cosine by
-    default; "inner_product" and "l2" as PostgresStore scores them). `ttl={"default_ttl",
+    "provider:model"); vectors are stored in D1 with a code that bounds their scores, and a
+    search ranks exactly (cosine by default; "inner_product" and "l2" as PostgresStore scores
+    them) the items that can be in its page, or scores in d1saver's gateway Worker when the
+    database is behind one; `"exact": True` reads every vector (docs/STORE.md). `ttl={"default_ttl",
     "refresh_on_read", "omit_expired", "sweep_interval_minutes"}` as LangGraph's TTLConfig
     (omit_expired unset hides expired items, docs/STORE.md). Over several databases (`database_ids`), a
     namespace lives in the database of its first label; a search or listing whose prefix
