@@ -61,6 +61,6 @@ async function handle(request, env) {
   const statements = parseStatements(await readBody(request));
   const raw = route[2] === "raw";
   const results = await run(db, statements, raw);
-  rankResults(statements, results, raw); // D1Store's ranked searches (rank.js)
+  await rankResults(db, statements, results, raw, run); // D1Store's ranked searches (rank.js)
   return success(results);
 }

@@ -18,7 +18,11 @@ const MARK = /^SELECT \?1? rank_spec$/;
 // again with its own arithmetic, which may differ from this in the last bits.
 const MARGIN = 1e-9;
 
-export function rankResults(statements, results, raw) {
+// With a spec naming `then` (D1Store's prefilter, d1saver/memory/codes.py), the mark follows
+// RANK_ROWS and SEARCH_CODES: for a large scope, the codes bound every item's score, the
+// candidates' rows and vectors are read here (`then`, their rowids bound at `items`), and
+// only those that can be in the page go back, in RANK_ROWS's place.
+export async function rankResults(db, statements, results, raw, runBatch) {
   for (let i = 1; i < statements.length; i++) {
     const s = statements[i];
     if (!MARK.test(s.sql) || s.params.length !== 1 || typeof s.params[0] !== "string") continue;
@@ -29,9 +33,125 @@ export function rankResults(statements, results, raw) {
       continue;
     }
     if (!spec || !Array.isArray(spec.query) || !Number.isInteger(spec.keep)) continue;
-    results[i - 1].results = keepBest(results[i - 1].results, raw, spec);
+    if (Array.isArray(spec.then) && i >= 2) {
+      const codes = table(results[i - 1].results, raw);
+      if (codes.rows.length > 0) {
+        const rows = await candidates(db, spec, codes, runBatch);
+        results[i - 2].results = keepBest(pack(rows, raw), raw, spec);
+        results[i - 1].results = raw ? { columns: [], rows: [] } : [];
+      } else {
+        results[i - 2].results = keepBest(results[i - 2].results, raw, spec);
+      }
+    } else {
+      results[i - 1].results = keepBest(results[i - 1].results, raw, spec);
+    }
     results[i].results = raw ? { columns: ["rank_spec"], rows: [[1]] } : [{ rank_spec: 1 }];
   }
+}
+
+// A result as {columns, rows}, whichever shape it came in.
+function table(result, raw) {
+  if (raw) return result;
+  const columns = result.length > 0 ? Object.keys(result[0]) : [];
+  return { columns, rows: result.map((row) => columns.map((c) => row[c])) };
+}
+
+function pack(t, raw) {
+  if (raw) return t;
+  return t.rows.map((row) => Object.fromEntries(t.columns.map((c, n) => [c, row[n]])));
+}
+
+// The candidates' rows, as RANK_ROWS gives them: one row per vector (NULL when none).
+async function candidates(db, spec, codes, runBatch) {
+  const [item, verdict, code] = ["item", "verdict", "code"].map((c) => codes.columns.indexOf(c));
+  const chosen = select(spec, codes.rows.map((r) => [r[item], Number(r[verdict]), r[code]]));
+  const ids = JSON.stringify(chosen);
+  const then = spec.then.map((t, n) => ({
+    sql: t.sql,
+    params: t.params.map((p, k) => (spec.items[n] === k ? ids : p)),
+  }));
+  const [items, vectors] = (await runBatch(db, then, true)).map((r) => table(r.results, true));
+  const columns = [...items.columns, "vector"];
+  const col = (t, c) => t.columns.indexOf(c);
+  const byItem = new Map();
+  for (const v of vectors.rows) {
+    const id = JSON.stringify([v[col(vectors, "ns")], v[col(vectors, "key")]]);
+    if (!byItem.has(id)) byItem.set(id, []);
+    byItem.get(id).push(v[col(vectors, "vector")]);
+  }
+  const rows = [];
+  for (const r of items.rows) {
+    const id = JSON.stringify([r[col(items, "ns")], r[col(items, "key")]]);
+    for (const v of byItem.get(id) ?? [null]) rows.push([...r, v]);
+  }
+  return { columns, rows };
+}
+
+// The rowids of the items whose score bound reaches the keep-th best lower bound among the
+// items SQL knows pass the filter (codes.py select, the same arithmetic); every item when
+// fewer than keep of those have vectors.
+function select(spec, rows) {
+  const q = Float64Array.from(spec.query, Number);
+  let q1 = 0;
+  let qq = 0;
+  for (const x of q) {
+    q1 += Math.abs(x);
+    qq += x * x;
+  }
+  const qn = Math.sqrt(qq);
+  const items = new Map();
+  for (const [id, verdict, code] of rows) {
+    let it = items.get(id);
+    if (!it) items.set(id, (it = { low: -Infinity, high: -Infinity, has: false, sure: verdict === 2 }));
+    if (code === null || code === undefined) continue;
+    it.has = true;
+    const b = bounds(code, q, q1, qn, spec.distance || "cosine");
+    if (b === null) {
+      it.high = Infinity;
+    } else {
+      it.low = Math.max(it.low, b[0]);
+      it.high = Math.max(it.high, b[1]);
+    }
+  }
+  const all = [...items.entries()];
+  const lows = all.filter(([, it]) => it.has && it.sure).map(([, it]) => it.low);
+  if (lows.length < spec.keep) return all.map(([id]) => id);
+  lows.sort((a, b) => b - a);
+  const floor = lows[spec.keep - 1];
+  return all.filter(([, it]) => it.has && it.high >= floor).map(([id]) => id);
+}
+
+const SLACK = 1e-9;
+
+function bounds(code, q, q1, qn, distance) {
+  if (!code) return null;
+  const bin = atob(code);
+  const dims = q.length;
+  if (bin.length < 17 + dims || bin.charCodeAt(0) !== 1) return null;
+  const view = new DataView(new ArrayBuffer(bin.length));
+  for (let i = 0; i < bin.length; i++) view.setUint8(i, bin.charCodeAt(i));
+  const scale = view.getFloat32(1, true);
+  const err = view.getFloat32(5, true) * q1;
+  const norm = view.getFloat64(9, true);
+  let dot = 0;
+  for (let i = 0; i < dims; i++) dot += q[i] * view.getInt8(17 + i);
+  dot *= scale;
+  const pad = SLACK * (Math.abs(dot) + err + qn * norm) + 1e-12;
+  let lo = dot - err - pad;
+  let hi = dot + err + pad;
+  if (distance === "cosine") {
+    if (norm === 0 || qn === 0) return [0, 0];
+    lo /= qn * norm;
+    hi /= qn * norm;
+    const slack = SLACK * (Math.abs(lo) + Math.abs(hi)) + 1e-12;
+    return [lo - slack, hi + slack];
+  }
+  if (distance === "inner_product") return [lo, hi];
+  const base = qn * qn + norm * norm;
+  const slack = SLACK * base + 1e-12;
+  const far = Math.max(0, base - 2 * lo);
+  const near = Math.max(0, base - 2 * hi);
+  return [-Math.sqrt(far + slack), -Math.sqrt(Math.max(0, near - slack))];
 }
 
 function keepBest(table, raw, spec) {

@@ -81,7 +81,8 @@ class Plan:
     searches: dict[int, Search] = field(default_factory=dict)                # op -> its rows
     lists: dict[int, int] = field(default_factory=dict)                      # op -> statement
     codes: dict[int, int] = field(default_factory=dict)   # prefiltered op -> SEARCH_CODES
-    ranks: dict[int, int] = field(default_factory=dict)   # op ranked by a gateway -> RANK_ROWS
+    ranks: dict[int, int] = field(default_factory=dict)   # ranked op -> RANK_ROWS
+    marks: dict[int, int] = field(default_factory=dict)   # op for the gateway -> RANK_MARK
 
     def add(self, stmt: Statement) -> int:
         self.statements.append(stmt)
@@ -142,7 +143,7 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
           live_at: float | None, single: set[int], ranked: set[int],
           expires: Mapping[int, tuple[float, float] | None] | None = None,
           refresh_filtered: bool = True, prefiltered: set[int] | None = None,
-          ranks: Mapping[int, str] | None = None) -> Plan:
+          ranks: Mapping[int, Mapping[str, Any]] | None = None) -> Plan:
     """The statements of one database: `ops` its reads (index, op); `puts` its writes (deduped,
     last wins) with `stored` their value texts and `expires` their (expires_at, ttl_minutes) by
     position; `vectors` the new vectors of the items put, `reindexed` every item whose vectors
@@ -154,7 +155,8 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
     the store refreshes the page's items with a TTL by a second request, only if there are any.
     `prefiltered`: the ranked searches that read codes first (SEARCH_CODES), then their
     candidates in a second request (`candidates`). `ranks`: the ranked searches sent for the
-    gateway Worker to rank (RANK_ROWS and RANK_MARK, with each one's spec)."""
+    gateway Worker to rank: as prefiltered, then RANK_MARK with each one's spec, to which the
+    candidates' statements are added (the Worker runs them itself, worker/rank.js)."""
     plan = Plan()
     gets = [(i, op) for i, op in ops if isinstance(op, GetOp)]
     if gets:
@@ -168,11 +170,19 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
                                                                       "live_at": live_at})))
     for i, op in ops:
         if isinstance(op, SearchOp) and i in (ranks or {}):
-            scope = scope_params(op.namespace_prefix, live_at)
             where = _filters.compile_filter(op.filter)
-            plan.ranks[i] = plan.add(Statement.bind(_sql.RANK_ROWS, {
-                **scope, "filter": where, "whole": None}))
-            plan.add(Statement.bind(_sql.RANK_MARK, {"spec": (ranks or {})[i]}))
+            scope = {**scope_params(op.namespace_prefix, live_at), "filter": where}
+            plan.ranks[i] = plan.add(Statement.bind(_sql.RANK_ROWS, {**scope, "whole": WHOLE_MAX}))
+            plan.codes[i] = plan.add(Statement.bind(_sql.SEARCH_CODES, {**scope,
+                                                                        "whole": WHOLE_MAX}))
+            then = [Statement.bind(_sql.CANDIDATE_ITEMS, {**scope, "items": None}),
+                    Statement.bind(_sql.CANDIDATE_VECTORS, {"items": None})]
+            spec = {**(ranks or {})[i],
+                    "then": [{"sql": t.sql, "params": list(t.params)} for t in then],
+                    "items": [_sql.CANDIDATE_ITEMS.params.index("items"),
+                              _sql.CANDIDATE_VECTORS.params.index("items")]}
+            plan.marks[i] = plan.add(Statement.bind(_sql.RANK_MARK, {
+                "spec": json.dumps(spec, separators=(",", ":"))}))
         elif isinstance(op, SearchOp) and i in (prefiltered or ()):
             where = _filters.compile_filter(op.filter)
             scope = {**scope_params(op.namespace_prefix, live_at), "filter": where,
@@ -279,10 +289,10 @@ def read(plan: Plan, results: Sequence[Result]) -> Partial:
             if r["vector"] is not None:
                 vectors.setdefault(where, []).append(r["vector"])
         out.searches[i], out.vectors[i], out.skipped[i] = list(items.values()), vectors, 0
-        if i not in plan.codes and results[index + 1].rows == [[1]]:
-            out.gateway.add(i)
+        if i in plan.marks and results[plan.marks[i]].rows == [[1]]:
+            out.gateway.add(i)  # the gateway ranked them: only the rows of the page's items
     for i, index in plan.codes.items():
-        if results[index].rows:  # a large scope: its codes (RANK_ROWS returned nothing)
+        if i not in out.gateway and results[index].rows:  # a large scope: its codes
             out.codes[i] = results[index].rows
     return out
 

@@ -9,7 +9,6 @@ with now) until a sweep deletes them. See docs/STORE.md for the design and its c
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -293,10 +292,10 @@ class D1Store(Memory, BaseStore):
             vectors = {k: v for k, v in batch.vectors.items() if k in keys}
             reindexed = batch.reindexed & keys
             its_reads = reads.get(db, [])
-            ranks: dict[int, str] = {}
+            ranks: dict[int, dict[str, Any]] = {}
             if batch.ranked and not exact and "rank" in self._fleet.nodes[db].client.features:
-                ranks = {i: json.dumps({"query": batch.queries[str(op.query)],
-                                        "distance": distance, "keep": op.offset + op.limit})
+                ranks = {i: {"query": batch.queries[str(op.query)], "distance": distance,
+                             "keep": op.offset + op.limit}
                          for i, op in its_reads if i in batch.ranked
                          and isinstance(op, SearchOp)}
             plans[db] = _plan.build(its_reads, puts, stored, vectors, reindexed, now,

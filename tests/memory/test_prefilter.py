@@ -192,7 +192,8 @@ def test_bounds_hold_the_exact_scores(distance: str) -> None:
 
 
 def test_a_server_that_claims_rank_but_does_not_still_answers_exactly(memory: Memory) -> None:
-    """The local D1 runs RANK_MARK as plain SQL: the rows come back whole, ranked here."""
+    """The local D1 runs RANK_MARK as plain SQL: the codes come back, and the prefilter goes
+    on with its second request."""
     vectors = dataset("clustered", N, seed=3)
     index = {"dims": DIMS, "embed": Lookup(vectors), "fields": ["text"]}
     store = memory.store(index=index)
@@ -202,5 +203,5 @@ def test_a_server_that_claims_rank_but_does_not_still_answers_exactly(memory: Me
     assert node.client.features == frozenset()
     node.client.features = frozenset({"rank"})  # as if the header had said so
     got, events = memory.sent(lambda: _pages(store, ["q1"], limit=10))
-    assert len(events) == 1
+    assert len(events) == 2
     _same(got, _pages(reference, ["q1"], limit=10))
