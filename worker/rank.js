@@ -1,11 +1,12 @@
 // Search by meaning next to the data: D1Store's ranked search, scored in the Worker.
 //
-// D1Store sends its search's rows statement (RANK_ROWS: every item in scope with its value,
-// SQL's filter verdict, and one row per vector) followed by RANK_MARK, `SELECT :spec AS
-// rank_spec`, in the same batch. Here the rows are scored exactly against the spec's query
-// and only the rows of the items that can be in the page are sent back; the mark's result
-// says so (rank_spec 1). D1 itself, or a gateway without this, runs the mark as plain SQL:
-// it returns the spec, the rows come back whole, and D1Store ranks them itself. D1Store learns
+// D1Store sends its prefilter's first request (RANK_ROWS: a small scope whole, every item
+// with its value, SQL's filter verdict and one row per vector; SEARCH_CODES: a large scope's
+// codes) followed by RANK_MARK, `SELECT :spec AS rank_spec`, in the same batch. Here the
+// codes choose the candidates, whose rows and vectors are read next to the data; the rows
+// are scored exactly against the spec's query and only those of the items that can be in the
+// page are sent back, in RANK_ROWS's place; the mark's result says so (rank_spec 1). D1 itself, or a gateway without this, runs the mark as plain SQL:
+// it returns the spec, and D1Store goes on as over D1's REST API. D1Store learns
 // that this gateway ranks from the `d1saver-gateway` header on its responses (envelope.js).
 
 export const CAPABILITIES = "rank";

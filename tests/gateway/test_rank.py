@@ -101,3 +101,27 @@ def test_the_rest_path_on_the_real_engine(real: Memory) -> None:
         got, events = real.sent(lambda kw=kwargs: _search(store, tag, queries, **kw))
         assert len(events) == requests * len(queries)
         _same(got, _search(exact, tag, queries, **kwargs), 1e-12)
+
+
+def test_the_gateway_with_codes_missing_and_items_without_vectors(real: Memory) -> None:
+    """Vectors written without a code (as 0.2 writes them) are always candidates in the
+    Worker too; items without vectors fill a short page there as in the exact scan."""
+    from d1saver import Statement
+
+    tag = f"gaps-{uuid.uuid4().hex[:8]}"
+    vectors = dataset("clustered", N, seed=23)
+    index = {"dims": DIMS, "embed": Lookup(vectors), "fields": ["text"]}
+    store = real.store(index=index)
+    exact = real.store(index={**index, "exact": True})
+    ops = [PutOp((tag,), f"k{i}", {"text": f"v{i}", "group": i % 50},
+                 index=None if i % 7 else False) for i in range(N)]
+    for start in range(0, N, 200):
+        store.batch(ops[start: start + 200])
+    store._exchange(store._nodes()[0], [Statement(
+        "UPDATE store_vectors SET code = NULL WHERE ns = ?1 AND CAST(substr(key, 2) AS INTEGER) % 4 = 0",
+        (f'["{tag}"]',))])
+    queries = ["q1", "q2", "q3"]
+    for kwargs in [{"limit": 10}, {"limit": 20, "filter": {"group": 7}}, {"limit": 5, "offset": 4}]:
+        got, events = real.sent(lambda kw=kwargs: _search(store, tag, queries, **kw))
+        assert len(events) == len(queries)
+        _same(got, _search(exact, tag, queries, **kwargs), 1e-12)
