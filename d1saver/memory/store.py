@@ -293,7 +293,9 @@ class D1Store(Memory, BaseStore):
             reindexed = batch.reindexed & keys
             its_reads = reads.get(db, [])
             ranks: dict[int, dict[str, Any]] = {}
-            if batch.ranked and not exact and "rank" in self._fleet.nodes[db].client.features:
+            # Not beside puts: the Worker reads the candidates after the batch's writes.
+            if (batch.ranked and not exact and not batch.puts
+                    and "rank" in self._fleet.nodes[db].client.features):
                 ranks = {i: {"query": batch.queries[str(op.query)], "distance": distance,
                              "keep": op.offset + op.limit}
                          for i, op in its_reads if i in batch.ranked

@@ -125,3 +125,22 @@ def test_the_gateway_with_codes_missing_and_items_without_vectors(real: Memory) 
         got, events = real.sent(lambda kw=kwargs: _search(store, tag, queries, **kw))
         assert len(events) == len(queries)
         _same(got, _search(exact, tag, queries, **kwargs), 1e-12)
+
+
+def test_a_batch_that_searches_and_puts_sees_the_state_before_its_puts(real: Memory) -> None:
+    from langgraph.store.base import SearchOp
+
+    tag = f"mixed-{uuid.uuid4().hex[:8]}"
+    vectors = dataset("uniform", N, seed=29)
+    index = {"dims": DIMS, "embed": Lookup(vectors), "fields": ["text"]}
+    store = real.store(index=index)
+    reference = InMemoryStore(index=index)  # type: ignore[arg-type]
+    _fill([store, reference], vectors, tag)
+    top = reference.search((tag,), query="q1", limit=1)[0].key
+    # The batch's put moves the best item far away; its search still sees it as it was.
+    ops = [SearchOp((tag,), None, 10, 0, "q1"),
+           PutOp((tag, f"part{int(top[1:]) % 3}"), top, {"text": "q2", "group": 99})]
+    got = store.batch(ops)[0]
+    want = reference.batch(ops)[0]
+    assert [(i.key, i.value) for i in got] == [(i.key, i.value) for i in want]  # type: ignore[union-attr]
+    assert got[0].key == top and got[0].value["group"] != 99  # type: ignore[index]
