@@ -205,3 +205,23 @@ def test_a_server_that_claims_rank_but_does_not_still_answers_exactly(memory: Me
     got, events = memory.sent(lambda: _pages(store, ["q1"], limit=10))
     assert len(events) == 2
     _same(got, _pages(reference, ["q1"], limit=10))
+
+
+def test_async_search_takes_the_same_two_requests(memory: Memory) -> None:
+    import asyncio
+
+    vectors = dataset("uniform", N, seed=31)
+    index = {"dims": DIMS, "embed": Lookup(vectors), "fields": ["text"]}
+    store = memory.store(index=index)
+    reference = InMemoryStore(index=index)  # type: ignore[arg-type]
+    _fill([store, reference], vectors, N)
+
+    async def pages() -> list[list[tuple[str, float]]]:
+        found = await asyncio.gather(*(store.asearch(("docs",), query=q, limit=10,
+                                                     filter={"group": {"$lt": 3}})
+                                       for q in ("q1", "q2")))
+        return [[(i.key, i.score) for i in page] for page in found]  # type: ignore[misc]
+
+    got, events = memory.sent(lambda: asyncio.run(pages()))
+    assert len(events) == 4
+    _same(got, _pages(reference, ["q1", "q2"], limit=10, filter={"group": {"$lt": 3}}))
