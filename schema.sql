@@ -431,5 +431,24 @@ CREATE TABLE IF NOT EXISTS d1saver_move_guards (
     staging_lost INTEGER CONSTRAINT staging_lost CHECK (staging_lost IS NULL)
 );
 
+-- Threads a row put again (with other content) may have left unreferenced chunks in: the next
+-- compaction collects them, even where it deletes no checkpoint (schema 14).
+CREATE TABLE IF NOT EXISTS d1saver_gc_pending (thread_id TEXT PRIMARY KEY);
+
+CREATE TRIGGER IF NOT EXISTS checkpoints_gc_pending BEFORE INSERT ON checkpoints
+WHEN EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = NEW.thread_id
+    AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id
+    AND substr(checkpoint, 1, 2) = 'm:' AND checkpoint IS NOT NEW.checkpoint)
+BEGIN
+    INSERT OR IGNORE INTO d1saver_gc_pending (thread_id) VALUES (NEW.thread_id); END;
+
+CREATE TRIGGER IF NOT EXISTS writes_gc_pending BEFORE INSERT ON writes
+WHEN EXISTS (SELECT 1 FROM writes WHERE thread_id = NEW.thread_id
+    AND checkpoint_ns = NEW.checkpoint_ns AND checkpoint_id = NEW.checkpoint_id
+    AND task_id = NEW.task_id AND idx = NEW.idx
+    AND substr(value, 1, 2) IN ('m:', 'p:') AND value IS NOT NEW.value)
+BEGIN
+    INSERT OR IGNORE INTO d1saver_gc_pending (thread_id) VALUES (NEW.thread_id); END;
+
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (16, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 9);
+VALUES (16, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 15);

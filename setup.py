@@ -14,8 +14,11 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 SCHEMA = ROOT / "schema.sql"
 # The gateway Worker, shipped so that `d1saver gateway init DIR` can write it out for a pip user.
+# With the pages of the docs its files name (d1saver/cli/gateway.py: DOCS, GUIDE).
 GATEWAY = [*sorted((ROOT / "worker").glob("*.js")), *sorted((ROOT / "worker").glob("*.json")),
-           ROOT / "wrangler.toml", ROOT / "schema.sql", ROOT / ".dev.vars.example"]
+           ROOT / "wrangler.toml", ROOT / "schema.sql", ROOT / ".dev.vars.example",
+           *(ROOT / "docs" / name for name in ("COMPACTION.md", "MIGRATIONS.md", "REAL_ENGINE.md")),
+           ROOT / "docs" / "guide" / "gateway.md"]
 
 
 class BuildWithSchema(build_py):

@@ -70,12 +70,13 @@ def checkpoint_rows(saver: D1Saver, thread_id: str, n: int, started: datetime
                   channel_versions={"messages": version, "turn": version},
                   versions_seen={"agent": {"messages": version}})
         metadata = {"source": "loop", "step": step, "parents": {}, "run_id": f"run-{thread_id}"}
-        (stmt, *_), config, _ = statements.put_statements(saver.ops.values, parent, cp, metadata,
-                                                           guard_head=False)
+        values = saver.ops.values
+        (stmt, *_), config, _ = statements.put_statements(
+            values, statements.put_input(values, parent, cp, metadata), guard_head=False)
         reply = {"role": "assistant", "content": f"Step {step}: I looked into {topic} and found "
                                                  f"record {step * 7919 % 100_000}; next I will check it."}
-        (write, *_), _ = statements.put_writes_statements(saver.ops.values, config,
-                                                         [("messages", reply)], f"task-{step}", "")
+        (write, *_), _ = statements.put_writes_statements(values, statements.writes_input(
+            values, config, [("messages", reply)], f"task-{step}", ""))
         # The put views' parameters (d1saver/sql/catalogue.py PUT, PUT_WRITES): a NULL type is msgpack;
         # the row's columns are the first ten, the regular writes the seventh.
         row = list(stmt.params[:10])

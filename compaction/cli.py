@@ -5,7 +5,14 @@ Every command reads D1SAVER_ENCRYPTION_KEYS (through `D1Saver.from_env`); `rekey
 
 Each command parses its options, calls one library function, and reports. Exit codes:
 0 done, 1 a D1 error (message on stderr) or, for `check`, a thread found not exact, 2 bad
-usage, 3 another run holds the lease, 4 not found (tagging a checkpoint that does not exist).
+usage (a checkpoint id's start that several ids share, --max-age under 1h without --yes off a
+terminal), 3 another run holds the lease, 4 not found (tagging a checkpoint that does not
+exist, compacting a --thread that has no checkpoint). The commands that only read (threads,
+history, check, show, diff, compact --history) never create nor migrate a schema: a database
+without one is reported (exit 4), one with an older schema too (exit 2).
+
+The module imports Typer and d1saver's errors only; each command imports what it runs when it
+runs, so that `d1saver --help` and `d1saver threads --help` load no LangGraph nor httpx.
 """
 
 from __future__ import annotations
@@ -17,22 +24,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
-from langchain_core.runnables import RunnableConfig
 
-from d1saver import (ConfigError, D1Error, D1Saver, FleetError, LeaseHeldError, NotFoundError,
-                     RekeyCounts, admin)
-from d1saver.cli.support import EXIT_USAGE, OneLineUsageErrors, printable, progress_bar
-from compaction import inspector
-from compaction.fleet import (check_chunks, compact, history, leftovers, list_threads,
-                              run_history)
-from compaction.gateway import GENERATED_PATH
-from compaction.gateway import render as render_gateway
-from compaction.gateway import write as write_gateway
-from compaction.rebalance import rebalance
-from compaction.rekey import RekeySummary, rekey
+from d1saver.cli.support import (CONTEXT_SETTINGS, EXIT_USAGE, OneLineUsageErrors, printable,
+                                 progress_bar, table)
+from d1saver import (ConfigError, D1Error, FleetError, InvalidInputError, LeaseHeldError,
+                     NotFoundError, SchemaNotReadyError, StoredValueError)
+
+if TYPE_CHECKING:  # each command imports what it runs when it runs: `--help` stays light
+    from langchain_core.runnables import RunnableConfig
+
+    from compaction.rekey import RekeySummary
+    from d1saver import D1Saver, RekeyCounts
 
 EXIT_D1, EXIT_LEASE, EXIT_NOT_FOUND = 1, 3, 4
 
@@ -55,6 +60,8 @@ def parse_duration(text: str) -> timedelta:
 
 def _saver(account_id: Optional[str], database_id: Optional[str], api_base_url: Optional[str],
            api_token: Optional[str] = None, **kwargs: Any) -> D1Saver:
+    from d1saver import D1Saver
+
     return D1Saver.from_env(account_id=account_id, database_id=database_id,
                             api_base_url=api_base_url, api_token=api_token, **kwargs)
 
@@ -72,19 +79,29 @@ class _Conn:
 
 @contextmanager
 def _connected(account_id: Optional[str], database_id: Optional[str],
-               api_base_url: Optional[str], api_token: Optional[str] = None) -> Iterator[D1Saver]:
-    """A saver for one command; a D1Error ends the command with its exit code and one line."""
+               api_base_url: Optional[str], api_token: Optional[str] = None, *,
+               read_only: bool = False) -> Iterator[D1Saver]:
+    """A saver for one command; a D1Error ends the command with its exit code and one line.
+    `read_only`: the saver never creates nor migrates a schema (SchemaNotReadyError)."""
     try:
         with _saver(account_id, database_id, api_base_url, api_token) as saver:
-            yield saver
+            saver.read_only = read_only
+            try:
+                yield saver
+            except SchemaNotReadyError as exc:  # one database: name it
+                _fail(exc, where=saver.database_id)
     except D1Error as exc:
         _fail(exc)
 
 
-def _fail(exc: Exception) -> None:
+def _fail(exc: Exception, where: str | None = None) -> None:
     code = EXIT_D1
-    if isinstance(exc, FleetError) and all(isinstance(e, LeaseHeldError)
-                                           for e in exc.errors.values()):
+    errors = list(exc.errors.values()) if isinstance(exc, FleetError) else [exc]
+    unready = [e for e in errors if isinstance(e, SchemaNotReadyError)]
+    if unready and len(unready) == len(errors):
+        code = EXIT_NOT_FOUND if all(e.version == 0 for e in unready) else EXIT_USAGE
+    elif isinstance(exc, FleetError) and all(isinstance(e, LeaseHeldError)
+                                             for e in exc.errors.values()):
         code = EXIT_LEASE
     elif isinstance(exc, LeaseHeldError):
         code = EXIT_LEASE
@@ -92,7 +109,7 @@ def _fail(exc: Exception) -> None:
         code = EXIT_NOT_FOUND
     elif isinstance(exc, ConfigError):
         code = EXIT_USAGE
-    typer.echo(f"error: {exc}", err=True)
+    typer.echo(f"error: {'' if where is None else f'database {where}: '}{exc}", err=True)
     raise typer.Exit(code)
 
 
@@ -100,7 +117,8 @@ def compact_cmd(
     keep: Optional[int] = typer.Option(None, "--keep", min=1, help="Checkpoints to keep per thread, and per subgraph namespace still reached (>= 1)."),
     thread: Optional[List[str]] = typer.Option(None, "--thread", help="A thread to compact (repeatable)."),
     all_threads: bool = typer.Option(False, "--all", help="Compact every thread."),
-    max_age: Optional[str] = typer.Option(None, "--max-age", help="Also delete threads idle longer than this (30d, 12h): all but their tags."),
+    max_age: Optional[str] = typer.Option(None, "--max-age", help="Also delete threads idle longer than this (30d, 12h): all but their tags. Under 1h needs --yes (a thread paused at an interrupt minutes ago is idle); 0 is refused: leave --max-age out for no limit."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before a --max-age under 1h (needed off a terminal)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Change nothing; print what would go."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
     lease_ttl: int = typer.Option(300, min=1, help="Seconds the run's lease lives unless renewed (by each batch)."),
@@ -126,6 +144,10 @@ def compact_cmd(
         typer.echo("error: name threads with --thread ID (repeatable) or pass --all", err=True)
         raise typer.Exit(EXIT_USAGE)
     age = parse_duration(max_age) if max_age else None
+    if age is not None and not dry_run:
+        _confirm_max_age(age, yes)
+    from compaction.fleet import compact
+
     bar: Any = None
     try:
         with _saver(account_id, database_id, api_base_url, api_token) as saver:
@@ -136,6 +158,7 @@ def compact_cmd(
                 if bar is None:
                     bar = typer.progressbar(length=total, label="compacting", file=sys.stderr)
                     bar.__enter__()
+                bar.length = max(bar.length, total)  # the plan grows page by page
                 bar.update(done - bar.pos)
 
             summary = compact(saver, keep=keep, threads=thread or None, max_age=age,
@@ -150,6 +173,7 @@ def compact_cmd(
             bar.__exit__(None, None, None)
     if as_json:
         typer.echo(json.dumps(summary.as_dict(with_plan=dry_run), indent=2))
+        _not_found(summary.threads_not_found)
         return
     if dry_run:
         typer.echo("dry run: nothing was changed. Plan:")
@@ -171,12 +195,46 @@ def compact_cmd(
                f" {summary.store_items_swept} expired memory items and"
                f" {summary.cache_entries_swept} cache entries; {summary.requests} requests in"
                f" {summary.seconds:.1f} s")
+    _not_found(summary.threads_not_found)
+
+
+def _not_found(threads: List[str]) -> None:
+    """Threads named with --thread that have no checkpoint: exit 4, as every command does for
+    what is not there (the others were compacted: `rm a b` removes a when b is missing)."""
+    if threads:
+        typer.echo(f"error: no checkpoint in thread{'s' if len(threads) > 1 else ''} "
+                   f"{', '.join(repr(printable(t)) for t in threads)} (`d1saver threads` lists "
+                   "the threads)", err=True)
+        raise typer.Exit(EXIT_NOT_FOUND)
+
+
+def _confirm_max_age(age: timedelta, yes: bool) -> None:
+    """--max-age 0 is refused (elsewhere 0 means no limit; here it would mean every thread),
+    and under an hour needs --yes or a yes on a terminal: a thread paused at an interrupt a
+    few minutes ago is idle that long, and would lose all but its tags."""
+    if not age:
+        raise typer.BadParameter("0 would expire every thread: leave --max-age out for no "
+                                 "idle limit", param_hint="'--max-age'")
+    if age >= timedelta(hours=1) or yes:
+        return
+    what = (f"this deletes every thread idle for {age} or more, all but its tags, a thread "
+            "waiting at an interrupt included")
+    if not sys.stdin.isatty():
+        typer.echo(f"error: --max-age under 1h: {what}: pass --yes (no terminal to ask on)",
+                   err=True)
+        raise typer.Exit(EXIT_USAGE)
+    if not typer.confirm(f"--max-age {age}: {what}. Go on?"):
+        typer.echo("nothing was changed")
+        raise typer.Exit(0)
 
 
 def _print_runs(account_id: Optional[str], database_id: Optional[str],
                 api_base_url: Optional[str], api_token: Optional[str], limit: int,
                 as_json: bool) -> None:
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    from d1saver.inspection import run_history
+
+    with _connected(account_id, database_id, api_base_url, api_token,
+                    read_only=True) as saver:
         runs = run_history(saver, limit)
     if as_json:
         typer.echo(json.dumps(runs, indent=2))
@@ -185,16 +243,15 @@ def _print_runs(account_id: Optional[str], database_id: Optional[str],
         typer.echo("no scheduled compaction run recorded (the gateway Worker's Cron Trigger "
                    "records its runs here; docs/COMPACTION.md)")
         return
-    for r in runs:
-        age = f" max_age={r['max_age_days']}d" if r["max_age_days"] is not None else ""
-        typer.echo(f"{r['started_at']}  {r['status']:<11} {r['database_id']}  keep={r['keep']}"
-                   f"{age}  {r['threads_scanned']} threads scanned, {r['threads_compacted']}"
-                   f" compacted, {r['threads_expired']} expired; {r['checkpoints_deleted']}"
-                   f" checkpoints and {r['writes_deleted']} writes deleted ({r['bytes_freed']}"
-                   f" bytes) in {r['batches']} batches; ended {r['ended_at'] or '-'}"
-                   f"  run {r['run_id']}")
-        if r["reason"]:
-            typer.echo(f"    {printable(str(r['reason']))}")
+    table(["started", "status", "database", "keep", "max_age", "threads", "compacted",
+           "expired", "checkpoints", "writes", "bytes", "batches", "ended", "run", "reason"],
+          [[r["started_at"], r["status"], r["database_id"], r["keep"],
+            "-" if r["max_age_days"] is None else f"{r['max_age_days']}d", r["threads_scanned"],
+            r["threads_compacted"], r["threads_expired"], r["checkpoints_deleted"],
+            r["writes_deleted"], r["bytes_freed"], r["batches"], r["ended_at"] or "-",
+            r["run_id"], printable(str(r["reason"] or ""))] for r in runs],
+          right=["keep", "threads", "compacted", "expired", "checkpoints", "writes", "bytes",
+                 "batches"])
 
 
 def rekey_cmd(
@@ -211,6 +268,8 @@ def rekey_cmd(
 ) -> None:
     """Re-seal every stored value under the newest key of D1SAVER_ENCRYPTION_KEYS (newest
     first), so that older keys can be dropped. Resumable: a rerun continues."""
+    from compaction.rekey import rekey
+
     def progress(table: str, counts: RekeyCounts) -> None:
         if not as_json and sys.stderr.isatty():
             typer.echo(f"\rrekeying {table}: {counts.rewritten} rows", err=True, nl=False)
@@ -262,7 +321,7 @@ def _print_rekey(summary: RekeySummary) -> None:
 
 def tag_cmd(
     thread_id: str = typer.Argument(..., help="Thread id."),
-    checkpoint_id: str = typer.Argument(..., help="Checkpoint id (see `d1saver history`)."),
+    checkpoint_id: str = typer.Argument(..., help="Checkpoint id, or its start if no other id of the thread shares it (see `d1saver history`)."),
     name: str = typer.Argument(..., help="Tag name, unique per thread and namespace."),
     ns: str = typer.Option("", "--ns", help="Checkpoint namespace (subgraph)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -272,7 +331,9 @@ def tag_cmd(
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """Tag a checkpoint so that compaction keeps it."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(account_id, database_id, api_base_url, api_token) as saver, \
+            _thread_hint(saver, thread_id), _history_hint(thread_id):
+        checkpoint_id = _checkpoint(saver, thread_id, checkpoint_id, ns)
         saver.tag(_config(thread_id, ns, checkpoint_id), name)
     if as_json:
         typer.echo(json.dumps({"thread_id": thread_id, "checkpoint_ns": ns,
@@ -312,28 +373,46 @@ def threads_cmd(
     api_base_url: Optional[str] = _Conn.api_base_url,
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
-    """List threads: checkpoints, namespaces, last update, stored bytes."""
-    keys = {"updated": lambda t: t.updated or "", "checkpoints": lambda t: t.checkpoints,
-            "bytes": lambda t: t.bytes, "id": lambda t: t.thread_id}
-    if sort not in keys:
-        raise typer.BadParameter(f"--sort takes one of {', '.join(keys)}")
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
-        infos = list_threads(saver)
+    """List threads: checkpoints, namespaces, last update, stored bytes, waiting on an
+    interrupt. Sorted and cut in SQL, a page of up to 1,000 per request and database."""
+    from compaction.fleet import leftovers, misplaced_memory
+    from d1saver import inspection
+
+    if sort not in inspection.SORTS:
+        raise typer.BadParameter(f"--sort takes one of {', '.join(inspection.SORTS)}")
+    infos: list[dict[str, Any]] = []
+    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
+        after = None
+        while True:
+            size = min(limit - len(infos), 1000) if limit else 1000
+            page = inspection.threads(saver, sort=sort, limit=size, after=after)
+            infos += page.threads
+            after = page.next
+            if after is None or (limit and len(infos) >= limit):
+                break
         staged = leftovers(saver)
-    infos.sort(key=keys[sort], reverse=sort != "id")
-    if limit:
-        infos = infos[:limit]
+        memory = misplaced_memory(saver)
     if as_json:
-        typer.echo(json.dumps([i.__dict__ for i in infos], indent=2))
+        typer.echo(json.dumps(infos, indent=2))
         return
-    fleet = any(hasattr(i, "database_id") for i in infos)
-    db_head = f" {'database':<20}" if fleet else ""
-    typer.echo(f"{'thread_id':<40}{db_head} {'checkpoints':>11} {'ns':>3} {'bytes':>10}  updated")
-    for i in infos:
-        db = f" {getattr(i, 'database_id', ''):<20}" if fleet else ""
-        typer.echo(f"{printable(i.thread_id):<40}{db} {i.checkpoints:>11} {i.namespaces:>3} {i.bytes:>10}  {printable(str(i.updated))}")
+    fleet = any("database_id" in i for i in infos)
+    table(["thread_id", *(["database"] if fleet else []), "checkpoints", "ns", "bytes", "updated",
+           "waiting"],
+          [[printable(i["thread_id"]), *([i.get("database_id", "")] if fleet else []),
+            i["checkpoints"], i["namespaces"], i["bytes"], printable(str(i["updated"])),
+            "interrupt" if i["waiting"] else ""] for i in infos],
+          right=["checkpoints", "ns", "bytes"])
     for x in staged:
         typer.echo(f"leftover: {_leftover(x)}")
+    for m in memory:
+        typer.echo(f"leftover: {_misplaced(m)}")
+
+
+def _misplaced(m: Any) -> str:
+    """One line about memory not at its home (compaction.fleet.MisplacedMemory)."""
+    what = "store items" if m.table == "store_items" else "cache entries"
+    return (f"{m.rows} {what} in {m.database_id} live in {m.home} (a move pending or killed "
+            "midway: `d1saver rebalance` moves them)")
 
 
 def _leftover(x: Any) -> str:
@@ -356,24 +435,49 @@ def history_cmd(
     api_base_url: Optional[str] = _Conn.api_base_url,
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
-    """A thread's checkpoints, newest first: ids, parents, step, source, writes, tags."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
-        rows = history(saver, thread_id, limit)
+    """A thread's checkpoints, newest first: ids, step, source, pending writes, stored bytes,
+    the tasks that run next and any interrupt (a thread waiting on a person), tags, parents."""
+    from d1saver.inspection import timeline
+
+    with _connected(account_id, database_id, api_base_url, api_token,
+                    read_only=True) as saver, _thread_hint(saver, thread_id):
+        rows = timeline(saver, thread_id, limit)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        typer.echo(f"thread {thread_id!r} has no checkpoints", err=True)
+    if not rows:  # with --json too ([] printed): a thread without checkpoints is not found
+        typer.echo(f"error: thread {printable(thread_id)!r} has no checkpoints (`d1saver "
+                   "threads` lists the threads)", err=True)
         raise typer.Exit(EXIT_NOT_FOUND)
-    for r in rows:
-        shown = {k: printable(str(r[k])) for k in ("checkpoint_id", "parent_checkpoint_id",
-                                                   "checkpoint_ns", "tags", "source")}
-        ns = f" ns={shown['checkpoint_ns']}" if r["checkpoint_ns"] else ""
-        tags = f" tags={shown['tags']}" if r["tags"] else ""
-        db = f" db={r['database_id']}" if "database_id" in r else ""
-        typer.echo(f"{shown['checkpoint_id']}  step {r['step']!s:>3} "
-                   f"{shown['source'] if r['source'] else '':<6} writes={r['writes']:<3} "
-                   f"bytes={r['bytes']:<7} parent={shown['parent_checkpoint_id']}{ns}{tags}{db}")
+    if as_json:
+        return
+    fleet = any("database_id" in r for r in rows)
+    sealed = [r for r in rows if r["sealed"]]
+    table(["checkpoint_id", "step", "source", "writes", "bytes", "next", "interrupt", "tags",
+           "ns", "parent", *(["database"] if fleet else [])],
+          [[printable(r["checkpoint_id"]), "" if r["step"] is None else r["step"],
+            printable(str(r["source"] or "")), r["writes"], r["bytes"],
+            "?" if r["sealed"] else printable(", ".join(r["next"])),
+            "?" if r["sealed"] else _interrupts(r["interrupts"]),
+            printable(str(r["tags"] or "")), printable(r["checkpoint_ns"]),
+            printable(str(r["parent_checkpoint_id"] or "")),
+            *([r.get("database_id", "")] if fleet else [])]
+           for r in rows],
+          right=["step", "writes", "bytes"])
+    if sealed:
+        typer.echo(f"note: the values of {len(sealed)} checkpoints cannot be opened "
+                   f"({printable(sealed[0]['sealed'])}), so their next tasks and interrupts "
+                   "show as '?': set D1SAVER_ENCRYPTION_KEYS with their key", err=True)
+
+
+def _interrupts(writes: List[Any]) -> str:
+    """The first interrupt's value, cut short, and how many more there are (an `__interrupt__`
+    write holds a list of LangGraph's Interrupts: {"value": ..., "id": ...})."""
+    found = [i for w in writes for i in (w if isinstance(w, list) else [w])]
+    if not found:
+        return ""
+    first = found[0].get("value", found[0]) if isinstance(found[0], dict) else found[0]
+    more = f" (+{len(found) - 1})" if len(found) > 1 else ""
+    return _short(first, 60) + more
 
 
 def rebalance_cmd(
@@ -391,7 +495,10 @@ def rebalance_cmd(
     api_base_url: Optional[str] = _Conn.api_base_url,
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
-    """Move each thread to its home after the database list changed: copy, verify, delete."""
+    """Move each thread, store item and cache entry to its home after the database list
+    changed: copy, verify, delete."""
+    from compaction.rebalance import rebalance
+
     try:
         extra = ({"previous_database_ids": [p.strip() for p in previous.split(",")]}
                  if previous else {})  # "c, d" as D1_DATABASE_ID reads it
@@ -417,8 +524,11 @@ def rebalance_cmd(
                    f"{summary.threads_misplaced} misplaced; {summary.threads_moved} moved "
                    f"({summary.rows_copied} rows, {summary.bytes_copied} bytes), "
                    f"{summary.threads_found_copied} found copied, {summary.threads_changed} "
-                   f"changed meanwhile, {summary.threads_failed} failed; {summary.requests} "
-                   f"requests in {summary.seconds:.1f} s")
+                   f"changed meanwhile, {summary.threads_failed} failed; memory: "
+                   f"{summary.memory_misplaced} misplaced, {summary.store_items_moved} store "
+                   f"items and {summary.cache_entries_moved} cache entries moved"
+                   f"{f', {summary.memory_changed} changed meanwhile' if summary.memory_changed else ''}"
+                   f"; {summary.requests} requests in {summary.seconds:.1f} s")
     if summary.errors:
         raise typer.Exit(EXIT_D1)
 
@@ -433,21 +543,31 @@ def check_cmd(
 ) -> None:
     """Check the content-addressed chunk table: every chunk a row lists is stored, and every
     stored chunk is listed. Prints the threads that break either rule; exit 1 if any."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    from compaction.fleet import check_chunks, leftovers, misplaced_memory
+    from d1saver import admin
+    from d1saver.inspection import history
+
+    with _connected(account_id, database_id, api_base_url, api_token,
+                    read_only=True) as saver:
         found = check_chunks(saver, thread_id)
         if thread_id is not None and not found and not history(saver, thread_id, 1):
             typer.echo(f"error: thread {printable(thread_id)!s} has no checkpoints", err=True)
             raise typer.Exit(EXIT_NOT_FOUND)
         staged = [x for x in leftovers(saver) if thread_id is None or thread_id in (
             x.target, x.source)]
+        memory = misplaced_memory(saver) if thread_id is None else []
     # Staged rows are no thread: listed as leftovers, not as inexact threads.
     found = [t for t in found if not admin.is_staging(t.thread_id)]
     if as_json:
         typer.echo(json.dumps([t.__dict__ for t in found]
-                              + [{**x.__dict__, "leftover": x.kind} for x in staged], indent=2))
+                              + [{**x.__dict__, "leftover": x.kind} for x in staged]
+                              + [{**m.__dict__, "leftover": "memory"} for m in memory],
+                              indent=2))
     else:
         for x in staged:
             typer.echo(f"leftover: {_leftover(x)}")
+        for m in memory:
+            typer.echo(f"leftover: {_misplaced(m)}")
         for t in found:
             db = f" ({t.database_id})" if hasattr(t, "database_id") else ""
             typer.echo(f"{printable(t.thread_id)}{db}: {t.missing} chunks missing, "
@@ -464,6 +584,10 @@ def gateway_build_cmd(
 ) -> None:
     """Generate the SQL of the Worker's scheduled compaction from d1saver's catalogue
     (worker/compaction.generated.js): the statements `d1saver compact` sends."""
+    from compaction.gateway import GENERATED_PATH
+    from compaction.gateway import render as render_gateway
+    from compaction.gateway import write as write_gateway
+
     out = GENERATED_PATH if out_path is None else out_path
     if check:
         current = out.read_text(encoding="utf-8") if out.is_file() else None
@@ -488,7 +612,7 @@ def _short(value: Any, width: int = 100) -> str:
 
 def show_cmd(
     thread_id: str = typer.Argument(..., help="Thread id."),
-    checkpoint_id: Optional[str] = typer.Option(None, "--checkpoint", help="A checkpoint id (default: the newest)."),
+    checkpoint_id: Optional[str] = typer.Option(None, "--checkpoint", help="A checkpoint id, or its start if no other id of the thread shares it (default: the newest)."),
     ns: str = typer.Option("", "--ns", help="Checkpoint namespace (a subgraph's); default the root."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON: every value whole."),
     account_id: Optional[str] = _Conn.account_id,
@@ -497,16 +621,29 @@ def show_cmd(
     api_token: Optional[str] = _Conn.api_token,
 ) -> None:
     """A checkpoint's state: channel values decoded, pending writes, next tasks, interrupts,
-    metadata, tags and stored bytes."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
-        snap = inspector.snapshot(saver, thread_id, checkpoint_id, ns)  # NotFoundError: exit 4
+    metadata, tags and stored bytes. Values sealed under a key not given: what is in clear,
+    and which key they need."""
+    from d1saver import inspection
+
+    with _connected(account_id, database_id, api_base_url, api_token,
+                    read_only=True) as saver, _thread_hint(saver, thread_id), \
+            _history_hint(thread_id, checkpoint_id is not None):
+        if checkpoint_id is not None:
+            checkpoint_id = _checkpoint(saver, thread_id, checkpoint_id, ns)
+        try:
+            snap = inspection.snapshot(saver, thread_id, checkpoint_id, ns)  # NotFoundError: 4
+        except StoredValueError as exc:  # sealed under a key not given: show what is clear
+            snap = inspection.sealed(saver, thread_id, checkpoint_id, ns, exc)
     if as_json:
         typer.echo(json.dumps(snap, indent=2, ensure_ascii=False))
         return
-    meta = snap["metadata"]
     db = f"  database {snap['database_id']}" if "database_id" in snap else ""
-    typer.echo(f"thread {printable(thread_id)}  checkpoint {snap['checkpoint_id']}"
+    typer.echo(f"thread {printable(thread_id)}  checkpoint {printable(snap['checkpoint_id'])}"
                f"{'  ns ' + printable(ns) if ns else ''}{db}")
+    if "sealed" in snap:
+        _show_sealed(snap)
+        return
+    meta = snap["metadata"]
     typer.echo(f"  step {meta.get('step')}  source {meta.get('source')}  at {snap['ts']}  "
                f"parent {snap['parent_checkpoint_id']}  stored {snap['bytes']} bytes")
     typer.echo(f"  next: {', '.join(snap['next']) or '(none)'}   tags: {', '.join(map(printable, snap['tags'])) or '(none)'}")
@@ -523,10 +660,23 @@ def show_cmd(
         typer.echo(f"    {printable(w['task_id'])} {printable(w['channel'])}: {_short(w['value'], 80)}")
 
 
+def _show_sealed(snap: dict[str, Any]) -> None:
+    """A checkpoint whose values could not be opened (d1saver.inspection.sealed): what is in
+    clear, what is sealed, and the key it needs."""
+    key = f" under key {snap['key_id']}" if snap["key_id"] else ""
+    typer.echo(f"  sealed: its channel values, pending writes and the rest of its metadata are "
+               f"sealed{key}, and cannot be opened here ({printable(snap['sealed'])}); set "
+               "D1SAVER_ENCRYPTION_KEYS with that key to see them")
+    typer.echo(f"  step {snap['step']}  source {printable(str(snap['source']))}  at {snap['ts']}  "
+               f"parent {printable(str(snap['parent_checkpoint_id']))}  stored {snap['bytes']} bytes")
+    typer.echo(f"  pending writes: {snap['writes']}   tags: {printable(snap['tags'] or '(none)')}")
+    typer.echo(f"  metadata in clear: {_short(snap['metadata'])}")
+
+
 def diff_cmd(
     thread_id: str = typer.Argument(..., help="Thread id."),
-    a: str = typer.Argument(..., help="The older checkpoint id."),
-    b: str = typer.Argument(..., help="The newer checkpoint id."),
+    a: str = typer.Argument(..., help="The older checkpoint id (or its start, as for show)."),
+    b: str = typer.Argument(..., help="The newer checkpoint id (or its start)."),
     ns: str = typer.Option("", "--ns", help="Checkpoint namespace (a subgraph's); default the root."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     account_id: Optional[str] = _Conn.account_id,
@@ -536,8 +686,13 @@ def diff_cmd(
 ) -> None:
     """What changed between two checkpoints of a thread, channel by channel (messages added and
     removed)."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
-        found = inspector.diff(saver, thread_id, a, b, ns)
+    from d1saver import inspection
+
+    with _connected(account_id, database_id, api_base_url, api_token,
+                    read_only=True) as saver, _thread_hint(saver, thread_id), \
+            _history_hint(thread_id):
+        a, b = (_checkpoint(saver, thread_id, x, ns) for x in (a, b))
+        found = inspection.diff(saver, thread_id, a, b, ns)
     if as_json:
         typer.echo(json.dumps(found, indent=2, ensure_ascii=False))
         return
@@ -553,6 +708,57 @@ def diff_cmd(
                 typer.echo(f"    - {_short(item, 90)}")
         else:
             typer.echo(f"  {printable(name)}: {_short(change['before'], 45)} -> {_short(change['after'], 45)}")
+
+
+def _checkpoint(saver: D1Saver, thread_id: str, text: str, ns: str) -> str:
+    """The checkpoint id `text` names (whole, or its start: d1saver.inspection's
+    resolve_checkpoint); a start several ids share is a usage error (exit 2) listing them and
+    pointing at `d1saver history`, which lists the ids."""
+    from d1saver.inspection import resolve_checkpoint
+
+    try:
+        return resolve_checkpoint(saver, thread_id, text, ns)
+    except InvalidInputError as exc:
+        typer.echo(f"error: {printable(str(exc))} (`d1saver history {_quoted(thread_id)}` "
+                   "lists them)", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+@contextmanager
+def _history_hint(thread_id: str, named: bool = True) -> Iterator[None]:
+    """A checkpoint not found (exit 4): the error says where the ids are listed (the thread's
+    with `named`, else the threads)."""
+    try:
+        yield
+    except NotFoundError as exc:
+        if not named:  # the thread's newest: the thread has none
+            raise NotFoundError(f"{exc} (`d1saver threads` lists the threads)") from None
+        raise NotFoundError(f"{exc} (`d1saver history {_quoted(thread_id)}` lists its "
+                            "checkpoints)") from None
+
+
+@contextmanager
+def _thread_hint(saver: D1Saver, thread_id: str) -> Iterator[None]:
+    """A command about one thread whose database has no d1saver schema (nothing was ever
+    stored there; a command that only reads creates none): the thread is not found (exit 4),
+    said as for any thread without checkpoints, with the database that has no schema."""
+    try:
+        yield
+    except (SchemaNotReadyError, FleetError) as exc:
+        errors = list(exc.errors.values()) if isinstance(exc, FleetError) else [exc]
+        if not all(isinstance(e, SchemaNotReadyError) and e.version == 0 for e in errors):
+            raise
+        raise NotFoundError(
+            f"thread {printable(thread_id)!r} has no checkpoints: its database "
+            f"{saver.home(thread_id)} has no d1saver schema, nothing was ever stored there "
+            "(`d1saver threads` lists the threads)") from None
+
+
+def _quoted(text: str) -> str:
+    """`text` as one shell word (shlex.quote), escaped for the terminal."""
+    import shlex
+
+    return printable(shlex.quote(text))
 
 
 def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> RunnableConfig:
@@ -579,12 +785,13 @@ def register(app: typer.Typer) -> None:
                   if g.name == "gateway" and g.typer_instance is not None), None)
     if group is None:
         group = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
+                            context_settings=CONTEXT_SETTINGS,
                             help="The gateway Worker (worker/, wrangler.toml).")
         app.add_typer(group, name="gateway")
     group.command("build")(gateway_build_cmd)
 
 
 app = typer.Typer(cls=OneLineUsageErrors, help="Compaction of d1saver checkpoints.",
-                  no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False, context_settings=CONTEXT_SETTINGS)
 register(app)
 

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from d1saver import D1Saver, admin
+# Shared with the web inspector (d1saver ui): one definition of each.
+from d1saver.inspection import databases, each_reading, spans
+from d1saver.inspection import history as history  # compaction.history, as before
 from compaction import job
 from compaction.job import Progress, Summary, ThreadInfo
-
 
 @dataclass(frozen=True)
 class FleetThreadInfo(ThreadInfo):
@@ -31,16 +33,6 @@ class FleetSummary(Summary):
     """The sum of the per-database summaries; `databases` holds each one's figures."""
 
     databases: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-def databases(saver: D1Saver) -> list[str]:
-    """Every database of the saver: the current ones, then the previous ones not among them
-    (databases being drained while threads move)."""
-    return list(dict.fromkeys([*saver.database_ids, *(saver.previous_database_ids or ())]))
-
-
-def spans(saver: D1Saver) -> bool:
-    return len(databases(saver)) > 1
 
 
 def compact(saver: D1Saver, *, keep: int, threads: Sequence[str] | None = None,
@@ -90,6 +82,7 @@ def add_up(parts: dict[str, Summary]) -> FleetSummary:
                     and f.name not in ("keep", "seconds"):
                 setattr(total, f.name, getattr(total, f.name) + value)
         total.plan += [{"database_id": db, **p} for p in part.plan]
+        total.threads_not_found += part.threads_not_found
         total.databases[db] = part.as_dict(with_plan=False)
     return total
 
@@ -99,7 +92,7 @@ def list_threads(saver: D1Saver) -> list[ThreadInfo]:
     rows of a move in progress."""
     if not spans(saver):
         return [i for i in job.list_threads(saver) if not admin.is_staging(i.thread_id)]
-    found = saver.each_database(job.list_threads, operation="threads")
+    found = each_reading(saver, job.list_threads, "threads")
     return [FleetThreadInfo(**dataclasses.asdict(info), database_id=db)
             for db, infos in found.items() for info in infos
             if not admin.is_staging(info.thread_id)]
@@ -121,37 +114,65 @@ def leftovers(saver: D1Saver) -> list[admin.Leftover]:
 
     if not spans(saver):
         return read(saver)
-    found = saver.each_database(read, operation="leftovers")
+    found = each_reading(saver, read, "leftovers")
     return [FleetLeftover(**dataclasses.asdict(x), database_id=db)
             for db, xs in found.items() for x in xs]
 
 
-def history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
-    """A thread's newest checkpoints (see admin.history). Over several databases, from every
-    one that holds some (each row names its database_id), newest first."""
-    if not spans(saver):
-        (res,) = saver.execute([admin.history(thread_id, limit)])
-        return res.dicts()
-    found = saver.each_database(lambda db: db.execute([admin.history(thread_id, limit)])[0],
-                                operation="history")
-    rows = [{**row, "database_id": db} for db, res in found.items() for row in res.dicts()]
-    rows.sort(key=lambda r: r["checkpoint_ns"])
-    rows.sort(key=lambda r: r["checkpoint_id"], reverse=True)  # as HISTORY orders one database
-    return rows[:limit]
+# --- memory not at its home (a rebalance pending, or killed midway) ---------------------------
 
 
-def run_history(saver: D1Saver, limit: int) -> list[dict[str, Any]]:
-    """The newest scheduled compaction runs (admin.compaction_runs: one record per run and
-    database, which each database keeps), from every database, newest first."""
+def memory_plan(saver: D1Saver, databases: Sequence[str], layout: Any, page_size: int = 1000
+                ) -> dict[tuple[str, str, str], list[admin.MemoryKey]]:
+    """Every store item and cache entry not at its home in `layout` (admin.memory_layout):
+    {(database it is in, its home, table): rows}, in key order; one request per page of keys,
+    per table and database."""
+    out: dict[tuple[str, str, str], list[admin.MemoryKey]] = {}
+
+    def scan(view: D1Saver) -> list[tuple[str, admin.MemoryKey]]:
+        found = []
+        for table in admin.MEMORY_TABLES:
+            after = None
+            while True:
+                (res,) = view.execute([admin.memory_keys_page(table, after, page_size)])
+                keys = admin.read_memory_keys(table, res)
+                found += [(admin.memory_home(layout, k), k) for k in keys]
+                if len(keys) < page_size:
+                    break
+                after = keys[-1]
+        return found
+
+    scanned = saver.each_database(scan, operation="memory scan",
+                                  database_ids=list(databases)) if databases else {}
+    for db, found in scanned.items():
+        for home, key in found:
+            if home != db:
+                out.setdefault((db, home, key.table), []).append(key)
+    return out
+
+
+@dataclass(frozen=True)
+class MisplacedMemory:
+    """Rows of `table` (D1Store's items, D1Cache's entries) in `database_id` whose home, in
+    the saver's layout, is `home`: a rebalance pending, or one killed midway (then also at
+    their home, identical: readers read the home's); `d1saver rebalance` moves them."""
+
+    database_id: str
+    home: str
+    table: str
+    rows: int
+
+
+def misplaced_memory(saver: D1Saver) -> list[MisplacedMemory]:
+    """Memory not at its home, by database, home and table (every database of the saver,
+    previous ones included; routed as D1Store and D1Cache route without a `route`)."""
     if not spans(saver):
-        (res,) = saver.execute([admin.compaction_runs(limit)])
-        return res.dicts()
-    found = saver.each_database(lambda db: db.execute([admin.compaction_runs(limit)])[0],
-                                operation="history")
-    rows = [row for res in found.values() for row in res.dicts()]
-    rows.sort(key=lambda r: (r["run_id"], r["database_id"]))
-    rows.sort(key=lambda r: r["started_at"], reverse=True)
-    return rows[:limit]
+        return []  # one database: every row is at home
+    layout = admin.memory_layout(saver.database_ids, saver.previous_database_ids)
+    found = each_reading(saver, lambda db: [memory_plan(db, [str(db.database_id)], layout)],
+                     "memory scan")
+    return [MisplacedMemory(db, home, table, len(rows)) for plans in found.values()
+            for plan in plans for (db, home, table), rows in plan.items()]
 
 
 @dataclass(frozen=True)
@@ -172,6 +193,6 @@ def check_chunks(saver: D1Saver, thread_id: str | None = None) -> list[admin.Ine
 
     if not spans(saver):
         return check(saver)
-    found = saver.each_database(check, operation="check")
+    found = each_reading(saver, check, "check")
     return [FleetInexactThread(**dataclasses.asdict(t), database_id=db)
             for db, threads in found.items() for t in threads]

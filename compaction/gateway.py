@@ -99,7 +99,11 @@ def build() -> dict[str, Any]:
     groups: dict[str, list[Statement]] = {
         "read_schema": [admin.read_schema()],
         "setup": admin.setup_statements(),
-        "threads_page": [admin.threads_page(s.text("after"), s.number("size"))],
+        # The plan of a page (admin.retention_plan): which threads, in which batches.
+        "plan_page": [admin.retention_plan(
+            s.text("after"), s.number("size"), s.number("keep"), s.text("cutoff"),
+            batch_checkpoints=s.number("batch_checkpoints"),
+            batch_threads=s.number("batch_threads"))],
         "acquire_lease": [admin.acquire_lease(s.text("lease"), s.text("holder"),
                                               s.number("ttl"))],
         "lease_guard": admin.lease_guard(s.text("lease"), s.text("holder"), s.number("ttl")),
@@ -121,7 +125,14 @@ def build() -> dict[str, Any]:
         "cursor_set": [admin.cursor_set(s.text("after"), s.text("run_id"), s.text("cursor"))],
         "cursor_clear": [admin.cursor_clear(s.text("cursor"))],
     }
+    # A whole-database run's end, as job._finish sends it: leftovers, the memory sweep, and
+    # the lease's release (its staging range is a constant: literals).
+    finish = admin.finish(s.text("lease"), s.text("holder"))
     statements = {name: _statements(stmts, s) for name, stmts in groups.items()}
+    statements["finish"] = _statements(finish, s, literals=True)
+    # Where finish's figures are among its results: found by admin.finished itself, the
+    # function `d1saver compact` reads them with.
+    finish_figures = _figure_positions(finish)
     # Where the retention batch's summary is among its results: found by admin.retention_summary
     # itself, the function `d1saver compact` reads it with.
     retention = groups["retention"]
@@ -134,15 +145,25 @@ def build() -> dict[str, Any]:
         "schema_version": admin.SCHEMA_VERSION,
         "lease_name": leases.LEASE_NAME,
         "cursor_name": admin.CRON_CURSOR,
-        "page_size": _default(job.list_threads, "page_size"),
+        "page_size": _default(job._plan_pages, "page_size"),
         "batch_checkpoints": _default(job.compact, "batch_checkpoints"),
         "batch_threads": _default(job.compact, "batch_threads"),
         "lease_ttl": _default(job.compact, "lease_ttl"),
         "summary_index": summary_index,
+        "finish_figures": finish_figures,
+        "sweep_margin": admin.SWEEP_MARGIN,
         "slots": dict(sorted(s.kinds.items())),
         "statements": statements,
         "migrations": migrations,
     }
+
+
+def _figure_positions(finish: list[Statement]) -> dict[str, dict[str, Any]]:
+    """For each figure of a live run's end, the position in `finish` of the statement it is
+    read from, and how (admin.FINISH_FIGURES, the table admin.finished reads them by)."""
+    names = [st.name for st in finish]
+    return {figure: {"statement": names.index(name), "read": how}
+            for figure, (name, how) in admin.FINISH_FIGURES.items()}
 
 
 def render() -> str:

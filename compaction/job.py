@@ -10,8 +10,9 @@ batches of whole threads, one request each, atomic: killed midway, a rerun finis
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -20,6 +21,8 @@ from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, admin
 from compaction import lease as leases
 
 Progress = Callable[[int, int], None]
+# Each step of a run at INFO (`d1saver -v`): counts and database ids, never a value.
+log = logging.getLogger("d1saver.compaction")
 
 
 @dataclass(frozen=True)
@@ -51,11 +54,15 @@ class Summary:
     requests: int = 0
     seconds: float = 0.0
     plan: list[dict[str, Any]] = field(default_factory=list)
+    # Threads named to compact that have no checkpoint (in --json only when there are some).
+    threads_not_found: list[str] = field(default_factory=list)
 
     def as_dict(self, *, with_plan: bool = True) -> dict[str, Any]:
         out = asdict(self)
         if not with_plan:
             out.pop("plan")
+        if not out["threads_not_found"]:
+            out.pop("threads_not_found")
         return out
 
 
@@ -110,14 +117,21 @@ def refuse_older(versions: dict[str, int]) -> None:
 
 
 def prepare(saver: D1Saver, *, dry_run: bool) -> bool:
-    """Before a run on one database: set it up (create the schema, migrate). A dry run instead
-    only reads its version (refuse_older). Returns False if it has no schema, so no rows."""
-    if not dry_run:
-        saver.setup()
+    """Before a run on one database: make sure of its schema, setting it up (create, migrate)
+    only when it is missing or older, never on every run (that was schema.sql whole, 52
+    statements, a request each time). A saver that sets up on first use (auto_setup, the
+    default) reads the version riding with the run's first request, no request more, as every
+    saver call does; otherwise one read of the version comes first. A dry run only reads the
+    version (refuse_older). Returns False if there is no schema, so no rows."""
+    if not dry_run and saver.auto_setup:
         return True
     version = stored_version(saver)
-    refuse_older({str(saver.database_id): version})
-    return version > 0
+    if dry_run:
+        refuse_older({str(saver.database_id): version})
+        return version > 0
+    if version != admin.SCHEMA_VERSION:
+        saver.setup()
+    return True
 
 
 def compact(
@@ -136,74 +150,114 @@ def compact(
 ) -> Summary:
     """Compact `threads` (all when None). Returns a Summary; raises D1Error subclasses.
 
+    The policy is one, shared with the gateway Worker's Cron Trigger (worker/compaction.js):
+    pages of threads planned by the database (`admin.retention_plan`: which threads need a
+    batch, and how they group), each batch one atomic request under the lease; then a
+    whole-database run ends (`admin.finish`, with the lease's release: no request more) by
+    removing the staged rows killed copies and moves left, and, with `sweep` (the default),
+    the D1Store items and D1Cache entries expired by the database's clock. A run over named
+    threads touches nothing else: no leftover, no memory.
+
     `batch_checkpoints` bounds the deletions of one request (D1 stops a request at 30 s) and
     `batch_threads` its thread list. Dry runs change nothing (nor set up or migrate: a schema
-    older than this d1saver's is refused with a ConfigError) and take no lease. With `sweep`
-    (the default) it also deletes the expired items of D1Store and entries of D1Cache (a dry
-    run counts them), in one request under the lease.
+    older than this d1saver's is refused with a ConfigError), take no lease, and count what
+    a run would do.
     """
     if keep < 1:
         raise ConfigError("--keep must be at least 1: every thread keeps its head, so it stays resumable")
     if lease_ttl < 1:
         raise ConfigError("--lease-ttl must be at least 1 second: a lease already expired guards nothing")
+    if batch_checkpoints < 1 or batch_threads < 1:
+        raise ConfigError("--batch-checkpoints and batch_threads must be at least 1")
     cutoff = _cutoff(max_age)  # before any request: a max_age out of range is a ConfigError
     started, requests0 = time.monotonic(), saver.client.requests
     summary = Summary(dry_run=dry_run, keep=keep)
     has_schema = prepare(saver, dry_run=dry_run)
-    if not has_schema:
-        infos: list[ThreadInfo] = []
-    else:
-        infos = list_threads(saver) if threads is None else thread_infos(saver, threads)
-    # Staged rows (a copy or a move in flight, or killed) are no thread: never compacted; a
-    # whole-database run removes those killed runs left (admin.removable).
-    staged = [i.thread_id for i in infos if admin.is_staging(i.thread_id)]
-    infos = [i for i in infos if not admin.is_staging(i.thread_id)]
-    summary.threads_scanned = len(infos)
-    expired = [i for i in infos if cutoff is not None and (i.updated or "") < cutoff]
-    expired_ids = {i.thread_id for i in expired}
-    # A thread with no more checkpoints than N has nothing to lose: skip it without a request.
-    to_trim = [i for i in infos if i.thread_id not in expired_ids and i.checkpoints > keep]
-    summary.checkpoints_kept = sum(i.checkpoints for i in infos
-                                   if i.thread_id not in expired_ids and i.checkpoints <= keep)
+    whole = threads is None
+    log.info("%s: %s, keeping %d checkpoints%s%s", saver.database_id,
+             "every thread" if whole else f"{len(threads or ())} named threads", keep,
+             "" if cutoff is None else f", idle since {cutoff} expired",
+             " (dry run)" if dry_run else "")
     held = None
     if not dry_run:
         if break_lease:
             leases.break_lease(saver)
         held = leases.acquire(saver, ttl=lease_ttl)
+        log.info("%s: lease %s held for %d s", saver.database_id, held.name, lease_ttl)
     try:
-        if held is not None and staged and threads is None:
-            summary.staged_removed = _remove_leftovers(saver, held)
-        total, done = len(expired) + len(to_trim), 0
-        for policy_keep, group in ((0, expired), (keep, to_trim)):
-            for batch in _batches(group, policy_keep, batch_checkpoints, batch_threads):
-                _run_batch(saver, batch, policy_keep, summary, held, expired=policy_keep == 0)
+        done = total = 0
+        for page in _plan_pages(saver, keep, cutoff, threads, batch_checkpoints, batch_threads)\
+                if has_schema else ():
+            if threads is not None:  # one page: the named threads that exist
+                summary.threads_not_found = sorted(set(threads) - {p.thread_id for p in page})
+            listed = [p for p in page if not p.staged]  # staged rows are no thread
+            summary.threads_scanned += len(listed)
+            summary.checkpoints_kept += sum(p.checkpoints for p in listed if p.batch is None)
+            batches: dict[int, list[admin.PlannedThread]] = {}
+            for p in listed:
+                if p.batch is not None:
+                    batches.setdefault(p.batch, []).append(p)
+            total += sum(len(b) for b in batches.values())
+            log.info("%s: %d threads planned; %d to trim to %d checkpoints, %d idle to expire",
+                     saver.database_id, len(listed),
+                     sum(len(b) for b in batches.values() if not b[0].expired), keep,
+                     sum(len(b) for b in batches.values() if b[0].expired))
+            for batch in batches.values():
+                expired = batch[0].expired
+                _run_batch(saver, [p.thread_id for p in batch], 0 if expired else keep,
+                           summary, held, expired=expired)
                 done += len(batch)
                 if progress is not None:
                     progress(done, total)
-        if sweep and has_schema:
-            _sweep_memory(saver, summary, held)  # releases the lease in the same request
+        if has_schema and whole:
+            _finish(saver, summary, held, sweep)  # releases the lease in the same request
             held = None
     finally:
         if held is not None:
             leases.release(saver, held)
     summary.requests = saver.client.requests - requests0
     summary.seconds = round(time.monotonic() - started, 3)
+    log.info("%s: done, %d checkpoints and %d writes %s in %d batches, %d requests, %.1f s",
+             saver.database_id, summary.checkpoints_deleted, summary.writes_deleted,
+             "to delete" if dry_run else "deleted", summary.batches, summary.requests,
+             summary.seconds)
     return summary
 
 
-def _sweep_memory(saver: D1Saver, summary: Summary, held: leases.Lease | None) -> None:
-    """Count the expired memory items and cache entries and (unless dry) delete them and
-    release the lease, in one request: the count and the deletes see the same `now`, so they
-    agree, and a live run costs no request more than before. Not lease-guarded: deleting
-    expired rows is safe beside anything, and a retry after a lost response (which finds the
-    lease released and the rows gone) must not fail; it then counts 0."""
-    now = time.time()
-    sweep = ([*admin.sweep_memory(now), admin.release_lease(held.name, held.holder)]
-             if held is not None else [])
-    results = saver.execute([admin.expired_memory(now), *sweep])
-    (row,) = results[0].dicts()
-    summary.store_items_swept = int(row["items"])
-    summary.cache_entries_swept = int(row["cache"])
+def _plan_pages(saver: D1Saver, keep: int, cutoff: str | None, threads: Sequence[str] | None,
+                batch_checkpoints: int, batch_threads: int, page_size: int = 1000
+                ) -> Iterator[list[admin.PlannedThread]]:
+    """The plan, page by page (one request each; named threads: one page)."""
+    bounds = {"batch_checkpoints": batch_checkpoints, "batch_threads": batch_threads}
+    if threads is not None:
+        (res,) = saver.execute([admin.retention_plan_threads(threads, keep, cutoff, **bounds)])
+        yield admin.read_plan(res)
+        return
+    after = ""
+    while True:
+        (res,) = saver.execute([admin.retention_plan(after, page_size, keep, cutoff, **bounds)])
+        page = admin.read_plan(res)
+        yield page
+        if len(page) < page_size:
+            return
+        after = page[-1].thread_id
+
+
+def _finish(saver: D1Saver, summary: Summary, held: leases.Lease | None, sweep: bool) -> None:
+    """A whole-database run's end, in one request (admin.finish): the staged rows killed runs
+    left removed, the expired memory swept (with `sweep`), the lease released; a dry run counts
+    instead (admin.finish_counts). Not lease-guarded: a retry after a lost answer finds the
+    lease released, removes and counts nothing more, and must not fail."""
+    stmts = (admin.finish_counts(sweep=sweep) if held is None
+             else admin.finish(held.name, held.holder, sweep=sweep))
+    figures = admin.finished(stmts, saver.execute(stmts))
+    summary.staged_removed = figures.staged_removed
+    summary.store_items_swept = figures.store_items_swept
+    summary.cache_entries_swept = figures.cache_entries_swept
+    log.info("%s: %s %d staged rows, %d expired memory items and %d cache entries%s",
+             saver.database_id, "would remove" if summary.dry_run else "removed",
+             summary.staged_removed, summary.store_items_swept, summary.cache_entries_swept,
+             "; lease released" if held is not None else "")
 
 
 def _cutoff(max_age: timedelta | None) -> str | None:
@@ -216,42 +270,11 @@ def _cutoff(max_age: timedelta | None) -> str | None:
         raise ConfigError(f"--max-age {max_age.days} days reaches back before year 1") from None
 
 
-def _remove_leftovers(saver: D1Saver, held: leases.Lease) -> int:
-    """Deletes the staged rows a killed copy or move left (no move runs while this run holds
-    the lease; a copy's only once expired); one read, and one write if any."""
-    (found,) = saver.execute([admin.leftovers()])
-    ids = admin.removable(admin.read_leftovers(found))
-    if ids:
-        try:
-            saver.execute([*held.guard_statements(), *admin.delete_threads(ids)])
-        except QueryError as exc:
-            if "lease_lost" in str(exc):
-                raise LeaseHeldError("this run lost its lease (it expired and another run "
-                                     "took it); nothing of this batch was applied") from exc
-            raise
-    return len(ids)
-
-
-def _batches(infos: list[ThreadInfo], keep: int, max_checkpoints: int, max_threads: int):
-    batch: list[ThreadInfo] = []
-    weight = 0
-    for info in infos:
-        w = max(info.checkpoints - keep, 1)
-        if batch and (weight + w > max_checkpoints or len(batch) >= max_threads):
-            yield batch
-            batch, weight = [], 0
-        batch.append(info)
-        weight += w
-    if batch:
-        yield batch
-
-
-def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summary,
+def _run_batch(saver: D1Saver, thread_ids: list[str], keep: int, summary: Summary,
                held: leases.Lease | None, *, expired: bool) -> None:
     # Built once: a retry re-sends these very statements, so the summary the first try
     # recorded (under the id drawn here) is the one read back, even if its response was lost.
-    stmts = admin.retention([i.thread_id for i in batch], keep, summarize=True,
-                            delete=not summary.dry_run)
+    stmts = admin.retention(thread_ids, keep, summarize=True, delete=not summary.dry_run)
     prefix = held.guard_statements() if held is not None else []
     try:
         results = saver.execute([*prefix, *stmts])
@@ -262,7 +285,12 @@ def _run_batch(saver: D1Saver, batch: list[ThreadInfo], keep: int, summary: Summ
         raise
     plan = admin.retention_summary([*prefix, *stmts], results)
     summary.batches += 1
-    for row in plan.dicts():
+    rows = plan.dicts()
+    log.info("%s: batch %d, %d threads%s: %d checkpoints and %d writes %s (%d bytes)",
+             saver.database_id, summary.batches, len(thread_ids), " idle" if expired else "",
+             sum(int(r["checkpoints"]) for r in rows), sum(int(r["writes"]) for r in rows),
+             "to delete" if summary.dry_run else "deleted", sum(int(r["bytes"]) for r in rows))
+    for row in rows:
         thread_id, total, gone, writes, size = (
             row["thread_id"], row["checkpoints_total"], row["checkpoints"], row["writes"],
             row["bytes"])

@@ -27,6 +27,14 @@ killed run left are removed at the end of the next. While threads move, savers c
 
 The run takes the compaction lease in every database involved (compaction and rebalance never
 overlap in a database), and every write batch fails unless the run still holds it.
+
+Memory moves too (issue 30): every store item and cache entry whose home (its namespace's
+first label; a cache entry's namespace and key: d1saver/memory/placement.py) is another
+database moves there in pages (d1saver/memory/moves.py): registered at the target, read at
+the source, written at the target where it holds nothing newer (a batch that fails when a
+delete voided the registration meanwhile), then deleted at the source if unchanged. While it
+runs, D1Store and D1Cache given `previous_database_ids` find everything and never leave a
+second copy. `memory=False` leaves memory where it is.
 """
 
 from __future__ import annotations
@@ -34,16 +42,19 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from d1saver import (D1Error, D1Saver, LeaseHeldError, QueryError, Result, Statement,
                      VerificationError, admin)
 from compaction import fleet
+from compaction.fleet import memory_plan
 from compaction import lease as leases
-from compaction.job import ThreadInfo, list_threads, refuse_older, stored_version
+from compaction.job import (ThreadInfo, list_threads, log, prepare, refuse_older,
+                            stored_version)
 
 Progress = Callable[[int, int], None]
 ATTEMPTS = 3  # moves of one thread in a run while writers on the old layout keep changing it
@@ -75,6 +86,13 @@ class RebalanceSummary:
     rows_copied: int = 0
     bytes_copied: int = 0
     staged_removed: int = 0
+    # Memory (D1Store's items, D1Cache's entries): rows not at their home, moved, and left at
+    # their source because a writer on the old layout changed them meanwhile.
+    memory_misplaced: int = 0
+    store_items_moved: int = 0
+    cache_entries_moved: int = 0
+    memory_changed: int = 0
+    memory_bytes_copied: int = 0
     requests: int = 0
     seconds: float = 0.0
     per_database: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -98,8 +116,11 @@ def plan(saver: D1Saver, databases: Sequence[str]) -> tuple[dict[str, list[Threa
 
 def rebalance(saver: D1Saver, *, dry_run: bool = False, lease_ttl: int = 300,
               break_lease: bool = False, concurrency: int = 8,
-              progress: Progress | None = None) -> RebalanceSummary:
-    """Move every misplaced thread to its home (see the module's docstring).
+              progress: Progress | None = None, memory: bool = True,
+              memory_route: Any = None) -> RebalanceSummary:
+    """Move every misplaced thread to its home (see the module's docstring), and with
+    `memory` (the default) every misplaced store item and cache entry (placed as a D1Store
+    or D1Cache with `route=memory_route` places them).
 
     Scans the saver's databases and its `previous_database_ids`. Per-thread failures are
     reported in the summary's `errors` (that thread stays where it was); losing a lease
@@ -118,19 +139,30 @@ def rebalance(saver: D1Saver, *, dry_run: bool = False, lease_ttl: int = 300,
                                        database_ids=databases)
         refuse_older(versions)
         scanned = [db for db in databases if versions[db]]
-    else:
-        saver.each_database(lambda db: db.setup(), operation="setup", database_ids=databases)
+    else:  # set up only what is missing or older (compaction.job.prepare)
+        saver.each_database(lambda db: prepare(db, dry_run=False), operation="setup",
+                            database_ids=databases)
     held = {} if dry_run else _acquire_all(views, lease_ttl, break_lease)
     try:
         found, moves = plan(saver, scanned)
         summary.threads_scanned = sum(len(infos) for infos in found.values())
         summary.threads_misplaced = len({m.thread_id for m in moves})
+        log.info("rebalance: %d threads in %d databases, %d misplaced%s",
+                 summary.threads_scanned, len(scanned), summary.threads_misplaced,
+                 " (dry run)" if dry_run else "")
         summary.per_database = {db: {"threads": len(found.get(db, ())), "moved_out": 0,
                                      "moved_in": 0} for db in databases}
+        misplaced = {}
+        if memory:
+            layout = admin.memory_layout(saver.database_ids, saver.previous_database_ids,
+                                         memory_route)
+            misplaced = memory_plan(saver, scanned, layout)
+            summary.memory_misplaced = sum(len(rows) for rows in misplaced.values())
         if dry_run:
             summary.moves = [asdict(m) for m in moves]
         else:
             _Mover(views, held, summary).run(moves, concurrency, progress)
+            _MemoryMover(views, held, summary).run(misplaced)
             summary.staged_removed = _remove_staged(views, held)
     except BaseException as exc:
         _release_all(views, held, exc)
@@ -182,16 +214,14 @@ def _release_all(views: dict[str, D1Saver], held: dict[str, leases.Lease],
         raise error
 
 
-def _read(view: D1Saver, thread_id: str,
-          first: Callable[[list[Statement]], list[Result]] | None = None) -> admin.ThreadRows:
-    """Every row of the thread; the first page sent by `first` (which may add statements
-    before it and returns the page's results) if given."""
-    reader = admin.thread_reader(thread_id)
-    send = first or view.execute
-    while (stmts := reader.next_statements()) is not None:
-        reader.consume(send(stmts))
-        send = view.execute
-    return reader.rows
+def _read(view: D1Saver, thread_id: str, lease: leases.Lease | None = None,
+          lead: Sequence[Statement] = ()) -> admin.ThreadRows:
+    """Every row of the thread; with `lease`, its first page is read in one atomic batch led
+    by the lease's guard and `lead`."""
+    if lease is None:
+        return admin.read_thread(view, thread_id)
+    with _lease_kept(view):
+        return admin.read_thread(view, thread_id, lead=[*lease.guard_statements(), *lead])
 
 
 class _Mover:
@@ -237,6 +267,8 @@ class _Mover:
                 self.summary.threads_failed += 1
                 self.summary.errors[m.thread_id] = f"{m.source} -> {m.target}: {exc}"
             return
+        log.info("rebalance: thread %r %s -> %s: %s (%d rows)", m.thread_id, m.source,
+                 m.target, outcome, rows.total)
         with self.lock:
             s = self.summary
             s.moves.append({**asdict(m), "outcome": outcome})
@@ -262,7 +294,8 @@ class _Mover:
             # the target: a delete or a prune of the thread (which goes to its old home first,
             # then to its new one) voids the move, and the copy read before it never lands.
             move_id = uuid.uuid4().hex
-            held = _read(dst, m.thread_id, self._beginning(m, move_id))
+            held = _read(dst, m.thread_id, self.held[m.target],
+                         [admin.begin_move(m.thread_id, move_id)])
             rows = _read(src, m.thread_id)
             if not rows.total:
                 return "gone", rows  # deleted meanwhile, or moved by an earlier attempt
@@ -290,13 +323,51 @@ class _Mover:
                 f"{m.source} ({rows.counts()}): left in {m.source}")
         return "changed", rows
 
-    def _beginning(self, m: Move, move_id: str) -> Callable[[list[Statement]], list[Result]]:
-        """Sends a read of the target led by the move's registration there; its results."""
-        begin = admin.begin_move(m.thread_id, move_id)
+    def _write(self, db: str, statements: list[Statement]) -> list[Result]:
+        return _guarded(self.views[db], self.held[db], statements)
 
-        def send(stmts: list[Statement]) -> list[Result]:
-            return self._write(m.target, [begin, *stmts])[-len(stmts):]
-        return send
+
+class _MemoryMover:
+    """Moves misplaced memory page by page (d1saver/memory/moves.py), one page at a time."""
+
+    def __init__(self, views: dict[str, D1Saver], held: dict[str, leases.Lease],
+                 summary: RebalanceSummary) -> None:
+        self.views, self.held, self.summary = views, held, summary
+
+    def run(self, misplaced: dict[tuple[str, str, str], list[admin.MemoryKey]]) -> None:
+        for (source, target, table), rows in misplaced.items():
+            for page in admin.memory_pages(rows):
+                moved, left, copied = self._move(source, target, table, page)
+                s = self.summary
+                if table == "store_items":
+                    s.store_items_moved += moved
+                else:
+                    s.cache_entries_moved += moved
+                s.memory_changed += left
+                s.memory_bytes_copied += copied
+
+    def _move(self, source: str, target: str, table: str, page: list[admin.MemoryKey]
+              ) -> tuple[int, int, int]:
+        """(rows moved, rows left at the source, bytes copied) of one page."""
+        for _ in range(ATTEMPTS):
+            move_id = uuid.uuid4().hex
+            self._write(target, [admin.begin_memory_move(move_id)])
+            found = admin.read_memory_rows(table, self.views[source].execute(
+                admin.read_memory(page)))
+            if not found.rows:
+                return 0, 0, 0  # deleted meanwhile
+            try:
+                for batch in admin.memory_move_in(found, move_id):
+                    self._write(target, batch)
+            except QueryError as exc:
+                if "move_voided" in str(exc):
+                    continue  # a delete reached the target meanwhile: read the source again
+                raise
+            out = admin.memory_move_out(found)
+            results = self._write(source, out)
+            deleted = results[-len(out)].changes
+            return deleted, len(found.rows) - deleted, found.bytes
+        return 0, len(page), 0
 
     def _write(self, db: str, statements: list[Statement]) -> list[Result]:
         return _guarded(self.views[db], self.held[db], statements)
@@ -304,8 +375,15 @@ class _Mover:
 
 def _guarded(view: D1Saver, lease: leases.Lease, statements: list[Statement]) -> list[Result]:
     """One atomic batch, refused by D1 unless this run still holds the database's lease."""
-    try:
+    with _lease_kept(view):
         return view.execute([*lease.guard_statements(), *statements])
+
+
+@contextmanager
+def _lease_kept(view: D1Saver) -> Iterator[None]:
+    """A batch led by the lease's guard: refused (lease_lost) means this run lost the lease."""
+    try:
+        yield
     except QueryError as exc:
         if "lease_lost" in str(exc):
             raise LeaseHeldError(f"database {view.database_id}: this run lost its lease (it "

@@ -19,9 +19,10 @@ from typing import Any
 from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, RekeyCounts, admin
 from compaction import lease as leases
 from compaction.fleet import databases
-from compaction.job import prepare
+from compaction.job import log, prepare
 
-TABLES = ("checkpoints", "writes", "delta_frozen")  # d1saver.ops.reseal.REKEY_TABLES
+# d1saver.ops.reseal.REKEY_TABLES, then memory's (d1saver.ops.reseal_memory.REKEY_TABLES)
+TABLES = ("checkpoints", "writes", "delta_frozen", "store_items", "cache_entries")
 Census = dict[str, dict[str, int]]
 Progress = Callable[[str, RekeyCounts], None]
 
@@ -120,8 +121,14 @@ def rekey(
         try:
             # A table the census found no value in (delta_frozen before any compaction) costs
             # no request; values a prune froze meanwhile wait for the next run, as the old key.
+            log.info("%s: rekey under %s, %d values of %d to re-seal; lease %s held",
+                     saver.database_id, keys[0], summary.to_rewrite, summary.looked_at,
+                     held.name)
             for table in (t for t in TABLES if t in summary.before):
                 counts = _rekey_table(saver, table, held, batch_rows, seal_plaintext, progress)
+                log.info("%s: %s: %d values re-sealed in %d pages, %d plaintext left",
+                         saver.database_id, table, counts.rewritten, counts.pages,
+                         counts.plaintext)
                 summary.tables[table] = {"rewritten": counts.rewritten,
                                          "plaintext_left": counts.plaintext,
                                          "pages": counts.pages}

@@ -10,19 +10,25 @@ d1saver ships lives in one place and runs on the real engine in CI.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from d1saver.ops import rows as _rows
 from d1saver.sql import catalogue as _sql
 from d1saver.sql import memory as _memory_sql
 from d1saver.ops import statements as st
 from d1saver.ops import transfer as _transfer
-from d1saver.core.protocol import Result, Statement
+from d1saver.core.protocol import Exchange, Param, Result, Statement
 from d1saver.ops.reseal import STAGED, add_census
 from d1saver.fleet.routing import (COPYING_PREFIX, LEAVING_PREFIX, MOVING_PREFIX, STAGING_PREFIX,
-                                   is_staging)
-from d1saver.ops.transfer import ThreadReader, ThreadRows
+                                   Route, Router, is_staging)
+from d1saver.memory import moves as _moves
+from d1saver.memory.placement import Layout
+from d1saver.ops.transfer import ThreadRows
+
+if TYPE_CHECKING:  # types only: the saver is the caller's
+    from d1saver.saver import D1Saver
 
 
 def threads_page(after: str, size: int) -> Statement:
@@ -70,17 +76,131 @@ def retention(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
 SUMMARY_COLUMNS = _sql.SUMMARY_COLUMNS  # retention_summary's columns
 
 
-def expired_memory(now: float) -> Statement:
-    """How many D1Store items and D1Cache entries have expired at `now` (unix seconds);
-    columns: items, cache."""
-    return Statement.bind(_memory_sql.COUNT_EXPIRED, {"now": float(now)})
+# --- one compaction policy: the plan of a page, and a run's end (issue 30) --------------------
+# `d1saver compact` (compaction/job.py) and the gateway Worker's cron (worker/compaction.js,
+# through worker/compaction.generated.js) send the same statements, built here.
+
+PLAN_COLUMNS = _sql.PLAN_COLUMNS
 
 
-def sweep_memory(now: float) -> list[Statement]:
-    """Delete the D1Store items (with their vectors) and D1Cache entries expired at `now`:
-    run after `expired_memory(now)` in the same batch, it deletes exactly what that counted."""
-    return [Statement.bind(query, {"now": float(now)})
-            for query in [*_memory_sql.SWEEP_STORE, _memory_sql.SWEEP_CACHE]]
+@dataclass(frozen=True)
+class PlannedThread:
+    """A thread of a plan page: its figures, whether it is staged (a copy or a move, never
+    compacted) or idle past the cutoff (`expired`), and its batch (None: nothing to do)."""
+
+    thread_id: str
+    checkpoints: int
+    updated: str | None
+    staged: bool
+    expired: bool
+    batch: int | None
+
+
+def _plan_params(keep: int, cutoff: str | None, batch_checkpoints: int,
+                 batch_threads: int) -> dict[str, Param]:
+    return {"keep": int(keep), "cutoff": cutoff, "batch_checkpoints": int(batch_checkpoints),
+            "batch_threads": int(batch_threads)}
+
+
+def retention_plan(after: str, size: int, keep: int, cutoff: str | None, *,
+                   batch_checkpoints: int, batch_threads: int) -> Statement:
+    """The threads after `after` ('' first), `size` at most, each with its batch: those idle
+    since before `cutoff` (ISO 8601 text, as checkpoints' ts; None: none) keep only their tags,
+    those with more than `keep` checkpoints keep `keep`, and those a replaced row may have left
+    garbage in are collected; batches in thread order, of one kind, at most `batch_threads`
+    threads and about `batch_checkpoints` deletions (read it with `read_plan`)."""
+    return Statement.bind(_sql.PLAN_PAGE, {"after": after, "limit": int(size),
+                                           **_plan_params(keep, cutoff, batch_checkpoints,
+                                                          batch_threads)})
+
+
+def retention_plan_threads(thread_ids: Sequence[str], keep: int, cutoff: str | None, *,
+                           batch_checkpoints: int, batch_threads: int) -> Statement:
+    """`retention_plan` of the named threads (those that exist), as one page."""
+    return Statement.bind(_sql.PLAN_THREADS, {"thread_ids": st.id_list(thread_ids),
+                                              **_plan_params(keep, cutoff, batch_checkpoints,
+                                                             batch_threads)})
+
+
+def read_plan(result: Result) -> list[PlannedThread]:
+    _rows.check_columns(result, _sql.PLAN_COLUMNS)
+    return [PlannedThread(str(t), int(n), None if u is None else str(u), bool(s), bool(e),
+                          None if b is None else int(b)) for t, n, u, s, e, b in result.rows]
+
+
+def finish(name: str, holder: str, *, whole: bool = True, sweep: bool = True
+           ) -> list[Statement]:
+    """The batch that ends a live run and releases its lease. A whole-database run first
+    removes the staged rows killed copies and moves left (every move's and comparison's,
+    copies' once expired; only while the lease is still this run's, and without failing when it
+    is not), forgets the gc marks of threads gone, and (with `sweep`) deletes the D1Store items
+    and D1Cache entries expired by the database's clock, less `SWEEP_MARGIN` seconds; read its
+    figures with `finished`. A run over named threads only releases the lease."""
+    release = Statement.bind(_sql.RELEASE_LEASE, {"name": name, "holder": holder})
+    if not whole:
+        return [release]
+    scope = {"name": name, "holder": holder, **_staging_range()}
+    return [Statement.bind(_sql.CLEAR_SCOPE),
+            Statement.bind(_sql.SCOPE_LEFTOVERS_REMOVABLE, scope),
+            Statement.bind(_sql.SCOPED), Statement.bind(_sql.UNSTAGE_SCOPE),
+            *Statement.bind_each(_sql.LEAVE, {}), Statement.bind(_sql.CLEAR_SCOPE),
+            Statement.bind(_sql.FORGET_GC_GONE),
+            *(Statement.bind_each(_memory_sql.SWEEP_EXPIRED, {}) if sweep else []), release]
+
+
+def finish_counts(*, sweep: bool = True) -> list[Statement]:
+    """A dry run's `finish`: counts what it would remove (column: staged) and (with `sweep`)
+    sweep (columns: items, cache), changing nothing."""
+    return [Statement.bind(_sql.COUNT_LEFTOVERS_REMOVABLE, _staging_range()),
+            *([Statement.bind(_memory_sql.COUNT_EXPIRED)] if sweep else [])]
+
+
+def _staging_range() -> dict[str, Param]:
+    return {"low": STAGING_PREFIX, "high": STAGING_PREFIX[:-1] + chr(ord(STAGING_PREFIX[-1]) + 1)}
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What a run's end removed (or, dry, would remove): staged ids, expired store items,
+    expired cache entries."""
+
+    staged_removed: int = 0
+    store_items_swept: int = 0
+    cache_entries_swept: int = 0
+
+
+# Where a live run's end reads each figure: (statement name, "row": its first value, or
+# "changes": the rows it changed). compaction/gateway.py hands the same table to the Worker.
+FINISH_FIGURES = {"staged_removed": ("SCOPED", "row"),
+                  "store_items_swept": ("SWEEP_EXPIRED[1]", "changes"),
+                  "cache_entries_swept": ("SWEEP_EXPIRED[2]", "changes")}
+
+
+def finished(statements: Sequence[Statement], results: Sequence[Result]) -> Finished:
+    """The figures of a `finish` (or `finish_counts`) batch, found among its results by name
+    (a figure whose statement is not in the batch is 0)."""
+    by = {s.name: r for s, r in zip(statements, results)}
+    if "COUNT_LEFTOVERS_REMOVABLE" in by:  # a dry run's counts
+        _rows.check_columns(by["COUNT_LEFTOVERS_REMOVABLE"], _sql.LEFTOVERS_REMOVABLE_COLUMNS)
+        items = cache = 0
+        if "COUNT_EXPIRED" in by:
+            _rows.check_columns(by["COUNT_EXPIRED"], _memory_sql.EXPIRED_COLUMNS)
+            items, cache = (int(n) for n in by["COUNT_EXPIRED"].rows[0])
+        return Finished(int(by["COUNT_LEFTOVERS_REMOVABLE"].rows[0][0]), items, cache)
+    figures: dict[str, int] = {}
+    for figure, (name, how) in FINISH_FIGURES.items():
+        found = by.get(name)
+        if found is None:
+            figures[figure] = 0
+        elif how == "row":
+            _rows.check_columns(found, _sql.SCOPED_COLUMNS)
+            figures[figure] = int(found.rows[0][0])
+        else:
+            figures[figure] = found.changes
+    return Finished(**figures)
+
+
+SWEEP_MARGIN = _memory_sql.SWEEP_MARGIN
 
 
 def retention_summary(statements: Sequence[Statement], results: Sequence[Result]) -> Result:
@@ -207,15 +327,30 @@ def cursor_clear(name: str = CRON_CURSOR) -> Statement:
 
 # --- moving threads between databases (`d1saver rebalance`) -----------------------------------
 
-def thread_reader(thread_id: str) -> ThreadReader:
-    """Reads every row of a thread in bounded keyset pages:
+def read_thread(saver: D1Saver, thread_id: str, *, lead: Sequence[Statement] = (),
+                page_rows: int = _transfer.READ_PAGE_ROWS,
+                page_bytes: int = _transfer.READ_PAGE_BYTES) -> ThreadRows:
+    """Every row of a thread, read in bounded keyset pages (one request for most threads),
+    each request sent as `saver.execute` sends it, on the saver's runner. `saver` is a
+    single-database saver or `saver.database(id)`. `lead` leads the first request in one
+    atomic batch with it (a lease's guard, a move's registration), its results dropped:
 
-        reader = thread_reader("t1")
-        while (stmts := reader.next_statements()) is not None:
-            reader.consume(saver.execute(stmts))
-        rows = reader.rows          # a ThreadRows: counts(), digest(), holds(other)
+        rows = read_thread(saver, "t1")    # a ThreadRows: counts(), digest(), holds(other)
     """
-    return ThreadReader(thread_id)
+    ops = saver.ops
+    return saver.driver.run(_transfer.read_thread(
+        _led(ops.execute, lead), thread_id, page_rows=page_rows, page_bytes=page_bytes))
+
+
+def _led(send: Exchange, lead: Sequence[Statement]) -> Exchange:
+    """`send`, with `lead` before the statements of its first request."""
+    first = [list(lead)]
+
+    def exchange(statements: Sequence[Statement]) -> Generator[Any, Any, list[Result]]:
+        led = first.pop() if first else []
+        results = yield from send([*led, *statements])
+        return results[len(led):]
+    return exchange
 
 
 def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str = MOVING_PREFIX,
@@ -313,6 +448,34 @@ def delete_threads(thread_ids: Sequence[str]) -> list[Statement]:
     return st.delete_threads_statements(thread_ids)
 
 
+# --- moving memory between databases (`d1saver rebalance`; d1saver/memory/moves.py) -------------
+
+MEMORY_TABLES = _moves.TABLES
+MemoryKey = _moves.MemoryKey
+MemoryRows = _moves.MemoryRows
+memory_keys_page = _moves.keys_page
+read_memory_keys = _moves.read_keys
+memory_pages = _moves.pages
+begin_memory_move = _moves.begin
+read_memory = _moves.read
+read_memory_rows = _moves.read_rows
+memory_move_in = _moves.move_in
+memory_move_out = _moves.move_out
+
+
+def memory_layout(database_ids: Sequence[str], previous_database_ids: Sequence[str] | None = None,
+                  route: Route | None = None) -> Layout:
+    """Where D1Store's items and D1Cache's entries live over `database_ids` (and lived over the
+    previous ones), as a store or cache built with the same arguments places them."""
+    return Layout(Router(list(database_ids), route),
+                  None if previous_database_ids is None else Router(list(previous_database_ids)))
+
+
+def memory_home(layout: Layout, row: MemoryKey) -> str:
+    """The database a store item's or cache entry's row lives in, in `layout`."""
+    return _moves.home(layout, row)
+
+
 # --- content-addressed chunks: the check (`d1saver check`) ------------------------------------
 
 
@@ -344,14 +507,20 @@ def inexact_threads(result: Result) -> list[InexactThread]:
 # figures, of several databases added up (`d1saver rekey` over a fleet).
 
 __all__ = ["COMPACTION_RUNS_COLUMNS", "COPYING_PREFIX", "CRON_CURSOR", "LEAVING_PREFIX",
-           "MOVING_PREFIX", "SCHEMA_VERSION", "STAGED", "STAGING_PREFIX", "SUMMARY_COLUMNS",
-           "InexactThread", "Leftover", "ThreadReader", "ThreadRows", "acquire_lease",
+           "MOVING_PREFIX", "PLAN_COLUMNS", "SCHEMA_VERSION", "STAGED", "STAGING_PREFIX",
+           "SUMMARY_COLUMNS", "SWEEP_MARGIN", "FINISH_FIGURES", "Finished", "InexactThread", "Leftover",
+           "PlannedThread", "ThreadRows", "acquire_lease", "finish",
+           "finish_counts", "finished", "read_plan", "retention_plan",
+           "retention_plan_threads",
            "add_census", "begin_move", "break_lease", "chunk_check", "clear_moves",
-           "compaction_runs", "copy_batches", "cursor_clear", "cursor_get", "cursor_set",
+           "begin_memory_move", "compaction_runs", "copy_batches", "cursor_clear", "cursor_get",
+           "cursor_set", "memory_home", "memory_keys_page", "memory_layout", "memory_move_in",
+           "memory_move_out", "memory_pages", "read_memory", "read_memory_keys",
+           "read_memory_rows",
            "delete_if_unchanged", "delete_threads", "history", "inexact_threads", "is_staging",
            "lease_guard", "lease_holder", "leftovers", "migration_statements", "moved_away",
            "moves_registered", "read_leftovers", "read_schema", "release_lease", "removable",
            "retention", "retention_summary", "run_add_batch", "run_begin", "run_end",
            "runs_interrupted", "schema_version", "setup_statements",
            "staged_threads", "storage_summary", "stored_sample", "thread_infos",
-           "thread_reader", "threads_page"]
+           "read_thread", "threads_page"]

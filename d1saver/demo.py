@@ -36,6 +36,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import CachePolicy, Command, Send, interrupt
 
 from d1saver import D1Cache, D1Error, D1Saver, D1Store, TraceEvent, admin
+from d1saver.cli.support import table_lines
 from d1saver.storage.crypto import new_key
 from d1saver.local import LocalD1, LocalD1Transport
 
@@ -191,18 +192,22 @@ def run(data_dir: Path | None = None, echo: Any = print) -> dict[str, Any]:
 
     echo("4. History (newest first), read with get_state_history:")
     history = list(graph.get_state_history(config))
-    for snap in history:
-        md = snap.metadata or {}
-        echo(f"   step {md.get('step'):>2}  {md.get('source'):<6} next={list(snap.next)!s:<28}"
-             f" messages={len(snap.values.get('messages', []))}"
-             f"  {snap.config['configurable']['checkpoint_id']}")
+    for line in table_lines(
+            ["step", "source", "next", "messages", "checkpoint_id"],
+            [[(snap.metadata or {}).get("step"), (snap.metadata or {}).get("source"),
+              ", ".join(snap.next), len(snap.values.get("messages", [])),
+              snap.config["configurable"]["checkpoint_id"]] for snap in history],
+            right=["step", "messages"]):
+        echo(f"   {line}")
     echo(f"   HTTP requests for the whole history: {meter.since_mark()}\n")
 
     echo("5. What D1 holds:")
     stored = storage_summary(second)
-    for table, (rows, size) in stored.items():
-        # about: compressed sizes move by a few bytes with the time-based checkpoint ids
-        echo(f"   {table:<16} {rows:>4} rows  about {round(size, -2):>6} bytes")
+    # about: compressed sizes move by a few bytes with the time-based checkpoint ids
+    for line in table_lines(["table", "rows", "bytes (about)"],
+                            [[table, rows, round(size, -2)] for table, (rows, size) in stored.items()],
+                            right=["rows", "bytes (about)"]):
+        echo(f"   {line}")
     echo(f"\nHTTP requests in all: {meter.total}; node executions: {dict(executions)}")
     second.close()
     sealed = run_with_key(transport, echo)

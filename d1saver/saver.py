@@ -29,6 +29,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from d1saver import upstream
 from d1saver.http.client import D1Client
 from d1saver.storage.crypto import Key, Sealer, keys_from_env
 from d1saver.http.driver import Driver
@@ -39,6 +40,7 @@ from d1saver.ops.operations import Operations
 from d1saver.core.protocol import Result, Statement, Tracer
 from d1saver.ops.reseal import RekeyCounts, add_census, add_counts
 from d1saver.http.retry import RetryPolicy
+from d1saver.http import telemetry
 from d1saver.fleet.routing import Route, Router
 from d1saver.storage.serde import default_serde, trusted_serde
 from d1saver.core.settings import DEFAULT_API_BASE_URL, load_settings
@@ -55,8 +57,9 @@ class D1Saver(BaseCheckpointSaver[str]):
     `retry` bounds retries; `guard_head=True` refuses a `put` whose parent is no longer the
     thread's newest checkpoint (`CheckpointConflictError`), catching accidental forks when
     two writers resume one thread. `page_size` is how many checkpoints one `list` request
-    reads. `group_commit` sends writes that arrive while one is in flight together, in
-    one batch, after a window of `group_commit_window` seconds (10 ms; see
+    reads. `group_commit` sends writes that arrive together in one batch: a step's put_writes
+    ride with its put (one request per super-step), and writes that arrive while one is in
+    flight leave together after a window of `group_commit_window` seconds (10 ms; see
     d1saver/http/group_commit.py). The schema is created on first use (one extra request, once) unless
     `auto_setup=False`; `setup()` does it explicitly.
 
@@ -154,9 +157,20 @@ class D1Saver(BaseCheckpointSaver[str]):
         self._fleet.set_ops("auto_setup", value)
 
     @property
+    def read_only(self) -> bool:
+        """True: this instance never creates nor migrates a schema; a database without
+        d1saver's schema, or with an older one, raises SchemaNotReadyError (the CLI's listing
+        and inspecting commands set it)."""
+        return self._first.ops.read_only
+
+    @read_only.setter
+    def read_only(self, value: bool) -> None:
+        self._fleet.set_ops("read_only", bool(value))
+
+    @property
     def is_setup(self) -> bool:
         """Whether this instance has set the schema up (or found it set up), in every database."""
-        return all(database.ops.is_setup for database in self._fleet.nodes.values())
+        return all(database.ops.is_setup for database in self._fleet.databases.values())
 
     @is_setup.setter
     def is_setup(self, value: bool) -> None:
@@ -197,7 +211,7 @@ class D1Saver(BaseCheckpointSaver[str]):
 
     @property
     def _first(self) -> Database:
-        return next(iter(self._fleet.nodes.values()))
+        return next(iter(self._fleet.databases.values()))
 
     @property
     def client(self) -> D1Client:
@@ -259,11 +273,11 @@ class D1Saver(BaseCheckpointSaver[str]):
         await self.aclose()
 
     def close(self) -> None:
-        for database in self._fleet.nodes.values():
+        for database in self._fleet.databases.values():
             database.client.close()
 
     async def aclose(self) -> None:
-        for database in self._fleet.nodes.values():
+        for database in self._fleet.databases.values():
             await database.client.aclose()
 
     def setup(self) -> None:
@@ -285,6 +299,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     # --- BaseCheckpointSaver, sync --------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        upstream.ensure()  # a run reads its thread first: langgraph#8748, d1saver/upstream.py
         return self._fleet.on(config, lambda ops: ops.get_tuple(config), _none)
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
@@ -337,6 +352,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     # --- BaseCheckpointSaver, async -------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        upstream.ensure()
         return await self._fleet.aon(config, lambda ops: ops.get_tuple(config), _none)
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
@@ -403,7 +419,7 @@ class D1Saver(BaseCheckpointSaver[str]):
     def key_census(self) -> dict[str, dict[str, int]]:
         """Stored values per table ("checkpoints" with their metadata, "writes") and key id
         ("plaintext": under none), summed over the databases: one request each."""
-        return add_census(self._fleet.each(lambda n: n.run(lambda ops: ops.key_census()),
+        return add_census(self._fleet.each(lambda db: db.run(lambda ops: ops.key_census()),
                                            "key_census").values())
 
     def rekey(self, table: str, *, page_size: int = 100, seal_plaintext: bool = False,
@@ -413,7 +429,7 @@ class D1Saver(BaseCheckpointSaver[str]):
         metadata, "writes", or "delta_frozen": frozen DeltaChannel histories) under another
         key (and with `seal_plaintext` under none), in keyset pages of `page_size` rows, one
         atomic batch each led by `guard` (a lease check): resumable. Over several databases, on each (same `guard`: prefer `database(id)`)."""
-        return add_counts(self._fleet.each(lambda n: n.run(lambda ops: ops.rekey(
+        return add_counts(self._fleet.each(lambda db: db.run(lambda ops: ops.rekey(
             table, page_size=page_size, plaintext=seal_plaintext, guard=guard,
             progress=progress)), "rekey"))
 
@@ -461,6 +477,16 @@ def _false(result: Any) -> bool:
 
 def _no_history(histories: Mapping[str, DeltaChannelHistory]) -> bool:
     return all(not h["writes"] and "seed" not in h for h in histories.values())
+
+
+
+# An INTERNAL span per public call, when OpenTelemetry is installed (d1saver/http/telemetry.py).
+telemetry.instrument(D1Saver, [
+    "setup", "asetup", "execute", "get_tuple", "aget_tuple", "list", "alist", "put", "aput",
+    "put_writes", "aput_writes", "get_delta_channel_history", "aget_delta_channel_history",
+    "delete_thread", "adelete_thread", "delete_for_runs", "adelete_for_runs", "copy_thread",
+    "acopy_thread", "prune", "aprune", "tag", "atag", "untag", "auntag", "tags", "atags",
+    "key_census", "rekey"])
 
 
 __all__ = ["D1Saver"]

@@ -14,8 +14,9 @@ from d1saver import D1Saver, TraceEvent
 from d1saver.local import LocalD1, LocalD1Transport, make_server
 from tests.servers import serving
 
-# tests.data.v0_1_0_fixture: the `v010` fixture (the database d1saver 0.1.0 wrote).
-pytest_plugins = ["tests.realengine", "tests.data.v0_1_0_fixture"]
+# tests.data.v0_1_0_fixture: the `v010` fixture (the database d1saver 0.1.0 wrote);
+# tests.mutation.plugin: applies a mutant or maps tests for `./dev mutate` (idle otherwise).
+pytest_plugins = ["tests.realengine", "tests.data.v0_1_0_fixture", "tests.mutation.plugin"]
 
 LOCAL_BASE_URL = "http://d1.local/client/v4"
 

@@ -142,6 +142,23 @@ def test_chunk_id_is_20_bytes_of_sha256() -> None:
     assert chunk_id(data) != chunk_id(data + b" ")
 
 
+def test_id_text_is_base85_with_a_dot_for_a_caret() -> None:
+    """The table-driven id text is the standard library's base85 of the digest, "." for "^",
+    for every digit in every position (random digests, and the extremes of each word)."""
+    import base64
+
+    rng = random.Random(31)
+    digests = [bytes(rng.getrandbits(8) for _ in range(20)) for _ in range(2000)]
+    digests += [b"\x00" * 20, b"\xff" * 20, bytes(range(20)), b"\x00\x00\x00\x01" * 5]
+    seen: set[str] = set()
+    for digest in digests:
+        _chunking._id_text.cache_clear()
+        text = _chunking._id_text(digest)
+        assert text == base64.b85encode(digest).decode().replace("^", ".")
+        seen.update(text)
+    assert len(seen) == 85 and "^" not in seen and "." in seen
+
+
 def test_each_message_is_a_piece_of_its_own() -> None:
     pieces = split(CHECKPOINT)
     stored = [p for p in pieces if p.id]

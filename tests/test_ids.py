@@ -104,7 +104,8 @@ def served(tmp_path: Path) -> Iterator[Served]:
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(Path(d1saver.__file__).parents[1]), "LOCAL_D1_API_TOKEN": TOKEN}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "d1saver.local.server", "--port", str(port), "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "d1saver.local.server", "--port", str(port), "--data-dir", str(data_dir),
+         "--database", "db1"],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
@@ -124,6 +125,11 @@ def served(tmp_path: Path) -> Iterator[Served]:
 
 def _files(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def _served_only(root: Path) -> bool:
+    """Only the served database's files exist (`serve` creates the databases it is told to)."""
+    return all(f.startswith("data/db1.sqlite") for f in _files(root))
 
 
 TRAVERSALS = [
@@ -148,7 +154,7 @@ def test_local_server_refuses_traversal_ids_and_writes_no_file_outside(served: S
                                    extensions={"target": target})
             assert response.status_code == 404, tail
             assert response.json()["success"] is False and response.json()["errors"][0]["code"] == 7003
-        assert _files(served.root) == set()  # not even the data dir holds a file yet
+        assert _served_only(served.root)  # no file outside the data dir, none for any other id
         ok = client.post(f"{served.base_url}/accounts/acc/d1/database/db1/query", json={"sql": "SELECT 1"})
         assert ok.status_code == 200
     files = _files(served.root)
@@ -162,4 +168,4 @@ def test_cli_exits_2_with_one_line_on_a_bad_database_id(served: Served) -> None:
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [result.stderr.strip()]
     assert "'db1/../db2'" in result.stderr and "D1_DATABASE_ID" in result.stderr
-    assert _files(served.root) == set()  # nothing reached the server
+    assert _served_only(served.root)  # nothing reached the server

@@ -24,11 +24,11 @@ LAYERS: dict[str, set[str]] = {
     "memory": {"core", "sql", "storage", "http", "fleet"},
 }
 # The public surface on top: any layer below, never compaction.
-PUBLIC_MODULES = {"__init__", "saver", "admin", "demo"}
-PUBLIC_PACKAGES = {"cli"}
+PUBLIC_MODULES = {"__init__", "saver", "admin", "demo", "inspection", "agent_server", "upstream"}
+PUBLIC_PACKAGES = {"cli", "ui"}
 # What compaction/ may import of d1saver: the public surface only.
 COMPACTION_MAY_IMPORT = {"d1saver", "d1saver.admin", "d1saver.saver", "d1saver.cli",
-                         "d1saver.cli.support"}
+                         "d1saver.cli.support", "d1saver.inspection"}
 
 
 def _modules() -> dict[str, Path]:

@@ -13,9 +13,27 @@ export default {
  "batch_threads": 100,
  "lease_ttl": 300,
  "summary_index": 7,
+ "finish_figures": {
+  "staged_removed": {
+   "statement": 2,
+   "read": "row"
+  },
+  "store_items_swept": {
+   "statement": 14,
+   "read": "changes"
+  },
+  "cache_entries_swept": {
+   "statement": 15,
+   "read": "changes"
+  }
+ },
+ "sweep_margin": 60,
  "slots": {
   "after": "text",
+  "batch_checkpoints": "number",
+  "batch_threads": "number",
   "cursor": "text",
+  "cutoff": "text",
   "database_id": "text",
   "expired": "number",
   "holder": "text",
@@ -293,7 +311,22 @@ export default {
    },
    {
     "name": "SCHEMA[50]",
-    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(16,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_gc_pending(thread_id TEXT PRIMARY KEY)",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[51]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS checkpoints_gc_pending BEFORE INSERT ON checkpoints WHEN EXISTS(SELECT 1 FROM checkpoints WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND substr(checkpoint,1,2)='m:' AND checkpoint IS NOT NEW.checkpoint)BEGIN INSERT OR IGNORE INTO d1saver_gc_pending(thread_id)VALUES(NEW.thread_id); END",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[52]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS writes_gc_pending BEFORE INSERT ON writes WHEN EXISTS(SELECT 1 FROM writes WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND task_id=NEW.task_id AND idx=NEW.idx AND substr(value,1,2)IN('m:','p:')AND value IS NOT NEW.value)BEGIN INSERT OR IGNORE INTO d1saver_gc_pending(thread_id)VALUES(NEW.thread_id); END",
+    "params": []
+   },
+   {
+    "name": "SCHEMA[53]",
+    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(16,strftime('%Y-%m-%dT%H:%M:%SZ','now'),15)",
     "params": []
    },
    {
@@ -302,16 +335,28 @@ export default {
     "params": []
    }
   ],
-  "threads_page": [
+  "plan_page": [
    {
-    "name": "THREADS_PAGE",
-    "sql": "SELECT c.thread_id,COUNT(*)checkpoints,COUNT(DISTINCT c.checkpoint_ns)namespaces,MAX(c.ts)updated,SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(p.data)),0)FROM chunks p WHERE p.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM d1saver_chunks k WHERE k.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(f.value)+ COALESCE(LENGTH(f.metadata),0)),0)FROM delta_frozen f WHERE f.thread_id=c.thread_id)bytes FROM checkpoints c WHERE c.thread_id>? GROUP BY c.thread_id ORDER BY c.thread_id LIMIT ?",
+    "name": "PLAN_PAGE",
+    "sql": "WITH RECURSIVE listed AS(SELECT c.thread_id,COUNT(*)checkpoints,MAX(c.ts)updated,ROW_NUMBER()OVER(ORDER BY c.thread_id)n FROM checkpoints c WHERE c.thread_id>? GROUP BY c.thread_id ORDER BY c.thread_id LIMIT CAST(? AS INTEGER)),judged AS(SELECT n,thread_id,checkpoints,updated,staged,expired,NOT staged AND(expired OR checkpoints>CAST(? AS INTEGER)OR EXISTS(SELECT 1 FROM d1saver_gc_pending g WHERE g.thread_id=s.thread_id))work,MAX(checkpoints - CASE WHEN expired THEN 0 ELSE CAST(?3 AS INTEGER)END,1)weight FROM(SELECT l.*,substr(l.thread_id,1,9)=char(31)||'d1saver-' staged,? IS NOT NULL AND COALESCE(l.updated,'')<?4 expired FROM listed l)s),packed(n,thread_id,checkpoints,updated,staged,expired,batch,cur,kind,load,size)AS(SELECT 0,NULL,NULL,NULL,NULL,NULL,NULL,-1,NULL,0,0 UNION ALL SELECT w.n,w.thread_id,w.checkpoints,w.updated,w.staged,w.expired,CASE WHEN w.work THEN p.cur + CASE WHEN(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>? OR p.size>=?)THEN 1 ELSE 0 END END,CASE WHEN w.work AND(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>?5 OR p.size>=?6)THEN p.cur + 1 ELSE p.cur END,CASE WHEN w.work AND(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>?5 OR p.size>=?6)THEN w.expired ELSE p.kind END,CASE WHEN NOT w.work THEN p.load WHEN(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>?5 OR p.size>=?6)THEN w.weight ELSE p.load + w.weight END,CASE WHEN NOT w.work THEN p.size WHEN(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>?5 OR p.size>=?6)THEN 1 ELSE p.size + 1 END FROM packed p CROSS JOIN judged w ON w.n=p.n + 1)SELECT thread_id,checkpoints,updated,staged,expired,batch FROM packed WHERE n>0 ORDER BY n",
     "params": [
      {
       "slot": "after"
      },
      {
       "slot": "size"
+     },
+     {
+      "slot": "keep"
+     },
+     {
+      "slot": "cutoff"
+     },
+     {
+      "slot": "batch_checkpoints"
+     },
+     {
+      "slot": "batch_threads"
      }
     ]
    }
@@ -429,7 +474,7 @@ export default {
    },
    {
     "name": "RECORD_PLAN",
-    "sql": "INSERT OR IGNORE INTO d1saver_ops(op_id,result,created_at)SELECT ?,json_group_array(json_array(hex(p.thread_id),p.checkpoints_total,p.checkpoints,p.writes,p.bytes)),CAST(strftime('%s','now')AS INTEGER)FROM(SELECT s.thread_id,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id)checkpoints_total,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))checkpoints,(SELECT COALESCE(SUM(CASE WHEN substr(w.value,1,2)='p:' THEN json_array_length(substr(w.value,3))ELSE 1 END),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))writes,(SELECT COALESCE(SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata)),0)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM chunks k WHERE k.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=k.thread_id AND k.checkpoint_ns=k.checkpoint_ns AND k.checkpoint_id=k.checkpoint_id)AND k.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=k.thread_id AND n.checkpoint_ns=k.checkpoint_ns))bytes FROM d1saver_scope s ORDER BY s.thread_id)p",
+    "sql": "INSERT OR IGNORE INTO d1saver_ops(op_id,result,created_at)SELECT ?,json_group_array(json_array(hex(p.thread_id),p.checkpoints_total,p.checkpoints,p.writes,p.bytes)),CAST(strftime('%s','now')AS INTEGER)FROM(SELECT s.thread_id,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id)checkpoints_total,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))checkpoints,(SELECT COALESCE(SUM(CASE WHEN substr(w.value,1,2)='p:' THEN json_array_length(substr(w.value,3))ELSE 1 END),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))writes,(SELECT COALESCE(SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata)),0)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))+(SELECT COALESCE(SUM(LENGTH(pt.data)),0)FROM chunks pt WHERE pt.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=pt.thread_id AND k.checkpoint_ns=pt.checkpoint_ns AND k.checkpoint_id=pt.checkpoint_id)AND pt.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=pt.thread_id AND n.checkpoint_ns=pt.checkpoint_ns))bytes FROM d1saver_scope s ORDER BY s.thread_id)p",
     "params": [
      {
       "slot": "op_id"
@@ -498,6 +543,11 @@ export default {
    {
     "name": "GC_CHUNKS",
     "sql": "WITH RECURSIVE reached(thread_id,id)AS(SELECT c.thread_id,ltrim(j.value,'^')FROM checkpoints c,json_each(CASE WHEN substr(c.checkpoint,1,2)='m:' THEN '[\"'||replace(substr(c.checkpoint,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE c.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT w.thread_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='m:' THEN '[\"'||replace(substr(w.value,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE w.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT w.thread_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='p:' THEN substr(w.value,3)ELSE '[]' END)p,json_each(CASE WHEN substr(p.value->>3,1,2)='m:' THEN '[\"'||replace(substr(p.value->>3,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE w.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT f.thread_id,ltrim(j.value,'^')FROM delta_frozen f,json_each(CASE WHEN substr(f.value,1,2)='m:' THEN '[\"'||replace(substr(f.value,3),',','\",\"')||'\"]' ELSE '[]' END)j WHERE f.thread_id IN(SELECT thread_id FROM d1saver_scope)AND instr(j.value,':')=0 UNION SELECT r.thread_id,ltrim(j.value,'^')FROM reached r CROSS JOIN d1saver_chunks n ON n.thread_id=r.thread_id AND n.id=r.id AND n.level>0,json_each('[\"'||replace(n.data,',','\",\"')||'\"]')j)DELETE FROM d1saver_chunks WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND(thread_id,id)NOT IN(SELECT thread_id,id FROM reached)",
+    "params": []
+   },
+   {
+    "name": "GC_DONE",
+    "sql": "DELETE FROM d1saver_gc_pending WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)",
     "params": []
    },
    {
@@ -642,6 +692,113 @@ export default {
     "params": [
      {
       "slot": "cursor"
+     }
+    ]
+   }
+  ],
+  "finish": [
+   {
+    "name": "CLEAR_SCOPE",
+    "sql": "DELETE FROM d1saver_scope",
+    "params": []
+   },
+   {
+    "name": "SCOPE_LEFTOVERS_REMOVABLE",
+    "sql": "INSERT INTO d1saver_scope(thread_id)SELECT t.thread_id FROM(SELECT thread_id FROM(SELECT thread_id FROM checkpoints WHERE thread_id>=? AND thread_id<? UNION SELECT thread_id FROM writes WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM chunks WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM tags WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM(SELECT thread_id FROM d1saver_chunks WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM delta_unwritten WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM delta_frozen WHERE thread_id>=?1 AND thread_id<?2)))t LEFT JOIN d1saver_staged s ON s.staging_id=t.thread_id WHERE(s.staging_id IS NULL OR s.expires_at<CAST(strftime('%s','now')AS INTEGER)OR substr(t.thread_id,1,16)=char(31)||'d1saver-moving'||char(31)OR substr(t.thread_id,1,17)=char(31)||'d1saver-leaving'||char(31))AND EXISTS(SELECT 1 FROM leases WHERE name=? AND holder=?)",
+    "params": [
+     {
+      "value": "\u001fd1saver-"
+     },
+     {
+      "value": "\u001fd1saver."
+     },
+     {
+      "slot": "lease"
+     },
+     {
+      "slot": "holder"
+     }
+    ]
+   },
+   {
+    "name": "SCOPED",
+    "sql": "SELECT COUNT(*)staged FROM d1saver_scope",
+    "params": []
+   },
+   {
+    "name": "UNSTAGE_SCOPE",
+    "sql": "DELETE FROM d1saver_staged WHERE staging_id IN(SELECT thread_id FROM d1saver_scope)",
+    "params": []
+   },
+   {
+    "name": "LEAVE_DELTA_FROZEN",
+    "sql": "DELETE FROM delta_frozen WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)",
+    "params": []
+   },
+   {
+    "name": "LEAVE_DELTA_UNWRITTEN",
+    "sql": "DELETE FROM delta_unwritten WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)",
+    "params": []
+   },
+   {
+    "name": "LEAVE_TAGS",
+    "sql": "DELETE FROM tags WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)",
+    "params": []
+   },
+   {
+    "name": "LEAVE_CHUNKS",
+    "sql": "DELETE FROM chunks WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)",
+    "params": []
+   },
+   {
+    "name": "LEAVE_WRITES",
+    "sql": "DELETE FROM writes WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)",
+    "params": []
+   },
+   {
+    "name": "LEAVE_CHECKPOINTS",
+    "sql": "DELETE FROM checkpoints WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)",
+    "params": []
+   },
+   {
+    "name": "LEAVE_D1SAVER_CHUNKS",
+    "sql": "DELETE FROM d1saver_chunks WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)",
+    "params": []
+   },
+   {
+    "name": "CLEAR_SCOPE",
+    "sql": "DELETE FROM d1saver_scope",
+    "params": []
+   },
+   {
+    "name": "FORGET_GC_GONE",
+    "sql": "DELETE FROM d1saver_gc_pending WHERE thread_id NOT IN(SELECT DISTINCT thread_id FROM checkpoints)",
+    "params": []
+   },
+   {
+    "name": "SWEEP_EXPIRED[0]",
+    "sql": "DELETE FROM store_vectors WHERE(ns,key)IN(SELECT ns,key FROM store_items WHERE expires_at IS NOT NULL AND expires_at<=(julianday('now')- 2440587.5)* 86400.0 - 60)",
+    "params": []
+   },
+   {
+    "name": "SWEEP_EXPIRED[1]",
+    "sql": "DELETE FROM store_items WHERE expires_at IS NOT NULL AND expires_at<=(julianday('now')- 2440587.5)* 86400.0 - 60",
+    "params": []
+   },
+   {
+    "name": "SWEEP_EXPIRED[2]",
+    "sql": "DELETE FROM cache_entries WHERE expires_at IS NOT NULL AND expires_at<=(julianday('now')- 2440587.5)* 86400.0 - 60",
+    "params": []
+   },
+   {
+    "name": "RELEASE_LEASE",
+    "sql": "DELETE FROM leases WHERE name=? AND holder=?",
+    "params": [
+     {
+      "slot": "lease"
+     },
+     {
+      "slot": "holder"
      }
     ]
    }
@@ -1130,6 +1287,26 @@ export default {
     ]
    },
    {
+    "name": "MIGRATIONS[13][0]",
+    "sql": "CREATE TABLE IF NOT EXISTS d1saver_gc_pending(thread_id TEXT PRIMARY KEY)",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[13][1]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS checkpoints_gc_pending BEFORE INSERT ON checkpoints WHEN EXISTS(SELECT 1 FROM checkpoints WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND substr(checkpoint,1,2)='m:' AND checkpoint IS NOT NEW.checkpoint)BEGIN INSERT OR IGNORE INTO d1saver_gc_pending(thread_id)VALUES(NEW.thread_id); END",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[13][2]",
+    "sql": "CREATE TRIGGER IF NOT EXISTS writes_gc_pending BEFORE INSERT ON writes WHEN EXISTS(SELECT 1 FROM writes WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND task_id=NEW.task_id AND idx=NEW.idx AND substr(value,1,2)IN('m:','p:')AND value IS NOT NEW.value)BEGIN INSERT OR IGNORE INTO d1saver_gc_pending(thread_id)VALUES(NEW.thread_id); END",
+    "params": []
+   },
+   {
+    "name": "MIGRATIONS[13][3]",
+    "sql": "INSERT OR IGNORE INTO d1saver_gc_pending(thread_id)SELECT DISTINCT thread_id FROM d1saver_chunks",
+    "params": []
+   },
+   {
     "name": "SET_MIN_READER",
     "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
     "params": [
@@ -1157,7 +1334,7 @@ export default {
     "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
     "params": [
      {
-      "value": 9
+      "value": 15
      },
      {
       "value": 15
@@ -1185,7 +1362,7 @@ export default {
     "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
     "params": [
      {
-      "value": 9
+      "value": 15
      },
      {
       "value": 16

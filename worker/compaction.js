@@ -1,6 +1,9 @@
-// Scheduled compaction: the Cron Trigger runs what `d1saver compact --keep N [--max-age Dd]`
-// runs, on the D1 bindings, with the same statements (compaction.generated.js, generated from
-// d1saver's catalogue by `d1saver gateway build`), the same lease and the same batches.
+// Scheduled compaction: the Cron Trigger runs what `d1saver compact --keep N --all [--max-age
+// Dd]` runs, on the D1 bindings, with the same statements (compaction.generated.js, generated
+// from d1saver's catalogue by `d1saver gateway build`), the same lease, the same plan (the
+// database plans each page: which threads, in which batches) and the same end (leftovers of
+// killed copies and moves removed, expired memory and cache entries swept, by the database's
+// clock). One policy: compaction/job.py drives it from Python, this file from the Worker.
 //
 // Settings, from wrangler.toml's [vars] (or .dev.vars, the dashboard; numbers or strings):
 //   COMPACTION_KEEP          checkpoints kept per thread and subgraph namespace (--keep), >= 1
@@ -15,14 +18,14 @@
 //
 // Per database: set up or migrate the schema (as `d1saver compact` does), take the lease
 // "compaction" (the CLI's: they never run at once; held, the run records that it skipped),
-// go on from the cursor, run at most COMPACTION_BATCHES batches (each one transaction: the
-// lease check, the retention statements, the run's figures, the cursor), release the lease.
+// go on from the cursor, run at most COMPACTION_BATCHES batches of the plan (each one
+// transaction: the lease check, the retention statements, the run's figures, the cursor),
+// then end as the CLI ends (leftovers, the sweep) and release the lease in one batch.
 // A run killed at any point leaves whole batches and a cursor; the next run goes on (after
 // the lease expires). Each run is recorded per database (d1saver_compaction_runs; `d1saver
 // compact --history`) and logged as one JSON line (`wrangler tail`). docs/COMPACTION.md.
 
 import GENERATED from "./compaction.generated.js";
-import { SWEEPS } from "./sweeps.js";
 
 const S = GENERATED.statements;
 const DEFAULT_BATCHES = 50;
@@ -178,7 +181,8 @@ async function ensureSchema(db) {
 
 function emptyFigures() {
   return { threads_scanned: 0, threads_compacted: 0, threads_expired: 0, checkpoints_deleted: 0,
-    writes_deleted: 0, bytes_freed: 0, batches: 0 };
+    writes_deleted: 0, bytes_freed: 0, batches: 0, staged_removed: 0, store_items_swept: 0,
+    cache_entries_swept: 0 };
 }
 
 // Checkpoint timestamps are Python's isoformat() in UTC ("...T12:00:00.123456+00:00"), compared
@@ -190,6 +194,14 @@ export function cutoffText(now, days) {
 // The retention statements' summary (RECORDED_PLAN), found once: the statement whose rows
 // carry the summary's columns.
 const SUMMARY_AT = GENERATED.summary_index;
+
+// A figure of the run's end (GENERATED.finish_figures: where `d1saver compact` reads it).
+function finishFigure(results, at) {
+  const result = results[at.statement] ?? {};
+  if (at.read === "changes") return Number(result.meta?.changes ?? 0);
+  const [row] = result.results ?? [];
+  return row ? Number(Object.values(row)[0]) : 0;
+}
 
 async function compactDatabase(target, settings, run) {
   const { db, databaseId } = target;
@@ -213,7 +225,7 @@ async function compactDatabase(target, settings, run) {
       `(${held ? held.seconds_left : "?"} s left): another compaction, rebalance or rekey run ` +
       "is active; this database is compacted by the next run");
   }
-  let status = "failed", reason = null;
+  let status = "failed", reason = null, ended = false;
   try {
     await batch(db, [
       ...prepare(db, S.runs_interrupted, base),
@@ -251,46 +263,36 @@ async function compactDatabase(target, settings, run) {
       }
     };
 
-    // As `d1saver compact` groups threads (compaction/job.py, _batches): expired threads keep
-    // nothing but tags; threads with more than `keep` checkpoints keep `keep`; a batch holds at
-    // most batch_threads threads and about batch_checkpoints deletions. Batches follow thread
-    // order, so the cursor (the last thread of the last batch) splits done from to do.
+    // The plan is the database's (S.plan_page, the statement `d1saver compact` plans with):
+    // each thread of a page with its batch, or none. Batches follow thread order, so the
+    // cursor (the last thread of the last batch) splits done from to do.
     let after = cursor ? String(cursor.after) : "";
-    let pending = { threads: [], keep: 0, expired: false, weight: 0 };
     let spent = false;
-    const flush = async () => {
-      if (pending.threads.length === 0) return;
-      if (figures.batches >= settings.batches) {
-        spent = true;
-        return;
-      }
-      await runBatch(pending.threads, pending.keep, pending.expired);
-      pending = { threads: [], keep: 0, expired: false, weight: 0 };
-    };
     pages: for (;;) {
-      const page = await rows(db, S.threads_page, { after, size: GENERATED.page_size });
+      const page = await rows(db, S.plan_page, { after, size: GENERATED.page_size,
+        keep: settings.keep, cutoff, batch_checkpoints: settings.batchCheckpoints,
+        batch_threads: GENERATED.batch_threads });
+      const batches = [];
       for (const t of page) {
+        if (Number(t.staged)) continue; // a copy or a move's rows: no thread
         figures.threads_scanned += 1;
-        const expired = cutoff !== null && String(t.updated ?? "") < cutoff;
-        const count = Number(t.checkpoints);
-        if (!expired && count <= settings.keep) continue; // nothing to lose: no request
-        const keep = expired ? 0 : settings.keep;
-        const w = Math.max(count - keep, 1);
-        if (pending.threads.length && (pending.expired !== expired
-            || pending.weight + w > settings.batchCheckpoints
-            || pending.threads.length >= GENERATED.batch_threads)) {
-          await flush();
-          if (spent) break pages;
+        if (t.batch === null || t.batch === undefined) continue; // nothing to do: no request
+        const last = batches[batches.length - 1];
+        if (!last || last.n !== Number(t.batch)) {
+          batches.push({ n: Number(t.batch), expired: !!Number(t.expired), threads: [] });
         }
-        pending.threads.push(String(t.thread_id));
-        pending.keep = keep;
-        pending.expired = expired;
-        pending.weight += w;
+        batches[batches.length - 1].threads.push(String(t.thread_id));
+      }
+      for (const b of batches) {
+        if (figures.batches >= settings.batches) {
+          spent = true;
+          break pages;
+        }
+        await runBatch(b.threads, b.expired ? 0 : settings.keep, b.expired);
       }
       if (page.length < GENERATED.page_size) break;
       after = String(page[page.length - 1].thread_id);
     }
-    if (!spent) await flush();
     if (spent) {
       status = "partial";
       reason = `budget of ${settings.batches} batches spent (COMPACTION_BATCHES); the next run goes on`;
@@ -298,18 +300,32 @@ async function compactDatabase(target, settings, run) {
       await batch(db, prepare(db, S.cursor_clear, cursorArgs));
       status = "done";
     }
+    // The end of every run, as `d1saver compact` ends: staged rows killed copies and moves
+    // left, the memory and cache expired by the database's clock, the lease released; with
+    // the run's record, in one batch.
+    const results = await batch(db, [
+      ...prepare(db, S.run_end, { ...base, status, reason, threads_scanned: figures.threads_scanned }),
+      ...prepare(db, S.finish, lease),
+    ]);
+    ended = true;
+    const finished = results.slice(S.run_end.length);
+    for (const [name, at] of Object.entries(GENERATED.finish_figures)) {
+      figures[name] = finishFigure(finished, at);
+    }
   } catch (e) {
     status = "failed";
     reason = message(e);
     throw e;
   } finally {
-    try {
-      await batch(db, [
-        ...prepare(db, S.run_end, { ...base, status, reason, threads_scanned: figures.threads_scanned }),
-        ...prepare(db, S.release_lease, lease),
-      ]);
-    } catch (e) {
-      reason = `${reason ?? ""}${reason ? "; " : ""}recording the run failed: ${message(e)}`;
+    if (!ended) {
+      try {
+        await batch(db, [
+          ...prepare(db, S.run_end, { ...base, status, reason, threads_scanned: figures.threads_scanned }),
+          ...prepare(db, S.release_lease, lease),
+        ]);
+      } catch (e) {
+        reason = `${reason ?? ""}${reason ? "; " : ""}recording the run failed: ${message(e)}`;
+      }
     }
   }
   return { status, reason, ...figures };
@@ -327,13 +343,6 @@ export async function runCompaction(env, { cron = "manual", now = Date.now() } =
       databases[target.databaseId] = await compactDatabase(target, settings, run);
     } catch (e) {
       databases[target.databaseId] = { status: "failed", reason: message(e), ...emptyFigures() };
-    }
-    for (const sweep of SWEEPS) {
-      try {
-        databases[target.databaseId][sweep.name] = await sweep.run(target, env, run);
-      } catch (e) {
-        databases[target.databaseId][sweep.name] = { status: "failed", reason: message(e) };
-      }
     }
   }
   const line = {

@@ -1,11 +1,14 @@
 """The `d1saver` command: the local D1 server, the demo, long-term memory and cache (store,
-cache), and the compaction commands."""
+cache), and the compaction commands.
+
+Start-up stays light: this module and the command modules it mounts import Typer and d1saver's
+errors only; each command imports what it runs when it runs (benchmarks/cli_bench.py measures
+it, tests/cli/test_cli.py holds it)."""
 
 from __future__ import annotations
 
 import errno
 import socket
-import logging
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -13,8 +16,10 @@ from typing import Optional
 
 import typer
 
-from d1saver.cli.support import EXIT_RUNTIME, OneLineUsageErrors, usage_error
-from d1saver.local.server import DEFAULT_PORT
+from d1saver.cli.support import (CONTEXT_SETTINGS, EXIT_RUNTIME, STATE, OneLineUsageErrors,
+                                 print_version, set_verbosity, usage_error)
+from d1saver.core.errors import ConfigError
+from d1saver.local.defaults import DEFAULT_DATABASE, DEFAULT_PORT
 
 
 app = typer.Typer(
@@ -23,36 +28,21 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings=CONTEXT_SETTINGS,
 )
-
-_debug = False
-
-
-def _version(value: bool) -> None:
-    if value:
-        from d1saver import __version__
-
-        typer.echo(f"d1saver {__version__}")
-        raise typer.Exit()
 
 
 @app.callback()
 def _options(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+    version: bool = typer.Option(False, "--version", "-V", callback=print_version, is_eager=True,
                                  help="Print the version and exit."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True,
-                                help="Log to stderr: -v maintenance (INFO), -vv every D1 request (DEBUG)."),
+                                help="Log to stderr: -v each maintenance step (INFO), -vv every D1 request too (DEBUG). These flags may also follow the command."),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback of an unexpected error."),
 ) -> None:
     """LangGraph checkpoints in Cloudflare D1: local D1, demo, and compaction."""
-    global _debug
-    _debug = debug
-    if verbose:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-        logger = logging.getLogger("d1saver")
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
+    STATE["debug"] = debug
+    set_verbosity(verbose)
 
 
 @app.command()
@@ -61,6 +51,8 @@ def serve(
     port: int = typer.Option(DEFAULT_PORT, min=0, max=65535,
                              help="Port to listen on; 0 picks a free one (not 8787, which `wrangler dev` takes)."),
     data_dir: Optional[Path] = typer.Option(None, help="One SQLite file per database here; in memory if unset."),
+    database: list[str] = typer.Option([DEFAULT_DATABASE], "--database", metavar="NAME",
+                                       help="A database to serve, created if missing (repeat for more). Databases already in --data-dir are served too; any other id gets D1's not-found error (404, code 7404)."),
     latency_ms: float = typer.Option(0.0, min=0.0, help="Delay added to every request, to imitate the network."),
     token: Optional[str] = typer.Option(None, envvar="LOCAL_D1_API_TOKEN", show_envvar=True,
                                         help="Bearer token to require (any if unset)."),
@@ -72,13 +64,20 @@ def serve(
     fault_transient: float = typer.Option(0.0, min=0.0, max=1.0, help="Share of requests answered with a D1 error Cloudflare documents as transient."),
     retry_after: float = typer.Option(1.0, min=0.0, help="Retry-After seconds on injected 429s."),
     verbose: bool = typer.Option(False, help="Log each request line."),
-    create: bool = typer.Option(True, "--create/--no-create",
-                                help="Create a database on its first request (said on stderr), or refuse unknown ids with 404."),
+    create: bool = typer.Option(False, "--create/--no-create",
+                                help="Also create a database for any other id on its first request (said on stderr): then a typo in D1_DATABASE_ID makes a new, empty database."),
 ) -> None:
-    """Serve a local D1 that speaks D1's REST API, at http://HOST:PORT/client/v4."""
+    """Serve a local D1 that speaks D1's REST API, at http://HOST:PORT/client/v4, and print the
+    settings that point your code at it."""
+    from d1saver.core.ids import validate_database_id
     from d1saver.local import FaultPlan
-    from d1saver.local.server import make_server
+    from d1saver.local.server import client_settings, make_server
 
+    try:
+        for name in database:
+            validate_database_id(name)
+    except ConfigError as exc:
+        raise usage_error(f"--database: {exc}") from None
     faults = None
     if fault_429 or fault_5xx or fault_drop or fault_lost or fault_transient:
         try:
@@ -91,6 +90,7 @@ def serve(
     try:  # bind first: nothing is printed for a server that cannot start
         server = make_server(host, port, data_dir, latency_ms=latency_ms, api_token=token,
                              faults=faults, verbose=verbose, create=create,
+                             databases=list(dict.fromkeys(database)),
                              on_create=lambda db, where: typer.echo(f"created database {db} ({where})", err=True))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
@@ -98,8 +98,14 @@ def serve(
         if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
             raise usage_error(f"cannot bind to {host}: give a local address with --host") from None
         raise
+    served = ", ".join(server.engine.database_ids())
+    others = ("any other id is created on its first request (--create)" if create
+              else "any other id gets D1's not-found error")
     typer.echo(f"local D1 on http://{host}:{server.server_address[1]}/client/v4 "
-               f"({'in memory' if data_dir is None else data_dir}); Ctrl-C stops it")
+               f"({'in memory' if data_dir is None else data_dir}); Ctrl-C stops it\n"
+               f"databases: {served}; {others}\n"
+               f"point your code and the d1saver commands at it:\n"
+               f"  {client_settings(server, database[0], token_required=token is not None)}")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -123,7 +129,7 @@ def demo(
 
 
 gateway_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
-                          help="The gateway Worker: D1's REST API on D1 bindings, deployed by you.")
+                          context_settings=CONTEXT_SETTINGS, help="The gateway Worker: D1's REST API on D1 bindings, deployed by you.")
 app.add_typer(gateway_app, name="gateway")
 
 
@@ -132,16 +138,17 @@ def gateway_init(
     directory: Path = typer.Argument(..., help="Folder to write the Worker into (created if missing)."),
     force: bool = typer.Option(False, "--force", help="Overwrite the gateway's files if they exist."),
 ) -> None:
-    """Write the gateway Worker (worker/, wrangler.toml, package.json, schema.sql) to deploy it."""
+    """Write the gateway Worker (worker/, wrangler.toml, package.json, schema.sql, a .gitignore
+    and its guide as README.md) to deploy it."""
     from d1saver.cli import gateway
 
     try:
         written = gateway.init(directory, force=force)
     except FileExistsError as exc:
         raise usage_error(str(exc)) from None
-    typer.echo(f"wrote {len(written)} files to {directory}. Next, in that folder: npm install; "
-               "edit wrangler.toml (your database ids); npx wrangler deploy; "
-               "npx wrangler secret put API_TOKEN")
+    typer.echo(f"wrote {len(written)} files to {directory}. Next, in that folder (its README.md "
+               "has each step): npm install; npx wrangler d1 create NAME; edit wrangler.toml "
+               "(your database ids); npx wrangler deploy; npx wrangler secret put API_TOKEN")
 
 
 def _mount_memory() -> None:
@@ -153,6 +160,16 @@ def _mount_memory() -> None:
 
 
 _mount_memory()
+
+
+def _mount_ui() -> None:
+    """`d1saver ui`: the web inspector (d1saver/cli/ui.py; the `ui` extra)."""
+    from d1saver.cli.ui import ui
+
+    app.command("ui")(ui)
+
+
+_mount_ui()
 
 
 def _mount_plugins() -> None:
@@ -171,7 +188,7 @@ def main() -> None:
     try:
         app()
     except Exception as exc:  # noqa: BLE001 - the last line of defence of a command line
-        if _debug or "--debug" in sys.argv[1:]:
+        if STATE["debug"] or "--debug" in sys.argv[1:]:
             raise
         typer.echo(f"error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", err=True)
         sys.exit(EXIT_RUNTIME)

@@ -5,42 +5,52 @@ D1SAVER_ENCRYPTION_KEYS).
 
 A NAMESPACE is typed as labels separated by '/' (`users/u1/memories`) or as a JSON array of
 labels (`'["users", "a/b"]'`) when a label holds a '/'. Exit codes: 0 done, 1 a D1 error,
-2 bad usage (a namespace refused, or `rm` without --yes off a terminal), 4 no such item.
+2 bad usage (a namespace refused, or `rm` or `cache clear` without --yes off a terminal; a
+schema older than this d1saver's met by a command that only reads), 4 no such item (or no
+schema at all: `ls`, `get` and `namespaces` only read, so they never create nor migrate one).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Optional
 
 import typer
 
-from d1saver.cli.support import OneLineUsageErrors, printable, usage_error
-from d1saver.core.errors import ConfigError, D1Error, InvalidInputError
-from d1saver.memory import D1Cache, D1Store
-from d1saver.memory import namespaces as _ns
+from d1saver.cli.support import (CONTEXT_SETTINGS, EXIT_USAGE, OneLineUsageErrors, printable,
+                                 table, usage_error)
+from d1saver.core.errors import ConfigError, D1Error, InvalidInputError, SchemaNotReadyError
 
 EXIT_D1, EXIT_NOT_FOUND = 1, 4
 
 store_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
-                        help="Long-term memory (D1Store): list, show and delete items.")
+                        context_settings=CONTEXT_SETTINGS, help="Long-term memory (D1Store): list, show and delete items.")
 cache_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_completion=False,
-                        help="The node cache (D1Cache).")
+                        context_settings=CONTEXT_SETTINGS, help="The node cache (D1Cache).")
 
-_ACCOUNT = typer.Option(None, "--account-id", help="Default: $CLOUDFLARE_ACCOUNT_ID.")
-_DATABASE = typer.Option(None, "--database-id",
-                         help="Default: $D1_DATABASE_ID. Several: comma-separated.")
-_BASE_URL = typer.Option(None, "--api-base-url",
-                         help="Default: $D1_API_BASE_URL or Cloudflare's API.")
-_TOKEN = typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.",
-                      show_default=False)
 _NS_HELP = "Labels separated by '/' (users/u1), or a JSON array of labels."
+# The connection options, which every command takes after its own (as the other commands do).
+_CONNECTION = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                                 annotation=Optional[str]) for name, option in [
+    ("account_id", typer.Option(None, "--account-id", help="Default: $CLOUDFLARE_ACCOUNT_ID.")),
+    ("database_id", typer.Option(None, "--database-id",
+                                 help="Default: $D1_DATABASE_ID. Several: comma-separated.")),
+    ("api_base_url", typer.Option(None, "--api-base-url",
+                                  help="Default: $D1_API_BASE_URL or Cloudflare's API.")),
+    ("api_token", typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.",
+                               show_default=False)),
+]]
+Connect = Callable[..., AbstractContextManager[Any]]  # ("D1Store" or "D1Cache", read_only=...)
 
 
 def _namespace(text: str, *, cache: bool = False) -> tuple[str, ...]:
+    from d1saver.memory import namespaces as _ns  # when run: `--help` loads no LangGraph
+
     try:
         return _ns.parse_cli(text, cache=cache)
     except InvalidInputError as exc:
@@ -48,17 +58,56 @@ def _namespace(text: str, *, cache: bool = False) -> tuple[str, ...]:
 
 
 @contextmanager
-def _open(cls: Any, account_id: Optional[str], database_id: Optional[str],
-          api_base_url: Optional[str], api_token: Optional[str]) -> Iterator[Any]:
+def _open(cls: str, *, read_only: bool = False, **connection: Optional[str]) -> Iterator[Any]:
+    """The store or cache of one command: d1saver.memory's `cls` ("D1Store" or "D1Cache"),
+    imported when a command opens it. `read_only`: it never creates nor migrates a schema; a
+    database without one is reported (exit 4; over several databases, read as empty and named
+    on stderr), one with an older schema too (exit 2)."""
+    from d1saver import memory
+
     try:
-        with cls.from_env(account_id=account_id, database_id=database_id,
-                          api_base_url=api_base_url, api_token=api_token) as opened:
-            yield opened
+        with getattr(memory, cls).from_env(**connection) as opened:
+            opened.read_only = read_only
+            try:
+                yield opened
+            except SchemaNotReadyError as exc:
+                _unready(exc, opened.database_id)
+            if opened.unready:
+                if set(opened.unready) == set(opened.database_ids):
+                    _unready(SchemaNotReadyError(
+                        "no database has a d1saver schema: nothing was ever stored there (this "
+                        "command only reads, so it does not create one)"), None)
+                for db in sorted(opened.unready):
+                    typer.echo(f"note: database {db} has no d1saver schema (nothing stored "
+                               "there)", err=True)
     except (ConfigError, InvalidInputError) as exc:
         raise usage_error(str(exc)) from None
     except D1Error as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_D1) from None
+
+
+def _connected(command: Callable[..., None]) -> Callable[..., None]:
+    """`command` with the connection options after its own parameters (what Typer reads), called
+    with `connect`: opens D1Store or D1Cache with them, a bad setting a usage error (exit 2), a
+    D1 error exit 1."""
+    signature = inspect.signature(command)
+    own = [p for p in signature.parameters.values() if p.name != "connect"]
+
+    @functools.wraps(command)
+    def with_connection(*args: Any, **kwargs: Any) -> None:
+        connection = {p.name: kwargs.pop(p.name, None) for p in _CONNECTION}
+        command(*args, connect=lambda cls, **how: _open(cls, **how, **connection),
+                **kwargs)
+
+    with_connection.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*own, *_CONNECTION])
+    return with_connection
+
+
+def _unready(exc: SchemaNotReadyError, where: Optional[str]) -> None:
+    typer.echo(f"error: {'' if where is None else f'database {where}: '}{exc}", err=True)
+    raise typer.Exit(EXIT_NOT_FOUND if exc.version == 0 else EXIT_USAGE)
 
 
 def _show(ns: tuple[str, ...]) -> str:
@@ -67,19 +116,18 @@ def _show(ns: tuple[str, ...]) -> str:
 
 
 @store_app.command("namespaces")
+@_connected
 def namespaces_cmd(
     prefix: str = typer.Argument("", help=_NS_HELP + " Every namespace if omitted."),
     max_depth: Optional[int] = typer.Option(None, "--max-depth", min=1, help="Cut namespaces to this many labels."),
     limit: int = typer.Option(1000, "--limit", min=1, help="At most this many."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array of label arrays."),
-    account_id: Optional[str] = _ACCOUNT,
-    database_id: Optional[str] = _DATABASE,
-    api_base_url: Optional[str] = _BASE_URL,
-    api_token: Optional[str] = _TOKEN,
+    *,
+    connect: Connect,
 ) -> None:
     """List the namespaces that hold live items (under PREFIX)."""
     ns = _namespace(prefix)
-    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
+    with connect("D1Store", read_only=True) as store:
         found = store.list_namespaces(prefix=ns or None, max_depth=max_depth, limit=limit)
     if as_json:
         typer.echo(json.dumps([list(n) for n in found], ensure_ascii=False))
@@ -89,42 +137,43 @@ def namespaces_cmd(
 
 
 @store_app.command("ls")
+@_connected
 def ls_cmd(
     namespace: str = typer.Argument(..., help=_NS_HELP + " Its sub-namespaces are listed too."),
     limit: int = typer.Option(100, "--limit", min=1, help="At most this many items."),
     offset: int = typer.Option(0, "--offset", min=0, help="Skip this many first."),
     as_json: bool = typer.Option(False, "--json", help="Print items as JSON lines."),
-    account_id: Optional[str] = _ACCOUNT,
-    database_id: Optional[str] = _DATABASE,
-    api_base_url: Optional[str] = _BASE_URL,
-    api_token: Optional[str] = _TOKEN,
+    *,
+    connect: Connect,
 ) -> None:
     """List the items of NAMESPACE and of the namespaces under it, newest first."""
     ns = _namespace(namespace)
-    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
+    with connect("D1Store", read_only=True) as store:
         items = store.search(ns, limit=limit, offset=offset, refresh_ttl=False)
-    for item in items:
-        if as_json:
+    if as_json:
+        for item in items:
             typer.echo(json.dumps(_as_dict(item), ensure_ascii=False))
-        else:
-            text = json.dumps(item.value, ensure_ascii=False)
-            text = text if len(text) <= 80 else text[:77] + "..."
-            typer.echo(f"{_show(item.namespace)}  {printable(item.key)}  "
-                       f"{item.updated_at.isoformat(timespec='milliseconds')}  {printable(text)}")
+        return
+    rows = []
+    for item in items:
+        text = json.dumps(item.value, ensure_ascii=False)
+        text = text if len(text) <= 80 else text[:77] + "..."
+        rows.append([_show(item.namespace), printable(item.key),
+                     item.updated_at.isoformat(timespec="milliseconds"), printable(text)])
+    table(["namespace", "key", "updated", "value"], rows, header=False)
 
 
 @store_app.command("get")
+@_connected
 def get_cmd(
     namespace: str = typer.Argument(..., help=_NS_HELP),
     key: str = typer.Argument(..., help="The item's key."),
-    account_id: Optional[str] = _ACCOUNT,
-    database_id: Optional[str] = _DATABASE,
-    api_base_url: Optional[str] = _BASE_URL,
-    api_token: Optional[str] = _TOKEN,
+    *,
+    connect: Connect,
 ) -> None:
     """Print one item as JSON (namespace, key, value, created_at, updated_at); exit 4 if none."""
     ns = _namespace(namespace)
-    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
+    with connect("D1Store", read_only=True) as store:
         item = store.get(ns, key, refresh_ttl=False)
     if item is None:
         typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)
@@ -133,14 +182,13 @@ def get_cmd(
 
 
 @store_app.command("rm")
+@_connected
 def rm_cmd(
     namespace: str = typer.Argument(..., help=_NS_HELP),
     key: Optional[str] = typer.Argument(None, help="One item's key; without it, every item of NAMESPACE and under it."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    account_id: Optional[str] = _ACCOUNT,
-    database_id: Optional[str] = _DATABASE,
-    api_base_url: Optional[str] = _BASE_URL,
-    api_token: Optional[str] = _TOKEN,
+    *,
+    connect: Connect,
 ) -> None:
     """Delete one item, or every item of NAMESPACE and the namespaces under it."""
     ns = _namespace(namespace)
@@ -153,7 +201,7 @@ def rm_cmd(
             raise usage_error(f"this deletes {what}: pass --yes (no terminal to ask on)")
         if not typer.confirm(f"Delete {what}?"):
             raise typer.Exit(0)
-    with _open(D1Store, account_id, database_id, api_base_url, api_token) as store:
+    with connect("D1Store") as store:
         if key is not None:
             if store.get(ns, key, refresh_ttl=False) is None:
                 typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)
@@ -166,21 +214,28 @@ def rm_cmd(
 
 
 @cache_app.command("clear")
+@_connected
 def cache_clear_cmd(
     namespace: Optional[str] = typer.Argument(
         None, help=_NS_HELP + " Labels may hold a period (a node's module path). Every entry "
         "if omitted."),
-    account_id: Optional[str] = _ACCOUNT,
-    database_id: Optional[str] = _DATABASE,
-    api_base_url: Optional[str] = _BASE_URL,
-    api_token: Optional[str] = _TOKEN,
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (needed off a terminal)."),
+    *,
+    connect: Connect,
 ) -> None:
     """Delete the cache entries of NAMESPACE (exactly that namespace, as BaseCache.clear), or
-    every entry."""
+    every entry; asks first on a terminal, and prints how many it deleted."""
     ns = None if namespace is None else _namespace(namespace, cache=True)
-    with _open(D1Cache, account_id, database_id, api_base_url, api_token) as cache:
-        cache.clear(None if ns is None else [ns])
-    typer.echo("cleared " + ("every cache entry" if ns is None else f"cache namespace {_show(ns)}"))
+    what = "every cache entry" if ns is None else f"the cache entries of namespace {_show(ns)}"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise usage_error(f"this deletes {what}: pass --yes (no terminal to ask on)")
+        if not typer.confirm(f"Delete {what}?"):
+            raise typer.Exit(0)
+    with connect("D1Cache") as cache:
+        gone = cache.clear_and_count(None if ns is None else [ns])
+    typer.echo(f"deleted {gone} cache entr{'y' if gone == 1 else 'ies'}"
+               + ("" if ns is None else f" of namespace {_show(ns)}"))
 
 
 def _as_dict(item: Any) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
     D1Error
     ├── ConfigError                 a setting or a config key is missing or wrong
-    │   └── MissingConfigKeyError   (also a KeyError, as other savers raise)
+    │   ├── MissingConfigKeyError   (also a KeyError, as other savers raise)
+│   └── SchemaNotReadyError     a read-only use met a database without d1saver's schema, or
+│                               with an older one: it neither creates nor migrates it
     ├── D1APIError                  D1 answered, and the answer is a failure
     │   ├── AuthenticationError     401/403, Cloudflare code 10000
     │   ├── RateLimitError          429; carries retry_after
@@ -52,6 +54,16 @@ class MissingConfigKeyError(ConfigError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class SchemaNotReadyError(ConfigError):
+    """A read-only use (`read_only = True`: the CLI's listing and inspecting commands) met a
+    database without d1saver's schema (`version` 0: nothing was ever stored there) or with an
+    older one; it neither creates nor migrates a schema, so nothing was written."""
+
+    def __init__(self, message: str, *, version: int = 0) -> None:
+        super().__init__(message)
+        self.version = version
 
 
 class D1APIError(D1Error):

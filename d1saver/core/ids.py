@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 
-import httpx
 
 from d1saver.core.errors import ConfigError
 
@@ -69,6 +68,8 @@ def check_api_base_url(url: str) -> str:
     """`url` if it is an absolute http(s) URL with a host, else a ConfigError naming
     D1_API_BASE_URL. Checked when settings or a client are made: httpx refuses an empty or
     relative URL only when sending, and that looked like a connection error (retried, exit 1)."""
+    import httpx  # here, not at the top: the CLI's `serve --help` imports this module
+
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError):

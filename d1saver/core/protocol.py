@@ -2,20 +2,21 @@
 
 No I/O; of the rest of d1saver it names only the error type, in annotations. Operations are
 generators that yield actions (`Send`, `Sleep`, `Commit`, `Once`) and receive replies; the
-client performs `Send` and `Sleep`, the driver layer performs `Commit` (group commit) and
-`Once` (setup), as h11 leaves the sockets to its caller.
+runner (d1saver/http/runner.py) performs every action, `Send` and `Sleep` through the
+client's two primitives and `Commit` (group commit) and `Once` (setup) through a database's
+driver, as h11 leaves the sockets to its caller.
 
 It is the one convention for every multi-step operation: an operation that needs more than
 one database (a copy between two, a merged list) is a generator too, over exchanges it is
-given, and what it hands its caller page by page it yields as `Emit`. `Stepper` drives such
-an operation one request at a time for callers that send the statements themselves.
+given or of steps at databases (the runner's `Run` and `Each`), and what it hands its caller
+page by page it yields as `Emit`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, Union
 
 if TYPE_CHECKING:  # types only: this module imports nothing at run time
     import httpx
@@ -131,11 +132,22 @@ class Sleep:
     seconds: float
 
 
+# When a commit may leave (Commit.timing; d1saver/http/group_commit.py).
+NOW = "now"  # at once, taking whatever waits along: a put, a read that must see the writes
+SOON = "soon"  # at once if nothing is in flight, else with what arrives within the window
+HELD = "held"  # with the database's next batch (the step's put): a write nobody waits on first
+
+
 @dataclass(frozen=True)
 class Commit:
-    """Write statements that may share a batch with other callers' (group commit)."""
+    """Statements that may share a batch with other callers' (group commit); `timing` is when
+    they may leave: NOW, SOON (the default) or HELD. `step` names a LangGraph step by the
+    checkpoint it builds on, (thread, namespace, checkpoint id): a put's (its parent), or the
+    one a HELD write is pending on, which leaves with that put, and at once if it has left."""
 
     statements: Sequence[Statement]
+    timing: str = SOON
+    step: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -146,7 +158,15 @@ class Once:
     op: Callable[[], Generator[Any, Any, None]]
 
 
-Action = Union[Send, Sleep, Commit, Once]
+@dataclass(frozen=True)
+class Expect:
+    """A held write of LangGraph's `step` is on its way (its statements being built): the
+    step's put waits a moment for it to join the queue, so that it rides along."""
+
+    step: tuple[str, str, str]
+
+
+Action = Union[Send, Sleep, Commit, Once, Expect]
 # An operation: yields actions, is sent their replies, returns a T.
 Op: TypeAlias = Generator[Action, Any, T]
 # Statements sent in one request, as an operation: what an operation over a database is given.
@@ -161,48 +181,5 @@ class Emit:
     items: Sequence[Any]
 
 
-def _ask(statements: Sequence[Statement]) -> Generator[Sequence[Statement], Any, list[Result]]:
-    return (yield statements)
-
-
-class Stepper(Generic[T]):
-    """An operation over an exchange, driven one request at a time by a caller that sends the
-    statements itself (`saver.execute`, a plain client):
-
-        steps = Stepper(lambda exchange: read_thread(exchange, "t1"))
-        while (stmts := steps.next_statements()) is not None:
-            steps.consume(saver.execute(stmts))
-        steps.result
-    """
-
-    def __init__(self, make: Callable[[Exchange], Generator[Any, Any, T]]) -> None:
-        self._op = make(_ask)
-        self._next: Sequence[Statement] | None = None
-        self.done = False
-        self._advance(None)
-
-    @property
-    def result(self) -> T:
-        if not self.done:
-            raise RuntimeError("the operation has not finished: consume its statements first")
-        return self._result
-
-    def next_statements(self) -> list[Statement] | None:
-        """The next request's statements; None once the operation is done."""
-        return None if self._next is None else list(self._next)
-
-    def consume(self, results: Sequence[Result]) -> None:
-        """The results of the statements `next_statements` gave, in order."""
-        if self._next is None:
-            raise RuntimeError("consume() with no statements outstanding")
-        self._advance(list(results))
-
-    def _advance(self, reply: list[Result] | None) -> None:
-        try:
-            self._next = self._op.send(reply)
-        except StopIteration as stop:
-            self._next, self.done, self._result = None, True, stop.value
-
-
-__all__ = ["Action", "Commit", "Emit", "Exchange", "NamedSQL", "Once", "Op", "Param", "Result",
-           "Send", "Sleep", "Statement", "Stepper", "TraceEvent", "Tracer"]
+__all__ = ["HELD", "NOW", "SOON", "Action", "Commit", "Emit", "Exchange", "Expect", "NamedSQL", "Once", "Op",
+           "Param", "Result", "Send", "Sleep", "Statement", "TraceEvent", "Tracer"]

@@ -11,23 +11,22 @@ database would return them.
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import (AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping,
                              Sequence)
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
-from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from d1saver.ops import statements as st
 from d1saver.ops import transfer as _transfer
 from d1saver.storage.crypto import Sealer
 from d1saver.ops.delta_cache import DeltaCache
-from d1saver.core.errors import ConfigError, D1Error, FleetError
+from d1saver.core.errors import ConfigError, D1Error
 from d1saver.fleet.databases import Database
+from d1saver.http.runner import Each, Run, afan_out, aiterate, arun, fan_out, iterate, run
 from d1saver.ops.operations import Operations, list_pages
 from d1saver.core.protocol import Emit, Op, Param, Result, Statement
 from d1saver.ops.reseal import copy_sealed
@@ -49,9 +48,9 @@ class Fleet:
     home looks at the thread's home under `previous`, one more request, only on a miss.
     """
 
-    def __init__(self, nodes: Mapping[str, Database], router: Router, previous: Router | None,
+    def __init__(self, databases: Mapping[str, Database], router: Router, previous: Router | None,
                  limit: int = DEFAULT_CONCURRENCY) -> None:
-        self.nodes = dict(nodes)
+        self.databases = dict(databases)
         self.router = router
         self.previous = previous
         self.limit = max(1, int(limit))
@@ -63,12 +62,12 @@ class Fleet:
     @property
     def sealer(self) -> Sealer | None:
         """The encryption keys every database's values are sealed with (None without keys)."""
-        return next(iter(self.nodes.values())).ops.values.sealer
+        return next(iter(self.databases.values())).ops.values.sealer
 
     @property
     def spans(self) -> bool:
         """True if this saver has more than one database (fan-out errors become FleetError)."""
-        return len(self.nodes) > 1
+        return len(self.databases) > 1
 
     @property
     def rounds(self) -> int:
@@ -78,119 +77,120 @@ class Fleet:
         return 2 if self.previous is not None and self.spans else 1
 
     def home(self, thread_id: str) -> Database:
-        return self.nodes[self.router.home(thread_id)]
+        return self.databases[self.router.home(thread_id)]
 
     def old_home(self, thread_id: str) -> Database | None:
         """The thread's home in the previous layout, if there is one and it is another."""
         if self.previous is None:
             return None
         old = self.previous.home(thread_id)
-        return None if old == self.router.home(thread_id) else self.nodes[old]
+        return None if old == self.router.home(thread_id) else self.databases[old]
 
-    def of(self, config: Any) -> Database:
-        """The node of a config's thread (the only node, without reading it, if just one)."""
-        if len(self.nodes) == 1:
-            return next(iter(self.nodes.values()))
+    def of(self, config: RunnableConfig) -> Database:
+        """The database of a config's thread (the only one, without reading it, if just one)."""
+        if len(self.databases) == 1:
+            return next(iter(self.databases.values()))
         return self.home(st.thread_id_of(config))
 
     def homes(self, thread_id: str) -> list[Database]:
-        """Every node that may hold the thread: its home, then its old home."""
+        """Every database that may hold the thread: its home, then its old home."""
         old = self.old_home(thread_id)
         return [self.home(thread_id)] + ([old] if old is not None else [])
 
-    def old_of(self, config: Any) -> Database | None:
+    def old_of(self, config: RunnableConfig) -> Database | None:
         return None if self.previous is None else self.old_home(st.thread_id_of(config))
 
-    def thread_nodes(self, config: Any) -> list[Database]:
+    def thread_databases(self, config: RunnableConfig | None) -> list[Database]:
         """Where a per-thread read looks, in order: the home, then (while migrating) the
         previous home. With no config, the one database of a single-database saver."""
-        if len(self.nodes) == 1:
-            return list(self.nodes.values())
+        if len(self.databases) == 1:
+            return list(self.databases.values())
         if config is None:
             raise ConfigError("this operation needs one database: use saver.database(id)")
         return self.homes(st.thread_id_of(config))
 
     # --- per thread: its home, and its previous home on a miss ---------------------------
 
-    def on(self, config: Any, make: Callable[[Operations], Op[T]],
+    def on(self, config: RunnableConfig, make: Callable[[Operations], Op[T]],
            missed: Callable[[T], bool] | None = None,
            missing: type[D1Error] | None = None) -> T:
         """make(ops) at the config's thread's home; if it misses (`missed(result)`, or raises
         `missing`), again at the thread's previous home, if it has one."""
-        return self._call(self._on(config, make, missed, missing))
+        return run(self._on(config, make, missed, missing))
 
-    async def aon(self, config: Any, make: Callable[[Operations], Op[T]],
+    async def aon(self, config: RunnableConfig, make: Callable[[Operations], Op[T]],
                   missed: Callable[[T], bool] | None = None,
                   missing: type[D1Error] | None = None) -> T:
-        return await self._acall(self._on(config, make, missed, missing))
+        return await arun(self._on(config, make, missed, missing))
 
-    def _on(self, config: Any, make: Callable[[Operations], Op[T]],
+    def _on(self, config: RunnableConfig, make: Callable[[Operations], Op[T]],
             missed: Callable[[T], bool] | None, missing: type[D1Error] | None) -> Steps[T]:
         try:
-            out: T = yield Run(self.of(config), make)
+            out: T = yield _at(self.of(config), make)
         except D1Error as exc:
             old = self.old_of(config)
             if missing is None or not isinstance(exc, missing) or old is None:
                 raise
-            return (yield Run(old, make))
+            return (yield _at(old, make))
         if missed is not None and missed(out) and (old := self.old_of(config)) is not None:
-            return (yield Run(old, make))
+            return (yield _at(old, make))
         return out
 
     def set_ops(self, name: str, value: Any) -> None:
-        """Set an option of every database's operations (guard_head, auto_setup, is_setup)."""
-        for node in self.nodes.values():
-            setattr(node.ops, name, value)
+        """Set an option of every database's operations (guard_head, auto_setup, read_only,
+        is_setup)."""
+        for db in self.databases.values():
+            setattr(db.ops, name, value)
 
     def with_values(self, values: Values) -> Fleet:
         """The same databases (clients, drivers) over another values codec, with a DeltaChannel
         cache of their own: values decoded under one serde's allowlist are never served to a
         saver with another (Operations.with_values)."""
         cache = DeltaCache()
-        nodes = {}
-        for db, n in self.nodes.items():
-            ops = n.ops.with_values(values)
+        databases = {}
+        for database_id, db in self.databases.items():
+            ops = db.ops.with_values(values)
             ops.delta_cache = cache
-            nodes[db] = Database(n.database_id, n.client, n.driver, ops)
-        return Fleet(nodes, self.router, self.previous, self.limit)
+            databases[database_id] = Database(db.database_id, db.client, db.driver, ops)
+        return Fleet(databases, self.router, self.previous, self.limit)
 
     def view(self, database_id: str) -> Fleet:
         """One of these databases (current or previous) as a fleet of its own."""
-        node = self.nodes.get(database_id)
-        if node is None:
+        db = self.databases.get(database_id)
+        if db is None:
             raise ConfigError(f"{database_id!r} is not one of this saver's databases "
-                              f"{list(self.nodes)}")
-        return Fleet({database_id: node}, Router([database_id]), None, self.limit)
+                              f"{list(self.databases)}")
+        return Fleet({database_id: db}, Router([database_id]), None, self.limit)
 
     def single(self) -> Database:
         """The one database, or a ConfigError naming the way to pick one of several."""
         if self.spans:
-            raise ConfigError(f"this D1Saver spans {len(self.nodes)} databases: use "
+            raise ConfigError(f"this D1Saver spans {len(self.databases)} databases: use "
                               "saver.database(database_id) for one of them")
-        return next(iter(self.nodes.values()))
+        return next(iter(self.databases.values()))
 
     def deleting(self, thread_id: str) -> list[Database]:
         """Where a delete of the thread goes, in order: its previous home first (while
         migrating), then its home. A move registers at the new home before it reads the old
         one, so a delete that reaches the new home last voids any move that read it before
         (delete wins: compaction/rebalance.py)."""
-        return list(reversed(self.thread_nodes(_config(thread_id))))
+        return list(reversed(self.thread_databases(_config(thread_id))))
 
     def delete_thread(self, thread_id: str) -> None:
         """At each database that may hold the thread (`deleting`'s order), then wherever
         those say a copy of it is staged (a copy between databases killed midway)."""
-        self._call(self._delete_thread(thread_id))
+        run(self._delete_thread(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self._acall(self._delete_thread(thread_id))
+        await arun(self._delete_thread(thread_id))
 
     def _delete_thread(self, thread_id: str) -> Steps[None]:
         staged: list[tuple[str, str]] = []
         for db in self.deleting(thread_id):
-            staged += yield Run(db, _deleting(thread_id))
+            staged += yield _at(db, _deleting(thread_id))
         for database_id, staging in dict.fromkeys(staged):
-            if database_id in self.nodes:
-                yield Run(self.nodes[database_id], _deleting(staging))
+            if database_id in self.databases:
+                yield _at(self.databases[database_id], _deleting(staging))
 
     def group(self, thread_ids: Sequence[str]) -> list[dict[str, list[str]]]:
         """Thread ids by every database that may hold them, in rounds: their previous homes
@@ -204,61 +204,50 @@ class Fleet:
         return [groups for groups in (first, then) if groups]
 
     def selected(self, database_ids: Sequence[str] | None) -> list[Database]:
-        return list(self.nodes.values()) if database_ids is None else [
-            self.nodes[db] for db in database_ids]
+        return list(self.databases.values()) if database_ids is None else [
+            self.databases[db] for db in database_ids]
 
     # --- fan-out ----------------------------------------------------------------------------
 
     def each(self, fn: Callable[[Database], T], operation: str,
              database_ids: Sequence[str] | None = None) -> dict[str, T]:
-        """fn(node) for each database, concurrently (at most `limit` at once)."""
-        nodes = self.selected(database_ids)
-        if not self.spans or not nodes:  # no database to ask (an empty batch): nothing to do
-            return {node.database_id: fn(node) for node in nodes}
-        if len(nodes) == 1:
-            return _collect(operation, nodes, [_outcome(fn, nodes[0])])
-        with ThreadPoolExecutor(max_workers=min(self.limit, len(nodes)),
-                                thread_name_prefix="d1saver-fleet") as pool:
-            outcomes = list(pool.map(lambda node: _outcome(fn, node), nodes))
-        return _collect(operation, nodes, outcomes)
+        """fn(db) for each database, concurrently (at most `limit` at once)."""
+        dbs = self.selected(database_ids)
+        return fan_out({db.database_id: partial(fn, db) for db in dbs}, operation,
+                       self.limit, spans=self.spans)
 
     async def aeach(self, fn: Callable[[Database], Awaitable[T]], operation: str,
                     database_ids: Sequence[str] | None = None) -> dict[str, T]:
-        nodes = self.selected(database_ids)
-        if not self.spans:
-            return {node.database_id: await fn(node) for node in nodes}
-        gate = asyncio.Semaphore(self.limit)
-
-        async def one(node: Database) -> T:
-            async with gate:
-                return await fn(node)
-
-        outcomes = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
-        return _collect(operation, nodes, list(outcomes))
+        dbs = self.selected(database_ids)
+        return await afan_out({db.database_id: partial(fn, db) for db in dbs},
+                              operation, self.limit, spans=self.spans)
 
     # --- list: a thread's pages (home, then previous home), or every database's merged -----
 
-    def list(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
-             limit: int | None, page_size: int) -> Iterator[CheckpointTuple]:
-        return self._iterate(self._list(config, filter, before, limit, page_size))
+    def list(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
+             before: RunnableConfig | None, limit: int | None, page_size: int
+             ) -> Iterator[CheckpointTuple]:
+        return iterate(self._list(config, filter, before, limit, page_size))
 
-    def alist(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
-              limit: int | None, page_size: int) -> AsyncIterator[CheckpointTuple]:
-        return self._aiterate(self._list(config, filter, before, limit, page_size))
+    def alist(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
+              before: RunnableConfig | None, limit: int | None, page_size: int
+              ) -> AsyncIterator[CheckpointTuple]:
+        return aiterate(self._list(config, filter, before, limit, page_size))
 
-    def _list(self, config: Any, filter: Mapping[str, Any] | None, before: Any,
-              limit: int | None, page_size: int) -> Steps[None]:
+    def _list(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
+              before: RunnableConfig | None, limit: int | None, page_size: int
+              ) -> Steps[None]:
         if config is None and self.spans:
             yield from self._list_all(filter, before, limit, page_size)
             return
-        for node in self.thread_nodes(config):
-            found = yield from list_pages(_pages_at(node), config, filter, before, limit,
+        for db in self.thread_databases(config):
+            found = yield from list_pages(_pages_at(db), config, filter, before, limit,
                                           page_size, sealed=self.sealer is not None)
             if found:
                 return
 
-    def _list_all(self, filter: Mapping[str, Any] | None, before: Any, limit: int | None,
-                  page_size: int) -> Steps[None]:
+    def _list_all(self, filter: Mapping[str, Any] | None, before: RunnableConfig | None,
+                  limit: int | None, page_size: int) -> Steps[None]:
         """A k-way merge of every database's `list(None)` pages, newest checkpoint first.
 
         Each database runs its own `list_pages`; a database's next page is read only when the
@@ -271,7 +260,7 @@ class Fleet:
             return
         size = page_size if limit is None else max(1, min(page_size, limit))
         plans = {db: list_pages(_ask, None, filter, before, None, size,
-                                sealed=self.sealer is not None) for db in self.nodes}
+                                sealed=self.sealer is not None) for db in self.databases}
         # Each database's next page statement (None once its pages are done), and its tuples.
         pending = {db: _next(plan, None) for db, plan in plans.items()}
         buffers: dict[str, deque[CheckpointTuple]] = {db: deque() for db in plans}
@@ -280,7 +269,9 @@ class Fleet:
             need = {db: stmt for db, stmt in pending.items()
                     if stmt is not None and not buffers[db]}
             if need:
-                pages = yield Each("list", {db: _page(stmt) for db, stmt in need.items()})
+                pages = yield Each("list", {db: _at(self.databases[db], _page(stmt))
+                                             for db, stmt in need.items()},
+                                   self.limit, self.spans)
                 for db, tuples in pages.items():
                     emitted = plans[db].send(tuples)
                     buffers[db].extend(emitted.items)
@@ -312,7 +303,7 @@ class Fleet:
         if not self.spans:
             self.single().run(lambda ops: ops.copy_thread(source, target, page_size))
             return
-        self._call(self._copy(source, target, page_size))
+        run(self._copy(source, target, page_size))
 
     async def acopy_thread(self, source: str, target: str, page_size: int) -> None:
         if source == target:
@@ -320,7 +311,7 @@ class Fleet:
         if not self.spans:
             await self.single().arun(lambda ops: ops.copy_thread(source, target, page_size))
             return
-        await self._acall(self._copy(source, target, page_size))
+        await arun(self._copy(source, target, page_size))
 
     def _copy(self, source: str, target: str, page_size: int) -> Steps[None]:
         dst = self.home(target)
@@ -332,25 +323,25 @@ class Fleet:
     def _copy_into(self, source: str, target: str, dst: Database, page_size: int) -> Steps[None]:
         sources, keyed = self.homes(source), self.sealer is not None
         if sources[0] is dst and keyed and len(sources) == 1:
-            yield Run(dst, lambda ops: ops.copy_thread(source, target, page_size))
+            yield _at(dst, lambda ops: ops.copy_thread(source, target, page_size))
             return
         if sources[0] is dst and not keyed:
-            results = yield Run(dst, lambda ops: ops.exchange(
+            results = yield _at(dst, lambda ops: ops.exchange(
                 st.copy_thread_statements(source, target)))
             if results[0].changes or len(sources) == 1:
                 return
             sources = sources[1:]
-        for node in sources:
+        for src in sources:
             if not keyed:
-                rows = yield Run(node, lambda ops: _transfer.read_thread(ops.exchange, source))
+                rows = yield _at(src, lambda ops: _transfer.read_thread(ops.exchange, source))
                 if not rows.total:
                     continue
             else:
-                copied = yield from copy_sealed(_exchange(node), _exchange(dst), dst.ops.values,
+                copied = yield from copy_sealed(_exchange(src), _exchange(dst), dst.ops.values,
                                                 source, target, page_size)
                 if not copied:
                     continue
-                rows = yield Run(node, lambda ops: _transfer.read_thread(ops.exchange, source,
+                rows = yield _at(src, lambda ops: _transfer.read_thread(ops.exchange, source,
                                                                          _UNSEALED_TABLES))
             if not rows.total:
                 return
@@ -359,133 +350,42 @@ class Fleet:
             # delete_thread of the source removes the staged rows too if this copy is killed.
             hint: dict[str, Param] = {"source_id": source, "database_id": dst.database_id,
                                       "staging_id": COPYING_PREFIX + target}
-            elsewhere = len(batches) > 1 and node is not dst
+            elsewhere = len(batches) > 1 and src is not dst
             if elsewhere:
-                yield Run(node, _sending([Statement.bind(
+                yield _at(src, _sending([Statement.bind(
                     _sql.STAGE_ELSEWHERE, {**hint, "seconds": _transfer.STAGE_SECONDS})]))
             for batch in batches:
-                yield Run(dst, _sending(batch))
+                yield _at(dst, _sending(batch))
             if elsewhere:
-                yield Run(node, _sending([Statement.bind(_sql.UNSTAGE_ELSEWHERE, hint)]))
+                yield _at(src, _sending([Statement.bind(_sql.UNSTAGE_ELSEWHERE, hint)]))
             return
 
-    # --- the drivers: run a generator of steps (Run, Each, Emit) sync or async ---------------
-
-    def _call(self, steps: Steps[T]) -> T:
-        run = self._iterate(steps)
-        try:
-            next(run)
-        except StopIteration as stop:
-            return stop.value
-        run.close()
-        raise TypeError("steps run as a call emitted items")
-
-    async def _acall(self, steps: Steps[T]) -> T:
-        with closing(steps):
-            reply, error = None, None
-            while True:
-                try:
-                    step = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                reply, error = None, None
-                try:
-                    reply = await self._aperform(step)
-                except Exception as exc:
-                    error = exc
-
-    def _iterate(self, steps: Steps[T]) -> Generator[Any, None, T]:
-        """Items the steps emit, one by one; then what they return."""
-        with closing(steps):
-            reply, error = None, None
-            while True:
-                try:
-                    step = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                reply, error = None, None
-                if isinstance(step, Emit):
-                    yield from step.items
-                    continue
-                try:
-                    reply = self._perform(step)
-                except Exception as exc:  # for the steps to handle (a miss at the home)
-                    error = exc
-
-    async def _aiterate(self, steps: Steps[None]) -> AsyncIterator[Any]:
-        with closing(steps):
-            reply, error = None, None
-            while True:
-                try:
-                    step = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration:
-                    return
-                reply, error = None, None
-                if isinstance(step, Emit):
-                    for item in step.items:
-                        yield item
-                    continue
-                try:
-                    reply = await self._aperform(step)
-                except Exception as exc:
-                    error = exc
-
-    def _perform(self, step: Run | Each) -> Any:
-        if isinstance(step, Run):
-            return step.node.run(step.make)
-        if isinstance(step, Each):
-            makes = step.makes
-            return self.each(lambda node: node.run(makes[node.database_id]), step.operation,
-                             list(makes))
-        raise TypeError(f"the fleet cannot perform {type(step).__name__}")
-
-    async def _aperform(self, step: Run | Each) -> Any:
-        if isinstance(step, Run):
-            return await step.node.arun(step.make)
-        if isinstance(step, Each):
-            makes = step.makes
-            return await self.aeach(lambda node: node.arun(makes[node.database_id]),
-                                    step.operation, list(makes))
-        raise TypeError(f"the fleet cannot perform {type(step).__name__}")
-
-
-@dataclass(frozen=True)
-class Run:
-    """A step: run an operation at one database; the reply is its result."""
-
-    node: Database
-    make: Callable[[Operations], Op[Any]]
-
-
-@dataclass(frozen=True)
-class Each:
-    """A step: run an operation at each of some databases, concurrently (Fleet.each); the
-    reply is the results by database id (FleetError if some failed)."""
-
-    operation: str
-    makes: Mapping[str, Callable[[Operations], Op[Any]]]
-
-
-# A multi-step operation over the fleet: yields Run, Each and Emit, is sent their replies.
+# A multi-step operation over the fleet: yields Run, Each and Emit, is sent their replies;
+# the runner runs it (d1saver/http/runner.py).
 Steps = Generator[Any, Any, T]
 
 
-def _run(node: Database, make: Callable[[Operations], Op[T]]) -> Steps[T]:
-    return (yield Run(node, make))
+def _at(db: Database, make: Callable[[Operations], Op[Any]]) -> Run:
+    """A step: make(ops) at one database, on its driver."""
+    return Run(db.driver, make(db.ops))
 
 
-def _exchange(node: Database) -> Callable[[Sequence[Statement]], Steps[list[Result]]]:
+def _run(db: Database, make: Callable[[Operations], Op[T]]) -> Steps[T]:
+    return (yield _at(db, make))
+
+
+def _exchange(db: Database) -> Callable[[Sequence[Statement]], Steps[list[Result]]]:
     """An exchange with one database, as steps."""
-    return lambda stmts: _run(node, lambda ops: ops.exchange(stmts))
+    return lambda stmts: _run(db, lambda ops: ops.exchange(stmts))
 
 
 def _page(stmt: Statement) -> Callable[[Operations], Op[list[CheckpointTuple]]]:
     return lambda ops: ops.page(stmt)
 
 
-def _pages_at(node: Database) -> Callable[[Statement], Steps[list[CheckpointTuple]]]:
+def _pages_at(db: Database) -> Callable[[Statement], Steps[list[CheckpointTuple]]]:
     """A page read at one database, as steps."""
-    return lambda stmt: _run(node, _page(stmt))
+    return lambda stmt: _run(db, _page(stmt))
 
 
 def _ask(stmt: Statement) -> Generator[Statement, Any, list[CheckpointTuple]]:
@@ -509,7 +409,7 @@ def _sending(statements: list[Statement]) -> Callable[[Operations], Op[list[Any]
     return lambda ops: ops.exchange(statements)
 
 
-def _config(thread_id: str) -> Any:
+def _config(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
 
@@ -518,30 +418,6 @@ def _order(tup: CheckpointTuple) -> tuple[str, str, str]:
     BINARY collation orders them: code point order is UTF-8 byte order."""
     conf = tup.config["configurable"]
     return (conf["checkpoint_id"], conf["thread_id"], conf["checkpoint_ns"])
-
-
-def _outcome(fn: Callable[[Database], T], node: Database) -> T | BaseException:
-    try:
-        return fn(node)
-    except D1Error as exc:
-        return exc
-
-
-def _collect(operation: str, nodes: Sequence[Database], outcomes: Sequence[Any]) -> dict[str, Any]:
-    """Results by database id; FleetError if some failed with a D1Error; other exceptions
-    (bugs, cancellation) propagate as they are."""
-    errors: dict[str, D1Error] = {}
-    results: dict[str, Any] = {}
-    for node, outcome in zip(nodes, outcomes):
-        if isinstance(outcome, D1Error):
-            errors[node.database_id] = outcome
-        elif isinstance(outcome, BaseException):
-            raise outcome
-        else:
-            results[node.database_id] = outcome
-    if errors:
-        raise FleetError(operation, errors, results)
-    return results
 
 
 __all__ = ["DEFAULT_CONCURRENCY", "Fleet"]

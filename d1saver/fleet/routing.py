@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from d1saver.core.errors import ConfigError
 
-__all__ = ["COPYING_PREFIX", "LEAVING_PREFIX", "MOVING_PREFIX", "STAGING_PREFIX", "Route",
+__all__ = ["COPYING_PREFIX", "LEAVING_PREFIX", "MEMORY_MOVE_PREFIX", "MOVING_PREFIX",
+           "STAGING_PREFIX", "Route",
            "Router", "is_staging", "rendezvous"]
 
 Route = Callable[[str], str]
@@ -30,6 +31,10 @@ COPYING_PREFIX = _STAGING + "copying\x1f"  # copy_thread between databases
 # A moved thread's rows as copied, written back into its old database to compare with it
 # there before deleting it (d1saver rebalance; _transfer.delete_if_unchanged).
 LEAVING_PREFIX = _STAGING + "leaving\x1f"
+# A move of D1Store items or D1Cache entries registers under this prefix and its move id in
+# d1saver_moves at its target: bookkeeping, never a thread id, and outside the staging range
+# (no row is staged under it; the next rebalance clears a killed move's registration).
+MEMORY_MOVE_PREFIX = "\x1fmemory-move\x1f"
 
 
 def is_staging(thread_id: str) -> bool:

@@ -1,9 +1,10 @@
 """The D1 REST client: statements in, Results out, one HTTP request per call, over any transport.
 
-It builds the request, reads D1's envelope (d1saver/http/envelope.py), retries by the policy,
-keeps the API's rate-limit state, and performs the two I/O actions of the protocol, `Send`
-and `Sleep`, synchronously (`run`) or asynchronously (`arun`). It knows nothing of schema
-setup or group commit: other actions are handed to the caller's `perform` (the driver layer).
+It builds the request, reads D1's envelope (d1saver/http/envelope.py), retries by the policy
+(`exchange`, an operation yielding `Send` and `Sleep`), keeps the API's rate-limit state, and
+offers the runner (d1saver/http/runner.py) the two I/O primitives those actions need: `send`
+and `sleep`, each sync and async. It knows nothing of schema setup or group commit: those are
+the driver's (d1saver/http/driver.py).
 Transports are injected, so the same client talks to Cloudflare, to Wrangler's real engine,
 or in-process to d1saver's local D1.
 """
@@ -11,13 +12,15 @@ or in-process to d1saver's local D1.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+import ssl
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator, Generator, Sequence
+from typing import Any
 
 import httpx
 
@@ -25,16 +28,29 @@ from d1saver.http.envelope import map_transport_error, parse_response, rate_limi
 from d1saver.core.errors import ConfigError, D1Error, RateLimitError, SerializationError
 from d1saver.core.protocol import Action, Result, Send, Sleep, Statement, TraceEvent, Tracer
 from d1saver.core.ids import check_api_base_url, validate_account_id, validate_database_id
+from d1saver.http import telemetry
 from d1saver.http.retry import RetryPolicy
+from d1saver.http.runner import arun, run
 
-T = TypeVar("T")
 # The library's logger: one DEBUG line per HTTP attempt (never the token, never values). No
 # handler is added: the application (or the CLI's -v) decides where it goes.
 log = logging.getLogger("d1saver")
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # D1 cuts every request at 30 s anyway
 Exchange = Generator[Action, Any, list[Result]]
-Perform = Callable[[Action], Any]
-APerform = Callable[[Action], Awaitable[Any]]
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every client of the process, made on first use: httpx would load
+    the CA bundle for each new client, about 20 ms of CPU that a new saver's first request
+    spent (benchmarks/RESULTS.md, "Client CPU"). Contexts are safe to share between threads."""
+    return httpx.create_ssl_context()
+
+
+def _verify(transport: object) -> ssl.SSLContext | bool:
+    """What a new httpx client verifies with: the shared context when httpx makes its own
+    transport; an injected transport does its own TLS, if any."""
+    return _tls() if transport is None else True
 
 
 class D1Client:
@@ -120,6 +136,12 @@ class D1Client:
 
     def exchange(self, statements: Sequence[Statement]) -> Exchange:
         """Send with retries; yields Send/Sleep, receives responses, returns the results."""
+        if telemetry.enabled:  # a CLIENT span around the attempts (d1saver/http/telemetry.py)
+            return telemetry.request(self, statements, self._exchange)
+        return self._exchange(statements)
+
+    def _exchange(self, statements: Sequence[Statement],
+                  span: telemetry.Request | None = None) -> Exchange:
         request = self.build_request(statements)
         started = time.monotonic()
         attempt = 0
@@ -139,10 +161,10 @@ class D1Client:
                 self.features = frozenset(
                     f.strip() for f in response.headers.get("d1saver-gateway", "").split(",")
                     if f.strip())
-                self._trace(statements, attempt, status, None, t0, request, received)
+                self._trace(statements, attempt, status, None, t0, request, received, span)
                 return results
             except D1Error as exc:
-                self._trace(statements, attempt, status, exc, t0, request, received)
+                self._trace(statements, attempt, status, exc, t0, request, received, span)
                 wait = self.retry.delay(exc, attempt, time.monotonic() - started)
                 if wait is None:
                     raise
@@ -178,9 +200,12 @@ class D1Client:
         return pause
 
     def _trace(self, statements: Sequence[Statement], attempt: int, status: int | None,
-               error: D1Error | None, t0: float, request: httpx.Request, received: int) -> None:
+               error: D1Error | None, t0: float, request: httpx.Request, received: int,
+               span: telemetry.Request | None = None) -> None:
         self.requests += 1
         seconds = time.monotonic() - t0
+        if span is not None:
+            span.attempt(attempt, status, error, seconds, len(request.content), received)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("D1 request database=%s statements=%d sent=%dB received=%dB status=%s "
                       "%.1fms attempt=%d%s", self.database_id, len(statements), len(request.content),
@@ -190,83 +215,54 @@ class D1Client:
             self.tracer(TraceEvent(tuple(statements), attempt, status, error,
                                    seconds, len(request.content), received, self.database_id))
 
-    # --- sync: moving bytes -----------------------------------------------------------------
+    # --- the two primitives the runner performs an exchange with (d1saver/http/runner.py) ------
 
-    def execute(self, statements: Sequence[Statement]) -> list[Result]:
-        """Run statements in one HTTP request (a batch if several) and return their results."""
-        return self.run(self.exchange(statements))
-
-    def run(self, gen: Generator[Action, Any, T], perform: Perform | None = None) -> T:
-        """Perform a protocol generator's actions synchronously: Send and Sleep here, any
-        other action by `perform`. A D1Error from an action is thrown into the generator."""
-        outcome: Outcome = (None, None)
-        while True:
-            done, step = _advance(gen, outcome)
-            if done:
-                return step
-            try:
-                outcome = self._perform(step, perform)
-            except D1Error as exc:
-                outcome = (None, exc)
-
-    def _perform(self, action: Action, perform: Perform | None) -> Outcome:
-        if isinstance(action, Sleep):
-            time.sleep(action.seconds)
-            return None, None
-        if isinstance(action, Send):
-            return _outcome(self._send(action.request))
-        if perform is None:
-            raise TypeError(f"D1Client cannot perform {type(action).__name__}")
-        return perform(action), None
-
-    def _send(self, request: httpx.Request) -> httpx.Response | D1Error:
-        """The response, or the mapped failure: returned, not raised, so that `run` throws it
-        into the operation outside any handler (no implicit context quoting the token)."""
+    def send(self, request: httpx.Request) -> httpx.Response | D1Error:
+        """`Send`: the response, or the mapped failure, returned and not raised, so that the
+        runner throws it into the operation outside any handler (no implicit context quoting
+        the token)."""
         try:
             return self._sync_client().send(request)
         except httpx.HTTPError as exc:
             return map_transport_error(exc, self._token)
 
-    def _sync_client(self) -> httpx.Client:
-        with self._lock:
-            if self._sync is None:
-                self._sync = httpx.Client(transport=self._sync_transport, timeout=self.timeout)
-                # A script that never closes its saver still closes its sockets at exit.
-                self._sync_finalizer = weakref.finalize(self, self._sync.close)
-            return self._sync
-
-    # --- async: moving bytes ----------------------------------------------------------------
-
-    async def aexecute(self, statements: Sequence[Statement]) -> list[Result]:
-        return await self.arun(self.exchange(statements))
-
-    async def arun(self, gen: Generator[Action, Any, T], perform: APerform | None = None) -> T:
-        """`run`, asynchronously; `perform` is awaited."""
-        outcome: Outcome = (None, None)
-        while True:
-            done, step = _advance(gen, outcome)
-            if done:
-                return step
-            try:
-                outcome = await self._aperform(step, perform)
-            except D1Error as exc:
-                outcome = (None, exc)
-
-    async def _aperform(self, action: Action, perform: APerform | None) -> Outcome:
-        if isinstance(action, Sleep):
-            await asyncio.sleep(action.seconds)
-            return None, None
-        if isinstance(action, Send):
-            return _outcome(await self._asend(action.request))
-        if perform is None:
-            raise TypeError(f"D1Client cannot perform {type(action).__name__}")
-        return await perform(action), None
-
-    async def _asend(self, request: httpx.Request) -> httpx.Response | D1Error:
+    async def asend(self, request: httpx.Request) -> httpx.Response | D1Error:
         try:
             return await (await self._async_client()).send(request)
         except httpx.HTTPError as exc:
             return map_transport_error(exc, self._token)
+
+    def sleep(self, seconds: float) -> None:
+        """`Sleep`: a retry's backoff, or a wait for the API's rate-limit budget."""
+        time.sleep(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def perform(self, action: Action) -> Any:
+        raise TypeError(f"a client performs Send and Sleep only, not {type(action).__name__}: "
+                        "run the operation on a database's driver")
+
+    async def aperform(self, action: Action) -> Any:
+        self.perform(action)
+
+    def execute(self, statements: Sequence[Statement]) -> list[Result]:
+        """Run statements in one HTTP request (a batch if several) and return their results."""
+        return run(self.exchange(statements), self)
+
+    async def aexecute(self, statements: Sequence[Statement]) -> list[Result]:
+        return await arun(self.exchange(statements), self)
+
+    # --- sync and async clients -------------------------------------------------------------
+
+    def _sync_client(self) -> httpx.Client:
+        with self._lock:
+            if self._sync is None:
+                self._sync = httpx.Client(transport=self._sync_transport, timeout=self.timeout,
+                                          verify=_verify(self._sync_transport))
+                # A script that never closes its saver still closes its sockets at exit.
+                self._sync_finalizer = weakref.finalize(self, self._sync.close)
+            return self._sync
 
     async def _async_client(self) -> httpx.AsyncClient:
         # An AsyncClient's connections belong to one event loop; keep one client per live loop.
@@ -278,7 +274,8 @@ class D1Client:
             client = self._async.get(loop)
             if client is not None:
                 return client
-            client = httpx.AsyncClient(transport=self._async_transport, timeout=self.timeout)
+            client = httpx.AsyncClient(transport=self._async_transport, timeout=self.timeout,
+                                       verify=_verify(self._async_transport))
             self._async[loop] = client
         # Closed with its loop: asyncio.run() closes the async generators a loop started before
         # it closes, so a script that never calls aclose() leaves no socket open.
@@ -313,24 +310,6 @@ async def _close_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, No
         yield
     finally:
         await client.aclose()
-
-
-# An action's outcome: (reply, None) or (None, the D1Error to throw into the operation).
-Outcome = tuple[Any, D1Error | None]
-
-
-def _advance(gen: Generator[Action, Any, Any], outcome: Outcome) -> tuple[bool, Any]:
-    """Send the last outcome into the operation: (False, its next action), or (True, its
-    return value). A failure is thrown in here, outside any handler: no implicit context."""
-    reply, failure = outcome
-    try:
-        return False, gen.throw(failure) if failure is not None else gen.send(reply)
-    except StopIteration as stop:
-        return True, stop.value
-
-
-def _outcome(response: httpx.Response | D1Error) -> Outcome:
-    return (None, response) if isinstance(response, D1Error) else (response, None)
 
 
 __all__ = ["D1Client", "DEFAULT_TIMEOUT"]

@@ -39,6 +39,10 @@ class LocalD1:
     when the fault plan drops the connection. A request naming an invalid account or database id
     (see `d1saver.core.ids`) gets a 404 and never reaches the file system.
 
+    `create` (the default, which tests and the demo rely on) makes a database on the first request
+    naming a new id; with create=False an unknown id gets D1's own 404 (code 7404), as on an
+    account, and databases are made with `create_database` (`d1saver serve --database NAME`).
+
     `service_time_ms` imitates D1's execution time: each statement takes that long while its
     database is held, so requests to one database queue behind each other as on D1 (one query
     at a time per database) and requests to different databases overlap (the scaling
@@ -79,6 +83,11 @@ class LocalD1:
         """Create `database_id` now (an engine built with create=False refuses unknown ids)."""
         self._registry.create(database_id)
 
+    def database_ids(self) -> list[str]:
+        """The databases this engine serves, sorted: those created or opened, and those whose
+        file is in `data_dir` (an engine built with create=False refuses any other id)."""
+        return self._registry.known()
+
     def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> LocalResponse:
         """Answer one HTTP request the way D1's REST API would."""
         self.stats.add(requests=1, bytes_received=len(body))
@@ -117,9 +126,8 @@ class LocalD1:
             statements = parse_request(body)
             try:
                 database = self._registry.get(match.group(2))
-            except UnknownDatabase:
-                return 404, error_envelope(7404, f"database {match.group(2)} not found "
-                                                 "(this local D1 creates no databases: --no-create)")
+            except UnknownDatabase:  # D1's answer for an id the account does not have
+                return 404, error_envelope(7404, f"The database {match.group(2)} could not be found")
             self.stats.add(statements=len(statements))
             with database.lock:
                 results = database.run(statements, raw=match.group(3) == "raw")

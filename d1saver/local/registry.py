@@ -80,6 +80,15 @@ class Registry:
         finally:
             self._create = create
 
+    def known(self) -> list[str]:
+        """The ids of the databases this registry holds: those opened, and those whose file is in
+        the data directory."""
+        with self._lock:
+            ids = set(self._databases)
+        if self._root is not None:
+            ids.update(p.stem for p in self._root.glob("*.sqlite"))
+        return sorted(ids)
+
     def close(self) -> None:
         """Close every database connection; no database can be opened afterwards."""
         with self._lock:

@@ -20,7 +20,8 @@ class EngineStats:
     bytes_sent: int = 0
     rows_written: int = 0
     statements: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
+                                  compare=False)
 
     def add(self, **deltas: int) -> None:
         """Add the given deltas, e.g. `add(requests=1, bytes_received=120)`."""

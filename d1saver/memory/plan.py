@@ -50,6 +50,7 @@ class Row:
     verdict: int = 2
     sure_before: int = 0
     unsure_upto: int = 0
+    db: str = ""  # the database it was read from (set by the store's merge)
 
     def item(self, sealer: Sealer | None) -> Item:
         return Item(value=_values.load_item(self.value, self.ns, self.key, sealer),

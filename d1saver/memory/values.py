@@ -1,7 +1,7 @@
 """How a store item's value, a cache entry and a vector are stored: pure, no SQL, no I/O.
 
 An item's value is its JSON object text when it fits a row (readable to SQL, as SqliteStore
-stores it); a larger one is compressed with the checkpoints' codec ("r:"/"b:",
+stores it); a larger one is compressed with the checkpoints' codec ("s:", "r:" before 0.3, "b:";
 d1saver/storage/codec.py); with keys it is sealed whole ("e:"), bound to (namespace, key).
 A cache entry is the serde's (type, bytes), encoded or sealed the same way, bound to its
 (namespace, key, type). A vector is float32 little-endian in base64.

@@ -1,5 +1,6 @@
 """Which content-addressed chunks each thread is known to hold, so a write sends only new ones;
-and which of its channels are DeltaChannels, whose writes are stored whole.
+which of its channels are DeltaChannels, whose writes are stored whole; and which writes may
+wait for their step's put (`Holds`).
 
 Learned from the saver's own committed writes and from every read (a read returns the chunks
 of the rows it returns, and a resume always reads first), never by asking: a thread this
@@ -15,7 +16,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from d1saver.core.protocol import HELD, SOON
+
+try:  # how LangGraph stores a DeltaChannel's snapshot in a checkpoint
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot as _Snapshot
+except ImportError:  # a langgraph-checkpoint without DeltaChannels
+    _Snapshot = ()  # type: ignore[assignment,misc]
 
 # Threads remembered; a set holds one 25-character id per chunk (about 2 per checkpoint in an
 # agent conversation), so a 300-turn thread costs about 100 KB.
@@ -73,4 +82,66 @@ class HeldChunks:
                 self._sets.pop(str(thread_id), None)
 
 
-__all__ = ["MAX_THREADS", "HeldChunks"]
+# Writes that end a run (an error, an interrupt) or that LangGraph waits on before an error
+# handler runs: no put follows them soon, so none is held.
+UNHELD_CHANNELS = frozenset({"__error__", "__interrupt__", "__error_source_node__"})
+# LangGraph's run loop passes its durability in the config of each put_writes it submits; an
+# update_state call (which waits on its put_writes before its put) passes none.
+DURABILITY_KEY = "__pregel_durability"
+# Durabilities under which a step's put follows its writes ("exit" writes after its one put).
+STEPPED = frozenset({"sync", "async"})
+
+
+class Holds:
+    """Which writes may wait for their step's put (group commit's HELD, d1saver/http/group_commit.py).
+
+    Under durability "sync" and "async", LangGraph's run submits a task's put_writes when the
+    task ends and the step's put when the step does, and it waits on a put_writes before that
+    put only for a DeltaChannel's write (the checkpoint must not be durable before the writes
+    its channel replays); a run that ends in an error or an interrupt puts no checkpoint after
+    its last writes. So a write waits for the put when it comes from such a run (its config
+    names the durability), this process has seen a checkpoint of its (thread, namespace), put
+    or read, and none of its channels is a DeltaChannel seen there, nor an error's or an
+    interrupt's. Every DeltaChannel seen is remembered: a checkpoint's
+    `counters_since_delta_snapshot` names those not snapshotted at it, and its channel values
+    hold a snapshot of the others. Any other write leaves at once (the first input of a thread
+    not seen, an update_state's): a guess costs a request, never a wait.
+    """
+
+    def __init__(self, max_keys: int = MAX_THREADS * 4) -> None:
+        self._seen: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_keys
+
+    def saw(self, thread_id: str, ns: str, checkpoint: Mapping[str, Any] | None,
+            metadata: object) -> None:
+        """A checkpoint of (thread, namespace) put or read, with its DeltaChannels."""
+        counters = metadata.get("counters_since_delta_snapshot") if isinstance(
+            metadata, dict) else None
+        deltas = set(map(str, counters)) if isinstance(counters, dict) else set()
+        values = (checkpoint or {}).get("channel_values") or {}
+        deltas.update(str(k) for k, v in values.items() if isinstance(v, _Snapshot))
+        self.saw_deltas(thread_id, ns, deltas)
+
+    def saw_deltas(self, thread_id: str, ns: str, channels: Iterable[str]) -> None:
+        key = (str(thread_id), str(ns))
+        with self._lock:
+            self._seen[key] = self._seen.get(key, frozenset()) | frozenset(channels)
+            self._seen.move_to_end(key)
+            while len(self._seen) > self._max:
+                self._seen.popitem(last=False)
+
+    def timing(self, config: Mapping[str, Any], writes: Sequence[tuple[str, Any]]) -> str:
+        """HELD if these writes (of the checkpoint `config` names) may wait for their step's
+        put, else SOON."""
+        conf = config.get("configurable") or {}
+        if conf.get(DURABILITY_KEY) not in STEPPED:
+            return SOON
+        with self._lock:
+            deltas = self._seen.get((str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))))
+        if deltas is None or any(c in deltas or c in UNHELD_CHANNELS for c, _ in writes):
+            return SOON
+        return HELD
+
+
+__all__ = ["DURABILITY_KEY", "MAX_THREADS", "UNHELD_CHANNELS", "HeldChunks", "Holds"]

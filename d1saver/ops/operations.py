@@ -29,10 +29,12 @@ from d1saver.core.errors import (
     CheckpointConflictError,
     ConfigError,
     NotFoundError,
+    SchemaNotReadyError,
     QueryError,
 )
-from d1saver.ops.held import HeldChunks
-from d1saver.core.protocol import Commit, Emit, Exchange, Once, Op, Result, Statement
+from d1saver.ops.held import HeldChunks, Holds
+from d1saver.core.protocol import (HELD, NOW, SOON, Commit, Emit, Exchange, Expect, Once, Op, Result,
+                                   Statement)
 from d1saver.ops.rewrites import Rewrites
 from d1saver.storage.values import PLAIN_METADATA, Values
 
@@ -106,10 +108,15 @@ class Operations(Rewrites):
     def __init__(self, values: Values, send: Exchange, *, guard_head: bool = False,
                  auto_setup: bool = True) -> None:
         self.values, self.guard_head, self.auto_setup = values, guard_head, auto_setup
+        # Read-only (the CLI's listing and inspecting commands): the schema is checked as
+        # usual, riding along, but a database without it, or with an older one, is reported
+        # (SchemaNotReadyError), never set up or migrated.
+        self.read_only = False
         self._send = send  # the client's exchange: statements -> Send/Sleep -> results
         self.delta_cache = DeltaCache()
         self.schema = SchemaState()  # shared with copies (with_values)
         self.held = HeldChunks()  # what the database holds: shared with copies too
+        self.holds = Holds()  # which writes may wait for their step's put: shared too
 
     @property
     def is_setup(self) -> bool:
@@ -129,9 +136,17 @@ class Operations(Rewrites):
         """Send statements in one request (with retries), the schema checked on first use."""
         return (yield from self._checked(statements, self._send))
 
-    def commit(self, statements: Sequence[Statement]) -> Op[list[Result]]:
-        """Like exchange, for writes that may ride in one batch with concurrent writes."""
-        return (yield from self._checked(statements, lambda stmts: _one(Commit(stmts))))
+    def commit(self, statements: Sequence[Statement], timing: str = SOON,
+               step: tuple[str, str, str] | None = None) -> Op[list[Result]]:
+        """Like exchange, for writes that may ride in one batch with concurrent writes, leaving
+        at `timing`, of LangGraph's `step` (d1saver/http/group_commit.py)."""
+        return (yield from self._checked(statements,
+                                         lambda stmts: _one(Commit(stmts, timing, step))))
+
+    def read(self, statements: Sequence[Statement]) -> Op[list[Result]]:
+        """Like exchange, for a read of a thread: it leaves at once, and writes held for a put
+        ride in front of it, so it sees them (one request either way)."""
+        return (yield from self.commit(statements, NOW))
 
     def _checked(self, statements: Sequence[Statement],
                  send: Callable[[Sequence[Statement]], Op[list[Result]]]) -> Op[list[Result]]:
@@ -139,6 +154,8 @@ class Operations(Rewrites):
         (bytes, not a request): an older schema is then migrated once per driver, and one this
         d1saver cannot use refused. A statement failing for a missing table or column (a fresh
         database, or one older than the statement) sets the schema up, then is resent."""
+        if self.read_only:
+            return (yield from self._read_only(statements, send))
         if not self.auto_setup:
             return (yield from send(statements))
         probe = not self.schema.checked
@@ -161,6 +178,28 @@ class Operations(Rewrites):
             else:
                 self._accept(info)
         return results
+
+    def _read_only(self, statements: Sequence[Statement],
+                   send: Callable[[Sequence[Statement]], Op[list[Result]]]) -> Op[list[Result]]:
+        """Send, the schema checked as `_checked` does, but never set up nor migrated: a
+        database without d1saver's schema, or with an older one, is SchemaNotReadyError."""
+        probe = not self.schema.checked
+        try:
+            results = yield from send([st.read_schema(), *statements] if probe else statements)
+        except QueryError as exc:
+            if not _schema_missing(exc):
+                raise
+            if "d1saver_schema" in str(exc):
+                raise _not_ready(0) from None
+            (again,) = yield from self._send([st.read_schema()])  # which version, then?
+            raise _not_ready(_rows.read_rows(_rows.schema_info, again).version) from exc
+        if not probe:
+            return results
+        info = _rows.read_rows(_rows.schema_info, results[0])
+        if info.version < _sql.SCHEMA_VERSION:
+            raise _not_ready(info.version)
+        self._accept(info)
+        return results[1:]
 
     # --- schema -------------------------------------------------------------------------
 
@@ -230,11 +269,14 @@ class Operations(Rewrites):
     def page(self, stmt: Statement) -> Op[list[CheckpointTuple]]:
         """One page of checkpoints; their DeltaChannel histories ride along into the cache."""
         since = self.delta_cache.mark()
-        result, deltas = yield from self.exchange([stmt, st.delta_statement(stmt)])
+        result, deltas = yield from self.read([stmt, st.delta_statement(stmt)])
         self._learn(result, deltas)
         tuples = _rows.read_rows(_rows.tuples_from_page, result, self.values)
         for tup in tuples[:1]:  # the newest: what the next put_writes builds on
-            self.held.saw_metadata(tup.config["configurable"]["thread_id"], tup.metadata)
+            conf = tup.config["configurable"]
+            self.held.saw_metadata(conf["thread_id"], tup.metadata)
+            self.holds.saw(conf["thread_id"], conf.get("checkpoint_ns", ""), tup.checkpoint,
+                           tup.metadata)
         histories = _rows.read_rows(_rows.histories_from_walk, deltas, tuples, self.values,
                                     result)
         for key, entry in histories.items():
@@ -246,13 +288,14 @@ class Operations(Rewrites):
         if not channels:
             return {}
         channels = list(channels)
+        self.holds.saw_deltas(st.thread_id_of(config), st.ns_of(config), channels)
         cid = get_checkpoint_id(config)
         if cid:
             key = (st.thread_id_of(config), st.ns_of(config), str(cid))
             hit = self.delta_cache.take(key, channels)
             if hit is not None:
                 return hit
-        (result,) = yield from self.exchange([st.delta_history_statement(config, channels)])
+        (result,) = yield from self.read([st.delta_history_statement(config, channels)])
         self._learn(result, thread_id=st.thread_id_of(config))
         return _rows.read_rows(_rows.delta_history, result, st.thread_id_of(config),
                                st.ns_of(config), channels, self.values)
@@ -265,8 +308,8 @@ class Operations(Rewrites):
             for thread, ids in _rows.read_rows(_rows.chunk_ids, result, thread_id).items():
                 self.held.add(thread, ids)
 
-    def _write(self, thread_id: str, build: Callable[[set[str]], tuple[list[Statement], set[str]]]
-               ) -> Op[None]:
+    def _write(self, thread_id: str, build: Callable[[set[str]], tuple[list[Statement], set[str]]],
+               timing: str, step: tuple[str, str, str]) -> Op[None]:
         """Commit a put's or put_writes' statements, built over the chunks the thread is known
         to hold; then it holds the ones its rows reach. If one was deleted behind this
         process's back (compaction, another instance), the batch fails whole on
@@ -276,46 +319,51 @@ class Operations(Rewrites):
         if not stmts:
             return
         try:
-            yield from self._changing([thread_id], self.commit(stmts))
+            yield from self._changing([thread_id], self.commit(stmts, timing, step))
         except QueryError as exc:
             if "chunk_missing" not in str(exc):
                 raise
             self.held.forget([thread_id])
             stmts, reached = build(set())
-            yield from self._changing([thread_id], self.commit(stmts))
+            yield from self._changing([thread_id], self.commit(stmts, timing, step))
         self.held.add(thread_id, reached)
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
             metadata: CheckpointMetadata) -> Op[RunnableConfig]:
-        thread_id = st.thread_id_of(config)
-        next_config: RunnableConfig = {}
+        # Serialized here, before the first yield: under durability "async" LangGraph runs the
+        # next step while this put waits (for setup, group commit, a retry), and what it hands
+        # over may change meanwhile. The statements are built from these bytes.
+        put = st.put_input(self.values, config, checkpoint, metadata)
 
         def build(held: set[str]) -> tuple[list[Statement], set[str]]:
-            nonlocal next_config
-            stmts, next_config, reached = st.put_statements(
-                self.values, config, checkpoint, metadata, guard_head=self.guard_head,
-                held=held)
+            stmts, _, reached = st.put_statements(self.values, put, guard_head=self.guard_head,
+                                                  held=held)
             return stmts, reached
 
-        self.held.saw_metadata(thread_id, metadata)
-        try:
-            yield from self._write(thread_id, build)
+        self.held.saw_metadata(put.thread_id, put.metadata)
+        self.holds.saw(put.thread_id, st.ns_of(config), checkpoint, metadata)  # at entry: see above
+        step = (put.thread_id, st.ns_of(config), str(get_checkpoint_id(config) or ""))
+        try:  # a put leaves at once, with the writes held for it (its step's)
+            yield from self._write(put.thread_id, build, NOW, step)
         except QueryError as exc:
             if self.guard_head and "head_moved" in str(exc):
                 raise CheckpointConflictError(
-                    f"thread {next_config['configurable']['thread_id']!r} moved on: the parent "
-                    f"{config['configurable'].get('checkpoint_id')!r} is no longer its newest "
-                    "checkpoint (another writer resumed it); reload the state and retry"
-                ) from exc
+                    f"thread {put.thread_id!r} moved on: the parent {put.parent_id!r} is no "
+                    "longer its newest checkpoint (another writer resumed it); reload the "
+                    "state and retry") from exc
             raise
-        return next_config
+        return put.next_config
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str) -> Op[None]:
-        thread_id = st.thread_id_of(config)
-        deltas = self.held.delta_channels(thread_id)
-        yield from self._write(thread_id, lambda held: st.put_writes_statements(
-            self.values, config, writes, task_id, task_path, held, whole=deltas))
+        put = st.writes_input(self.values, config, writes, task_id, task_path)  # see put
+        timing = self.holds.timing(config, writes)
+        step = (put.thread_id, st.ns_of(config), str(get_checkpoint_id(config) or ""))
+        if timing == HELD:  # on its way: the step's put waits for it to join the queue
+            yield Expect(step)
+        deltas = self.held.delta_channels(put.thread_id)
+        yield from self._write(put.thread_id, lambda held: st.put_writes_statements(
+            self.values, put, held, whole=deltas), timing, step)
 
     # --- deletes and copies -------------------------------------------------------------
 
@@ -390,6 +438,17 @@ class Operations(Rewrites):
 
 def _one(action: Commit) -> Op[list[Result]]:
     return (yield action)
+
+
+def _not_ready(version: int) -> SchemaNotReadyError:
+    if version <= 0:
+        return SchemaNotReadyError(
+            "the database has no d1saver schema: nothing was ever stored there (this command "
+            "only reads, so it does not create one)")
+    return SchemaNotReadyError(
+        f"the database's schema is v{version}, older than this d1saver's "
+        f"(v{_sql.SCHEMA_VERSION}); this command only reads, so it does not migrate it: run "
+        "one that writes first (`d1saver compact`, or saver.setup())", version=version)
 
 
 def _schema_missing(exc: QueryError) -> bool:

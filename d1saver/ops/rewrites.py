@@ -9,8 +9,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from d1saver.ops import reseal as _reseal
+from d1saver.ops import reseal_memory as _reseal_memory
 from d1saver.ops import rows as _rows
 from d1saver.sql import catalogue as _sql
+from d1saver.sql import memory as _memory_sql
 from d1saver.ops import statements as st
 from d1saver.storage.crypto import key_id_of_text
 from d1saver.core.errors import ConfigError, QueryError
@@ -72,34 +74,42 @@ class Rewrites:
     # --- rekeying (with keys) -----------------------------------------------------------
 
     def key_census(self) -> Op[dict[str, dict[str, int]]]:
-        """Stored values per table and key id ("plaintext" for values under none); values of
-        staged rows, which rekey skips, under "staged" (only if there are any)."""
-        result, staged = yield from self.exchange([Statement.bind(_sql.KEY_CENSUS),
-                                                   Statement.bind(_sql.STAGED_VALUES)])
-        return _rows.read_rows(_reseal.census, result, key_id_of_text, staged)
+        """Stored values per table and key id ("plaintext" for values under none): the
+        checkpoints' tables, and D1Store's items and D1Cache's entries when there are any;
+        values of staged rows, which rekey skips, under "staged" (only if there are any)."""
+        result, staged, memory = yield from self.exchange([
+            Statement.bind(_sql.KEY_CENSUS), Statement.bind(_sql.STAGED_VALUES),
+            Statement.bind(_memory_sql.MEMORY_KEY_CENSUS)])
+        out = _rows.read_rows(_reseal.census, result, key_id_of_text, staged)
+        for table, per_key in _rows.read_rows(_reseal.census, memory, key_id_of_text).items():
+            if per_key:
+                out[table] = per_key
+        return out
 
     def rekey(self, table: str, *, page_size: int, plaintext: bool,
               guard: Sequence[Statement] = (),
               progress: Callable[[_reseal.RekeyCounts], None] | None = None
               ) -> Op[_reseal.RekeyCounts]:
-        """Re-seal `table`'s values ("checkpoints" with their metadata, or "writes") that are
-        not under the newest key, in keyset pages; each page's rewrite is one atomic batch led
-        by `guard` (the compaction lease's), so a run stopped midway is continued by the next.
-        With `plaintext`, a thread that holds values stored by content is left whole, in
-        plaintext (sealing some of its rows would leave it readable under no configuration)."""
+        """Re-seal `table`'s values ("checkpoints" with their metadata, "writes",
+        "delta_frozen", or memory's "store_items" and "cache_entries") that are not under the
+        newest key, in keyset pages; each page's rewrite is one atomic batch led by `guard`
+        (the compaction lease's), so a run stopped midway is continued by the next. With
+        `plaintext`, a thread that holds values stored by content is left whole, in plaintext
+        (sealing some of its rows would leave it readable under no configuration)."""
         heads = self.values._sealer().fresh_heads
-        if table not in _reseal.REKEY_PLANS:
-            raise ConfigError(f"unknown table {table!r}: rekey one of {_reseal.REKEY_TABLES}")
-        read, parse, cursor_of, rekey = _reseal.REKEY_PLANS[table]
+        plans = {**_reseal.REKEY_PLANS, **_reseal_memory.REKEY_PLANS}
+        if table not in plans:
+            raise ConfigError(f"unknown table {table!r}: rekey one of {tuple(plans)}")
+        read, parse, cursor_of, rekey = plans[table]
         leave: set[str] = set()
-        if plaintext:
+        if plaintext and table in _reseal.REKEY_PLANS:
             (found,) = yield from self.exchange([Statement.bind(_sql.CONTENT_THREADS)])
             leave = {str(row[0]) for row in found.rows}
         counts = yield from self._rewrite(
             lambda c: read(None, c, page_size, heads), parse, cursor_of,
             lambda rows, n: rekey(self.values, rows, n, plaintext=plaintext, leave=leave),
             page_size, guard=guard, progress=progress)
-        counts.requests += int(plaintext)
+        counts.requests += int(plaintext and table in _reseal.REKEY_PLANS)
         return counts
 
     def _rewrite(self, read: Callable[[Any], Statement], parse: Callable[[Result], list[Any]],

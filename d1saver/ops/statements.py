@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from dataclasses import dataclass
 from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -27,7 +28,8 @@ from d1saver.core.errors import (ConfigError, MissingConfigKeyError, ResponseErr
                                   SerializationError)
 from d1saver.core.protocol import Param, Result, Statement
 from d1saver.storage.manifest import Chunk
-from d1saver.storage.values import METADATA_OWNER, ROW_MAX, StoredValue, Values, utf8_size
+from d1saver.storage.values import (METADATA_OWNER, ROW_MAX, Serialized, StoredValue, Values,
+                                    utf8_size)
 
 # Metadata filter keys become JSON paths ('$.' || key), bound as data; a dotted key reaches
 # into nested objects. Anything else is refused before it reaches SQL.
@@ -133,18 +135,15 @@ def _write_part_statements(thread_id: str, ns: str, cid: str, task_id: str, idx:
             for seq, part in enumerate(value.parts or [])]
 
 
-def unwritten_statements(thread_id: str, ns: str, cid: str, checkpoint: Checkpoint,
-                         metadata: Mapping[str, Any]) -> list[Statement]:
+def unwritten_statements(thread_id: str, ns: str, cid: str,
+                         unwritten: Sequence[str]) -> list[Statement]:
     """The DeltaChannels the checkpoint declares but has never written, for the SQL walks to
     leave alone (none: no statement, the common case)."""
-    counters = metadata.get("counters_since_delta_snapshot") or {}
-    versions = checkpoint.get("channel_versions") or {}
-    unwritten = sorted(str(ch) for ch in counters if ch not in versions)
     if not unwritten:
         return []
     return [Statement.bind(_sql.PUT_UNWRITTEN, {
         "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid,
-        "channels": json.dumps(unwritten, ensure_ascii=False)})]
+        "channels": json.dumps(list(unwritten), ensure_ascii=False)})]
 
 
 def new_chunks_params(thread_id: str, chunks: Iterable[Chunk]) -> tuple[str | None,
@@ -172,8 +171,55 @@ def new_chunks_params(thread_id: str, chunks: Iterable[Chunk]) -> tuple[str | No
     return None, stmts
 
 
-def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoint,
-                   metadata: CheckpointMetadata, *, guard_head: bool,
+@dataclass(frozen=True)
+class PutInput:
+    """One put's arguments, read whole when the put is entered: the ids, the metadata as JSON
+    (and a copy parsed back from it), the checkpoint serialized. The statements are built from
+    it, again if the batch is resent with every chunk; nothing LangGraph may still change is
+    read after it is made (docs/RELIABILITY.md, "LangGraph's default durability")."""
+
+    thread_id: str
+    ns: str
+    cid: str
+    parent_id: str | None
+    metadata: dict[str, Any]
+    channels: str  # the row's `channels` column: the names of the channel values, as JSON
+    unwritten: tuple[str, ...]  # DeltaChannels declared, never written (unwritten_statements)
+    run_id: str | None
+    ts: str | None
+    checkpoint: Serialized
+
+    @property
+    def next_config(self) -> RunnableConfig:
+        """The config the put returns: its checkpoint's."""
+        return {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": self.ns,
+                                 "checkpoint_id": self.cid}}
+
+
+def put_input(values: Values, config: RunnableConfig, checkpoint: Checkpoint,
+              metadata: CheckpointMetadata) -> PutInput:
+    """A put's arguments as PutInput: serialized now, before anything is sent."""
+    thread_id = thread_id_of(config)  # first: a config without one is a typed error
+    md = get_serializable_checkpoint_metadata(config, metadata)
+    try:
+        md_copy = json.loads(json.dumps(md, ensure_ascii=False, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"checkpoint metadata must be JSON: {exc}") from None
+    counters = md_copy.get("counters_since_delta_snapshot") or {}
+    versions = checkpoint.get("channel_versions") or {}
+    parent_id = config["configurable"].get("checkpoint_id")
+    run_id = md_copy.get("run_id")
+    ts = checkpoint.get("ts")
+    return PutInput(
+        thread_id=thread_id, ns=ns_of(config), cid=str(checkpoint["id"]),
+        parent_id=None if parent_id is None else str(parent_id), metadata=md_copy,
+        channels=json.dumps(sorted(checkpoint["channel_values"]), ensure_ascii=False),
+        unwritten=tuple(sorted(str(ch) for ch in counters if ch not in versions)),
+        run_id=None if run_id is None else str(run_id), ts=None if ts is None else str(ts),
+        checkpoint=values.serialize(checkpoint))
+
+
+def put_statements(values: Values, put: PutInput, *, guard_head: bool,
                    held: Container[str] | None = None
                    ) -> tuple[list[Statement], RunnableConfig, set[str]]:
     """The statements of one `put`, the config it returns, and the chunk ids its row reaches.
@@ -183,23 +229,14 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
     row's columns add up to at most ROW_MAX: a value stored whole moves to parts when it, or
     the row, is too big, and the metadata too when it still does not fit (d1saver/storage/values.py).
     """
-    thread_id = thread_id_of(config)
-    ns = ns_of(config)
-    cid = str(checkpoint["id"])
-    parent_id = config["configurable"].get("checkpoint_id")
-    parent_id = None if parent_id is None else str(parent_id)
-    md = get_serializable_checkpoint_metadata(config, metadata)
-    channels = json.dumps(sorted(checkpoint["channel_values"]), ensure_ascii=False)
-    run_id = md.get("run_id")
-    run_id = None if run_id is None else str(run_id)
-    ts = checkpoint.get("ts")
-    fixed = sum(utf8_size(str(p)) for p in (thread_id, ns, cid, parent_id, channels, run_id, ts)
-                if p is not None)
-    value, stored_md = values.dump_checkpoint(checkpoint, md, channels,
+    thread_id, ns, cid = put.thread_id, put.ns, put.cid
+    fixed = sum(utf8_size(str(p)) for p in (thread_id, ns, cid, put.parent_id, put.channels,
+                                            put.run_id, put.ts) if p is not None)
+    value, stored_md = values.dump_checkpoint(put.checkpoint, put.metadata, put.channels,
                                               checkpoint_binder(thread_id, ns, cid), fixed,
                                               held=held)
     key: dict[str, Param] = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid,
-                             "parent_checkpoint_id": parent_id}
+                             "parent_checkpoint_id": put.parent_id}
     stmts: list[Statement] = []
     if guard_head:
         stmts.append(Statement.bind(_sql.GUARD_HEAD, key))
@@ -207,18 +244,36 @@ def put_statements(values: Values, config: RunnableConfig, checkpoint: Checkpoin
     stmts += first
     stmts.append(Statement.bind(_sql.PUT, {
         **key, "type": _type(value.type), "checkpoint": value.text,
-        "metadata": stored_md.text, "channels": channels, "run_id": run_id, "ts": ts,
-        "chunks": chunks}))
-    stmts += unwritten_statements(thread_id, ns, cid, checkpoint, md)
+        "metadata": stored_md.text, "channels": put.channels, "run_id": put.run_id,
+        "ts": put.ts, "chunks": chunks}))
+    stmts += unwritten_statements(thread_id, ns, cid, put.unwritten)
     stmts += part_statements(thread_id, ns, cid, "", value.parts)
     stmts += part_statements(thread_id, ns, cid, METADATA_OWNER, stored_md.parts)
-    next_config: RunnableConfig = {"configurable": {
-        "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
-    return stmts, next_config, set(value.reached)
+    return stmts, put.next_config, set(value.reached)
 
 
-def put_writes_statements(values: Values, config: RunnableConfig,
-                          writes: Sequence[tuple[str, Any]], task_id: str, task_path: str,
+@dataclass(frozen=True)
+class WritesInput:
+    """One put_writes' arguments, read whole when it is entered (see PutInput): the ids and
+    each write's channel and serialized value."""
+
+    thread_id: str
+    ns: str
+    cid: str
+    task_id: str
+    task_path: str
+    writes: tuple[tuple[str, Serialized], ...]
+
+
+def writes_input(values: Values, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
+                 task_id: str, task_path: str) -> WritesInput:
+    """A put_writes' arguments as WritesInput: serialized now, before anything is sent."""
+    return WritesInput(thread_id_of(config), ns_of(config), checkpoint_id_of(config),
+                       str(task_id), str(task_path),
+                       tuple((str(channel), values.serialize(obj)) for channel, obj in writes))
+
+
+def put_writes_statements(values: Values, put: WritesInput,
                           held: Container[str] | None = None,
                           whole: Container[str] = frozenset()
                           ) -> tuple[list[Statement], set[str]]:
@@ -228,10 +283,8 @@ def put_writes_statements(values: Values, config: RunnableConfig,
     statement (more only past 1.5 MB), with the new chunks of values stored by content (see
     `put_statements`); parts of values stored whole follow. Writes to channels in `whole`
     (DeltaChannels: d1saver/ops/held.py) are stored whole."""
-    thread_id = thread_id_of(config)
-    ns = ns_of(config)
-    cid = checkpoint_id_of(config)
-    task_id = str(task_id)
+    thread_id, ns, cid, task_id, task_path = (put.thread_id, put.ns, put.cid, put.task_id,
+                                              put.task_path)
     fixed = sum(utf8_size(p) for p in (thread_id, ns, cid, task_id, task_path)) + 16
     batches: dict[bool, list[list[list[Any]]]] = {True: [[]], False: [[]]}  # special -> rows
     sizes = {True: 0, False: 0}
@@ -239,10 +292,10 @@ def put_writes_statements(values: Values, config: RunnableConfig,
     new: dict[str, Chunk] = {}
     reached: set[str] = set()
 
-    for idx, (channel, obj) in enumerate(writes):
+    for idx, (channel, obj) in enumerate(put.writes):
         special = channel in WRITES_IDX_MAP
         widx = WRITES_IDX_MAP.get(channel, idx)
-        value = values.dump(obj, write_binder(thread_id, ns, cid, task_id, task_path, widx,
+        value = values.dump_serialized(obj, write_binder(thread_id, ns, cid, task_id, task_path, widx,
                                               channel),
                             room=ROW_MAX - fixed - utf8_size(channel),
                             held=None if channel in whole else held)

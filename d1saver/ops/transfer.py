@@ -21,9 +21,9 @@ from typing import Any
 
 from d1saver.sql import catalogue as _sql
 from d1saver.core.errors import ResponseError
-from d1saver.core.protocol import Exchange, Result, Statement, Stepper
+from d1saver.core.protocol import Exchange, Result, Statement
 
-__all__ = ["TABLES", "ThreadReader", "ThreadRows", "copy_batches", "delete_if_unchanged",
+__all__ = ["TABLES", "ThreadRows", "copy_batches", "delete_if_unchanged",
            "deleted", "leftovers", "read_thread", "staged_threads", "write_thread"]
 
 TABLES = tuple(_sql.TRANSFER_TABLES)
@@ -129,20 +129,6 @@ def read_thread(exchange: Exchange, thread_id: str, tables: Sequence[str] = TABL
                 keys, _ = _sql.TRANSFER_TABLES[table]
                 cursors[table] = page[-1][: len(keys)]
     return rows
-
-
-class ThreadReader(Stepper[ThreadRows]):
-    """`read_thread` driven by a caller that sends each request itself (next_statements,
-    consume); `rows` once done."""
-
-    def __init__(self, thread_id: str, *, page_rows: int = READ_PAGE_ROWS,
-                 page_bytes: int = READ_PAGE_BYTES, tables: Sequence[str] = TABLES) -> None:
-        super().__init__(lambda exchange: read_thread(exchange, thread_id, tables,
-                                                      page_rows=page_rows, page_bytes=page_bytes))
-
-    @property
-    def rows(self) -> ThreadRows:
-        return self.result
 
 
 # --- writing ----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import struct
 from dataclasses import dataclass
 
 from pyfastcdc import FastCDC
@@ -44,6 +45,12 @@ ID_BYTES = 20
 # with "^" (which marks a node in a manifest) written as ".". No id holds ',', ':', '"' or '\\'.
 _ID_FROM_B85 = str.maketrans("^", ".")
 _ID_TO_B85 = str.maketrans(".", "^")
+# base85's alphabet (RFC 1924, as base64.b85encode) with "." for "^", and every pair of its
+# digits: an id's text is made three table lookups per 4 bytes (_id_text).
+_ID_DIGITS = ("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
+              .translate(_ID_FROM_B85))
+_ID_PAIRS = [a + b for a in _ID_DIGITS for b in _ID_DIGITS]
+_ID_WORDS = struct.Struct(f">{ID_BYTES // 4}I").unpack
 
 # Domain tags, hashed before the content: a leaf's id is the hash of LEAF + its bytes, a tree
 # node's the hash of NODE + its text, so no bytes of one kind can take the id of the other (a
@@ -79,9 +86,12 @@ def node_id(text: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _id_text(digest: bytes) -> str:
-    # Cached: a put hashes every message of the state again, and Python's base85 is pure
-    # Python (4.4 us for 20 bytes, against 2 us for the SHA-256 of a 600-byte message).
-    return base64.b85encode(digest).decode("ascii").translate(_ID_FROM_B85)
+    """base85 of a 20-byte digest, "." for "^": what base64.b85encode gives, by tables (Python's
+    base85 is pure Python: 2 us for 20 bytes, 1.3 here, against 0.7 us for the SHA-256 of a
+    600-byte message; a read checks every chunk it returns). Cached: a put hashes every
+    message of the state again."""
+    return "".join([_ID_DIGITS[w // 52_200_625] + _ID_PAIRS[w // 7225 % 7225] + _ID_PAIRS[w % 7225]
+                    for w in _ID_WORDS(digest)])
 
 
 def names(chunk: str, data: bytes, domain: bytes = LEAF) -> bool:

@@ -3,30 +3,32 @@
 D1's REST API carries parameters as JSON and returns BLOB columns as arrays of integers (about
 4 bytes per byte), so bytes go as text. Codecs:
   "b:" base64 of the raw bytes (values too small or too random to compress);
+  "s:" base64, unpadded, of raw deflate (no zlib header nor checksum: 6 bytes) with the preset
+       dictionary DICT_V2, from R_MIN bytes, when that saves 10% and its text is the shorter:
+       what schema v15 writes. Python's base64 runs in C (binascii: about 0.003 us a byte to
+       decode), its base85 in pure Python (about 0.4 us): a read of a 100-turn thread spent
+       half its CPU in base85 (benchmarks/RESULTS.md, "Client CPU"). base64 takes 4/3 where
+       base85 took 5/4, 7% more text for a compressed value; no compressor at hand repays it
+       (docs/STORAGE_DESIGN.md, "Schema v15"). Its alphabet, like base85's, holds no ',', '"'
+       nor '\\': manifests need no escaping (d1saver/storage/manifest.py).
+  "r:" base85 of the same raw deflate with DICT_V2 (DICT_V1 and then the framing of a LangGraph
+       1.x checkpoint with schema v8's versions and of a `Send` packet): what schema v8 to v14
+       wrote (0.2.0); read only. The deflate stream's end marker still tells a truncated value
+       from a whole one, but with no checksum some damaged bytes decode to other bytes: a
+       chunk is checked against its id when read (_manifest.unpack).
   "d:" base85 of zlib-compressed bytes with the preset dictionary DICT_V1 (written by 0.1.0 and
        schema v7 from 128 bytes when it saved 10%, sealed or not; read only). Most writes are
        single small messages that compress poorly alone; the dictionary holds the
        serializer's own framing (LangChain message and checkpoint skeletons, no user text),
-       so each value need not spell it out again. base85 costs 5/4 instead of base64's 4/3,
-       and its alphabet needs no escaping in JSON.
-  "r:" base85 of raw deflate (no zlib header nor checksum: 6 bytes) with the preset dictionary
-       DICT_V2 (DICT_V1 and then the framing of a LangGraph 1.x checkpoint with schema v8's
-       versions and of a `Send` packet), from R_MIN bytes, when that saves 10% and its text is
-       the shorter: what schema v8 writes (benchmarks/RESULTS.md, "Design figures"). The
-       deflate stream's end marker still
-       tells a truncated value from a whole one, but with no checksum some damaged bytes
-       decode to other bytes: a chunk is checked against its id when read (_manifest.unpack).
+       so each value need not spell it out again.
   "z:" base64 of zlib-compressed bytes without a dictionary (rows of d1saver 0.1.0; read only);
   "c:" the value was over D1's 2 MB limit and lives in the `chunks` table as parts of
        encoded text; the marker records the part count.
-  "e:" base85 of a value sealed with a key (d1saver/storage/crypto.py): key id, codec byte ("r" or
-       "b", as `pack` makes it, or "d" as schema v7 made it; upper case when the sealer's
-       caller set its flag: a checkpoint carrying metadata, d1saver/storage/values.py), nonce, then
-       the AES-256-GCM ciphertext and tag of the packed payload. Compressed before sealing,
-       since ciphertext does not compress; base85 like "r:", so a key adds exactly 40
-       characters (32 bytes) to a compressed value and less than that to one stored raw in
-       base64 ("b:"). Python's base85 is pure Python (about 0.4 us a byte each way, base64
-       0.02): values without a key pay it too once compressed.
+  "e:" a value sealed with a key (d1saver/storage/crypto.py): key id, codec byte ("r" or "b",
+       as `pack` makes it, or "d" as schema v7 made it; upper case when the sealer's caller
+       set its flag), nonce, then the AES-256-GCM ciphertext and tag of the packed payload.
+       Compressed before sealing, since ciphertext does not compress. From schema v15 "e:~"
+       and unpadded base64 (a base85 text never starts with "~"); before, "e:" and base85.
 The marker makes every stored row self-describing, so the format can evolve row by row.
 DICT_V1 and DICT_V2 must never change: rows written with them are decoded with them. A new
 dictionary is a new codec letter.
@@ -35,6 +37,7 @@ dictionary is a new codec letter.
 from __future__ import annotations
 
 import base64
+import binascii
 import zlib
 
 # D1 refuses strings, BLOBs and rows over 2,000,000 bytes; stay clear of it with row overhead.
@@ -114,26 +117,35 @@ def _raw_deflate(data: bytes) -> bytes:
     return packer.compress(data) + packer.flush()
 
 
-def _raw_inflate(data: bytes) -> bytes:
+def _raw_inflate(data: bytes, codec: str = "r") -> bytes:
     unpacker = zlib.decompressobj(-zlib.MAX_WBITS, zdict=DICT_V2)
     try:
         out = unpacker.decompress(data) + unpacker.flush()
     except zlib.error as exc:
-        raise ValueError(f"an \"r:\" value is damaged ({exc})") from None
+        raise ValueError(f"an \"{codec}:\" value is damaged ({exc})") from None
     if not unpacker.eof or unpacker.unused_data:
-        raise ValueError("an \"r:\" value is truncated or has trailing bytes")
+        raise ValueError(f"an \"{codec}:\" value is truncated or has trailing bytes")
     return out
 
 
+def b64(data: bytes) -> str:
+    """Unpadded base64 of `data` (the payload of "s:" and of "e:~" texts)."""
+    return binascii.b2a_base64(data, newline=False).rstrip(b"=").decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    """The bytes of unpadded base64 text; anything else (a character outside the alphabet, a
+    length no base64 has) raises ValueError (binascii.Error)."""
+    return binascii.a2b_base64(text + "=" * (-len(text) % 4), strict_mode=True)
+
+
 def encode(data: bytes) -> str:
-    """Encode bytes as codec-marked text: "r:" (compressed) or "b:", whichever is shorter."""
+    """Encode bytes as codec-marked text: "s:" (compressed) or "b:", whichever is shorter."""
     raw = "b:" + base64.b64encode(data).decode("ascii")
     if len(data) >= R_MIN:
         deflated = _raw_deflate(data)
-        # Incompressible bytes stay in base64 (C-fast) even where base85 would be shorter:
-        # Python's base85 is pure Python, 20 times slower a byte.
         if len(deflated) <= len(data) * 0.9:
-            packed = "r:" + base64.b85encode(deflated).decode("ascii")
+            packed = "s:" + b64(deflated)
             if len(packed) < len(raw):
                 return packed
     return raw
@@ -141,6 +153,8 @@ def encode(data: bytes) -> str:
 
 def decode(text: str) -> bytes:
     """Decode text made by `encode` (not a chunk marker: join chunks first)."""
+    if text.startswith("s:"):  # what this version writes: no partition, one copy fewer
+        return _raw_inflate(unb64(text[2:]), "s")
     codec, _, payload = text.partition(":")
     if codec == "b":
         return base64.b64decode(payload)
@@ -161,7 +175,7 @@ PACKED_CODECS = (b"b", b"d", b"r")
 
 def pack(data: bytes) -> bytes:
     """One codec byte and its payload, the plaintext a key seals: "r" (raw deflate with
-    DICT_V2, as "r:") from R_MIN bytes when that saves 10%, else "b". Schema v7 and 0.1.0
+    DICT_V2, as "r:" and "s:") from R_MIN bytes when that saves 10%, else "b". Schema v7 and 0.1.0
     sealed "d" (zlib with DICT_V1), still opened."""
     if len(data) >= R_MIN:
         deflated = _raw_deflate(data)

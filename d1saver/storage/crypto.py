@@ -9,11 +9,14 @@ one-bit flag; it is in clear and authenticated as associated data. New values ar
 Nonces are random 96-bit values: NIST SP 800-38D allows 2^32 seals per key that way, far
 more than one database's rows.
 
-Stored as "e:" and base85, the alphabet of d1saver's compressed values ("r:"), so that a key
-adds exactly 40 characters to a stored value (32 bytes) and never more than that to what the
-same value takes without a key. Key id and codec fill the first base85 group: the 5
-characters after "e:" name the key and the codec, which is how SQL finds rows under another
-key (`Sealer.fresh_heads`).
+Stored as "e:~" and unpadded base64, the alphabet of d1saver's compressed values ("s:"), so
+that a key adds 43 or 44 characters ("~" and 32 bytes) to a compressed value, and at most 44
+to one stored raw ("b:"), over what the same value takes without a key. The key id fills the first base64 group: the 4
+characters after "e:~" name the key, which is how SQL finds rows under another key
+(`Sealer.fresh_heads`: the first 7 characters of a sealed text). Schema v8 to v14 wrote "e:"
+and base85 (Python decodes base85 in pure Python, base64 in C: d1saver/storage/codec.py),
+whose first group, key id and codec, is the 5 characters after "e:"; a base85 text never
+starts with "~", so both read.
 
 The associated data (a `Binding`) is where the value is stored: its kind (checkpoint,
 metadata, write, chunk), the row's identity (thread, namespace, checkpoint; task, index and
@@ -51,7 +54,9 @@ HEADER_SIZE = KEY_ID_SIZE + CODEC_SIZE
 OVERHEAD = HEADER_SIZE + NONCE_SIZE + TAG_SIZE
 ENV_KEYS = "D1SAVER_ENCRYPTION_KEYS"
 SEALED = "e:"
-HEAD_CHARS = len(SEALED) + 5  # "e:" and the base85 group of key id and codec
+SEALED_B64 = "e:~"  # schema v15 on: unpadded base64 (before: base85 after "e:")
+HEAD_CHARS = len(SEALED) + 5  # "e:~" and the base64 group of the key id, or "e:" and the
+                              # base85 group of key id and codec
 
 _KEY_ID_LABEL = b"d1saver key id"
 _AAD_VERSION = b"d1saver aad v1\x00"
@@ -232,11 +237,13 @@ def key_id_of_text(text: str | None) -> str | None:
     first HEAD_CHARS characters suffice (SQL groups rows by them: see `Sealer.fresh_heads`)."""
     if not _codec.is_sealed(text) or len(cast(str, text)) < HEAD_CHARS:
         return None
+    head = cast(str, text)[:HEAD_CHARS]
     try:
-        head = base64.b85decode(cast(str, text)[len(SEALED):HEAD_CHARS])
+        if head.startswith(SEALED_B64):
+            return _codec.unb64(head[len(SEALED_B64):]).hex()
+        return base64.b85decode(head[len(SEALED):])[:KEY_ID_SIZE].hex()
     except ValueError:
         return None
-    return head[:KEY_ID_SIZE].hex()
 
 
 def refuse_plaintext(aad: Binding) -> PlaintextValueError:
@@ -284,10 +291,12 @@ class Sealer:
     @property
     def fresh_heads(self) -> list[str]:
         """The first HEAD_CHARS characters a text sealed under the newest key starts with:
-        "e:" and the base85 group of key id and codec, one per codec (and flag). SQL compares
-        them to find rows that another key (or none) sealed."""
-        return sorted(SEALED + base64.b85encode(self._newest + codec).decode("ascii")
-                      for plain in _codec.PACKED_CODECS for codec in (plain, plain.upper()))
+        "e:~" and the base64 group of its key id; and as schema v8 to v14 sealed, "e:" and the
+        base85 group of key id and codec, one per codec (and flag). SQL compares them to find
+        rows that another key (or none) sealed."""
+        return sorted([SEALED_B64 + _codec.b64(self._newest), *(
+            SEALED + base64.b85encode(self._newest + codec).decode("ascii")
+            for plain in _codec.PACKED_CODECS for codec in (plain, plain.upper()))])
 
     def seal(self, plaintext: bytes, aad: Binding, codec: bytes = b"b") -> bytes:
         """`plaintext` sealed under the newest key, bound to `aad`; `codec` (one byte) says how
@@ -339,17 +348,21 @@ class Sealer:
         if not _codec.is_sealed(text):
             raise refuse_plaintext(aad)
         try:
-            blob = base64.b85decode(text[len(SEALED):])
+            if text.startswith(SEALED_B64):
+                blob = _codec.unb64(text[len(SEALED_B64):])
+            else:
+                blob = base64.b85decode(text[len(SEALED):])
         except ValueError:
-            blob = b""  # not base85: damaged, refused as truncated
+            blob = b""  # not base64 (nor base85): damaged, refused as truncated
         return blob[KEY_ID_SIZE:HEADER_SIZE] + self.open(blob, aad)
 
     def reseal_text(self, text: str, aad: Binding, new_aad: Binding | None = None) -> str:
         """A stored "e:" text opened under `aad` and sealed again under the newest key, bound to
-        `new_aad` (default: the same row). Not decompressed: the result has the same length."""
+        `new_aad` (default: the same row). Not decompressed: the result has the same length
+        (a base85 text of schema v8 to v14 comes back in base64: about 7% longer)."""
         packed = self.open_packed(text, aad)
         return self._text(self.seal(packed[CODEC_SIZE:], new_aad or aad, packed[:CODEC_SIZE]))
 
     @staticmethod
     def _text(blob: bytes) -> str:
-        return SEALED + base64.b85encode(blob).decode("ascii")
+        return SEALED_B64 + _codec.b64(blob)

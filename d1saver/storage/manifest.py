@@ -64,7 +64,7 @@ class Chunks(dict[str, str]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.decoded: dict[str, bytes] = {}
+        self.decoded: dict[str, bytes | list[str]] = {}  # checked: leaf bytes, node children
 
 
 def is_manifest(text: str | None) -> bool:
@@ -148,28 +148,36 @@ def refs(text: str) -> list[str]:
 def unpack(text: str, chunks: Mapping[str, str], decode: Callable[[str], bytes]) -> bytes:
     """The bytes a manifest lists, chunks looked up in `chunks` (id -> data). A missing chunk
     raises KeyError naming it; a chunk or node whose content is not what its id names (damaged
-    in storage: "r:" has no checksum) raises ValueError."""
+    in storage: "r:" and "s:" have no checksum) raises ValueError."""
     out = bytearray()
-    # Decoded leaves, and nodes once checked (b""), keyed by entry: per read with `Chunks`.
+    extend = out.extend
+    # Per entry, once checked: a leaf's bytes, a node's children. Kept per read with `Chunks`
+    # (a page lists each message once per checkpoint that holds it).
     memo = chunks.decoded if isinstance(chunks, Chunks) else {}
+
+    def load(entry: str) -> bytes | list[str]:
+        if entry[:1] == NODE:
+            data = chunks[entry[1:]]
+            _check(entry[1:], data.encode("ascii"), NODE_DOMAIN)
+            return data.split(SEP)
+        content = decode(chunks[entry])
+        _check(entry, content)
+        return content
 
     def walk(entries: list[str], depth: int) -> None:
         for entry in entries:
-            if entry[1:2] == ":":
-                out.extend(decode(entry))
-            elif entry[:1] == NODE:
-                if depth > 64:
-                    raise ValueError("manifest tree too deep")
-                data = chunks[entry[1:]]
-                if entry not in memo:
-                    _check(entry[1:], data.encode("ascii"), NODE_DOMAIN)
-                    memo[entry] = b""
-                walk(data.split(SEP), depth + 1)
-            else:
-                if entry not in memo:
-                    memo[entry] = decode(chunks[entry])
-                    _check(entry, memo[entry])
-                out.extend(memo[entry])
+            if entry[1:2] == ":":  # inline codec text
+                extend(decode(entry))
+                continue
+            got = memo.get(entry)
+            if got is None:
+                got = memo[entry] = load(entry)
+            if isinstance(got, bytes):
+                extend(got)
+                continue
+            if depth > 64:
+                raise ValueError("manifest tree too deep")
+            walk(got, depth + 1)
 
     walk(text[len(MARKER):].split(SEP), 0)
     return bytes(out)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -74,6 +74,13 @@ PLAIN_METADATA = ("counters_since_delta_snapshot", "parents", "run_id", "source"
 # A manifest longer than this is not used: the value is stored whole (with keys' path rules),
 # so that a manifest always fits its row and SQL can read every one (never a "c:" part).
 _MANIFEST_MAX = 500_000
+
+
+class Serialized(NamedTuple):
+    """A value as its serde made it: the type tag and the bytes."""
+
+    type: str
+    data: bytes
 
 
 @dataclass(frozen=True)
@@ -211,13 +218,23 @@ class Values:
 
     # --- values ---------------------------------------------------------------------------
 
+    def serialize(self, obj: Any) -> Serialized:
+        """`obj` as the serde's type tag and bytes: what a write stores, taken at once so that
+        nothing the caller changes afterwards is stored (d1saver/ops/statements.py)."""
+        return Serialized(*self._serialize(obj))
+
     def dump(self, obj: Any, bind: Bind, room: int = _codec.CHUNK_SIZE,
              held: Container[str] | None = None) -> StoredValue:
-        """`obj` serialized; as a manifest over the thread's chunks when `held` (the ids the
+        """`obj` serialized, then stored as `dump_serialized` does."""
+        return self.dump_serialized(self.serialize(obj), bind, room, held)
+
+    def dump_serialized(self, value: Serialized, bind: Bind, room: int = _codec.CHUNK_SIZE,
+                        held: Container[str] | None = None) -> StoredValue:
+        """A serialized value; as a manifest over the thread's chunks when `held` (the ids the
         thread is known to hold) is given and the value has parts worth storing apart; else
         in chunks when its text exceeds a part or the `room` its row has left. With keys
         sealed whole, bound by bind(the serde's type tag)."""
-        type_, data = self._serialize(obj)
+        type_, data = value
         packed = self._pack(type_, data, held)
         if packed is not None:
             return packed
@@ -286,14 +303,14 @@ class Values:
 
     # --- checkpoints: value and metadata --------------------------------------------------
 
-    def dump_checkpoint(self, checkpoint: Any, metadata: Mapping[str, Any], channels: str,
+    def dump_checkpoint(self, checkpoint: Serialized, metadata: Mapping[str, Any], channels: str,
                         bind: CheckpointBind, fixed: int, held: Container[str] | None = None
                         ) -> tuple[StoredValue, StoredMetadata]:
-        """A checkpoint row's value and metadata column, `fixed` being what its other columns
-        take (see `fit_row`); a manifest over the thread's chunks when `held` is given (see
-        `dump`). With keys the column holds PLAIN_METADATA, and the rest of the metadata is
-        sealed with the checkpoint, bound to the column and `channels`."""
-        type_, data = self._serialize(checkpoint)
+        """A checkpoint row's value (serialized: `serialize`) and metadata column, `fixed`
+        being what its other columns take (see `fit_row`); a manifest over the thread's chunks
+        when `held` is given (see `dump`). With keys the column holds PLAIN_METADATA, and the
+        rest of the metadata is sealed with the checkpoint, bound to the column and `channels`."""
+        type_, data = checkpoint
         if self.sealer is None:
             value = self._pack(type_, data, held)
             if value is None:
@@ -441,5 +458,5 @@ def _utf8(text: str) -> bytes:
 
 
 __all__ = ["METADATA_KEY", "METADATA_OWNER", "PLAIN_METADATA", "Chunks", "Parts", "ROW_MAX",
-           "StoredMetadata", "StoredValue", "Values", "bound_columns", "fit_row",
+           "Serialized", "StoredMetadata", "StoredValue", "Values", "bound_columns", "fit_row",
            "load_metadata", "utf8_size"]

@@ -20,10 +20,10 @@ from typer.testing import CliRunner, Result
 
 from compaction import lease
 from compaction.cli import app as compaction_app
-from d1saver import D1Saver, admin
+from d1saver import D1Saver, Statement, admin
 from d1saver.cli import app as d1saver_app
 from d1saver.local import LocalD1
-from tests.compaction import LONG_AGO, checkpoint_id, ids_in, put_chain, query
+from tests.compaction import LONG_AGO, cfg, checkpoint_id, ids_in, put_chain, query
 from tests.reliability.test_faults import LoseNextResponse
 from tests.servers import closed_url
 
@@ -101,7 +101,7 @@ def test_compact_all_json(saver: D1Saver, env: dict[str, str]) -> None:
     assert {k: figures[k] for k in ("threads_scanned", "checkpoints_deleted", "writes_deleted",
                                     "checkpoints_kept")} == {
         "threads_scanned": 3, "checkpoints_deleted": 9, "writes_deleted": 9, "checkpoints_kept": 6}
-    assert figures["requests"] == 5  # setup, list, acquire, 1 batch, release
+    assert figures["requests"] == 4  # list (the schema's version riding along), acquire, 1 batch, release
     assert "plan" not in figures
     assert all(ids_in(saver, t) == newest(2) for t in "abc")
 
@@ -314,10 +314,12 @@ def test_history_json(saver: D1Saver, env: dict[str, str]) -> None:
 
 
 def test_history_of_unknown_thread_exit_4(saver: D1Saver, env: dict[str, str]) -> None:
-    """`history` of a thread without checkpoints: exit 4 (and [] with --json)."""
+    """`history` of a thread without checkpoints: exit 4, and with --json [] and exit 4 too
+    (0.2.0 exited 0 there, unlike every other not-found)."""
     seed(saver, "a")
     assert cli(env, "history", "nobody").exit_code == 4
-    assert json.loads(cli(env, "history", "nobody", "--json").stdout) == []
+    out = cli(env, "history", "nobody", "--json")
+    assert json.loads(out.stdout) == [] and out.exit_code == 4
 
 
 # Stored ids and names are anyone's text: control characters in them must not reach a terminal.
@@ -532,3 +534,276 @@ def test_compact_history_shows_the_scheduled_runs(saver: D1Saver, env: dict[str,
     assert "skipped" in text.stdout and "lease is held" in text.stdout and "r1" not in text.stdout
     missing = cli(env, "compact", "--all")
     assert missing.exit_code == 2 and "--keep" in missing.stderr
+
+
+# --- a newcomer's second hour (issue 28): each friction, fixed ------------------------------
+
+
+def waiting_thread(saver: D1Saver, thread_id: str) -> None:
+    """A real graph paused at interrupt() a moment ago: `ask` waits on a person."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    class State(TypedDict):
+        answer: str
+
+    def ask(state: State) -> dict[str, str]:
+        return {"answer": interrupt({"question": "Book it?"})}
+
+    graph = StateGraph(State)
+    graph.add_node("ask", ask)
+    graph.add_edge(START, "ask")
+    graph.add_edge("ask", END)
+    graph.compile(checkpointer=saver).invoke({"answer": ""},
+                                             {"configurable": {"thread_id": thread_id}})
+
+
+def test_max_age_0_is_refused_and_deletes_nothing(saver: D1Saver, env: dict[str, str]) -> None:
+    """`--max-age 0d` used to delete every checkpoint of every thread, a thread paused at an
+    interrupt seconds earlier included, without asking; 0 is now refused (leave --max-age out
+    for no limit), and nothing changes."""
+    seed(saver, "a")
+    waiting_thread(saver, "waiting")
+    before = everything(saver)
+    result = cli(env, "compact", "--keep", "20", "--all", "--max-age", "0d")  # as in the issue
+    assert_usage_error(result)
+    assert everything(saver) == before
+    for zero in ("0d", "0s", "0m"):
+        result = cli(env, "compact", "--keep", "20", "--all", "--max-age", zero, "--yes")
+        assert_usage_error(result)
+        assert "--max-age" in result.stderr and "leave --max-age out" in result.stderr
+    assert everything(saver) == before
+
+
+def test_max_age_under_an_hour_needs_yes(saver: D1Saver, env: dict[str, str]) -> None:
+    """Under an hour, --max-age asks on a terminal and needs --yes off one (exit 2, nothing
+    changed); a dry run changes nothing, so it does not ask; an hour or more never asks."""
+    waiting_thread(saver, "waiting")
+    before = everything(saver)
+    refused = cli(env, "compact", "--keep", "20", "--all", "--max-age", "30m")
+    assert_usage_error(refused)
+    assert "--yes" in refused.stderr and "interrupt" in refused.stderr
+    assert everything(saver) == before
+    dry = cli(env, "compact", "--keep", "20", "--all", "--max-age", "30m", "--dry-run", "--json")
+    assert dry.exit_code == 0 and json.loads(dry.stdout)["threads_expired"] == 0
+    assert cli(env, "compact", "--keep", "20", "--all", "--max-age", "1h").exit_code == 0
+    assert everything(saver) == before
+    assert cli(env, "compact", "--keep", "20", "--all", "--max-age", "0s", "--yes").exit_code == 2
+    put_chain(saver, "minutes-ago", 3, ts=_ago(minutes=2))
+    done = cli(env, "compact", "--keep", "20", "--all", "--max-age", "1m", "--yes", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["threads_expired"] == 1
+    assert ids_in(saver, "minutes-ago") == [] and ids_in(saver, "waiting") != []
+
+
+def _ago(**delta: float) -> str:
+    from datetime import datetime, timedelta, timezone
+
+    return (datetime.now(timezone.utc) - timedelta(**delta)).isoformat()
+
+
+def test_max_age_under_an_hour_asks_on_a_terminal(saver: D1Saver, env: dict[str, str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal, under an hour asks first: no keeps everything, yes goes on."""
+    from typer.testing import _NamedTextIOWrapper  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(_NamedTextIOWrapper, "isatty", lambda self: True, raising=False)
+    put_chain(saver, "minutes-ago", 3, ts=_ago(minutes=2))
+    before = everything(saver)
+    no = runner.invoke(d1saver_app, ["compact", "--keep", "5", "--all", "--max-age", "1m"],
+                       env=env, input="n\n")
+    assert no.exit_code == 0 and "Go on?" in no.stdout and "nothing was changed" in no.stdout
+    assert everything(saver) == before
+    yes = runner.invoke(d1saver_app, ["compact", "--keep", "5", "--all", "--max-age", "1m"],
+                        env=env, input="y\n")
+    assert yes.exit_code == 0 and "1 idle threads expired" in yes.stdout
+    assert ids_in(saver, "minutes-ago") == []
+
+
+def test_compact_an_unknown_thread_exits_4(saver: D1Saver, env: dict[str, str]) -> None:
+    """`compact --thread` of a thread without checkpoints exits 4 naming it (it used to exit
+    0), as every other command does; the threads that exist are compacted (as `rm a b`
+    removes a when b is missing), and --json names the missing ones."""
+    seed(saver, "a")
+    result = cli(env, "compact", "--keep", "1", "--thread", "a", "--thread", "nobody")
+    assert result.exit_code == 4
+    assert "'nobody'" in result.stderr and "d1saver threads" in result.stderr
+    assert ids_in(saver, "a") == newest(1)
+    as_json = cli(env, "compact", "--keep", "1", "--thread", "nobody", "--json")
+    assert as_json.exit_code == 4 and json.loads(as_json.stdout)["threads_not_found"] == ["nobody"]
+    dry = cli(env, "compact", "--keep", "1", "--thread", "nobody", "--dry-run")
+    assert dry.exit_code == 4
+    assert "threads_not_found" not in json.loads(
+        cli(env, "compact", "--keep", "1", "--thread", "a", "--json").stdout)
+
+
+def _shortest_unique(ids: list[str], of: str) -> str:
+    """The shortest start of `of` that no other of `ids` shares."""
+    return next(of[:n] for n in range(1, len(of) + 1)
+                if not any(other.startswith(of[:n]) for other in ids if other != of))
+
+
+def test_checkpoint_ids_by_unique_prefix(saver: D1Saver, env: dict[str, str]) -> None:
+    """show, diff and tag take the start of a checkpoint id when no other id of the thread
+    (in that namespace) starts the same; they used to need all 36 characters."""
+    waiting_thread(saver, "a")  # LangGraph's own (uuid6) ids
+    ids = [r["checkpoint_id"] for r in json.loads(cli(env, "history", "a", "--json").stdout)]
+    last, first = ids[0], ids[-1]
+    short_first, short_last = _shortest_unique(ids, first), _shortest_unique(ids, last)
+    assert len(short_first) < 36 and len(short_last) < 36
+    tagged = cli(env, "tag", "a", short_first, "approval")
+    assert tagged.exit_code == 0, tagged.stderr
+    assert saver.tags(cfg("a")) == {"approval": first}
+    shown = json.loads(cli(env, "show", "a", "--checkpoint", short_last, "--json").stdout)
+    assert shown["checkpoint_id"] == last
+    diff = json.loads(cli(env, "diff", "a", short_first, short_last, "--json").stdout)
+    assert (diff["a"], diff["b"]) == (first, last)
+    exact = cli(env, "show", "a", "--checkpoint", last, "--json")
+    assert json.loads(exact.stdout)["checkpoint_id"] == last
+    # The same start in another thread, or an id equal to a start, does not make it ambiguous.
+    put_chain(saver, "b", 2)
+    seed(saver, "c", n=12)  # ...-000000000001 is an id, and the start of ...-000000000010
+    assert cli(env, "tag", "c", checkpoint_id(1), "exact").exit_code == 0
+    assert saver.tags(cfg("c")) == {"exact": checkpoint_id(1)}
+    assert cli(env, "tag", "a", short_first, "again").exit_code == 0
+
+
+def test_an_ambiguous_prefix_lists_the_matches(saver: D1Saver, env: dict[str, str]) -> None:
+    """A start that several ids share: exit 2, one line listing them and pointing at history;
+    nothing tagged."""
+    seed(saver, "a", n=3)
+    result = cli(env, "tag", "a", "1f00", "approval")
+    assert_usage_error(result)
+    assert all(checkpoint_id(i) in result.stderr for i in range(3))
+    assert "d1saver history a" in result.stderr
+    assert query(saver, "SELECT COUNT(*) FROM tags") == [[0]]
+    assert cli(env, "show", "a", "--checkpoint", "1f00").exit_code == 2
+
+
+def test_a_missing_checkpoint_points_at_history(saver: D1Saver, env: dict[str, str]) -> None:
+    """No checkpoint of that id or start: exit 4, the error says so once and names `d1saver
+    history` (it used to repeat itself: "checkpoint 'x' of thread 'a' has no checkpoint")."""
+    seed(saver, "a")
+    for args in (["show", "a", "--checkpoint", "nope"], ["diff", "a", "nope", checkpoint_id(0)],
+                 ["tag", "a", "nope", "x"], ["show", "a", "--checkpoint", "9" * 36]):
+        result = cli(env, *args)
+        assert result.exit_code == 4, (args, result.stderr)
+        assert result.stderr.count("checkpoint") <= 2, result.stderr
+        assert "d1saver history a" in result.stderr
+
+
+def test_history_shows_next_tasks_and_interrupts(saver: D1Saver, env: dict[str, str]) -> None:
+    """history shows each checkpoint's next tasks and any interrupt, so the thread waiting on a
+    person is found without running show on every thread; --json keeps its fields and gains
+    `next`, `interrupts` and `sealed`."""
+    waiting_thread(saver, "waiting")
+    rows = json.loads(cli(env, "history", "waiting", "--json").stdout)
+    assert {"checkpoint_id", "parent_checkpoint_id", "step", "source", "writes", "bytes",
+            "tags", "checkpoint_ns", "ts"} <= set(rows[0])
+    assert rows[0]["next"] == ["ask"] and rows[0]["sealed"] is None
+    assert rows[0]["interrupts"][0][0]["value"] == {"question": "Book it?"}  # a list of Interrupts
+    lines = cli(env, "history", "waiting").stdout.splitlines()
+    assert lines[0].split()[:7] == ["checkpoint_id", "step", "source", "writes", "bytes",
+                                    "next", "interrupt"]
+    head = lines[1].split()
+    assert head[0] == rows[0]["checkpoint_id"] and head[5] == "ask"
+    assert "{\"question\":" in lines[1] and "Book it?" in lines[1]
+
+
+def test_show_on_a_sealed_thread_without_the_key(serve: Callable[..., str]) -> None:
+    """show of a checkpoint sealed under a key the command does not hold: what is in clear
+    (step, source, parent, writes, bytes, tags, the clear metadata), what is sealed and under
+    which key, exit 0; it used to fail whole. With the key, the values."""
+    from d1saver.storage.crypto import new_key
+
+    env = env_for(serve())
+    key = new_key()
+    with D1Saver(account_id="acc", database_id=env["D1_DATABASE_ID"], api_token=TOKEN,
+                 api_base_url=env["D1_API_BASE_URL"], encryption_keys=[key]) as keyed:
+        waiting_thread(keyed, "sealed")
+        key_id = keyed.key_ids[0]
+    text = cli(env, "show", "sealed")
+    assert text.exit_code == 0, text.stderr
+    assert f"sealed under key {key_id}" in text.stdout and "D1SAVER_ENCRYPTION_KEYS" in text.stdout
+    assert "step 0" in text.stdout and "source loop" in text.stdout
+    shown = json.loads(cli(env, "show", "sealed", "--json").stdout)
+    assert shown["key_id"] == key_id and "encryption keys" in shown["sealed"]
+    assert shown["metadata"]["source"] == "loop" and shown["step"] == 0
+    other = cli({**env, "D1SAVER_ENCRYPTION_KEYS": new_key()}, "show", "sealed")
+    assert other.exit_code == 0 and "UnknownKeyError" in other.stdout
+    history_rows = json.loads(cli(env, "history", "sealed", "--json").stdout)
+    assert all(r["sealed"] for r in history_rows)
+    opened = json.loads(cli({**env, "D1SAVER_ENCRYPTION_KEYS": key}, "show", "sealed",
+                            "--json").stdout)
+    assert opened["next"] == ["ask"] and "sealed" not in opened
+
+
+def test_verbose_logs_each_maintenance_step(saver: D1Saver, env: dict[str, str]) -> None:
+    """-v logs compaction's steps (INFO on the d1saver logger), -vv each D1 request too
+    (DEBUG), never the token or a value; the flags work before or after the command."""
+    seed(saver, "a", "b", value=lambda i: f"secret-value-{i}")
+    quiet = cli(env, "compact", "--keep", "4", "--all")
+    assert quiet.stderr == ""
+    one = cli(env, "compact", "--keep", "3", "--all", "-v")
+    assert one.exit_code == 0, one.stderr
+    assert "INFO" in one.stderr and "batch 1, 2 threads" in one.stderr
+    assert "lease" in one.stderr and "DEBUG" not in one.stderr
+    two = cli(env, "-v", "compact", "--keep", "2", "--all", "-v")
+    assert "DEBUG" in two.stderr and "D1 request" in two.stderr and "batch 1" in two.stderr
+    assert "secret-value" not in two.stderr + one.stderr
+    assert cli(env, "threads", "--json", "--verbose").exit_code == 0
+
+
+# --- commands that only read never write (issue 30, fact 11) ---------------------------------
+
+READ_ONLY = [("threads",), ("history", "t1"), ("check",), ("show", "t1"),
+             ("diff", "t1", "a", "b"), ("compact", "--history"), ("store", "namespaces"),
+             ("store", "ls", "users"), ("store", "get", "users/u1", "k")]
+
+
+def _tables(env: Mapping[str, str]) -> list[str]:
+    with D1Saver(account_id="acc", database_id=env["D1_DATABASE_ID"], api_token=TOKEN,
+                 api_base_url=env["D1_API_BASE_URL"], auto_setup=False) as raw:
+        (res,) = raw.execute([Statement("SELECT name FROM sqlite_master ORDER BY name")])
+    return [r[0] for r in res.rows]
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=[" ".join(a) for a in READ_ONLY])
+def test_a_command_that_only_reads_creates_no_schema(env: dict[str, str],
+                                                      args: tuple[str, ...]) -> None:
+    result = cli(env, *args)
+    assert result.exit_code == 4, (result.stdout, result.stderr)
+    if "t1" in args:  # one thread: not found, as a thread without checkpoints is
+        assert f"thread 't1' has no checkpoints: its database {env['D1_DATABASE_ID']} has no " \
+            "d1saver schema" in result.stderr and "`d1saver threads`" in result.stderr
+    else:
+        assert f"database {env['D1_DATABASE_ID']}: the database has no d1saver schema" \
+            in result.stderr
+    assert _tables(env) == []  # nothing created
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=[" ".join(a) for a in READ_ONLY])
+def test_a_command_that_only_reads_migrates_nothing(env: dict[str, str],
+                                                    args: tuple[str, ...]) -> None:
+    from tests.data import v0_1_0_fixture as v010
+    with D1Saver(account_id="acc", database_id=env["D1_DATABASE_ID"], api_token=TOKEN,
+                 api_base_url=env["D1_API_BASE_URL"], auto_setup=False) as old:
+        v010.create_v010_schema(old)
+    before = _tables(env)
+    result = cli(env, *args)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert "older than this d1saver's" in result.stderr and "does not migrate" in result.stderr
+    assert _tables(env) == before
+
+
+def test_read_only_commands_over_a_fleet_read_a_fresh_database_as_empty(
+        env: dict[str, str], saver: D1Saver) -> None:
+    seed(saver, "t1")
+    fresh = f"{env['D1_DATABASE_ID']}-new"
+    fleet = {**env, "D1_DATABASE_ID": f"{env['D1_DATABASE_ID']},{fresh}"}
+    result = cli(fleet, "threads", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [t["thread_id"] for t in json.loads(result.stdout)] == ["t1"]
+    assert _tables({**env, "D1_DATABASE_ID": fresh}) == []

@@ -371,3 +371,92 @@ def test_counts_add_up_and_the_dry_run_names_the_plaintext(local: Backend,
     assert done.looked_at == (done.rewritten_rows + done.already_current + done.plaintext_left
                               + done.skipped)
     assert (done.rewritten_rows, done.already_current, done.plaintext_left, done.skipped) == (3, 3, 4, 0)
+
+
+# --- memory: D1Store's items and D1Cache's entries (issue 30, fact 3) ---------------------------
+
+
+def _memory(local: Backend, cls: Any, keys: list[bytes] | None) -> Any:
+    return cls(account_id=local.account_id, database_id=local.database_id,
+               api_token=local.api_token, api_base_url=local.base_url,
+               transport=local.transport, encryption_keys=keys)
+
+
+def _fill_memory(local: Backend, keys: list[bytes] | None) -> None:
+    from d1saver import D1Cache, D1Store
+    with _memory(local, D1Store, keys) as store:
+        for i in range(5):
+            store.put(("users", f"u{i}"), "profile", {"name": f"user {i}", "n": i})
+        store.put(("users", "big"), "blob", {"text": "x" * 300_000 + os.urandom(8).hex()})
+    with _memory(local, D1Cache, keys) as cache:
+        cache.set({(("__pregel_ns_writes", "node"), f"k{i}"): ({"out": i}, None)
+                   for i in range(3)})
+
+
+def _read_memory(local: Backend, keys: list[bytes] | None) -> tuple[Any, ...]:
+    from d1saver import D1Cache, D1Store
+    with _memory(local, D1Store, keys) as store, _memory(local, D1Cache, keys) as cache:
+        items = sorted((i.namespace, i.key, json.dumps(i.value)) for i in store.search(
+            ("users",), limit=100))
+        one = store.get(("users", "u3"), "profile")
+        entries = cache.get([(("__pregel_ns_writes", "node"), f"k{i}") for i in range(3)])
+    return items, None if one is None else one.value, entries
+
+
+def test_rekey_reseals_memory_so_the_old_key_can_go(local: Backend) -> None:
+    _fill_memory(local, [K1])
+    rotated = local.saver(encryption_keys=[K2, K1])
+    before = _read_memory(local, [K2, K1])
+    counts = census(rotated)
+    assert counts["store_items"] == {OLD: 6} and counts["cache_entries"] == {OLD: 3}
+
+    dry = rekey(rotated, dry_run=True)
+    assert dry.to_rewrite == 6 + 3 and dry.before == counts and dry.looked_at == 9
+
+    summary = rekey(rotated)
+    assert summary.tables["store_items"]["rewritten"] == 6
+    assert summary.tables["cache_entries"]["rewritten"] == 3
+    assert summary.after == {"checkpoints": {}, "writes": {}, "store_items": {NEW: 6},
+                             "cache_entries": {NEW: 3}}
+    assert summary.rewritten == 9 and summary.rewritten_rows == 9 and summary.skipped == 0
+    assert _read_memory(local, [K2]) == before  # the old key is gone: everything reads
+    with pytest.raises(UnknownKeyError):
+        _read_memory(local, [K1])
+
+
+def test_rekey_seals_plaintext_memory_only_when_asked(local: Backend) -> None:
+    _fill_memory(local, None)
+    plain = _read_memory(local, None)
+    keyed = local.saver(encryption_keys=[K1])
+    with pytest.raises(PlaintextValueError):
+        _read_memory(local, [K1])
+    kept = rekey(keyed)
+    assert kept.rewritten == 0 and kept.plaintext_left == 6 + 3
+    sealed = rekey(keyed, seal_plaintext=True)
+    assert sealed.rewritten == 9 and sealed.plaintext_left == 0
+    assert census(keyed)["store_items"] == {OLD: 6}
+    assert _read_memory(local, [K1]) == plain
+
+
+def test_rekey_of_memory_keeps_a_live_writers_newer_value(local: Backend) -> None:
+    """A value rewritten between the page's read and its rewrite stays the writer's."""
+    from d1saver import D1Store
+    _fill_memory(local, [K1])
+    rotated = local.saver(encryption_keys=[K2, K1])
+    writer = _memory(local, D1Store, [K2, K1])
+
+    class Racing(httpx.BaseTransport):
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.done = inner, False
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            if not self.done and b"UPDATE store_items SET value" in request.content:
+                self.done = True
+                writer.put(("users", "u1"), "profile", {"name": "renamed"})
+            return self.inner.handle_request(request)
+
+    racing = local.saver(encryption_keys=[K2, K1], transport=Racing(local.transport))
+    summary = rekey(racing)
+    assert summary.skipped == 0  # the writer's value is under the newest key already
+    assert writer.get(("users", "u1"), "profile").value == {"name": "renamed"}  # type: ignore[union-attr]
+    assert census(rotated)["store_items"] == {NEW: 6}

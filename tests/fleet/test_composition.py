@@ -28,10 +28,7 @@ KEY, OLD = os.urandom(32), os.urandom(32)
 
 
 def read(saver: D1Saver, thread_id: str) -> admin.ThreadRows:
-    reader = admin.thread_reader(thread_id)
-    while (stmts := reader.next_statements()) is not None:
-        reader.consume(saver.execute(stmts))
-    return reader.rows
+    return admin.read_thread(saver, thread_id)
 
 
 def stage_move(source: D1Saver, target: D1Saver, thread_id: str) -> None:

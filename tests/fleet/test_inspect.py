@@ -84,6 +84,17 @@ def test_show_and_diff(fleet: FleetBackend, serve: Callable[..., str]) -> None:
 
     missing = run(fleet, ["show", "no-such-thread"])
     assert missing.exit_code == 4 and "no-such-thread" in missing.output
+    # A thread whose home database was never written (no d1saver schema there, and a command
+    # that only reads creates none) is not found, as any other: named, exit 4, a pointer.
+    written = {saver.home(t) for t in ("sync-thread", "async-thread")}
+    nobody = next(t for t in (f"nobody-{i}" for i in range(1000)) if saver.home(t) not in written)
+    for args in (["show", nobody], ["show", nobody, "--checkpoint", "1f0"], ["history", nobody],
+                 ["history", nobody, "--json"], ["diff", nobody, "1f0", "1f1"],
+                 ["tag", nobody, "1f0", "kept"]):
+        missing = run(fleet, args)
+        assert missing.exit_code == 4, (args, missing.output)
+        assert f"thread '{nobody}'" in missing.output and "schema:" not in missing.output, args
+        assert "`d1saver threads`" in missing.output or "`d1saver history" in missing.output
     for thread in ("sync-thread", "async-thread"):  # the real engine's databases are shared
         saver.delete_thread(thread)
     saver.close()

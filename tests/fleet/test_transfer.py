@@ -12,7 +12,7 @@ from d1saver import D1Saver, Statement, admin
 from d1saver.fleet.routing import COPYING_PREFIX, LEAVING_PREFIX
 from d1saver.sql.catalogue import (COLLECT_THREAD, DELETE_THREADS, RENAME_THREAD, STAGE,
                                    STAGING_HELD, TRANSFER_INSERT, TRANSFER_TABLES, UNSTAGE)
-from d1saver.ops.transfer import (STAGE_SECONDS, ThreadReader, ThreadRows, copy_batches,
+from d1saver.ops.transfer import (STAGE_SECONDS, ThreadRows, copy_batches,
                                delete_if_unchanged,
                                deleted)
 from tests.compaction import BIG, cfg
@@ -22,12 +22,9 @@ from tests.saver import graphs
 
 
 def read(saver: D1Saver, thread_id: str, **limits: int) -> tuple[ThreadRows, int]:
-    reader = ThreadReader(thread_id, **limits)
-    requests = 0
-    while (stmts := reader.next_statements()) is not None:
-        reader.consume(saver.execute(stmts))
-        requests += 1
-    return reader.rows, requests
+    before = saver.client.requests
+    rows = admin.read_thread(saver, thread_id, **limits)
+    return rows, saver.client.requests - before
 
 
 def test_pages_are_bounded_and_add_up_to_the_thread(backend: Backend) -> None:

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from compaction import gateway
-from d1saver import admin
+from d1saver import Result, admin
 from d1saver.cli.commands import app
 from d1saver.sql import catalogue as _sql
 from d1saver.sql.query import q
@@ -72,3 +72,29 @@ def test_every_statement_is_the_catalogues_and_every_parameter_traced():
 def test_the_worker_writes_no_sql_of_its_own():
     source = (ROOT / "worker" / "compaction.js").read_text(encoding="utf-8")
     assert not re.search(r"\b(SELECT|INSERT|UPDATE|DELETE)\b", source.replace("DELETE_", ""))
+
+
+def test_the_plan_and_the_end_of_a_run_are_the_clis():
+    """One policy (issue 30, fact 13): the Worker plans each page with the statement the CLI
+    plans with, ends a run with the batch the CLI ends with (leftovers, the memory and cache
+    sweep, the lease's release), and reads its figures where `admin.finished` reads them."""
+    doc = _generated()
+    plan = admin.retention_plan("", 1000, 2, None, batch_checkpoints=2000, batch_threads=100)
+    assert [s["sql"] for s in doc["statements"]["plan_page"]] == [plan.sql]
+    finish = admin.finish("compaction", "holder")
+    assert [s["sql"] for s in doc["statements"]["finish"]] == [s.sql for s in finish]
+    marked = [Result(list(_sql.SCOPED_COLUMNS), [[100 + i]], {"changes": i})
+              for i in range(len(finish))]
+    figures = admin.finished(finish, marked)
+    for name, at in doc["finish_figures"].items():
+        value = (marked[at["statement"]].rows[0][0] if at["read"] == "row"
+                 else marked[at["statement"]].changes)
+        assert getattr(figures, name) == value, name
+    assert doc["page_size"] == 1000 and doc["sweep_margin"] == admin.SWEEP_MARGIN
+
+
+def test_the_worker_batches_nothing_itself():
+    """How threads group into batches is the plan's (SQL): the Worker only follows it."""
+    source = (ROOT / "worker" / "compaction.js").read_text(encoding="utf-8")
+    assert "plan_page" in source and "S.finish" in source
+    assert not re.search(r"weight|\bload\b|count <= |checkpoints\) - ", source)

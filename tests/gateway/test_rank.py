@@ -55,7 +55,7 @@ def test_the_gateway_ranks_next_to_the_data(real: Memory, distance: str) -> None
     store = real.store(index=index)
     exact = real.store(index={**index, "exact": True})
     _fill([store], vectors, tag)
-    assert "rank" in store._nodes()[0].client.features  # learnt from the puts' answers
+    assert "rank" in store._databases()[0].client.features  # learnt from the puts' answers
     queries = [f"q{j}" for j in range(6)]
     for kwargs in [{"limit": 10}, {"limit": 4, "offset": 3}, {"limit": 10, "filter": {"group": 1}}]:
         got, events = real.sent(lambda kw=kwargs: _search(store, tag, queries, **kw))
@@ -93,7 +93,7 @@ def test_the_rest_path_on_the_real_engine(real: Memory) -> None:
     store = real.store(index=index, transport=_PlainD1())
     exact = real.store(index={**index, "exact": True}, transport=_PlainD1())
     _fill([store], vectors, tag)
-    assert store._nodes()[0].client.features == frozenset()
+    assert store._databases()[0].client.features == frozenset()
     queries = [f"q{j}" for j in range(4)]
     for kwargs, requests in [({"limit": 10}, 2), ({"limit": 5, "filter": {"group": {"$lte": 4}}}, 2),
                              ({"limit": 5, "offset": 2, "filter": {"group": 1}}, 2),
@@ -117,7 +117,7 @@ def test_the_gateway_with_codes_missing_and_items_without_vectors(real: Memory) 
                  index=None if i % 7 else False) for i in range(N)]
     for start in range(0, N, 200):
         store.batch(ops[start: start + 200])
-    store._exchange(store._nodes()[0], [Statement(
+    store._exchange(store._databases()[0], [Statement(
         "UPDATE store_vectors SET code = NULL WHERE ns = ?1 AND CAST(substr(key, 2) AS INTEGER) % 4 = 0",
         (f'["{tag}"]',))])
     queries = ["q1", "q2", "q3"]

@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 from compaction import compact, lease
 from d1saver import D1Saver, LeaseHeldError, Statement, admin
 from d1saver.cli.commands import app
-from tests.compaction import LONG_AGO, put_chain
+from tests.compaction import LONG_AGO, put_chain, put_checkpoint
 from tests.compaction.test_job import one_step_graph, parent_with_subgraph, tagged_delta_thread
 from tests.realengine import RealD1, gateway
 
@@ -47,7 +47,9 @@ NOT_COMPARED = {"d1saver_ops", "leases", "d1saver_compaction_runs", "d1saver_com
 # the rows their triggers clear.
 COPY_ORDER = [("d1saver_chunks", "level, thread_id, id"), ("checkpoints", "1, 2, 3"),
               ("writes", "1, 2, 3, 4, 6"), ("chunks", "1, 2, 3, 4, 5"), ("tags", "1, 2, 4"),
-              ("delta_unwritten", "1, 2, 3"), ("delta_frozen", "1, 2, 3, 4, 5, 6, 7, 8")]
+              ("delta_unwritten", "1, 2, 3"), ("delta_frozen", "1, 2, 3, 4, 5, 6, 7, 8"),
+              ("d1saver_staged", "1"), ("d1saver_gc_pending", "1"), ("store_items", "1, 2"),
+              ("store_vectors", "1, 2, 3"), ("cache_entries", "1, 2")]
 
 
 @contextmanager
@@ -127,6 +129,41 @@ def seed(s: D1Saver, keyed: D1Saver) -> list[str]:
             "idle", "idle-tagged", "short", "thé-🙂", "big"]
 
 
+COPYING, MOVING = "\x1fd1saver-copying\x1f", "\x1fd1saver-moving\x1f"
+
+
+def seed_the_rest(s: D1Saver, g: RealD1, binding: str) -> None:
+    """What a run does beyond retention (issue 30, fact 13): memory and cache entries expired
+    by the database's clock an hour ago and live ones; staged rows a killed copy (expired) and
+    a killed move left, and a copy in progress (kept); a thread kept whole whose checkpoint was
+    put again with other content (its first content's chunks are garbage)."""
+    from d1saver import D1Cache, D1Store
+    kw = dict(account_id=g.account_id, database_id=g.databases[binding], api_token=TOKEN,
+              api_base_url=g.base_url)
+    past = time.time() - 3600
+    with D1Store(**kw, clock=lambda: past) as old, D1Cache(**kw, clock=lambda: past) as old_cache, \
+            D1Store(**kw) as store:
+        old.put(("users", "u1"), "expired", {"v": 1}, ttl=1)
+        old.put(("users", "u1"), "kept", {"v": 2})
+        store.put(("users", "u2"), "live", {"v": 3}, ttl=60)
+        old_cache.set({(("__pregel_ns_writes", "n"), "expired"): (1, 60),
+                       (("__pregel_ns_writes", "n"), "kept"): (2, None)})
+    configs = put_chain(s, "gc-short", 2, value=lambda i: "".join(
+        f"{j}:{j * 7919 % 10007}," for j in range(20_000)))
+    put_checkpoint(s, configs[0], 1, value=lambda i: "".join(
+        f"{j}:{j * 104729 % 10007}," for j in range(20_000)))
+    for staged, registered in ((COPYING + "ghost", 0), (MOVING + "moved", None),
+                               (COPYING + "running", 4_000_000_000)):
+        s.client.execute([Statement(
+            "INSERT INTO checkpoints SELECT ?1, checkpoint_ns, checkpoint_id, "
+            "parent_checkpoint_id, type, checkpoint, metadata, channels, run_id, ts "
+            "FROM checkpoints WHERE thread_id = 'short'", (staged,))])
+        if registered is not None:
+            s.client.execute([Statement(
+                "INSERT INTO d1saver_staged VALUES (?1, ?2, 'short', 0, ?3)",
+                (staged, staged.split("\x1f")[-1], registered))])
+
+
 def copy_database(src: D1Saver, dst: D1Saver) -> None:
     """Every stored row of `src` into `dst` (set up, empty), as it is."""
     dst.setup()
@@ -174,7 +211,9 @@ def test_cron_leaves_every_table_as_the_cli_does() -> None:
                 "COMPACTION_DATABASES": "DB_A"}
     with scheduled_gateway(settings) as g, saver(g, "DB_A") as a, saver(g, "DB_B") as b, \
             saver(g, "DB_A", encryption_keys=[KEY]) as keyed:
-        threads = seed(a, keyed)
+        threads = [*seed(a, keyed), "gc-short"]
+        seed_the_rest(a, g, "DB_A")
+        assert query(a, "SELECT COUNT(*) AS n FROM d1saver_gc_pending")[0]["n"] == 1
         assert query(a, "SELECT COUNT(*) AS n FROM d1saver_chunks")[0]["n"] > 0
         assert query(a, "SELECT COUNT(*) AS n FROM delta_frozen")[0]["n"] == 0
         copy_database(a, b)
@@ -188,6 +227,19 @@ def test_cron_leaves_every_table_as_the_cli_does() -> None:
         assert after == snapshot(b)
         assert after != before and after["delta_frozen"]  # it did compact, DeltaChannels too
         assert admin.inexact_threads(a.execute([admin.chunk_check()])[0]) == []
+        # Beyond retention, as the CLI: leftovers of the killed copy and move gone (the copy
+        # in progress kept), expired memory and cache entries swept, the garbage collected.
+        staged = {r["thread_id"] for r in query(
+            a, "SELECT DISTINCT thread_id FROM checkpoints WHERE substr(thread_id, 1, 1) = char(31)")}
+        assert staged == {COPYING + "running"}
+        assert [r["key"] for r in query(a, "SELECT key FROM store_items ORDER BY key")] == [
+            "kept", "live"]
+        assert [r["key"] for r in query(a, "SELECT key FROM cache_entries")] == ["kept"]
+        assert after["d1saver_gc_pending"] == []
+        mine = line["databases"][g.databases["DB_A"]]
+        assert (mine["staged_removed"], mine["store_items_swept"], mine["cache_entries_swept"]) \
+            == (cli["staged_removed"], cli["store_items_swept"], cli["cache_entries_swept"]) \
+            == (2, 1, 1)
         (record,) = runs(a)
         assert record["status"] == "done" and record["reason"] is None
         assert record["trigger"] == CRON and record["keep"] == 2 and record["max_age_days"] == 30
@@ -215,9 +267,11 @@ def test_cron_leaves_every_table_as_the_cli_does() -> None:
         assert shown.exit_code == 0, shown.output
         assert json.loads(shown.output) == runs(a)
         text = CliRunner().invoke(app, ["compact", "--history", "--limit", "1"], env=env)
-        assert text.exit_code == 0 and text.output.count(" done ") == 1
-        assert f"{record['checkpoints_deleted']} checkpoints" in text.output.splitlines()[-1] \
-            or "0 checkpoints" in text.output
+        assert text.exit_code == 0
+        header, row = text.output.splitlines()  # a table: the newest run, which found nothing
+        cells = dict(zip(header.split(), row.split()))  # (its reason, the last column, is empty)
+        assert (cells["status"], cells["checkpoints"], cells["run"]) == (
+            "done", "0", runs(a)[0]["run_id"])
 
 
 # --- budget, lease, bad settings --------------------------------------------------------------

@@ -80,10 +80,35 @@ def test_bad_namespace_is_a_usage_error(store: D1Store, env: dict[str, str]) -> 
 def test_cache_clear(env: dict[str, str]) -> None:
     with D1Cache(**_kwargs(env)) as cache:
         cache.set({(("n", "a"), "k"): (1, None), (("n", "b"), "k"): (2, None)})
-        out = cli(env, "cache", "clear", "n/a")
+        out = cli(env, "cache", "clear", "n/a", "--yes")
         assert out.exit_code == 0, out.stderr
         assert cache.get([(("n", "a"), "k"), (("n", "b"), "k")]) == {(("n", "b"), "k"): 2}
-        assert cli(env, "cache", "clear").exit_code == 0
+        assert cli(env, "cache", "clear", "--yes").exit_code == 0
+        assert cache.get([(("n", "b"), "k")]) == {}
+
+
+def test_cache_clear_asks_and_counts(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cache clear` neither asked nor counted: off a terminal it now needs --yes (exit 2,
+    nothing deleted), on one it asks, and it prints how many entries it deleted."""
+    from typer.testing import CliRunner, _NamedTextIOWrapper  # type: ignore[attr-defined]
+
+    with D1Cache(**_kwargs(env)) as cache:
+        cache.set({(("n", "a"), f"k{i}"): (i, None) for i in range(3)})
+        cache.set({(("n", "b"), "k"): (9, None)})
+        refused = cli(env, "cache", "clear", "n/a")
+        assert refused.exit_code == 2 and "--yes" in refused.stderr
+        assert len(cache.get([(("n", "a"), f"k{i}") for i in range(3)])) == 3
+        monkeypatch.setattr(_NamedTextIOWrapper, "isatty", lambda self: True, raising=False)
+        from d1saver.cli import app
+        no = CliRunner().invoke(app, ["cache", "clear", "n/a"], env=env, input="n\n")
+        assert no.exit_code == 0 and "Delete the cache entries of namespace n/a?" in no.stdout
+        assert len(cache.get([(("n", "a"), f"k{i}") for i in range(3)])) == 3
+        yes = CliRunner().invoke(app, ["cache", "clear", "n/a"], env=env, input="y\n")
+        assert yes.exit_code == 0 and "deleted 3 cache entries of namespace n/a" in yes.stdout
+        assert cache.get([(("n", "a"), f"k{i}") for i in range(3)]) == {}
+        again = cli(env, "cache", "clear", "n/a", "--yes")
+        assert "deleted 0 cache entries" in again.stdout
+        assert cli(env, "cache", "clear", "-y").stdout.strip() == "deleted 1 cache entry"
         assert cache.get([(("n", "b"), "k")]) == {}
 
 
@@ -93,15 +118,15 @@ def test_cache_clear_names_a_node_cache(env: dict[str, str]) -> None:
     other = ("__pregel_ns_writes", "__main__.triple", "triple")
     with D1Cache(**_kwargs(env)) as cache:
         cache.set({(node, "k"): (1, None), (other, "k"): (2, None)})
-        out = cli(env, "cache", "clear", json.dumps(list(node)))
+        out = cli(env, "cache", "clear", "--yes", json.dumps(list(node)))
         assert out.exit_code == 0, out.stderr
         assert "__main__.double" in out.stdout
         assert cache.get([(node, "k"), (other, "k")]) == {(other, "k"): 2}
-        out = cli(env, "cache", "clear", "/".join(other))
+        out = cli(env, "cache", "clear", "--yes", "/".join(other))
         assert out.exit_code == 0, out.stderr
         assert cache.get([(other, "k")]) == {}
         for bad in ['["unclosed', "[1, 2]", '["a", null]']:
-            out = cli(env, "cache", "clear", bad)
+            out = cli(env, "cache", "clear", "--yes", bad)
             assert out.exit_code == 2 and out.stderr.startswith("error:"), bad
 
 
@@ -119,8 +144,8 @@ def test_compact_sweeps_expired_memory_and_cache(env: dict[str, str]) -> None:
         out = cli(env, "compact", "--keep", "1", "--all", "--json")
         figures = json.loads(out.stdout)
         assert (figures["store_items_swept"], figures["cache_entries_swept"]) == (1, 1)
-        assert figures["requests"] == 4  # setup, list, acquire; sweep rides with the release
-        rows = store._exchange(store._nodes()[0], [_sql("SELECT key FROM store_items"),
+        assert figures["requests"] == 3  # list (+ the schema's version), acquire; sweep + release
+        rows = store._exchange(store._databases()[0], [_sql("SELECT key FROM store_items"),
                                                    _sql("SELECT key FROM cache_entries")])
         assert [r.rows for r in rows] == [[["kept"]], [["kept"]]]
         out = cli(env, "compact", "--keep", "1", "--all", "--no-sweep", "--json")
@@ -141,13 +166,55 @@ def test_compact_library_sweep_counts(env: dict[str, str]) -> None:
         assert compact(saver, keep=1).store_items_swept == 0
 
 
+def test_a_thread_scoped_compaction_sweeps_no_memory(env: dict[str, str]) -> None:
+    """`compact --thread X` compacts X: the database's expired memory is not its business
+    (issue 30, fact 12); a whole-database run sweeps it."""
+    past = time.time() - 3600
+    with D1Store(**_kwargs(env, clock=lambda: past)) as old, \
+            D1Cache(**_kwargs(env, clock=lambda: past)) as old_cache, \
+            D1Saver(**_kwargs(env)) as saver:
+        from tests.compaction import put_chain
+        put_chain(saver, "t", 3)
+        old.put(("t",), "expired", {"v": 1}, ttl=1)
+        old_cache.set({(("c",), "expired"): (1, 60)})
+        summary = compact(saver, keep=1, threads=["t"])
+        assert summary.checkpoints_deleted == 2
+        assert (summary.store_items_swept, summary.cache_entries_swept) == (0, 0)
+        rows = old._exchange(old._databases()[0], [_sql("SELECT COUNT(*) FROM store_items"),
+                                               _sql("SELECT COUNT(*) FROM cache_entries")])
+        assert [r.rows for r in rows] == [[[1]], [[1]]]
+        out = cli(env, "compact", "--keep", "1", "--thread", "t", "--json")
+        assert json.loads(out.stdout)["store_items_swept"] == 0
+        assert compact(saver, keep=1).store_items_swept == 1
+
+
+def test_the_sweep_goes_by_the_databases_clock_not_the_compacting_machines(
+        env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writers stamp expiries with their clocks, which agree with the database's; a compacting
+    machine whose clock runs an hour ahead must not sweep what expires in 30 minutes."""
+    import compaction.job
+    with D1Store(**_kwargs(env)) as store, D1Cache(**_kwargs(env)) as cache, \
+            D1Saver(**_kwargs(env)) as saver:
+        store.put(("t",), "half an hour", {"v": 1}, ttl=30)
+        cache.set({(("c",), "half an hour"): (1, 1800)})
+        ahead = time.time() + 3600
+        monkeypatch.setattr(compaction.job.time, "time", lambda: ahead)
+        dry = compact(saver, keep=1, dry_run=True)
+        summary = compact(saver, keep=1)
+        assert (dry.store_items_swept, dry.cache_entries_swept) == (0, 0)
+        assert (summary.store_items_swept, summary.cache_entries_swept) == (0, 0)
+        assert store.get(("t",), "half an hour") is not None
+        assert cache.get([(("c",), "half an hour")]) == {(("c",), "half an hour"): 1}
+
+
 def _sql(text: str) -> Any:
     from d1saver import Statement
     return Statement(text)
 
 
 MEMORY_COMMANDS = [["store", "namespaces"], ["store", "ls", "a/b"], ["store", "get", "a", "k"],
-                   ["store", "rm", "a", "k", "--yes"], ["cache", "clear"], ["cache", "clear", "a"]]
+                   ["store", "rm", "a", "k", "--yes"], ["cache", "clear", "--yes"],
+                   ["cache", "clear", "a", "--yes"]]
 
 
 @pytest.mark.parametrize("args", MEMORY_COMMANDS, ids=" ".join)

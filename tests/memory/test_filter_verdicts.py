@@ -82,13 +82,13 @@ def test_sql_verdicts_agree_with_in_memory_store(d1: D1Subject) -> None:
     values = [{"n": v} for v in VALUES] + [{"other": 1}, {}]
     store.batch([PutOp(ns, f"k{i:03d}", v) for i, v in enumerate(values)])
     by_key = {f"k{i:03d}": v for i, v in enumerate(values)}
-    node = store._node(ns)
+    database = store._database(ns)
     checked = decided = 0
     for flt in filters():
         _filters.check_filter(flt)
         params = {**scope_params(ns, None), "filter": _filters.compile_filter(flt),
                   "need": -1, "skip": 0}
-        (result,) = store._exchange(node, [Statement.bind(_sql.SEARCH_ITEMS_FILTERED, params)])
+        (result,) = store._exchange(database, [Statement.bind(_sql.SEARCH_ITEMS_FILTERED, params)])
         seen = {row["key"]: row["verdict"] for row in result.dicts()}
         for key, value in by_key.items():
             want = _filters.matches(value, flt)
@@ -150,6 +150,6 @@ def _verdict(store: Any, value: dict[str, Any], flt: dict[str, Any]) -> int:
     params = {**scope_params(ns, None), "filter": _filters.compile_filter(flt), "need": -1,
               "skip": 0}
     statement = Statement.bind(_sql.SEARCH_ITEMS_FILTERED, params)
-    (result,) = store._exchange(store._node(ns), [statement])
+    (result,) = store._exchange(store._database(ns), [statement])
     rows = result.dicts()
     return int(rows[0]["verdict"]) if rows else 0

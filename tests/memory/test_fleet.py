@@ -34,7 +34,7 @@ def test_items_live_in_the_database_of_their_first_label(memory: Memory) -> None
     assert len(set(homes.values())) > 1
     for db in memory.database_ids:
         one = memory.store([db])
-        (result,) = one._exchange(one._nodes()[0], [Statement("SELECT DISTINCT ns FROM store_items")])
+        (result,) = one._exchange(one._databases()[0], [Statement("SELECT DISTINCT ns FROM store_items")])
         users = {ns[2:-2].split('","')[0] for (ns,) in result.rows}
         assert users == {u for u, h in homes.items() if h == db}
 
@@ -59,7 +59,10 @@ def test_requests_go_where_the_namespace_lives(memory: Memory) -> None:
 
 def test_the_fleet_answers_as_one_database(memory: Memory) -> None:
     fleet = memory.store(memory.database_ids, index={"dims": 64, "embed": TrigramEmbeddings()})
-    one = memory.store([memory.database_ids[0]], index={"dims": 64, "embed": TrigramEmbeddings()})
+    # One database of its own (one of the fleet's would hold both stores' copies of an item:
+    # the fleet reads an item from its home).
+    one = memory.store([f"{memory.database_ids[0]}-one"],
+                       index={"dims": 64, "embed": TrigramEmbeddings()})
     for s in (fleet, one):
         _fill(s)
         memory.clock.advance(0.01)

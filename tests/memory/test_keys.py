@@ -17,8 +17,8 @@ OTHER = base64.b64encode(os.urandom(32)).decode()
 
 
 def _raw(store: object, sql: str) -> list[list[object]]:
-    node = store._nodes()[0]  # type: ignore[attr-defined]
-    return store._exchange(node, [Statement(sql)])[0].rows  # type: ignore[attr-defined]
+    db = store._databases()[0]  # type: ignore[attr-defined]
+    return store._exchange(db, [Statement(sql)])[0].rows  # type: ignore[attr-defined]
 
 
 def test_values_are_sealed_and_readable_with_the_key(memory: Memory) -> None:

@@ -156,7 +156,7 @@ def test_vectors_without_codes_and_several_databases(memory: Memory) -> None:
     reference = InMemoryStore(index=index)  # type: ignore[arg-type]
     _fill([fast, reference], vectors, N)
     # As an older d1saver writes them: no code (every such vector is a candidate).
-    for node in fast._nodes():
+    for node in fast._databases():
         fast._exchange(node, [Statement("UPDATE store_vectors SET code = NULL "
                                         "WHERE CAST(substr(key, 2) AS INTEGER) % 4 = 0")])
     queries = [f"q{j}" for j in range(10)]
@@ -200,7 +200,7 @@ def test_a_server_that_claims_rank_but_does_not_still_answers_exactly(memory: Me
     store = memory.store(index=index)
     reference = InMemoryStore(index=index)  # type: ignore[arg-type]
     _fill([store, reference], vectors, N)
-    node = store._nodes()[0]
+    node = store._databases()[0]
     assert node.client.features == frozenset()
     node.client.features = frozenset({"rank"})  # as if the header had said so
     got, events = memory.sent(lambda: _pages(store, ["q1"], limit=10))
@@ -224,5 +224,59 @@ def test_async_search_takes_the_same_two_requests(memory: Memory) -> None:
         return [[(i.key, i.score) for i in page] for page in found]  # type: ignore[misc]
 
     got, events = memory.sent(lambda: asyncio.run(pages()))
-    assert len(events) == 4
+    assert len(events) == 2  # gathered: one request of codes, one of candidates, for both
     _same(got, _pages(reference, ["q1", "q2"], limit=10, filter={"group": {"$lt": 3}}))
+
+
+def test_gathered_search_beside_a_put_scans_exactly(memory: Memory) -> None:
+    """A tick whose request also writes ranks by the exact scan, in that one request (a
+    second request would see the tick's later puts), and answers as the calls in order do."""
+    import asyncio
+
+    vectors = dataset("uniform", N, seed=37)
+    index = {"dims": DIMS, "embed": Lookup(vectors), "fields": ["text"]}
+    store = memory.store(index=index)
+    reference = InMemoryStore(index=index)  # type: ignore[arg-type]
+    _fill([store, reference], vectors, N)
+    best = _pages(reference, ["q3"], limit=10)[0]
+
+    async def run(s: Any) -> list[list[tuple[str, float]]]:
+        first, _, second = await asyncio.gather(
+            s.asearch(("docs",), query="q3", limit=10),
+            s.adelete(("docs", f"part{int(best[0][0][1:]) % 3}"), best[0][0]),
+            s.asearch(("docs",), query="q3", limit=10))
+        return [[(i.key, i.score) for i in page] for page in (first, second)]
+
+    got, events = memory.sent(lambda: asyncio.run(run(store)))
+    assert len(events) == 1
+    want = asyncio.run(run(reference))
+    assert want[0] != want[1]  # the delete is seen by the second search only
+    _same(got, want)
+
+
+def test_search_while_migrating_reads_the_home_copy(memory: Memory) -> None:
+    """While migrating an item can be in its previous home and its home (a move caught
+    midway) with other vectors: the search ranks the home's copy, as the exact scan does,
+    though the previous home's stale codes would rank higher."""
+    ids = memory.database_ids
+    vectors = dataset("uniform", N, seed=41)
+    vectors.update({f"n{i}": [-x for x in vectors[f"v{i}"]] for i in range(N)})
+    index = {"dims": DIMS, "embed": Lookup(vectors), "fields": ["text"]}
+    moving = memory.store(ids[:2], previous_database_ids=ids[:1], index=index)
+    label = next(f"docs{n}" for n in range(100) if moving.home((f"docs{n}",)) == ids[1])
+    old = memory.store(ids[:1], index=index)
+    new = memory.store(ids[1:2], index=index)
+    reference = InMemoryStore(index=index)  # type: ignore[arg-type]
+    for s in (old, reference):
+        for start in range(0, N, 250):
+            s.batch([PutOp((label,), f"k{i}", {"text": f"v{i}"})
+                     for i in range(start, min(N, start + 250))])
+    for s in (new, reference):  # copied home with other vectors: the stale ones rank higher
+        s.batch([PutOp((label,), f"k{i}", {"text": f"n{i}"}) for i in range(0, N, 4)])
+    queries = [f"q{j}" for j in range(8)]
+
+    def pages(s: Any) -> list[list[tuple[str, float]]]:
+        return [[(i.key, i.score) for i in s.search((label,), query=q, limit=10)]
+                for q in queries]
+
+    _same(pages(moving), pages(reference))

@@ -74,8 +74,8 @@ def test_ttl_and_sweep_on_the_real_engine(real: Memory, tag: str) -> None:
     real.clock.advance(600)
     assert store.search((tag,)) == [] and store.list_namespaces(prefix=(tag,)) == []
     assert store.sweep_ttl() >= 2
-    node = store._nodes()[0]
-    (rows,) = store._exchange(node, [Statement(
+    db = store._databases()[0]
+    (rows,) = store._exchange(db, [Statement(
         "SELECT COUNT(*) FROM store_items WHERE ns = ?1", (f'["{tag}"]',))])
     assert rows.rows == [[0]]
 
@@ -111,3 +111,31 @@ def test_fleet_on_the_real_engine(real: Memory, tag: str) -> None:
     assert listed == sorted((u, "m") for u in users)
     for u in users:
         store.delete_namespace((u,))
+
+
+@pytest.mark.anyio
+async def test_gathered_calls_on_the_real_engine(real: Memory, tag: str) -> None:
+    """Concurrent calls as one request: groups in call order in one D1 batch (a get after a put
+    of its key, a search after the puts of its namespace), the cache's gets, sets and clear."""
+    import asyncio
+
+    store, cache = real.store(), real.cache()
+    await store.asetup()
+    before = len(real.events)
+    calls = []
+    for i in range(20):
+        calls += [store.aput((tag, "g"), f"k{i % 5}", {"i": i}), store.aget((tag, "g"), f"k{i % 5}")]
+    calls.append(store.asearch((tag, "g"), filter={"i": {"$gte": 15}}, limit=10))
+    got = await asyncio.gather(*calls)
+    assert len(real.events) - before == 1
+    assert [g.value["i"] for g in got[1:40:2]] == list(range(20))
+    assert sorted(it.value["i"] for it in got[-1]) == [15, 16, 17, 18, 19]
+    key = ((tag, "c"), "x")
+    before = len(real.events)
+    out = await asyncio.gather(cache.aset({key: (1, None)}), cache.aget([key]),
+                               cache.aclear([(tag, "c")]), cache.aget([key]),
+                               cache.aset({key: (2, 60)}), cache.aget([key]))
+    assert len(real.events) - before == 1
+    assert out == [None, {key: 1}, None, {}, None, {key: 2}]
+    await store.aclose()
+    await cache.aclose()

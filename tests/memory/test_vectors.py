@@ -69,7 +69,7 @@ def test_put_again_replaces_vectors_and_delete_drops_them(memory: Memory) -> Non
     store.put(("r",), "k", {"text": "budget meeting"})
     assert store.search(("r",), query="budget meeting")[0].key == "k"
     store.delete(("r",), "k")
-    (rows,) = store._exchange(store._nodes()[0], [_stmt("SELECT COUNT(*) AS n FROM store_vectors")])
+    (rows,) = store._exchange(store._databases()[0], [_stmt("SELECT COUNT(*) AS n FROM store_vectors")])
     assert rows.rows == [[1]]
 
 

@@ -124,6 +124,10 @@ class World:
                 out.setdefault(t, []).append(db)
         return out
 
+    def engine_databases(self) -> list[str]:
+        """The databases of DATABASES that exist in the engine (set up by some saver)."""
+        return [db for db in DATABASES if self.thread_tables(db)]
+
     def staged(self, databases: Sequence[str] = DATABASES) -> list[tuple[str, str, str]]:
         """(database, table, thread id) of every row kept under a staging id."""
         return sorted((db, table, t) for db in databases

@@ -25,7 +25,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
-from d1saver import CheckpointConflictError, D1Error, D1Saver, Statement
+from d1saver import CheckpointConflictError, D1Error, D1Saver, Statement, upstream
 from d1saver.local import LocalD1Transport
 from tests.conftest import Backend
 from tests.saver import graphs
@@ -117,8 +117,7 @@ async def drive_threads(saver: D1Saver, n: int, prefix: str, durability: str = "
     """n threads at once, twice (a fresh run, then a run that resumes each thread).
 
     Compared with the same graph on InMemorySaver: the final values, and each checkpoint's
-    values and step. `next` is compared only with durability="sync": under LangGraph's default
-    ("async") a slow saver can store a barrier channel as it was a step later (see
+    values, step, source and `next` (under every durability: see
     test_async_durability_history_matches_in_memory_saver).
     """
     graph = fan_graph(saver)
@@ -142,8 +141,7 @@ async def drive_threads(saver: D1Saver, n: int, prefix: str, durability: str = "
         oracle_history = [s async for s in oracle.aget_state_history(conf)]
 
         def shape(h: list) -> list:
-            return [(s.values, s.metadata["step"], s.metadata["source"],
-                     s.next if durability == "sync" else None) for s in h]
+            return [(s.values, s.metadata["step"], s.metadata["source"], s.next) for s in h]
 
         assert shape(history) == shape(oracle_history), tid
         # Linear: each checkpoint's parent is the next older one, all in this thread.
@@ -455,14 +453,22 @@ async def test_sync_durability_history_and_resume_match_in_memory_saver(local: B
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (upstream langgraph#8748, exposed by d1saver): with durability='async' (the default) "
-    "LangGraph hands aput a shallow copy whose NamedBarrierValue/Topic values are the live "
-    "sets/lists, and calls aput only after the previous put returns; d1saver serializes every "
-    "channel on every put, one HTTP round trip late, so a checkpoint stores the barrier as it "
-    "was a step later. History shows the join node as due too early, and resuming from that "
-    "checkpoint never runs it. Workaround: durability='sync'."))
 async def test_async_durability_history_matches_in_memory_saver(local: Backend) -> None:
+    """LangGraph's default durability: the barrier of the join is stored as it was when the
+    checkpoint was made (langgraph#8748, defended in d1saver/upstream.py)."""
     local.transport = LocalD1Transport(local.engine, latency_ms=LATENCY_MS)
     got = await history_and_fork(local.saver(), "async")
     assert got == await history_and_fork(InMemorySaver(), "async")
+    assert got[1] == expected_state(0, 2)
+
+
+@pytest.mark.anyio
+async def test_async_durability_without_the_defence_loses_the_join(local: Backend) -> None:
+    """The defect the defence covers, seen with it switched off: the checkpoint after `a`
+    shows the join as due, and a fork from it never runs the join. (15 ms per request: the
+    next step then surely runs while a put waits, even on a loaded machine.)"""
+    local.transport = LocalD1Transport(local.engine, latency_ms=15)
+    with upstream.disabled():
+        history, fork = await history_and_fork(local.saver(), "async")
+    assert (6, ("b1", "b2", "c")) in history
+    assert fork != expected_state(0, 2)

@@ -227,3 +227,138 @@ def test_interleavings(pair: tuple[str, str], request: pytest.FixtureRequest) ->
     COUNTS["exhaustive"] += exhaustive
     print(f"\ninterleavings: {'+'.join(pair)}: {runs} "
           f"({'every order' if exhaustive else 'sampled'})")
+
+
+# --- memory (issue 30, fact 5): D1Store and D1Cache while rebalance moves them -----------------
+
+# Users whose home moves from dba to dbb when the layout grows (rebalance moves their items).
+U = harness.named("user-", NEW, NEW[1])
+STAY = harness.named("stay-", NEW, NEW[0])
+NODE = ("__pregel_ns_writes", "node")
+OLD_VALUE, NEW_VALUE = {"v": "old"}, {"v": "new"}
+
+
+@dataclass
+class MemoryRace:
+    world: World
+    results: dict[str, Any] = field(default_factory=dict)
+
+    def store(self, transport: Any = None, **kwargs: Any) -> Any:
+        from d1saver import D1Store
+        return D1Store(**self._where(transport), **kwargs)
+
+    def cache(self, transport: Any = None) -> Any:
+        from d1saver import D1Cache
+        return D1Cache(**self._where(transport))
+
+    def _where(self, transport: Any) -> dict[str, Any]:
+        return dict(account_id="acc", api_token="test-token", api_base_url=harness.BASE_URL,
+                    transport=transport or self.world.transport, database_ids=list(NEW),
+                    previous_database_ids=list(OLD), fleet_concurrency=1,
+                    encryption_keys=[K2, K1])
+
+
+def _memory_setup(world: World) -> None:
+    from d1saver import D1Cache, D1Store
+    kw = dict(account_id="acc", api_token="test-token", api_base_url=harness.BASE_URL,
+              transport=world.transport, database_id=OLD[0], encryption_keys=[K1])
+    with D1Store(**kw) as store, D1Cache(**kw) as cache:
+        for u in (U, STAY):
+            store.put((u, "m"), "k", OLD_VALUE)
+            store.put((u, "m"), "other", {"v": "other"})
+        cache.set({(NODE, f"k{i}"): ("old", None) for i in range(4)})
+
+
+MEMORY_ACTORS: dict[str, Callable[[MemoryRace, Any], Any]] = {
+    "memory_put": lambda r, tr: r.results.__setitem__("put", r.store(tr).put((U, "m"), "k",
+                                                                            NEW_VALUE)),
+    "memory_delete": lambda r, tr: r.results.__setitem__("delete", r.store(tr).delete(
+        (U, "m"), "k")),
+    "memory_read": lambda r, tr: r.results.__setitem__("read", (
+        r.store(tr).get((U, "m"), "k"), [i.key for i in r.store(tr).search((U,))])),
+    "cache_set": lambda r, tr: r.results.__setitem__("cache_set", r.cache(tr).set(
+        {(NODE, "k0"): ("new", None)})),
+    "cache_clear": lambda r, tr: r.results.__setitem__("cache_clear", r.cache(tr).clear([NODE])),
+    "rebalance": lambda r, tr: _maintenance(lambda: rebalance(
+        r.world.saver(NEW, previous=OLD, keys=[K2, K1], transport=tr, fleet_concurrency=1),
+        concurrency=1)),
+    "rekey": lambda r, tr: _maintenance(lambda: rekey(
+        r.world.saver(NEW, previous=OLD, keys=[K2, K1], transport=tr, fleet_concurrency=1),
+        batch_rows=1)),
+}
+MEMORY_PAIRS = [("rebalance", "memory_put"), ("rebalance", "memory_delete"),
+                ("rebalance", "memory_read"), ("rebalance", "cache_set"),
+                ("rebalance", "cache_clear"), ("rekey", "memory_put"),
+                ("memory_put", "memory_delete")]
+
+
+def _memory_copies(world: World, table: str) -> dict[tuple[str, str], int]:
+    out: dict[tuple[str, str], int] = {}
+    for db in NEW:
+        for ns, key in world.sql(db, f"SELECT ns, key FROM {table}"):
+            out[(ns, key)] = out.get((ns, key), 0) + 1
+    return out
+
+
+def _memory_check(race: MemoryRace, pair: Sequence[str], run: interleave.Run) -> None:
+    for name, err in zip(pair, run.errors, strict=True):
+        assert err is None, (pair, name, run.order, repr(err))
+    store, cache = race.store(), race.cache()
+    got = store.get((U, "m"), "k")
+    value = None if got is None else got.value
+    if "memory_delete" in pair and "memory_put" not in pair:
+        assert value is None, (pair, run.order)  # delete wins: no move brings it back
+    elif "memory_put" in pair and "memory_delete" not in pair:
+        assert value == NEW_VALUE, (pair, run.order)  # no move overwrites it
+    elif "memory_delete" not in pair:
+        assert value == OLD_VALUE, (pair, run.order)
+    else:  # a put and a delete: the later one's outcome, whole
+        assert value in (None, NEW_VALUE), (pair, run.order)
+    if "memory_read" in pair:
+        found, keys = race.results["read"]
+        assert found is not None and found.value == OLD_VALUE, (pair, run.order)  # never missed
+        assert sorted(keys) == ["k", "other"], (pair, run.order)
+    assert store.get((STAY, "m"), "k").value == OLD_VALUE
+    assert sorted(i.key for i in store.search((U,))) == (
+        ["other"] if value is None else ["k", "other"]), (pair, run.order)
+    entries = cache.get([(NODE, f"k{i}") for i in range(4)])
+    if "cache_clear" in pair:
+        assert entries == {}, (pair, run.order)
+    else:
+        want = {(NODE, f"k{i}"): "old" for i in range(4)}
+        if "cache_set" in pair:
+            want[(NODE, "k0")] = "new"
+        assert entries == want, (pair, run.order)
+    # Never a second copy once every actor is done.
+    for table in ("store_items", "cache_entries"):
+        assert max(_memory_copies(race.world, table).values() or [1]) == 1, (pair, run.order)
+
+
+def _memory_maker(pair: Sequence[str]) -> Callable[[], tuple[list[interleave.Actor], Any, Any]]:
+    def make() -> tuple[list[interleave.Actor], Any, Any]:
+        world = World()
+        _memory_setup(world)
+        race = MemoryRace(world)
+
+        def check(run: interleave.Run) -> None:
+            try:
+                _memory_check(race, pair, run)
+            finally:
+                world.close()
+
+        return ([(lambda tr, name=name: MEMORY_ACTORS[name](race, tr)) for name in pair],
+                _Clock(world.transport), check)
+
+    return make
+
+
+@pytest.mark.parametrize("pair", MEMORY_PAIRS, ids=["+".join(p) for p in MEMORY_PAIRS])
+def test_memory_interleavings(pair: tuple[str, str], request: pytest.FixtureRequest) -> None:
+    budget = harness.soak_budget(request, ci=6, soak=300)
+    runs, exhaustive = interleave.schedules(_memory_maker(pair), budget,
+                                            seed=zlib.crc32("+".join(pair).encode()))
+    COUNTS["interleavings"] += runs
+    COUNTS["pairs"] += 1
+    COUNTS["exhaustive"] += exhaustive
+    print(f"\ninterleavings: {'+'.join(pair)}: {runs} "
+          f"({'every order' if exhaustive else 'sampled'})")

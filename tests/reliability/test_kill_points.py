@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from langgraph.store.base import PutOp
 
 from compaction import fleet as compaction_fleet
 from compaction.job import list_threads
@@ -64,6 +65,9 @@ class Command:
     # What the threads must read as while killed (before), and after a run completes:
     # the same, unless the command changes what readers see (compaction, copy).
     changes: bool = False
+    # Memory it concerns (issue 30): (database ids, previous ids, keys) of the D1Store and
+    # D1Cache that read it; what they read is observed as the threads are.
+    memory: tuple[tuple[str, ...], tuple[str, ...] | None, list[bytes] | None] | None = None
 
 
 def _threads(world: World, ids: tuple[str, ...], keys: list[bytes] | None = None,
@@ -122,6 +126,58 @@ def _migrate_run(world: World, transport: Any) -> None:
     world.saver(DATABASES[:1], transport=transport).setup()
 
 
+# --- memory (issue 30): a rebalance and a rekey moving or re-sealing D1Store and D1Cache ------
+
+MEMORY_USERS = [harness.named("user-", DATABASES[:2], DATABASES[1]),
+                harness.named("user-", DATABASES[:2], DATABASES[0]), "user-x", "user-y"]
+NODE = ("__pregel_ns_writes", "node")
+
+
+def _memory(world: World, cls: Any, ids: tuple[str, ...], previous: tuple[str, ...] | None,
+            keys: list[bytes] | None, transport: Any = None) -> Any:
+    return cls(account_id="acc", api_token="test-token", api_base_url=harness.BASE_URL,
+               transport=transport or world.transport, database_ids=list(ids),
+               previous_database_ids=None if previous is None else list(previous),
+               encryption_keys=keys)
+
+
+def _fill_memory(world: World, ids: tuple[str, ...], keys: list[bytes] | None) -> None:
+    from d1saver import D1Cache, D1Store
+    with _memory(world, D1Store, ids, None, keys) as store, \
+            _memory(world, D1Cache, ids, None, keys) as cache:
+        store.batch([PutOp((u, "m", str(j)), f"k{i}", {"u": u, "i": i, "text": "x" * (i * 50)})
+                     for u in MEMORY_USERS for j in range(2) for i in range(4)])
+        cache.set({(NODE, f"k{i}"): ({"i": i}, None) for i in range(24)})
+
+
+def observe_memory(world: World, view: Any) -> dict[str, Any]:
+    """Everything a reader sees of the memory: every item (by search, prefix searches, gets,
+    namespaces) and every cache entry."""
+    from d1saver import D1Cache, D1Store
+    ids, previous, keys = view
+    with _memory(world, D1Store, ids, previous, keys) as store, \
+            _memory(world, D1Cache, ids, previous, keys) as cache:
+        out: dict[str, Any] = {"all": sorted((i.namespace, i.key, str(i.value))
+                                             for i in store.search((), limit=1000))}
+        for u in MEMORY_USERS:
+            out[u] = (sorted((i.namespace, i.key) for i in store.search((u,), limit=100)),
+                      store.list_namespaces(prefix=(u,)),
+                      [None if (g := store.get((u, "m", "1"), f"k{i}")) is None else g.value
+                       for i in range(4)])
+        out["cache"] = cache.get([(NODE, f"k{i}") for i in range(24)])
+    return out
+
+
+def _memory_rebalance_setup(world: World) -> None:
+    _fill_memory(world, DATABASES[:1], [K1])
+    _threads(world, DATABASES[:1], keys=[K1], big=0)
+
+
+def _memory_rekey_setup(world: World) -> None:
+    _fill_memory(world, DATABASES[:1], [K1])
+    _threads(world, DATABASES[:1], keys=[K1], big=0)
+
+
 def _golden_threads() -> tuple[str, ...]:
     return tuple(sorted({row["thread_id"] for table, row in v010.read_rows()
                          if table == "checkpoints"}))
@@ -139,12 +195,21 @@ COMMANDS = [
             (A, B, C), changes=True),
     Command("migration from 0.1.0", _migrate_setup, _migrate_run,
             lambda w: w.saver(DATABASES[:1]), _golden_threads()),
+    Command("rebalance of memory", _memory_rebalance_setup, _rebalance_run,
+            lambda w: w.saver(DATABASES[:2], previous=DATABASES[:1], keys=[K1]), (A, B, C),
+            memory=(DATABASES[:2], DATABASES[:1], [K1])),
+    Command("rekey of memory", _memory_rekey_setup, _rekey_run,
+            lambda w: w.saver(DATABASES[:1], keys=[K2, K1]), (A, B, C),
+            memory=(DATABASES[:1], None, [K2, K1])),
 ]
 
 
 def _observe(command: Command, world: World) -> dict[str, Any]:
     with command.reader(world) as reader:
-        return harness.observe(reader, command.threads)
+        seen = harness.observe(reader, command.threads)
+    if command.memory is not None:
+        seen["memory"] = observe_memory(world, command.memory)
+    return seen
 
 
 def _leftovers_listed(command: Command, world: World) -> None:
@@ -158,8 +223,26 @@ def _leftovers_listed(command: Command, world: World) -> None:
             assert thread in {i.thread_id for i in list_threads(view)}, (command.name, db, thread)
     with command.reader(world) as reader:
         inexact = compaction_fleet.check_chunks(reader)
+        listed = {(m.database_id, m.table): m.rows
+                  for m in compaction_fleet.misplaced_memory(reader)}
     assert all(t.thread_id in command.threads or t.thread_id.startswith(harness.STAGING)
                for t in inexact), inexact
+    if command.memory is not None:  # memory not at its home: each such row is listed
+        assert listed == _misplaced(world, command.memory), command.name
+
+
+def _misplaced(world: World, view: Any) -> dict[tuple[str, str], int]:
+    """The truth, read raw: memory rows in each database that are not at their home."""
+    from d1saver import admin
+    ids, previous, _ = view
+    layout = admin.memory_layout(ids, previous)
+    out: dict[tuple[str, str], int] = {}
+    for db in dict.fromkeys([*ids, *(previous or ())]):
+        for table in admin.MEMORY_TABLES:
+            for ns, key in world.sql(db, f"SELECT ns, key FROM {table}"):
+                if admin.memory_home(layout, admin.MemoryKey(table, ns, key)) != db:
+                    out[(db, table)] = out.get((db, table), 0) + 1
+    return out
 
 
 def _run_to_end(command: Command, world: World) -> int:
@@ -208,6 +291,7 @@ def _kill(command: Command, ref: Outcome, at: int, after: bool) -> None:
             assert world.staged() == [], (command.name, at, after)
         with command.reader(world) as reader:
             assert compaction_fleet.check_chunks(reader) == []
+            assert compaction_fleet.misplaced_memory(reader) == []
     finally:
         world.close()
 

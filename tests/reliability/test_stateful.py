@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from compaction import fleet as compaction_fleet
 from compaction.rebalance import rebalance
 from compaction.rekey import rekey
-from d1saver import D1Saver
+from d1saver import D1Cache, D1Saver, D1Store, admin
 from tests.reliability import harness
 from tests.reliability.harness import DATABASES, K1, K2, World, cfg, known, new_id
 from tests.reliability.model import Model
@@ -32,6 +32,8 @@ OLD_THREAD = "t3"  # its checkpoints are dated long ago: compaction's max_age ex
 LONG_AGO = "2020-01-01T00:00:00+00:00"
 LAYOUTS = (DATABASES[:1], DATABASES[:2], DATABASES[1:4], DATABASES[:3])
 COUNTS: dict[str, int] = {"sequences": 0, "steps": 0, "writes": 0}
+MEMORY_USERS = ("u0", "u1", "u2", "u3")
+NODE = ("__pregel_ns_writes", "node")
 
 
 def value_of(kind: str, n: int) -> Any:
@@ -55,6 +57,9 @@ class SaverMachine(RuleBasedStateMachine):
         self.saver: D1Saver = self.world.saver(self.layout)
         self.big = 0  # values over 2 MB written so far (kept rare: they are slow)
         self.allow_big = False
+        # Memory (issue 30): D1Store items and D1Cache entries, as InMemoryStore would hold them.
+        self.items: dict[tuple[tuple[str, ...], str], Any] = {}
+        self.entries: dict[tuple[tuple[str, ...], str], Any] = {}
         COUNTS["sequences"] += 1
 
     @initialize(layout=st.sampled_from(range(len(LAYOUTS))), keyed=st.booleans(),
@@ -67,6 +72,14 @@ class SaverMachine(RuleBasedStateMachine):
 
     def _saver(self, **kwargs: Any) -> D1Saver:
         return self.world.saver(self.layout, keys=self.keys, **kwargs)
+
+    def _memory(self, cls: Any, layout: tuple[str, ...] | None = None,
+                previous: tuple[str, ...] | None = None) -> Any:
+        ids = list(layout or self.layout)
+        return cls(account_id="acc", api_token="test-token", api_base_url=harness.BASE_URL,
+                   transport=self.world.transport, database_ids=ids,
+                   previous_database_ids=None if previous is None else list(previous),
+                   encryption_keys=None if self.keys is None else list(self.keys))
 
     def teardown(self) -> None:
         self.world.close()
@@ -135,6 +148,35 @@ class SaverMachine(RuleBasedStateMachine):
         if not self.model.exists(t):
             return
         assert self.saver.untag(cfg(t), name) == self.model.untag(t, name)
+
+    # --- memory: store items and cache entries ---------------------------------------------
+
+    @rule(user=st.sampled_from(MEMORY_USERS), key=st.sampled_from(["a", "b"]),
+          gone=st.booleans())
+    def memory_write(self, user: str, key: str, gone: bool) -> None:
+        with self._memory(D1Store) as store:
+            self._memory_write(store, user, key, gone)
+
+    def _memory_write(self, store: Any, user: str, key: str, gone: bool) -> None:
+        where = ((user, "m"), key)
+        if gone:
+            store.delete(*where)
+            self.items.pop(where, None)
+        else:
+            value = {"n": self._next()}
+            store.put(*where, value)
+            self.items[where] = value
+
+    @rule(key=st.sampled_from([f"k{i}" for i in range(4)]), clear=st.booleans())
+    def cache_write(self, key: str, clear: bool) -> None:
+        with self._memory(D1Cache) as cache:
+            if clear:
+                cache.clear([NODE])
+                self.entries.clear()
+            else:
+                value = self._next()
+                cache.set({(NODE, key): (value, None)})
+                self.entries[(NODE, key)] = value
 
     # --- deletes, retention, copies ------------------------------------------------------
 
@@ -212,14 +254,23 @@ class SaverMachine(RuleBasedStateMachine):
                    for th in self.model.threads.values() for ws in th.writes.values()
                    for w in ws.values())
 
-    @rule(layout=st.sampled_from(range(len(LAYOUTS))))
-    def rebalance(self, layout: int) -> None:
+    @rule(layout=st.sampled_from(range(len(LAYOUTS))), user=st.sampled_from(MEMORY_USERS),
+          gone=st.booleans())
+    def rebalance(self, layout: int, user: str, gone: bool) -> None:
         previous = self.layout
         self.layout = LAYOUTS[layout]
         if set(previous) != set(self.layout):
+            # Before the move: memory in view and written through the new layout, previous
+            # homes included; then the move, which loses and resurrects nothing.
+            with self._memory(D1Store, previous=previous) as store, \
+                    self._memory(D1Cache, previous=previous) as cache:
+                self._same_memory(store, cache)
+                self._memory_write(store, user, "a", gone)
+                self._same_memory(store, cache)
             moving = self._saver(previous=previous)
             summary = rebalance(moving)
             assert not summary.errors, summary.errors
+            assert summary.memory_changed == 0
         self.saver = self._saver()
 
     # --- what must hold after every step ---------------------------------------------------
@@ -230,6 +281,30 @@ class SaverMachine(RuleBasedStateMachine):
         threads = list(THREADS)
         harness.assert_same(harness.observe(self.saver, threads), self.model.observe(threads),
                             "D1Saver vs model:")
+
+    @invariant()
+    def memory_same_as_model(self) -> None:
+        with self._memory(D1Store) as store, self._memory(D1Cache) as cache:
+            self._same_memory(store, cache)
+        # Each item and entry in one database, its home.
+        layout = admin.memory_layout(self.layout)
+        for db in self.world.engine_databases():
+            for table in admin.MEMORY_TABLES:
+                for ns, key in self.world.sql(db, f"SELECT ns, key FROM {table}"):
+                    row = admin.MemoryKey(table, ns, key)
+                    assert admin.memory_home(layout, row) == db, (table, ns, key, db)
+
+    def _same_memory(self, store: Any, cache: Any) -> None:
+        found = {(tuple(i.namespace), i.key): i.value for i in store.search((), limit=1000)}
+        assert found == self.items, "D1Store vs model"
+        for user in MEMORY_USERS:
+            assert {(tuple(i.namespace), i.key): i.value for i in store.search((user,))} == {
+                k: v for k, v in self.items.items() if k[0][0] == user}
+            for key in ("a", "b"):
+                got = store.get((user, "m"), key)
+                assert (None if got is None else got.value) == self.items.get(((user, "m"), key))
+        keys = [(NODE, f"k{i}") for i in range(4)]
+        assert cache.get(keys) == self.entries, "D1Cache vs model"
 
     @invariant()
     def no_hidden_leftovers(self) -> None:

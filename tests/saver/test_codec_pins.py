@@ -3,10 +3,10 @@
 Every value d1saver stores is "<codec>:<payload>" text (d1saver/storage/codec.py). Rows live for
 months across releases, so:
 - decoding each codec's pinned text must give back its exact input, forever ("b:", "d:", "r:",
-  and "z:", which only pre-0.1.0 builds wrote);
+  "s:", and "z:", which only pre-0.1.0 builds wrote);
 - what the current writer emits for fixed inputs is pinned too: a change there is a new
   format, which needs a new codec letter, not an edit;
-- DICT_V1 and DICT_V2, the "d:" and "r:" preset dictionaries, are pinned by their sha256: one
+- DICT_V1 and DICT_V2, the "d:" and "r:"/"s:" preset dictionaries, are pinned by their sha256: one
   byte reformatted and every such row decodes to garbage or fails;
 - "c:" values (over D1's 2 MB limit, split into the chunks table) written by 0.1.0 decode.
 
@@ -47,8 +47,9 @@ RANDOM_B = (
 )
 
 # LangGraph's serde bytes (msgpack) of AIMessage(content="The answer is 42.", id="ai-1", one
-# tool call), as langgraph-checkpoint 4.3 writes them: 249 bytes, 81 characters as "d:" (what
-# schema v7 wrote), 70 as "r:" (what schema v8 writes).
+# tool call), as langgraph-checkpoint 4.3 writes them: 249 bytes, 84 characters as "d:" (what
+# schema v7 wrote), 69 as "r:" (what schema v8 to v14 wrote), 73 as "s:" (what schema v15
+# writes: the same 53 bytes of raw deflate in unpadded base64).
 MESSAGE = bytes.fromhex(
     "c7f60594ba6c616e67636861696e5f636f72652e6d657373616765732e6169a941494d65737361676589a7636f6e"
     "74656e74b154686520616e737765722069732034322eb16164646974696f6e616c5f6b776172677380b172657370"
@@ -59,6 +60,7 @@ MESSAGE = bytes.fromhex(
 )
 MESSAGE_D = "d:c)N0Lot!)VjnuTXF(e~ZAu+GGJhez6vsl5zNRI>$Bd3}riJ7{FL?wqsDTYAx%Rs7h4M|T32e5e@01YH-e*"
 MESSAGE_R = "r:JN}K-LSth{Myf($UU7M9kwRv%f{BqH2`L-7cvzB{scT47zF(AL2=johA?Z2(0Jank00"
+MESSAGE_S = "s:O/6N1EJjY0hGqkJiXnF5apFCZrGCiZEeCSkbuXhYkpipa0hUvl+UYgjzgK4h6Tn+ALYUDgA"
 
 # "z:" as the first builds wrote it (commit c51f07b's encode: base64 of zlib.compress(data, 6)).
 # d1saver 0.1.0 reads it and never writes it.
@@ -95,7 +97,8 @@ def test_d_decodes_and_encodes_exactly() -> None:
 
 def test_r_decodes_and_encodes_exactly() -> None:
     assert _codec.decode(MESSAGE_R) == MESSAGE
-    assert _codec.encode(MESSAGE) == MESSAGE_R
+    # What schema v8 to v14 wrote: base85 of the raw deflate "s:" holds in base64.
+    assert "r:" + base64.b85encode(_codec._raw_deflate(MESSAGE)).decode() == MESSAGE_R
     # What a key seals: the same raw deflate behind codec byte "r".
     assert _codec.pack(MESSAGE) == b"r" + base64.b85decode(MESSAGE_R[2:])
     assert _codec.unpack(_codec.pack(MESSAGE)) == MESSAGE
@@ -105,9 +108,35 @@ def test_r_decodes_and_encodes_exactly() -> None:
         _codec.decode(cut)
 
 
+def test_s_decodes_and_encodes_exactly() -> None:
+    assert _codec.decode(MESSAGE_S) == MESSAGE
+    assert _codec.encode(MESSAGE) == MESSAGE_S
+    # Unpadded base64 (RFC 4648's alphabet) of the bytes "r:" held in base85.
+    deflated = base64.b85decode(MESSAGE_R[2:])
+    assert MESSAGE_S == "s:" + base64.b64encode(deflated).decode().rstrip("=")
+    assert len(deflated) % 3 and not MESSAGE_S.endswith("=")
+    # A stream cut short is refused, not shortened; text that is not base64 is refused.
+    cut = "s:" + base64.b64encode(deflated[:-4]).decode().rstrip("=")
+    with pytest.raises(ValueError, match="truncated"):
+        _codec.decode(cut)
+    for damaged in (MESSAGE_S[:-1] + "~", MESSAGE_S[:-1] + "=", MESSAGE_S + "A" * 1,
+                    MESSAGE_S + "=="):
+        with pytest.raises(ValueError):
+            _codec.decode(damaged)
+
+
+@pytest.mark.parametrize("size", [16, 17, 18, 19, 100, 1000, 70_000])
+def test_s_round_trips_every_padding(size: int) -> None:
+    """Unpadded base64 of each length modulo 3 (0, 2 or 1 characters of padding left off)."""
+    data = (b"d1saver " * (size // 8 + 1))[:size]
+    text = _codec.encode(data)
+    assert text.startswith("s:") and "=" not in text
+    assert _codec.decode(text) == data
+
+
 def test_small_and_incompressible_values_stay_base64() -> None:
     assert _codec.encode(SMALL[:_codec.R_MIN - 1]).startswith("b:")
-    assert _codec.encode(RANDOM) == RANDOM_B  # base85 would be shorter, but 20 times slower
+    assert _codec.encode(RANDOM) == RANDOM_B  # deflate cannot save 10%
 
 
 def test_z_decodes_exactly() -> None:

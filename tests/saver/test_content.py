@@ -431,3 +431,67 @@ def test_a_page_decodes_and_checks_each_chunk_once(backend: Backend, monkeypatch
     monkeypatch.setattr(_manifest, "names", lambda c, d, *kind: checked.update([c]) or names(c, d, *kind))
     assert len(list(saver.list(config))) > 10
     assert checked and max(checked.values()) == 1
+
+
+# --- schema v15: a thread written half in base85 (0.2) and half in base64 --------------------
+
+
+def _encode_0_2(data: bytes) -> str:
+    """What 0.2's `codec.encode` wrote: "r:", the same raw deflate as "s:", in base85."""
+    import base64
+
+    from d1saver.storage import codec as _codec
+
+    raw = "b:" + base64.b64encode(data).decode("ascii")
+    if len(data) >= _codec.R_MIN:
+        deflated = _codec._raw_deflate(data)
+        if len(deflated) <= len(data) * 0.9:
+            packed = "r:" + base64.b85encode(deflated).decode("ascii")
+            if len(packed) < len(raw):
+                return packed
+    return raw
+
+
+def test_a_thread_of_0_2_goes_on_in_base64_sharing_its_chunks(
+        backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A conversation stored by 0.2 ("r:" chunks and values) and resumed by a fresh saver of
+    this version: it reads back as InMemorySaver's; the chunks 0.2 stored stay as they were
+    and are listed by id, never sent again (ids name bytes, not text); new ones are "s:"."""
+    from langchain_core.messages import HumanMessage
+
+    from d1saver.storage import codec as _codec
+
+    tid = new_thread("mx")
+    memory = InMemorySaver()
+    with monkeypatch.context() as m:
+        m.setattr(_codec, "encode", _encode_0_2)
+        converse(backend.saver(), tid, turns=3)
+    converse(memory, tid, turns=3)
+    leaves = "SELECT id, data FROM d1saver_chunks WHERE thread_id = ?1 AND level = 0"
+    old = dict(query(backend.saver(), leaves, tid))
+    assert old and {text[:2] for text in old.values()} <= {"r:", "b:"}
+    assert "r:" in {text[:2] for text in old.values()}
+
+    resumed = backend.saver()  # knows nothing of the thread: learns it from its first read
+    sent_from = len(backend.events)
+    go_on = {"messages": [HumanMessage(content="And the refunds?", id="human-2")]}
+    config = {"configurable": {"thread_id": tid}}
+    build_graph(resumed, turns=6).invoke(go_on, config)
+    build_graph(memory, turns=6).invoke(go_on, config)
+
+    ours = [(t.checkpoint["channel_values"], [(c, v) for _, c, v in t.pending_writes])
+            for t in resumed.list(config)]
+    theirs = [(t.checkpoint["channel_values"], [(c, v) for _, c, v in t.pending_writes])
+              for t in memory.list(config)]
+    assert ours == theirs and len(ours) == 14  # 7 checkpoints of 0.2's run, 7 of this one's
+    now = dict(query(resumed, leaves, tid))
+    assert {i: now[i] for i in old} == old  # 0.2's chunks as they were, each still listed
+    new = {i: text for i, text in now.items() if i not in old}
+    assert new and {text[:2] for text in new.values()} <= {"s:", "b:"}
+    assert "s:" in {text[:2] for text in new.values()}
+    # No request after the resume carried an old chunk, in either text.
+    sent = " ".join(str(p) for event in backend.events[sent_from:]
+                    for stmt in event.statements for p in stmt.params)
+    for i, text in old.items():
+        assert text[2:] not in sent and _codec.encode(_codec.decode(text))[2:] not in sent, i
+    assert_exact(resumed, tid)

@@ -17,6 +17,7 @@ from d1saver import ConfigError, D1Error, IntegrityError, PlaintextValueError, S
 from d1saver.storage import codec as _codec
 from d1saver.storage.crypto import (
     ENV_KEYS,
+    HEAD_CHARS,
     KEY_ID_SIZE,
     OVERHEAD,
     Binding,
@@ -25,6 +26,7 @@ from d1saver.storage.crypto import (
     aad_for_chunk,
     aad_for_write,
     key_id,
+    key_id_of_text,
     keys_from_env,
     new_key,
     parse_key,
@@ -104,33 +106,74 @@ def test_every_one_byte_flip_is_refused() -> None:
         assert isinstance(info.value, UnknownKeyError) == (i < KEY_ID_SIZE)
 
 
+def unb64(text: str) -> bytes:
+    """The blob of an "e:~" text (unpadded base64 after the marker)."""
+    assert text.startswith("e:~")
+    return base64.b64decode(text[3:] + "=" * (-len(text[3:]) % 4))
+
+
+def b85_text(blob: bytes) -> str:
+    """A blob as schema v8 to v14 stored it: "e:" and base85."""
+    return "e:" + base64.b85encode(blob).decode()
+
+
 def test_a_flip_in_the_stored_text_is_refused() -> None:
     sealer = Sealer([K1])
     text = sealer.seal_text(b"x" * 1000, CK)
-    # Positions inside full base85 groups: a char changed in a short last group may decode
-    # to the same bytes, which is no tampering.
-    last_full = 2 + 5 * (len(base64.b85decode(text[2:])) // 4) - 1
-    for i in (2, 6, 7, len(text) // 2, last_full):
-        other = "A" if text[i] != "A" else "B"
-        with pytest.raises(IntegrityError):
-            sealer.open_text(text[:i] + other + text[i + 1:], CK)
+    old = b85_text(unb64(text))
+    assert sealer.open_text(old, CK) == b"x" * 1000  # as schema v8 to v14 stored it
+    # Positions inside full groups (base64's 4 characters, base85's 5): a char changed in a
+    # short last group may decode to the same bytes, which is no tampering.
+    last_full = 3 + 4 * (len(unb64(text)) // 3) - 1
+    last_full_85 = 2 + 5 * (len(unb64(text)) // 4) - 1
+    for stored, positions in ((text, (2, 3, 6, 7, len(text) // 2, last_full)),
+                              (old, (2, 6, 7, len(old) // 2, last_full_85))):
+        for i in positions:
+            other = "A" if stored[i] != "A" else "B"
+            with pytest.raises(IntegrityError):
+                sealer.open_text(stored[:i] + other + stored[i + 1:], CK)
 
 
 @pytest.mark.parametrize("cut", [0, 1, 16, OVERHEAD - 1])
 def test_truncated_values_are_refused(cut: int) -> None:
     sealer = Sealer([K1])
-    blob = base64.b85decode(sealer.seal_text(b"", CK)[2:])
+    blob = unb64(sealer.seal_text(b"", CK))
     assert len(blob) == OVERHEAD  # key id, codec, nonce, tag: no payload
     assert sealer.open(blob, CK) == b""
     with pytest.raises(IntegrityError):
         sealer.open(blob[:cut], CK)
     with pytest.raises(IntegrityError):
-        sealer.open_text("e:" + base64.b85encode(blob[:cut]).decode(), CK)
+        sealer.open_text("e:~" + base64.b64encode(blob[:cut]).decode().rstrip("="), CK)
+    with pytest.raises(IntegrityError):
+        sealer.open_text(b85_text(blob[:cut]), CK)
 
 
 def test_stored_text_that_is_not_base85_is_refused() -> None:
-    with pytest.raises(IntegrityError):
-        Sealer([K1]).open_text("e:not base64 \x00 at all", CK)
+    for text in ("e:not base64 \x00 at all", "e:~not base64 \x00 at all", "e:~A", "e:~AB=C"):
+        with pytest.raises(IntegrityError):
+            Sealer([K1]).open_text(text, CK)
+
+
+def test_the_sealed_format_is_pinned() -> None:
+    """Schema v15's sealed text: "e:~", then unpadded base64 of key id (3 bytes: the first 4
+    characters, the head SQL compares), codec byte, nonce, ciphertext and tag. A base85 text
+    (schema v8 to v14) never starts with "~": its first group is at most 2**32 - 1, whose
+    first digit is "|" (index 82 of 85)."""
+    sealer = Sealer([K1, K2])
+    text = sealer.seal_text(b"y" * 200, CK)
+    assert text.startswith("e:~" + base64.b64encode(key_id(K1)).decode())
+    blob = unb64(text)
+    assert blob[:KEY_ID_SIZE] == key_id(K1) and blob[KEY_ID_SIZE:KEY_ID_SIZE + 1] == b"r"
+    assert text == "e:~" + base64.b64encode(blob).decode().rstrip("=")
+    assert base64.b85encode(b"\xff" * 4).decode()[0] == "|"
+    # Each format's head names its key; the newest key's heads cover both formats.
+    old = b85_text(blob)
+    assert key_id_of_text(text) == key_id_of_text(old) == key_id(K1).hex()
+    assert key_id_of_text(text[:HEAD_CHARS]) == key_id(K1).hex()
+    assert {text[:HEAD_CHARS], old[:HEAD_CHARS]} <= set(sealer.fresh_heads)
+    under_k2 = Sealer([K2]).seal_text(b"y" * 200, CK)
+    assert under_k2[:HEAD_CHARS] not in sealer.fresh_heads
+    assert sealer.open_text(under_k2, CK) == b"y" * 200
 
 
 # --- refused: a value moved or copied to another row ------------------------------------------
@@ -248,7 +291,7 @@ def test_rotation_old_keys_open_new_key_seals() -> None:
     rotated = Sealer([K2, K1])  # newest first
     assert rotated.open_text(written_before, CK) == b"before rotation"
     written_after = rotated.seal_text(b"after rotation", CK)
-    blob = base64.b85decode(written_after[2:])
+    blob = unb64(written_after)
     assert blob[:KEY_ID_SIZE] == key_id(K2)
     # The old key alone cannot open what the new key sealed; once rows are rekeyed, the
     # new key alone opens everything new and refuses the old rows by name.
@@ -264,16 +307,17 @@ def test_rotation_old_keys_open_new_key_seals() -> None:
 
 @pytest.mark.parametrize("size", [0, 1, 2, 3, 100, 127, 128, 1000, 10_000])
 @pytest.mark.parametrize("kind", ["random", "compressible"])
-def test_overhead_is_at_most_40_bytes_per_value(size: int, kind: str) -> None:
+def test_overhead_is_32_bytes_and_at_most_44_characters_per_value(size: int, kind: str) -> None:
     data = os.urandom(size) if kind == "random" else (b"abc" * size)[:size]
     blob = Sealer([K1]).seal(data, CK)
     assert len(blob) - len(data) == OVERHEAD == 32
-    # As stored, against the same value without a key: exactly 40 characters more when it
-    # is compressed (both base85), at most 40 when it is stored raw ("b:" is base64).
+    # As stored, against the same value without a key: "~" and 32 bytes in unpadded base64
+    # (42 or 43 characters) more when it is compressed (both unpadded base64), at most 44
+    # when it is stored raw ("b:" is padded base64).
     text = Sealer([K1]).seal_text(data, CK)
     plain = _codec.encode(data)
     extra = len(text) - len(plain)
-    assert extra == 40 if plain.startswith("r:") else extra <= 40
+    assert extra in (43, 44) if plain.startswith("s:") else extra <= 44
 
 
 # --- keys: parsing, ids, errors -----------------------------------------------------------------

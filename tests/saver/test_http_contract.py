@@ -130,6 +130,34 @@ def test_request_is_post_to_raw_endpoint(raw_route: respx.Route) -> None:
     assert (request.method, str(request.url)) == ("POST", BASE_URL + RAW_PATH)
 
 
+def test_clients_share_one_tls_context(raw_route: respx.Route,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """New savers (sync and async) load the CA bundle once per process, not once each: a
+    fresh instance's first request spent about 20 ms of CPU on it (benchmarks/RESULTS.md,
+    "Client CPU")."""
+    import asyncio
+    import ssl
+
+    from d1saver.http import client as _client
+
+    made: list[ssl.SSLContext] = []
+    real = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    _client._tls.cache_clear()
+    savers = [make_saver() for _ in range(3)]
+    for saver in savers:
+        saver.get_tuple(CONFIG)
+    asyncio.run(make_saver().aget_tuple(CONFIG))
+    assert len(made) == 1 and raw_route.call_count == 4
+    for saver in savers:
+        saver.close()
+
+
 def test_request_carries_bearer_token(raw_route: respx.Route) -> None:
     """The token goes in Authorization: Bearer <token>."""
     make_saver().get_tuple(CONFIG)

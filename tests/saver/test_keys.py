@@ -74,11 +74,11 @@ def test_every_stored_value_is_sealed_and_metadata_keeps_only_langgraphs_fields(
     assert tup.pending_writes == [("task-1", "secret", "more personal data")]
 
 
-def test_a_key_adds_at_most_40_characters_to_each_stored_value(local: Backend) -> None:
+def test_a_key_adds_at_most_44_characters_to_each_stored_value(local: Backend) -> None:
     """On the benchmark's agent (30 values and more), each checkpoint and write as stored is
-    at most 40 characters longer than the same value stored without a key: exactly 40 once
-    compressed (both base85: the key id, codec, nonce and tag are 32 bytes); its metadata,
-    LangGraph's own fields only, is stored as without a key."""
+    at most 44 characters longer than the same value stored without a key: 43 or 44 once
+    compressed (both unpadded base64: "~", and the key id, codec, nonce and tag, 32 bytes);
+    its metadata, LangGraph's own fields only, is stored as without a key."""
     saver = local.saver(encryption_keys=[K1])
     graph = build_graph(saver, variant="delta", turns=4, fanout=3)
     graph.invoke(first_input(), cfg("agent"), durability="sync")
@@ -101,8 +101,8 @@ def test_a_key_adds_at_most_40_characters_to_each_stored_value(local: Backend) -
                                                     task_path=path))
         extra[len(text) - len(_codec.encode(data))] += 1
     assert sum(extra.values()) > 30
-    assert max(extra) <= 40, extra
-    assert extra[40] > sum(extra.values()) // 2  # most values are compressed
+    assert max(extra) <= 44, extra
+    assert extra[43] + extra[44] > sum(extra.values()) // 2  # most values are compressed
 
 
 def test_values_over_2mb_are_sealed_then_chunked(local: Backend) -> None:

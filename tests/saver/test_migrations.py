@@ -22,6 +22,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 from d1saver import ConfigError, D1Saver, QueryError, Result, Statement
 from d1saver.ops import rows as _rows
 from d1saver.sql import catalogue as _sql
+from d1saver.sql import schema as _schema
 from d1saver.ops.statements import migration_statements, setup_statements
 from tests.conftest import Backend
 from tests.data import v0_1_0_fixture as fx
@@ -307,11 +308,15 @@ def test_lost_response_of_a_migration(backend: Backend) -> None:
 
 
 def newer_release(m: pytest.MonkeyPatch, step: list[str], min_reader: int | None = None) -> None:
-    """The code of a later release: one more step (contract if it sets min_reader)."""
-    m.setattr(_sql, "MIGRATIONS", [*_sql.MIGRATIONS, step])
-    m.setattr(_sql, "SCHEMA_VERSION", N + 1)
-    if min_reader is not None:
-        m.setattr(_sql, "MIN_READER", {**_sql.MIN_READER, N + 1: min_reader})
+    """The code of a later release: one more step (contract if it sets min_reader), in the
+    schema module (whose migration() and min_reader() read it) and in the aggregate the
+    operations read."""
+    steps, readers = [*_schema.MIGRATIONS, step], {**_schema.MIN_READER, N + 1: min_reader}
+    for module in (_schema, _sql):
+        m.setattr(module, "MIGRATIONS", steps)
+        m.setattr(module, "SCHEMA_VERSION", N + 1)
+        if min_reader is not None:
+            m.setattr(module, "MIN_READER", readers)
 
 
 def test_older_d1saver_works_on_a_newer_additive_schema(backend: Backend,
@@ -356,6 +361,21 @@ def test_older_d1saver_refuses_a_schema_it_cannot_use(backend: Backend,
     for _ in range(2):  # refused on every request, not only the first
         with pytest.raises(ConfigError):
             saver.get_tuple(CFG)
+
+
+def test_a_release_of_schema_12_refuses_a_database_holding_base64_values(
+        backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """0.2 (schema 12) cannot decode "s:" nor "e:~" (step 15): once this version has written
+    to a database, 0.2 refuses it by name rather than failing on a value it meets."""
+    put_one(backend.saver())  # this version: every step applied, "s:" values written
+    assert _sql.min_reader(_sql.SCHEMA_VERSION) == 15 <= _sql.SCHEMA_VERSION
+    with monkeypatch.context() as m:
+        m.setattr(_sql, "MIGRATIONS", _sql.MIGRATIONS[:12])
+        m.setattr(_sql, "SCHEMA_VERSION", 12)
+        m.setattr(_sql, "MIN_READER", {v: r for v, r in _sql.MIN_READER.items() if v <= 12})
+        with pytest.raises(ConfigError, match=re.escape(
+                f"database schema v{N} requires d1saver schema >= v15; this d1saver knows v12")):
+            backend.saver().get_tuple(CFG)
 
 
 # --- the 0.1.0 database, upgraded by two savers at once with lost responses -------------------

@@ -357,3 +357,32 @@ async def test_alist_with_limit_is_one_request(backend: Backend, thread: str) ->
     tuples, n = await acount(backend, acollect(saver, cfg(thread), limit=5))
     await saver.aclose()
     assert (len(tuples), n) == (5, 1)
+
+
+# --- LangGraph's floor: one request per super-step on every API (issue 31) --------------------
+
+FLOOR_TURNS, FLOOR_FANOUT = 10, 3  # the benchmark's agent: 21 checkpoints
+MAX_AGENT_REQUESTS = 25  # LangGraph's floor is 1 get_tuple + 21 puts = 22
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+@pytest.mark.parametrize("api", ["invoke", "ainvoke"])
+def test_the_agent_runs_at_the_floor(local: Backend, api: str, durability: str) -> None:
+    """The 10-turn x 3-tool agent: each step's put_writes ride with its put, so the run sends
+    1 get_tuple, the first input's write and 21 puts, whatever the API and durability
+    (0.2.0: 41-42 through invoke under "sync", 23-24 through ainvoke under "async")."""
+    from benchmarks.workload import build_graph, first_input
+
+    saver = local.saver()
+    saver.setup()
+    graph = build_graph(saver, variant="plain", turns=FLOOR_TURNS, fanout=FLOOR_FANOUT)
+    config = {"configurable": {"thread_id": new_thread()}}
+    before = local.requests
+    if api == "invoke":
+        graph.invoke(first_input(), config, durability=durability)
+    else:
+        asyncio.run(graph.ainvoke(first_input(), config, durability=durability))
+    requests = local.requests - before
+    checkpoints = len(list(saver.list(config)))
+    assert checkpoints == 2 * FLOOR_TURNS + 1
+    assert 1 + checkpoints <= requests <= MAX_AGENT_REQUESTS

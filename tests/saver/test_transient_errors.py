@@ -155,6 +155,7 @@ def test_serve_injects_transient_errors(monkeypatch: pytest.MonkeyPatch) -> None
 
     class Bound:  # a server bound, that serves nothing and returns at once
         server_address = ("127.0.0.1", 1)
+        engine = LocalD1()
 
         def serve_forever(self) -> None:
             pass

@@ -154,7 +154,16 @@ CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,data
 CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))
 
 -- name: SCHEMA[50]
-INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(16,strftime('%Y-%m-%dT%H:%M:%SZ','now'),9)
+CREATE TABLE IF NOT EXISTS d1saver_gc_pending(thread_id TEXT PRIMARY KEY)
+
+-- name: SCHEMA[51]
+CREATE TRIGGER IF NOT EXISTS checkpoints_gc_pending BEFORE INSERT ON checkpoints WHEN EXISTS(SELECT 1 FROM checkpoints WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND substr(checkpoint,1,2)='m:' AND checkpoint IS NOT NEW.checkpoint)BEGIN INSERT OR IGNORE INTO d1saver_gc_pending(thread_id)VALUES(NEW.thread_id); END
+
+-- name: SCHEMA[52]
+CREATE TRIGGER IF NOT EXISTS writes_gc_pending BEFORE INSERT ON writes WHEN EXISTS(SELECT 1 FROM writes WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND task_id=NEW.task_id AND idx=NEW.idx AND substr(value,1,2)IN('m:','p:')AND value IS NOT NEW.value)BEGIN INSERT OR IGNORE INTO d1saver_gc_pending(thread_id)VALUES(NEW.thread_id); END
+
+-- name: SCHEMA[53]
+INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(16,strftime('%Y-%m-%dT%H:%M:%SZ','now'),15)
 
 -- name: READ_SCHEMA
 SELECT * FROM d1saver_schema
@@ -425,11 +434,11 @@ DELETE FROM tags WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND NOT 
 DELETE FROM checkpoints WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=checkpoints.thread_id AND k.checkpoint_ns=checkpoints.checkpoint_ns AND k.checkpoint_id=checkpoints.checkpoint_id)
 
 -- name: SUMMARIZE_PLAN
-SELECT s.thread_id,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id)checkpoints_total,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))checkpoints,(SELECT COALESCE(SUM(CASE WHEN substr(w.value,1,2)='p:' THEN json_array_length(substr(w.value,3))ELSE 1 END),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))writes,(SELECT COALESCE(SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata)),0)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM chunks k WHERE k.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=k.thread_id AND k.checkpoint_ns=k.checkpoint_ns AND k.checkpoint_id=k.checkpoint_id)AND k.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=k.thread_id AND n.checkpoint_ns=k.checkpoint_ns))bytes FROM d1saver_scope s ORDER BY s.thread_id
+SELECT s.thread_id,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id)checkpoints_total,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))checkpoints,(SELECT COALESCE(SUM(CASE WHEN substr(w.value,1,2)='p:' THEN json_array_length(substr(w.value,3))ELSE 1 END),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))writes,(SELECT COALESCE(SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata)),0)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))+(SELECT COALESCE(SUM(LENGTH(pt.data)),0)FROM chunks pt WHERE pt.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=pt.thread_id AND k.checkpoint_ns=pt.checkpoint_ns AND k.checkpoint_id=pt.checkpoint_id)AND pt.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=pt.thread_id AND n.checkpoint_ns=pt.checkpoint_ns))bytes FROM d1saver_scope s ORDER BY s.thread_id
 
 -- name: RECORD_PLAN
 -- params: ?1 op_id
-INSERT OR IGNORE INTO d1saver_ops(op_id,result,created_at)SELECT ?,json_group_array(json_array(hex(p.thread_id),p.checkpoints_total,p.checkpoints,p.writes,p.bytes)),CAST(strftime('%s','now')AS INTEGER)FROM(SELECT s.thread_id,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id)checkpoints_total,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))checkpoints,(SELECT COALESCE(SUM(CASE WHEN substr(w.value,1,2)='p:' THEN json_array_length(substr(w.value,3))ELSE 1 END),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))writes,(SELECT COALESCE(SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata)),0)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM chunks k WHERE k.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=k.thread_id AND k.checkpoint_ns=k.checkpoint_ns AND k.checkpoint_id=k.checkpoint_id)AND k.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=k.thread_id AND n.checkpoint_ns=k.checkpoint_ns))bytes FROM d1saver_scope s ORDER BY s.thread_id)p
+INSERT OR IGNORE INTO d1saver_ops(op_id,result,created_at)SELECT ?,json_group_array(json_array(hex(p.thread_id),p.checkpoints_total,p.checkpoints,p.writes,p.bytes)),CAST(strftime('%s','now')AS INTEGER)FROM(SELECT s.thread_id,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id)checkpoints_total,(SELECT COUNT(*)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))checkpoints,(SELECT COALESCE(SUM(CASE WHEN substr(w.value,1,2)='p:' THEN json_array_length(substr(w.value,3))ELSE 1 END),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))writes,(SELECT COALESCE(SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata)),0)FROM checkpoints c WHERE c.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=c.thread_id AND k.checkpoint_ns=c.checkpoint_ns AND k.checkpoint_id=c.checkpoint_id))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=w.thread_id AND k.checkpoint_ns=w.checkpoint_ns AND k.checkpoint_id=w.checkpoint_id)AND w.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=w.thread_id AND n.checkpoint_ns=w.checkpoint_ns))+(SELECT COALESCE(SUM(LENGTH(pt.data)),0)FROM chunks pt WHERE pt.thread_id=s.thread_id AND NOT EXISTS(SELECT 1 FROM d1saver_keep k WHERE k.thread_id=pt.thread_id AND k.checkpoint_ns=pt.checkpoint_ns AND k.checkpoint_id=pt.checkpoint_id)AND pt.checkpoint_id<=(SELECT MAX(n.checkpoint_id)FROM checkpoints n WHERE n.thread_id=pt.thread_id AND n.checkpoint_ns=pt.checkpoint_ns))bytes FROM d1saver_scope s ORDER BY s.thread_id)p
 
 -- name: RECORDED_PLAN
 -- params: ?1 op_id
@@ -442,6 +451,31 @@ SELECT c.thread_id,COUNT(*)checkpoints,COUNT(DISTINCT c.checkpoint_ns)namespaces
 -- name: THREADS_INFO
 -- params: ?1 thread_ids
 SELECT c.thread_id,COUNT(*)checkpoints,COUNT(DISTINCT c.checkpoint_ns)namespaces,MAX(c.ts)updated,SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata))+(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(p.data)),0)FROM chunks p WHERE p.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM d1saver_chunks k WHERE k.thread_id=c.thread_id)+(SELECT COALESCE(SUM(LENGTH(f.value)+ COALESCE(LENGTH(f.metadata),0)),0)FROM delta_frozen f WHERE f.thread_id=c.thread_id)bytes FROM checkpoints c WHERE c.thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))GROUP BY c.thread_id ORDER BY c.thread_id
+
+-- name: PLAN_PAGE
+-- params: ?1 after, ?2 limit, ?3 keep, ?4 cutoff, ?5 batch_checkpoints, ?6 batch_threads
+WITH RECURSIVE listed AS(SELECT c.thread_id,COUNT(*)checkpoints,MAX(c.ts)updated,ROW_NUMBER()OVER(ORDER BY c.thread_id)n FROM checkpoints c WHERE c.thread_id>? GROUP BY c.thread_id ORDER BY c.thread_id LIMIT CAST(? AS INTEGER)),judged AS(SELECT n,thread_id,checkpoints,updated,staged,expired,NOT staged AND(expired OR checkpoints>CAST(? AS INTEGER)OR EXISTS(SELECT 1 FROM d1saver_gc_pending g WHERE g.thread_id=s.thread_id))work,MAX(checkpoints - CASE WHEN expired THEN 0 ELSE CAST(?3 AS INTEGER)END,1)weight FROM(SELECT l.*,substr(l.thread_id,1,9)=char(31)||'d1saver-' staged,? IS NOT NULL AND COALESCE(l.updated,'')<?4 expired FROM listed l)s),packed(n,thread_id,checkpoints,updated,staged,expired,batch,cur,kind,load,size)AS(SELECT 0,NULL,NULL,NULL,NULL,NULL,NULL,-1,NULL,0,0 UNION ALL SELECT w.n,w.thread_id,w.checkpoints,w.updated,w.staged,w.expired,CASE WHEN w.work THEN p.cur + CASE WHEN(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>? OR p.size>=?)THEN 1 ELSE 0 END END,CASE WHEN w.work AND(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>?5 OR p.size>=?6)THEN p.cur + 1 ELSE p.cur END,CASE WHEN w.work AND(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>?5 OR p.size>=?6)THEN w.expired ELSE p.kind END,CASE WHEN NOT w.work THEN p.load WHEN(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>?5 OR p.size>=?6)THEN w.weight ELSE p.load + w.weight END,CASE WHEN NOT w.work THEN p.size WHEN(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>?5 OR p.size>=?6)THEN 1 ELSE p.size + 1 END FROM packed p CROSS JOIN judged w ON w.n=p.n + 1)SELECT thread_id,checkpoints,updated,staged,expired,batch FROM packed WHERE n>0 ORDER BY n
+
+-- name: PLAN_THREADS
+-- params: ?1 thread_ids, ?2 keep, ?3 cutoff, ?4 batch_checkpoints, ?5 batch_threads
+WITH RECURSIVE listed AS(SELECT c.thread_id,COUNT(*)checkpoints,MAX(c.ts)updated,ROW_NUMBER()OVER(ORDER BY c.thread_id)n FROM checkpoints c WHERE c.thread_id IN(SELECT CAST(unhex(value)AS TEXT)FROM json_each(?))GROUP BY c.thread_id ORDER BY c.thread_id),judged AS(SELECT n,thread_id,checkpoints,updated,staged,expired,NOT staged AND(expired OR checkpoints>CAST(? AS INTEGER)OR EXISTS(SELECT 1 FROM d1saver_gc_pending g WHERE g.thread_id=s.thread_id))work,MAX(checkpoints - CASE WHEN expired THEN 0 ELSE CAST(?2 AS INTEGER)END,1)weight FROM(SELECT l.*,substr(l.thread_id,1,9)=char(31)||'d1saver-' staged,? IS NOT NULL AND COALESCE(l.updated,'')<?3 expired FROM listed l)s),packed(n,thread_id,checkpoints,updated,staged,expired,batch,cur,kind,load,size)AS(SELECT 0,NULL,NULL,NULL,NULL,NULL,NULL,-1,NULL,0,0 UNION ALL SELECT w.n,w.thread_id,w.checkpoints,w.updated,w.staged,w.expired,CASE WHEN w.work THEN p.cur + CASE WHEN(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>? OR p.size>=?)THEN 1 ELSE 0 END END,CASE WHEN w.work AND(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>?4 OR p.size>=?5)THEN p.cur + 1 ELSE p.cur END,CASE WHEN w.work AND(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>?4 OR p.size>=?5)THEN w.expired ELSE p.kind END,CASE WHEN NOT w.work THEN p.load WHEN(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>?4 OR p.size>=?5)THEN w.weight ELSE p.load + w.weight END,CASE WHEN NOT w.work THEN p.size WHEN(p.cur<0 OR w.expired<>p.kind OR p.load + w.weight>?4 OR p.size>=?5)THEN 1 ELSE p.size + 1 END FROM packed p CROSS JOIN judged w ON w.n=p.n + 1)SELECT thread_id,checkpoints,updated,staged,expired,batch FROM packed WHERE n>0 ORDER BY n
+
+-- name: COUNT_LEFTOVERS_REMOVABLE
+-- params: ?1 low, ?2 high
+SELECT COUNT(*)staged FROM(SELECT t.thread_id FROM(SELECT thread_id FROM(SELECT thread_id FROM checkpoints WHERE thread_id>=? AND thread_id<? UNION SELECT thread_id FROM writes WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM chunks WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM tags WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM(SELECT thread_id FROM d1saver_chunks WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM delta_unwritten WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM delta_frozen WHERE thread_id>=?1 AND thread_id<?2)))t LEFT JOIN d1saver_staged s ON s.staging_id=t.thread_id WHERE(s.staging_id IS NULL OR s.expires_at<CAST(strftime('%s','now')AS INTEGER)OR substr(t.thread_id,1,16)=char(31)||'d1saver-moving'||char(31)OR substr(t.thread_id,1,17)=char(31)||'d1saver-leaving'||char(31)))
+
+-- name: SCOPE_LEFTOVERS_REMOVABLE
+-- params: ?1 low, ?2 high, ?3 name, ?4 holder
+INSERT INTO d1saver_scope(thread_id)SELECT t.thread_id FROM(SELECT thread_id FROM(SELECT thread_id FROM checkpoints WHERE thread_id>=? AND thread_id<? UNION SELECT thread_id FROM writes WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM chunks WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM tags WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM(SELECT thread_id FROM d1saver_chunks WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM delta_unwritten WHERE thread_id>=?1 AND thread_id<?2 UNION SELECT thread_id FROM delta_frozen WHERE thread_id>=?1 AND thread_id<?2)))t LEFT JOIN d1saver_staged s ON s.staging_id=t.thread_id WHERE(s.staging_id IS NULL OR s.expires_at<CAST(strftime('%s','now')AS INTEGER)OR substr(t.thread_id,1,16)=char(31)||'d1saver-moving'||char(31)OR substr(t.thread_id,1,17)=char(31)||'d1saver-leaving'||char(31))AND EXISTS(SELECT 1 FROM leases WHERE name=? AND holder=?)
+
+-- name: UNSTAGE_SCOPE
+DELETE FROM d1saver_staged WHERE staging_id IN(SELECT thread_id FROM d1saver_scope)
+
+-- name: SCOPED
+SELECT COUNT(*)staged FROM d1saver_scope
+
+-- name: FORGET_GC_GONE
+DELETE FROM d1saver_gc_pending WHERE thread_id NOT IN(SELECT DISTINCT thread_id FROM checkpoints)
 
 -- name: HISTORY
 -- params: ?1 thread_id, ?2 limit
@@ -502,6 +536,9 @@ DELETE FROM d1saver_compaction_cursor WHERE name=?
 -- name: COMPACTION_RUNS
 -- params: ?1 limit
 SELECT run_id,database_id,trigger,started_at,ended_at,status,reason,keep,max_age_days,threads_scanned,threads_compacted,threads_expired,checkpoints_deleted,writes_deleted,bytes_freed,batches FROM d1saver_compaction_runs ORDER BY started_at DESC,run_id,database_id LIMIT ?
+
+-- name: GC_DONE
+DELETE FROM d1saver_gc_pending WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)
 
 -- name: VOID_MOVES_IN_SCOPE
 DELETE FROM d1saver_moves WHERE thread_id IN(SELECT thread_id FROM d1saver_scope)
@@ -908,10 +945,6 @@ DELETE FROM store_vectors WHERE(? IS NULL OR ns=?1 OR(ns>=? AND ns<?))
 -- params: ?1 exact, ?2 low, ?3 high
 DELETE FROM store_items WHERE(? IS NULL OR ns=?1 OR(ns>=? AND ns<?))
 
--- name: COUNT_EXPIRED
--- params: ?1 now
-SELECT(SELECT COUNT(*)FROM store_items WHERE expires_at IS NOT NULL AND expires_at<=?)items,(SELECT COUNT(*)FROM cache_entries WHERE expires_at IS NOT NULL AND expires_at<=?1)cache
-
 -- name: SWEEP_STORE[0]
 -- params: ?1 now
 DELETE FROM store_vectors WHERE(ns,key)IN(SELECT ns,key FROM store_items WHERE expires_at IS NOT NULL AND expires_at<=?)
@@ -924,6 +957,18 @@ DELETE FROM store_items WHERE expires_at IS NOT NULL AND expires_at<=?
 -- params: ?1 now
 DELETE FROM cache_entries WHERE expires_at IS NOT NULL AND expires_at<=?
 
+-- name: COUNT_EXPIRED
+SELECT(SELECT COUNT(*)FROM store_items WHERE expires_at IS NOT NULL AND expires_at<=(julianday('now')- 2440587.5)* 86400.0 - 60)items,(SELECT COUNT(*)FROM cache_entries WHERE expires_at IS NOT NULL AND expires_at<=(julianday('now')- 2440587.5)* 86400.0 - 60)cache
+
+-- name: SWEEP_EXPIRED[0]
+DELETE FROM store_vectors WHERE(ns,key)IN(SELECT ns,key FROM store_items WHERE expires_at IS NOT NULL AND expires_at<=(julianday('now')- 2440587.5)* 86400.0 - 60)
+
+-- name: SWEEP_EXPIRED[1]
+DELETE FROM store_items WHERE expires_at IS NOT NULL AND expires_at<=(julianday('now')- 2440587.5)* 86400.0 - 60
+
+-- name: SWEEP_EXPIRED[2]
+DELETE FROM cache_entries WHERE expires_at IS NOT NULL AND expires_at<=(julianday('now')- 2440587.5)* 86400.0 - 60
+
 -- name: CACHE_GET
 -- params: ?1 keys, ?2 now
 SELECT c.ns,c.key,c.value FROM json_each(?)j JOIN cache_entries c ON c.ns=j.value->>0 AND c.key=j.value->>1 WHERE c.expires_at IS NULL OR c.expires_at>?
@@ -932,9 +977,108 @@ SELECT c.ns,c.key,c.value FROM json_each(?)j JOIN cache_entries c ON c.ns=j.valu
 -- params: ?1 rows
 INSERT OR REPLACE INTO cache_entries(ns,key,value,expires_at)SELECT value->>0,value->>1,value->>2,value->>3 FROM json_each(?)
 
+-- name: CACHE_DELETE
+-- params: ?1 keys
+DELETE FROM cache_entries WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))
+
 -- name: CACHE_CLEAR
 -- params: ?1 namespaces
 DELETE FROM cache_entries WHERE ? IS NULL OR ns IN(SELECT value FROM json_each(?1))
+
+-- name: VOID_MEMORY_MOVES
+-- params: ?1 low, ?2 high
+DELETE FROM d1saver_moves WHERE thread_id>=? AND thread_id<?
+
+-- name: ITEM_KEYS_PAGE
+-- params: ?1 after_ns, ?2 after_key, ?3 limit
+SELECT s.ns,s.key,length(s.value)+ COALESCE((SELECT SUM(length(v.vector))FROM store_vectors v WHERE v.ns=s.ns AND v.key=s.key),0)bytes FROM store_items s WHERE(s.ns,s.key)>(?,?)ORDER BY s.ns,s.key LIMIT CAST(? AS INTEGER)
+
+-- name: ENTRY_KEYS_PAGE
+-- params: ?1 after_ns, ?2 after_key, ?3 limit
+SELECT ns,key,length(value)bytes FROM cache_entries WHERE(ns,key)>(?,?)ORDER BY ns,key LIMIT CAST(? AS INTEGER)
+
+-- name: READ_ITEMS_TO_MOVE
+-- params: ?1 keys
+SELECT ns,key,value,created_at,updated_at,expires_at,ttl_minutes,length(value)||':'||substr(value,1,40)||substr(value,-40)||':'||created_at||':'||updated_at||':'||COALESCE(expires_at,'-')||':'||COALESCE(ttl_minutes,'-')fp FROM store_items WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))
+
+-- name: READ_VECTORS_TO_MOVE
+-- params: ?1 keys
+SELECT ns,key,field,vector FROM store_vectors WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))
+
+-- name: READ_ENTRIES_TO_MOVE
+-- params: ?1 keys
+SELECT ns,key,value,expires_at,length(value)||':'||substr(value,1,40)||substr(value,-40)||':'||COALESCE(expires_at,'-')fp FROM cache_entries WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))
+
+-- name: MOVE_IN_VECTORS
+-- params: ?1 rows
+INSERT OR REPLACE INTO store_vectors(ns,key,field,vector)SELECT j.value->>0,j.value->>1,j.value->>2,j.value->>3 FROM json_each(?)j WHERE NOT EXISTS(SELECT 1 FROM store_items s WHERE s.ns=j.value->>0 AND s.key=j.value->>1)
+
+-- name: MOVE_IN_ITEMS
+-- params: ?1 rows
+INSERT INTO store_items(ns,key,value,created_at,updated_at,expires_at,ttl_minutes)SELECT value->>0,value->>1,value->>2,value->>3,value->>4,value->>5,value->>6 FROM json_each(?)WHERE 1 ON CONFLICT(ns,key)DO NOTHING
+
+-- name: MOVE_IN_ENTRIES
+-- params: ?1 rows
+INSERT INTO cache_entries(ns,key,value,expires_at)SELECT value->>0,value->>1,value->>2,value->>3 FROM json_each(?)WHERE 1 ON CONFLICT(ns,key)DO NOTHING
+
+-- name: MOVE_OUT_ITEMS
+-- params: ?1 rows
+DELETE FROM store_items WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))AND length(value)||':'||substr(value,1,40)||substr(value,-40)||':'||created_at||':'||updated_at||':'||COALESCE(expires_at,'-')||':'||COALESCE(ttl_minutes,'-')=(SELECT j.value->>2 FROM json_each(?1)j WHERE j.value->>0=store_items.ns AND j.value->>1=store_items.key)
+
+-- name: MOVE_OUT_VECTORS
+-- params: ?1 rows
+DELETE FROM store_vectors WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))AND NOT EXISTS(SELECT 1 FROM store_items s WHERE s.ns=store_vectors.ns AND s.key=store_vectors.key)
+
+-- name: MOVE_OUT_ENTRIES
+-- params: ?1 rows
+DELETE FROM cache_entries WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))AND length(value)||':'||substr(value,1,40)||substr(value,-40)||':'||COALESCE(expires_at,'-')=(SELECT j.value->>2 FROM json_each(?1)j WHERE j.value->>0=cache_entries.ns AND j.value->>1=cache_entries.key)
+
+-- name: MEMORY_KEY_CENSUS
+SELECT 'store_items' tbl,CASE WHEN substr(value,1,2)='e:' THEN substr(value,1,7)END head,COUNT(*)row_count FROM store_items GROUP BY 2 UNION ALL SELECT 'cache_entries',CASE WHEN substr(value,instr(value,char(10))+ 1,2)='e:' THEN substr(value,instr(value,char(10))+ 1,7)END,COUNT(*)FROM cache_entries GROUP BY 2
+
+-- name: RAW_ITEMS
+-- params: ?1 after_ns, ?2 after_key, ?3 heads, ?4 limit
+SELECT ns,key,value FROM store_items WHERE(ns,key)>(?,?)AND(? IS NULL OR substr(value,1,7)NOT IN(SELECT value FROM json_each(?3)))ORDER BY ns,key LIMIT CAST(? AS INTEGER)
+
+-- name: RAW_ENTRIES
+-- params: ?1 after_ns, ?2 after_key, ?3 heads, ?4 limit
+SELECT ns,key,value FROM cache_entries WHERE(ns,key)>(?,?)AND(? IS NULL OR substr(value,instr(value,char(10))+ 1,7)NOT IN(SELECT value FROM json_each(?3)))ORDER BY ns,key LIMIT CAST(? AS INTEGER)
+
+-- name: REKEY_ITEM
+-- params: ?1 value, ?2 ns, ?3 key, ?4 value_fp
+UPDATE store_items SET value=? WHERE ns=? AND key=? AND length(value)||':'||substr(value,1,40)||substr(value,-40)IS ?
+
+-- name: REKEY_ENTRY
+-- params: ?1 value, ?2 ns, ?3 key, ?4 value_fp
+UPDATE cache_entries SET value=? WHERE ns=? AND key=? AND length(value)||':'||substr(value,1,40)||substr(value,-40)IS ?
+
+-- name: THREADS_LIST
+-- params: ?1 text, ?2 sort, ?3 after, ?4 key, ?5 inclusive, ?6 limit
+WITH threads AS(SELECT c.thread_id,COUNT(*)checkpoints,COUNT(DISTINCT c.checkpoint_ns)namespaces,MAX(c.ts)updated,SUM(LENGTH(c.checkpoint)+ LENGTH(c.metadata))own,MAX(CASE WHEN c.checkpoint_ns='' THEN c.checkpoint_id END)head FROM checkpoints c WHERE NOT(c.thread_id>=char(31)||'d1saver-' AND c.thread_id<char(31)||'d1saver.')AND instr(lower(c.thread_id),lower(?))>0 GROUP BY c.thread_id),keyed AS(SELECT t.*,CASE ? WHEN 'updated' THEN COALESCE(t.updated,'')WHEN 'checkpoints' THEN printf('%020d',t.checkpoints)WHEN 'bytes' THEN printf('%020d',(t.own +(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=t.thread_id)+(SELECT COALESCE(SUM(LENGTH(p.data)),0)FROM chunks p WHERE p.thread_id=t.thread_id)+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM d1saver_chunks k WHERE k.thread_id=t.thread_id)+(SELECT COALESCE(SUM(LENGTH(f.value)+ COALESCE(LENGTH(f.metadata),0)),0)FROM delta_frozen f WHERE f.thread_id=t.thread_id)))ELSE '' END sort_key FROM threads t)SELECT x.thread_id,x.checkpoints,x.namespaces,x.updated,(x.own +(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=x.thread_id)+(SELECT COALESCE(SUM(LENGTH(p.data)),0)FROM chunks p WHERE p.thread_id=x.thread_id)+(SELECT COALESCE(SUM(LENGTH(k.data)),0)FROM d1saver_chunks k WHERE k.thread_id=x.thread_id)+(SELECT COALESCE(SUM(LENGTH(f.value)+ COALESCE(LENGTH(f.metadata),0)),0)FROM delta_frozen f WHERE f.thread_id=x.thread_id))bytes,EXISTS(SELECT 1 FROM writes w WHERE w.thread_id=x.thread_id AND w.checkpoint_ns='' AND w.checkpoint_id=x.head AND w.channel='__interrupt__')waiting,x.sort_key,n.total FROM(SELECT COUNT(*)total FROM threads)n LEFT JOIN keyed x ON ? IS NULL OR x.sort_key<? OR(x.sort_key=?4 AND(x.thread_id>?3 OR(x.thread_id=?3 AND ?=1)))ORDER BY x.sort_key DESC,x.thread_id LIMIT ?
+
+-- name: GROWTH
+-- params: ?1 thread_id, ?2 limit
+WITH RECURSIVE reached(checkpoint_ns,checkpoint_id,id)AS(SELECT c.checkpoint_ns,c.checkpoint_id,ltrim(j.value,'^')FROM checkpoints c,json_each(CASE WHEN substr(c.checkpoint,1,2)='m:' THEN '["'||replace(substr(c.checkpoint,3),',','","')||'"]' ELSE '[]' END)j WHERE c.thread_id=? AND instr(j.value,':')=0 UNION SELECT w.checkpoint_ns,w.checkpoint_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='m:' THEN '["'||replace(substr(w.value,3),',','","')||'"]' ELSE '[]' END)j WHERE w.thread_id=?1 AND instr(j.value,':')=0 UNION SELECT w.checkpoint_ns,w.checkpoint_id,ltrim(j.value,'^')FROM writes w,json_each(CASE WHEN substr(w.value,1,2)='p:' THEN substr(w.value,3)ELSE '[]' END)p,json_each(CASE WHEN substr(p.value->>3,1,2)='m:' THEN '["'||replace(substr(p.value->>3,3),',','","')||'"]' ELSE '[]' END)j WHERE w.thread_id=?1 AND instr(j.value,':')=0 UNION SELECT f.checkpoint_ns,f.checkpoint_id,ltrim(j.value,'^')FROM delta_frozen f,json_each(CASE WHEN substr(f.value,1,2)='m:' THEN '["'||replace(substr(f.value,3),',','","')||'"]' ELSE '[]' END)j WHERE f.thread_id=?1 AND instr(j.value,':')=0 UNION SELECT r.checkpoint_ns,r.checkpoint_id,ltrim(j.value,'^')FROM reached r CROSS JOIN d1saver_chunks n ON n.thread_id=?1 AND n.id=r.id AND n.level>0,json_each('["'||replace(n.data,',','","')||'"]')j),first AS(SELECT id,checkpoint_ns,MIN(checkpoint_id)checkpoint_id FROM reached GROUP BY id),added AS(SELECT f.checkpoint_ns,f.checkpoint_id,SUM(LENGTH(k.data))bytes FROM first f JOIN d1saver_chunks k ON k.thread_id=?1 AND k.id=f.id GROUP BY f.checkpoint_ns,f.checkpoint_id)SELECT c.checkpoint_ns,c.checkpoint_id,c.parent_checkpoint_id,c.ts,LENGTH(c.checkpoint)+ LENGTH(c.metadata)checkpoint_bytes,(SELECT COALESCE(SUM(LENGTH(w.value)),0)FROM writes w WHERE w.thread_id=c.thread_id AND w.checkpoint_ns=c.checkpoint_ns AND w.checkpoint_id=c.checkpoint_id)writes_bytes,(SELECT COALESCE(SUM(LENGTH(p.data)),0)FROM chunks p WHERE p.thread_id=c.thread_id AND p.checkpoint_ns=c.checkpoint_ns AND p.checkpoint_id=c.checkpoint_id)parts_bytes,COALESCE(a.bytes,0)chunk_bytes,(SELECT COALESCE(SUM(LENGTH(f.value)+ COALESCE(LENGTH(f.metadata),0)),0)FROM delta_frozen f WHERE f.thread_id=c.thread_id AND f.checkpoint_ns=c.checkpoint_ns AND f.checkpoint_id=c.checkpoint_id)frozen_bytes FROM checkpoints c LEFT JOIN added a ON a.checkpoint_ns=c.checkpoint_ns AND a.checkpoint_id=c.checkpoint_id WHERE c.thread_id=?1 ORDER BY c.checkpoint_id,c.checkpoint_ns LIMIT ?
+
+-- name: CHECKPOINT_HEAD
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 checkpoint_id
+SELECT substr(checkpoint,1,40)head,metadata FROM checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?
+
+-- name: CHECKPOINT_IDS
+-- params: ?1 thread_id, ?2 checkpoint_ns, ?3 prefix, ?4 upper, ?5 limit
+SELECT checkpoint_id FROM checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id>=? AND checkpoint_id<? AND substr(checkpoint_id,1,length(?3))=?3 ORDER BY checkpoint_id LIMIT ?
+
+-- name: STORE_NAMESPACES
+-- params: ?1 exact, ?2 low, ?3 high, ?4 now, ?5 limit, ?6 offset
+SELECT ns,COUNT(*)items,SUM(LENGTH(value))bytes,MAX(updated_at)updated_at,MIN(expires_at)next_expiry FROM store_items WHERE(? IS NULL OR ns=?1 OR(ns>=? AND ns<?))AND(expires_at IS NULL OR expires_at>?)GROUP BY ns ORDER BY ns LIMIT ? OFFSET ?
+
+-- name: STORE_ITEMS
+-- params: ?1 ns, ?2 now, ?3 limit, ?4 offset
+SELECT ns,key,value,created_at,updated_at,expires_at,ttl_minutes FROM store_items WHERE ns=? AND(expires_at IS NULL OR expires_at>?)ORDER BY updated_at DESC,key LIMIT ? OFFSET ?
+
+-- name: CACHE_SUMMARY
+-- params: ?1 now, ?2 limit
+SELECT ns,COUNT(*)entries,SUM(LENGTH(value))bytes,SUM(CASE WHEN expires_at IS NOT NULL AND expires_at<=? THEN 1 ELSE 0 END)expired,MIN(CASE WHEN expires_at>?1 THEN expires_at END)next_expiry FROM cache_entries GROUP BY ns ORDER BY ns LIMIT ?
 
 -- name: MIGRATIONS[0][0]
 CREATE TABLE IF NOT EXISTS checkpoints(thread_id TEXT NOT NULL,checkpoint_ns TEXT NOT NULL DEFAULT '',checkpoint_id TEXT NOT NULL,parent_checkpoint_id TEXT,type TEXT,checkpoint TEXT NOT NULL,metadata TEXT NOT NULL DEFAULT '{}',channels TEXT NOT NULL DEFAULT '[]',run_id TEXT,ts TEXT,PRIMARY KEY(thread_id,checkpoint_ns,checkpoint_id))
@@ -1091,6 +1235,18 @@ CREATE TABLE IF NOT EXISTS d1saver_staged_elsewhere(source_id TEXT NOT NULL,data
 
 -- name: MIGRATIONS[11][6]
 CREATE TABLE IF NOT EXISTS d1saver_move_guards(move_voided INTEGER CONSTRAINT move_voided CHECK(move_voided IS NULL),staging_lost INTEGER CONSTRAINT staging_lost CHECK(staging_lost IS NULL))
+
+-- name: MIGRATIONS[13][0]
+CREATE TABLE IF NOT EXISTS d1saver_gc_pending(thread_id TEXT PRIMARY KEY)
+
+-- name: MIGRATIONS[13][1]
+CREATE TRIGGER IF NOT EXISTS checkpoints_gc_pending BEFORE INSERT ON checkpoints WHEN EXISTS(SELECT 1 FROM checkpoints WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND substr(checkpoint,1,2)='m:' AND checkpoint IS NOT NEW.checkpoint)BEGIN INSERT OR IGNORE INTO d1saver_gc_pending(thread_id)VALUES(NEW.thread_id); END
+
+-- name: MIGRATIONS[13][2]
+CREATE TRIGGER IF NOT EXISTS writes_gc_pending BEFORE INSERT ON writes WHEN EXISTS(SELECT 1 FROM writes WHERE thread_id=NEW.thread_id AND checkpoint_ns=NEW.checkpoint_ns AND checkpoint_id=NEW.checkpoint_id AND task_id=NEW.task_id AND idx=NEW.idx AND substr(value,1,2)IN('m:','p:')AND value IS NOT NEW.value)BEGIN INSERT OR IGNORE INTO d1saver_gc_pending(thread_id)VALUES(NEW.thread_id); END
+
+-- name: MIGRATIONS[13][3]
+INSERT OR IGNORE INTO d1saver_gc_pending(thread_id)SELECT DISTINCT thread_id FROM d1saver_chunks
 
 -- name: MIGRATIONS[15][0]
 ALTER TABLE store_vectors ADD COLUMN code TEXT

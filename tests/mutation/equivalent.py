@@ -1,0 +1,94 @@
+"""Surviving mutants judged equivalent: no input tells them from the code as written.
+
+`RULES` name them by what they change: the statements (a glob of names) or the function, the
+operator, and the text changed; each with the reason. `EQUIVALENT` names single mutants by
+their stable id (`./dev mutate` prints it). A rule keeps matching when the statement moves to
+another module (the names stay); an id stops matching when its statement or function changes,
+and the mutant is then counted again until someone looks at it afresh.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Any
+
+# (statements, or module:function, as a glob; the operator; for a drop, the text dropped
+# (separators aside), else a text of the change as printed (`where`); the reason; and, if
+# given, a text the change's context as printed must hold)
+RULES: list[tuple[str, ...]] = [
+    # The page of one thread (or one namespace) orders by (checkpoint_id, thread_id,
+    # checkpoint_ns) as the page of every thread does, for one cursor shape; its WHERE fixes
+    # the thread (and the namespace) by equality.
+    ("SELECT_PAGE_*THREAD*", "swap-dir", "thread_id [DESC->ASC]",
+     "the direction of thread_id, which the WHERE fixes (thread_id = :thread_id)"),
+    ("SELECT_PAGE_*THREAD_NS*", "swap-dir", "checkpoint_ns [DESC->ASC]",
+     "the direction of checkpoint_ns, which the WHERE fixes (= :checkpoint_ns)"),
+    # list(None) names no checkpoint: the page of every thread always has :checkpoint_id NULL
+    # (d1saver/ops/operations.py, list_pages; get_tuple always names a thread).
+    ("SELECT_PAGE_*ALL*", "drop-and", "(?5 IS NULL OR checkpoint_id=?5)",
+     "(:checkpoint_id IS NULL OR ...) is always true: list(None) names no checkpoint"),
+    ("SELECT_PAGE_*ALL*", "drop-or", "checkpoint_id=?5",
+     "(:checkpoint_id IS NULL OR ...) is always true: list(None) names no checkpoint"),
+    # Manifest entries holding ':' are inline pieces; chunk ids (base85, "." for "^") never
+    # hold one, so the filter only spares the join with d1saver_chunks a lookup that finds
+    # nothing.
+    ("*", "drop-where", "WHERE instr(j.value,':')=0",
+     "an inline piece (it holds ':') never names a chunk: the join finds nothing for it"),
+    # A leaf's data is one codec text ("b:" or "r:" and base85: no ',' and no '"'), so read
+    # as a list of children it is one entry holding ':', which names no chunk.
+    ("*", "drop-where", "WHERE n.level>0",
+     "a leaf's data read as a node's list is one entry holding ':': it names no chunk"),
+    # Chunk ids name their content (and their kind) whatever the thread, so a node looked up
+    # by id alone, in another thread, lists the same children: the same rows come out, but
+    # the lookup no longer uses the key (thread_id, id) and reads other threads' rows.
+    ("*", "drop-using", "thread_id",
+     "cost only: a chunk id names the same content in every thread (rows read, not results)",
+     "d1saver_chunks n USING([-thread_id,-]id)"),
+    ("*", "drop-using", "thread_id",
+     "cost only: a chunk id names the same content in every thread (rows read, not results)",
+     "d1saver_chunks k USING([-thread_id,-]id)"),
+    # The page's pieces of frozen histories ('f/' owners) are read by no value of the page
+    # (its owners are '', ':metadata' and 'task/idx'): results equal; only bytes differ, on a
+    # compacted thread whose frozen values are over 1.8 MB.
+    ("SELECT_PAGE_*", "drop-where", "WHERE NOT substr(k.owner,1,2)='f/'",
+     "cost only: frozen pieces are read by no value of the page (bytes, not results)"),
+
+    # The gateway Worker begins a run's record once per database, under a run id drawn for
+    # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
+    # retried after a lost response would differ only in started_at, by the retry's delay.
+    ("RUN_BEGIN", "conflict", "[REPLACE->IGNORE]",
+     "a run's record is begun once per database under a fresh run id: nothing to replace"),
+]
+
+EQUIVALENT: dict[str, str] = {
+    # An entry's age against its TTL on the monotonic clock: `age > ttl` and `age >= ttl`
+    # differ only when the age is the TTL to the clock's last digit; no test, and no user,
+    # can place a read there.
+    "py:d1saver.ops.delta_cache:DeltaCache.take:36e241cf42":
+        "an age equal to the TTL to the clock's resolution: the boundary of a continuous clock",
+}
+
+
+def reason(mutant: Any) -> str | None:
+    """Why the mutant is equivalent, or None."""
+    stable = getattr(mutant, "stable", "")
+    if stable in EQUIVALENT:
+        return EQUIVALENT[stable]
+    name = getattr(mutant, "statement", None) or (
+        f"{getattr(mutant, 'module', '')}:{getattr(mutant, 'function', '')}")
+    old, new = getattr(mutant, "old", ""), getattr(mutant, "new", "")
+    for pattern, kind, text, why, *context in RULES:
+        if mutant.kind != kind or not fnmatch.fnmatchcase(name, pattern):
+            continue
+        if context and context[0] not in mutant.where:
+            continue
+        if (_bare(old) == _bare(text) if old and not new else text in mutant.where):
+            return why
+    return None
+
+
+def _bare(text: str) -> str:
+    """A dropped text without the separator dropped with it."""
+    text = re.sub(r"^(AND|OR)\b", "", text.strip().strip(",").strip())
+    return re.sub(r"\b(AND|OR)$", "", text.strip()).strip()

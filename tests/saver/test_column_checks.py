@@ -1,0 +1,45 @@
+"""Readers of ops/ refuse a result whose columns are not the ones their statement names (an
+older or newer schema, a statement edited on one side only) with a typed error, rather than
+reading values from the wrong columns."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any
+
+import pytest
+
+from d1saver.core.errors import ResponseError
+from d1saver.core.protocol import Result, Statement
+from d1saver.ops import reseal, statements, transfer
+from d1saver.sql import reseal as reseal_sql
+from d1saver.sql import transfers as transfer_sql
+
+
+def swapped(columns: Sequence[str], width: int) -> Result:
+    """A row of the right width under the first two columns' names swapped."""
+    names = [columns[1], columns[0], *columns[2:]]
+    return Result(columns=names, rows=[["x"] * width])
+
+
+def test_raw_frozen_refuses_columns_it_does_not_expect() -> None:
+    cols = reseal_sql.RAW_FROZEN_COLUMNS
+    with pytest.raises(ResponseError, match="columns"):
+        reseal.raw_frozen(swapped(cols, len(cols)))
+
+
+def test_staged_elsewhere_refuses_columns_it_does_not_expect() -> None:
+    cols = transfer_sql.STAGED_ELSEWHERE_COLUMNS
+    assert statements.staged_elsewhere(Result(columns=list(cols), rows=[["db", "s"]])) == [
+        ("db", "s")]
+    with pytest.raises(ResponseError, match="columns"):
+        statements.staged_elsewhere(swapped(cols, len(cols)))
+
+
+def test_read_thread_refuses_columns_it_does_not_expect() -> None:
+    def exchange(stmts: list[Statement]) -> Generator[Any, Any, list[Result]]:
+        yield from ()
+        return [swapped(transfer_sql.TRANSFER_PAGE_COLUMNS[t], 99) for t in transfer.TABLES]
+
+    with pytest.raises(ResponseError, match="columns"):
+        next(transfer.read_thread(exchange, "t"))

@@ -1,0 +1,44 @@
+"""The inspector's page of store items is cut in SQL: a page of n items reads n + offset rows,
+not the whole namespace (the Python slice after it gives the same items either way, so only
+the bytes tell)."""
+
+from __future__ import annotations
+
+from d1saver import D1Store, inspection
+from tests.conftest import Backend
+
+
+def test_a_page_of_store_items_reads_only_its_rows(local: Backend) -> None:
+    store = D1Store(account_id=local.account_id, database_id=local.database_id,
+                    api_token=local.api_token, api_base_url=local.base_url,
+                    transport=local.transport)
+    store.setup()
+    for n in range(12):
+        store.put(("docs",), f"k{n:02d}", {"text": "x" * 2_000, "n": n})
+    saver = local.saver()
+    every = inspection.store_items(saver, ["docs"], None, limit=50)
+    assert len(every) == 12
+    received = []
+    for limit, offset in ((2, 1), (11, 1)):
+        before = len(local.events)
+        page = inspection.store_items(saver, ["docs"], None, limit=limit, offset=offset)
+        assert [i["key"] for i in page] == [i["key"] for i in every[offset:offset + limit]]
+        received.append(sum(e.bytes_received for e in local.events[before:]))
+    assert received[0] * 3 < received[1], received
+
+
+def test_sealed_key_reads_the_checkpoint_of_its_own_namespace(local: Backend) -> None:
+    """One checkpoint id in two namespaces of a thread, one plaintext, one sealed: each
+    namespace's answer is its own."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from d1saver.storage.crypto import key_id
+
+    key = bytes([7]) * 32
+    plain, sealed = local.saver(), local.saver(encryption_keys=[key])
+    plain.setup()
+    cp = empty_checkpoint()
+    for saver, ns in ((plain, ""), (sealed, "sub:1")):
+        saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ns}}, cp, {"step": 0}, {})
+    assert inspection.sealed_key(plain, "t", cp["id"], ns="") is None
+    assert inspection.sealed_key(plain, "t", cp["id"], ns="sub:1") == key_id(key).hex()
