@@ -1,4 +1,4 @@
--- d1saver schema, version 15: the whole current schema, for a fresh database.
+-- d1saver schema, version 16: the whole current schema, for a fresh database.
 -- Applied by D1Saver.setup() and, unchanged, by `wrangler d1 execute <db> --file schema.sql`.
 -- Statements are separated by semicolons at line ends only; each is idempotent.
 --
@@ -33,12 +33,12 @@ CREATE TABLE IF NOT EXISTS d1saver_guards (
 );
 
 -- Stop on a database at an older version (its migrations bring it up) or on one that needs a
--- newer d1saver than version 15's.
+-- newer d1saver than version 16's.
 INSERT INTO d1saver_guards (schema_outdated)
-SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 15;
+SELECT 1 WHERE (SELECT MAX(version) FROM d1saver_schema) < 16;
 
 INSERT INTO d1saver_guards (schema_too_new)
-SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 15;
+SELECT 1 WHERE (SELECT MAX(min_reader) FROM d1saver_schema) > 16;
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -371,6 +371,7 @@ CREATE TABLE IF NOT EXISTS store_vectors (
     key TEXT NOT NULL,
     field TEXT NOT NULL,
     vector TEXT NOT NULL,
+    code TEXT,
     PRIMARY KEY (ns, key, field)
 );
 
@@ -450,4 +451,4 @@ BEGIN
     INSERT OR IGNORE INTO d1saver_gc_pending (thread_id) VALUES (NEW.thread_id); END;
 
 INSERT OR IGNORE INTO d1saver_schema (version, applied_at, min_reader)
-VALUES (15, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 15);
+VALUES (16, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 15);

@@ -9,7 +9,8 @@ request floor and InMemorySaver, and the client's CPU per put; `python -m benchm
 the client's CPU for one read and one step at 100 turns; `python -m benchmarks
 otel` what OpenTelemetry costs a put (CPU without it, with its API alone, with its SDK); `python -m
 benchmarks coalesce ...` concurrent async store and cache calls, gathered per event-loop tick; `python -m
-benchmarks cli` how long `d1saver` commands take to start."""
+benchmarks cli` how long `d1saver` commands take to start; `python -m benchmarks search ...`
+search by meaning, InMemoryStore beside D1Store's exact scan and its prefilter."""
 
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks import store_bench
 
         store_bench.main(argv[1:])
+        return
+    if argv and argv[0] == "search":
+        from benchmarks import search_bench
+
+        search_bench.main(argv[1:])
         return
     if argv and argv[0] == "ui":
         from benchmarks import ui_bench

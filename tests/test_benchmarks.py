@@ -33,6 +33,17 @@ def test_store_benchmark_runs() -> None:
     assert d1 and all(r.requests == r.calls for r in d1), rows  # one request per call
 
 
+def test_search_benchmark_runs() -> None:
+    from benchmarks import search_bench
+
+    rows = search_bench.main(["--quick"])
+    assert {r[0] for r in rows} == {"InMemoryStore", "D1Store exact", "D1Store prefilter"}
+    for name, n, _, _, requests, _, recall in rows:
+        assert recall == 1.0  # the prefilter is exact by construction
+        if name == "D1Store prefilter":
+            assert requests == (1 if n <= 500 else 2)
+
+
 def test_ui_benchmark_runs() -> None:
     rows = ui_bench.main(["--threads", "30", "--checkpoints", "2", "--page", "5",
                           "--latency-ms", "0"])

@@ -5,7 +5,7 @@
 // "hex_json_list" means a list of ids, sent as a JSON array of the hex of their UTF-8) or
 // {"value": v} (always v).
 export default {
- "schema_version": 15,
+ "schema_version": 16,
  "lease_name": "compaction",
  "cursor_name": "cron",
  "page_size": 1000,
@@ -71,12 +71,12 @@ export default {
    },
    {
     "name": "SCHEMA[2]",
-    "sql": "INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<15",
+    "sql": "INSERT INTO d1saver_guards(schema_outdated)SELECT 1 WHERE(SELECT MAX(version)FROM d1saver_schema)<16",
     "params": []
    },
    {
     "name": "SCHEMA[3]",
-    "sql": "INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>15",
+    "sql": "INSERT INTO d1saver_guards(schema_too_new)SELECT 1 WHERE(SELECT MAX(min_reader)FROM d1saver_schema)>16",
     "params": []
    },
    {
@@ -261,7 +261,7 @@ export default {
    },
    {
     "name": "SCHEMA[40]",
-    "sql": "CREATE TABLE IF NOT EXISTS store_vectors(ns TEXT NOT NULL,key TEXT NOT NULL,field TEXT NOT NULL,vector TEXT NOT NULL,PRIMARY KEY(ns,key,field))",
+    "sql": "CREATE TABLE IF NOT EXISTS store_vectors(ns TEXT NOT NULL,key TEXT NOT NULL,field TEXT NOT NULL,vector TEXT NOT NULL,code TEXT,PRIMARY KEY(ns,key,field))",
     "params": []
    },
    {
@@ -326,7 +326,7 @@ export default {
    },
    {
     "name": "SCHEMA[53]",
-    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(15,strftime('%Y-%m-%dT%H:%M:%SZ','now'),15)",
+    "sql": "INSERT OR IGNORE INTO d1saver_schema(version,applied_at,min_reader)VALUES(16,strftime('%Y-%m-%dT%H:%M:%SZ','now'),15)",
     "params": []
    },
    {
@@ -1338,6 +1338,34 @@ export default {
      },
      {
       "value": 15
+     }
+    ]
+   }
+  ],
+  "16": [
+   {
+    "name": "CLAIM_VERSION",
+    "sql": "INSERT INTO d1saver_schema(version,applied_at)VALUES(?,strftime('%Y-%m-%dT%H:%M:%SZ','now'))",
+    "params": [
+     {
+      "value": 16
+     }
+    ]
+   },
+   {
+    "name": "MIGRATIONS[15][0]",
+    "sql": "ALTER TABLE store_vectors ADD COLUMN code TEXT",
+    "params": []
+   },
+   {
+    "name": "SET_MIN_READER",
+    "sql": "UPDATE d1saver_schema SET min_reader=? WHERE version=?",
+    "params": [
+     {
+      "value": 15
+     },
+     {
+      "value": 16
      }
     ]
    }

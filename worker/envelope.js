@@ -1,5 +1,7 @@
 // D1's REST envelope: {success, errors: [{code, message}], messages, result}.
 
+import { CAPABILITIES } from "./rank.js";
+
 // A refusal the gateway answers with D1's error envelope.
 export class GatewayError extends Error {
   constructor(status, code, message, headers = {}) {
@@ -21,6 +23,7 @@ export function success(result) {
 function json(status, body, headers) {
   return new Response(JSON.stringify(body), {
     status,
-    headers: { "content-type": "application/json; charset=UTF-8", ...headers },
+    // What this gateway does beyond D1's API, for d1saver to find (d1saver/http/client.py).
+    headers: { "content-type": "application/json; charset=UTF-8", "d1saver-gateway": CAPABILITIES, ...headers },
   });
 }

@@ -9,6 +9,10 @@
 // The bearer token is the API_TOKEN secret. Only the binding's public API is used (d1.js).
 // README "Deploying the gateway" and docs/REAL_ENGINE.md describe it; tests/gateway/ test it.
 //
+// A ranked search of D1Store (a batch with RANK_MARK) is scored here, next to the data, and
+// only the rows of the items that can be in its page go back (rank.js); every answer says so
+// in its `d1saver-gateway` header.
+//
 // Its Cron Trigger ([triggers] in wrangler.toml) compacts the databases as `d1saver compact`
 // does (compaction.js; docs/COMPACTION.md).
 
@@ -18,6 +22,7 @@ import { GatewayError, failure, success } from "./envelope.js";
 import { run } from "./d1.js";
 import { runCompaction } from "./compaction.js";
 import { parseStatements, readBody } from "./request.js";
+import { rankResults } from "./rank.js";
 
 const ROUTE = /^\/client\/v4\/accounts\/[^/]+\/d1\/database\/([^/]+)\/(query|raw)\/?$/;
 
@@ -54,5 +59,8 @@ async function handle(request, env) {
   }
   const db = bindingFor(env, route[1]);
   const statements = parseStatements(await readBody(request));
-  return success(await run(db, statements, route[2] === "raw"));
+  const raw = route[2] === "raw";
+  const results = await run(db, statements, raw);
+  await rankResults(db, statements, results, raw, run); // D1Store's ranked searches (rank.js)
+  return success(results);
 }

@@ -109,6 +109,9 @@ class D1Client:
             weakref.WeakKeyDictionary())
         self._lock = threading.Lock()
         self._blocked_until = 0.0  # monotonic time until which the API budget is spent
+        # What the server does beyond D1's API, as its last answer said (d1saver's gateway
+        # Worker names them in a `d1saver-gateway` header, e.g. "rank": worker/rank.js).
+        self.features: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         return f"D1Client(url={self.url!r})"
@@ -155,6 +158,9 @@ class D1Client:
                 status, received = response.status_code, len(response.content)
                 self._note_rate_limit(response)
                 results = parse_response(response, len(statements), self._token, time.time())
+                self.features = frozenset(
+                    f.strip() for f in response.headers.get("d1saver-gateway", "").split(",")
+                    if f.strip())
                 self._trace(statements, attempt, status, None, t0, request, received, span)
                 return results
             except D1Error as exc:

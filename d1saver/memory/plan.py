@@ -27,7 +27,12 @@ from d1saver.storage.crypto import Sealer
 # 2,000,000 bytes): a list longer than that travels as several statements of the same batch.
 PARAM_MAX = 1_950_000
 
-Vectors = Mapping[tuple[str, str], Sequence[tuple[str, str]]]  # (ns, key) -> [(field, packed)]
+# (ns, key) -> [(field, packed vector, its code)]
+# A prefiltered search reads a scope of at most this many items whole in its first request
+# (one request, as the exact scan), and a larger one as codes, then its candidates (two).
+WHOLE_MAX = 500
+
+Vectors = Mapping[tuple[str, str], Sequence[tuple[str, str, str]]]
 
 
 @dataclass
@@ -76,6 +81,9 @@ class Plan:
     gets: list[int] = field(default_factory=list)        # the GET_ITEMS statements
     searches: dict[int, Search] = field(default_factory=dict)                # op -> its rows
     lists: dict[int, int] = field(default_factory=dict)                      # op -> statement
+    codes: dict[int, int] = field(default_factory=dict)   # prefiltered op -> SEARCH_CODES
+    ranks: dict[int, int] = field(default_factory=dict)   # ranked op -> RANK_ROWS
+    marks: dict[int, int] = field(default_factory=dict)   # op for the gateway -> RANK_MARK
 
     def add(self, stmt: Statement) -> int:
         self.statements.append(stmt)
@@ -92,6 +100,8 @@ class Partial:
     refreshed: set[int] = field(default_factory=set)            # ops SQL refreshed the page of
     vectors: dict[int, dict[tuple[str, str], list[str]]] = field(default_factory=dict)
     namespaces: dict[int, list[str]] = field(default_factory=dict)
+    codes: dict[int, list[list[Any]]] = field(default_factory=dict)  # op -> SEARCH_CODES rows
+    gateway: set[int] = field(default_factory=set)  # ops whose rows the gateway ranked
 
 
 def scope_params(prefix: Sequence[str], live_at: float | None) -> dict[str, Any]:
@@ -133,7 +143,8 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
           vectors: Vectors, reindexed: set[tuple[str, str]], now: float, *,
           live_at: float | None, single: set[int], ranked: set[int],
           expires: Mapping[int, tuple[float, float] | None] | None = None,
-          refresh_filtered: bool = True) -> Plan:
+          refresh_filtered: bool = True, prefiltered: set[int] | None = None,
+          ranks: Mapping[int, Mapping[str, Any]] | None = None) -> Plan:
     """The statements of one database: `ops` its reads (index, op); `puts` its writes (deduped,
     last wins) with `stored` their value texts and `expires` their (expires_at, ttl_minutes) by
     position; `vectors` the new vectors of the items put, `reindexed` every item whose vectors
@@ -142,7 +153,11 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
     `ranked`: the searches ranked by meaning (a query, and the store has an index).
     `refresh_filtered`: refresh a filtered page's TTLs in SQL, in the same request (its
     statement repeats the filter's: worth it when items have TTLs, the store's default); else
-    the store refreshes the page's items with a TTL by a second request, only if there are any."""
+    the store refreshes the page's items with a TTL by a second request, only if there are any.
+    `prefiltered`: the ranked searches that read codes first (SEARCH_CODES), then their
+    candidates in a second request (`candidates`). `ranks`: the ranked searches sent for the
+    gateway Worker to rank: as prefiltered, then RANK_MARK with each one's spec, to which the
+    candidates' statements are added (the Worker runs them itself, worker/rank.js)."""
     plan = Plan()
     gets = [(i, op) for i, op in ops if isinstance(op, GetOp)]
     if gets:
@@ -155,7 +170,27 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
             plan.gets.append(plan.add(Statement.bind(_sql.GET_ITEMS, {"keys": param,
                                                                       "live_at": live_at})))
     for i, op in ops:
-        if isinstance(op, SearchOp):
+        if isinstance(op, SearchOp) and i in (ranks or {}):
+            where = _filters.compile_filter(op.filter)
+            scope = {**scope_params(op.namespace_prefix, live_at), "filter": where}
+            plan.ranks[i] = plan.add(Statement.bind(_sql.RANK_ROWS, {**scope, "whole": WHOLE_MAX}))
+            plan.codes[i] = plan.add(Statement.bind(_sql.SEARCH_CODES, {**scope,
+                                                                        "whole": WHOLE_MAX}))
+            then = [Statement.bind(_sql.CANDIDATE_ITEMS, {**scope, "items": None}),
+                    Statement.bind(_sql.CANDIDATE_VECTORS, {"items": None})]
+            spec = {**(ranks or {})[i],
+                    "then": [{"sql": t.sql, "params": list(t.params)} for t in then],
+                    "items": [_sql.CANDIDATE_ITEMS.params.index("items"),
+                              _sql.CANDIDATE_VECTORS.params.index("items")]}
+            plan.marks[i] = plan.add(Statement.bind(_sql.RANK_MARK, {
+                "spec": json.dumps(spec, separators=(",", ":"))}))
+        elif isinstance(op, SearchOp) and i in (prefiltered or ()):
+            where = _filters.compile_filter(op.filter)
+            scope = {**scope_params(op.namespace_prefix, live_at), "filter": where,
+                     "whole": WHOLE_MAX}
+            plan.ranks[i] = plan.add(Statement.bind(_sql.RANK_ROWS, scope))
+            plan.codes[i] = plan.add(Statement.bind(_sql.SEARCH_CODES, scope))
+        elif isinstance(op, SearchOp):
             scope = scope_params(op.namespace_prefix, live_at)
             where = _filters.compile_filter(op.filter)
             alone = i in single and i not in ranked
@@ -205,8 +240,8 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
                           *(when if when is not None else (None, None))])
         for param in json_lists(items, "an item"):
             plan.add(Statement.bind(_sql.PUT_ITEMS, {"rows": param, "now": now}))
-        vector_rows = [[ns, key, fld, vec] for (ns, key), fields in vectors.items()
-                       for fld, vec in fields]
+        vector_rows = [[ns, key, fld, vec, code] for (ns, key), fields in vectors.items()
+                       for fld, vec, code in fields]
         for param in json_lists(vector_rows, "a vector"):
             plan.add(Statement.bind(_sql.PUT_VECTORS, {"rows": param}))
     return plan
@@ -243,4 +278,54 @@ def read(plan: Plan, results: Sequence[Result]) -> Partial:
             out.vectors[i] = found
     for i, index in plan.lists.items():
         out.namespaces[i] = [r["ns"] for r in results[index].dicts()]
+    for i, index in plan.ranks.items():
+        vectors: dict[tuple[str, str], list[str]] = {}
+        items: dict[tuple[str, str], Row] = {}
+        for r in results[index].dicts():
+            where = (r["ns"], r["key"])
+            if where not in items:
+                items[where] = Row(r["ns"], r["key"], r["value"], r["created_at"],
+                                   r["updated_at"], r["ttl_minutes"] is not None,
+                                   int(r["verdict"]))
+            if r["vector"] is not None:
+                vectors.setdefault(where, []).append(r["vector"])
+        out.searches[i], out.vectors[i], out.skipped[i] = list(items.values()), vectors, 0
+        if i in plan.marks and results[plan.marks[i]].rows == [[1]]:
+            out.gateway.add(i)  # the gateway ranked them: only the rows of the page's items
+    for i, index in plan.codes.items():
+        if i not in out.gateway and results[index].rows:  # a large scope: its codes
+            out.codes[i] = results[index].rows
     return out
+
+
+@dataclass
+class Second:
+    """The second request of prefiltered searches in one database: for each search, the rows
+    (CANDIDATE_ITEMS, with its filter's verdict) and the full vectors (CANDIDATE_VECTORS) of
+    its candidates, as many statements of each as the keys' parameters need."""
+
+    statements: list[Statement] = field(default_factory=list)
+    parts: list[tuple[int, list[int], list[int]]] = field(default_factory=list)
+
+    def add(self, i: int, items: Sequence[int], op: SearchOp, live_at: float | None) -> None:
+        """The candidates `items` (rowids of store_items) of search `i`."""
+        scope = {**scope_params(op.namespace_prefix, live_at),
+                 "filter": _filters.compile_filter(op.filter)}
+        # Rowids, at most 20 characters each as sent: 90,000 a parameter stay under PARAM_MAX.
+        texts = [json.dumps(list(items[n: n + 90_000])) for n in range(0, len(items), 90_000)]
+        rows = [len(self.statements) + n for n in range(len(texts))]
+        self.statements += [Statement.bind(_sql.CANDIDATE_ITEMS, {**scope, "items": t})
+                            for t in texts]
+        vectors = [len(self.statements) + n for n in range(len(texts))]
+        self.statements += [Statement.bind(_sql.CANDIDATE_VECTORS, {"items": t}) for t in texts]
+        self.parts.append((i, rows, vectors))
+
+    def fill(self, results: Sequence[Result], part: Partial) -> None:
+        """Each search's candidates read back, as its rows and vectors in `part`."""
+        for i, rows, vectors in self.parts:
+            part.searches[i] = [row for n in rows for row in _rows(results[n])]
+            found: dict[tuple[str, str], list[str]] = {}
+            for n in vectors:
+                for r in results[n].dicts():
+                    found.setdefault((r["ns"], r["key"]), []).append(r["vector"])
+            part.vectors[i] = found

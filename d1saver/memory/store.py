@@ -36,6 +36,7 @@ from langgraph.store.base import (
 from d1saver.core.errors import ConfigError, InvalidInputError
 from d1saver.core.protocol import Statement
 from d1saver.http import telemetry
+from d1saver.memory import codes as _codes
 from d1saver.memory import coalesce as _coalesce
 from d1saver.memory import filters as _filters
 from d1saver.memory import namespaces as _ns
@@ -56,11 +57,12 @@ class _Batch:
     stored: dict[int, str]                          # put position -> stored value text
     ttls: dict[int, float] = field(default_factory=dict)  # put position -> TTL in minutes
     texts: list[tuple[str, str, str, str]] = field(default_factory=list)  # ns, key, field, text
-    vectors: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
+    vectors: dict[tuple[str, str], list[tuple[str, str, str]]] = field(default_factory=dict)
     reindexed: set[tuple[str, str]] = field(default_factory=set)
     ranked: set[int] = field(default_factory=set)   # searches ranked by meaning
     queries: dict[str, list[float]] = field(default_factory=dict)
     asked: dict[int, int] = field(default_factory=dict)  # read op -> databases it asks
+    beside_puts: bool = False  # gathered in a request that also writes (`_prefiltered`)
 
 
 class D1Store(Memory, BaseStore):
@@ -68,8 +70,10 @@ class D1Store(Memory, BaseStore):
 
     `index={"dims", "embed", "fields", "distance_type"}` enables search by meaning as
     LangGraph's stores take it (an Embeddings object, a function of texts, or
-    "provider:model"); vectors are stored in D1 and scored exactly by this process (cosine by
-    default; "inner_product" and "l2" as PostgresStore scores them). `ttl={"default_ttl",
+    "provider:model"); vectors are stored in D1 with a code that bounds their scores, and a
+    search ranks exactly (cosine by default; "inner_product" and "l2" as PostgresStore scores
+    them) the items that can be in its page, or scores in d1saver's gateway Worker when the
+    database is behind one; `"exact": True` reads every vector (docs/STORE.md). `ttl={"default_ttl",
     "refresh_on_read", "omit_expired", "sweep_interval_minutes"}` as LangGraph's TTLConfig
     (omit_expired unset hides expired items, docs/STORE.md). Over several databases (`database_ids`), a
     namespace lives in the database of its first label; a search or listing whose prefix
@@ -125,6 +129,12 @@ class D1Store(Memory, BaseStore):
         for n, plans in enumerate(self._rounds(batch)):
             done = self._each_round({db: p.statements for db, p in plans.items()}, "store batch")
             partials += [(db, n, _plan.read(plan, done[db])) for db, plan in plans.items()]
+        second = self._candidates(batch, partials)
+        if second:
+            found = self._each_round({db: s.statements for db, (_, s) in second.items()},
+                                     "store search")
+            for db, (part, candidates) in second.items():
+                candidates.fill(found[db], part)
         results, refresh = self._merge(batch, partials)
         for db, statements in refresh.items():
             self._exchange(self._fleet.databases[db], statements)
@@ -230,8 +240,13 @@ class D1Store(Memory, BaseStore):
 
     async def _asend_chunk(self, chunk: list[_coalesce.Call[_Batch]]) -> None:
         """The chunk's calls as one request per database they touch; a chunk past D1's
-        statements bound is cut until each part fits."""
+        statements bound is cut until each part fits. A chunk that writes nothing lets its
+        searches by meaning read codes: their candidates follow in one more request per
+        database, for every call of the chunk (`_candidates`); one that writes scans exactly."""
+        writes = any(c.work.puts for c in chunk)
         phases = [(group, *_join([c.work for c in group])) for group in _phases(chunk)]
+        for _, joined, _ in phases:
+            joined.beside_puts = writes
         planned = [(group, joined, offsets, self._one_round(joined))
                    for group, joined, offsets in phases]
         statements: dict[str, list[Statement]] = {}
@@ -249,8 +264,7 @@ class D1Store(Memory, BaseStore):
             return
         outcomes = await _coalesce.send_each(self._fleet, statements, self._aexchange)
         alone = _coalesce.failures(self._fleet, "store batch", chunk, outcomes)
-        refresh: dict[str, list[Statement]] = {}
-        answers: list[tuple[_coalesce.Call[_Batch], list[Result]]] = []
+        read = []
         for (group, joined, offsets, plans), start in zip(planned, starts, strict=True):
             partials = []
             for db, plan in plans.items():
@@ -258,6 +272,11 @@ class D1Store(Memory, BaseStore):
                 if not isinstance(got, Exception):
                     part = got[start[db]: start[db] + len(plan.statements)]
                     partials.append((db, 0, _plan.read(plan, part)))
+            read.append((group, joined, offsets, partials, self._candidates(joined, partials)))
+        alone += await self._asend_candidates(read)
+        refresh: dict[str, list[Statement]] = {}
+        answers: list[tuple[_coalesce.Call[_Batch], list[Result]]] = []
+        for group, joined, offsets, partials, _ in read:
             results, more = self._merge(joined, partials)
             for db, stmts in more.items():
                 refresh.setdefault(db, []).extend(stmts)
@@ -280,6 +299,41 @@ class D1Store(Memory, BaseStore):
             except Exception as exc:  # noqa: BLE001 - the error is the gathered call's outcome
                 c.fail(exc)
 
+    async def _asend_candidates(self, read: list[Any]) -> list[_coalesce.Call[_Batch]]:
+        """The candidates of a gathered chunk's prefiltered searches (`read`: each phase's
+        calls, joined batch, offsets, partials and `_candidates`), one request per database,
+        filled into the partials. A call whose candidates failed gets the error, or is
+        returned to be sent again alone (D1 rolled back a shared request on one call's SQL)."""
+        statements: dict[str, list[Statement]] = {}
+        starts: list[dict[str, int]] = []
+        for *_, wanted in read:
+            starts.append({})
+            for db, (_, candidates) in wanted.items():
+                mine = statements.setdefault(db, [])
+                starts[-1][db] = len(mine)
+                mine.extend(candidates.statements)
+        if not statements:
+            return []
+        found = await _coalesce.send_each(self._fleet, statements, self._aexchange)
+        asking: dict[_coalesce.Call[_Batch], set[str]] = {}
+        for (group, _, offsets, _, wanted), start in zip(read, starts, strict=True):
+            for db, (part, candidates) in wanted.items():
+                got = found[db]
+                if not isinstance(got, Exception):
+                    candidates.fill(got[start[db]: start[db] + len(candidates.statements)], part)
+                    continue
+                for c, at in zip(group, offsets, strict=True):
+                    if any(at <= i < at + len(c.work.ops) for i, _, _ in candidates.parts):
+                        asking.setdefault(c, set()).add(db)
+        if not asking:
+            return []
+        # Each call as touching only the databases its candidates failed in.
+        searched = {c: _coalesce.Call(c.work, c.future, c.size, dbs, c.alone)
+                    for c, dbs in asking.items() if not c.future.done()}
+        again = _coalesce.failures(self._fleet, "store search", list(searched.values()),
+                                   {db: found[db] for dbs in asking.values() for db in dbs})
+        return [c for c, one in searched.items() if one in again]
+
     async def _asend(self, batch: _Batch) -> list[Result]:
         """One call's batch alone (embedded already), in rounds: one request per database
         each (one round but while migrating)."""
@@ -288,6 +342,12 @@ class D1Store(Memory, BaseStore):
             done = await self._aeach_round({db: p.statements for db, p in plans.items()},
                                            "store batch")
             partials += [(db, n, _plan.read(plan, done[db])) for db, plan in plans.items()]
+        second = self._candidates(batch, partials)
+        if second:
+            found = await self._aeach_round({db: s.statements for db, (_, s) in second.items()},
+                                            "store search")
+            for db, (part, candidates) in second.items():
+                candidates.fill(found[db], part)
         results, refresh = self._merge(batch, partials)
         for db, statements in refresh.items():
             await self._aexchange(self._fleet.databases[db], statements)
@@ -356,7 +416,9 @@ class D1Store(Memory, BaseStore):
                                     f"{len(batch.texts)} texts")
         for (ns, key, name, _), vector in zip(batch.texts, found, strict=True):
             checked = _values.check_vector(vector, self._dims(), f"the embedding of {key!r}")
-            batch.vectors.setdefault((ns, key), []).append((name, _values.pack_vector(checked)))
+            packed = _values.pack_vector(checked)
+            batch.vectors.setdefault((ns, key), []).append(
+                (name, packed, _codes.encode(_values.unpack_vector(packed))))
 
     def _queries(self, batch: _Batch) -> list[str]:
         return list(dict.fromkeys(str(batch.ops[i].query)  # type: ignore[union-attr]
@@ -439,6 +501,8 @@ class D1Store(Memory, BaseStore):
         positions in batch.puts; `deletes`: copies at a previous home to delete)."""
         single = {i for i, n in batch.asked.items() if n == 1}
         plans = {}
+        prefiltered = self._prefiltered(batch)
+        distance = (self.index_config or {}).get("distance_type", "cosine")
         for db in dict.fromkeys([*reads, *writes, *deletes]):
             mine = writes.get(db, [])
             puts = [batch.puts[n] for n in mine] + deletes.get(db, [])
@@ -450,13 +514,73 @@ class D1Store(Memory, BaseStore):
                        if k in keys and db in writes}
             reindexed = (batch.reindexed & keys) | {(_ns.encode(p.namespace), p.key)
                                                     for p in deletes.get(db, [])}
-            plans[db] = _plan.build(reads.get(db, []), puts, stored, vectors, reindexed, now,
+            its_reads = reads.get(db, [])
+            ranks: dict[int, dict[str, Any]] = {}
+            if prefiltered and "rank" in self._fleet.databases[db].client.features:
+                ranks = {i: {"query": batch.queries[str(op.query)], "distance": distance,
+                             "keep": op.offset + op.limit}
+                         for i, op in its_reads if i in prefiltered and isinstance(op, SearchOp)}
+            plans[db] = _plan.build(its_reads, puts, stored, vectors, reindexed, now,
                                     live_at=now if self.omit_expired else None,
                                     expires=expires,
                                     refresh_filtered=bool((self.ttl_config or {}).get(
                                         "default_ttl")),
-                                    single=single, ranked=batch.ranked)
+                                    single=single, ranked=batch.ranked,
+                                    prefiltered=prefiltered - set(ranks), ranks=ranks)
         return plans
+
+    def _prefiltered(self, batch: _Batch) -> set[int]:
+        """The ranked searches that read codes first, then their candidates in a second
+        request: all of them, unless the index says `exact`, the request also writes (the
+        second request would see its writes: `batch.puts`, or `batch.beside_puts` for a
+        gathered one), or the search asks where moved items may still be (while migrating an
+        item can be in two databases, and codes do not say which copy is read). A database
+        behind d1saver's gateway Worker ranks them instead, in one request."""
+        if batch.puts or batch.beside_puts or (self.index_config or {}).get("exact"):
+            return set()
+        return {i for i in batch.ranked if not self._where(batch.ops[i])[0]}
+
+    def _candidates(self, batch: _Batch, partials: list[tuple[str, int, _plan.Partial]]
+                    ) -> dict[str, tuple[_plan.Partial, _plan.Second]]:
+        """The second request of each database for the prefiltered searches that read codes
+        (with the partial its answer fills): the rows and vectors of the items whose score
+        bounds can reach the page (codes.select), chosen over every database's codes. A
+        database that read its scope whole gave its rows already: the candidates of the others
+        are chosen among theirs (an item left out has `need` better ones among them, so it is
+        not in the page). A prefiltered search is read in one round, once per database."""
+        distance = (self.index_config or {}).get("distance_type", "cosine")
+        live_at = self.clock() if self.omit_expired else None
+        out: dict[str, tuple[_plan.Partial, _plan.Second]] = {}
+        for i, op in enumerate(batch.ops):
+            holders = {db: part for db, _, part in partials if i in part.codes}
+            if not isinstance(op, SearchOp) or not holders:
+                continue  # not prefiltered, or every database read its scope whole
+            names: dict[tuple[str, int], int] = {}
+            verdicts: list[int] = []
+            codes: list[str | None] = []
+            owner: list[int] = []
+            for db, part in holders.items():
+                rows = part.codes[i]
+                at = [names.setdefault((db, r[0]), len(names)) for r in rows]
+                verdicts.extend([0] * (len(names) - len(verdicts)))
+                for n, r in zip(at, rows, strict=True):
+                    verdicts[n] = r[1]
+                codes += [r[2] for r in rows if r[2] is not None]
+                owner += [n for n, r in zip(at, rows, strict=True) if r[2] is not None]
+            sure = [v == 2 for v in verdicts]
+            wanted: dict[str, list[int]] = {}
+            order = list(names)
+            for n in _codes.select(batch.queries[str(op.query)], codes, owner, sure,
+                                   op.offset + op.limit, distance):
+                db, item = order[n]
+                wanted.setdefault(db, []).append(item)
+            for db, items in wanted.items():
+                if db not in out:
+                    out[db] = (holders[db], _plan.Second())
+                elif out[db][0] is not holders[db]:
+                    raise RuntimeError("a database read prefiltered searches in two rounds")
+                out[db][1].add(i, items, op, live_at)
+        return out
 
     # --- merging: every database's rows into each op's result -----------------------------
 
@@ -525,34 +649,52 @@ class D1Store(Memory, BaseStore):
             skipped += part.skipped.get(i, 0)  # only a search one database answers skips
             refreshed = refreshed or i in part.refreshed
         rows.sort(key=lambda r: (-float(r.updated_at), r.ns, r.key))
+        if i in batch.ranked:
+            return self._rank(op, batch, rows, vectors, sealer)
         candidates = [(row, row.item(sealer)) for row in rows]
         if op.filter:
             candidates = [(r, it) for r, it in candidates
                           if _filters.matches(it.value, op.filter)]
-        if i not in batch.ranked:
-            start = op.offset - skipped  # SQL left out `skipped` matches before the page
-            page = candidates[start: start + op.limit]
-            return ([_search_item(it) for _, it in page],
-                    [r for r, it in page
-                     if r.ttl and not (refreshed and r.verdict == 2 and r.unsure_upto == 0)])
+        start = op.offset - skipped  # SQL left out `skipped` matches before the page
+        page = candidates[start: start + op.limit]
+        return ([_search_item(it) for _, it in page],
+                [r for r, it in page
+                 if r.ttl and not (refreshed and r.verdict == 2 and r.unsure_upto == 0)])
+
+    def _rank(self, op: SearchOp, batch: _Batch, rows: list[_plan.Row],
+              vectors: dict[tuple[str, str], list[str]], sealer: Any
+              ) -> tuple[list[SearchItem], list[_plan.Row]]:
+        """A ranked search's page from its rows in order (every row in scope, or a prefilter's
+        candidates) and their vectors. A value is decoded only for a row SQL cannot tell the
+        filter of (verdict 1) and for the rows of the page."""
+        opened: dict[int, Item] = {}
+
+        def item(n: int) -> Item:
+            if n not in opened:
+                opened[n] = rows[n].item(sealer)
+            return opened[n]
+
+        candidates = [(n, r) for n, r in enumerate(rows)
+                      if not op.filter or r.verdict == 2
+                      or _filters.matches(item(n).value, op.filter)]
         query = batch.queries[op.query]  # type: ignore[index]
-        flat: list[tuple[_plan.Row, Item]] = []
+        flat: list[tuple[_plan.Row, int]] = []
         flat_vectors: list[list[float]] = []
         scoreless = []
-        for r, it in candidates:
+        for n, r in candidates:
             vs = vectors.get((r.ns, r.key), [])
             for v in vs:
-                flat.append((r, it))
+                flat.append((r, n))
                 flat_vectors.append(_values.unpack_vector(v))
             if not vs:
-                scoreless.append((r, it))
+                scoreless.append((r, n))
         scores = _values.similarity(query, flat_vectors,
                                     (self.index_config or {}).get("distance_type", "cosine"))
         ranked = sorted(zip(scores, range(len(flat)), strict=True), key=lambda x: (-x[0], x[1]))
         seen: set[tuple[str, str]] = set()
         kept: list[tuple[float | None, _plan.Row, Item]] = []
-        for score, n in ranked:
-            r, it = flat[n]
+        for score, at in ranked:
+            r, n = flat[at]
             if (r.ns, r.key) in seen:
                 continue
             ix = len(seen)
@@ -560,9 +702,9 @@ class D1Store(Memory, BaseStore):
             if ix >= op.offset + op.limit:
                 break
             if ix >= op.offset:
-                kept.append((score, r, it))
+                kept.append((score, r, item(n)))
         if scoreless and len(kept) < op.limit:
-            kept.extend((None, r, it) for r, it in scoreless[: op.limit - len(kept)])
+            kept.extend((None, r, item(n)) for r, n in scoreless[: op.limit - len(kept)])
         return ([_search_item(it, score) for score, _, it in kept],
                 [r for _, r, it in kept if r.ttl])
 

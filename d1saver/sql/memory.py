@@ -72,9 +72,11 @@ DELETE_ITEMS = q("""DELETE FROM store_items WHERE (ns, key) IN (
     SELECT value->>0, value->>1 FROM json_each(:keys))""")
 DELETE_VECTORS = q("""DELETE FROM store_vectors WHERE (ns, key) IN (
     SELECT value->>0, value->>1 FROM json_each(:keys))""")
-# :rows JSON [[ns, key, field, vector], ...]
-PUT_VECTORS = q("""INSERT OR REPLACE INTO store_vectors (ns, key, field, vector)
-SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(:rows)""")
+# :rows JSON [[ns, key, field, vector, code], ...]: `code` the vector's prefilter code
+# (d1saver/memory/codes.py), derived from `vector` and written with it (schema v16). A row
+# replaced by an older d1saver, which names no code, gets NULL: its vector is always re-ranked.
+PUT_VECTORS = q("""INSERT OR REPLACE INTO store_vectors (ns, key, field, vector, code)
+SELECT value->>0, value->>1, value->>2, value->>3, value->>4 FROM json_each(:rows)""")
 
 # --- reads ----------------------------------------------------------------------------------
 
@@ -198,6 +200,59 @@ WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')}""")
 SEARCH_VECTORS_FILTERED = q(f"""SELECT v.ns, v.key, v.field, v.vector
 FROM store_items AS s JOIN store_vectors AS v ON v.ns = s.ns AND v.key = s.key
 WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')} AND {_VERDICT.format(t='s.')} > 0""")
+
+# --- search by meaning: the prefilter (d1saver/memory/codes.py) and the gateway (worker/rank.js)
+#
+# How many items in scope a read sees (a constant subquery: SQLite evaluates it once).
+_SCOPE_COUNT = (f"(SELECT count(*) FROM store_items WHERE {_SCOPE.format(t='')} "
+                f"AND {_LIVE.format(t='')})")
+
+# Every item in scope a read sees that may pass :filter (NULL: no filter), with its value, the
+# verdict, and one row per vector (`vector` NULL: the item has none), newest first; when :whole
+# is not NULL, only if the scope holds at most :whole items (else no row). As a prefiltered
+# search's first statement it reads a small scope whole, as the exact scan (one request).
+# Through d1saver's gateway Worker it is followed by RANK_MARK (:whole NULL): the Worker
+# scores the rows next to the data and returns only those of the items that can be in the
+# page; D1 (or another gateway) returns them all.
+RANK_COLUMNS = (*ITEM_COLUMNS, "verdict", "vector")
+RANK_ROWS = q(f"""SELECT c.ns, c.key, c.value, c.created_at, c.updated_at, c.ttl_minutes, c.verdict,
+    v.vector
+FROM (SELECT s.ns, s.key, s.value, s.created_at, s.updated_at, s.ttl_minutes,
+        {_VERDICT.format(t='s.')} AS verdict
+    FROM store_items AS s WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')}
+        AND (:whole IS NULL OR {_SCOPE_COUNT} <= :whole)) AS c
+    LEFT JOIN store_vectors AS v ON v.ns = c.ns AND v.key = c.key
+WHERE c.verdict > 0
+ORDER BY c.updated_at DESC, c.ns, c.key""")
+# :spec JSON {"query": [floats], "distance": "cosine" | "inner_product" | "l2", "keep": the
+# page's end}. The gateway answers 1 when it ranked the rows before; D1 answers :spec.
+RANK_MARK = q("SELECT :spec AS rank_spec")
+
+# A prefiltered search's first request, beside RANK_ROWS: when the scope holds more than
+# :whole items, every item in it a read sees that may pass :filter, by rowid, with the code
+# of each of its vectors (NULL: the item has no vector; '': a vector written without a code),
+# never a value or a vector. The store bounds each item's score from its codes and keeps the
+# candidates that can be in the page; the second request reads their rows and full vectors,
+# and ranks them exactly.
+CODE_COLUMNS = ("item", "verdict", "code")
+SEARCH_CODES = q(f"""SELECT c.item, c.verdict,
+    CASE WHEN v.ns IS NULL THEN NULL ELSE coalesce(v.code, '') END AS code
+FROM (SELECT s.rowid AS item, s.ns, s.key, {_VERDICT.format(t='s.')} AS verdict
+    FROM store_items AS s WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')}
+        AND {_SCOPE_COUNT} > :whole) AS c
+    LEFT JOIN store_vectors AS v ON v.ns = c.ns AND v.key = c.key
+WHERE c.verdict > 0""")
+# The second request. :items JSON [rowid, ...]: the candidates still in scope that a read
+# sees and that may pass :filter, with the verdict, as SEARCH_ITEMS_FILTERED's rows (a rowid
+# reused since the first request names an item of the scope or none).
+CANDIDATE_ITEMS = q(f"""SELECT s.ns, s.key, s.value, s.created_at, s.updated_at, s.ttl_minutes,
+    {_VERDICT.format(t='s.')} AS verdict
+FROM json_each(:items) AS j JOIN store_items AS s ON s.rowid = j.value
+WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')} AND {_VERDICT.format(t='s.')} > 0""")
+# The full vectors of the candidates :items JSON [rowid, ...].
+CANDIDATE_VECTORS = q("""SELECT v.ns, v.key, v.field, v.vector
+FROM json_each(:items) AS j JOIN store_items AS s ON s.rowid = j.value
+    JOIN store_vectors AS v ON v.ns = s.ns AND v.key = s.key""")
 
 NAMESPACE_COLUMNS = ("ns",)
 # The distinct namespaces of the rows in scope a read sees.

@@ -511,6 +511,10 @@ END""",
     # "e:~" (base64 where "e:" was base85): d1saver/storage/codec.py, crypto.py. A contract
     # step with no DDL, only its min_reader: an older reader cannot decode them.
     [],
+    # 16: the prefilter of search by meaning (issue 31): each vector's code (d1saver/memory/
+    # codes.py), written with it by PUT_VECTORS. Additive: an older d1saver writes vectors
+    # without one (NULL), and the store re-ranks those always.
+    ["ALTER TABLE store_vectors ADD COLUMN code TEXT"],
     # Append the next step here, as a list of statements; never edit one above, and update
     # schema.sql to match (docs/MIGRATIONS.md).
 ]

@@ -16,6 +16,7 @@ import pytest
 
 from d1saver import Statement
 from d1saver.sql import catalogue as _sql
+from d1saver.sql import memory as _memory
 from d1saver.sql.query import MAX_PARAMS, Query, minify, name_queries, q, snapshot
 
 SNAPSHOT = Path(__file__).with_name("statements.snapshot.sql")
@@ -68,6 +69,10 @@ COLUMNS = {
     "CHUNK_CHECK": _sql.CHUNK_CHECK_COLUMNS, "KEY_CENSUS": _sql.KEY_CENSUS_COLUMNS,
     "LEAVING": _sql.LEAVING_COLUMNS, "OP_RESULT": _sql.OP_RESULT_COLUMNS,
     **{f"TRANSFER_PAGE_{t.upper()}": c for t, c in _sql.TRANSFER_PAGE_COLUMNS.items()},
+    # Search by meaning's prefilter and the gateway's ranking read these by position.
+    "SEARCH_CODES": _memory.CODE_COLUMNS, "RANK_ROWS": _memory.RANK_COLUMNS,
+    "CANDIDATE_ITEMS": (*_memory.ITEM_COLUMNS, "verdict"),
+    "CANDIDATE_VECTORS": _memory.VECTOR_COLUMNS,
 }
 
 
