@@ -24,7 +24,7 @@ from d1saver.core.errors import (FleetError, InvalidInputError, NotFoundError, Q
                                   SchemaNotReadyError, StoredValueError)
 from d1saver.core.protocol import Statement
 from d1saver.memory import namespaces as _ns
-from d1saver.memory.values import load_item
+from d1saver.memory.encoding import load_item
 from d1saver.saver import D1Saver
 from d1saver.sql import inspection as _sql
 from d1saver.storage.crypto import Sealer, key_id_of_text

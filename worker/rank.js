@@ -186,7 +186,7 @@ function keepBest(table, raw, spec) {
   return table.filter((_, n) => kept(rows[n]));
 }
 
-// A stored vector: float32 little-endian in base64 (d1saver/memory/values.py).
+// A stored vector: float32 little-endian in base64 (d1saver/memory/encoding.py).
 function decode(text) {
   const bin = atob(text);
   const view = new DataView(new ArrayBuffer(bin.length));
@@ -196,7 +196,7 @@ function decode(text) {
   return out;
 }
 
-// Scores as d1saver/memory/values.py similarity gives them, higher nearer.
+// Scores as d1saver/memory/encoding.py similarity gives them, higher nearer.
 function scorer(q, distance) {
   let qq = 0;
   for (let i = 0; i < q.length; i++) qq += q[i] * q[i];

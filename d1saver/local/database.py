@@ -20,7 +20,7 @@ from .rules import (
     MAX_VALUE_BYTES,
     TRANSACTION_REFUSED,
 )
-from .values import bind_value, json_value, unhex
+from .conversion import bind_value, json_value, unhex
 
 __all__ = ["Database"]
 

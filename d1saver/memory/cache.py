@@ -23,7 +23,7 @@ from d1saver.core.protocol import Result, Statement
 from d1saver.http import telemetry
 from d1saver.memory import coalesce as _coalesce
 from d1saver.memory import namespaces as _ns
-from d1saver.memory import values as _values
+from d1saver.memory import encoding as _encoding
 from d1saver.memory.base import Memory
 from d1saver.memory.plan import json_lists
 from d1saver.sql import memory as _sql
@@ -234,7 +234,7 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
         out: dict[FullKey, ValueT] = {}
         sealer = self.sealer
         for (ns, key), (_, value) in found.items():
-            type_, data = _values.load_entry(value, ns, key, sealer)
+            type_, data = _encoding.load_entry(value, ns, key, sealer)
             out[(_ns.decode(ns), key)] = self.serde.loads_typed((type_, data))
         return out
 
@@ -263,10 +263,10 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
         for (ns, key), (value, ttl) in pairs.items():
             _check(ns, key)
             if ttl is not None:
-                _values.check_ttl(ttl, "seconds", 1)
+                _encoding.check_ttl(ttl, "seconds", 1)
             text = _ns.encode(ns)
             type_, data = self.serde.dumps_typed(value)
-            stored = _values.dump_entry(type_, data, text, key, sealer)
+            stored = _encoding.dump_entry(type_, data, text, key, sealer)
             by_db.setdefault(self.home_of(ns, key), []).append(
                 [text, key, stored, None if ttl is None else now + float(ttl)])
             for db in self.layout.entry_previous(ns, key):
@@ -335,7 +335,7 @@ def _groups(calls: Sequence[_coalesce.Call[_Call]]) -> list[list[_coalesce.Call[
 def _check(ns: Any, key: Any) -> None:
     if not isinstance(ns, tuple | list) or not all(isinstance(label, str) for label in ns):
         raise InvalidInputError(f"a cache namespace is a tuple of strings, not {ns!r}")
-    _values.check_key(key, "a cache key")
+    _encoding.check_key(key, "a cache key")
 
 
 # An INTERNAL span per public call, when OpenTelemetry is installed (d1saver/http/telemetry.py).

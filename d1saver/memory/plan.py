@@ -19,7 +19,7 @@ from d1saver.core.errors import ValueTooLargeError
 from d1saver.core.protocol import Result, Statement
 from d1saver.memory import filters as _filters
 from d1saver.memory import namespaces as _ns
-from d1saver.memory import values as _values
+from d1saver.memory import encoding as _encoding
 from d1saver.sql import memory as _sql
 from d1saver.storage.crypto import Sealer
 
@@ -53,7 +53,7 @@ class Row:
     db: str = ""  # the database it was read from (set by the store's merge)
 
     def item(self, sealer: Sealer | None) -> Item:
-        return Item(value=_values.load_item(self.value, self.ns, self.key, sealer),
+        return Item(value=_encoding.load_item(self.value, self.ns, self.key, sealer),
                     key=self.key, namespace=_ns.decode(self.ns),
                     created_at=_when(self.created_at), updated_at=_when(self.updated_at))
 

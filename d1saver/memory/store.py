@@ -41,7 +41,7 @@ from d1saver.memory import coalesce as _coalesce
 from d1saver.memory import filters as _filters
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import plan as _plan
-from d1saver.memory import values as _values
+from d1saver.memory import encoding as _encoding
 from d1saver.memory.base import Memory
 from d1saver.sql import memory as _sql
 
@@ -90,7 +90,7 @@ class D1Store(Memory, BaseStore):
                 raise ConfigError(f"ttl is a TTLConfig dict, not {type(ttl).__name__}")
             if ttl.get("default_ttl") is not None:
                 try:
-                    _values.check_ttl(ttl["default_ttl"], "minutes", 60)
+                    _encoding.check_ttl(ttl["default_ttl"], "minutes", 60)
                 except InvalidInputError as exc:
                     raise ConfigError(f"ttl's default_ttl: {exc}") from None
         self.ttl_config = ttl
@@ -103,9 +103,9 @@ class D1Store(Memory, BaseStore):
             self.embeddings = ensure_embeddings(config.get("embed"))
             if config.get("fields") is None and config.get("text_fields") is not None:
                 config["fields"] = config["text_fields"]  # SqliteStore's name for it
-            if config.setdefault("distance_type", "cosine") not in _values.DISTANCES:
+            if config.setdefault("distance_type", "cosine") not in _encoding.DISTANCES:
                 raise ConfigError(f"index distance_type {config['distance_type']!r}: use one of "
-                                  f"{', '.join(_values.DISTANCES)}")
+                                  f"{', '.join(_encoding.DISTANCES)}")
             config["__tokenized_fields"] = [(p, tokenize_path(p)) if p != "$" else (p, p)
                                             for p in (config.get("fields") or ["$"])]
             self.index_config = config
@@ -363,7 +363,7 @@ class D1Store(Memory, BaseStore):
                 _ns.check_item_namespace(op.namespace)
                 _check_key(op.key)
                 if op.value is not None and op.ttl is not None:
-                    _values.check_ttl(op.ttl, "minutes", 60)
+                    _encoding.check_ttl(op.ttl, "minutes", 60)
                 last.pop((tuple(op.namespace), op.key), None)
                 last[(tuple(op.namespace), op.key)] = op
             elif isinstance(op, GetOp):
@@ -386,7 +386,7 @@ class D1Store(Memory, BaseStore):
                 raise InvalidInputError(f"unknown store operation {type(op).__name__}")
         puts = list(last.values())
         sealer = self.sealer
-        stored = {n: _values.dump_item(op.value, _ns.encode(op.namespace), op.key, sealer)
+        stored = {n: _encoding.dump_item(op.value, _ns.encode(op.namespace), op.key, sealer)
                   for n, op in enumerate(puts) if op.value is not None}
         batch = _Batch(ops, puts, stored)
         batch.ttls = {n: float(op.ttl) for n, op in enumerate(puts)
@@ -415,10 +415,10 @@ class D1Store(Memory, BaseStore):
             raise InvalidInputError(f"the embeddings returned {len(found)} vectors for "
                                     f"{len(batch.texts)} texts")
         for (ns, key, name, _), vector in zip(batch.texts, found, strict=True):
-            checked = _values.check_vector(vector, self._dims(), f"the embedding of {key!r}")
-            packed = _values.pack_vector(checked)
+            checked = _encoding.check_vector(vector, self._dims(), f"the embedding of {key!r}")
+            packed = _encoding.pack_vector(checked)
             batch.vectors.setdefault((ns, key), []).append(
-                (name, packed, _codes.encode(_values.unpack_vector(packed))))
+                (name, packed, _codes.encode(_encoding.unpack_vector(packed))))
 
     def _queries(self, batch: _Batch) -> list[str]:
         return list(dict.fromkeys(str(batch.ops[i].query)  # type: ignore[union-attr]
@@ -427,7 +427,7 @@ class D1Store(Memory, BaseStore):
     def _keep_queries(self, batch: _Batch, queries: list[str],
                       found: Sequence[Sequence[float]]) -> None:
         for query, vector in zip(queries, found, strict=True):
-            batch.queries[query] = _values.check_vector(vector, self._dims(),
+            batch.queries[query] = _encoding.check_vector(vector, self._dims(),
                                                         "the query's embedding")
 
     # --- planning: which database answers what --------------------------------------------
@@ -685,10 +685,10 @@ class D1Store(Memory, BaseStore):
             vs = vectors.get((r.ns, r.key), [])
             for v in vs:
                 flat.append((r, n))
-                flat_vectors.append(_values.unpack_vector(v))
+                flat_vectors.append(_encoding.unpack_vector(v))
             if not vs:
                 scoreless.append((r, n))
-        scores = _values.similarity(query, flat_vectors,
+        scores = _encoding.similarity(query, flat_vectors,
                                     (self.index_config or {}).get("distance_type", "cosine"))
         ranked = sorted(zip(scores, range(len(flat)), strict=True), key=lambda x: (-x[0], x[1]))
         seen: set[tuple[str, str]] = set()
@@ -872,7 +872,7 @@ def _swept(results: Sequence[Any]) -> int:
 
 
 def _check_key(key: Any) -> None:
-    _values.check_key(key, "an item key")
+    _encoding.check_key(key, "an item key")
 
 
 def _normal(op: Any) -> Any:

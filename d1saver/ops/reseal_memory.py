@@ -2,7 +2,7 @@
 without being decoded: the memory half of d1saver/ops/reseal.py.
 
 An item's value is sealed whole, bound to (namespace, key); a cache entry's is
-"<serde type>\\n<sealed text>", bound to (namespace, key, type) (d1saver/memory/values.py).
+"<serde type>\\n<sealed text>", bound to (namespace, key, type) (d1saver/memory/encoding.py).
 Rows are read in keyset pages of (ns, key), only those not sealed under the newest key; each
 value is opened under the key it names and sealed again under the newest, and written back
 only if the row still holds what was read (a live writer's newer value stays). A plaintext
@@ -27,7 +27,7 @@ from d1saver.storage.values import Values
 
 MemoryCursor = tuple[str, str]  # ns, key
 
-# What a re-sealed value may take in its row: as d1saver/memory/values.py's VALUE_MAX (a
+# What a re-sealed value may take in its row: as d1saver/memory/encoding.py's VALUE_MAX (a
 # plaintext value that would outgrow it once sealed stays in plaintext, counted as left).
 VALUE_MAX = 1_800_000
 

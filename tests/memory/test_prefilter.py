@@ -16,7 +16,7 @@ from langgraph.store.memory import InMemoryStore
 from d1saver import Statement
 from d1saver.memory import codes as _codes
 from d1saver.memory import plan as _plan
-from d1saver.memory import values as _values
+from d1saver.memory import encoding as _encoding
 from tests.memory.conftest import Memory
 
 DIMS = 48
@@ -183,9 +183,9 @@ def test_bounds_hold_the_exact_scores(distance: str) -> None:
     for dims in (1, 7, 256):
         vecs = [[rng.gauss(0, 1) * rng.choice([1e-3, 1, 50]) for _ in range(dims)]
                 for _ in range(200)] + [[0.0] * dims]
-        stored = [_values.unpack_vector(_values.pack_vector(v)) for v in vecs]
+        stored = [_encoding.unpack_vector(_encoding.pack_vector(v)) for v in vecs]
         query = [rng.gauss(0, 1) for _ in range(dims)]
-        exact = _values.similarity(query, stored, distance)
+        exact = _encoding.similarity(query, stored, distance)
         found = _codes.bounds(query, [_codes.encode(v) for v in stored], distance)
         for score, b in zip(exact, found, strict=True):
             assert b is not None and b[0] <= score <= b[1]

@@ -10,7 +10,7 @@ from langgraph.store.base import PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 from d1saver import InvalidInputError
-from d1saver.memory import values as _values
+from d1saver.memory import encoding as _encoding
 from tests.memory.conftest import Memory
 from tests.memory.embeddings import TrigramEmbeddings, embed_text
 
@@ -97,9 +97,9 @@ def test_search_by_meaning_is_one_request_and_embeds_once(memory: Memory) -> Non
 
 def test_vectors_are_float32_base64() -> None:
     vector = embed_text("hello", 64)
-    text = _values.pack_vector(vector)
+    text = _encoding.pack_vector(vector)
     assert len(text) == 344  # 64 dims x 4 bytes, base64
-    assert _values.unpack_vector(text) == pytest.approx(vector, abs=1e-7)
+    assert _encoding.unpack_vector(text) == pytest.approx(vector, abs=1e-7)
 
 
 class _Bad(TrigramEmbeddings):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from d1saver.local.values import bind_value, json_value, unhex
+from d1saver.local.conversion import bind_value, json_value, unhex
 
 
 def test_parameters_bind_as_doubles() -> None:
