@@ -18,8 +18,8 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from compaction import lease
-from compaction.cli import app as compaction_app
+from d1saver.compaction import lease
+from d1saver.cli.maintenance import app as compaction_app
 from d1saver import D1Saver, Statement, admin
 from d1saver.cli import app as d1saver_app
 from d1saver.local import LocalD1
