@@ -11,7 +11,7 @@ else is declared in pyproject.toml.
 
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
@@ -49,6 +49,8 @@ class BuildWithSchema(build_py):
         return Path(self.build_lib, "d1saver", "schema.sql")
 
 
-PACKAGES = [*find_packages(include=["d1saver", "d1saver.*"]), "d1saver.compaction"]
+# Namespace packages too (d1saver/ui/templates, static: package data), as pyproject.toml's
+# packages.find found them before.
+PACKAGES = [*find_namespace_packages(include=["d1saver", "d1saver.*"]), "d1saver.compaction"]
 
 setup(packages=PACKAGES, cmdclass={"build_py": BuildWithSchema})
