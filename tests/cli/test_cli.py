@@ -66,6 +66,17 @@ def test_the_command_modules_and_the_package_import_lightly() -> None:
     assert "langgraph" in imported(code="import d1saver\nd1saver.D1Saver\n")
 
 
+def test_python_m_d1saver_runs_the_command() -> None:
+    """`python -m d1saver` is the `d1saver` command (0.2.0's `python -m compaction` ran its
+    maintenance commands, which `d1saver` mounts), and `d1saver.compaction` is importable."""
+    out = subprocess.run([sys.executable, "-m", "d1saver", "--version"], check=True,
+                         capture_output=True, text=True).stdout
+    assert out.strip() == f"d1saver {__version__}"
+    subprocess.run([sys.executable, "-m", "d1saver", "compact", "--help"], check=True,
+                   capture_output=True)
+    subprocess.run([sys.executable, "-c", "import d1saver.compaction.job"], check=True)
+
+
 def test_the_package_still_exports_every_name() -> None:
     import d1saver
 

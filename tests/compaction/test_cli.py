@@ -354,7 +354,7 @@ def test_human_output_escapes_control_characters(saver: D1Saver, env: dict[str, 
 
 
 def test_compaction_app_runs_the_same_commands(saver: D1Saver, env: dict[str, str]) -> None:
-    """`python -m compaction`'s app runs compact like `d1saver compact`."""
+    """The maintenance commands' own app (d1saver.cli.maintenance) runs compact as `d1saver` does."""
     seed(saver, "a")
     result = cli(env, "compact", "--keep", "1", "--all", "--json", app=compaction_app)
     assert json.loads(result.stdout)["checkpoints_deleted"] == 4
