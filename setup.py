@@ -3,12 +3,15 @@
 The top-level schema.sql is the one source of truth (also run as is by
 `wrangler d1 execute --file schema.sql`). Building copies it into the package, from a source
 tree or from an sdist (MANIFEST.in puts it in the sdist), so no symlink has to survive git
-checkouts, sdist tarballs or Windows. Everything else is declared in pyproject.toml.
+checkouts, sdist tarballs or Windows. The packages are listed here: d1saver's, found, and
+d1saver.compaction, which pyproject.toml's package-dir maps to the top-level compaction/ folder
+(package discovery cannot find a package under a name other than its folder's). Everything
+else is declared in pyproject.toml.
 """
 
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_namespace_packages, setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
@@ -46,4 +49,8 @@ class BuildWithSchema(build_py):
         return Path(self.build_lib, "d1saver", "schema.sql")
 
 
-setup(cmdclass={"build_py": BuildWithSchema})
+# Namespace packages too (d1saver/ui/templates, static: package data), as pyproject.toml's
+# packages.find found them before.
+PACKAGES = [*find_namespace_packages(include=["d1saver", "d1saver.*"]), "d1saver.compaction"]
+
+setup(packages=PACKAGES, cmdclass={"build_py": BuildWithSchema})

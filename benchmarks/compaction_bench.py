@@ -22,7 +22,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import empty_checkpoint
 
-from compaction import compact
+from d1saver.compaction import compact
 from d1saver import D1Saver, Statement, TraceEvent
 # The rows `put` and `put_writes` store, built by the saver's own statement builders.
 from d1saver.ops import statements

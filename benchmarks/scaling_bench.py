@@ -23,7 +23,7 @@ from typing import Any
 import anyio.to_thread
 
 from benchmarks.workload import VARIANTS, build_graph, first_input
-from compaction import compact
+from d1saver.compaction import compact
 from d1saver import D1Saver, Statement, TraceEvent, admin
 from d1saver.local import LocalD1, LocalD1Transport
 

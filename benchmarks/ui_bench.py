@@ -10,7 +10,7 @@ import argparse
 import time
 from typing import Any
 
-from compaction import job
+from d1saver.compaction import job
 from d1saver import D1Saver, inspection
 from d1saver.core.protocol import Statement, TraceEvent
 from d1saver.local import LocalD1, LocalD1Transport

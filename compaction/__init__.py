@@ -1,7 +1,10 @@
-"""Compaction of d1saver checkpoints: keep the latest N per thread plus the tagged ones.
+"""Compaction of d1saver checkpoints: keep the latest N per thread plus the tagged ones; and the
+other maintenance jobs (rebalance, rekey, the gateway's generated compaction).
 
-The names below are imported on first use (PEP 562), so that the command line's help, which
-imports compaction.cli, does not load the jobs."""
+Installed as `d1saver.compaction` (the repository keeps it in its top-level compaction/ folder;
+pyproject.toml maps it). It is built on d1saver's public names and its maintenance API,
+d1saver.admin, only (tests/test_layers.py checks it). The names below are imported on first use
+(PEP 562), so that the command line's help does not load the jobs."""
 
 from __future__ import annotations
 
@@ -11,16 +14,16 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from compaction.fleet import FleetSummary, FleetThreadInfo, compact, history, list_threads
-    from compaction.job import Summary, ThreadInfo, thread_infos
-    from compaction.lease import Lease, acquire, break_lease, release
-    from compaction.rebalance import Move, RebalanceSummary, rebalance
+    from .fleet import FleetSummary, FleetThreadInfo, compact, history, list_threads
+    from .job import Summary, ThreadInfo, thread_infos
+    from .lease import Lease, acquire, break_lease, release
+    from .rebalance import Move, RebalanceSummary, rebalance
 
 _WHERE = {
-    "compaction.fleet": ("FleetSummary", "FleetThreadInfo", "compact", "history", "list_threads"),
-    "compaction.job": ("Summary", "ThreadInfo", "thread_infos"),
-    "compaction.lease": ("Lease", "acquire", "break_lease", "release"),
-    "compaction.rebalance": ("Move", "RebalanceSummary", "rebalance"),
+    ".fleet": ("FleetSummary", "FleetThreadInfo", "compact", "history", "list_threads"),
+    ".job": ("Summary", "ThreadInfo", "thread_infos"),
+    ".lease": ("Lease", "acquire", "break_lease", "release"),
+    ".rebalance": ("Move", "RebalanceSummary", "rebalance"),
 }
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 
@@ -46,7 +49,7 @@ sys.modules[__name__].__class__ = _Package
 
 def __getattr__(name: str) -> Any:
     if name in _MODULE_OF:
-        value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+        value = getattr(importlib.import_module(_MODULE_OF[name], __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

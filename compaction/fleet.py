@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from d1saver import D1Saver, admin
-# Shared with the web inspector (d1saver ui): one definition of each.
-from d1saver.inspection import databases, each_reading, spans
-from d1saver.inspection import history as history  # compaction.history, as before
-from compaction import job
-from compaction.job import Progress, Summary, ThreadInfo
+from d1saver.admin import databases, each_reading, spans
+from . import job
+from .job import Progress, Summary, ThreadInfo
 
 @dataclass(frozen=True)
 class FleetThreadInfo(ThreadInfo):
@@ -122,7 +120,14 @@ def leftovers(saver: D1Saver) -> list[admin.Leftover]:
 # --- memory not at its home (a rebalance pending, or killed midway) ---------------------------
 
 
-def memory_plan(saver: D1Saver, databases: Sequence[str], layout: Any, page_size: int = 1000
+def history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
+    """A thread's newest checkpoints, `limit` at most, from every database that holds some
+    (admin.thread_history; `d1saver history` prints them)."""
+    return admin.thread_history(saver, thread_id, limit)
+
+
+def memory_plan(saver: D1Saver, databases: Sequence[str], layout: admin.MemoryLayout,
+                page_size: int = 1000
                 ) -> dict[tuple[str, str, str], list[admin.MemoryKey]]:
     """Every store item and cache entry not at its home in `layout` (admin.memory_layout):
     {(database it is in, its home, table): rows}, in key order; one request per page of keys,

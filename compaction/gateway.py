@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from d1saver import Result, Statement, admin
-from compaction import job
-from compaction import lease as leases
+from . import job
+from . import lease as leases
 
 GENERATED_PATH = Path("worker") / "compaction.generated.js"
 

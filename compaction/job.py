@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, admin
-from compaction import lease as leases
+from . import lease as leases
 
 Progress = Callable[[int, int], None]
 # Each step of a run at INFO (`d1saver -v`): counts and database ids, never a value.

@@ -50,10 +50,10 @@ from typing import Any
 
 from d1saver import (D1Error, D1Saver, LeaseHeldError, QueryError, Result, Statement,
                      VerificationError, admin)
-from compaction import fleet
-from compaction.fleet import memory_plan
-from compaction import lease as leases
-from compaction.job import (ThreadInfo, list_threads, log, prepare, refuse_older,
+from . import fleet
+from .fleet import memory_plan
+from . import lease as leases
+from .job import (ThreadInfo, list_threads, log, prepare, refuse_older,
                             stored_version)
 
 Progress = Callable[[int, int], None]
@@ -354,7 +354,7 @@ class _MemoryMover:
             self._write(target, [admin.begin_memory_move(move_id)])
             found = admin.read_memory_rows(table, self.views[source].execute(
                 admin.read_memory(page)))
-            if not found.rows:
+            if not found.count:
                 return 0, 0, 0  # deleted meanwhile
             try:
                 for batch in admin.memory_move_in(found, move_id):
@@ -366,7 +366,7 @@ class _MemoryMover:
             out = admin.memory_move_out(found)
             results = self._write(source, out)
             deleted = results[-len(out)].changes
-            return deleted, len(found.rows) - deleted, found.bytes
+            return deleted, found.count - deleted, found.bytes
         return 0, len(page), 0
 
     def _write(self, db: str, statements: list[Statement]) -> list[Result]:

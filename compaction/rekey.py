@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from d1saver import ConfigError, D1Saver, LeaseHeldError, QueryError, RekeyCounts, admin
-from compaction import lease as leases
-from compaction.fleet import databases
-from compaction.job import log, prepare
+from . import lease as leases
+from .fleet import databases
+from .job import log, prepare
 
 # d1saver.ops.reseal.REKEY_TABLES, then memory's (d1saver.ops.reseal_memory.REKEY_TABLES)
 TABLES = ("checkpoints", "writes", "delta_frozen", "store_items", "cache_entries")

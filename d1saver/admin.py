@@ -1,34 +1,59 @@
-"""Statements for maintenance tools, to send with `D1Saver.execute`: d1saver's public SQL.
+"""d1saver's maintenance API: what compaction, rebalance, rekey, copy and the command line use.
 
-The compaction job and the CLI build their requests here and read the named columns of the
-results; the SQL itself stays in d1saver's catalogue (d1saver/sql/catalogue.py), so every statement
-d1saver ships lives in one place and runs on the real engine in CI.
+Statements to send with `D1Saver.execute`, readers of their results by column name, and the few
+types and helpers a maintenance job needs (the rows of a thread being moved, the staged ids a
+killed copy leaves, the layout of memory over a fleet). d1saver.compaction is built on this
+module and on d1saver's public names only (tests/test_layers.py checks it); the SQL itself stays
+in d1saver/sql, so every statement d1saver ships lives in one place and runs on the real engine
+in CI.
 
     saver.execute([threads_page("", 1000)])       # a page of threads with their figures
     saver.execute(retention(["t1"], keep=5))      # one atomic retention batch
+
+Stability: the names in `__all__` follow semantic versioning from 0.3.0: a name, a
+parameter, a column a reader returns or a statement's effect is removed or changed only in a
+major release, and added ones are announced in the CHANGELOG. The SQL text of a statement is not
+part of the API (it changes with the schema, which `D1Saver.setup()` migrates); nor is any
+name outside `__all__`, nor anything this module imports. The constants:
+
+- `SCHEMA_VERSION`: the schema this d1saver writes (`schema_version` reads a database's).
+- `STAGING_PREFIX`, `MOVING_PREFIX`, `COPYING_PREFIX`, `LEAVING_PREFIX`: the hidden thread ids
+  under which a move, a copy between databases and a move's comparison stage rows
+  (`is_staging` recognises them all; `staged_threads` takes one).
+- `STAGED`: the table name under which a key census counts staged values (rekey skips them).
+- `CRON_CURSOR`: the gateway Worker's cursor name.
+- `SUMMARY_COLUMNS`, `PLAN_COLUMNS`, `COMPACTION_RUNS_COLUMNS`: the columns of
+  `retention_summary`, `retention_plan` and `compaction_runs` results.
+- `FINISH_FIGURES`: where `finished` reads each figure of a run's end (the gateway's cron
+  reads the same table).
+- `SWEEP_MARGIN`: the seconds of clock skew a sweep of expired memory allows.
+- `MEMORY_TABLES`: the tables of D1Store's items and D1Cache's entries, which a rebalance moves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from d1saver.core.errors import FleetError, QueryError, SchemaNotReadyError
+from d1saver.core.protocol import Exchange as _Exchange
+from d1saver.core.protocol import Param as _Param
+from d1saver.core.protocol import Result, Statement
+from d1saver.fleet import routing as _routing
+from d1saver.memory import moves as _moves
+from d1saver.memory import placement as _placement
+from d1saver.ops import reseal as _reseal
 from d1saver.ops import rows as _rows
+from d1saver.ops import statements as _st
+from d1saver.ops import transfer as _transfer
 from d1saver.sql import catalogue as _sql
 from d1saver.sql import memory as _memory_sql
-from d1saver.ops import statements as st
-from d1saver.ops import transfer as _transfer
-from d1saver.core.protocol import Exchange, Param, Result, Statement
-from d1saver.ops.reseal import STAGED, add_census
-from d1saver.fleet.routing import (COPYING_PREFIX, LEAVING_PREFIX, MOVING_PREFIX, STAGING_PREFIX,
-                                   Route, Router, is_staging)
-from d1saver.memory import moves as _moves
-from d1saver.memory.placement import Layout
-from d1saver.ops.transfer import ThreadRows
 
 if TYPE_CHECKING:  # types only: the saver is the caller's
     from d1saver.saver import D1Saver
+
+_T = TypeVar("_T")
 
 
 def threads_page(after: str, size: int) -> Statement:
@@ -39,7 +64,7 @@ def threads_page(after: str, size: int) -> Statement:
 
 def thread_infos(thread_ids: Sequence[str]) -> Statement:
     """The same figures as `threads_page` for the named threads (those that exist)."""
-    return Statement.bind(_sql.THREADS_INFO, {"thread_ids": st.id_list(thread_ids)})
+    return Statement.bind(_sql.THREADS_INFO, {"thread_ids": _st.id_list(thread_ids)})
 
 
 def history(thread_id: str, limit: int) -> Statement:
@@ -69,18 +94,20 @@ def retention(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
     records that report under an id drawn here, so build the batch once and send it (with
     its retries) as is: a retry after a lost response then reports what the first try did.
     `op_id` names that record instead (the caller drew it, once per batch)."""
-    return st.retention_statements(thread_ids, keep, summarize=summarize, delete=delete,
+    return _st.retention_statements(thread_ids, keep, summarize=summarize, delete=delete,
                                    op_id=op_id)
 
 
-SUMMARY_COLUMNS = _sql.SUMMARY_COLUMNS  # retention_summary's columns
+SUMMARY_COLUMNS: Final[tuple[str, ...]] = tuple(_sql.SUMMARY_COLUMNS)
+"""The columns of a `retention_summary` result."""
 
 
 # --- one compaction policy: the plan of a page, and a run's end (issue 30) --------------------
 # `d1saver compact` (compaction/job.py) and the gateway Worker's cron (worker/compaction.js,
 # through worker/compaction.generated.js) send the same statements, built here.
 
-PLAN_COLUMNS = _sql.PLAN_COLUMNS
+PLAN_COLUMNS: Final[tuple[str, ...]] = tuple(_sql.PLAN_COLUMNS)
+"""The columns of a `retention_plan` result (`read_plan` reads them)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +124,7 @@ class PlannedThread:
 
 
 def _plan_params(keep: int, cutoff: str | None, batch_checkpoints: int,
-                 batch_threads: int) -> dict[str, Param]:
+                 batch_threads: int) -> dict[str, _Param]:
     return {"keep": int(keep), "cutoff": cutoff, "batch_checkpoints": int(batch_checkpoints),
             "batch_threads": int(batch_threads)}
 
@@ -117,12 +144,13 @@ def retention_plan(after: str, size: int, keep: int, cutoff: str | None, *,
 def retention_plan_threads(thread_ids: Sequence[str], keep: int, cutoff: str | None, *,
                            batch_checkpoints: int, batch_threads: int) -> Statement:
     """`retention_plan` of the named threads (those that exist), as one page."""
-    return Statement.bind(_sql.PLAN_THREADS, {"thread_ids": st.id_list(thread_ids),
+    return Statement.bind(_sql.PLAN_THREADS, {"thread_ids": _st.id_list(thread_ids),
                                               **_plan_params(keep, cutoff, batch_checkpoints,
                                                              batch_threads)})
 
 
 def read_plan(result: Result) -> list[PlannedThread]:
+    """The threads of a `retention_plan` (or `retention_plan_threads`) result, typed, in order."""
     _rows.check_columns(result, _sql.PLAN_COLUMNS)
     return [PlannedThread(str(t), int(n), None if u is None else str(u), bool(s), bool(e),
                           None if b is None else int(b)) for t, n, u, s, e, b in result.rows]
@@ -155,7 +183,7 @@ def finish_counts(*, sweep: bool = True) -> list[Statement]:
             *([Statement.bind(_memory_sql.COUNT_EXPIRED)] if sweep else [])]
 
 
-def _staging_range() -> dict[str, Param]:
+def _staging_range() -> dict[str, _Param]:
     return {"low": STAGING_PREFIX, "high": STAGING_PREFIX[:-1] + chr(ord(STAGING_PREFIX[-1]) + 1)}
 
 
@@ -171,7 +199,7 @@ class Finished:
 
 # Where a live run's end reads each figure: (statement name, "row": its first value, or
 # "changes": the rows it changed). compaction/gateway.py hands the same table to the Worker.
-FINISH_FIGURES = {"staged_removed": ("SCOPED", "row"),
+FINISH_FIGURES: Final[Mapping[str, tuple[str, str]]] = {"staged_removed": ("SCOPED", "row"),
                   "store_items_swept": ("SWEEP_EXPIRED[1]", "changes"),
                   "cache_entries_swept": ("SWEEP_EXPIRED[2]", "changes")}
 
@@ -200,7 +228,8 @@ def finished(statements: Sequence[Statement], results: Sequence[Result]) -> Fini
     return Finished(**figures)
 
 
-SWEEP_MARGIN = _memory_sql.SWEEP_MARGIN
+SWEEP_MARGIN: Final[int] = _memory_sql.SWEEP_MARGIN
+"""Seconds of clock skew a sweep of expired memory allows (it removes what expired before)."""
 
 
 def retention_summary(statements: Sequence[Statement], results: Sequence[Result]) -> Result:
@@ -214,7 +243,8 @@ def retention_summary(statements: Sequence[Statement], results: Sequence[Result]
 
 # --- schema: what a dry run may read without setting anything up ----------------------------
 
-SCHEMA_VERSION = _sql.SCHEMA_VERSION
+SCHEMA_VERSION: Final[int] = _sql.SCHEMA_VERSION
+"""The schema version this d1saver writes and reads."""
 
 
 def read_schema() -> Statement:
@@ -231,13 +261,13 @@ def schema_version(result: Result) -> int:
 def setup_statements() -> list[Statement]:
     """schema.sql and the stored versions, in one batch, as `D1Saver.setup()` sends it to a
     fresh database (it fails with schema_outdated on an older one: migrate that instead)."""
-    return st.setup_statements()
+    return _st.setup_statements()
 
 
 def migration_statements(version: int) -> list[Statement]:
     """The step to `version` (2 to SCHEMA_VERSION) in one batch, as `D1Saver.setup()` sends it;
     it fails on "d1saver_schema.version" if the step is applied already."""
-    return st.migration_statements(version)
+    return _st.migration_statements(version)
 
 
 # --- leases: keep two maintenance runs from overlapping, on the database's clock ----------
@@ -254,6 +284,7 @@ def lease_guard(name: str, holder: str, ttl: int) -> list[Statement]:
 
 
 def release_lease(name: str, holder: str) -> Statement:
+    """Removes the lease if `holder` holds it (nothing otherwise)."""
     return Statement.bind(_sql.RELEASE_LEASE, {"name": name, "holder": holder})
 
 
@@ -271,7 +302,8 @@ def lease_holder(name: str) -> Statement:
 # The Worker sends these (generated by `d1saver gateway build`); `d1saver compact --history`
 # reads the records with `compaction_runs`.
 
-CRON_CURSOR = "cron"  # the Cron Trigger's cursor name
+CRON_CURSOR: Final[str] = "cron"
+"""The gateway Worker's Cron Trigger's cursor name."""
 
 
 def compaction_runs(limit: int) -> Statement:
@@ -279,7 +311,8 @@ def compaction_runs(limit: int) -> Statement:
     return Statement.bind(_sql.COMPACTION_RUNS, {"limit": int(limit)})
 
 
-COMPACTION_RUNS_COLUMNS = _sql.COMPACTION_RUNS_COLUMNS
+COMPACTION_RUNS_COLUMNS: Final[tuple[str, ...]] = tuple(_sql.COMPACTION_RUNS_COLUMNS)
+"""The columns of a `compaction_runs` result."""
 
 
 def run_begin(run_id: str, database_id: str, trigger: str, keep: int | None,
@@ -306,6 +339,7 @@ def run_add_batch(run_id: str, database_id: str, op_id: str, expired: int) -> St
 
 def run_end(run_id: str, database_id: str, status: str, reason: str | None,
             threads_scanned: int) -> Statement:
+    """Close a run's record: its status (done, failed, ...), the reason, the threads scanned."""
     return Statement.bind(_sql.RUN_END, {"run_id": run_id, "database_id": database_id,
                                          "status": status, "reason": reason,
                                          "threads_scanned": int(threads_scanned)})
@@ -322,10 +356,73 @@ def cursor_set(after: str, run_id: str, name: str = CRON_CURSOR) -> Statement:
 
 
 def cursor_clear(name: str = CRON_CURSOR) -> Statement:
+    """Forget the pass's cursor: the next run starts a new pass from the first thread."""
     return Statement.bind(_sql.CURSOR_CLEAR, {"name": name})
 
 
 # --- moving threads between databases (`d1saver rebalance`) -----------------------------------
+
+STAGING_PREFIX: Final[str] = _routing.STAGING_PREFIX
+"""What every staged thread id starts with (`is_staging`)."""
+MOVING_PREFIX: Final[str] = _routing.MOVING_PREFIX
+"""Rows a move (`d1saver rebalance`) is writing into their new home."""
+COPYING_PREFIX: Final[str] = _routing.COPYING_PREFIX
+"""Rows `copy_thread` is writing into another database."""
+LEAVING_PREFIX: Final[str] = _routing.LEAVING_PREFIX
+"""A moved thread's rows written back into its old database, to compare with it there."""
+
+
+def is_staging(thread_id: str) -> bool:
+    """True for a staged thread id (rows still being copied or compared): never an
+    application's thread, so a listing or a compaction skips it."""
+    return _routing.is_staging(thread_id)
+
+
+class ThreadRows:
+    """Every row of one thread in one database, as `read_thread` read them: what `copy_batches`
+    writes and `delete_if_unchanged` compares. `ThreadRows(thread_id)` holds no row."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, thread_id: str) -> None:
+        self._rows = _transfer.ThreadRows(thread_id)
+
+    @classmethod
+    def _of(cls, rows: _transfer.ThreadRows) -> ThreadRows:
+        out = cls.__new__(cls)
+        out._rows = rows
+        return out
+
+    @property
+    def thread_id(self) -> str:
+        """The thread the rows were read from."""
+        return self._rows.thread_id
+
+    @property
+    def total(self) -> int:
+        """How many rows, in all tables."""
+        return self._rows.total
+
+    @property
+    def bytes(self) -> int:
+        """Characters of the stored values (what a copy sends, near enough)."""
+        return self._rows.bytes
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table."""
+        return self._rows.counts()
+
+    def digest(self) -> str:
+        """SHA-256 of the rows, tables in a fixed order: equal digests, equal rows."""
+        return self._rows.digest()
+
+    def holds(self, other: ThreadRows) -> bool:
+        """True if every row of `other` is here, identical."""
+        return self._rows.holds(other._rows)
+
+    def __repr__(self) -> str:
+        return f"ThreadRows({self.thread_id!r}, {self.counts()})"
+
 
 def read_thread(saver: D1Saver, thread_id: str, *, lead: Sequence[Statement] = (),
                 page_rows: int = _transfer.READ_PAGE_ROWS,
@@ -338,11 +435,11 @@ def read_thread(saver: D1Saver, thread_id: str, *, lead: Sequence[Statement] = (
         rows = read_thread(saver, "t1")    # a ThreadRows: counts(), digest(), holds(other)
     """
     ops = saver.ops
-    return saver.driver.run(_transfer.read_thread(
-        _led(ops.execute, lead), thread_id, page_rows=page_rows, page_bytes=page_bytes))
+    return ThreadRows._of(saver.driver.run(_transfer.read_thread(
+        _led(ops.execute, lead), thread_id, page_rows=page_rows, page_bytes=page_bytes)))
 
 
-def _led(send: Exchange, lead: Sequence[Statement]) -> Exchange:
+def _led(send: _Exchange, lead: Sequence[Statement]) -> _Exchange:
     """`send`, with `lead` before the statements of its first request."""
     first = [list(lead)]
 
@@ -366,7 +463,7 @@ def copy_batches(rows: ThreadRows, target: str, *, staging_prefix: str = MOVING_
         move = {"thread_id": target, "move_id": move_id}
         publish = [Statement.bind(_sql.CHECK_MOVE, move)]
         published = [Statement.bind(_sql.END_MOVE, move)]
-    return _transfer.copy_batches(rows, target, staging_prefix=staging_prefix,
+    return _transfer.copy_batches(rows._rows, target, staging_prefix=staging_prefix,
                                   publish=publish, published=published)
 
 
@@ -393,7 +490,7 @@ def delete_if_unchanged(rows: ThreadRows) -> list[list[Statement]]:
     database, only if it still holds exactly `rows` (every row and column compared there, in
     SQL, against a scratch copy under `LEAVING_PREFIX + thread_id` the batches write);
     `moved_away(results of the last)` says whether it did."""
-    return _transfer.delete_if_unchanged(rows, staging_prefix=LEAVING_PREFIX)
+    return _transfer.delete_if_unchanged(rows._rows, staging_prefix=LEAVING_PREFIX)
 
 
 def moved_away(results: Sequence[Result]) -> bool:
@@ -431,6 +528,7 @@ def leftovers() -> Statement:
 
 
 def read_leftovers(result: Result) -> list[Leftover]:
+    """The rows of a `leftovers` result, typed."""
     _rows.check_columns(result, _sql.LEFTOVERS_COLUMNS)
     return [Leftover(str(t), None if g is None else str(g), None if s is None else str(s),
                      bool(e)) for t, g, s, e in result.rows]
@@ -445,35 +543,124 @@ def removable(found: Sequence[Leftover]) -> list[str]:
 
 def delete_threads(thread_ids: Sequence[str]) -> list[Statement]:
     """Delete these threads entirely, in one batch."""
-    return st.delete_threads_statements(thread_ids)
+    return _st.delete_threads_statements(thread_ids)
 
 
 # --- moving memory between databases (`d1saver rebalance`; d1saver/memory/moves.py) -------------
+# A page of misplaced rows moves in four requests: `begin_memory_move` at the target,
+# `read_memory` at the source (`read_memory_rows` reads it), `memory_move_in`'s batches at the
+# target, `memory_move_out` at the source (its first statement's changes: the rows deleted).
 
-MEMORY_TABLES = _moves.TABLES
-MemoryKey = _moves.MemoryKey
-MemoryRows = _moves.MemoryRows
-memory_keys_page = _moves.keys_page
-read_memory_keys = _moves.read_keys
-memory_pages = _moves.pages
-begin_memory_move = _moves.begin
-read_memory = _moves.read
-read_memory_rows = _moves.read_rows
-memory_move_in = _moves.move_in
-memory_move_out = _moves.move_out
+MEMORY_TABLES: Final[tuple[str, ...]] = tuple(_moves.TABLES)
+"""The tables of D1Store's items and D1Cache's entries ("store_items", "cache_entries")."""
+
+
+@dataclass(frozen=True)
+class MemoryKey:
+    """A row of `table` (one of MEMORY_TABLES): its stored namespace text, its key, and the
+    bytes a move carries."""
+
+    table: str
+    ns: str
+    key: str
+    bytes: int = 0
+
+    def _internal(self) -> _moves.MemoryKey:
+        return _moves.MemoryKey(self.table, self.ns, self.key, self.bytes)
+
+
+class MemoryRows:
+    """A page's rows as `read_memory_rows` read them at the source: what `memory_move_in`
+    writes at the target and `memory_move_out` deletes at the source."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: _moves.MemoryRows) -> None:
+        self._rows = rows
+
+    @property
+    def table(self) -> str:
+        """The table the rows are of."""
+        return self._rows.table
+
+    @property
+    def count(self) -> int:
+        """How many rows were read (0: the page was deleted meanwhile)."""
+        return len(self._rows.rows)
+
+    @property
+    def bytes(self) -> int:
+        """Characters of the values and vectors the page carries."""
+        return self._rows.bytes
+
+
+class MemoryLayout:
+    """Where D1Store's items and D1Cache's entries live over a fleet (and lived over its previous
+    database list), as `memory_layout` builds it; `memory_home` reads it."""
+
+    __slots__ = ("_layout",)
+
+    def __init__(self, layout: _placement.Layout) -> None:
+        self._layout = layout
+
+
+def memory_keys_page(table: str, after: MemoryKey | None, size: int) -> Statement:
+    """The keys of `table` after `after` (None: from the first), `size` at most (read the
+    result with `read_memory_keys`)."""
+    return _moves.keys_page(table, None if after is None else after._internal(), size)
+
+
+def read_memory_keys(table: str, result: Result) -> list[MemoryKey]:
+    """The rows of a `memory_keys_page` result, typed."""
+    return [MemoryKey(k.table, k.ns, k.key, k.bytes) for k in _moves.read_keys(table, result)]
+
+
+def memory_pages(rows: Sequence[MemoryKey]) -> list[list[MemoryKey]]:
+    """Rows of one table grouped into the pages a move carries (bounded in rows and bytes; a
+    larger row alone)."""
+    pages = _moves.pages([r._internal() for r in rows])
+    return [[MemoryKey(k.table, k.ns, k.key, k.bytes) for k in page] for page in pages]
+
+
+def begin_memory_move(move_id: str) -> Statement:
+    """The registration of a memory move, sent to its target first: a delete there voids it."""
+    return _moves.begin(move_id)
+
+
+def read_memory(page: Sequence[MemoryKey]) -> list[Statement]:
+    """The rows of a page (one table's) as stored, sent to its source (`read_memory_rows`)."""
+    return _moves.read([r._internal() for r in page])
+
+
+def read_memory_rows(table: str, results: Sequence[Result]) -> MemoryRows:
+    """The rows of `read_memory`'s results, for `memory_move_in` and `memory_move_out`."""
+    return MemoryRows(_moves.read_rows(table, results))
+
+
+def memory_move_in(found: MemoryRows, move_id: str) -> list[list[Statement]]:
+    """The batches that write a page at its target, each failing ("move_voided") unless the
+    move is still registered there; the last ends the registration."""
+    return _moves.move_in(found._rows, move_id)
+
+
+def memory_move_out(found: MemoryRows) -> list[Statement]:
+    """The statements that delete a page at its source, each row only if it still holds what
+    was read; the first's changes are the rows deleted."""
+    return _moves.move_out(found._rows)
 
 
 def memory_layout(database_ids: Sequence[str], previous_database_ids: Sequence[str] | None = None,
-                  route: Route | None = None) -> Layout:
+                  route: Callable[[str], str] | None = None) -> MemoryLayout:
     """Where D1Store's items and D1Cache's entries live over `database_ids` (and lived over the
     previous ones), as a store or cache built with the same arguments places them."""
-    return Layout(Router(list(database_ids), route),
-                  None if previous_database_ids is None else Router(list(previous_database_ids)))
+    return MemoryLayout(_placement.Layout(
+        _routing.Router(list(database_ids), route),
+        None if previous_database_ids is None else _routing.Router(list(previous_database_ids))))
 
 
-def memory_home(layout: Layout, row: MemoryKey) -> str:
+def memory_home(layout: MemoryLayout, row: MemoryKey) -> str:
     """The database a store item's or cache entry's row lives in, in `layout`."""
-    return _moves.home(layout, row)
+    return _moves.home(layout._layout, row._internal())
 
 
 # --- content-addressed chunks: the check (`d1saver check`) ------------------------------------
@@ -502,25 +689,90 @@ def inexact_threads(result: Result) -> list[InexactThread]:
     return [InexactThread(str(t), int(m), int(u)) for t, m, u in result.rows]
 
 
-# --- figures of several databases ------------------------------------------------------------
-# `add_census(censuses)`: key censuses (`D1Saver.key_census`), or any {table: {name: count}}
-# figures, of several databases added up (`d1saver rekey` over a fleet).
+# --- key censuses (`d1saver rekey`) ----------------------------------------------------------
 
-__all__ = ["COMPACTION_RUNS_COLUMNS", "COPYING_PREFIX", "CRON_CURSOR", "LEAVING_PREFIX",
-           "MOVING_PREFIX", "PLAN_COLUMNS", "SCHEMA_VERSION", "STAGED", "STAGING_PREFIX",
-           "SUMMARY_COLUMNS", "SWEEP_MARGIN", "FINISH_FIGURES", "Finished", "InexactThread", "Leftover",
-           "PlannedThread", "ThreadRows", "acquire_lease", "finish",
-           "finish_counts", "finished", "read_plan", "retention_plan",
-           "retention_plan_threads",
-           "add_census", "begin_move", "break_lease", "chunk_check", "clear_moves",
-           "begin_memory_move", "compaction_runs", "copy_batches", "cursor_clear", "cursor_get",
-           "cursor_set", "memory_home", "memory_keys_page", "memory_layout", "memory_move_in",
-           "memory_move_out", "memory_pages", "read_memory", "read_memory_keys",
-           "read_memory_rows",
-           "delete_if_unchanged", "delete_threads", "history", "inexact_threads", "is_staging",
-           "lease_guard", "lease_holder", "leftovers", "migration_statements", "moved_away",
-           "moves_registered", "read_leftovers", "read_schema", "release_lease", "removable",
-           "retention", "retention_summary", "run_add_batch", "run_begin", "run_end",
-           "runs_interrupted", "schema_version", "setup_statements",
-           "staged_threads", "storage_summary", "stored_sample", "thread_infos",
-           "read_thread", "threads_page"]
+STAGED: Final[str] = _reseal.STAGED
+"""The table name under which a key census (`D1Saver.key_census`) counts staged values."""
+
+
+def add_census(censuses: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
+    """Key censuses (`D1Saver.key_census`), or any {table: {name: count}} figures, of several
+    databases added up, table by table and name by name (`d1saver rekey` over a fleet)."""
+    return _reseal.add_census(censuses)
+
+
+# --- the databases of a saver ---------------------------------------------------------------
+
+
+def databases(saver: D1Saver) -> list[str]:
+    """Every database of the saver: the current ones, then the previous ones not among them
+    (databases being drained while threads move)."""
+    return list(dict.fromkeys([*saver.database_ids, *(saver.previous_database_ids or ())]))
+
+
+def spans(saver: D1Saver) -> bool:
+    """True if the saver has more than one database (current or previous)."""
+    return len(databases(saver)) > 1
+
+
+def each_reading(saver: D1Saver, fn: Callable[[D1Saver], list[_T]], operation: str
+                 ) -> dict[str, list[_T]]:
+    """fn on every database ({database_id: its list}); a read-only saver (`saver.read_only`)
+    meeting a database without d1saver's schema reads it as empty (nothing was ever stored
+    there), as long as another database has one (none at all: the FleetError says so)."""
+    try:
+        return saver.each_database(fn, operation=operation)
+    except FleetError as exc:
+        if not exc.results or not all(isinstance(e, SchemaNotReadyError) and e.version == 0
+                                      for e in exc.errors.values()):
+            raise
+        return {db: list(exc.results.get(db) or []) for db in databases(saver)}
+
+
+def query(saver: D1Saver, statement: Statement, columns: Sequence[str] | None = None
+          ) -> list[dict[str, Any]]:
+    """The rows of one read-only statement as dicts, checked by column name (`columns`); none
+    from a database without d1saver's tables when the saver may not set it up
+    (`auto_setup=False`), so that a read never creates a schema."""
+    try:
+        (result,) = saver.execute([statement])
+    except QueryError as exc:
+        if "no such table" not in str(exc) or saver.auto_setup:
+            raise
+        return []
+    # D1 names no column when no row comes back (the local D1 does): only rows are checked.
+    if columns is not None and result.rows and tuple(result.columns) != tuple(columns):
+        raise QueryError(f"{statement.name} returned columns {result.columns}, not {columns}")
+    return result.dicts()
+
+
+def thread_history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
+    """A thread's newest checkpoints, `limit` at most, as `history` reads them (one dict per
+    row). Over several databases, from every one that holds some (each row then names its
+    database_id), newest first."""
+    if not spans(saver):
+        return query(saver, history(thread_id, limit))
+    found = each_reading(saver, lambda db: query(db, history(thread_id, limit)), "history")
+    rows = [{**row, "database_id": db} for db, part in found.items() for row in part]
+    rows.sort(key=lambda r: r["checkpoint_ns"])
+    rows.sort(key=lambda r: r["checkpoint_id"], reverse=True)  # as HISTORY orders one database
+    return rows[:limit]
+
+
+__all__ = ["COMPACTION_RUNS_COLUMNS", "COPYING_PREFIX", "CRON_CURSOR", "FINISH_FIGURES",
+           "Finished", "InexactThread", "LEAVING_PREFIX", "Leftover", "MEMORY_TABLES",
+           "MOVING_PREFIX", "MemoryKey", "MemoryLayout", "MemoryRows", "PLAN_COLUMNS",
+           "PlannedThread", "SCHEMA_VERSION", "STAGED", "STAGING_PREFIX", "SUMMARY_COLUMNS",
+           "SWEEP_MARGIN", "ThreadRows", "acquire_lease", "add_census", "begin_memory_move",
+           "begin_move", "break_lease", "chunk_check", "clear_moves", "compaction_runs",
+           "copy_batches", "cursor_clear", "cursor_get", "cursor_set", "databases",
+           "delete_if_unchanged", "delete_threads", "each_reading", "finish", "finish_counts",
+           "finished", "history", "inexact_threads", "is_staging", "lease_guard", "lease_holder",
+           "leftovers", "memory_home", "memory_keys_page", "memory_layout", "memory_move_in",
+           "memory_move_out", "memory_pages", "migration_statements", "moved_away",
+           "moves_registered", "query", "read_leftovers", "read_memory", "read_memory_keys",
+           "read_memory_rows", "read_plan", "read_schema", "read_thread", "release_lease",
+           "removable", "retention", "retention_plan", "retention_plan_threads",
+           "retention_summary", "run_add_batch", "run_begin", "run_end", "runs_interrupted",
+           "schema_version", "setup_statements", "spans", "staged_threads", "storage_summary",
+           "stored_sample", "thread_history", "thread_infos", "threads_page"]

@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from d1saver import admin
+from d1saver.admin import databases, each_reading, spans
 from d1saver.core.errors import (FleetError, InvalidInputError, NotFoundError, QueryError,
                                   SchemaNotReadyError, StoredValueError)
 from d1saver.core.protocol import Statement
@@ -37,30 +38,7 @@ SORTS = ("updated", "bytes", "checkpoints", "id")
 
 
 # --- databases ---------------------------------------------------------------------------------
-
-def databases(saver: D1Saver) -> list[str]:
-    """Every database of the saver: the current ones, then the previous ones not among them
-    (databases being drained while threads move)."""
-    return list(dict.fromkeys([*saver.database_ids, *(saver.previous_database_ids or ())]))
-
-
-def spans(saver: D1Saver) -> bool:
-    return len(databases(saver)) > 1
-
-
-def each_reading(saver: D1Saver, fn: Callable[[D1Saver], list[T]], operation: str
-                 ) -> dict[str, list[T]]:
-    """fn on every database; a read-only saver (`saver.read_only`) meeting a database without
-    d1saver's schema reads it as empty (nothing was ever stored there), as long as another
-    database has one (none at all: the FleetError says so)."""
-    try:
-        return saver.each_database(fn, operation=operation)
-    except FleetError as exc:
-        if not exc.results or not all(isinstance(e, SchemaNotReadyError) and e.version == 0
-                                      for e in exc.errors.values()):
-            raise
-        return {db: list(exc.results.get(db) or []) for db in databases(saver)}
-
+# databases, spans, each_reading: d1saver.admin's, which compaction shares.
 
 def each(saver: D1Saver, fn: Callable[[D1Saver], T], operation: str) -> dict[str, T]:
     """fn on every database ({database_id: result}): the saver itself if it has one."""
@@ -73,22 +51,6 @@ def each(saver: D1Saver, fn: Callable[[D1Saver], T], operation: str) -> dict[str
                                       for e in exc.errors.values()):
             raise
         return dict(exc.results)
-
-
-def _read(saver: D1Saver, statement: Statement, columns: Sequence[str] | None = None
-          ) -> list[dict[str, Any]]:
-    """The rows of one read-only statement, checked by column name; none from a database
-    without d1saver's tables (a saver that may not set it up: `schema_status` reports it)."""
-    try:
-        (result,) = saver.execute([statement])
-    except QueryError as exc:
-        if "no such table" not in str(exc) or saver.auto_setup:
-            raise
-        return []
-    # D1 names no column when no row comes back (the local D1 does): only rows are checked.
-    if columns is not None and result.rows and tuple(result.columns) != tuple(columns):
-        raise QueryError(f"{statement.name} returned columns {result.columns}, not {columns}")
-    return result.dicts()
 
 
 def schema_status(saver: D1Saver) -> dict[str, dict[str, Any]]:
@@ -200,7 +162,7 @@ def threads(saver: D1Saver, *, text: str = "", sort: str = "updated", limit: int
         if cursor is not None:
             here = str(db.database_id) if fleet else ""
             params.update(key=cursor[0], after=cursor[1], inclusive=int(here > cursor[2]))
-        return _read(db, Statement.bind(_sql.THREADS_LIST, params), _sql.THREADS_LIST_COLUMNS)
+        return admin.query(db, Statement.bind(_sql.THREADS_LIST, params), _sql.THREADS_LIST_COLUMNS)
 
     found = each(saver, read, "threads")
     total = sum(int(rows[0]["total"]) if rows else 0 for rows in found.values())
@@ -226,24 +188,17 @@ def _thread(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def history(saver: D1Saver, thread_id: str, limit: int) -> list[dict[str, Any]]:
-    """A thread's newest checkpoints (see admin.history). Over several databases, from every
+    """A thread's newest checkpoints (admin.thread_history): over several databases, from every
     one that holds some (each row names its database_id), newest first."""
-    if not spans(saver):
-        return _read(saver, admin.history(thread_id, limit))
-    found = each_reading(saver, lambda db: _read(db, admin.history(thread_id, limit)),
-                         "history")
-    rows = [{**row, "database_id": db} for db, part in found.items() for row in part]
-    rows.sort(key=lambda r: r["checkpoint_ns"])
-    rows.sort(key=lambda r: r["checkpoint_id"], reverse=True)  # as HISTORY orders one database
-    return rows[:limit]
+    return admin.thread_history(saver, thread_id, limit)
 
 
 def run_history(saver: D1Saver, limit: int) -> list[dict[str, Any]]:
     """The newest scheduled compaction runs (admin.compaction_runs: one record per run and
     database, which each database keeps), from every database, newest first."""
     if not spans(saver):
-        return _read(saver, admin.compaction_runs(limit))
-    found = each_reading(saver, lambda db: _read(db, admin.compaction_runs(limit)),
+        return admin.query(saver, admin.compaction_runs(limit))
+    found = each_reading(saver, lambda db: admin.query(db, admin.compaction_runs(limit)),
                          "history")
     rows = [row for part in found.values() for row in part]
     rows.sort(key=lambda r: (r["run_id"], r["database_id"]))
@@ -322,7 +277,7 @@ def checkpoint_ids(saver: D1Saver, thread_id: str, prefix: str, ns: str = "", *,
     statement = Statement.bind(_sql.CHECKPOINT_IDS, {
         "thread_id": thread_id, "checkpoint_ns": ns, "prefix": prefix,
         "upper": prefix[:-1] + chr(nxt), "limit": int(limit)})
-    found = each(saver, lambda db: _read(db, statement, _sql.CHECKPOINT_IDS_COLUMNS), "ids")
+    found = each(saver, lambda db: admin.query(db, statement, _sql.CHECKPOINT_IDS_COLUMNS), "ids")
     return sorted({row["checkpoint_id"] for rows in found.values() for row in rows})[:limit]
 
 
@@ -379,7 +334,7 @@ def _heads(saver: D1Saver, thread_id: str, checkpoint_id: str, ns: str) -> list[
         "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id})
 
     def read(db: D1Saver) -> list[dict[str, Any]]:
-        return _read(db, statement, _sql.CHECKPOINT_HEAD_COLUMNS)
+        return admin.query(db, statement, _sql.CHECKPOINT_HEAD_COLUMNS)
 
     return [row for rows in each(saver, read, "sealed_key").values() for row in rows]
 
@@ -450,7 +405,7 @@ def growth(saver: D1Saver, thread_id: str, limit: int = 5_000) -> list[dict[str,
     writes, parts, frozen histories, the chunks it first reached: `added`) and the running
     `total`. Over several databases, from the database that holds the most of it."""
     statement = Statement.bind(_sql.GROWTH, {"thread_id": thread_id, "limit": int(limit)})
-    found = each(saver, lambda db: _read(db, statement, _sql.GROWTH_COLUMNS), "growth")
+    found = each(saver, lambda db: admin.query(db, statement, _sql.GROWTH_COLUMNS), "growth")
     rows = max(found.values(), key=len)
     total = 0
     for row in rows:
@@ -475,7 +430,7 @@ def store_namespaces(saver: D1Saver, prefix: Sequence[str] = (), *, limit: int =
     statement = Statement.bind(_sql.STORE_NAMESPACES, {
         "exact": exact, "low": low, "high": high, "now": time.time() if now is None else now,
         "limit": int(limit) + int(offset), "offset": 0})
-    found = each(saver, lambda db: _read(db, statement, _sql.STORE_NAMESPACES_COLUMNS), "store")
+    found = each(saver, lambda db: admin.query(db, statement, _sql.STORE_NAMESPACES_COLUMNS), "store")
     merged: dict[str, dict[str, Any]] = {}
     for rows in found.values():
         for row in rows:
@@ -501,7 +456,7 @@ def store_items(saver: D1Saver, namespace: Sequence[str], sealer: Sealer | None,
     statement = Statement.bind(_sql.STORE_ITEMS, {
         "ns": ns, "now": time.time() if now is None else now,
         "limit": int(limit) + int(offset), "offset": 0})
-    found = each(saver, lambda db: _read(db, statement, _sql.STORE_ITEMS_COLUMNS), "store")
+    found = each(saver, lambda db: admin.query(db, statement, _sql.STORE_ITEMS_COLUMNS), "store")
     rows = [row for part in found.values() for row in part]
     rows.sort(key=lambda r: r["key"])
     rows.sort(key=lambda r: r["updated_at"], reverse=True)
@@ -524,7 +479,7 @@ def cache_summary(saver: D1Saver, *, limit: int = 200, now: float | None = None
     how many have expired (the next sweep deletes them) and the next expiry."""
     statement = Statement.bind(_sql.CACHE_SUMMARY, {
         "now": time.time() if now is None else now, "limit": int(limit)})
-    found = each(saver, lambda db: _read(db, statement, _sql.CACHE_SUMMARY_COLUMNS), "cache")
+    found = each(saver, lambda db: admin.query(db, statement, _sql.CACHE_SUMMARY_COLUMNS), "cache")
     merged: dict[str, dict[str, Any]] = {}
     for rows in found.values():
         for row in rows:

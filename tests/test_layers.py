@@ -1,5 +1,6 @@
 """The layout holds: the package's folders are its layers, each imports only the layers below
-it, no import cycle, and compaction reaches d1saver through public names only."""
+it, no import cycle, and d1saver.compaction (the repository's compaction/ folder) reaches d1saver
+through its public names and its maintenance API (d1saver.admin) only."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("d1saver", "compaction")
+# Each folder of the repository and the package it installs as (pyproject.toml's package-dir).
+PACKAGES = {"d1saver": "d1saver", "compaction": "d1saver.compaction"}
 
 # The layer folders of d1saver/, bottom first, with the layers each may import
 # (docs/ARCHITECTURE.md draws the same picture).
@@ -24,19 +26,23 @@ LAYERS: dict[str, set[str]] = {
     "memory": {"core", "sql", "storage", "http", "fleet"},
 }
 # The public surface on top: any layer below, never compaction.
-PUBLIC_MODULES = {"__init__", "saver", "admin", "demo", "inspection", "agent_server", "upstream"}
+PUBLIC_MODULES = {"__init__", "__main__", "saver", "admin", "demo", "inspection", "agent_server",
+                  "upstream"}
 PUBLIC_PACKAGES = {"cli", "ui"}
-# What compaction/ may import of d1saver: the public surface only.
-COMPACTION_MAY_IMPORT = {"d1saver", "d1saver.admin", "d1saver.saver", "d1saver.cli",
-                         "d1saver.cli.support", "d1saver.inspection"}
+# What compaction/ may import of d1saver: its public names (d1saver/__init__.py's __all__) and
+# the maintenance API, besides its own modules.
+COMPACTION = "d1saver.compaction"
+COMPACTION_MAY_IMPORT = {"d1saver", "d1saver.admin"}
+# The only modules of d1saver that import compaction: the command line that runs its jobs.
+COMMAND_LINE = "d1saver.cli"
 
 
 def _modules() -> dict[str, Path]:
     out = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            rel = path.relative_to(ROOT).with_suffix("")
-            parts = list(rel.parts)
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [*package.split("."), *rel.parts]
             if parts[-1] == "__init__":
                 parts.pop()
             out[".".join(parts)] = path
@@ -44,7 +50,7 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """Modules of d1saver/compaction that `name` imports (a submodule if named, else the package)."""
+    """Modules of d1saver that `name` imports (a submodule if named, else the package)."""
     is_package = path.name == "__init__.py"
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -70,7 +76,7 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_no_import_cycle(graph: dict[str, set[str]]) -> None:
-    """Depth-first search over d1saver/ and compaction/: no module reaches itself."""
+    """Depth-first search over d1saver (with d1saver.compaction): no module reaches itself."""
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -124,17 +130,34 @@ def test_layer_check_can_fail() -> None:
         test_layers_import_only_downward({"d1saver.storage.values": {"d1saver.ops.rows"}})
 
 
-def test_compaction_uses_only_public_d1saver(graph: dict[str, set[str]]) -> None:
-    for module, deps in graph.items():
-        if module.startswith("compaction"):
-            private = sorted(d for d in deps if d.startswith("d1saver") and d not in COMPACTION_MAY_IMPORT)
-            assert not private, f"{module} imports private {private}"
+def _in_compaction(module: str) -> bool:
+    return module == COMPACTION or module.startswith(COMPACTION + ".")
 
 
-def test_d1saver_does_not_import_compaction(graph: dict[str, set[str]]) -> None:
+def test_compaction_uses_only_the_public_and_maintenance_apis(graph: dict[str, set[str]]) -> None:
+    """d1saver.compaction imports its own modules, `d1saver` and `d1saver.admin`, nothing else
+    of d1saver (no layer, no command-line helper, not d1saver.inspection)."""
+    compaction = [m for m in graph if _in_compaction(m)]
+    assert f"{COMPACTION}.job" in compaction and f"{COMPACTION}.rebalance" in compaction
+    for module in compaction:
+        other = sorted(d for d in graph[module] if not _in_compaction(d)
+                       and d not in COMPACTION_MAY_IMPORT)
+        assert not other, f"{module} imports {other}: only d1saver's public names and d1saver.admin"
+
+
+def test_compaction_check_can_fail() -> None:
+    """The check itself: compaction importing a layer, or the inspection module, is found."""
+    for planted in ("d1saver.ops.transfer", "d1saver.inspection", "d1saver.cli.support"):
+        with pytest.raises(AssertionError, match="only d1saver's public names"):
+            test_compaction_uses_only_the_public_and_maintenance_apis(
+                {f"{COMPACTION}.job": {"d1saver", planted}, f"{COMPACTION}.rebalance": set()})
+
+
+def test_only_the_command_line_imports_compaction(graph: dict[str, set[str]]) -> None:
     for module, deps in graph.items():
-        if module.startswith("d1saver"):
-            assert not [d for d in deps if d.startswith("compaction")], module
+        if _in_compaction(module) or module == COMMAND_LINE or module.startswith(COMMAND_LINE + "."):
+            continue
+        assert not [d for d in deps if _in_compaction(d)], module
 
 
 def test_cycle_detector_can_fail() -> None:

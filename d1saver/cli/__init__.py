@@ -1,6 +1,6 @@
 """The `d1saver` command. `app` and `main` live in d1saver.cli.commands, imported on first use,
-so that the commands other packages mount (compaction's import d1saver.cli.support) load
-without an import cycle."""
+so that `d1saver.cli.support`, which every command module imports, loads without an import
+cycle and without the commands."""
 
 from __future__ import annotations
 

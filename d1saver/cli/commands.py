@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import socket
 import sys
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Optional
 
@@ -172,15 +171,15 @@ def _mount_ui() -> None:
 _mount_ui()
 
 
-def _mount_plugins() -> None:
-    """Add the commands of installed packages that register under "d1saver.commands" (the
-    compaction package does: compact, tag, untag, threads, history). An entry point, not an
-    import, so d1saver depends on nothing above it."""
-    for entry in entry_points(group="d1saver.commands"):
-        entry.load()(app)
+def _mount_maintenance() -> None:
+    """The maintenance commands (d1saver/cli/maintenance.py: compact, rebalance, rekey, tag,
+    untag, threads, history, check, show, diff, gateway build), on d1saver.compaction's jobs."""
+    from d1saver.cli.maintenance import register
+
+    register(app)
 
 
-_mount_plugins()
+_mount_maintenance()
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """Public helpers for d1saver's command-line apps and the packages that plug commands into it
-(`d1saver`, `python -m compaction`): usage errors on one line, the global flags (-v, --debug,
+(`d1saver`, `python -m d1saver`): usage errors on one line, the global flags (-v, --debug,
 -V) taken before or after a command, tables, and stored text made safe to print on a terminal.
 
 It imports only Typer: the commands import what they use when they run, so that `--help` and

@@ -60,9 +60,21 @@ def test_help_imports_no_opentelemetry_api(args: list[str]) -> None:
 def test_the_command_modules_and_the_package_import_lightly() -> None:
     """The modules that declare the commands import Typer and d1saver's errors only; `import
     d1saver` loads a name's module when the name is first used."""
-    code = "import d1saver, compaction, d1saver.cli.commands, compaction.cli, d1saver.local\n"
+    code = ("import d1saver, d1saver.compaction, d1saver.cli.commands, d1saver.cli.maintenance,"
+            " d1saver.local\n")
     assert not imported(code=code) & set(HEAVY)
     assert "langgraph" in imported(code="import d1saver\nd1saver.D1Saver\n")
+
+
+def test_python_m_d1saver_runs_the_command() -> None:
+    """`python -m d1saver` is the `d1saver` command (0.2.0's `python -m compaction` ran its
+    maintenance commands, which `d1saver` mounts), and `d1saver.compaction` is importable."""
+    out = subprocess.run([sys.executable, "-m", "d1saver", "--version"], check=True,
+                         capture_output=True, text=True).stdout
+    assert out.strip() == f"d1saver {__version__}"
+    subprocess.run([sys.executable, "-m", "d1saver", "compact", "--help"], check=True,
+                   capture_output=True)
+    subprocess.run([sys.executable, "-c", "import d1saver.compaction.job"], check=True)
 
 
 def test_the_package_still_exports_every_name() -> None:
@@ -124,11 +136,13 @@ def test_tables_off_a_terminal_are_plain_and_whole(capsys: pytest.CaptureFixture
 
 
 def test_compaction_exports_the_functions_named_like_its_modules() -> None:
-    """`compaction.rebalance` is the function, as 0.2.0's eager package bound it, even once the
-    submodule of that name is imported (which names itself on the package)."""
-    code = ("import compaction.rebalance, compaction.job\nimport compaction\n"
-            "from compaction import rebalance, compact\n"
-            "assert callable(rebalance) and rebalance.__module__ == 'compaction.rebalance'\n"
+    """`d1saver.compaction.rebalance` is the function, as 0.2.0's eager package bound it, even
+    once the submodule of that name is imported (which names itself on the package)."""
+    code = ("import d1saver.compaction.rebalance, d1saver.compaction.job\n"
+            "from d1saver import compaction\n"
+            "from d1saver.compaction import rebalance, compact\n"
+            "assert callable(rebalance)\n"
+            "assert rebalance.__module__ == 'd1saver.compaction.rebalance'\n"
             "assert compaction.rebalance is rebalance and callable(compact)\n"
             "assert sorted(n for n in compaction.__all__ if getattr(compaction, n) is None) == []\n")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -19,7 +19,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot, interrupt
 from typing_extensions import TypedDict
 
-from compaction import compact
+from d1saver.compaction import compact
 from d1saver import D1Saver, admin
 from d1saver.sql import catalogue as _sql
 from d1saver.sql.query import Query

@@ -18,8 +18,8 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from compaction import lease
-from compaction.cli import app as compaction_app
+from d1saver.compaction import lease
+from d1saver.cli.maintenance import app as compaction_app
 from d1saver import D1Saver, Statement, admin
 from d1saver.cli import app as d1saver_app
 from d1saver.local import LocalD1
@@ -356,7 +356,7 @@ def test_human_output_escapes_control_characters(saver: D1Saver, env: dict[str, 
 
 
 def test_compaction_app_runs_the_same_commands(saver: D1Saver, env: dict[str, str]) -> None:
-    """`python -m compaction`'s app runs compact like `d1saver compact`."""
+    """The maintenance commands' own app (d1saver.cli.maintenance) runs compact as `d1saver` does."""
     seed(saver, "a")
     result = cli(env, "compact", "--keep", "1", "--all", "--json", app=compaction_app)
     assert json.loads(result.stdout)["checkpoints_deleted"] == 4

@@ -12,7 +12,7 @@ import pytest
 from langchain_core.messages import ToolMessage
 
 from benchmarks.workload import prose
-from compaction import compact
+from d1saver.compaction import compact
 from d1saver import D1Saver
 from tests.compaction.test_cli import TOKEN, cli, env_for
 from tests.conftest import Backend

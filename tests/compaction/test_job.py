@@ -26,7 +26,7 @@ from langgraph.types import Command, StateSnapshot, interrupt
 from typing_extensions import TypedDict
 
 from benchmarks.workload import append_batches
-from compaction import Summary, compact, lease
+from d1saver.compaction import Summary, compact, lease
 from d1saver import ConfigError, D1Saver, LeaseHeldError, NotFoundError, RetryPolicy, Statement, admin
 from d1saver.sql import catalogue as _sql
 from d1saver.local import FaultPlan

@@ -24,7 +24,7 @@ import httpx
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from compaction import compact
+from d1saver.compaction import compact
 from d1saver import D1Saver
 from d1saver.sql import catalogue as _sql
 from d1saver.local import LocalD1Transport

@@ -15,8 +15,8 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from benchmarks.workload import build_graph, first_input
-from compaction import lease
-from compaction.rekey import rekey
+from d1saver.compaction import lease
+from d1saver.compaction.rekey import rekey
 from d1saver import (
     ConfigError,
     D1Saver,
@@ -362,7 +362,7 @@ def test_counts_add_up_and_the_dry_run_names_the_plaintext(local: Backend,
     assert (dry.looked_at, dry.already_current, dry.plaintext) == (10, 3, 4)  # rows: writes packed
     assert dry.to_rewrite == 3
     assert dry.looked_at == dry.to_rewrite + dry.already_current + dry.plaintext
-    from compaction.cli import _print_rekey
+    from d1saver.cli.maintenance import _print_rekey
 
     _print_rekey(dry)
     text = capsys.readouterr().out

@@ -3,7 +3,7 @@ after it says: the plaintext rows each table still holds, the rows it re-sealed.
 
 from __future__ import annotations
 
-from compaction.rekey import rekey
+from d1saver.compaction.rekey import rekey
 from tests.compaction import put_chain
 from tests.compaction.test_rekey import K1, K2
 from tests.conftest import Backend

@@ -22,8 +22,8 @@ from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
 from benchmarks.workload import append_batches, build_graph, first_input
-from compaction import compact
-from compaction.rekey import rekey
+from d1saver.compaction import compact
+from d1saver.compaction.rekey import rekey
 from d1saver import D1Saver
 from d1saver.storage.crypto import key_id
 from tests.compaction import BIG, cfg, ids_in, new_thread, query

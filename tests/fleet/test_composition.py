@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from compaction.fleet import leftovers as fleet_leftovers
-from compaction.job import compact
-from compaction.rebalance import rebalance
-from compaction.rekey import rekey
+from d1saver.compaction.fleet import leftovers as fleet_leftovers
+from d1saver.compaction.job import compact
+from d1saver.compaction.rebalance import rebalance
+from d1saver.compaction.rekey import rekey
 from d1saver import D1Saver, Statement, admin
 from d1saver.fleet.routing import COPYING_PREFIX, LEAVING_PREFIX, MOVING_PREFIX, is_staging
 from d1saver.ops import transfer
@@ -27,8 +27,9 @@ from tests.fleet.test_saver import chain
 KEY, OLD = os.urandom(32), os.urandom(32)
 
 
-def read(saver: D1Saver, thread_id: str) -> admin.ThreadRows:
-    return admin.read_thread(saver, thread_id)
+def read(saver: D1Saver, thread_id: str) -> transfer.ThreadRows:
+    """The thread's rows as the fleet layer reads them (admin.read_thread wraps this)."""
+    return saver.driver.run(transfer.read_thread(saver.ops.execute, thread_id))
 
 
 def stage_move(source: D1Saver, target: D1Saver, thread_id: str) -> None:

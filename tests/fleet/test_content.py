@@ -6,8 +6,8 @@ from __future__ import annotations
 
 
 from benchmarks.workload import build_graph
-from compaction import rebalance
-from compaction.fleet import check_chunks
+from d1saver.compaction import rebalance
+from d1saver.compaction.fleet import check_chunks
 from d1saver import admin
 from tests.conftest import Backend
 from tests.fleet.conftest import FleetBackend, unique

@@ -124,7 +124,7 @@ def test_census_and_rekey_run_on_every_database(fleet: FleetBackend) -> None:
 
 
 def test_the_rekey_job_runs_on_every_database(fleet: FleetBackend) -> None:
-    from compaction.rekey import rekey
+    from d1saver.compaction.rekey import rekey
     with keyed(fleet, [OLD]) as old:
         for t in spread(old, unique("j"), 2):
             chain(old, t, 1)

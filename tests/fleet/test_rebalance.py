@@ -15,8 +15,8 @@ import httpx
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from compaction import lease as leases
-from compaction import rebalance
+from d1saver.compaction import lease as leases
+from d1saver.compaction import rebalance
 from d1saver import ConfigError, D1Error, D1Saver, LeaseHeldError, QueryError, Statement, admin
 from d1saver.sql.catalogue import SCHEMA_VERSION
 from d1saver.fleet.routing import rendezvous

@@ -14,7 +14,7 @@ from d1saver.sql.catalogue import (COLLECT_THREAD, DELETE_THREADS, RENAME_THREAD
                                    STAGING_HELD, TRANSFER_INSERT, TRANSFER_TABLES, UNSTAGE)
 from d1saver.ops.transfer import (STAGE_SECONDS, ThreadRows, copy_batches,
                                delete_if_unchanged,
-                               deleted)
+                               deleted, read_thread)
 from tests.compaction import BIG, cfg
 from tests.conftest import Backend
 from tests.fleet.test_saver import chain, view
@@ -23,7 +23,7 @@ from tests.saver import graphs
 
 def read(saver: D1Saver, thread_id: str, **limits: int) -> tuple[ThreadRows, int]:
     before = saver.client.requests
-    rows = admin.read_thread(saver, thread_id, **limits)
+    rows = saver.driver.run(read_thread(saver.ops.execute, thread_id, **limits))
     return rows, saver.client.requests - before
 
 

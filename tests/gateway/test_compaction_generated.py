@@ -9,7 +9,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from compaction import gateway
+from d1saver.compaction import gateway
 from d1saver import Result, admin
 from d1saver.cli.commands import app
 from d1saver.sql import catalogue as _sql

@@ -27,7 +27,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from compaction import compact, lease
+from d1saver.compaction import compact, lease
 from d1saver import D1Saver, LeaseHeldError, Statement, admin
 from d1saver.cli.commands import app
 from tests.compaction import LONG_AGO, put_chain, put_checkpoint

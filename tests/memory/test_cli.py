@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from compaction.job import compact
+from d1saver.compaction.job import compact
 from d1saver import D1Cache, D1Saver, D1Store
 from tests.compaction.test_cli import TOKEN, cli, env_for
 
@@ -192,13 +192,13 @@ def test_the_sweep_goes_by_the_databases_clock_not_the_compacting_machines(
         env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Writers stamp expiries with their clocks, which agree with the database's; a compacting
     machine whose clock runs an hour ahead must not sweep what expires in 30 minutes."""
-    import compaction.job
+    import d1saver.compaction.job
     with D1Store(**_kwargs(env)) as store, D1Cache(**_kwargs(env)) as cache, \
             D1Saver(**_kwargs(env)) as saver:
         store.put(("t",), "half an hour", {"v": 1}, ttl=30)
         cache.set({(("c",), "half an hour"): (1, 1800)})
         ahead = time.time() + 3600
-        monkeypatch.setattr(compaction.job.time, "time", lambda: ahead)
+        monkeypatch.setattr(d1saver.compaction.job.time, "time", lambda: ahead)
         dry = compact(saver, keep=1, dry_run=True)
         summary = compact(saver, keep=1)
         assert (dry.store_items_swept, dry.cache_entries_swept) == (0, 0)

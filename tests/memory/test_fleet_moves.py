@@ -142,7 +142,7 @@ def test_cache_entries_stored_by_0_2_0s_route_are_found_while_migrating(
     assert copies(memory, "cache_entries")[('["__pregel_ns_writes","__main__.double","double"]',
                                             "input-0")] == 1
     # `d1saver rebalance` moves them to their homes: found without previous_database_ids.
-    from compaction.rebalance import rebalance
+    from d1saver.compaction.rebalance import rebalance
     summary = rebalance(_saver(memory, ids))
     assert summary.cache_entries_moved > 20
     assert memory.cache(ids).get([(NODE, f"input-{i}") for i in range(40)]) == {
@@ -197,7 +197,7 @@ def _saver(memory: Memory, ids: list[str], previous: list[str] | None = None) ->
 
 
 def test_rebalance_moves_items_and_entries_to_their_homes(memory: Memory) -> None:
-    from compaction.rebalance import rebalance
+    from d1saver.compaction.rebalance import rebalance
     index = {"dims": 64, "embed": TrigramEmbeddings()}
     _fill(memory.store(memory.database_ids[:1], index=index))
     old_cache = memory.cache(memory.database_ids[:1])
@@ -227,7 +227,7 @@ def test_rebalance_moves_items_and_entries_to_their_homes(memory: Memory) -> Non
 
 
 def test_a_shrinking_fleet_moves_memory_home(memory: Memory) -> None:
-    from compaction.rebalance import rebalance
+    from d1saver.compaction.rebalance import rebalance
     ids = memory.database_ids[:3]
     _fill(memory.store(ids))
     cache = memory.cache(ids)
@@ -265,7 +265,7 @@ MOVE_OUT = b"DELETE FROM store_items WHERE(ns,key)IN"  # its delete at the sourc
 @pytest.mark.parametrize("when", [MOVE_IN, MOVE_OUT], ids=["before the copy lands",
                                                            "before the source goes"])
 def test_a_delete_beside_a_move_is_not_undone(memory: Memory, when: bytes) -> None:
-    from compaction.rebalance import rebalance
+    from d1saver.compaction.rebalance import rebalance
     _fill(memory.store(memory.database_ids[:1]))
     ids, previous = memory.database_ids[:2], memory.database_ids[:1]
     store = grown(memory)
@@ -284,7 +284,7 @@ def test_a_delete_beside_a_move_is_not_undone(memory: Memory, when: bytes) -> No
 @pytest.mark.parametrize("when", [MOVE_IN, MOVE_OUT], ids=["before the copy lands",
                                                            "before the source goes"])
 def test_a_put_beside_a_move_is_kept(memory: Memory, when: bytes) -> None:
-    from compaction.rebalance import rebalance
+    from d1saver.compaction.rebalance import rebalance
     _fill(memory.store(memory.database_ids[:1]))
     ids, previous = memory.database_ids[:2], memory.database_ids[:1]
     store = grown(memory)

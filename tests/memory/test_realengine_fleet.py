@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from langgraph.store.base import PutOp
 
-from compaction.rebalance import rebalance
-from compaction.rekey import rekey
+from d1saver.compaction.rebalance import rebalance
+from d1saver.compaction.rekey import rekey
 from d1saver import D1Cache, D1Saver, D1Store
 from tests.memory.embeddings import TrigramEmbeddings
 from tests.realengine import gateway

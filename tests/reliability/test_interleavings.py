@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from compaction import fleet as compaction_fleet
-from compaction.rebalance import rebalance
-from compaction.rekey import rekey
+from d1saver.compaction import fleet as compaction_fleet
+from d1saver.compaction.rebalance import rebalance
+from d1saver.compaction.rekey import rekey
 from d1saver import D1Saver, FleetError, LeaseHeldError
 from tests import interleave
 from tests.reliability import harness

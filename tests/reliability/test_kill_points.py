@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from langgraph.store.base import PutOp
 
-from compaction import fleet as compaction_fleet
-from compaction.job import list_threads
-from compaction.rebalance import rebalance
-from compaction.rekey import rekey
+from d1saver.compaction import fleet as compaction_fleet
+from d1saver.compaction.job import list_threads
+from d1saver.compaction.rebalance import rebalance
+from d1saver.compaction.rekey import rekey
 from d1saver import D1Saver
 from tests.data import v0_1_0_fixture as v010
 from tests.reliability import harness

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from compaction.rebalance import rebalance
+from d1saver.compaction.rebalance import rebalance
 from tests import interleave
 from tests.reliability import harness
 from tests.reliability import test_interleavings as races
@@ -52,7 +52,7 @@ def test_list_over_databases_while_rows_are_staged() -> None:
 
 
 def test_rekey_after_a_killed_rebalance() -> None:
-    from compaction.rekey import rekey
+    from d1saver.compaction.rekey import rekey
     world = World()
     try:
         _killed_rebalance_with_staged_rows(world)

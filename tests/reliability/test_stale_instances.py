@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from compaction import fleet as compaction_fleet
-from compaction.rekey import rekey
+from d1saver.compaction import fleet as compaction_fleet
+from d1saver.compaction.rekey import rekey
 from d1saver import D1Saver
 from tests.reliability import harness
 from tests.reliability.harness import K1, K2, World, cfg, new_id

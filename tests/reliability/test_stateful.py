@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from compaction import fleet as compaction_fleet
-from compaction.rebalance import rebalance
-from compaction.rekey import rekey
+from d1saver.compaction import fleet as compaction_fleet
+from d1saver.compaction.rebalance import rebalance
+from d1saver.compaction.rekey import rekey
 from d1saver import D1Cache, D1Saver, D1Store, admin
 from tests.reliability import harness
 from tests.reliability.harness import DATABASES, K1, K2, World, cfg, new_id

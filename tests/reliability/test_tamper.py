@@ -21,7 +21,7 @@ import ormsgpack
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from compaction.rekey import rekey
+from d1saver.compaction.rekey import rekey
 from d1saver import D1Error, D1Saver, IntegrityError, PlaintextValueError, Statement, UnknownKeyError
 from d1saver.storage import codec as _codec
 from tests.conftest import Backend

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from compaction import compact
+from d1saver.compaction import compact
 from tests.data import v0_1_0_fixture as fx
 from tests.data import v0_1_0_graphs as g
 from tests.saver.content import assert_exact, chunk_ids, query

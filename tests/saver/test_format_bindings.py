@@ -12,7 +12,7 @@ from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from compaction.rekey import rekey
+from d1saver.compaction.rekey import rekey
 from d1saver import D1Saver, Statement
 from d1saver.storage.crypto import key_id, key_id_of_text
 from tests.compaction import new_thread

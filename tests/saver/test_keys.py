@@ -17,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from benchmarks.workload import build_graph, first_input
-from compaction import compact
+from d1saver.compaction import compact
 from d1saver import ConfigError, D1Saver, Statement, StoredValueError
 from d1saver.storage import codec as _codec
 from d1saver.storage.crypto import ENV_KEYS, Sealer, aad_for_checkpoint, aad_for_write

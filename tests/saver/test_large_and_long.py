@@ -9,7 +9,7 @@ import pytest
 
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
 
-from compaction import compact
+from d1saver.compaction import compact
 from d1saver import Statement
 from tests.conftest import Backend
 

@@ -16,7 +16,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import StateSnapshot
 
-from compaction import compact
+from d1saver.compaction import compact
 from tests.data import v0_1_0_fixture as fx
 from tests.data import v0_1_0_graphs as g
 from tests.data.v0_1_0_fixture import V010Db

@@ -1,5 +1,5 @@
-"""Compaction, rebalance, rekey, tag and inspection commands; mounted on `d1saver` and on
-`python -m compaction`. D1_DATABASE_ID (or --database-id) may list several databases,
+"""Compaction, rebalance, rekey, tag and inspection commands, mounted on `d1saver`: the command
+line of d1saver.compaction's jobs (`app` is these commands alone). D1_DATABASE_ID (or --database-id) may list several databases,
 separated by commas: each command then spans them (a thread's commands go to its home).
 Every command reads D1SAVER_ENCRYPTION_KEYS (through `D1Saver.from_env`); `rekey` needs it.
 
@@ -36,7 +36,7 @@ from d1saver import (ConfigError, D1Error, FleetError, InvalidInputError, LeaseH
 if TYPE_CHECKING:  # each command imports what it runs when it runs: `--help` stays light
     from langchain_core.runnables import RunnableConfig
 
-    from compaction.rekey import RekeySummary
+    from d1saver.compaction.rekey import RekeySummary
     from d1saver import D1Saver, RekeyCounts
 
 EXIT_D1, EXIT_LEASE, EXIT_NOT_FOUND = 1, 3, 4
@@ -146,7 +146,7 @@ def compact_cmd(
     age = parse_duration(max_age) if max_age else None
     if age is not None and not dry_run:
         _confirm_max_age(age, yes)
-    from compaction.fleet import compact
+    from d1saver.compaction.fleet import compact
 
     bar: Any = None
     try:
@@ -268,7 +268,7 @@ def rekey_cmd(
 ) -> None:
     """Re-seal every stored value under the newest key of D1SAVER_ENCRYPTION_KEYS (newest
     first), so that older keys can be dropped. Resumable: a rerun continues."""
-    from compaction.rekey import rekey
+    from d1saver.compaction.rekey import rekey
 
     def progress(table: str, counts: RekeyCounts) -> None:
         if not as_json and sys.stderr.isatty():
@@ -375,7 +375,7 @@ def threads_cmd(
 ) -> None:
     """List threads: checkpoints, namespaces, last update, stored bytes, waiting on an
     interrupt. Sorted and cut in SQL, a page of up to 1,000 per request and database."""
-    from compaction.fleet import leftovers, misplaced_memory
+    from d1saver.compaction.fleet import leftovers, misplaced_memory
     from d1saver import inspection
 
     if sort not in inspection.SORTS:
@@ -497,7 +497,7 @@ def rebalance_cmd(
 ) -> None:
     """Move each thread, store item and cache entry to its home after the database list
     changed: copy, verify, delete."""
-    from compaction.rebalance import rebalance
+    from d1saver.compaction.rebalance import rebalance
 
     try:
         extra = ({"previous_database_ids": [p.strip() for p in previous.split(",")]}
@@ -543,7 +543,7 @@ def check_cmd(
 ) -> None:
     """Check the content-addressed chunk table: every chunk a row lists is stored, and every
     stored chunk is listed. Prints the threads that break either rule; exit 1 if any."""
-    from compaction.fleet import check_chunks, leftovers, misplaced_memory
+    from d1saver.compaction.fleet import check_chunks, leftovers, misplaced_memory
     from d1saver import admin
     from d1saver.inspection import history
 
@@ -584,9 +584,9 @@ def gateway_build_cmd(
 ) -> None:
     """Generate the SQL of the Worker's scheduled compaction from d1saver's catalogue
     (worker/compaction.generated.js): the statements `d1saver compact` sends."""
-    from compaction.gateway import GENERATED_PATH
-    from compaction.gateway import render as render_gateway
-    from compaction.gateway import write as write_gateway
+    from d1saver.compaction.gateway import GENERATED_PATH
+    from d1saver.compaction.gateway import render as render_gateway
+    from d1saver.compaction.gateway import write as write_gateway
 
     out = GENERATED_PATH if out_path is None else out_path
     if check:
