@@ -531,6 +531,18 @@ def safe_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     import langgraph.store.memory as memory
 
     monkeypatch.setattr(memory, "_apply_operator", _safe_apply(memory._apply_operator))
+    monkeypatch.setattr(memory.InMemoryStore, "_insertinmem_store", _insert_each_text)
+
+
+def _insert_each_text(self: Any, to_embed: dict[str, list[tuple[tuple[str, ...], str, str]]],
+                      embeddings: list[list[float]]) -> None:
+    """InMemoryStore embeds each distinct text once but then pairs the embeddings with every
+    path, so an item whose two indexed paths hold the same text raises ValueError ("Number of
+    embeddings (1) does not match number of indices (2)"): the reference gives each path its
+    text's embedding, as it means to (D1Store stores one vector per path)."""
+    for (_text, paths), embedding in zip(to_embed.items(), embeddings, strict=True):
+        for ns, key, path in paths:
+            self._vectors[ns][key][path] = embedding
 
 
 def _seeds(request: pytest.FixtureRequest, ci: int, soak: int) -> list[int]:
