@@ -4,12 +4,16 @@ Each commit says when it may leave (`Commit.timing`):
 - NOW: at once, taking every write queued along (a put; a read of a thread, which then sees
   the writes before it). "The put leaves as soon as it arrives": it waits only for the held
   writes of its step announced on their way (`Expect`: their statements being built, as
-  LangGraph's threads run a task's put_writes beside the step's put), at most EXPECT_MAX.
+  LangGraph's threads run a task's put_writes beside the step's put), at most EXPECT_MAX; and
+  a put that arrives behind a batch in flight waits the window, as 0.2.0's did, so the
+  DeltaChannel writes of the next step, which follow it by a moment, ride with it.
 - SOON (the default): at once if nothing is in flight; else after a short collection window
   (`window`, 10 ms by default), with everything queued by then, without waiting for the
-  in-flight request to return. So a burst (parallel tasks finishing together) costs two
-  overlapping requests instead of one per write, and no write waits a whole round trip for
-  another (figures in benchmarks/RESULTS.md, "Design figures").
+  in-flight request to return. While writes keep arriving (a burst), the window runs on from
+  the newest, up to BURST_WINDOWS windows; and once MAX_INFLIGHT batches are in flight, a due
+  write waits for one to land. So a burst (parallel tasks finishing together) costs two
+  overlapping requests instead of one per write or per window, and no write waits a whole
+  round trip for another but behind two (figures in benchmarks/RESULTS.md, "Design figures").
 - HELD: with the database's next batch to leave, which in a LangGraph run is the step's put
   (LangGraph submits each task's put_writes and, once the step ends, its put; a write that
   comes after its step's put has left, as threads may run them out of order, is SOON); if none
@@ -73,6 +77,17 @@ ENDED_KEPT = 4096
 # announced earlier than this is taken for lost (its caller failed before it committed).
 EXPECT_MAX = 0.05
 EXPECT_POLL = 0.001
+# Batches in flight at once, as 0.2.0's (one sent at once, one collected): a SOON write due
+# while as many are in flight waits until fewer are, taking along every write queued
+# meanwhile, so a burst of writes costs two requests, not one per window; at most
+# HOLD_WINDOWS windows (about a round trip), however many runs share the queue. Looking again
+# LANDED_POLLS times a window.
+MAX_INFLIGHT = 2
+LANDED_POLLS = 5
+# A collecting window runs on while writes keep arriving within it, at most this many windows
+# from a write's arrival: ainvoke's burst of DeltaChannel writes (about 40 ms for the
+# benchmark's agent) leaves in one batch, not in one per window.
+BURST_WINDOWS = 5
 # The longest a held write waits while batches are in flight. It leaves with the next batch to
 # depart (every batch takes the writes queued), or a window after the last one lands: this
 # bounds only a wait behind one request that does not end.
@@ -243,6 +258,8 @@ class GroupCommit:
             due = now
             if timing == SOON and (queue.inflight or any(t.timing == SOON for t in queue.pending)):
                 due = now + self.window  # behind a batch in flight, or with writes collecting
+            elif timing == NOW and action.step is not None and queue.inflight:
+                due = now + self.window  # a put behind a batch in flight: collects the writes
             signal = Signal(asyncio.get_running_loop() if queue.tasks else None)
             ticket = _Ticket(action.statements, signal, timing, action.step, now, due)
             queue.pending.append(ticket)
@@ -287,6 +304,8 @@ class GroupCommit:
         write waits while a batch is in flight (looking again each window), then HOLD_WINDOWS
         windows after the last landed."""
         if ticket.timing == NOW:
+            if ticket.due > now:  # behind a batch in flight: its window first
+                return ticket.due - now
             if ticket.step is None or now - ticket.arrived >= EXPECT_MAX:
                 return 0.0
             announced = queue.expected.get(ticket.step)
@@ -297,7 +316,19 @@ class GroupCommit:
                 return 0.0
             return EXPECT_POLL
         if ticket.timing != HELD:
-            return ticket.due - now
+            if ticket.due > now:
+                return ticket.due - now
+            ready = ticket.due
+            if ticket.timing == SOON and ticket.due > ticket.arrived:  # collecting: while
+                newest = max(t.arrived for t in queue.pending if t.timing == SOON)  # a burst
+                ready = max(ready, min(newest + self.window,  # goes on, up to BURST_WINDOWS
+                                       ticket.arrived + BURST_WINDOWS * self.window))
+                if ready > now:
+                    return ready - now
+            if (ticket.timing == SOON and queue.inflight >= MAX_INFLIGHT
+                    and now - ready < HOLD_WINDOWS * self.window):  # until one lands
+                return self.window / LANDED_POLLS
+            return 0.0
         held = now - ticket.arrived
         if held >= MAX_HOLD:
             return 0.0
@@ -330,5 +361,5 @@ class GroupCommit:
             _wake(batch)
 
 
-__all__ = ["DEFAULT_WINDOW", "ENDED_KEPT", "EXPECT_MAX", "GroupCommit", "HOLD_WINDOWS", "MAX_HOLD", "MAX_OPS",
-           "MAX_STATEMENTS", "Queue", "caused_by_one"]
+__all__ = ["BURST_WINDOWS", "DEFAULT_WINDOW", "ENDED_KEPT", "EXPECT_MAX", "GroupCommit", "HOLD_WINDOWS",
+           "MAX_HOLD", "MAX_INFLIGHT", "MAX_OPS", "MAX_STATEMENTS", "Queue", "caused_by_one"]

@@ -386,3 +386,47 @@ def test_the_agent_runs_at_the_floor(local: Backend, api: str, durability: str) 
     checkpoints = len(list(saver.list(config)))
     assert checkpoints == 2 * FLOOR_TURNS + 1
     assert 1 + checkpoints <= requests <= MAX_AGENT_REQUESTS
+
+
+# --- the DeltaChannel agent: no more requests than 0.2.0 (issue 31.1's regression) ------------
+
+# 0.2.0's requests for the benchmark's delta agent (10 turns x 3 tools, durability "async",
+# 50 ms a request; `python -m benchmarks --variants delta`): 38-40 through invoke, 24 through
+# ainvoke. The runner merge sent 44-51 and 25-28: each put left at once, alone, while the
+# DeltaChannel writes LangGraph waits on followed it a moment later, and every window sent
+# another overlapping batch of them (now 35-40 and 23-24).
+DELTA_AGENT_REQUESTS = {"invoke": 42, "ainvoke": 25}  # 0.2.0 worst + a margin for a loaded machine
+DELTA_LATENCY_MS = 50  # writes overlap as they do over the network: the counts depend on it
+
+
+@pytest.mark.parametrize("api", ["invoke", "ainvoke"])
+def test_the_delta_agent_sends_no_more_requests_than_0_2_0(api: str) -> None:
+    """The delta agent's DeltaChannel writes leave SOON (LangGraph waits on them before the
+    step's put): a put behind a batch in flight collects those that arrive within its window,
+    a burst leaves in one batch, and writes due while two batches are in flight leave together
+    once one lands."""
+    from benchmarks.workload import build_graph, first_input
+    from d1saver.local import LocalD1, LocalD1Transport
+
+    engine = LocalD1()
+    transport = LocalD1Transport(engine, latency_ms=DELTA_LATENCY_MS)
+    events: list[Any] = []
+    saver = D1Saver(account_id="acc", database_id=f"delta-{uuid.uuid4().hex[:8]}",
+                    api_token="test-token", api_base_url="http://d1.local/client/v4",
+                    transport=transport, async_transport=transport, tracer=events.append)
+    try:
+        saver.setup()
+        graph = build_graph(saver, variant="delta", turns=FLOOR_TURNS, fanout=FLOOR_FANOUT)
+        config = {"configurable": {"thread_id": new_thread()}}
+        before = len(events)
+        if api == "invoke":
+            graph.invoke(first_input(), config, durability="async")
+        else:
+            asyncio.run(graph.ainvoke(first_input(), config, durability="async"))
+        requests = len(events) - before
+        transport.latency_s = 0
+        assert len(list(saver.list(config))) == 2 * FLOOR_TURNS + 1
+    finally:
+        saver.close()
+        engine.close()
+    assert requests <= DELTA_AGENT_REQUESTS[api]
