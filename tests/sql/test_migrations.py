@@ -136,6 +136,7 @@ class Migrations(httpx.BaseTransport):
         self.barrier = threading.Barrier(together, timeout=30) if together > 1 else None
         self.lose = lose
         self.seen: set[int] = set()
+        self.kept: list[httpx.Request] = []
         self.lost = 0
         self.lock = threading.Lock()
 
@@ -148,6 +149,7 @@ class Migrations(httpx.BaseTransport):
             with self.lock:
                 first = id(request) not in self.seen  # a retry re-sends the same request
                 self.seen.add(id(request))
+                self.kept.append(request)  # alive, so no later request reuses its id
         if first and self.barrier is not None:
             self.barrier.wait()
         response = self.inner.handle_request(request)

@@ -34,6 +34,13 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _written_first(world: World, served: str) -> None:
+    """The scenario is written (sync D1Store calls) and served before Playwright's sync API
+    holds an asyncio loop on the main thread, where D1Store refuses sync calls as LangGraph's
+    stores do."""
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """One headless chromium for every browser test (all in this module). Not per session:
