@@ -63,6 +63,7 @@ class _Batch:
     queries: dict[str, list[float]] = field(default_factory=dict)
     asked: dict[int, int] = field(default_factory=dict)  # read op -> databases it asks
     beside_puts: bool = False  # gathered in a request that also writes (`_prefiltered`)
+    at: float = 0.0  # the clock when its writes were planned (their updated_at)
 
 
 class D1Store(Memory, BaseStore):
@@ -466,7 +467,7 @@ class D1Store(Memory, BaseStore):
         While migrating, what moved costs a round before (its previous homes' reads, and its
         deletes there, so that a move reading there after the delete finds nothing) and one
         after (a put's copy at its previous home deleted once the home holds the new value)."""
-        now = self.clock()
+        now = batch.at = self.clock()
         reads: list[dict[str, list[tuple[int, Op]]]] = [{}, {}]
         for i, op in enumerate(batch.ops):
             if isinstance(op, PutOp):
@@ -593,6 +594,8 @@ class D1Store(Memory, BaseStore):
         now = self.clock()
         results: list[Result] = []
         refresh: dict[str, list[list[str]]] = {}
+        restore: dict[str, list[Statement]] = {}
+        put = {(_ns.encode(p.namespace), p.key) for p in batch.puts if p.value is not None}
         items = self._pick([(db, n, row) for db, n, part in partials
                             for row in part.items.values()])
         for i, op in enumerate(batch.ops):
@@ -606,7 +609,13 @@ class D1Store(Memory, BaseStore):
                 results.append(found)
                 if op.refresh_ttl:
                     for row in unrefreshed:
-                        refresh.setdefault(row.db, []).append([row.ns, row.key])
+                        if (row.ns, row.key) in put:  # refreshed before the put: not new
+                            restore.setdefault(self.home(_ns.decode(row.ns)), []).append(
+                                Statement.bind(_sql.RESTORE_CREATED, {
+                                    "ns": row.ns, "key": row.key, "created_at": row.created_at,
+                                    "put_at": batch.at}))
+                        else:
+                            refresh.setdefault(row.db, []).append([row.ns, row.key])
             else:
                 results.append(self._list(i, op, [part for _, _, part in partials]))
         live_at = now if self.omit_expired else None
@@ -614,6 +623,8 @@ class D1Store(Memory, BaseStore):
                                                                "live_at": live_at})
                            for param in _plan.json_lists(keys, "a key")]
                       for db, keys in refresh.items()}
+        for db, more in restore.items():
+            statements.setdefault(db, []).extend(more)
         return results, statements
 
     def _pick(self, found: Iterable[tuple[str, int, _plan.Row]]

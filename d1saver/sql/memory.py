@@ -91,6 +91,12 @@ WHERE {_LIVE.format(t='s.')}""")
 REFRESH_ITEMS = q(f"""UPDATE store_items SET expires_at = :now + ttl_minutes * 60
 WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(:keys))
     AND ttl_minutes IS NOT NULL AND {_LIVE.format(t='')}""")
+# After a batch's writes, for an item one of its searches returned to refresh in a second
+# request (a ranked page, or rows SQL could not tell) and its put wrote again: the created_at
+# the item had when read (:created_at). The refresh belongs before the put (reads come first in
+# a batch), so the put did not meet an expired item; only the put's own row (:put_at) changes.
+RESTORE_CREATED = q("""UPDATE store_items SET created_at = :created_at
+WHERE ns = :ns AND key = :key AND updated_at = :put_at AND created_at = :put_at""")
 
 # A search filter's verdict on a row: 2 it holds, 0 it does not, 1 SQL cannot tell (Python
 # decides). :filter is the JSON array of conditions d1saver/memory/filters.py compiles (each an

@@ -15,6 +15,7 @@ from langgraph.store.memory import InMemoryStore
 from d1saver import InvalidInputError, ValueTooLargeError
 from d1saver.memory import namespaces as _ns
 from tests.memory.conftest import Memory
+from tests.memory.embeddings import TrigramEmbeddings
 
 
 def test_put_get_delete_round_trip(memory: Memory) -> None:
@@ -263,6 +264,29 @@ def test_put_over_an_expired_item_is_a_new_item(memory: Memory) -> None:
     assert first is not None and again is not None
     assert again.created_at > first.created_at
 
+
+
+@pytest.mark.parametrize("read", ["get", "search", "ranked"])
+def test_a_read_refreshes_before_the_put_of_its_batch(memory: Memory, read: str) -> None:
+    """Reads come before writes in a batch: an expired item still shown (omit_expired False)
+    that a read refreshes is not expired when the batch's put of it follows, so it keeps its
+    created_at, whether SQL refreshed it or a second request did (a ranked page)."""
+    store = memory.store(ttl={"omit_expired": False, "refresh_on_read": True},
+                         index={"dims": 16, "embed": TrigramEmbeddings(16)})
+    store.put(("e",), "k", {"text": "lisbon is sunny"}, ttl=1)
+    store.put(("e",), "other", {"text": "lisbon"}, ttl=1)
+    first = store.get(("e",), "k", refresh_ttl=False)
+    memory.clock.advance(120)
+    op: Any = {"get": GetOp(("e",), "k"), "search": SearchOp(("e",), limit=10),
+               "ranked": SearchOp(("e",), limit=10, query="lisbon")}[read]
+    got, requests = memory.requests(lambda: store.batch([op, PutOp(("e",), "k", {"v": 2})]))
+    assert got[0] and requests == (2 if read == "ranked" else 1)
+    again = store.get(("e",), "k", refresh_ttl=False)
+    assert first is not None and again is not None and again.value == {"v": 2}
+    assert again.created_at == first.created_at
+    assert again.updated_at > first.updated_at
+    memory.clock.advance(3600)  # the put's TTL (none) stands; "other" was refreshed an hour ago
+    assert store.sweep_ttl() == 1 and store.get(("e",), "k") is not None
 
 BAD: list[Any] = [
     [PutOp(("",), "k", {})], [PutOp(("a.b",), "k", {})], [PutOp((), "k", {})],

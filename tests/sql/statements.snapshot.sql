@@ -889,6 +889,10 @@ SELECT s.ns,s.key,s.value,s.created_at,s.updated_at,s.ttl_minutes FROM json_each
 -- params: ?1 now, ?2 keys, ?3 live_at
 UPDATE store_items SET expires_at=? + ttl_minutes * 60 WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))AND ttl_minutes IS NOT NULL AND(expires_at IS NULL OR ? IS NULL OR expires_at>?3)
 
+-- name: RESTORE_CREATED
+-- params: ?1 created_at, ?2 ns, ?3 key, ?4 put_at
+UPDATE store_items SET created_at=? WHERE ns=? AND key=? AND updated_at=? AND created_at=?4
+
 -- name: SEARCH_ITEMS
 -- params: ?1 exact, ?2 low, ?3 high, ?4 live_at, ?5 limit, ?6 offset
 SELECT ns,key,value,created_at,updated_at,ttl_minutes FROM store_items WHERE(? IS NULL OR ns=?1 OR(ns>=? AND ns<?))AND(expires_at IS NULL OR ? IS NULL OR expires_at>?4)ORDER BY updated_at DESC,ns,key LIMIT CAST(? AS INTEGER)OFFSET CAST(? AS INTEGER)
