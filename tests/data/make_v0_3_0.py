@@ -29,11 +29,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from d1saver import D1Cache, D1Saver, D1Store, Statement, __version__  # noqa: E402
+from d1saver import D1Cache, D1Saver, D1Store, __version__  # noqa: E402
 from d1saver.local import LocalD1, LocalD1Transport  # noqa: E402
 from tests.data import v0_1_0_fixture as read  # noqa: E402
 from tests.data import v0_1_0_graphs as graphs  # noqa: E402
 from tests.data import v0_3_0_fixture as fx  # noqa: E402
+# What does not depend on the release: the columns read, the memory scenario written and read.
+from tests.data.make_v0_2_0 import columns_of, read_memory, write_memory  # noqa: E402
 
 
 def new_saver(engine: LocalD1, database: str, **kwargs: Any) -> D1Saver:
@@ -43,42 +45,12 @@ def new_saver(engine: LocalD1, database: str, **kwargs: Any) -> D1Saver:
                    encryption_keys=keys, group_commit=False, **kwargs)
 
 
-def columns_of(saver: D1Saver) -> dict[str, list[str]]:
-    out = {}
-    for table in fx.LOAD_ORDER:
-        (res,) = saver.execute([Statement(f"SELECT * FROM {table} LIMIT 0")])
-        out[table] = list(res.columns) or _pragma_columns(saver, table)
-    return out
-
-
-def _pragma_columns(saver: D1Saver, table: str) -> list[str]:
-    (res,) = saver.execute([Statement("SELECT name FROM pragma_table_info(?1) ORDER BY cid", (table,))])
-    return [row[0] for row in res.rows]
-
-
 def memory(engine: LocalD1, database: str) -> tuple[D1Store, D1Cache]:
     keys = [fx.KEY] if database == "keyed" else None
     common: dict[str, Any] = dict(account_id="acc", database_id=f"v030-{database}", api_token="token",
                                   api_base_url="http://d1.local/client/v4", transport=LocalD1Transport(engine),
                                   encryption_keys=keys)
     return (D1Store(index={"dims": 8, "embed": fx.embed, "fields": ["text"]}, **common), D1Cache(**common))
-
-
-def write_memory(store: D1Store, cache: D1Cache) -> None:
-    for key, value in fx.MEMORY_ITEMS.items():
-        store.put(fx.MEMORY_NS, key, value, index=False if key == "noindex" else None)
-    cache.set({k: ({"temp": 22 + i, "sky": "sunny"}, None) for i, k in enumerate(fx.CACHE_KEYS)})
-
-
-def read_memory(store: D1Store, cache: D1Cache) -> dict[str, Any]:
-    items = {k: (i.value if (i := store.get(fx.MEMORY_NS, k)) else None) for k in fx.MEMORY_ITEMS}
-    found = store.search(("users", "ana"), query="window seat", limit=2)
-    filtered = store.search(("users",), filter={"score": {"$gte": 3}}, limit=10)
-    cached = cache.get(fx.CACHE_KEYS)
-    return {"items": items, "search": [[i.key, round(i.score or 0.0, 6)] for i in found],
-            "filtered": sorted(i.key for i in filtered),
-            "namespaces": [list(n) for n in store.list_namespaces()],
-            "cache": [[list(ns), key, cached.get((ns, key))] for ns, key in fx.CACHE_KEYS]}
 
 
 def read_back(saver: D1Saver, engine: LocalD1, database: str) -> dict[str, Any]:
