@@ -20,6 +20,7 @@ from d1saver.compaction.rekey import rekey
 from d1saver import D1Saver, Statement, admin
 from d1saver.fleet.routing import COPYING_PREFIX, LEAVING_PREFIX, MOVING_PREFIX, is_staging
 from d1saver.ops import transfer
+from d1saver.sql.transfers import TRANSFER_TABLES
 from tests.compaction import BIG, cfg
 from tests.fleet.conftest import FleetBackend, unique
 from tests.fleet.test_saver import chain
@@ -283,21 +284,45 @@ def staged_anywhere(fleet: FleetBackend) -> list[str]:
     return out
 
 
-def killed_copy(fleet: FleetBackend, prefix: str) -> tuple[D1Saver, str, str]:
-    """A thread over one batch copied to a thread of another database, killed just before
-    the batch that would rename its staged rows: they sit in the target's database."""
+def staged_tables(fleet: FleetBackend, staging_id: str) -> set[str]:
+    """The tables holding rows under `staging_id`, in any database."""
+    out = set()
+    for db in fleet.database_ids:
+        with fleet.single(db) as s:
+            found = s.execute([Statement(f"SELECT COUNT(*) FROM {table} WHERE thread_id = ?",
+                                         [staging_id]) for table in TRANSFER_TABLES])
+        out |= {table for table, res in zip(TRANSFER_TABLES, found) if res.rows[0][0]}
+    return out
+
+
+# Where a copy (or a move) over one batch dies, by the first request it never sends, and the
+# tables its staged rows are then in: after every staged batch (just before the renaming
+# one), or after the batches of blobs alone (d1saver_chunks go first: rows are stored only
+# over stored chunks), before the first that stages a checkpoint row.
+KILLS: dict[str, tuple[bytes, set[str]]] = {
+    "before the rename": (b"UPDATE OR REPLACE checkpoints",
+                          {"d1saver_chunks", "checkpoints", "writes"}),
+    "after the blobs": (b"INSERT OR REPLACE INTO checkpoints", {"d1saver_chunks"}),
+}
+
+
+def killed_copy(fleet: FleetBackend, prefix: str, dies: str = "before the rename"
+                ) -> tuple[D1Saver, str, str]:
+    """A thread over one batch copied to a thread of another database, killed at `dies`
+    (KILLS): its staged rows sit in the target's database."""
     saver = fleet.saver(fleet.database_ids[:2])
     saver.setup()
     source = two_homes(saver, prefix)
     target = next(t for t in (f"{prefix}-copy{i}" for i in range(1000))
                   if saver.home(t) != saver.home(source))
     chain(saver, source, 2, value=lambda _: os.urandom(BIG))
+    marker, tables = KILLS[dies]
     killer = fleet.saver(fleet.database_ids[:2], transport=KillBefore(
-        fleet.transport or httpx.HTTPTransport(),
-        lambda path, body: b"UPDATE OR REPLACE checkpoints" in body))
+        fleet.transport or httpx.HTTPTransport(), lambda path, body: marker in body))
     with pytest.raises(Killed):
         killer.copy_thread(source, target)
     assert staged_anywhere(fleet) == [COPYING_PREFIX + target]
+    assert staged_tables(fleet, COPYING_PREFIX + target) == tables
     return saver, source, target
 
 
@@ -318,10 +343,11 @@ CLEANUPS: dict[str, Callable[[FleetBackend, D1Saver, str, str], Any]] = {
 }
 
 
+@pytest.mark.parametrize("dies", list(KILLS))
 @pytest.mark.parametrize("cleanup", list(CLEANUPS))
 def test_a_killed_copy_is_listed_and_every_cleanup_removes_it(fleet: FleetBackend,
-                                                              cleanup: str) -> None:
-    saver, source, target = killed_copy(fleet, unique("cpy"))
+                                                              cleanup: str, dies: str) -> None:
+    saver, source, target = killed_copy(fleet, unique("cpy"), dies)
     # listed, with what it is: `d1saver threads` and `check` show it
     (found,) = [x for x in fleet_leftovers(saver) if x.target == target]
     assert (found.kind, found.source, found.expired) == ("copying", source, False)
@@ -335,6 +361,31 @@ def test_a_killed_copy_is_listed_and_every_cleanup_removes_it(fleet: FleetBacken
         assert saver.get_tuple(cfg(source)) is None
 
 
+def test_a_move_killed_after_its_blobs_is_listed_and_a_rerun_finishes(
+        fleet: FleetBackend) -> None:
+    """A rebalance killed after a move staged the thread's blobs alone at its new home (no
+    checkpoint row yet): the staged id is listed as a move's leftover, there, and the next
+    rebalance removes it and moves the thread whole."""
+    ids, t = moving(fleet, unique("mvb"))
+    chain(fleet.saver(ids), t, 2, value=lambda _: os.urandom(BIG))
+    app = fleet.saver(previous_database_ids=ids)
+    before, home = list(app.list(cfg(t))), app.home(t)
+    marker, tables = KILLS["after the blobs"]
+    staged = MOVING_PREFIX + t
+    param = json.dumps(staged)[1:-1].encode()  # as the request's JSON body spells it
+    killer = fleet.saver(transport=KillBefore(
+        fleet.transport or httpx.HTTPTransport(),
+        lambda path, body: home in path and marker in body and param in body))
+    with pytest.raises(Killed):
+        rebalance(killer, concurrency=1)
+    assert staged_tables(fleet, staged) == tables
+    (found,) = [x for x in fleet_leftovers(app) if x.thread_id == staged]
+    assert (found.kind, found.source, found.target, found.database_id) == ("moving", t, t, home)
+    assert not rebalance(fleet.saver(), break_lease=True).errors
+    assert staged not in staged_anywhere(fleet) and staged_tables(fleet, staged) == set()
+    assert fleet.holding(t) == [home] and list(app.list(cfg(t))) == before
+
+
 def test_rebalance_and_compaction_leave_a_copy_in_progress_alone(local4: FleetBackend) -> None:
     saver, source, target = killed_copy(local4, unique("cpz"))
     rebalance(saver)
@@ -345,12 +396,14 @@ def test_rebalance_and_compaction_leave_a_copy_in_progress_alone(local4: FleetBa
     assert staged_anywhere(local4) == []
 
 
-def test_threads_and_check_list_a_killed_copy(local4: FleetBackend) -> None:
+@pytest.mark.parametrize("dies", list(KILLS))
+def test_threads_and_check_list_a_killed_copy(local4: FleetBackend, dies: str) -> None:
     """`d1saver threads` and `d1saver check` list the staged rows as a leftover, with what
-    they are; check fails once they expired, and passes once a cleanup removed them."""
+    they are (blobs alone too: no thread listing shows those); check fails once they expired,
+    and passes once a cleanup removed them."""
     from tests.fleet.test_cli import cli, serve_fleet
 
-    saver, source, target = killed_copy(local4, unique("cli"))
+    saver, source, target = killed_copy(local4, unique("cli"), dies)
     with serve_fleet(local4) as env:
         listed = cli(env, "threads")
         assert listed.exit_code == 0
