@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Container, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -31,6 +31,8 @@ from d1saver.storage.values import METADATA_OWNER, Values
 
 CheckpointCursor = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 WriteCursor = tuple[str, str, str, str, int]  # ... and task_id, idx
+# The content-addressed chunks (id -> data) a page read with `content` returned, per thread.
+Content = dict[str, dict[str, str]]
 
 
 @dataclass
@@ -46,6 +48,7 @@ class RawCheckpoint:
     run_id: str | None
     ts: str | None
     parts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # by owner
+    content: dict[str, str] = field(default_factory=dict)  # its thread's chunks read, by id
 
 
 @dataclass
@@ -60,6 +63,7 @@ class RawWrite:
     type: str | None
     value: str | None
     parts: list[tuple[int, str]] = field(default_factory=list)
+    content: dict[str, str] = field(default_factory=dict)  # its thread's chunks read, by id
 
     @property
     def owner(self) -> str:
@@ -86,26 +90,28 @@ class RekeyCounts:
 
 
 def checkpoints_statement(thread_id: str | None, after: CheckpointCursor | None, size: int,
-                          heads: list[str] | None) -> Statement:
+                          heads: list[str] | None, *, content: bool = False) -> Statement:
     """A page of checkpoint rows after `after`: of one thread or all; with `heads` (the newest
-    key's, `Sealer.fresh_heads`), only rows holding a value not sealed under it."""
+    key's, `Sealer.fresh_heads`), only rows holding a value not sealed under it; with
+    `content`, the chunks their values stored by content reach too (to seal them whole)."""
     after = after or (thread_id or "", "", "")
     params: dict[str, Param] = {
         "after_thread_id": after[0], "after_checkpoint_ns": after[1],
-        "after_checkpoint_id": after[2], "limit": int(size), "heads": _heads(heads)}
+        "after_checkpoint_id": after[2], "limit": int(size), "heads": _heads(heads),
+        "content": int(content)}
     if thread_id is None:
         return Statement.bind(_sql.RAW_CHECKPOINTS_ALL, params)
     return Statement.bind(_sql.RAW_CHECKPOINTS_THREAD, {**params, "thread_id": thread_id})
 
 
 def writes_statement(thread_id: str | None, after: WriteCursor | None, size: int,
-                     heads: list[str] | None) -> Statement:
+                     heads: list[str] | None, *, content: bool = False) -> Statement:
     """A page of write rows after `after`, as `checkpoints_statement`."""
     after = after or (thread_id or "", "", "", "", IDX_MIN)
     params: dict[str, Param] = {
         "after_thread_id": after[0], "after_checkpoint_ns": after[1],
         "after_checkpoint_id": after[2], "after_task_id": after[3], "after_idx": after[4],
-        "limit": int(size), "heads": _heads(heads)}
+        "limit": int(size), "heads": _heads(heads), "content": int(content)}
     if thread_id is None:
         return Statement.bind(_sql.RAW_WRITES_ALL, params)
     return Statement.bind(_sql.RAW_WRITES_THREAD, {**params, "thread_id": thread_id})
@@ -120,13 +126,16 @@ def raw_checkpoints(result: Result) -> list[RawCheckpoint]:
     rows: dict[CheckpointCursor, RawCheckpoint] = {}
     parts: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
         lambda: defaultdict(list))
+    content: Content = defaultdict(dict)
     for kind, t, ns, cid, parent, type_, value, md, chans, run_id, ts, owner, seq \
             in result.rows:
         if kind == "c":
             rows[(t, ns, cid)] = RawCheckpoint((t, ns, cid), parent, type_, value, md, chans,
-                                               run_id, ts)
+                                               run_id, ts, content=content[t])
         elif kind == "k":
             parts[(t, ns, cid)][owner].append((int(seq), value))
+        elif kind == "h":
+            content[t][owner] = value
     for key, found in parts.items():
         if key in rows:
             rows[key].parts = {owner: sorted(p) for owner, p in found.items()}
@@ -137,13 +146,17 @@ def raw_writes(result: Result) -> list[RawWrite]:
     check_columns(result, _sql.RAW_WRITE_COLUMNS)
     rows: dict[tuple[Any, ...], RawWrite] = {}
     parts: dict[tuple[Any, ...], list[tuple[int, str]]] = defaultdict(list)
+    content: Content = defaultdict(dict)
     for kind, t, ns, cid, task_id, task_path, idx, channel, type_, value, owner, seq \
             in result.rows:
         if kind == "w":
-            write = RawWrite((t, ns, cid), task_id, task_path, int(idx), channel, type_, value)
+            write = RawWrite((t, ns, cid), task_id, task_path, int(idx), channel, type_, value,
+                             content=content[t])
             rows[(t, ns, cid, write.owner)] = write
         elif kind == "k":
             parts[(t, ns, cid, owner)].append((int(seq), value))
+        elif kind == "h":
+            content[t][owner] = value
     for key, found in parts.items():
         if key in rows:
             rows[key].parts = sorted(found)
@@ -163,7 +176,7 @@ def reseal_checkpoint(values: Values, row: RawCheckpoint, thread_id: str, *, pla
     return values.reseal_checkpoint(row.type, row.checkpoint, row.parts, row.metadata,
                                     row.channels, checkpoint_binder(*row.key),
                                     checkpoint_binder(thread_id, *row.key[1:]),
-                                    plaintext=plaintext)
+                                    plaintext=plaintext, chunks=row.content)
 
 
 def reseal_write(values: Values, row: RawWrite, thread_id: str, *, plaintext: bool
@@ -173,7 +186,7 @@ def reseal_write(values: Values, row: RawWrite, thread_id: str, *, plaintext: bo
     return values.reseal(row.value, {row.owner: row.parts}, row.owner,
                          write_binder(row.key[0], ns, checkpoint_id, *bind)(row.type),
                          write_binder(thread_id, ns, checkpoint_id, *bind)(row.type),
-                         plaintext=plaintext)
+                         plaintext=plaintext, chunks=row.content)
 
 
 # --- copies -----------------------------------------------------------------------------------
@@ -246,6 +259,7 @@ class RawFrozen:
     channels: str | None
     parent: str | None = None  # the holder's parent the record is bound to (migration 9)
     parts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    content: dict[str, str] = field(default_factory=dict)  # its thread's chunks read, by id
 
     @property
     def cursor(self) -> FrozenCursor:
@@ -282,13 +296,13 @@ def frozen_key_params(cursor: tuple[Any, ...]) -> dict[str, Param]:
 
 
 def frozen_statement(thread_id: str | None, after: FrozenCursor | None, size: int,
-                     heads: list[str] | None = None) -> Statement:
-    """A page of frozen DeltaChannel rows after `after`: of one thread or all; with `heads`
-    (the newest key's), only rows holding a value not sealed under it."""
+                     heads: list[str] | None = None, *, content: bool = False) -> Statement:
+    """A page of frozen DeltaChannel rows after `after`, as `checkpoints_statement`."""
     cursor = after or (thread_id or "", "", "", "", "", -1, "", IDX_MIN)
     params: dict[str, Param] = {
         **{f"after_{k}": v for k, v in frozen_key_params(cursor).items()},
-        "limit": int(size), "heads": None if heads is None else json.dumps(heads)}
+        "limit": int(size), "heads": None if heads is None else json.dumps(heads),
+        "content": int(content)}
     if thread_id is None:
         return Statement.bind(_sql.RAW_FROZEN_ALL, params)
     return Statement.bind(_sql.RAW_FROZEN_THREAD, {**params, "thread_id": thread_id})
@@ -299,13 +313,16 @@ def raw_frozen(result: Result) -> list[RawFrozen]:
     rows: list[RawFrozen] = []
     parts: dict[CheckpointCursor, dict[str, list[tuple[int, str]]]] = defaultdict(
         lambda: defaultdict(list))
+    content: Content = defaultdict(dict)
     for kind, t, ns, cid, ch, fkind, depth, task, idx, src, path, type_, value, md, chans, \
             parent in result.rows:
         if kind == "f":
             rows.append(RawFrozen((t, ns, cid), ch, fkind, int(depth), task, int(idx), src,
-                                  path, type_, value, md, chans, parent))
+                                  path, type_, value, md, chans, parent, content=content[t]))
         elif kind == "k":
             parts[(t, ns, cid)][ch].append((int(depth), value))
+        elif kind == "h":
+            content[t][ch] = value
     for row in rows:
         row.parts = {owner: sorted(p) for owner, p in parts.get(row.key, {}).items()}
     return sorted(rows, key=lambda r: r.cursor)
@@ -337,14 +354,14 @@ def reseal_frozen(values: Values, row: RawFrozen, thread_id: str, *, plaintext: 
             row.type, row.value or "", {"": row.parts_of(""),
                                         METADATA_OWNER: row.parts_of(METADATA_OWNER)},
             row.metadata or "{}", row.channels, checkpoint_binder(row.key[0], ns, src),
-            checkpoint_binder(thread_id, ns, src), plaintext=plaintext)
+            checkpoint_binder(thread_id, ns, src), plaintext=plaintext, chunks=row.content)
         return None if sealed is None else (sealed[0][0], sealed[1], sealed[0][1])
     if row.kind == "w":
         bind = (row.task_id, row.task_path, row.idx, row.channel)
         out = values.reseal(row.value, {row.owner: row.parts_of(row.owner)}, row.owner,
                             write_binder(row.key[0], ns, src, *bind)(row.type),
                             write_binder(thread_id, ns, src, *bind)(row.type),
-                            plaintext=plaintext)
+                            plaintext=plaintext, chunks=row.content)
         return None if out is None else (out[0], row.metadata, out[1])
     return row.value, row.metadata, None
 
@@ -442,10 +459,28 @@ def parts_fingerprint(parts: list[tuple[int, str]]) -> str | None:
     return f"{len(parts)}:{sum(len(p) for _, p in parts)}:{first[:40]}{first[-40:]}"
 
 
+def collect_content(rows: Iterable[tuple[str, str | None]]) -> list[Statement]:
+    """Last in a page's batch that sealed values stored by content (rows of (thread, the
+    value as read)): the chunks no row of those threads reaches any more go (GC_CHUNKS), so
+    that at every request boundary each chunk is reached and each one reached is stored."""
+    threads = sorted({t for t, text in rows if _by_content(text)})
+    if not threads:
+        return []
+    return [*(Statement.bind(_sql.SCOPE_TARGET, {"target": t}) for t in threads),
+            Statement.bind(_sql.GC_CHUNKS), Statement.bind(_sql.CLEAR_SCOPE)]
+
+
+def _by_content(text: str | None) -> bool:
+    """Whether a stored value is an "m:" manifest, or a pack holding one."""
+    if text is not None and text.startswith("p:"):
+        return any(is_manifest(value) for _, _, _, value in json.loads(text[2:]))
+    return is_manifest(text)
+
+
 def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCounts, *,
-                      plaintext: bool, leave: Container[str] = ()) -> list[Statement]:
+                      plaintext: bool) -> list[Statement]:
     """Statements that re-seal `rows` in place, each guarded to apply only to what was read;
-    plaintext rows of the threads in `leave` stay as they are (counted as plaintext)."""
+    with `plaintext` a value stored by content is sealed whole (its chunks collected)."""
 
     def rewrite(row: RawCheckpoint, sealed: tuple[Sealed, str]) -> list[Statement]:
         (text, parts), metadata = sealed
@@ -462,8 +497,9 @@ def rekey_checkpoints(values: Values, rows: list[RawCheckpoint], counts: RekeyCo
             *parts_statements(row.key, METADATA_OWNER, None, replace_old=METADATA_OWNER in row.parts),
         ]
 
-    return _rekey(rows, counts, lambda row: reseal_checkpoint(
-        values, row, row.key[0], plaintext=plaintext and row.key[0] not in leave), rewrite)
+    stmts = _rekey(rows, counts, lambda row: reseal_checkpoint(
+        values, row, row.key[0], plaintext=plaintext), rewrite)
+    return stmts + (collect_content((r.key[0], r.checkpoint) for r in rows) if plaintext else [])
 
 
 def _packed(row: RawWrite) -> list[RawWrite] | None:
@@ -471,17 +507,14 @@ def _packed(row: RawWrite) -> list[RawWrite] | None:
     if not (row.value or "").startswith("p:"):
         return None
     return [RawWrite(row.key, row.task_id, row.task_path, int(idx), channel, type_ or "msgpack",
-                     text) for idx, channel, type_, text in json.loads(str(row.value)[2:])]
+                     text, content=row.content)
+            for idx, channel, type_, text in json.loads(str(row.value)[2:])]
 
 
 def _unpack_sealed(values: Values, row: RawWrite, writes: list[RawWrite], counts: RekeyCounts
                    ) -> list[Statement]:
-    """A plaintext pack sealed as one row per write (a sealed write is bound to its own row),
-    guarded like any rewrite; left as it is if a write in it is stored by content (its chunks
-    would have to be read: docs/STORAGE_DESIGN.md)."""
-    if any(is_manifest(w.value) for w in writes):
-        counts.plaintext += len(writes)
-        return []
+    """A plaintext pack sealed as one row per write (a sealed write is bound to its own row,
+    a write stored by content sealed whole), guarded like any rewrite."""
     write = {**key_params(row.key), "task_id": row.task_id, "idx": row.idx}
     stmts = [Statement.bind(_sql.REKEY_GUARD_WRITE, {
                  **write, "value_fp": fingerprint(row.value),
@@ -500,25 +533,26 @@ def _unpack_sealed(values: Values, row: RawWrite, writes: list[RawWrite], counts
 
 
 def rekey_writes(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
-                 plaintext: bool, leave: Container[str] = ()) -> list[Statement]:
+                 plaintext: bool) -> list[Statement]:
     """Statements that re-seal `rows` in place, each guarded to apply only to what was read.
     A plaintext pack ("p:") becomes one sealed row per write (with `plaintext`) or is left;
-    plaintext rows of the threads in `leave` stay as they are."""
+    with `plaintext` a value stored by content is sealed whole (its chunks collected)."""
     stmts: list[Statement] = []
     whole: list[RawWrite] = []
     for row in rows:
         writes = _packed(row)
         if writes is None:
             whole.append(row)
-        elif plaintext and row.key[0] not in leave:
+        elif plaintext:
             stmts += _unpack_sealed(values, row, writes, counts)
         else:
             counts.plaintext += len(writes)
-    return stmts + _rekey_whole(values, whole, counts, plaintext=plaintext, leave=leave)
+    stmts += _rekey_whole(values, whole, counts, plaintext=plaintext)
+    return stmts + (collect_content((r.key[0], r.value) for r in rows) if plaintext else [])
 
 
 def _rekey_whole(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
-                 plaintext: bool, leave: Container[str]) -> list[Statement]:
+                 plaintext: bool) -> list[Statement]:
 
     def rewrite(row: RawWrite, sealed: Sealed) -> list[Statement]:
         text, parts = sealed
@@ -532,13 +566,14 @@ def _rekey_whole(values: Values, rows: list[RawWrite], counts: RekeyCounts, *,
         ]
 
     return _rekey(rows, counts, lambda row: reseal_write(
-        values, row, row.key[0], plaintext=plaintext and row.key[0] not in leave), rewrite)
+        values, row, row.key[0], plaintext=plaintext), rewrite)
 
 
 def rekey_frozen(values: Values, rows: list[RawFrozen], counts: RekeyCounts, *,
-                 plaintext: bool, leave: Container[str] = ()) -> list[Statement]:
+                 plaintext: bool) -> list[Statement]:
     """Statements that re-seal frozen DeltaChannel rows in place, each guarded to apply only
-    to what was read; their parts lie with the holder."""
+    to what was read; their parts lie with the holder. With `plaintext` a value stored by
+    content is sealed whole (its chunks collected)."""
 
     def rewrite(row: RawFrozen, sealed: tuple[str | None, str | None, list[str] | None]
                 ) -> list[Statement]:
@@ -553,10 +588,11 @@ def rekey_frozen(values: Values, rows: list[RawFrozen], counts: RekeyCounts, *,
             *parts_statements(row.key, row.part_owner, parts, replace_old=bool(old_pieces)),
         ]
 
-    return _rekey([r for r in rows if r.kind != "c"], counts,
-                  lambda row: reseal_frozen(values, row, row.key[0],
-                                            plaintext=plaintext and row.key[0] not in leave),
-                  rewrite)
+    stmts = _rekey([r for r in rows if r.kind != "c"], counts,
+                   lambda row: reseal_frozen(values, row, row.key[0], plaintext=plaintext),
+                   rewrite)
+    return stmts + (collect_content((r.key[0], r.value) for r in rows if r.kind != "c")
+                    if plaintext else [])
 
 
 # Per table: its page read, row parser, keyset cursor and page rewrite (Operations.rekey).
@@ -609,8 +645,8 @@ STAGED = "staged"
 
 __all__ = ["STAGED", "CheckpointCursor", "FROZEN_KEY", "FrozenCursor", "IDX_MIN", "REKEY_PLANS",
            "REKEY_TABLES", "RawCheckpoint", "RawFrozen", "RawWrite", "RekeyCounts", "Resealed",
-           "WriteCursor", "census", "checkpoints_statement", "copy_checkpoints", "copy_frozen",
-           "copy_sealed", "copy_writes", "frozen_key_params", "frozen_statement", "key_params",
-           "parts_statements", "raw_checkpoints", "raw_frozen", "raw_writes", "refuse",
-           "rekey_checkpoints", "rekey_frozen", "rekey_writes", "reseal_frozen",
+           "WriteCursor", "census", "checkpoints_statement", "collect_content", "copy_checkpoints",
+           "copy_frozen", "copy_sealed", "copy_writes", "frozen_key_params", "frozen_statement",
+           "key_params", "parts_statements", "raw_checkpoints", "raw_frozen", "raw_writes",
+           "refuse", "rekey_checkpoints", "rekey_frozen", "rekey_writes", "reseal_frozen",
            "writes_statement"]

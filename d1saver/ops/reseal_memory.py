@@ -13,7 +13,7 @@ checkpoints' are. No I/O: rows in, statements out.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,10 +93,10 @@ def _entry(values: Values, row: RawMemory, plaintext: bool) -> str | None:
 
 def _rekey(query: Any, reseal: Callable[[Values, RawMemory, bool], str | None]
            ) -> Callable[..., list[Statement]]:
-    def rekey(values: Values, rows: list[RawMemory], counts: RekeyCounts, *, plaintext: bool,
-              leave: Container[str] = ()) -> list[Statement]:
+    def rekey(values: Values, rows: list[RawMemory], counts: RekeyCounts, *, plaintext: bool
+              ) -> list[Statement]:
         """Statements that re-seal `rows` in place, each applied only if its row still holds
-        what was read (`leave`, threads whose plaintext stays, names no memory row)."""
+        what was read."""
         stmts: list[Statement] = []
         for row in rows:
             value = reseal(values, row, plaintext)

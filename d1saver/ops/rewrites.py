@@ -94,23 +94,20 @@ class Rewrites:
         "delta_frozen", or memory's "store_items" and "cache_entries") that are not under the
         newest key, in keyset pages; each page's rewrite is one atomic batch led by `guard`
         (the compaction lease's), so a run stopped midway is continued by the next. With
-        `plaintext`, a thread that holds values stored by content is left whole, in plaintext
-        (sealing some of its rows would leave it readable under no configuration)."""
+        `plaintext`, values written before keys were set are sealed too: one stored by content
+        is read with the chunks it reaches and sealed whole, and the chunks no row reaches any
+        more go in the same batch."""
         heads = self.values._sealer().fresh_heads
         plans = {**_reseal.REKEY_PLANS, **_reseal_memory.REKEY_PLANS}
         if table not in plans:
             raise ConfigError(f"unknown table {table!r}: rekey one of {tuple(plans)}")
         read, parse, cursor_of, rekey = plans[table]
-        leave: set[str] = set()
-        if plaintext and table in _reseal.REKEY_PLANS:
-            (found,) = yield from self.exchange([Statement.bind(_sql.CONTENT_THREADS)])
-            leave = {str(row[0]) for row in found.rows}
-        counts = yield from self._rewrite(
-            lambda c: read(None, c, page_size, heads), parse, cursor_of,
-            lambda rows, n: rekey(self.values, rows, n, plaintext=plaintext, leave=leave),
-            page_size, guard=guard, progress=progress)
-        counts.requests += int(plaintext and table in _reseal.REKEY_PLANS)
-        return counts
+        # Memory stores nothing by content.
+        content = {"content": True} if plaintext and table in _reseal.REKEY_PLANS else {}
+        return (yield from self._rewrite(
+            lambda c: read(None, c, page_size, heads, **content), parse, cursor_of,
+            lambda rows, n: rekey(self.values, rows, n, plaintext=plaintext),
+            page_size, guard=guard, progress=progress))
 
     def _rewrite(self, read: Callable[[Any], Statement], parse: Callable[[Result], list[Any]],
                  cursor_of: Callable[[Any], Any], build: Build, size: int, *,

@@ -9,7 +9,7 @@ of what was read.
 from __future__ import annotations
 
 from d1saver.sql.parts import (FROZEN_OWNER, TABLE_COLUMNS, WRITE_COLUMNS, column_list,
-                               insert_values, not_staged, stored_head, write_owner)
+                               insert_values, not_staged, stored_head, tree_walk, write_owner)
 from d1saver.sql.query import Query, name_queries, q
 
 # A value is read by its head (parts.stored_head: its text, or piece 0's when the row holds a
@@ -37,7 +37,9 @@ def _not_under_newest_key(table: str) -> str:
 # A raw page: rows of `table` after the cursor (:after_<key column>; '' and -2^63 to start),
 # :limit rows, in one thread (..._THREAD: :thread_id) or all (..._ALL); only those with a
 # value not sealed under the newest key when :heads is given (a checkpoint's metadata is
-# sealed with its checkpoint). With their pieces ('k'), per RAW_..._COLUMNS.
+# sealed with its checkpoint). With their pieces ('k'), and with :content = 1 the chunks their
+# manifests reach ('h': `rekey --seal-plaintext` seals a value stored by content whole), per
+# RAW_..._COLUMNS.
 RAW_KEYS = {
     "checkpoints": ("thread_id", "checkpoint_ns", "checkpoint_id"),
     "writes": ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
@@ -46,22 +48,42 @@ RAW_KEYS = {
 }
 
 
+# The column of each table that holds its value (an "m:" manifest when stored by content).
+VALUE_COLUMN = {"checkpoints": "checkpoint", "writes": "value", "delta_frozen": "value"}
+
+
 def raw_page(table: str, every_thread: bool, rows: str) -> str:
-    """The CTE `page` of `table`'s rows, then `rows` (which reads it)."""
+    """The CTEs `page` of `table`'s rows and `refs` (the content-addressed chunks the page's
+    values reach, only when :content is 1: sealing plaintext), then `rows` (which reads them)."""
     keys = RAW_KEYS[table]
     after = f"({column_list(keys)}) > ({column_list(keys, ':after_')})"
     scope = (f"{after}\n      AND {not_staged()}" if every_thread
              else f"thread_id = :thread_id AND {after}")
     return f"""
-WITH page AS (
+WITH RECURSIVE page AS (
     SELECT {column_list(TABLE_COLUMNS[table])}
     FROM {table} AS {SEALED[table][0]}
     WHERE {scope}
       AND {_not_under_newest_key(table)}
     ORDER BY {column_list(keys)}
     LIMIT :limit
-)
+),
+vals(thread_id, v) AS (
+    SELECT thread_id, {VALUE_COLUMN[table]} FROM page WHERE :content = 1
+),
+{tree_walk("refs", "vals")}
 {rows}"""
+
+
+def _content(columns: int, id_at: int, data_at: int) -> str:
+    """The arm of a raw page that returns each chunk `refs` reached ('h'), in a row of
+    `columns` columns: its id at `id_at`, its data at `data_at`, the thread second."""
+    cols = ["'h'", "r.thread_id"] + ["NULL"] * (columns - 2)
+    cols[id_at], cols[data_at] = "r.id", "k.data"
+    return f"""
+UNION ALL
+SELECT {", ".join(cols)}
+FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)"""
 
 
 # The pieces of the page's rows, owned by `owner` (of `p`, the page).
@@ -78,7 +100,7 @@ FROM page
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, NULL, NULL, k.data, NULL, NULL, NULL,
        NULL, k.owner, k.seq
-{_pieces("IN ('', ':metadata')")}""")) for every_thread in (False, True))
+{_pieces("IN ('', ':metadata')")}{_content(13, 11, 6)}""")) for every_thread in (False, True))
 
 RAW_WRITES_THREAD, RAW_WRITES_ALL = (q(raw_page("writes", every_thread, f"""
 SELECT 'w' AS kind, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel,
@@ -87,12 +109,12 @@ FROM page
 UNION ALL
 SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, NULL, NULL, NULL, NULL, NULL, k.data,
        k.owner, k.seq
-{_pieces(f"= {write_owner('p')}")}""")) for every_thread in (False, True))
+{_pieces(f"= {write_owner('p')}")}{_content(12, 10, 9)}""")) for every_thread in (False, True))
 
 # Frozen DeltaChannel rows (delta_frozen), for copy_thread and rekey under keys, which re-seal
 # them: 's' and 'w' rows hold values. With their holders' frozen pieces ('k': owner in
 # `channel`, seq in `depth`, data in `value`).
-RAW_FROZEN_THREAD, RAW_FROZEN_ALL = (q(raw_page("delta_frozen", every_thread, """
+RAW_FROZEN_THREAD, RAW_FROZEN_ALL = (q(raw_page("delta_frozen", every_thread, f"""
 SELECT 'f' AS kind, thread_id, checkpoint_ns, checkpoint_id, channel, kind AS fkind, depth,
        task_id, idx, src_checkpoint_id, task_path, type, value, metadata, channels, parent
 FROM page
@@ -101,7 +123,7 @@ SELECT 'k', k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.owner, NULL, k.seq,
        NULL, NULL, NULL, k.data, NULL, NULL, NULL
 FROM (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM page) AS h
 JOIN chunks AS k ON k.thread_id = h.thread_id AND k.checkpoint_ns = h.checkpoint_ns
-    AND k.checkpoint_id = h.checkpoint_id AND substr(k.owner, 1, 2) = 'f/'"""))
+    AND k.checkpoint_id = h.checkpoint_id AND substr(k.owner, 1, 2) = 'f/'{_content(16, 4, 12)}"""))
     for every_thread in (False, True))
 RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "channel",
                       "fkind", "depth", "task_id", "idx", "src_checkpoint_id", "task_path",
@@ -109,7 +131,8 @@ RAW_FROZEN_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id", "ch
 INSERT_FROZEN = q(insert_values("REPLACE", "delta_frozen", TABLE_COLUMNS["delta_frozen"]))
 
 # Columns of the raw pages: a row's own columns ('c' or 'w'), then its pieces' ('k': the piece
-# text in `value`, with its owner and seq).
+# text in `value`, with its owner and seq), then with :content the content-addressed chunks
+# ('h': the chunk's id in `owner`, or in `channel` for frozen rows; its data in `value`).
 RAW_CHECKPOINT_COLUMNS = ("kind", "thread_id", "checkpoint_ns", "checkpoint_id",
                           "parent_checkpoint_id", "type", "value", "metadata", "channels",
                           "run_id", "ts", "owner", "seq")
@@ -182,11 +205,6 @@ WHERE {AT_CHECKPOINT}""")
 REKEY_DROP_WRITE = q(f"DELETE FROM writes\nWHERE {WRITE_KEY}")
 REKEY_ADD_WRITE = q(insert_values("IGNORE", "writes", WRITE_COLUMNS))
 REKEY_WRITE = q(f"UPDATE writes SET value = :value\nWHERE {WRITE_KEY}")
-
-# The threads that hold values stored by content (an "m:" manifest lists at least one chunk,
-# and garbage collection leaves no chunk unlisted): `rekey --seal-plaintext` leaves each of
-# them whole, in plaintext (a manifest's chunks are shared by its thread's rows).
-CONTENT_THREADS = q("SELECT DISTINCT thread_id FROM d1saver_chunks")
 
 # Stored values per table and key: rows (tbl, head, row_count), head being the first 7
 # characters of sealed texts (d1saver/storage/crypto.py: key_id_of_text) and NULL for plaintext.

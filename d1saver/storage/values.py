@@ -370,11 +370,13 @@ class Values:
     # --- re-sealing: copies and rekeying (never deserialized) -----------------------------
 
     def reseal(self, text: str | None, parts: Parts | None, owner: str, old: Binding,
-               new: Binding, *, plaintext: bool) -> tuple[str, list[str] | None] | None:
+               new: Binding, *, plaintext: bool, chunks: Mapping[str, str] | None = None
+               ) -> tuple[str, list[str] | None] | None:
         """A stored value (row text and parts) opened under `old` and sealed under the newest
         key, bound to `new`, as (row text, parts); in chunks if it was (a sealed text keeps
         its length). A plaintext value is sealed if `plaintext` (rows written before keys were
-        set), else None: left as it is."""
+        set), else None: left as it is; one stored by content ("m:") is unpacked from `chunks`
+        (its thread's, id -> data) and sealed whole, as a put with keys stores it."""
         sealer = self._sealer()
         if text is None:
             return None
@@ -382,21 +384,21 @@ class Values:
         joined = _join(text, parts, owner, old) if chunked else text
         if _codec.is_sealed(joined):
             out = sealer.reseal_text(joined, old, new)
-        elif _manifest.is_manifest(joined):  # stored by content: its chunks are not at hand
-            return None
         elif plaintext:
-            out = sealer.seal_text(_codec.decode(joined), new)
+            out = sealer.seal_text(_plain_bytes(joined, chunks), new)
         else:
             return None
         return _resplit(out, chunked)
 
     def reseal_checkpoint(self, type_: str | None, text: str, parts: Parts | None,
                           column: str, channels: str | None, old: CheckpointBind,
-                          new: CheckpointBind, *, plaintext: bool
+                          new: CheckpointBind, *, plaintext: bool,
+                          chunks: Mapping[str, str] | None = None
                           ) -> tuple[tuple[str, list[str] | None], str] | None:
-        """A checkpoint row's value re-sealed as `reseal` does, and its metadata column: the
-        same, or, for a row written before keys were set (if `plaintext`), the column cut to
-        PLAIN_METADATA and the rest sealed in the value, as a put with keys would."""
+        """A checkpoint row's value re-sealed as `reseal` does (one stored by content unpacked
+        from `chunks`), and its metadata column: the same, or, for a row written before keys
+        were set (if `plaintext`), the column cut to PLAIN_METADATA and the rest sealed in the
+        value, as a put with keys would."""
         sealer = self._sealer()
         chunked = _codec.is_chunked(text)
         joined = _join(text, parts, "", old(type_, None)) if chunked else text
@@ -404,10 +406,10 @@ class Values:
             columns = bound_columns(self._plain_part(column, lambda: old(type_, None)), channels)
             out = sealer.reseal_text(joined, old(type_, columns), new(type_, columns))
             return _resplit(out, chunked), column
-        if not plaintext or _manifest.is_manifest(joined):  # by content: chunks not at hand
+        if not plaintext:
             return None
         metadata = load_metadata(column, parts)  # plaintext, inline or in chunks
-        data = _codec.decode(joined)
+        data = _plain_bytes(joined, chunks)
         plain = {k: metadata[k] for k in PLAIN_METADATA if k in metadata}
         rest = {k: v for k, v in metadata.items() if k not in plain}
         if rest:
@@ -440,6 +442,14 @@ def unpack(text: str, chunks: Mapping[str, str] | None) -> bytes:
         raise ResponseError(f"value lists chunk {exc.args[0]!r}, which was not returned") from None
     except (ValueError, TypeError) as exc:
         raise StoredValueError(f"a stored manifest cannot be read ({exc})") from exc
+
+
+def _plain_bytes(text: str, chunks: Mapping[str, str] | None) -> bytes:
+    """The bytes of a plaintext row's text: decoded, or unpacked from its thread's `chunks`
+    when it is an "m:" manifest."""
+    if _manifest.is_manifest(text):
+        return unpack(text, chunks)
+    return _codec.decode(text)
 
 
 def _resplit(text: str, chunked: bool) -> tuple[str, list[str] | None]:

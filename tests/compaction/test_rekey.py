@@ -350,6 +350,34 @@ def test_rotation_and_rekey_on_the_real_engine(wrangler_d1: Any) -> None:
     assert snapshot(make([K2])) == before
 
 
+@pytest.mark.realengine
+def test_seal_plaintext_of_content_on_the_real_engine(wrangler_d1: Any) -> None:
+    """`rekey --seal-plaintext` of values stored by content (checkpoints, writes, packs and
+    frozen DeltaChannel values) on Cloudflare's engine: the pages read with the chunks their
+    manifests reach, each value sealed whole, the chunks collected in the same batches. The
+    database of test_rotation_and_rekey_on_the_real_engine, emptied first."""
+    from d1saver.compaction.fleet import check_chunks
+    from tests.reliability.harness import observe
+    from tests.saver.test_format_bindings import stored_by_content, write_content
+
+    def make(keys: list[bytes] | None) -> D1Saver:
+        return D1Saver(account_id=wrangler_d1.account_id, api_token=wrangler_d1.api_token,
+                       database_id=list(wrangler_d1.databases.values())[-1],
+                       api_base_url=wrangler_d1.base_url, encryption_keys=keys)
+
+    plain = make(None)
+    plain.setup()
+    plain.client.execute([Statement(f"DELETE FROM {table}") for table in (
+        "writes", "chunks", "d1saver_chunks", "delta_frozen", "tags", "checkpoints", "leases")])
+    write_content(plain, "real-frozen", "real-content")
+    before = observe(plain, ["real-frozen", "real-content"])
+    keyed = make([K1])
+    summary = rekey(keyed, seal_plaintext=True, batch_rows=4)
+    assert summary.plaintext_left == 0
+    assert observe(keyed, ["real-frozen", "real-content"]) == before
+    assert stored_by_content(keyed) == 0 and check_chunks(keyed) == []
+
+
 def test_counts_add_up_and_the_dry_run_names_the_plaintext(local: Backend,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     """Rows looked at = re-sealed + already current + plaintext left (+ skipped); a dry run

@@ -326,3 +326,69 @@ PINNED = [
 def test_pinned_kill_points(name: str, at: int, after: bool, staged_in: set[str]) -> None:
     (command,) = [c for c in COMMANDS if c.name == name]
     _kill(command, _reference(command), at, after, staged_in)
+
+
+# --- rekey --seal-plaintext: values stored by content sealed whole -----------------------------
+# A thread is sealed table by table (docs/RELIABILITY.md, "Sealed whole under a rekey": between
+# batches it is half sealed, read by neither a saver with keys nor one without, until the next
+# run). What a kill must never do here: lose a value stored by content, or leave a chunk that
+# no row reaches or one a row reaches missing. A re-run then reads every thread, with the key,
+# as the saver without keys did before.
+
+LONG = [f"message {j} " + "lorem ipsum " * 15 for j in range(12)]
+
+
+def _seal_setup(world: World) -> None:
+    _threads(world, DATABASES[:1], big=0)
+    saver = world.saver(DATABASES[:1])
+    for t, at in ((A, 1), (B, 103), (C, 201)):  # long writes: stored by content, B's frozen
+        saver.put_writes(cfg(t, new_id(at)), [("messages", LONG)], "long-task")
+        saver.put_writes(cfg(t, new_id(at)), [("messages", LONG), ("messages", ["x"])],
+                         "packed-task")
+    compaction_fleet.compact(saver, keep=1, threads=[B], break_lease=True)
+
+
+def _seal_run(world: World, transport: Any) -> None:
+    rekey(world.saver(DATABASES[:1], keys=[K1], transport=transport), seal_plaintext=True,
+          break_lease=True, batch_rows=3)
+
+
+def test_kill_points_of_seal_plaintext(request: pytest.FixtureRequest) -> None:
+    threads = (A, B, C)
+    world = World()
+    try:
+        _seal_setup(world)
+        content = {t: n for t, n in world.sql(DATABASES[0], """
+            SELECT 'checkpoints', COUNT(*) FROM checkpoints WHERE substr(checkpoint, 1, 2) = 'm:'
+            UNION ALL SELECT 'writes', COUNT(*) FROM writes WHERE substr(value, 1, 2) = 'm:'
+                OR (substr(value, 1, 2) = 'p:' AND instr(value, '"m:') > 0)
+            UNION ALL SELECT 'delta_frozen', COUNT(*) FROM delta_frozen
+                WHERE substr(value, 1, 2) = 'm:'""")}
+        assert all(content.values()), content  # every shape is there to be sealed
+        before = harness.observe(world.saver(DATABASES[:1]), threads)
+        counter = KillAt(world.transport, None)
+        _seal_run(world, counter)
+        requests = counter.count
+        assert harness.observe(world.saver(DATABASES[:1], keys=[K1]), threads) == before
+        assert world.sql(DATABASES[0], "SELECT COUNT(*) FROM d1saver_chunks") == [[0]]
+    finally:
+        world.close()
+    points = list(harness.kill_points(requests))
+    budget = harness.soak_budget(request, ci=6, soak=len(points))
+    sample = random.Random("seal plaintext").sample(points, min(budget, len(points)))
+    for at, after in sample:
+        world = World()
+        try:
+            _seal_setup(world)
+            with pytest.raises(Killed):
+                _seal_run(world, KillAt(world.transport, at, after=after))
+            keyed = world.saver(DATABASES[:1], keys=[K1])
+            assert compaction_fleet.check_chunks(keyed) == [], (at, after)
+            _seal_run(world, world.transport)
+            assert harness.observe(keyed, threads) == before, (at, after)
+            assert compaction_fleet.check_chunks(keyed) == []
+            assert world.sql(DATABASES[0], "SELECT COUNT(*) FROM d1saver_chunks") == [[0]]
+        finally:
+            world.close()
+    COUNTS["seal plaintext"] = len(sample)
+    print(f"\nkill points: seal plaintext: {len(sample)} of {len(points)} ({requests} requests)")

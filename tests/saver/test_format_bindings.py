@@ -1,6 +1,7 @@
 """Where the stored format and the operations meet (issue 20): a derived record bound to the
-row it was derived from, content ids that never collide, a rekey that leaves a thread whole,
-copies of packed writes equal to InMemorySaver's, and the freeze walk inventing nothing."""
+row it was derived from, content ids that never collide, a rekey that seals values stored by
+content whole, copies of packed writes equal to InMemorySaver's, and the freeze walk inventing
+nothing."""
 
 from __future__ import annotations
 
@@ -248,49 +249,97 @@ def test_copy_thread_of_packed_writes_is_per_task_and_idx(backend: Backend) -> N
             memory, source)
 
 
-# --- defect 4: rekey --seal-plaintext leaves a thread whole -----------------------------------
+# --- defect 4: rekey --seal-plaintext seals a thread stored by content whole ------------------
 
 
-def stored_by_content(saver: D1Saver, thread_id: str) -> int:
+def stored_by_content(saver: D1Saver, thread_id: str | None = None) -> int:
     (result,) = saver.client.execute([Statement(
-        "SELECT COUNT(*) FROM d1saver_chunks WHERE thread_id = ?1", (thread_id,))])
+        "SELECT COUNT(*) FROM d1saver_chunks WHERE ?1 IS NULL OR thread_id = ?1", (thread_id,))])
     return int(result.rows[0][0])
 
 
-def test_seal_plaintext_leaves_a_thread_stored_by_content_whole(local: Backend) -> None:
-    """A database that started without keys stores values by content ("m:" manifests over
-    d1saver_chunks). `rekey --seal-plaintext` cannot seal those rows one by one (their chunks
-    are shared), so it leaves such a thread whole, readable without keys as before, and counts
-    its rows as plaintext left; a thread of whole values is sealed whole."""
+LONG = [f"message {i} " + "lorem ipsum " * 15 for i in range(12)]
+
+
+def content_shapes(saver: D1Saver, thread_id: str) -> Counter[str]:
+    """How the thread's values are stored: 'm:' per table, and packs holding one ('p:m:')."""
+    (result,) = saver.client.execute([Statement("""
+SELECT 'checkpoints:' || substr(checkpoint, 1, 2) FROM checkpoints WHERE thread_id = ?1
+UNION ALL SELECT 'writes:' || substr(value, 1, 2) || CASE WHEN substr(value, 1, 2) = 'p:'
+    AND instr(value, '"m:') > 0 THEN 'm:' ELSE '' END FROM writes WHERE thread_id = ?1
+UNION ALL SELECT 'delta_frozen:' || substr(value, 1, 2) FROM delta_frozen
+    WHERE thread_id = ?1 AND kind <> 'c'""", (thread_id,))])
+    return Counter(str(row[0]) for row in result.rows)
+
+
+def write_content(saver: D1Saver, delta_thread: str, graph_thread: str) -> Any:
+    """Every shape of content storage, written without keys: a graph's checkpoints and writes
+    ("m:", and packs holding "m:"), and a DeltaChannel thread whose long writes a prune froze
+    ("m:" in delta_frozen); the graph's final state."""
     from benchmarks.workload import build_graph, first_input
 
+    graph = build_graph(saver, variant="plain", turns=3, fanout=2)
+    final = graph.invoke(first_input(), {"configurable": {"thread_id": graph_thread}})
+    build(saver, delta_thread, [(i, i - 1 if i else None, [*LONG, f"m{i}"]) for i in range(6)])
+    saver.prune([delta_thread], strategy="keep_latest")
+    shapes = content_shapes(saver, graph_thread) + content_shapes(saver, delta_thread)
+    assert {"checkpoints:m:", "writes:m:", "writes:p:m:", "delta_frozen:m:"} <= set(shapes), shapes
+    return final
+
+
+@pytest.mark.parametrize("batch_rows", [1, 100])
+def test_seal_plaintext_seals_a_thread_stored_by_content_whole(local: Backend,
+                                                                batch_rows: int) -> None:
+    """A database that started without keys stores long values by content ("m:" manifests
+    over d1saver_chunks: checkpoints, writes, writes in packs, frozen DeltaChannel values).
+    `rekey --seal-plaintext` seals each such value whole, read with the chunks it reaches, and
+    the chunks no row reaches any more go in the same batch: afterwards a saver with the key
+    reads every thread as the saver without keys did (before the fix it left such a thread in
+    plaintext, and the keyed reader raised PlaintextValueError). One row per page: a chunk
+    still listed by a later page is kept until that page is sealed."""
+    from benchmarks.workload import build_graph
+
+    from d1saver.compaction.fleet import check_chunks
+    from tests.reliability.harness import observe
+
     plain = local.saver()
-    graph = build_graph(plain, variant="plain", turns=3, fanout=2)
-    config = {"configurable": {"thread_id": "by-content"}}
-    final = graph.invoke(first_input(), config)
-    assert stored_by_content(plain, "by-content") > 0
-    before = [(t.config, t.checkpoint, t.metadata, t.pending_writes) for t in plain.list(config)]
+    final = write_content(plain, "frozen", "by-content")
     build(plain, "whole", chain(2))  # small values: no manifest
-    assert stored_by_content(plain, "whole") == 0
+    threads = ["by-content", "frozen", "whole"]
+    before = observe(plain, threads)
+    assert stored_by_content(plain) > 0
 
     keyed = local.saver(encryption_keys=[K1])
-    summary = rekey(keyed, seal_plaintext=True)
-    assert summary.plaintext_left > 0  # the thread stored by content, left whole
-    after = local.saver()
-    assert [(t.config, t.checkpoint, t.metadata, t.pending_writes)
-            for t in after.list(config)] == before
-    assert build_graph(after, variant="plain", turns=3, fanout=2).get_state(
+    summary = rekey(keyed, seal_plaintext=True, batch_rows=batch_rows)
+    assert observe(local.saver(encryption_keys=[K1]), threads) == before
+    assert summary.plaintext_left == 0 and summary.skipped == 0
+    assert set(summary.after or {}) == {"checkpoints", "writes", "delta_frozen"}
+    assert all(set(per) == {key_id(K1).hex()} for per in (summary.after or {}).values())
+    config = {"configurable": {"thread_id": "by-content"}}
+    assert build_graph(keyed, variant="plain", turns=3, fanout=2).get_state(
         config).values == final
-    assert keyed.get_tuple(at("whole", 1)).pending_writes == [("task-1", "messages", "m1")]
+    assert stored_by_content(keyed) == 0 and check_chunks(keyed) == []
+    assert rekey(keyed, seal_plaintext=True).rewritten == 0  # nothing left to seal
 
 
-def test_content_threads_lists_a_thread_stored_by_content(backend: Backend) -> None:
-    """The statement rekey reads to leave such threads whole, on both engines."""
-    from d1saver.sql import catalogue as _sql
+def test_the_page_seal_plaintext_reads_returns_the_content(backend: Backend) -> None:
+    """The raw pages rekey reads, with `content`, return the chunks their rows' manifests
+    reach ('h'), each once, on both engines; without it (copies, a rekey that leaves
+    plaintext) none."""
+    from d1saver.ops import reseal
 
-    saver, tid = backend.saver(), new_thread()
-    build(saver, tid, chain(1))
-    saver.put_writes(at(tid, 0), [("messages", ["x" * 300] * 8)], task_id="long")
-    assert stored_by_content(saver, tid) > 0
-    (found,) = saver.client.execute([Statement.bind(_sql.CONTENT_THREADS)])
-    assert [tid] in found.rows
+    saver, cps, frozen = backend.saver(), new_thread(), new_thread()
+    write_content(saver, frozen, cps)
+    for tid in (cps, frozen):
+        (stored,) = saver.client.execute([Statement(
+            "SELECT id FROM d1saver_chunks WHERE thread_id = ?1", (tid,))])
+        reached: set[str] = set()
+        for statement, id_at in ((reseal.checkpoints_statement, 11),
+                                 (reseal.writes_statement, 10), (reseal.frozen_statement, 4)):
+            (page,) = saver.client.execute([statement(tid, None, 1000, None, content=True)])
+            ids = [row[id_at] for row in page.rows if row[0] == "h"]
+            assert len(ids) == len(set(ids))
+            reached |= set(ids)
+            (bare,) = saver.client.execute([statement(tid, None, 1000, None)])
+            assert not [row for row in bare.rows if row[0] == "h"]
+        assert reached == {row[0] for row in stored.rows}
