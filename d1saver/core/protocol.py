@@ -14,8 +14,9 @@ page by page it yields as `Emit`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+import json
+from collections.abc import Callable, Container, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, Union
 
 if TYPE_CHECKING:  # types only: this module imports nothing at run time
@@ -25,6 +26,8 @@ if TYPE_CHECKING:  # types only: this module imports nothing at run time
 
 Param = Union[str, int, float, None]
 T = TypeVar("T")
+# A content-addressed chunk row (d1saver_chunks, per thread): its id, level and data.
+ChunkRow = tuple[str, int, str]
 
 
 class NamedSQL(Protocol):
@@ -50,6 +53,9 @@ class Statement:
     params: Sequence[Param] = ()
     name: str = field(default="", compare=False)
     names: tuple[str, ...] = field(default=(), compare=False)
+    # The chunk rows its :chunks parameter carries (bound by `bind(..., chunks=)`), of the
+    # thread its :thread_id names: a batch sends each row once (`without_chunks`).
+    chunks: tuple[ChunkRow, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.sql, str):
@@ -57,15 +63,20 @@ class Statement:
                             "Statement.bind(query, {name: value, ...})")
 
     @classmethod
-    def bind(cls, query: NamedSQL, params: Mapping[str, Param] | None = None) -> Statement:
-        """`query` with its parameters given by name: every name bound, none extra."""
+    def bind(cls, query: NamedSQL, params: Mapping[str, Param] | None = None, *,
+             chunks: Sequence[ChunkRow] | None = None) -> Statement:
+        """`query` with its parameters given by name: every name bound, none extra. With
+        `chunks`, its :chunks parameter is those rows (chunks_param)."""
         given = {} if params is None else params
+        if chunks is not None:
+            given = {**given, "chunks": chunks_param(chunks)}
         missing = [n for n in query.params if n not in given]
         extra = [k for k in given if k not in query.params]
         if missing or extra:
             raise TypeError(f"{query.name or 'statement'}: parameters missing {missing}, "
                             f"unknown {extra}")
-        return cls(query.sql, tuple(given[n] for n in query.params), query.name, query.params)
+        return cls(query.sql, tuple(given[n] for n in query.params), query.name, query.params,
+                   tuple(chunks or ()))
 
     @classmethod
     def bind_each(cls, queries: Iterable[NamedSQL], pool: Mapping[str, Param]
@@ -83,6 +94,22 @@ class Statement:
     def named(self) -> dict[str, Param]:
         """The parameters by name (a statement bound from a named one)."""
         return dict(zip(self.names, self.params))
+
+    def without_chunks(self, sent: Container[str]) -> Statement:
+        """The statement with the chunk rows whose ids are in `sent` left out of its :chunks
+        parameter (an earlier statement of its batch stores them): the same statement, bound
+        again over fewer rows."""
+        kept = tuple(row for row in self.chunks if row[0] not in sent)
+        if len(kept) == len(self.chunks):
+            return self
+        named = {**self.named(), "chunks": chunks_param(kept)}
+        return replace(self, params=tuple(named[n] for n in self.names), chunks=kept)
+
+
+def chunks_param(rows: Sequence[ChunkRow]) -> str | None:
+    """Chunk rows as the :chunks parameter takes them: JSON [[id, level, data], ...], children
+    before nodes; NULL for none (json_each(NULL) is empty)."""
+    return json.dumps(rows, separators=(",", ":")) if rows else None
 
 
 @dataclass
@@ -143,11 +170,17 @@ class Commit:
     """Statements that may share a batch with other callers' (group commit); `timing` is when
     they may leave: NOW, SOON (the default) or HELD. `step` names a LangGraph step by the
     checkpoint it builds on, (thread, namespace, checkpoint id): a put's (its parent), or the
-    one a HELD write is pending on, which leaves with that put, and at once if it has left."""
+    one a HELD write is pending on, which leaves with that put, and at once if it has left.
+    `known`, asked when its batch is made, names the chunks its thread is known to hold by
+    then (stored since the statements were built): their rows are left out too. `stored` is
+    called once its statements have committed, before any caller wakes: the chunks its rows
+    reach are then known held, for the next batch to leave out."""
 
     statements: Sequence[Statement]
     timing: str = SOON
     step: tuple[str, str, str] | None = None
+    known: Callable[[], Container[str]] | None = None
+    stored: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -181,5 +214,5 @@ class Emit:
     items: Sequence[Any]
 
 
-__all__ = ["HELD", "NOW", "SOON", "Action", "Commit", "Emit", "Exchange", "Expect", "NamedSQL", "Once", "Op",
-           "Param", "Result", "Send", "Sleep", "Statement", "TraceEvent", "Tracer"]
+__all__ = ["HELD", "NOW", "SOON", "Action", "ChunkRow", "Commit", "Emit", "Exchange", "Expect", "NamedSQL", "Once", "Op",
+           "Param", "Result", "Send", "Sleep", "Statement", "TraceEvent", "Tracer", "chunks_param"]

@@ -30,11 +30,16 @@ second loop runs below the first. Each write waits for its own moment; the first
 comes takes every write queued (in arrival order, within MAX_OPS and MAX_STATEMENTS) and sends
 them; the others wait for that batch to land.
 
+A batch sends each chunk row once (`_statements`): a write's statements are bound again
+without the rows an earlier statement of the batch carries, or that its thread has come to hold
+since they were built (`Commit.known`); a step's put, built before its held writes were
+stored, lists the same new messages they carry.
+
 Each caller returns once its own statements have committed, or with its own error: a held
 write is acknowledged only by the batch that carries it.
 - A merged batch that fails on its SQL (QueryError: D1 rolled all of it back because of one
-  statement) is split: each write is sent again alone and gets its own outcome, so one
-  caller's bad write never fails another's.
+  statement) is split: each write is sent again alone, as it was built (every chunk row it
+  made), and gets its own outcome, so one caller's bad write never fails another's.
 - Any other failure (429, 5xx, timeout, a transient D1 error, after the client's retries)
   would meet every write alike: each write of the batch gets that error, and nothing is
   re-sent, which would only multiply requests (into a rate-limit lockout, say).
@@ -54,12 +59,12 @@ import threading
 import time
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Container, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from d1saver.core.errors import D1Error, QueryError, SerializationError, TransientQueryError
-from d1saver.core.protocol import HELD, NOW, SOON, Commit, Op, Result, Statement
+from d1saver.core.protocol import HELD, NOW, SOON, Commit, Op, Param, Result, Statement
 from d1saver.http import telemetry
 from d1saver.http.runner import Signal, Thrown, Wait
 
@@ -100,6 +105,8 @@ class _Ticket:
     signal: Signal  # set once the ticket has its outcome
     timing: str  # Commit.timing
     step: tuple[str, str, str] | None  # Commit.step
+    known: Callable[[], Container[str]] | None  # Commit.known
+    stored: Callable[[], None] | None  # Commit.stored
     arrived: float  # monotonic
     due: float  # when a NOW or SOON ticket leaves, with whatever is queued
     results: list[Result] | None = None
@@ -161,7 +168,34 @@ def _ended(queue: Queue, batch: list[_Ticket]) -> None:
 
 
 def _statements(batch: list[_Ticket]) -> list[Statement]:
-    return [s for t in batch for s in t.statements]
+    """The batch's statements, each chunk row sent once: a row an earlier statement of the
+    batch carries (one transaction, run in order: it is stored by then), or that its write's
+    thread is known to hold by now (`Commit.known`), is left out. As many statements as the
+    writes made, in their order."""
+    carried: set[tuple[Param, str]] = set()
+    out: list[Statement] = []
+    for t in batch:
+        known = t.known() if t.known is not None else ()
+        for stmt in t.statements:
+            if stmt.chunks:
+                thread = stmt.named().get("thread_id")
+                stmt = stmt.without_chunks(_Sent(thread, carried, known))
+                carried.update((thread, row[0]) for row in stmt.chunks)
+            out.append(stmt)
+    return out
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """The chunk ids of `thread` stored before a statement of a batch runs: carried by an
+    earlier one, or known."""
+
+    thread: Param
+    carried: set[tuple[Param, str]]
+    known: Container[str]
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self.known or (self.thread, chunk_id) in self.carried
 
 
 def _settle(batch: list[_Ticket], results: list[Result]) -> None:
@@ -261,7 +295,8 @@ class GroupCommit:
             elif timing == NOW and action.step is not None and queue.inflight:
                 due = now + self.window  # a put behind a batch in flight: collects the writes
             signal = Signal(asyncio.get_running_loop() if queue.tasks else None)
-            ticket = _Ticket(action.statements, signal, timing, action.step, now, due)
+            ticket = _Ticket(action.statements, signal, timing, action.step, action.known,
+                             action.stored, now, due)
             queue.pending.append(ticket)
         batch: list[_Ticket] = []
         try:
@@ -354,6 +389,9 @@ class GroupCommit:
                                 t.results = yield from self._exchange(list(t.statements))
                         except Exception as one:  # noqa: BLE001 - mapped: the write's own outcome
                             t.error = one
+            for t in batch:  # before any caller wakes: the next batch made knows them held
+                if t.results is not None and t.stored is not None:
+                    t.stored()
         except BaseException as exc:
             _fail(batch, _interrupted(exc))
             raise

@@ -8,7 +8,7 @@ the async driver, so every method's logic exists once.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Container, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -137,11 +137,14 @@ class Operations(Rewrites):
         return (yield from self._checked(statements, self._send))
 
     def commit(self, statements: Sequence[Statement], timing: str = SOON,
-               step: tuple[str, str, str] | None = None) -> Op[list[Result]]:
+               step: tuple[str, str, str] | None = None,
+               known: Callable[[], Container[str]] | None = None,
+               stored: Callable[[], None] | None = None) -> Op[list[Result]]:
         """Like exchange, for writes that may ride in one batch with concurrent writes, leaving
-        at `timing`, of LangGraph's `step` (d1saver/http/group_commit.py)."""
-        return (yield from self._checked(statements,
-                                         lambda stmts: _one(Commit(stmts, timing, step))))
+        at `timing`, of LangGraph's `step`, their chunk rows sent once a batch and not when
+        `known`, `stored` called once they commit (d1saver/http/group_commit.py)."""
+        return (yield from self._checked(statements, lambda stmts: _one(
+            Commit(stmts, timing, step, known, stored))))
 
     def read(self, statements: Sequence[Statement]) -> Op[list[Result]]:
         """Like exchange, for a read of a thread: it leaves at once, and writes held for a put
@@ -311,15 +314,18 @@ class Operations(Rewrites):
     def _write(self, thread_id: str, build: Callable[[set[str]], tuple[list[Statement], set[str]]],
                timing: str, step: tuple[str, str, str]) -> Op[None]:
         """Commit a put's or put_writes' statements, built over the chunks the thread is known
-        to hold; then it holds the ones its rows reach. If one was deleted behind this
-        process's back (compaction, another instance), the batch fails whole on
-        "chunk_missing": forget the thread and send again with every chunk (in the same atomic
-        batch as its rows, so it cannot fail that way again)."""
+        to hold, and leaving out as well those known by the time its batch is made, or carried
+        by a batch-mate (group commit); then it holds the ones its rows reach. If one was
+        deleted behind this process's back (compaction, another instance), the batch fails
+        whole on "chunk_missing": forget the thread and send again with every chunk (in the
+        same atomic batch as its rows, so it cannot fail that way again)."""
         stmts, reached = build(self.held.of(thread_id))
         if not stmts:
             return
         try:
-            yield from self._changing([thread_id], self.commit(stmts, timing, step))
+            yield from self._changing([thread_id], self.commit(
+                stmts, timing, step, lambda: self.held.of(thread_id),
+                lambda: self.held.add(thread_id, reached)))
         except QueryError as exc:
             if "chunk_missing" not in str(exc):
                 raise

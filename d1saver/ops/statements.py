@@ -26,7 +26,7 @@ from d1saver.sql import catalogue as _sql
 from d1saver.storage.crypto import checkpoint_binder, write_binder
 from d1saver.core.errors import (ConfigError, MissingConfigKeyError, ResponseError,
                                   SerializationError)
-from d1saver.core.protocol import Param, Result, Statement
+from d1saver.core.protocol import ChunkRow, Param, Result, Statement
 from d1saver.storage.manifest import Chunk
 from d1saver.storage.values import (METADATA_OWNER, ROW_MAX, Serialized, StoredValue, Values,
                                     utf8_size)
@@ -146,29 +146,27 @@ def unwritten_statements(thread_id: str, ns: str, cid: str,
         "channels": json.dumps(list(unwritten), ensure_ascii=False)})]
 
 
-def new_chunks_params(thread_id: str, chunks: Iterable[Chunk]) -> tuple[str | None,
+def new_chunks_params(thread_id: str, chunks: Iterable[Chunk]) -> tuple[list[ChunkRow],
                                                                          list[Statement]]:
-    """New chunks as the put views' parameter (JSON [[id, level, data], ...], children before
-    nodes), or, past what one parameter carries, as INSERT_CHUNKS statements to send first."""
-    rows: list[list[Any]] = [[c.id, c.level, c.data] for c in chunks]
-    if not rows:
-        return None, []
-    text = json.dumps(rows, separators=(",", ":"))
-    if len(text) <= _WRITES_PARAM_MAX:
-        return text, []
+    """New chunks as the rows of the put views' :chunks parameter (children before nodes), or,
+    past what one parameter carries, as INSERT_CHUNKS statements to send first."""
+    rows: list[ChunkRow] = [(c.id, c.level, c.data) for c in chunks]
+    # 40 characters a row bound its JSON beyond the data (an id is 25, and neither holds a
+    # character JSON escapes).
+    if sum(len(row[2]) + 40 for row in rows) <= _WRITES_PARAM_MAX:
+        return rows, []
     stmts: list[Statement] = []
-    batch: list[list[Any]] = []
+    batch: list[ChunkRow] = []
     size = 0
     for row in rows:
         if batch and size + len(row[2]) > _WRITES_PARAM_MAX:
-            stmts.append(Statement.bind(_sql.INSERT_CHUNKS,
-                                        {"thread_id": thread_id, "chunks": json.dumps(batch)}))
+            stmts.append(Statement.bind(_sql.INSERT_CHUNKS, {"thread_id": thread_id},
+                                        chunks=batch))
             batch, size = [], 0
         batch.append(row)
         size += len(row[2]) + 40
-    stmts.append(Statement.bind(_sql.INSERT_CHUNKS,
-                                {"thread_id": thread_id, "chunks": json.dumps(batch)}))
-    return None, stmts
+    stmts.append(Statement.bind(_sql.INSERT_CHUNKS, {"thread_id": thread_id}, chunks=batch))
+    return [], stmts
 
 
 @dataclass(frozen=True)
@@ -245,7 +243,7 @@ def put_statements(values: Values, put: PutInput, *, guard_head: bool,
     stmts.append(Statement.bind(_sql.PUT, {
         **key, "type": _type(value.type), "checkpoint": value.text,
         "metadata": stored_md.text, "channels": put.channels, "run_id": put.run_id,
-        "ts": put.ts, "chunks": chunks}))
+        "ts": put.ts}, chunks=chunks))
     stmts += unwritten_statements(thread_id, ns, cid, put.unwritten)
     stmts += part_statements(thread_id, ns, cid, "", value.parts)
     stmts += part_statements(thread_id, ns, cid, METADATA_OWNER, stored_md.parts)
@@ -320,8 +318,8 @@ def put_writes_statements(values: Values, put: WritesInput,
     if values.sealer is not None or part_stmts:
         # One row per write, not packed: with keys a write is sealed for its own row (task,
         # idx, channel), as rekeying reads them; a value in parts ("c:") is owned by its row.
-        if chunks is not None:
-            stmts = [Statement.bind(_sql.INSERT_CHUNKS, {"thread_id": thread_id, "chunks": chunks})]
+        if chunks:
+            stmts = [Statement.bind(_sql.INSERT_CHUNKS, {"thread_id": thread_id}, chunks=chunks)]
         for special, query in ((True, _sql.INSERT_WRITES_REPLACE),
                                (False, _sql.INSERT_WRITES_IGNORE)):
             stmts += [Statement.bind(query, {**task, "writes": _rows_json(rows)})
@@ -333,8 +331,8 @@ def put_writes_statements(values: Values, put: WritesInput,
             "special": (_rows_json(_short_types(special_rows[n]))
                         if n < len(special_rows) else None),
             "regular": (_rows_json(_short_types(regular_rows[n]))
-                        if n < len(regular_rows) else None),
-            "chunks": chunks if n == 0 else None}))
+                        if n < len(regular_rows) else None)},
+            chunks=chunks if n == 0 else ()))
     return (stmts + part_stmts if special_rows or regular_rows else []), reached
 
 
