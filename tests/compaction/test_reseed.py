@@ -284,3 +284,25 @@ def test_frozen_values_over_the_row_limit(local: Backend) -> None:
     assert frozen_pieces(saver, tid) > 1
     assert graph.get_state(config).values == after
     assert any(len(m) > BIG for m in after["messages"])
+
+
+def test_a_run_deleted_after_a_prune_leaves_the_head_state(backend: Backend) -> None:
+    """prune(keep_latest) freezes the head's history, which the checkpoints of earlier runs
+    hold; delete_for_runs of such a run afterwards finds none of its checkpoints and leaves
+    the frozen history, the head's state (as a snapshot in its channel_values would be): the
+    state stays InMemorySaver's and the thread runs on (the stateful test's model agrees)."""
+    run = Run(backend.saver())
+    for n, run_id in enumerate(["r1", "r2"], start=1):
+        run.config = {**run.config, "metadata": {"run_id": run_id}}
+        run.turn(follow_up(n))
+    run.saver.prune([run.tid], strategy="keep_latest")
+    frozen = frozen_rows(run.saver, run.tid)
+    assert frozen > 0
+
+    run.saver.delete_for_runs(["r1"])
+
+    assert len(list(run.saver.list(run.config))) == 1
+    assert frozen_rows(run.saver, run.tid) == frozen
+    run.assert_head()
+    run.config = {**run.config, "metadata": {"run_id": "r3"}}
+    run.turn(follow_up(3))

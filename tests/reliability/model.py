@@ -6,6 +6,8 @@ ancestor, DeltaChannel histories unchanged), delete_for_runs and copy_thread.
 
 A checkpoint that retention removed stays in the model as a ghost: invisible to list and
 get_tuple, but still walked for DeltaChannel histories, which retention must keep exact.
+What a ghost leaves is the kept checkpoints' state: delete_for_runs deletes no ghost (see
+Model.delete_for_runs).
 """
 
 from __future__ import annotations
@@ -73,12 +75,28 @@ class Model:
         self.threads.pop(t, None)
 
     def delete_for_runs(self, runs: set[str]) -> None:
+        """Deletes the stored (visible) checkpoints of `runs` with their writes and tags.
+
+        A ghost is left alone: retention removed it, and what it left is the frozen
+        DeltaChannel history of the checkpoints kept after it, which is their state, as a
+        snapshot in their channel_values would be (a later checkpoint's plain channel value
+        holds earlier runs' messages too, and delete_for_runs never strips those). So a run
+        deleted after a prune leaves the histories of the kept checkpoints as they were, and a
+        deleted checkpoint takes its own frozen history with it: its children are relinked to
+        its nearest stored ancestor, which is the parent the saver stores (retention relinked
+        it past the ghosts), not to the ghosts it replayed from. Deleting a run that a live
+        DeltaChannel replays from breaks that replay (BaseCheckpointSaver.delete_for_runs says
+        so); after a prune there is nothing left to replay from but the frozen state."""
         for th in self.threads.values():
-            gone = [c for c, cp in th.cps.items() if cp.metadata.get("run_id") in runs]
-            # The survivors are relinked past them, to their nearest surviving ancestor.
+            gone = {c for c, cp in th.cps.items()
+                    if cp.visible and cp.metadata.get("run_id") in runs}
+            # The survivors are relinked past them, to their nearest stored ancestor.
             for cp in th.cps.values():
-                while cp.parent in gone:
-                    cp.parent = th.cps[cp.parent].parent
+                if cp.parent in gone:
+                    p = cp.parent
+                    while p is not None and p in th.cps and (p in gone or not th.cps[p].visible):
+                        p = th.cps[p].parent
+                    cp.parent = p
             for c in gone:
                 del th.cps[c]
                 th.writes.pop(c, None)

@@ -319,3 +319,37 @@ def test_stateful(request: pytest.FixtureRequest) -> None:
     print(f"\nstateful: {COUNTS['sequences'] - before['sequences']} sequences, "
           f"{COUNTS['steps'] - before['steps']} steps checked, "
           f"{COUNTS['writes'] - before['writes']} of them writes")
+
+
+# The soak's shrunk sequences, replayed step by step (each failed before the model's fix).
+RUN_DELETED_AFTER_PRUNE = {
+    # The seed of t2's head's history was frozen from a run-0 checkpoint that prune removed:
+    # delete_for_runs(run-0) finds no checkpoint of run-0 and leaves the head's state.
+    "frozen seed of a deleted run": [
+        ("put", ("t2", "long", 3)), ("put", ("t2", "long", 0)),
+        ("prune", (["t0", "t1", "t2"], "keep_latest")),
+        ("delete_for_runs", ({"run-0", "run-2"},))],
+    # The kept head (run-1) holds the frozen history; its child replays through it. Deleting
+    # run-1 deletes the head and its frozen history: the child is relinked to the head's
+    # stored parent (none), not to the ghosts the head replayed from.
+    "holder of a frozen history deleted": [
+        ("put", ("t2", "small", 3)), ("put", ("t2", "small", 0)),
+        ("prune", (["t2"], "keep_latest")), ("put", ("t2", "small", 0)),
+        ("delete_for_runs", ({"run-1"},))],
+}
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+@pytest.mark.parametrize("case", sorted(RUN_DELETED_AFTER_PRUNE))
+def test_runs_deleted_after_a_prune(case: str, keyed: bool) -> None:
+    """delete_for_runs after a prune: D1Saver and the model agree after every step."""
+    machine = SaverMachine()
+    try:
+        machine.start(layout=0, keyed=keyed, big=1)
+        machine.same_as_model()
+        for rule_name, args in RUN_DELETED_AFTER_PRUNE[case]:
+            getattr(machine, rule_name)(*args)
+            machine.same_as_model()
+            machine.no_hidden_leftovers()
+    finally:
+        machine.teardown()
