@@ -488,11 +488,11 @@ class D1Store(Memory, BaseStore):
                     op.namespace, op.key, None))
                 if op.value is None:
                     voiding.add(home)
-        before = self._round_plans(batch, reads[0], {}, deletes[0], now)
+        before = self._round_plans(batch, reads[0], {}, deletes[0], now) if reads[0] or deletes[0] else {}
         main = self._round_plans(batch, reads[1], writes, {}, now)
         for db in voiding:
             main[db].statements.append(self._void())
-        after = self._round_plans(batch, {}, {}, deletes[1], now)
+        after = self._round_plans(batch, {}, {}, deletes[1], now) if deletes[1] else {}
         return [plans for plans in (before, main, after) if plans]
 
     def _round_plans(self, batch: _Batch, reads: dict[str, list[tuple[int, Op]]],
