@@ -161,7 +161,7 @@ _VERDICT = """(CASE WHEN :filter IS NULL THEN 2 WHEN substr({t}value, 1, 1) <> '
 # so leaving it out before its verdict changes no result (a value that is not JSON text, kept by
 # CASE before any JSON function reads it, is 1); the verdict, which reads every
 # condition, is then computed for the rows left only (a filtered search over 1,000 items:
-# 3.7 ms -> 1.4 ms in SQLite, benchmarks/RESULTS.md). No :filter: no condition, every row kept.
+# 4.1 ms -> 1.8 ms of SQLite, benchmarks/RESULTS.md). No :filter: no condition, every row kept.
 _EQUALS = """equals AS MATERIALIZED (SELECT value->>'k' AS k, value->>'p' AS p, value->>'a' AS a
     FROM json_each(:filter) WHERE value->>'k' IN ('text', 'num') AND value->>'n' IS NULL)"""
 _KEPT = """(CASE WHEN substr({t}value, 1, 1) <> '{{' THEN 1 ELSE NOT EXISTS (
