@@ -20,7 +20,8 @@ from typing import Any
 # Code text: base64 of [format 1][f32 scale][f32 err][f64 norm][int8 x dims][0 x 0-2], zero
 # bytes padding it to a multiple of 3 so that its base64 has no "=": the codes of a search
 # are decoded joined, in one call. The format byte names the layout, so a later one can
-# stand beside it.
+# stand beside it. The norm's squares are summed in order (0.3.0 summed them exactly, with
+# fsum: the bounds' _SLACK covers either rounding, so its codes read as they did).
 _FORMAT = 1
 _HEAD = struct.Struct("<Bffd")
 # Bounds are widened by this much (relative, and absolute) for floating-point rounding: the
@@ -52,15 +53,59 @@ def _size(dims: int) -> int:
     return -(-(_HEAD.size + dims) // 3) * 3
 
 
-def encode(vector: Sequence[float]) -> str:
-    """The code of a stored vector (the float32 values `pack_vector` stores)."""
-    top = max((abs(x) for x in vector), default=0.0)
+def _scale(top: float) -> float:
+    """The quantization step for a vector whose largest |x| is `top`, as a float32: top / 127,
+    or the least float32 above 0 when that rounds to 0 (a vector of tiny subnormals)."""
     scale = struct.unpack("<f", struct.pack("<f", top / 127 if top > 0 else 1.0))[0]
+    return float(scale) if scale > 0 else _LEAST_F32
+
+
+_LEAST_F32 = 2.0 ** -149
+
+
+def _text(scale: float, err: float, norm: float, ints: bytes) -> str:
+    raw = _HEAD.pack(_FORMAT, scale, _f32_up(err), norm) + ints
+    return base64.b64encode(raw.ljust(_size(len(ints)), b"\0")).decode("ascii")
+
+
+def encode(vector: Sequence[float]) -> str:
+    """The code of a stored vector (the float32 values `pack_vector` stores), in pure Python."""
+    top = max((abs(x) for x in vector), default=0.0)
+    scale = _scale(top)
     ints = [max(-127, min(127, round(x / scale))) for x in vector]
     err = max((abs(x - scale * c) for x, c in zip(vector, ints, strict=True)), default=0.0)
-    norm = math.sqrt(math.fsum(x * x for x in vector))
-    raw = _HEAD.pack(_FORMAT, scale, _f32_up(err), norm) + struct.pack(f"<{len(ints)}b", *ints)
-    return base64.b64encode(raw.ljust(_size(len(ints)), b"\0")).decode("ascii")
+    total = 0.0
+    for x in vector:  # in order, as numpy's cumsum adds (fsum is exact, and 10 times slower)
+        total += x * x
+    return _text(scale, err, math.sqrt(total), struct.pack(f"<{len(ints)}b", *ints))
+
+
+def encode_packed(packed: Sequence[str]) -> list[str]:
+    """The codes of stored vectors given as `pack_vector` texts (base64 of float32), equal
+    bit for bit to `encode` of each: with numpy, the vectors of one length at once (a put of
+    a hundred 256-dimension vectors: 1.5 ms instead of 15 in pure Python)."""
+    np = _np()
+    lengths = {len(p) for p in packed}
+    if np is None or len(lengths) != 1 or 0 in lengths:
+        return [encode(struct.unpack(f"<{len(raw) // 4}f", raw))
+                for raw in map(base64.b64decode, packed)]
+    # Texts of one length, decoded joined when none is padded ("="). Each step is the pure
+    # one's, element by element in float64 (IEEE's rounding, ties to even as Python's round);
+    # the squares are summed in order (cumsum: each partial sum is an output, so in order).
+    raw = (b"".join(map(base64.b64decode, packed)) if any("=" in p for p in packed)
+           else base64.b64decode("".join(packed)))
+    if len(raw) % (4 * len(packed)):
+        return [encode(struct.unpack(f"<{len(r) // 4}f", r)) for r in map(base64.b64decode, packed)]
+    v = np.frombuffer(raw, dtype="<f4").reshape(len(packed), -1).astype(np.float64)
+    top = np.abs(v).max(axis=1)
+    scale = np.where(top > 0, top / 127, 1.0).astype(np.float32).astype(np.float64)
+    scale = np.where(scale > 0, scale, _LEAST_F32)
+    ints = np.clip(np.rint(v / scale[:, None]), -127, 127)
+    err = np.abs(v - scale[:, None] * ints).max(axis=1)
+    norm = np.sqrt(np.cumsum(v * v, axis=1)[:, -1])
+    small = ints.astype(np.int8)
+    return [_text(float(scale[n]), float(err[n]), float(norm[n]), small[n].tobytes())
+            for n in range(len(packed))]
 
 
 def _interval(dot: float, err: float, norm: float, qn: float, distance: str) -> Bounds:
@@ -187,4 +232,4 @@ def select(query: Sequence[float], codes: Sequence[str | None], owner: Sequence[
     return [i for i in range(items) if has_l[i] and high_l[i] >= floor_l]
 
 
-__all__ = ["bounds", "encode", "select"]
+__all__ = ["bounds", "encode", "encode_packed", "select"]

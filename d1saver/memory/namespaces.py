@@ -9,6 +9,7 @@ data). Every descendant of ("a",) lies in [`["a","`, `["a",#`) (the character af
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 
@@ -25,7 +26,15 @@ class NamespaceError(InvalidInputError, InvalidNamespaceError):
 
 
 def encode(namespace: Sequence[str]) -> str:
-    """The stored text of a namespace."""
+    """The stored text of a namespace (remembered: a batch encodes the same few many times)."""
+    try:
+        return _encode(tuple(namespace))
+    except TypeError:  # a label that cannot be hashed: json.dumps says what it is
+        return json.dumps(list(namespace), ensure_ascii=True, separators=(",", ":"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _encode(namespace: Namespace) -> str:
     return json.dumps(list(namespace), ensure_ascii=True, separators=(",", ":"))
 
 

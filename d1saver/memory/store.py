@@ -415,11 +415,11 @@ class D1Store(Memory, BaseStore):
         if len(found) != len(batch.texts):
             raise InvalidInputError(f"the embeddings returned {len(found)} vectors for "
                                     f"{len(batch.texts)} texts")
-        for (ns, key, name, _), vector in zip(batch.texts, found, strict=True):
-            checked = _encoding.check_vector(vector, self._dims(), f"the embedding of {key!r}")
-            packed = _encoding.pack_vector(checked)
-            batch.vectors.setdefault((ns, key), []).append(
-                (name, packed, _codes.encode(_encoding.unpack_vector(packed))))
+        packed = _encoding.pack_vectors(found, self._dims(),
+                                        [f"the embedding of {t[1]!r}" for t in batch.texts])
+        for (ns, key, name, _), text, code in zip(batch.texts, packed,
+                                                  _codes.encode_packed(packed), strict=True):
+            batch.vectors.setdefault((ns, key), []).append((name, text, code))
 
     def _queries(self, batch: _Batch) -> list[str]:
         return list(dict.fromkeys(str(batch.ops[i].query)  # type: ignore[union-attr]
@@ -488,11 +488,11 @@ class D1Store(Memory, BaseStore):
                     op.namespace, op.key, None))
                 if op.value is None:
                     voiding.add(home)
-        before = self._round_plans(batch, reads[0], {}, deletes[0], now)
+        before = self._round_plans(batch, reads[0], {}, deletes[0], now) if reads[0] or deletes[0] else {}
         main = self._round_plans(batch, reads[1], writes, {}, now)
         for db in voiding:
             main[db].statements.append(self._void())
-        after = self._round_plans(batch, {}, {}, deletes[1], now)
+        after = self._round_plans(batch, {}, {}, deletes[1], now) if deletes[1] else {}
         return [plans for plans in (before, main, after) if plans]
 
     def _round_plans(self, batch: _Batch, reads: dict[str, list[tuple[int, Op]]],
@@ -630,17 +630,22 @@ class D1Store(Memory, BaseStore):
     def _pick(self, found: Iterable[tuple[str, int, _plan.Row]]
               ) -> dict[tuple[str, str], _plan.Row]:
         """One row per item: its home's, of the latest round, else the latest found."""
-        best: dict[tuple[str, str], tuple[tuple[bool, int], _plan.Row]] = {}
+        best: dict[tuple[str, str], tuple[str, int, _plan.Row]] = {}
         homes: dict[str, str] = {}
+
+        def rank(db: str, n: int, ns: str) -> tuple[bool, int]:
+            if ns not in homes:  # only for an item found twice
+                homes[ns] = self.home(_ns.decode(ns))
+            return (homes[ns] == db, n)
+
         for db, n, row in found:
-            if row.ns not in homes:
-                homes[row.ns] = self.home(_ns.decode(row.ns))
-            rank = (homes[row.ns] == db, n)
             key = (row.ns, row.key)
-            if key not in best or rank >= best[key][0]:
-                row.db = db
-                best[key] = (rank, row)
-        return {key: row for key, (_, row) in best.items()}
+            have = best.get(key)
+            if have is None or rank(db, n, row.ns) >= rank(have[0], have[1], row.ns):
+                best[key] = (db, n, row)
+        for db, _, row in best.values():
+            row.db = db
+        return {key: row for key, (_, _, row) in best.items()}
 
     def _search(self, i: int, op: SearchOp, batch: _Batch,
                 partials: list[tuple[str, int, _plan.Partial]], sealer: Any

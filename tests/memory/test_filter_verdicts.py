@@ -19,6 +19,7 @@ from d1saver import Statement
 from d1saver.memory import filters as _filters
 from d1saver.memory.plan import scope_params
 from d1saver.sql import memory as _sql
+from d1saver.sql.query import q
 from tests.memory.subjects import D1Subject, make_subject
 
 NUMBERS: list[Any] = [
@@ -105,6 +106,40 @@ def test_sql_verdicts_agree_with_in_memory_store(d1: D1Subject) -> None:
     assert checked > 20_000
     if d1.keys is None:
         assert decided > 0.75 * checked  # on this adversarial grid; strings under ranges are 1
+
+
+# Every row in scope with its verdict and whether the cheap conditions keep it (not shipped: the
+# shipped statements put _KEPT in their WHERE, where a row it leaves out is not seen at all).
+_KEPT_AND_VERDICT = q(f"""WITH {_sql._EQUALS}
+SELECT s.key, {_sql._VERDICT.format(t='s.')} AS verdict, {_sql._KEPT.format(t='s.')} AS kept
+FROM store_items AS s WHERE {_sql._SCOPE.format(t='s.')} AND {_sql._LIVE.format(t='s.')}""")
+
+
+def test_the_cheap_conditions_rule_out_only_rows_whose_verdict_is_no(d1: D1Subject) -> None:
+    """_KEPT (the statements' prefilter before the verdict) leaves out a row only where the
+    verdict is 0, on the grid's values and filters, on each engine; and it does leave rows
+    out (an equality filter reads the verdict of the rows it keeps only)."""
+    store = d1.store()
+    ns = d1.root + ("kept",)
+    values = [{"n": v} for v in VALUES] + [{"other": 1}, {}]
+    store.batch([PutOp(ns, f"k{i:03d}", v) for i, v in enumerate(values)])
+    database = store._database(ns)
+    checked = ruled_out = 0
+    for flt in filters():
+        params = {**scope_params(ns, None), "filter": _filters.compile_filter(flt)}
+        (result,) = store._exchange(database, [Statement.bind(_KEPT_AND_VERDICT, params)])
+        rows = result.dicts()
+        assert len(rows) == len(values)
+        for row in rows:
+            checked += 1
+            if not row["kept"]:
+                ruled_out += 1
+                assert row["verdict"] == 0, (flt, row)
+    assert checked > 20_000
+    if d1.keys is None:
+        assert ruled_out > 0.2 * checked
+    else:
+        assert ruled_out == 0  # sealed values are opaque to SQL
 
 
 # What docs/STORE.md says SQL decides: (stored value of "n", filter, verdict). The prefilter must

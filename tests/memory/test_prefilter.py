@@ -280,3 +280,86 @@ def test_search_while_migrating_reads_the_home_copy(memory: Memory) -> None:
                 for q in queries]
 
     _same(pages(moving), pages(reference))
+
+
+def _awkward_vectors() -> list[list[float]]:
+    """Vectors whose codes take every branch: zero, tiny subnormals (whose step rounds to 0 in
+    float32), the largest float32s, halves that round to even, mixed magnitudes."""
+    rng = random.Random(7)
+    out: list[list[float]] = []
+    for dims in (1, 3, 7, 48, 256):
+        out.append([0.0] * dims)
+        out.append([1e-44] + [0.0] * (dims - 1))
+        out.append([3.4e38 * rng.choice([-1, 1]) for _ in range(dims)])
+        out.append([127.0] + [k + 0.5 for k in range(-63, 63)][:dims - 1])
+        for _ in range(40):
+            out.append([rng.gauss(0, 1) * rng.choice([1e-30, 1e-3, 1, 50, 1e30])
+                        for _ in range(dims)])
+    return out
+
+
+def test_codes_with_numpy_equal_the_pure_python_codes_bit_for_bit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """encode_packed reads a put's vectors at once with numpy; without numpy each is encoded
+    in pure Python: the stored codes are the same bytes either way."""
+    pytest.importorskip("numpy")
+    vectors = _awkward_vectors()
+    by_dims: dict[int, list[str]] = {}
+    for v in vectors:
+        by_dims.setdefault(len(v), []).append(_encoding.pack_vector(v))
+    fast = {d: _codes.encode_packed(p) for d, p in by_dims.items()}
+    monkeypatch.setattr(_codes, "_np", lambda: None)
+    pure = {d: _codes.encode_packed(p) for d, p in by_dims.items()}
+    assert fast == pure
+    one_by_one = {d: [_codes.encode(_encoding.unpack_vector(x)) for x in p]
+                  for d, p in by_dims.items()}
+    assert pure == one_by_one
+    assert sum(len(c) for c in fast.values()) == len(vectors)
+
+
+def test_a_vector_of_tiny_subnormals_gets_a_code_whose_bounds_hold() -> None:
+    """Its step, max|x| / 127, rounds to 0 in float32: the least float32 stands for it (it
+    divided by zero before)."""
+    stored = _encoding.unpack_vector(_encoding.pack_vector([1e-44, -3e-45, 0.0]))
+    code = _codes.encode(stored)
+    query = [1.0, 2.0, 3.0]
+    for distance in ("cosine", "inner_product", "l2"):
+        (lo, hi), = _codes.bounds(query, [code], distance)  # type: ignore[misc]
+        exact = _encoding.similarity(query, [stored], distance)[0]
+        assert lo <= exact <= hi
+
+
+def test_vectors_packed_at_once_equal_those_packed_one_by_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """pack_vectors reads a put's vectors with numpy; without it, or for a batch it cannot
+    read as numbers, each is checked and packed alone: the same texts, the same errors."""
+    np = pytest.importorskip("numpy")
+    rng = random.Random(3)
+    batches: list[list[Any]] = [
+        [[rng.gauss(0, 1) * rng.choice([1e-40, 1e-3, 1, 1e30]) for _ in range(8)]
+         for _ in range(30)],
+        [[1, 2, 3, True, 0, -7, 2**40, 5]],
+        [np.arange(8, dtype=np.float32) / 3, [0.1] * 8],
+        [[3.4028235e38] * 8, [-3.4028234663852886e38] * 8],
+    ]
+    bad: list[list[Any]] = [[[1.0] * 7], [[math.nan] * 8], [[math.inf] + [0.0] * 7],
+                            [["1.5"] * 8], [[1e39] * 8], [[10**400] + [0] * 7]]
+    names = [f"v{i}" for i in range(40)]
+
+    def both(vectors: list[Any]) -> tuple[Any, Any]:
+        out = []
+        for fast in (True, False):
+            if not fast:
+                monkeypatch.setattr(_encoding, "_numpy", lambda: None)
+            try:
+                out.append(_encoding.pack_vectors(vectors, 8, names[: len(vectors)]))
+            except Exception as exc:  # noqa: BLE001 - the error is what is compared
+                out.append((type(exc), str(exc)))
+            monkeypatch.undo()
+        return out[0], out[1]
+
+    for vectors in batches + bad:
+        fast, slow = both(vectors)
+        assert fast == slow, vectors
+    assert all(isinstance(both(v)[0], list) for v in batches)
+    assert all(isinstance(both(v)[0], tuple) for v in bad[:3])
