@@ -19,6 +19,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from langgraph.checkpoint.base import WRITES_IDX_MAP
+
 from d1saver.core.protocol import HELD, SOON
 
 try:  # how LangGraph stores a DeltaChannel's snapshot in a checkpoint
@@ -80,6 +82,61 @@ class HeldChunks:
                 return
             for thread_id in thread_ids:
                 self._sets.pop(str(thread_id), None)
+
+
+class StoredRows:
+    """Per thread, the rows this process knows are stored (it wrote them, or a read returned
+    them), as hashes of their keys (a checkpoint, a task's regular writes, a task's special
+    write of one index), each with whether its value may list chunks. A write to such a key
+    may lose (a regular write is ignored, a special write or a checkpoint is replaced) and
+    leave chunks that only the losing value listed: the saver then collects the thread's
+    chunks (one request, only then; docs/STORAGE_DESIGN.md). A key another process stored
+    after this one last read the thread is not known here: compaction collects what such a
+    write leaves (d1saver_gc_pending, migration 14). Bounded as HeldChunks."""
+
+    def __init__(self, max_threads: int = MAX_THREADS) -> None:
+        self._rows: OrderedDict[str, dict[int, bool]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_threads
+
+    def add(self, thread_id: str, keys: Iterable[tuple[str, ...]], by_content: bool) -> bool:
+        """Remember the keys of a write (`by_content`: its values list chunks); whether one of
+        them was known, and either value may list chunks (a chunk may be left)."""
+        with self._lock:
+            known = self._rows.get(thread_id)
+            if known is None:
+                known = self._rows[thread_id] = {}
+                while len(self._rows) > self._max:
+                    self._rows.popitem(last=False)
+            else:
+                self._rows.move_to_end(thread_id)
+            left = False
+            for key in {hash(k) for k in keys}:  # a call's regular writes share one
+                old = known.get(key)
+                left = left or (old is not None and (old or by_content))
+                known[key] = bool(old) or by_content
+            return left
+
+    def forget(self, thread_ids: Iterable[str] | None) -> None:
+        """Forget the threads' rows (None: every thread's): rows of theirs were deleted."""
+        with self._lock:
+            if thread_ids is None:
+                self._rows.clear()
+                return
+            for thread_id in thread_ids:
+                self._rows.pop(str(thread_id), None)
+
+
+def checkpoint_key(ns: str, cid: str) -> tuple[str, ...]:
+    return ("c", ns, cid)
+
+
+def write_key(ns: str, cid: str, task_id: str, channel: str) -> tuple[str, ...]:
+    """A write's key as the put views store it: a task's regular writes share one (a pack,
+    or rows that a later pack or row of the task may collide with), a special write's is
+    its index's."""
+    idx = WRITES_IDX_MAP.get(channel)
+    return ("r", ns, cid, task_id) if idx is None else ("s", ns, cid, task_id, str(idx))
 
 
 # Writes that end a run (an error, an interrupt) or that LangGraph waits on before an error
@@ -144,4 +201,5 @@ class Holds:
         return HELD
 
 
-__all__ = ["DURABILITY_KEY", "MAX_THREADS", "UNHELD_CHANNELS", "HeldChunks", "Holds"]
+__all__ = ["DURABILITY_KEY", "MAX_THREADS", "UNHELD_CHANNELS", "HeldChunks", "Holds", "StoredRows",
+           "checkpoint_key", "write_key"]

@@ -32,7 +32,7 @@ from d1saver.core.errors import (
     SchemaNotReadyError,
     QueryError,
 )
-from d1saver.ops.held import HeldChunks, Holds
+from d1saver.ops.held import HeldChunks, Holds, StoredRows, checkpoint_key, write_key
 from d1saver.core.protocol import (HELD, NOW, SOON, Commit, Emit, Exchange, Expect, Once, Op, Result,
                                    Statement)
 from d1saver.ops.rewrites import Rewrites
@@ -117,6 +117,7 @@ class Operations(Rewrites):
         self.schema = SchemaState()  # shared with copies (with_values)
         self.held = HeldChunks()  # what the database holds: shared with copies too
         self.holds = Holds()  # which writes may wait for their step's put: shared too
+        self.stored = StoredRows()  # rows known stored, which a write may replace: shared too
 
     @property
     def is_setup(self) -> bool:
@@ -275,6 +276,13 @@ class Operations(Rewrites):
         result, deltas = yield from self.read([stmt, st.delta_statement(stmt)])
         self._learn(result, deltas)
         tuples = _rows.read_rows(_rows.tuples_from_page, result, self.values)
+        for row in result.rows:  # rows a write may replace (StoredRows), as stored
+            kind, thread_id, ns, cid, ref, *_, channel, _, value = row
+            if kind == "c":
+                self.stored.add(thread_id, [checkpoint_key(ns, cid)], _lists_chunks(value))
+            elif kind == "w":
+                self.stored.add(thread_id, [write_key(ns, cid, ref, channel)],
+                                _lists_chunks(value))
         for tup in tuples[:1]:  # the newest: what the next put_writes builds on
             conf = tup.config["configurable"]
             self.held.saw_metadata(conf["thread_id"], tup.metadata)
@@ -312,16 +320,20 @@ class Operations(Rewrites):
                 self.held.add(thread, ids)
 
     def _write(self, thread_id: str, build: Callable[[set[str]], tuple[list[Statement], set[str]]],
-               timing: str, step: tuple[str, str, str]) -> Op[None]:
+               timing: str, step: tuple[str, str, str], keys: Sequence[tuple[str, ...]]
+               ) -> Op[None]:
         """Commit a put's or put_writes' statements, built over the chunks the thread is known
         to hold, and leaving out as well those known by the time its batch is made, or carried
         by a batch-mate (group commit); then it holds the ones its rows reach. If one was
         deleted behind this process's back (compaction, another instance), the batch fails
         whole on "chunk_missing": forget the thread and send again with every chunk (in the
-        same atomic batch as its rows, so it cannot fail that way again)."""
+        same atomic batch as its rows, so it cannot fail that way again). A write to rows this
+        process knows are stored (`keys`, StoredRows) then collects what the loser leaves."""
         stmts, reached = build(self.held.of(thread_id))
         if not stmts:
             return
+        # Before it is sent: a write of the same rows in the same batch is seen too.
+        collect = self.stored.add(thread_id, keys, by_content=bool(reached))
         try:
             yield from self._changing([thread_id], self.commit(
                 stmts, timing, step, lambda: self.held.of(thread_id),
@@ -333,6 +345,19 @@ class Operations(Rewrites):
             stmts, reached = build(set())
             yield from self._changing([thread_id], self.commit(stmts, timing, step))
         self.held.add(thread_id, reached)
+        if collect:
+            yield from self._collect(thread_id)
+
+    def _collect(self, thread_id: str) -> Op[None]:
+        """Collect the thread's chunks that no row reaches, in a request of its own (after a
+        write that may have lost to a stored row: see StoredRows). Alone, so that no statement
+        after it in a batch can rely on a chunk it deletes; atomic, so a chunk a committed row
+        reaches stays (a write racing it that assumed one stored fails on chunk_missing and
+        sends it again, as beside compaction)."""
+        try:
+            yield from self.exchange(st.collect_statements(thread_id))
+        finally:
+            self.held.forget([thread_id])  # its rows stay: the keys in self.stored too
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
             metadata: CheckpointMetadata) -> Op[RunnableConfig]:
@@ -350,7 +375,8 @@ class Operations(Rewrites):
         self.holds.saw(put.thread_id, st.ns_of(config), checkpoint, metadata)  # at entry: see above
         step = (put.thread_id, st.ns_of(config), str(get_checkpoint_id(config) or ""))
         try:  # a put leaves at once, with the writes held for it (its step's)
-            yield from self._write(put.thread_id, build, NOW, step)
+            yield from self._write(put.thread_id, build, NOW, step,
+                                   [checkpoint_key(put.ns, put.cid)])
         except QueryError as exc:
             if self.guard_head and "head_moved" in str(exc):
                 raise CheckpointConflictError(
@@ -369,7 +395,8 @@ class Operations(Rewrites):
             yield Expect(step)
         deltas = self.held.delta_channels(put.thread_id)
         yield from self._write(put.thread_id, lambda held: st.put_writes_statements(
-            self.values, put, held, whole=deltas), timing, step)
+            self.values, put, held, whole=deltas), timing, step,
+            [write_key(put.ns, put.cid, put.task_id, channel) for channel, _ in put.writes])
 
     # --- deletes and copies -------------------------------------------------------------
 
@@ -416,6 +443,7 @@ class Operations(Rewrites):
                 self.delta_cache.invalidate(thread_ids)
             if deletes:
                 self.held.forget(thread_ids)
+                self.stored.forget(thread_ids)
 
     # --- tags ---------------------------------------------------------------------------
 
@@ -440,6 +468,12 @@ class Operations(Rewrites):
             [Statement.bind(_sql.LIST_TAGS, {"thread_id": st.thread_id_of(config),
                                              "checkpoint_ns": st.ns_of(config)})])
         return _rows.read_rows(_rows.tags_from, result)
+
+
+def _lists_chunks(value: object) -> bool:
+    """Whether a stored value may list chunks: a manifest, or a pack holding one."""
+    text = str(value or "")
+    return text.startswith("m:") or (text.startswith("p:") and '"m:' in text)
 
 
 def _one(action: Commit) -> Op[list[Result]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -52,17 +52,22 @@ def check_columns(result: Result, expected: Sequence[str]) -> None:
 
 
 
+def chunks_of(row: Sequence[Any]) -> Iterator[tuple[str, str]]:
+    """The (id, data) of each chunk an 'h' row holds: its value, ids and data joined by
+    spaces (d1saver/sql/reads.py, chunk_rows)."""
+    words = str(row[10]).split(" ")
+    if len(words) % 2:
+        raise ResponseError("D1 returned a row of chunks that is not pairs of id and data")
+    return zip(words[::2], words[1::2])
+
+
 def chunk_ids(result: Result, thread_id: str | None = None) -> dict[str, list[str]]:
     """The content-addressed chunk ids a read returned ('h' rows), per thread: in a page's
-    rows the thread is column 1 and the id column 4; in DELTA_HISTORY's (one thread, given)
-    the id is column 3."""
+    rows the thread is column 1; DELTA_HISTORY's are of one thread, given."""
     out: dict[str, list[str]] = defaultdict(list)
     for row in result.rows:
         if row[0] == "h":
-            if thread_id is None:
-                out[row[1]].append(row[4])
-            else:
-                out[thread_id].append(row[3])
+            out[row[1] if thread_id is None else thread_id] += [i for i, _ in chunks_of(row)]
     return out
 
 
@@ -81,8 +86,8 @@ def tuples_from_page(result: Result, values: Values) -> list[CheckpointTuple]:
             writes[key].append(row)
         elif kind == "k":  # ref: the owner, idx: the piece's seq, value: its text
             parts[key][row[4]].append((int(row[7]), row[10]))
-        elif kind == "h":  # ref: the chunk id
-            chunks[row[1]][row[4]] = row[10]
+        elif kind == "h":
+            chunks[row[1]].update(chunks_of(row))
     checkpoints.sort(key=lambda r: (r[3], r[1], r[2]), reverse=True)
     out = []
     for _, thread_id, ns, cid, parent, md, _, _, channels, type_, blob in checkpoints:
@@ -206,7 +211,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
     chunks: dict[str, Chunks] = defaultdict(Chunks)
     for row in page.rows if page is not None else ():
         if row[0] == "h":
-            chunks[row[1]][row[4]] = row[10]
+            chunks[row[1]].update(chunks_of(row))
     for row in result.rows:
         kind, key = row[0], (row[1], row[2], row[3])
         _, _, _, _, ref, md, _, idx, chans, type_, value = row
@@ -221,7 +226,7 @@ def histories_from_walk(result: Result, tuples: Sequence[CheckpointTuple], value
             seen_parts.add((key, ref, int(idx)))                       # frozen_records
             parts[key][ref].append((int(idx), value))
         elif kind == "h":
-            chunks[row[1]][ref] = value
+            chunks[row[1]].update(chunks_of(row))
         elif kind == "f":
             frozen_rows[(row[1], row[2])].append([row[3], ref, type_, value, chans, md])
     frozen: dict[Key, dict[str, Frozen]] = defaultdict(dict)
@@ -307,7 +312,7 @@ def delta_history(result: Result, thread_id: str, ns: str, channels: Sequence[st
     for row in result.rows:
         kind, _, cid, ref, _, md, _, idx, chans, type_, value = row
         if kind == "h":
-            chunks[ref] = value
+            chunks.update(chunks_of(row))
             continue
         depth = int(row[1])
         if kind == "a":

@@ -412,6 +412,13 @@ def copy_thread_statements(source: str, target: str) -> list[Statement]:
     return Statement.bind_each(_sql.COPY_THREAD, {"source": str(source), "target": str(target)})
 
 
+def collect_statements(thread_id: str) -> list[Statement]:
+    """Collect the chunks of one thread that no row reaches (GC_CHUNKS, as compaction does),
+    and its mark of migration 14 with them: it then holds no unreferenced chunk."""
+    return Statement.bind_each([_sql.CLEAR_SCOPE, _sql.SCOPE_THREAD, _sql.GC_CHUNKS,
+                                _sql.GC_DONE, _sql.CLEAR_SCOPE], {"thread_id": str(thread_id)})
+
+
 def retention_statements(thread_ids: Sequence[str], keep: int, *, summarize: bool = False,
                          delete: bool = True, op_id: str | None = None) -> list[Statement]:
     """One retention batch over `thread_ids`: what PLAN_KEEP keeps (the `keep` newest of the

@@ -95,7 +95,7 @@ def page(scope: str, metadata_filter: str = "") -> str:
 #                   (with keys a sealed checkpoint is bound to metadata and channels)
 #   'w' write:      ref task_id, task_path, idx, channels the channel, type, value
 #   'k' piece:      ref owner, idx seq, value the piece's text
-#   'h' chunk:      thread_id, ref the chunk id, value its data
+#   'h' chunks:     thread_id, value their ids and data (chunk_rows)
 #   'a' ancestor (prefetch): ref parent_checkpoint_id, channels, type, and metadata and value
 #                   the checkpoint only when it seeds a sought channel
 #   'f' frozen (prefetch): checkpoint_id the holder, ref the identity of the row the value
@@ -128,11 +128,33 @@ def row_values(kinds: str, thread_id: str = "thread_id") -> str:
 )"""
 
 
-# Last: the rows of `out`, then an 'h' row per chunk reached.
-CHUNK_ROWS = """SELECT * FROM out
+# Characters of chunk text an 'h' row holds at most, beside one chunk (under 100 KB): well
+# under D1's 2 MB limit on a value, which a computed one meets too.
+CHUNK_GROUP = 1_000_000
+
+
+def chunk_rows(thread_id: str = "thread_id", where: str = "") -> str:
+    """The rows of `out`, then the chunks `refs` reached (`where` of `r`, the ref): an 'h' row
+    per thread and about CHUNK_GROUP characters of them (a running sum in the order the rows
+    come, which needs no sort, counting 30 for an id and the spaces, more than they take:
+    a group is rows in a range of it), its value each chunk's id and data joined by
+    spaces (an id is base85 or base64url, data codec text or a node's ids joined by ',': no
+    space in either). A row per chunk cost about 60 bytes of D1's framing each, a fifth of
+    a state's size (issue 12)."""
+    return f"""SELECT * FROM out
 UNION ALL
-SELECT 'h', thread_id, NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, k.data
-FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)"""
+SELECT 'h', {thread_id}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       group_concat(id || ' ' || data, ' ')
+FROM (
+    SELECT r.thread_id, r.id, k.data,
+           sum(length(k.data) + 30) OVER (ROWS UNBOUNDED PRECEDING) / {CHUNK_GROUP} AS part
+    FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)
+    {where}
+)
+GROUP BY thread_id, part"""
+
+
+CHUNK_ROWS = chunk_rows()
 
 
 def select_page(scope: str, metadata_filter: str = "") -> str:
@@ -231,8 +253,8 @@ WITH RECURSIVE
 {tree_walk("refs", "vals")},
 {PAGE_VALUES},
 {tree_walk("seen", "page_out")}
-{CHUNK_ROWS}
-WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id AND s.id = r.id)"""
+{chunk_rows(where="WHERE NOT EXISTS (SELECT 1 FROM seen AS s WHERE s.thread_id = r.thread_id "
+                  "AND s.id = r.id)")}"""
 
 
 (SELECT_PAGE_DELTA_THREAD_NS, SELECT_PAGE_DELTA_THREAD, SELECT_PAGE_DELTA_ALL,
@@ -324,10 +346,7 @@ WHERE h.depth > 0 OR substr(k.owner, 1, 2) = 'f/'
 ),
 {row_values("'a', 'w', 'f'", thread_id=":thread_id")},
 {tree_walk("refs", "vals")}
-SELECT * FROM out
-UNION ALL
-SELECT 'h', NULL, NULL, id, NULL, NULL, NULL, NULL, NULL, NULL, k.data
-FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
+{chunk_rows(thread_id="NULL")}""")
 
 # Columns of DELTA_HISTORY, per row kind (every row but 'h' has its depth on the walk):
 #   'a' ancestor: checkpoint_id, sought (the channels still sought on arrival), channels,
@@ -336,7 +355,7 @@ FROM refs AS r CROSS JOIN d1saver_chunks AS k USING (thread_id, id)""")
 #   'k' piece:    checkpoint_id, ref owner, idx seq, value the piece's text
 #   'f' frozen:   checkpoint_id (the holder), ref the identity of the row the value came from,
 #                 metadata, channels, type, value
-#   'h' chunk:    ref the chunk id, value its data
+#   'h' chunks:   value their ids and data (chunk_rows)
 DELTA_HISTORY_COLUMNS = ("kind", "depth", "checkpoint_id", "ref", "sought", "metadata",
                          "task_path", "idx", "channels", "type", "value")
 

@@ -109,7 +109,8 @@ def test_check_command(serve: Callable[..., str]) -> None:
 @pytest.mark.parametrize("whole", [False, True], ids=["named", "whole database"])
 def test_compaction_collects_unreferenced_chunks_of_a_thread_it_keeps_whole(
         backend: Backend, whole: bool) -> None:
-    """A checkpoint put again with other content leaves its first content's chunks; the next
+    """A checkpoint put again with other content, by savers that did not know it stored (other
+    processes: one that knows collects at once), leaves its first content's chunks; the next
     compaction must collect them, also where it deletes no checkpoint (the thread is marked
     when its row is replaced, and the plan includes it: schema 14)."""
     saver, tid = backend.saver(), new_thread("keep")
@@ -117,9 +118,9 @@ def test_compaction_collects_unreferenced_chunks_of_a_thread_it_keeps_whole(
     head = saver.get_tuple(config)
     assert head is not None
     other = [ToolMessage(prose("orphan"), tool_call_id="x", id="orphan")]
-    saver.put(head.config, {**head.checkpoint, "channel_values": {"messages": other}},
-              head.metadata, {})
-    saver.put(head.config, head.checkpoint, head.metadata, {})  # `other` now unreferenced
+    backend.saver().put(head.config, {**head.checkpoint, "channel_values": {"messages": other}},
+                        head.metadata, {})
+    backend.saver().put(head.config, head.checkpoint, head.metadata, {})  # `other` unreferenced
     assert inexact(saver, tid)[0].unreferenced == 1
     summary = compact(saver, keep=100, threads=None if whole else [tid])
     assert summary.checkpoints_deleted == 0 and summary.batches >= 1

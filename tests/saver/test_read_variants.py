@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from d1saver import D1Saver, Statement
 from d1saver.ops import statements as st
+from d1saver.ops.rows import chunks_of
 from d1saver.sql import catalogue as _sql
 from tests.conftest import Backend
 from tests.saver import mirror
@@ -294,10 +295,10 @@ def test_each_page_statement_returns_what_it_can_decide_once(
             small = Statement.bind(_sql.__dict__[page.name], {**page.named(), "limit": 2})
             (few,) = saver.client.execute([small])
             assert len([r for r in few.rows if r[0] == "c"]) == min(2, len(got)), page.name
-            chunks = [(r[1], r[4]) for r in rows.rows if r[0] == "h"]
+            chunks = [(r[1], i) for r in rows.rows if r[0] == "h" for i, _ in chunks_of(r)]
             assert len(chunks) == len(set(chunks)), page.name
             assert set(chunks) == reached(rows.rows, ("c", "w")), page.name
-            walked = [(r[1], r[4]) for r in walk.rows if r[0] == "h"]
+            walked = [(r[1], i) for r in walk.rows if r[0] == "h" for i, _ in chunks_of(r)]
             assert len(walked) == len(set(walked)), page.name
             assert set(walked) == reached(walk.rows, ("a", "w", "f")) - set(chunks), page.name
 
