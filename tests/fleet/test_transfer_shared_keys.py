@@ -5,6 +5,7 @@ thread's move or copy reads, compares and replaces its own rows, never another's
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
 
@@ -13,8 +14,10 @@ from d1saver.fleet.routing import COPYING_PREFIX, LEAVING_PREFIX
 from d1saver.sql.catalogue import TRANSFER_INSERT
 from d1saver.ops.transfer import copy_batches, deleted, delete_if_unchanged, read_thread
 from tests.compaction import cfg, checkpoint_id, query
+from tests.compaction.test_job import delta_graph
 from tests.conftest import Backend
-from tests.fleet.test_saver import chain, view
+from tests.fleet.conftest import FleetBackend
+from tests.fleet.test_saver import chain, spread, view
 from tests.fleet.test_transfer import read, synthetic_rows
 
 
@@ -104,3 +107,37 @@ def test_a_copy_onto_a_thread_keeps_its_other_writes_whole(local: Backend) -> No
     one = saver.get_tuple(cfg("dst", checkpoint_id=checkpoint_id(1)))
     assert one is not None and sorted((w[0], w[1], w[2]) for w in one.pending_writes or []) == [
         ("task-1", "x", "w1"), ("task-pair", "x", "a"), ("task-pair", "y", "b")]
+
+
+def frozen_rows(fleet: FleetBackend, thread_id: str) -> list[tuple[Any, ...]]:
+    """(checkpoint_id, channel, kind, depth) of every frozen row of the thread, anywhere."""
+    out: list[tuple[Any, ...]] = []
+    for db in fleet.holding(thread_id):
+        with fleet.single(db) as s:
+            (res,) = s.execute([Statement(
+                "SELECT checkpoint_id, channel, kind, depth FROM delta_frozen"
+                " WHERE thread_id = ?1 ORDER BY 1, 2, 3, 4", (thread_id,))])
+            out += map(tuple, res.rows)
+    return out
+
+
+def test_a_sealed_copy_pages_through_frozen_rows_of_several_channels(local4: FleetBackend
+                                                                    ) -> None:
+    """A pruned thread whose head holds frozen histories of two DeltaChannels, copied to
+    another database under keys one small page at a time (pages split the head's rows
+    between channels): every frozen row arrives, and the copy reads the same."""
+    with local4.saver(local4.database_ids[:2], page_size=2,
+                      encryption_keys=[os.urandom(32)]) as saver:
+        source = spread(saver, "notes", 1)[0]
+        target = next(t for i in range(100) if saver.home(t := f"{source}-to-{i}")
+                      != saver.home(source))
+        graph = delta_graph(saver, steps=9, note_at=2)
+        config: Any = {"configurable": {"thread_id": source}}
+        graph.invoke({"messages": ["hi"], "n": 0}, config)
+        saver.prune([source])
+        frozen = frozen_rows(local4, source)
+        assert {row[1] for row in frozen} == {"messages", "notes"} and len(frozen) >= 4
+        saver.copy_thread(source, target)
+        assert frozen_rows(local4, target) == frozen
+        copied: Any = {"configurable": {"thread_id": target}}
+        assert graph.get_state(copied).values == graph.get_state(config).values
