@@ -4,9 +4,14 @@ in place, read back as it was, and no other row is touched."""
 
 from __future__ import annotations
 
+import base64
+import os
+
+from langgraph.checkpoint.base import empty_checkpoint
+
 from d1saver.compaction.rekey import rekey
-from tests.compaction import cfg, checkpoint_id, put_chain
-from tests.compaction.test_rekey import K1, K2, NEW, census, snapshot
+from tests.compaction import cfg, checkpoint_id, put_chain, query
+from tests.compaction.test_rekey import K1, K2, NEW, OLD, census, snapshot
 from tests.conftest import Backend
 
 
@@ -32,3 +37,25 @@ def test_writes_of_one_task_id_at_several_checkpoints_are_each_resealed_in_place
     head = dropped.get_tuple(cfg("b", checkpoint_id=checkpoint_id(1)))
     assert head is not None and sorted(w[2] for w in head.pending_writes or []) == [
         "b1-2nd", "b1-first"]
+
+
+def test_plaintext_metadata_over_the_row_limit_is_sealed_whole(local: Backend) -> None:
+    """A plaintext checkpoint whose metadata was moved to pieces (over D1's row limit) is
+    sealed by --seal-plaintext like any other (its pieces checked unchanged first, then
+    replaced), beside another such thread with the same checkpoint id, and reads back whole."""
+    notes = {t: base64.b64encode(os.urandom(1_600_000)).decode() for t in ("m", "n")}
+    plain = local.saver()
+    for thread_id, note in notes.items():
+        cp = empty_checkpoint()
+        cp.update(id=checkpoint_id(0), channel_values={"x": thread_id})
+        plain.put(cfg(thread_id), cp, {"step": 0, "note": note}, {})
+        assert query(plain, "SELECT COUNT(*) FROM chunks WHERE thread_id = ?1"
+                            " AND owner = ':metadata'", thread_id)[0][0] >= 1
+    keyed = local.saver(encryption_keys=[K1])
+    summary = rekey(keyed, seal_plaintext=True)
+    assert summary.rewritten == 2 and summary.plaintext_left == 0
+    assert census(keyed)["checkpoints"] == {OLD: 2}
+    for thread_id, note in notes.items():
+        tup = keyed.get_tuple(cfg(thread_id))
+        assert tup is not None and tup.checkpoint["channel_values"] == {"x": thread_id}
+        assert tup.metadata["note"] == note

@@ -83,6 +83,29 @@ EQUIVALENT: dict[str, str] = {
     "sql:LEAVE_UNLESS_SAME_WRITES:5a22292696":
         "one direction of a two-way comparison, weakened: the other, with equal row counts, "
         "is exact (rows are distinct by key)",
+    # The one-thread raw pages are read by copies only (ops/reseal.copy_sealed, ops/rewrites),
+    # always with :heads NULL (every row): `:heads IS NULL OR <stale>` never reads the head.
+    "sql:RAW_WRITES_THREAD:fcdba63663":
+        "one-thread pages are always read with :heads NULL: the head (and its join) is never "
+        "evaluated",
+    # A checkpoint's head is read from a piece only when its row holds a "c:" marker: then
+    # its own piece 0 (owner '') exists, and the lookup by primary key (thread, ns, id,
+    # owner, seq) meets it first ('' sorts before ':metadata', 'f/...' and 'task/idx'); the
+    # metadata is sealed with its checkpoint anyway, under the same key.
+    "sql:KEY_CENSUS:c22aca62eb":
+        "a chunked checkpoint's own piece 0 (owner '') exists and comes first in key order; "
+        "its other pieces are sealed under the same key",
+    # Staged thread ids are a staging prefix (char(31) 'd1saver-' and more) plus the
+    # target's id: none equals the bare char(31) || 'd1saver-', the only id >= and > tell
+    # apart.
+    "sql:STAGED_VALUES:eac523004f":
+        "no thread id equals the bare prefix char(31)||'d1saver-': staged ids extend it",
+    # Rows of one key but kind are an 's' (or 'w' with task '') and a 'c' row at one depth
+    # of one holder and channel; FREEZE_DONE, in the batch that freezes, deletes a 'c' row
+    # whenever another row of that holder and channel lies at its depth or deeper.
+    "sql:REKEY_FROZEN:66242db464":
+        "no 'c' row shares the rest of its key with a row holding a value: FREEZE_DONE "
+        "deletes it in the batch that freezes",
 }
 
 
