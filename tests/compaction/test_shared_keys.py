@@ -100,10 +100,11 @@ def test_a_thread_keeps_only_the_subgraphs_its_own_checkpoints_reach(local: Back
     assert by_namespace(saver, "b") == {"": [checkpoint_id(4)]}
 
 
-def delta_chain(saver: D1Saver, thread_id: str, ns: str, n: int, seeds: tuple[int, ...]) -> None:
+def delta_chain(saver: D1Saver, thread_id: str, ns: str, n: int, seeds: tuple[int, ...],
+                label: str | None = None) -> None:
     """n checkpoints checkpoint_id(0..n-1) in `ns`, each with a write of task 'task-<i>' to
     the DeltaChannel 'messages', which only `seeds` hold a value of; the same rows in any
-    thread (a fixed ts)."""
+    thread (a fixed ts), but for the messages' `label` (default: the namespace)."""
     parent = cfg(thread_id, ns)
     for i in range(n):
         cp = empty_checkpoint()
@@ -115,7 +116,8 @@ def delta_chain(saver: D1Saver, thread_id: str, ns: str, n: int, seeds: tuple[in
         else:
             metadata["counters_since_delta_snapshot"] = {"messages": [i, i]}
         parent = saver.put(parent, cp, metadata, {})
-        saver.put_writes(parent, [("messages", f"m{ns}{i}")], task_id=f"task-{i}")
+        saver.put_writes(parent, [("messages", f"m{ns if label is None else label}{i}")],
+                         task_id=f"task-{i}")
 
 
 def test_namespaces_with_the_same_ids_freeze_their_own_histories(local: Backend) -> None:
@@ -146,3 +148,32 @@ def test_namespaces_with_the_same_ids_freeze_their_own_histories(local: Backend)
         # (checkpoint_ns, checkpoint_id, channel, kind, depth, task_id, idx, src_checkpoint_id, ...)
         assert not [f for f in frozen if f[3] != "c" and f[7] in kept]
     assert sorted(f[3] for f in rows_of(saver, "shared", "twin")["delta_frozen"]) == ["c", "w"]
+
+
+def test_histories_served_after_a_filtered_list_are_the_threads_own(local: Backend) -> None:
+    """Two threads with the same checkpoint ids and different messages, one compacted (its
+    histories frozen at ids the other holds unfrozen): a filtered list of one namespace of
+    either serves (prefetched, no request) the histories a fresh reader gets for that thread,
+    never the other's."""
+    saver = local.saver()
+    for thread_id in ("p", "q"):
+        delta_chain(saver, thread_id, "", 6, (0,), label=thread_id)
+        delta_chain(saver, thread_id, "side", 3, (0,), label=thread_id)
+    compact(saver, keep=2, threads=["q"])
+    assert query(saver, "SELECT DISTINCT thread_id FROM delta_frozen") == [["q"]]
+    fresh = local.saver()
+    for thread_id in ("p", "q"):
+        config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        listed = list(saver.list(config, filter={"source": "loop"}))
+        assert len(listed) == (6 if thread_id == "p" else 2)
+        served = [saver.get_delta_channel_history(config=t.config, channels=["messages"])
+                  for t in listed]
+        assert served == [fresh.get_delta_channel_history(config=t.config, channels=["messages"])
+                          for t in listed]
+        other = "q" if thread_id == "p" else "p"
+        assert f"m{thread_id}4" in str(served) and f"m{other}" not in str(served)
+        (one,) = saver.list(config, filter={"step": 4})  # q's history ends there, frozen
+        before = local.requests
+        assert saver.get_delta_channel_history(config=one.config, channels=["messages"]) == (
+            fresh.get_delta_channel_history(config=one.config, channels=["messages"]))
+        assert local.requests == before + 1  # the fresh reader's; the list had prefetched it
