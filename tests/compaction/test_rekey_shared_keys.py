@@ -9,8 +9,10 @@ import os
 
 from langgraph.checkpoint.base import empty_checkpoint
 
+from d1saver.compaction import compact
 from d1saver.compaction.rekey import rekey
 from tests.compaction import cfg, checkpoint_id, put_chain, query
+from tests.compaction.test_shared_keys import delta_chain
 from tests.compaction.test_rekey import K1, K2, NEW, OLD, census, snapshot
 from tests.conftest import Backend
 
@@ -59,3 +61,29 @@ def test_plaintext_metadata_over_the_row_limit_is_sealed_whole(local: Backend) -
         tup = keyed.get_tuple(cfg(thread_id))
         assert tup is not None and tup.checkpoint["channel_values"] == {"x": thread_id}
         assert tup.metadata["note"] == note
+
+
+def test_frozen_values_in_pieces_of_threads_with_the_same_ids_are_resealed(local: Backend
+                                                                           ) -> None:
+    """Two compacted threads with the same checkpoint ids, each with a DeltaChannel write
+    over the row limit frozen (in pieces, held by the same holder id): a rotation and a rekey
+    re-seal both (each guarded by its own pieces), and the old key can go."""
+    old = local.saver(encryption_keys=[K1])
+    big = {t: os.urandom(1_500_000) for t in ("a", "b")}
+    for thread_id in ("a", "b"):
+        delta_chain(old, thread_id, "", 4, (0,), label=thread_id)
+        old.put_writes(cfg(thread_id, checkpoint_id=checkpoint_id(1)),
+                       [("messages", big[thread_id])], task_id="task-big")
+    compact(old, keep=1, threads=["a", "b"])
+    assert query(old, "SELECT COUNT(DISTINCT thread_id) FROM chunks"
+                      " WHERE substr(owner, 1, 2) = 'f/'")[0][0] == 2
+    rotated = local.saver(encryption_keys=[K2, K1])
+    histories = {t: rotated.get_delta_channel_history(config=cfg(t), channels=["messages"])
+                 for t in big}
+    rekey(rotated)
+    assert set(census(rotated)["delta_frozen"]) == {NEW}
+    dropped = local.saver(encryption_keys=[K2])
+    for thread_id, value in big.items():  # the rows the writes went with are gone
+        history = dropped.get_delta_channel_history(config=cfg(thread_id), channels=["messages"])
+        assert history == histories[thread_id]
+        assert ("task-big", "messages", value) in history["messages"]["writes"]
