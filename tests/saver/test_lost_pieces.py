@@ -1,5 +1,6 @@
-"""A value whose stored pieces are not all returned (a row lost, D1's answer cut short) is a
-typed ResponseError naming what is missing, never a value read from what is left."""
+"""Values stored over several rows: one whose pieces are not all returned (a row lost, D1's
+answer cut short) is a typed ResponseError naming what is missing, never a value read from
+what is left; metadata in pieces keeps a bounded filterable part in its column."""
 
 from __future__ import annotations
 
@@ -39,3 +40,20 @@ def test_a_value_stored_by_content_with_a_lost_chunk_is_a_response_error(local: 
                              (lost,))])
     with pytest.raises(ResponseError, match="value lists chunk"):
         saver.get_tuple(cfg("t"))
+
+
+def test_metadata_in_pieces_keeps_at_most_64_kb_of_keys_in_its_column(local: Backend) -> None:
+    """Metadata over the row limit keeps in its column only as many small keys as fit 64 KB
+    (the rest are filtered in Python, from the pieces); every key still filters and reads
+    back."""
+    saver = local.saver()
+    cp = empty_checkpoint()
+    cp.update(id=checkpoint_id(0))
+    small = {f"k{i:03}": "v" * 3_000 for i in range(40)}  # 40 keys of 3 KB: 120 KB
+    saver.put(cfg("t"), cp, {"note": base64.b64encode(os.urandom(1_600_000)).decode(), **small},
+              {})
+    ((column,),) = query(saver, "SELECT LENGTH(metadata) FROM checkpoints WHERE thread_id = 't'")
+    assert 30_000 < column <= 65_536
+    tup = saver.get_tuple(cfg("t"))
+    assert tup is not None and {k: tup.metadata[k] for k in small} == small
+    assert [len(list(saver.list(cfg("t"), filter={k: v}))) for k, v in small.items()] == [1] * 40
