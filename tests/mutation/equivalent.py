@@ -67,6 +67,45 @@ EQUIVALENT: dict[str, str] = {
     # can place a read there.
     "py:d1saver.ops.delta_cache:DeltaCache.take:36e241cf42":
         "an age equal to the TTL to the clock's resolution: the boundary of a continuous clock",
+    # LEAVE_UNLESS_SAME_<table> checks both ways (every row of the thread has an identical
+    # row in the scratch copy, and every scratch row one in the thread) after LEAVE_SCOPE
+    # found the read row count in both. Rows of one thread are distinct by key, so either
+    # direction with equal counts proves the sets equal: weakening one direction's
+    # comparison (a column dropped from it) leaves the other exact. (Dropping an outer
+    # `a.thread_id = ...` is not equivalent: it compares other threads' rows too;
+    # tests/fleet/test_transfer_shared_keys.py kills those.)
+    "sql:LEAVE_UNLESS_SAME_D1SAVER_CHUNKS:837fc3e57f":
+        "one direction of a two-way comparison, weakened: the other, with equal row counts, "
+        "is exact (rows are distinct by key)",
+    "sql:LEAVE_UNLESS_SAME_DELTA_FROZEN:f793a61ae4":
+        "one direction of a two-way comparison, weakened: the other, with equal row counts, "
+        "is exact (rows are distinct by key)",
+    "sql:LEAVE_UNLESS_SAME_WRITES:5a22292696":
+        "one direction of a two-way comparison, weakened: the other, with equal row counts, "
+        "is exact (rows are distinct by key)",
+    # The one-thread raw pages are read by copies only (ops/reseal.copy_sealed, ops/rewrites),
+    # always with :heads NULL (every row): `:heads IS NULL OR <stale>` never reads the head.
+    "sql:RAW_WRITES_THREAD:fcdba63663":
+        "one-thread pages are always read with :heads NULL: the head (and its join) is never "
+        "evaluated",
+    # A checkpoint's head is read from a piece only when its row holds a "c:" marker: then
+    # its own piece 0 (owner '') exists, and the lookup by primary key (thread, ns, id,
+    # owner, seq) meets it first ('' sorts before ':metadata', 'f/...' and 'task/idx'); the
+    # metadata is sealed with its checkpoint anyway, under the same key.
+    "sql:KEY_CENSUS:c22aca62eb":
+        "a chunked checkpoint's own piece 0 (owner '') exists and comes first in key order; "
+        "its other pieces are sealed under the same key",
+    # Staged thread ids are a staging prefix (char(31) 'd1saver-' and more) plus the
+    # target's id: none equals the bare char(31) || 'd1saver-', the only id >= and > tell
+    # apart.
+    "sql:STAGED_VALUES:eac523004f":
+        "no thread id equals the bare prefix char(31)||'d1saver-': staged ids extend it",
+    # Rows of one key but kind are an 's' (or 'w' with task '') and a 'c' row at one depth
+    # of one holder and channel; FREEZE_DONE, in the batch that freezes, deletes a 'c' row
+    # whenever another row of that holder and channel lies at its depth or deeper.
+    "sql:REKEY_FROZEN:66242db464":
+        "no 'c' row shares the rest of its key with a row holding a value: FREEZE_DONE "
+        "deletes it in the batch that freezes",
 }
 
 

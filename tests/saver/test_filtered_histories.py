@@ -1,0 +1,43 @@
+"""A filtered list prefetches the DeltaChannel histories of every checkpoint it returns,
+those whose filter is decided in Python included (metadata over the row limit, in pieces)."""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import Any
+
+from langgraph.checkpoint.base import empty_checkpoint
+
+from tests.compaction import cfg, checkpoint_id
+from tests.conftest import Backend
+
+
+def test_a_checkpoint_with_metadata_in_pieces_has_its_history_prefetched(local: Backend
+                                                                         ) -> None:
+    saver = local.saver()
+    note = base64.b64encode(os.urandom(1_600_000)).decode()
+    ref = "r" * 5_000  # too long to stay in the column: the filter on it is decided in Python
+    parent = cfg("t")
+    for i in range(4):
+        cp = empty_checkpoint()
+        cp.update(id=checkpoint_id(i), ts="2026-11-01T00:00:00+00:00",
+                  channel_versions={"messages": f"{i + 1:010}.0"})
+        metadata: dict[str, Any] = {"source": "loop", "step": i, "parents": {}}
+        if i == 0:
+            cp["channel_values"] = {"messages": ["seed"]}
+        else:
+            metadata["counters_since_delta_snapshot"] = {"messages": [i, i]}
+        if i == 2:
+            metadata.update(note=note, ref=ref)
+        parent = saver.put(parent, cp, metadata, {})
+        saver.put_writes(parent, [("messages", f"m{i}")], task_id=f"task-{i}")
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    (found,) = saver.list(config, filter={"ref": ref})
+    assert found.config["configurable"]["checkpoint_id"] == checkpoint_id(2)
+    before = local.requests
+    served = saver.get_delta_channel_history(config=found.config, channels=["messages"])
+    assert local.requests == before  # prefetched with the page
+    assert served == local.saver().get_delta_channel_history(config=found.config,
+                                                             channels=["messages"])
+    assert "m1" in str(served)
