@@ -28,8 +28,9 @@ from d1saver.storage.crypto import Sealer
 PARAM_MAX = 1_950_000
 
 # (ns, key) -> [(field, packed vector, its code)]
-# A prefiltered search reads a scope of at most this many items whole in its first request
-# (one request, as the exact scan), and a larger one as codes, then its candidates (two).
+# A prefiltered search reads a scope of at most this many items (of those its filter's plain
+# equalities keep) whole in its first request (one request, as the exact scan), and a larger
+# one as codes, then its candidates (two).
 WHOLE_MAX = 500
 
 Vectors = Mapping[tuple[str, str], Sequence[tuple[str, str, str]]]

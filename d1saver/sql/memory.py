@@ -231,13 +231,16 @@ WHERE {_SCOPE.format(t='s.')} AND {_LIVE.format(t='s.')} AND {_KEPT.format(t='s.
 
 # --- search by meaning: the prefilter (d1saver/memory/codes.py) and the gateway (worker/rank.js)
 #
-# How many items in scope a read sees (a constant subquery: SQLite evaluates it once).
+# How many items in scope a read sees that the filter's plain equalities keep (a constant
+# subquery: SQLite evaluates it once). It decides between the two exact paths below (RANK_ROWS
+# whole, or SEARCH_CODES then the candidates), the same expression in both, so exactly one of
+# them returns rows; it bounds what a whole read returns, not what it scans.
 _SCOPE_COUNT = (f"(SELECT count(*) FROM store_items WHERE {_SCOPE.format(t='')} "
-                f"AND {_LIVE.format(t='')})")
+                f"AND {_LIVE.format(t='')} AND {_KEPT.format(t='')})")
 
 # Every item in scope a read sees that may pass :filter (NULL: no filter), with its value, the
 # verdict, and one row per vector (`vector` NULL: the item has none), newest first; when :whole
-# is not NULL, only if the scope holds at most :whole items (else no row). As a prefiltered
+# is not NULL, only if the scope holds at most :whole items the equalities keep (else no row). As a prefiltered
 # search's first statement it reads a small scope whole, as the exact scan (one request).
 # Through d1saver's gateway Worker it is followed by RANK_MARK (:whole NULL): the Worker
 # scores the rows next to the data and returns only those of the items that can be in the

@@ -96,11 +96,14 @@ def test_prefilter_pages_equal_the_exact_scan_and_in_memory_store(memory: Memory
     reference = InMemoryStore(index=index)  # type: ignore[arg-type]
     _fill([fast, reference], vectors, N)
     queries = [f"q{j}" for j in range(10)]
-    for kwargs in [{"limit": 10}, {"limit": 5, "offset": 7},
-                   {"limit": 10, "filter": {"group": {"$lt": 4}}}, {"limit": 10, "filter": {"group": 2}},
-                   {"limit": 3, "filter": {"group": {"$gt": 2}}}]:
+    # Codes, then candidates (2 requests), unless the filter's equalities keep at most
+    # WHOLE_MAX items: then they are read whole (1; {"group": 2} keeps N / 5).
+    for kwargs, requests in [({"limit": 10}, 2), ({"limit": 5, "offset": 7}, 2),
+                             ({"limit": 10, "filter": {"group": {"$lt": 4}}}, 2),
+                             ({"limit": 10, "filter": {"group": 2}}, 1),
+                             ({"limit": 3, "filter": {"group": {"$gt": 2}}}, 2)]:
         got, events = memory.sent(lambda kw=kwargs: _pages(fast, queries, **kw))
-        assert len(events) == 2 * len(queries)  # codes, then candidates
+        assert len(events) == requests * len(queries), kwargs
         want = _pages(reference, queries, **kwargs)
         assert recall(got, want) >= 0.99
         _same(got, want)
@@ -147,6 +150,22 @@ def test_small_scope_is_read_whole_in_one_request(memory: Memory) -> None:
     got, events = memory.sent(lambda: _pages(fast, queries, limit=4, filter={"group": 1}))
     assert len(events) == len(queries)
     _same(got, _pages(reference, queries, limit=4, filter={"group": 1}))
+
+
+def test_a_selective_equality_over_a_large_namespace_is_read_whole(memory: Memory) -> None:
+    """The whole-read threshold counts the items the filter's plain equalities keep, not the
+    namespace's: a search for one group of N items is one request, as exact as the scan."""
+    vectors = dataset("clustered", N, seed=9)
+    index = {"dims": DIMS, "embed": Lookup(vectors), "fields": ["text"]}
+    fast = memory.store(index=index)
+    reference = InMemoryStore(index=index)  # type: ignore[arg-type]
+    _fill([fast, reference], vectors, N)
+    queries = [f"q{j}" for j in range(5)]
+    for flt, requests in [({"group": 3}, 1), ({"group": 3, "note": "x" * 200}, 1),
+                          ({"group": {"$ne": 3}}, 2), ({"note": "x" * 200}, 2)]:
+        got, events = memory.sent(lambda f=flt: _pages(fast, queries, limit=6, filter=f))
+        assert len(events) == requests * len(queries), flt
+        _same(got, _pages(reference, queries, limit=6, filter=flt))
 
 
 def test_vectors_without_codes_and_several_databases(memory: Memory) -> None:
