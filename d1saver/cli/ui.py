@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import socket
+from contextlib import suppress
 
 import typer
 
@@ -55,9 +56,7 @@ def ui(
                f"({len(saver.database_ids)} database{'s' if len(saver.database_ids) != 1 else ''}, "
                f"read-only); Ctrl-C stops it")
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        with server, suppress(KeyboardInterrupt):  # Ctrl-C stops it; the socket is closed
+            server.serve_forever()
     finally:
-        server.server_close()
         saver.close()
