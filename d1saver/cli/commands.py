@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import socket
 import sys
+from contextlib import suppress
 from pathlib import Path
 from typing import Optional
 
@@ -105,12 +106,8 @@ def serve(
                f"databases: {served}; {others}\n"
                f"point your code and the d1saver commands at it:\n"
                f"  {client_settings(server, database[0], token_required=token is not None)}")
-    try:
+    with server, suppress(KeyboardInterrupt):  # Ctrl-C stops it; the socket is closed
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
 
 
 @app.command()

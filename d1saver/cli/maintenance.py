@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
-from d1saver.cli.support import (CONTEXT_SETTINGS, EXIT_USAGE, OneLineUsageErrors, printable,
-                                 progress_bar, table)
+from d1saver.cli.support import (CONTEXT_SETTINGS, EXIT_USAGE, Connection, OneLineUsageErrors,
+                                 connection_options, printable, progress_bar, table)
 from d1saver import (ConfigError, D1Error, FleetError, InvalidInputError, LeaseHeldError,
                      NotFoundError, SchemaNotReadyError, StoredValueError)
 
@@ -58,33 +58,30 @@ def parse_duration(text: str) -> timedelta:
                                  param_hint="'--max-age'") from None
 
 
-def _saver(account_id: Optional[str], database_id: Optional[str], api_base_url: Optional[str],
-           api_token: Optional[str] = None, **kwargs: Any) -> D1Saver:
+def _saver(conn: Connection, **kwargs: Any) -> D1Saver:
     from d1saver import D1Saver
 
-    return D1Saver.from_env(account_id=account_id, database_id=database_id,
-                            api_base_url=api_base_url, api_token=api_token, **kwargs)
+    return D1Saver.from_env(**conn.settings(), **kwargs)
 
 
-class _Conn:
-    """The connection options every command shares (flags override the environment)."""
+class _Opt:
+    """Options (and an argument) several commands declare alike."""
 
-    account_id = typer.Option(None, "--account-id", help="Default: $CLOUDFLARE_ACCOUNT_ID.")
-    database_id = typer.Option(None, "--database-id",
-                               help="Default: $D1_DATABASE_ID. Several: comma-separated.")
-    api_base_url = typer.Option(None, "--api-base-url", help="Default: $D1_API_BASE_URL or Cloudflare's API.")
-    # The environment is the better place for a secret (a flag shows in `ps`); never echoed.
-    api_token = typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.", show_default=False)
+    thread_id = typer.Argument(..., help="Thread id.")
+    ns = typer.Option("", "--ns", help="Checkpoint namespace (subgraph).")
+    ns_or_root = typer.Option("", "--ns", help="Checkpoint namespace (a subgraph's); default the root.")
+    as_json = typer.Option(False, "--json", help="Print JSON.")
+    json_summary = typer.Option(False, "--json", help="Print a JSON summary.")
+    lease_ttl = typer.Option(300, min=1, help="Seconds the run's lease lives unless renewed (by each batch).")
+    break_lease = typer.Option(False, "--break-lease", help="Remove a stale lease first (only if no run is active).")
 
 
 @contextmanager
-def _connected(account_id: Optional[str], database_id: Optional[str],
-               api_base_url: Optional[str], api_token: Optional[str] = None, *,
-               read_only: bool = False) -> Iterator[D1Saver]:
+def _connected(conn: Connection, *, read_only: bool = False) -> Iterator[D1Saver]:
     """A saver for one command; a D1Error ends the command with its exit code and one line.
     `read_only`: the saver never creates nor migrates a schema (SchemaNotReadyError)."""
     try:
-        with _saver(account_id, database_id, api_base_url, api_token) as saver:
+        with _saver(conn) as saver:
             saver.read_only = read_only
             try:
                 yield saver
@@ -113,6 +110,7 @@ def _fail(exc: Exception, where: str | None = None) -> None:
     raise typer.Exit(code)
 
 
+@connection_options
 def compact_cmd(
     keep: Optional[int] = typer.Option(None, "--keep", min=1, help="Checkpoints to keep per thread, and per subgraph namespace still reached (>= 1)."),
     thread: Optional[List[str]] = typer.Option(None, "--thread", help="A thread to compact (repeatable)."),
@@ -120,22 +118,20 @@ def compact_cmd(
     max_age: Optional[str] = typer.Option(None, "--max-age", help="Also delete threads idle longer than this (30d, 12h): all but their tags. Under 1h needs --yes (a thread paused at an interrupt minutes ago is idle); 0 is refused: leave --max-age out for no limit."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before a --max-age under 1h (needed off a terminal)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Change nothing; print what would go."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
-    lease_ttl: int = typer.Option(300, min=1, help="Seconds the run's lease lives unless renewed (by each batch)."),
-    break_lease: bool = typer.Option(False, "--break-lease", help="Remove a stale lease first (only if no run is active)."),
+    as_json: bool = _Opt.json_summary,
+    lease_ttl: int = _Opt.lease_ttl,
+    break_lease: bool = _Opt.break_lease,
     batch_checkpoints: int = typer.Option(2000, min=1, help="Most checkpoints deleted per request."),
     sweep: bool = typer.Option(True, "--sweep/--no-sweep", help="Also delete expired D1Store items and D1Cache entries (one request)."),
     show_history: bool = typer.Option(False, "--history", help="Change nothing; show the gateway Worker's scheduled runs (newest first)."),
     limit: int = typer.Option(20, "--limit", min=1, help="With --history: the runs to show."),
-    account_id: Optional[str] = _Conn.account_id,
-    database_id: Optional[str] = _Conn.database_id,
-    api_base_url: Optional[str] = _Conn.api_base_url,
-    api_token: Optional[str] = _Conn.api_token,
+    *,
+    conn: Connection,
 ) -> None:
     """Keep the latest N checkpoints of each thread plus the tagged ones; delete the rest; and
     sweep expired memory items and cache entries."""
     if show_history:
-        _print_runs(account_id, database_id, api_base_url, api_token, limit, as_json)
+        _print_runs(conn, limit, as_json)
         return
     if keep is None:
         typer.echo("error: pass --keep N (or --history)", err=True)
@@ -150,7 +146,7 @@ def compact_cmd(
 
     bar: Any = None
     try:
-        with _saver(account_id, database_id, api_base_url, api_token) as saver:
+        with _saver(conn) as saver:
             def progress(done: int, total: int) -> None:
                 nonlocal bar
                 if as_json or not sys.stderr.isatty():
@@ -228,13 +224,10 @@ def _confirm_max_age(age: timedelta, yes: bool) -> None:
         raise typer.Exit(0)
 
 
-def _print_runs(account_id: Optional[str], database_id: Optional[str],
-                api_base_url: Optional[str], api_token: Optional[str], limit: int,
-                as_json: bool) -> None:
+def _print_runs(conn: Connection, limit: int, as_json: bool) -> None:
     from d1saver.inspection import run_history
 
-    with _connected(account_id, database_id, api_base_url, api_token,
-                    read_only=True) as saver:
+    with _connected(conn, read_only=True) as saver:
         runs = run_history(saver, limit)
     if as_json:
         typer.echo(json.dumps(runs, indent=2))
@@ -254,17 +247,16 @@ def _print_runs(account_id: Optional[str], database_id: Optional[str],
                  "batches"])
 
 
+@connection_options
 def rekey_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Change nothing; count values per key."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary (counts per key id before and after)."),
     seal_plaintext: bool = typer.Option(False, "--seal-plaintext", help="Also seal values written before keys were set (trusts them)."),
     batch_rows: int = typer.Option(100, "--batch-rows", min=1, help="Rows re-sealed per request (one atomic batch)."),
-    lease_ttl: int = typer.Option(300, min=1, help="Seconds the run's lease lives unless renewed (by each batch)."),
-    break_lease: bool = typer.Option(False, "--break-lease", help="Remove a stale lease first (only if no run is active)."),
-    account_id: Optional[str] = _Conn.account_id,
-    database_id: Optional[str] = _Conn.database_id,
-    api_base_url: Optional[str] = _Conn.api_base_url,
-    api_token: Optional[str] = _Conn.api_token,
+    lease_ttl: int = _Opt.lease_ttl,
+    break_lease: bool = _Opt.break_lease,
+    *,
+    conn: Connection,
 ) -> None:
     """Re-seal every stored value under the newest key of D1SAVER_ENCRYPTION_KEYS (newest
     first), so that older keys can be dropped. Resumable: a rerun continues."""
@@ -275,7 +267,7 @@ def rekey_cmd(
             typer.echo(f"\rrekeying {table}: {counts.rewritten} rows", err=True, nl=False)
 
     try:
-        with _saver(account_id, database_id, api_base_url, api_token) as saver:
+        with _saver(conn) as saver:
             summary = rekey(saver, dry_run=dry_run, seal_plaintext=seal_plaintext,
                             batch_rows=batch_rows, lease_ttl=lease_ttl,
                             break_lease=break_lease, progress=progress)
@@ -319,19 +311,18 @@ def _print_rekey(summary: RekeySummary) -> None:
                f"{summary.pages} pages, {summary.requests} requests in {summary.seconds:.1f} s")
 
 
+@connection_options
 def tag_cmd(
-    thread_id: str = typer.Argument(..., help="Thread id."),
+    thread_id: str = _Opt.thread_id,
     checkpoint_id: str = typer.Argument(..., help="Checkpoint id, or its start if no other id of the thread shares it (see `d1saver history`)."),
     name: str = typer.Argument(..., help="Tag name, unique per thread and namespace."),
-    ns: str = typer.Option("", "--ns", help="Checkpoint namespace (subgraph)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    account_id: Optional[str] = _Conn.account_id,
-    database_id: Optional[str] = _Conn.database_id,
-    api_base_url: Optional[str] = _Conn.api_base_url,
-    api_token: Optional[str] = _Conn.api_token,
+    ns: str = _Opt.ns,
+    as_json: bool = _Opt.as_json,
+    *,
+    conn: Connection,
 ) -> None:
     """Tag a checkpoint so that compaction keeps it."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver, \
+    with _connected(conn) as saver, \
             _thread_hint(saver, thread_id), _history_hint(thread_id):
         checkpoint_id = _checkpoint(saver, thread_id, checkpoint_id, ns)
         saver.tag(_config(thread_id, ns, checkpoint_id), name)
@@ -342,18 +333,17 @@ def tag_cmd(
     typer.echo(f"tagged {printable(thread_id)}/{printable(checkpoint_id)} as {name!r}")
 
 
+@connection_options
 def untag_cmd(
-    thread_id: str = typer.Argument(..., help="Thread id."),
+    thread_id: str = _Opt.thread_id,
     name: str = typer.Argument(..., help="Tag name."),
-    ns: str = typer.Option("", "--ns", help="Checkpoint namespace (subgraph)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    account_id: Optional[str] = _Conn.account_id,
-    database_id: Optional[str] = _Conn.database_id,
-    api_base_url: Optional[str] = _Conn.api_base_url,
-    api_token: Optional[str] = _Conn.api_token,
+    ns: str = _Opt.ns,
+    as_json: bool = _Opt.as_json,
+    *,
+    conn: Connection,
 ) -> None:
     """Remove a tag; the checkpoint becomes subject to compaction again."""
-    with _connected(account_id, database_id, api_base_url, api_token) as saver:
+    with _connected(conn) as saver:
         existed = saver.untag(_config(thread_id, ns, None), name)
     if as_json:
         typer.echo(json.dumps({"thread_id": thread_id, "checkpoint_ns": ns, "tag": name, "untagged": existed}))
@@ -364,14 +354,13 @@ def untag_cmd(
         typer.echo(f"untagged {name!r} in {printable(thread_id)}")
 
 
+@connection_options
 def threads_cmd(
     sort: str = typer.Option("updated", "--sort", help="updated | checkpoints | bytes | id."),
     limit: int = typer.Option(50, "--limit", min=0, help="Rows to show (0: all)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    account_id: Optional[str] = _Conn.account_id,
-    database_id: Optional[str] = _Conn.database_id,
-    api_base_url: Optional[str] = _Conn.api_base_url,
-    api_token: Optional[str] = _Conn.api_token,
+    as_json: bool = _Opt.as_json,
+    *,
+    conn: Connection,
 ) -> None:
     """List threads: checkpoints, namespaces, last update, stored bytes, waiting on an
     interrupt. Sorted and cut in SQL, a page of up to 1,000 per request and database."""
@@ -381,7 +370,7 @@ def threads_cmd(
     if sort not in inspection.SORTS:
         raise typer.BadParameter(f"--sort takes one of {', '.join(inspection.SORTS)}")
     infos: list[dict[str, Any]] = []
-    with _connected(account_id, database_id, api_base_url, api_token, read_only=True) as saver:
+    with _connected(conn, read_only=True) as saver:
         after = None
         while True:
             size = min(limit - len(infos), 1000) if limit else 1000
@@ -426,21 +415,19 @@ def _leftover(x: Any) -> str:
     return f"staged rows {printable(x.thread_id)}{db} ({what}; {state})"
 
 
+@connection_options
 def history_cmd(
-    thread_id: str = typer.Argument(..., help="Thread id."),
+    thread_id: str = _Opt.thread_id,
     limit: int = typer.Option(100, "--limit", min=1, help="Newest checkpoints to show (>= 1)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    account_id: Optional[str] = _Conn.account_id,
-    database_id: Optional[str] = _Conn.database_id,
-    api_base_url: Optional[str] = _Conn.api_base_url,
-    api_token: Optional[str] = _Conn.api_token,
+    as_json: bool = _Opt.as_json,
+    *,
+    conn: Connection,
 ) -> None:
     """A thread's checkpoints, newest first: ids, step, source, pending writes, stored bytes,
     the tasks that run next and any interrupt (a thread waiting on a person), tags, parents."""
     from d1saver.inspection import timeline
 
-    with _connected(account_id, database_id, api_base_url, api_token,
-                    read_only=True) as saver, _thread_hint(saver, thread_id):
+    with _connected(conn, read_only=True) as saver, _thread_hint(saver, thread_id):
         rows = timeline(saver, thread_id, limit)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -480,20 +467,19 @@ def _interrupts(writes: List[Any]) -> str:
     return _short(first, 60) + more
 
 
+@connection_options
 def rebalance_cmd(
     previous: Optional[str] = typer.Option(
         None, "--previous-database-id",
         help="Databases threads may still be in besides the current ones (comma-separated): "
              "those removed from D1_DATABASE_ID."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Change nothing; print the moves."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    as_json: bool = _Opt.json_summary,
     lease_ttl: int = typer.Option(300, min=1, help="Seconds each database's lease lives unless renewed (by each batch)."),
     break_lease: bool = typer.Option(False, "--break-lease", help="Remove stale leases first (only if no run is active)."),
     concurrency: int = typer.Option(8, min=1, help="Threads moved at once."),
-    account_id: Optional[str] = _Conn.account_id,
-    database_id: Optional[str] = _Conn.database_id,
-    api_base_url: Optional[str] = _Conn.api_base_url,
-    api_token: Optional[str] = _Conn.api_token,
+    *,
+    conn: Connection,
 ) -> None:
     """Move each thread, store item and cache entry to its home after the database list
     changed: copy, verify, delete."""
@@ -502,7 +488,7 @@ def rebalance_cmd(
     try:
         extra = ({"previous_database_ids": [p.strip() for p in previous.split(",")]}
                  if previous else {})  # "c, d" as D1_DATABASE_ID reads it
-        with _saver(account_id, database_id, api_base_url, api_token, **extra) as saver, \
+        with _saver(conn, **extra) as saver, \
                 progress_bar("moving threads", quiet=as_json) as progress:
             summary = rebalance(saver, dry_run=dry_run, lease_ttl=lease_ttl,
                                 break_lease=break_lease, concurrency=concurrency, progress=progress)
@@ -533,13 +519,12 @@ def rebalance_cmd(
         raise typer.Exit(EXIT_D1)
 
 
+@connection_options
 def check_cmd(
     thread_id: Optional[str] = typer.Option(None, "--thread-id", help="Check one thread (default: every thread)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    account_id: Optional[str] = _Conn.account_id,
-    database_id: Optional[str] = _Conn.database_id,
-    api_base_url: Optional[str] = _Conn.api_base_url,
-    api_token: Optional[str] = _Conn.api_token,
+    as_json: bool = _Opt.as_json,
+    *,
+    conn: Connection,
 ) -> None:
     """Check the content-addressed chunk table: every chunk a row lists is stored, and every
     stored chunk is listed. Prints the threads that break either rule; exit 1 if any."""
@@ -547,8 +532,7 @@ def check_cmd(
     from d1saver import admin
     from d1saver.inspection import history
 
-    with _connected(account_id, database_id, api_base_url, api_token,
-                    read_only=True) as saver:
+    with _connected(conn, read_only=True) as saver:
         found = check_chunks(saver, thread_id)
         if thread_id is not None and not found and not history(saver, thread_id, 1):
             typer.echo(f"error: thread {printable(thread_id)!s} has no checkpoints", err=True)
@@ -610,23 +594,21 @@ def _short(value: Any, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+@connection_options
 def show_cmd(
-    thread_id: str = typer.Argument(..., help="Thread id."),
+    thread_id: str = _Opt.thread_id,
     checkpoint_id: Optional[str] = typer.Option(None, "--checkpoint", help="A checkpoint id, or its start if no other id of the thread shares it (default: the newest)."),
-    ns: str = typer.Option("", "--ns", help="Checkpoint namespace (a subgraph's); default the root."),
+    ns: str = _Opt.ns_or_root,
     as_json: bool = typer.Option(False, "--json", help="Print JSON: every value whole."),
-    account_id: Optional[str] = _Conn.account_id,
-    database_id: Optional[str] = _Conn.database_id,
-    api_base_url: Optional[str] = _Conn.api_base_url,
-    api_token: Optional[str] = _Conn.api_token,
+    *,
+    conn: Connection,
 ) -> None:
     """A checkpoint's state: channel values decoded, pending writes, next tasks, interrupts,
     metadata, tags and stored bytes. Values sealed under a key not given: what is in clear,
     and which key they need."""
     from d1saver import inspection
 
-    with _connected(account_id, database_id, api_base_url, api_token,
-                    read_only=True) as saver, _thread_hint(saver, thread_id), \
+    with _connected(conn, read_only=True) as saver, _thread_hint(saver, thread_id), \
             _history_hint(thread_id, checkpoint_id is not None):
         if checkpoint_id is not None:
             checkpoint_id = _checkpoint(saver, thread_id, checkpoint_id, ns)
@@ -673,23 +655,21 @@ def _show_sealed(snap: dict[str, Any]) -> None:
     typer.echo(f"  metadata in clear: {_short(snap['metadata'])}")
 
 
+@connection_options
 def diff_cmd(
-    thread_id: str = typer.Argument(..., help="Thread id."),
+    thread_id: str = _Opt.thread_id,
     a: str = typer.Argument(..., help="The older checkpoint id (or its start, as for show)."),
     b: str = typer.Argument(..., help="The newer checkpoint id (or its start)."),
-    ns: str = typer.Option("", "--ns", help="Checkpoint namespace (a subgraph's); default the root."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    account_id: Optional[str] = _Conn.account_id,
-    database_id: Optional[str] = _Conn.database_id,
-    api_base_url: Optional[str] = _Conn.api_base_url,
-    api_token: Optional[str] = _Conn.api_token,
+    ns: str = _Opt.ns_or_root,
+    as_json: bool = _Opt.as_json,
+    *,
+    conn: Connection,
 ) -> None:
     """What changed between two checkpoints of a thread, channel by channel (messages added and
     removed)."""
     from d1saver import inspection
 
-    with _connected(account_id, database_id, api_base_url, api_token,
-                    read_only=True) as saver, _thread_hint(saver, thread_id), \
+    with _connected(conn, read_only=True) as saver, _thread_hint(saver, thread_id), \
             _history_hint(thread_id):
         a, b = (_checkpoint(saver, thread_id, x, ns) for x in (a, b))
         found = inspection.diff(saver, thread_id, a, b, ns)

@@ -12,18 +12,16 @@ schema at all: `ls`, `get` and `namespaces` only read, so they never create nor 
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Optional
 
 import typer
 
-from d1saver.cli.support import (CONTEXT_SETTINGS, EXIT_USAGE, OneLineUsageErrors, printable,
-                                 table, usage_error)
+from d1saver.cli.support import (CONTEXT_SETTINGS, EXIT_USAGE, Connection, OneLineUsageErrors,
+                                 connection_options, printable, table, usage_error)
 from d1saver.core.errors import ConfigError, D1Error, InvalidInputError, SchemaNotReadyError
 
 EXIT_D1, EXIT_NOT_FOUND = 1, 4
@@ -34,18 +32,6 @@ cache_app = typer.Typer(cls=OneLineUsageErrors, no_args_is_help=True, add_comple
                         context_settings=CONTEXT_SETTINGS, help="The node cache (D1Cache).")
 
 _NS_HELP = "Labels separated by '/' (users/u1), or a JSON array of labels."
-# The connection options, which every command takes after its own (as the other commands do).
-_CONNECTION = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
-                                 annotation=Optional[str]) for name, option in [
-    ("account_id", typer.Option(None, "--account-id", help="Default: $CLOUDFLARE_ACCOUNT_ID.")),
-    ("database_id", typer.Option(None, "--database-id",
-                                 help="Default: $D1_DATABASE_ID. Several: comma-separated.")),
-    ("api_base_url", typer.Option(None, "--api-base-url",
-                                  help="Default: $D1_API_BASE_URL or Cloudflare's API.")),
-    ("api_token", typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.",
-                               show_default=False)),
-]]
-Connect = Callable[..., AbstractContextManager[Any]]  # ("D1Store" or "D1Cache", read_only=...)
 
 
 def _namespace(text: str, *, cache: bool = False) -> tuple[str, ...]:
@@ -58,15 +44,16 @@ def _namespace(text: str, *, cache: bool = False) -> tuple[str, ...]:
 
 
 @contextmanager
-def _open(cls: str, *, read_only: bool = False, **connection: Optional[str]) -> Iterator[Any]:
+def _open(cls: str, conn: Connection, *, read_only: bool = False) -> Iterator[Any]:
     """The store or cache of one command: d1saver.memory's `cls` ("D1Store" or "D1Cache"),
     imported when a command opens it. `read_only`: it never creates nor migrates a schema; a
     database without one is reported (exit 4; over several databases, read as empty and named
-    on stderr), one with an older schema too (exit 2)."""
+    on stderr), one with an older schema too (exit 2); a bad setting is a usage error (exit 2), a
+    D1 error exit 1."""
     from d1saver import memory
 
     try:
-        with getattr(memory, cls).from_env(**connection) as opened:
+        with getattr(memory, cls).from_env(**conn.settings()) as opened:
             opened.read_only = read_only
             try:
                 yield opened
@@ -87,24 +74,6 @@ def _open(cls: str, *, read_only: bool = False, **connection: Optional[str]) -> 
         raise typer.Exit(EXIT_D1) from None
 
 
-def _connected(command: Callable[..., None]) -> Callable[..., None]:
-    """`command` with the connection options after its own parameters (what Typer reads), called
-    with `connect`: opens D1Store or D1Cache with them, a bad setting a usage error (exit 2), a
-    D1 error exit 1."""
-    signature = inspect.signature(command)
-    own = [p for p in signature.parameters.values() if p.name != "connect"]
-
-    @functools.wraps(command)
-    def with_connection(*args: Any, **kwargs: Any) -> None:
-        connection = {p.name: kwargs.pop(p.name, None) for p in _CONNECTION}
-        command(*args, connect=lambda cls, **how: _open(cls, **how, **connection),
-                **kwargs)
-
-    with_connection.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[*own, *_CONNECTION])
-    return with_connection
-
-
 def _unready(exc: SchemaNotReadyError, where: Optional[str]) -> None:
     typer.echo(f"error: {'' if where is None else f'database {where}: '}{exc}", err=True)
     raise typer.Exit(EXIT_NOT_FOUND if exc.version == 0 else EXIT_USAGE)
@@ -116,18 +85,18 @@ def _show(ns: tuple[str, ...]) -> str:
 
 
 @store_app.command("namespaces")
-@_connected
+@connection_options
 def namespaces_cmd(
     prefix: str = typer.Argument("", help=_NS_HELP + " Every namespace if omitted."),
     max_depth: Optional[int] = typer.Option(None, "--max-depth", min=1, help="Cut namespaces to this many labels."),
     limit: int = typer.Option(1000, "--limit", min=1, help="At most this many."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array of label arrays."),
     *,
-    connect: Connect,
+    conn: Connection,
 ) -> None:
     """List the namespaces that hold live items (under PREFIX)."""
     ns = _namespace(prefix)
-    with connect("D1Store", read_only=True) as store:
+    with _open("D1Store", conn, read_only=True) as store:
         found = store.list_namespaces(prefix=ns or None, max_depth=max_depth, limit=limit)
     if as_json:
         typer.echo(json.dumps([list(n) for n in found], ensure_ascii=False))
@@ -137,18 +106,18 @@ def namespaces_cmd(
 
 
 @store_app.command("ls")
-@_connected
+@connection_options
 def ls_cmd(
     namespace: str = typer.Argument(..., help=_NS_HELP + " Its sub-namespaces are listed too."),
     limit: int = typer.Option(100, "--limit", min=1, help="At most this many items."),
     offset: int = typer.Option(0, "--offset", min=0, help="Skip this many first."),
     as_json: bool = typer.Option(False, "--json", help="Print items as JSON lines."),
     *,
-    connect: Connect,
+    conn: Connection,
 ) -> None:
     """List the items of NAMESPACE and of the namespaces under it, newest first."""
     ns = _namespace(namespace)
-    with connect("D1Store", read_only=True) as store:
+    with _open("D1Store", conn, read_only=True) as store:
         items = store.search(ns, limit=limit, offset=offset, refresh_ttl=False)
     if as_json:
         for item in items:
@@ -164,16 +133,16 @@ def ls_cmd(
 
 
 @store_app.command("get")
-@_connected
+@connection_options
 def get_cmd(
     namespace: str = typer.Argument(..., help=_NS_HELP),
     key: str = typer.Argument(..., help="The item's key."),
     *,
-    connect: Connect,
+    conn: Connection,
 ) -> None:
     """Print one item as JSON (namespace, key, value, created_at, updated_at); exit 4 if none."""
     ns = _namespace(namespace)
-    with connect("D1Store", read_only=True) as store:
+    with _open("D1Store", conn, read_only=True) as store:
         item = store.get(ns, key, refresh_ttl=False)
     if item is None:
         typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)
@@ -182,13 +151,13 @@ def get_cmd(
 
 
 @store_app.command("rm")
-@_connected
+@connection_options
 def rm_cmd(
     namespace: str = typer.Argument(..., help=_NS_HELP),
     key: Optional[str] = typer.Argument(None, help="One item's key; without it, every item of NAMESPACE and under it."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     *,
-    connect: Connect,
+    conn: Connection,
 ) -> None:
     """Delete one item, or every item of NAMESPACE and the namespaces under it."""
     ns = _namespace(namespace)
@@ -201,7 +170,7 @@ def rm_cmd(
             raise usage_error(f"this deletes {what}: pass --yes (no terminal to ask on)")
         if not typer.confirm(f"Delete {what}?"):
             raise typer.Exit(0)
-    with connect("D1Store") as store:
+    with _open("D1Store", conn) as store:
         if key is not None:
             if store.get(ns, key, refresh_ttl=False) is None:
                 typer.echo(f"error: no item {printable(key)!r} in {_show(ns)}", err=True)
@@ -214,14 +183,14 @@ def rm_cmd(
 
 
 @cache_app.command("clear")
-@_connected
+@connection_options
 def cache_clear_cmd(
     namespace: Optional[str] = typer.Argument(
         None, help=_NS_HELP + " Labels may hold a period (a node's module path). Every entry "
         "if omitted."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (needed off a terminal)."),
     *,
-    connect: Connect,
+    conn: Connection,
 ) -> None:
     """Delete the cache entries of NAMESPACE (exactly that namespace, as BaseCache.clear), or
     every entry; asks first on a terminal, and prints how many it deleted."""
@@ -232,7 +201,7 @@ def cache_clear_cmd(
             raise usage_error(f"this deletes {what}: pass --yes (no terminal to ask on)")
         if not typer.confirm(f"Delete {what}?"):
             raise typer.Exit(0)
-    with connect("D1Cache") as cache:
+    with _open("D1Cache", conn) as cache:
         gone = cache.clear_and_count(None if ns is None else [ns])
     typer.echo(f"deleted {gone} cache entr{'y' if gone == 1 else 'ies'}"
                + ("" if ns is None else f" of namespace {_show(ns)}"))

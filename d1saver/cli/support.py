@@ -8,12 +8,15 @@ It imports only Typer: the commands import what they use when they run, so that 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import io
 import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import Any, Optional, TypeVar
 
 import typer
 from typer.core import TyperGroup
@@ -155,6 +158,56 @@ def add_global_options(command: Command) -> None:
         if not taken.intersection(option.opts):
             command.params.append(option)
     command._d1saver_globals = True  # type: ignore[attr-defined]
+
+
+# --- the connection options: --account-id, --database-id, --api-base-url, --api-token ---------
+
+@dataclasses.dataclass(frozen=True)
+class Connection:
+    """The connection options a command was given, None where the environment's hold (the
+    keyword arguments of D1Saver.from_env, D1Store.from_env and D1Cache.from_env); its repr
+    leaves the token out."""
+
+    account_id: Optional[str] = None
+    database_id: Optional[str] = None
+    api_base_url: Optional[str] = None
+    api_token: Optional[str] = dataclasses.field(default=None, repr=False)
+
+    def settings(self) -> dict[str, Optional[str]]:
+        """The options as keyword arguments of `from_env`."""
+        return dataclasses.asdict(self)
+
+
+# Every command that reaches D1 takes them after its own options (flags override the
+# environment). The environment is the better place for the token (a flag shows in `ps`).
+_CONNECTION = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                                 annotation=Optional[str]) for name, option in [
+    ("account_id", typer.Option(None, "--account-id", help="Default: $CLOUDFLARE_ACCOUNT_ID.")),
+    ("database_id", typer.Option(None, "--database-id",
+                                 help="Default: $D1_DATABASE_ID. Several: comma-separated.")),
+    ("api_base_url", typer.Option(None, "--api-base-url",
+                                  help="Default: $D1_API_BASE_URL or Cloudflare's API.")),
+    ("api_token", typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.",
+                               show_default=False)),
+]]
+
+R = TypeVar("R")
+
+
+def connection_options(command: Callable[..., R]) -> Callable[..., R]:
+    """`command`, which takes a keyword `conn: Connection`, as a command with the connection
+    options after its own (the signature Typer reads), called with `conn` made of them."""
+    signature = inspect.signature(command)
+    own = [p for p in signature.parameters.values() if p.name != "conn"]
+
+    @functools.wraps(command)
+    def with_connection(*args: Any, **kwargs: Any) -> R:
+        conn = Connection(**{p.name: kwargs.pop(p.name, None) for p in _CONNECTION})
+        return command(*args, conn=conn, **kwargs)
+
+    with_connection.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*own, *_CONNECTION])
+    return with_connection
 
 
 # --- output ------------------------------------------------------------------------------------

@@ -7,28 +7,24 @@ from __future__ import annotations
 
 import errno
 import socket
-from typing import Optional
+from contextlib import suppress
 
 import typer
 
-from d1saver.cli.support import usage_error
+from d1saver.cli.support import Connection, connection_options, usage_error
 from d1saver.core.errors import ConfigError
 
 DEFAULT_PORT = 8790
 
 
+@connection_options
 def ui(
     host: str = typer.Option("127.0.0.1", help="Address to bind (keep it on loopback: the pages show your data)."),
     port: int = typer.Option(DEFAULT_PORT, min=0, max=65535, help="Port to listen on; 0 picks a free one."),
     page_size: int = typer.Option(50, "--page-size", min=1, max=1000, help="Threads per page."),
     verbose: bool = typer.Option(False, "--verbose", help="Log each request line."),
-    account_id: Optional[str] = typer.Option(None, "--account-id", help="Default: $CLOUDFLARE_ACCOUNT_ID."),
-    database_id: Optional[str] = typer.Option(None, "--database-id",
-                                              help="Default: $D1_DATABASE_ID. Several: comma-separated."),
-    api_base_url: Optional[str] = typer.Option(None, "--api-base-url",
-                                               help="Default: $D1_API_BASE_URL or Cloudflare's API."),
-    api_token: Optional[str] = typer.Option(None, "--api-token", help="Default: $CLOUDFLARE_API_TOKEN.",
-                                            show_default=False),
+    *,
+    conn: Connection,
 ) -> None:
     """Serve the web inspector (threads, checkpoints, diffs, storage, memory) on http://HOST:PORT."""
     try:
@@ -43,9 +39,7 @@ def ui(
 
     try:
         keys = keys_from_env()
-        saver = D1Saver.from_env(account_id=account_id, database_id=database_id,
-                                 api_base_url=api_base_url, api_token=api_token,
-                                 encryption_keys=keys, auto_setup=False)
+        saver = D1Saver.from_env(**conn.settings(), encryption_keys=keys, auto_setup=False)
     except ConfigError as exc:
         raise usage_error(str(exc)) from None
     app = Inspector(saver, sealer=None if keys is None else Sealer(keys), page_size=page_size)
@@ -62,9 +56,7 @@ def ui(
                f"({len(saver.database_ids)} database{'s' if len(saver.database_ids) != 1 else ''}, "
                f"read-only); Ctrl-C stops it")
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        with server, suppress(KeyboardInterrupt):  # Ctrl-C stops it; the socket is closed
+            server.serve_forever()
     finally:
-        server.server_close()
         saver.close()

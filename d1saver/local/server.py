@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+from contextlib import suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -148,14 +149,10 @@ def serve(
 ) -> None:
     """Serve until interrupted; `ready` is set once the socket is bound."""
     server = make_server(host, port, data_dir, **options)  # make_server's keyword options
-    try:
+    with server, suppress(KeyboardInterrupt):  # Ctrl-C stops it; the socket is closed
         if ready is not None:
             ready.set()
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -179,12 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"local D1 serving {', '.join(server.engine.database_ids())}; point your code at it with:\n"
           f"  {client_settings(server, databases[0], token_required=token is not None)}",
           file=sys.stderr)
-    try:
+    with server, suppress(KeyboardInterrupt):
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
 
 
 if __name__ == "__main__":

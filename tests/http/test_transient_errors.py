@@ -163,6 +163,12 @@ def test_serve_injects_transient_errors(monkeypatch: pytest.MonkeyPatch) -> None
         def server_close(self) -> None:
             pass
 
+        def __enter__(self) -> "Bound":  # as socketserver.BaseServer: exit closes it
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.server_close()
+
     import d1saver.local.server
 
     monkeypatch.setattr(d1saver.local.server, "make_server",

@@ -302,6 +302,16 @@ def test_reprs() -> None:
     assert "D1Saver(" in repr(saver) and "D1Client(" in repr(saver.client)
 
 
+def test_a_command_s_connection_repr_leaves_the_token_out() -> None:
+    """What a command is handed from --api-token (shown in a traceback's locals)."""
+    from d1saver.cli.support import Connection
+
+    conn = Connection(account_id="acc", api_token=TOKEN)
+    assert conn.settings()["api_token"] == TOKEN
+    assert "acc" in repr(conn)
+    assert_clean(repr(conn) + str(conn))
+
+
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLOUDFLARE_ACCOUNT_ID", "acc")
