@@ -54,10 +54,10 @@ class Recorder:
         original = Statement.bind.__func__  # type: ignore[attr-defined]
         recorder = self
 
-        def bind(cls: Any, query: Any, params: Any = None) -> Any:
+        def bind(cls: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
             if recorder.current and getattr(query, "name", ""):
                 recorder.statements[recorder.current].add(query.name)
-            return original(cls, query, params)
+            return original(cls, query, params, **kwargs)  # e.g. chunks= (group commit)
 
         Statement.bind = classmethod(bind)  # type: ignore[method-assign,assignment]
         self.cov.start()
