@@ -74,7 +74,8 @@ def run(turns: int, variant: str) -> tuple[int, Counter[str]]:
     from d1saver import D1Saver
     from d1saver.local import make_server
 
-    server = make_server("127.0.0.1", 0, tempfile.mkdtemp(prefix="d1saver-bytes-"), latency_ms=0)
+    data = tempfile.TemporaryDirectory(prefix="d1saver-bytes-")
+    server = make_server("127.0.0.1", 0, data.name, latency_ms=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     transport = Recording()
     try:
@@ -89,6 +90,7 @@ def run(turns: int, variant: str) -> tuple[int, Counter[str]]:
     finally:
         server.shutdown()
         server.server_close()
+        data.cleanup()
     return len(transport.bodies), breakdown(transport.bodies)
 
 

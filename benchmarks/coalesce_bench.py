@@ -90,13 +90,15 @@ async def run(calls: int, latency_ms: float) -> list[tuple[str, str, int | None,
     except ImportError:  # langgraph-checkpoint-sqlite (and aiosqlite) not installed
         AsyncSqliteStore = None  # type: ignore[assignment, misc]
     if AsyncSqliteStore is not None:
-        path = os.path.join(tempfile.mkdtemp(prefix="d1saver-coalesce-bench-"), "store.db")
+        files = tempfile.TemporaryDirectory(prefix="d1saver-coalesce-bench-")
+        path = os.path.join(files.name, "store.db")
         async with AsyncSqliteStore.from_conn_string(path) as sq:
             await sq.setup()
             add(puts, "AsyncSqliteStore (local file)", await _timed(None, lambda: asyncio.gather(
                 *(sq.aput(ns, k, _value(i)) for i, k in enumerate(keys)))))
             add(gets, "AsyncSqliteStore (local file)", await _timed(None, lambda: asyncio.gather(
                 *(sq.aget(ns, k) for k in keys))))
+        files.cleanup()
     mem = InMemoryStore()
     add(puts, "InMemoryStore", await _timed(None, lambda: asyncio.gather(
         *(mem.aput(ns, k, _value(i)) for i, k in enumerate(keys)))))

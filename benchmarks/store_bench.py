@@ -144,8 +144,13 @@ def d1_objects(meter: Meter, **kwargs: Any) -> tuple[LocalD1, D1Store, D1Cache]:
 
 def run(items: int, big: int, batch: int, dims: int, gets: int, searches: int,
         latency_ms: float) -> list[Row]:
+    with tempfile.TemporaryDirectory(prefix="d1saver-store-bench-") as tmp:
+        return _run(tmp, items, big, batch, dims, gets, searches, latency_ms)
+
+
+def _run(tmp: str, items: int, big: int, batch: int, dims: int, gets: int, searches: int,
+         latency_ms: float) -> list[Row]:
     rows: list[Row] = []
-    tmp = tempfile.mkdtemp(prefix="d1saver-store-bench-")
     ns = ("bench", "memories")
     puts = [PutOp(ns, f"k{i:05d}", item(i)) for i in range(items)]
     batches = [puts[i:i + batch] for i in range(0, len(puts), batch)]

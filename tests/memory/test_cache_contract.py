@@ -196,12 +196,15 @@ async def keys_are_exact(c: Cache) -> list[Any]:
 
 
 # ================================================================================================
-def reference_cache(kind: str, stack: list[Any]) -> Any:
+# The reference files live as long as the session (the references are computed once); the
+# directory goes with the interpreter.
+_FILES = tempfile.TemporaryDirectory(prefix="d1saver-cache-")
+
+
+def reference_cache(kind: str) -> Any:
     if kind == "memory":
         return InMemoryCache()
-    path = os.path.join(tempfile.mkdtemp(prefix="d1saver-cache-"), "cache.db")
-    stack.append(path)
-    return SqliteCache(path=path)
+    return SqliteCache(path=os.path.join(_FILES.name, f"{uuid.uuid4().hex}.db"))
 
 
 _REFS: dict[tuple[str, str], Any] = {}
@@ -209,7 +212,7 @@ _REFS: dict[tuple[str, str], Any] = {}
 
 def reference(name: str, kind: str) -> Any:
     if (name, kind) not in _REFS:
-        _REFS[(name, kind)] = run(CASES[name].fn, Cache(reference_cache(kind, [])))
+        _REFS[(name, kind)] = run(CASES[name].fn, Cache(reference_cache(kind)))
     return _REFS[(name, kind)]
 
 
