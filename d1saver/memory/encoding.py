@@ -174,9 +174,19 @@ def unpack_vector(text: str) -> list[float]:
     return list(struct.unpack(f"<{len(raw) // 4}f", raw))
 
 
+def unpack_vectors(texts: Sequence[str]) -> Any:
+    """The vectors packed in `texts`, in order: with numpy one float64 matrix decoded at once
+    (the same values as `unpack_vector`'s), else a list of lists."""
+    np = _numpy()
+    raws = [base64.b64decode(t) for t in texts]
+    if np is None or not raws or len({len(r) for r in raws}) != 1:
+        return [list(struct.unpack(f"<{len(r) // 4}f", r)) for r in raws]
+    return np.frombuffer(b"".join(raws), dtype="<f4").reshape(len(raws), -1).astype(np.float64)
+
+
 def cosine(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:
     """Cosine similarity of `query` with each vector (0 where a norm is 0), as InMemoryStore."""
-    if not vectors:
+    if len(vectors) == 0:
         return []
     try:
         import numpy as np

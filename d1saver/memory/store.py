@@ -695,16 +695,16 @@ class D1Store(Memory, BaseStore):
                       or _filters.matches(item(n).value, op.filter)]
         query = batch.queries[op.query]  # type: ignore[index]
         flat: list[tuple[_plan.Row, int]] = []
-        flat_vectors: list[list[float]] = []
+        packed: list[str] = []
         scoreless = []
         for n, r in candidates:
             vs = vectors.get((r.ns, r.key), [])
             for v in vs:
                 flat.append((r, n))
-                flat_vectors.append(_encoding.unpack_vector(v))
+                packed.append(v)
             if not vs:
                 scoreless.append((r, n))
-        scores = _encoding.similarity(query, flat_vectors,
+        scores = _encoding.similarity(query, _encoding.unpack_vectors(packed),
                                     (self.index_config or {}).get("distance_type", "cosine"))
         ranked = sorted(zip(scores, range(len(flat)), strict=True), key=lambda x: (-x[0], x[1]))
         seen: set[tuple[str, str]] = set()

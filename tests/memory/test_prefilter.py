@@ -382,3 +382,30 @@ def test_vectors_packed_at_once_equal_those_packed_one_by_one(
         assert fast == slow, vectors
     assert all(isinstance(both(v)[0], list) for v in batches)
     assert all(isinstance(both(v)[0], tuple) for v in bad[:3])
+
+
+def test_vectors_unpacked_at_once_score_as_those_unpacked_one_by_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ranked search unpacks its vectors at once with numpy (one matrix); without numpy, or
+    for vectors of different lengths, one by one: the same values, so the same scores bit for
+    bit, for every distance."""
+    pytest.importorskip("numpy")
+    rng = random.Random(5)
+    same = [_encoding.pack_vector([rng.gauss(0, 1) * rng.choice([1e-3, 1, 50])
+                                   for _ in range(48)]) for _ in range(30)]
+    same.append(_encoding.pack_vector([0.0] * 48))
+    mixed = same[:3] + [_encoding.pack_vector([0.5, -1.0, 2.0])]
+    query = [rng.gauss(0, 1) for _ in range(48)]
+    assert isinstance(_encoding.unpack_vectors(mixed), list)
+    assert not isinstance(_encoding.unpack_vectors(same), list)
+    for packed in (same, mixed[:3], []):
+        one_by_one = [_encoding.unpack_vector(p) for p in packed]
+        at_once = _encoding.unpack_vectors(packed)
+        monkeypatch.setattr(_encoding, "_numpy", lambda: None)
+        pure = _encoding.unpack_vectors(packed)
+        monkeypatch.undo()
+        assert pure == one_by_one
+        for distance in ("cosine", "inner_product", "l2"):
+            want = _encoding.similarity(query, one_by_one, distance)
+            assert _encoding.similarity(query, at_once, distance) == want
+            assert _encoding.similarity(query, pure, distance) == want
