@@ -132,9 +132,9 @@ def chunks(calls: Sequence[Call[W]], limit: int = REQUEST_BYTES) -> list[list[Ca
 
 
 def cut(calls: Sequence[Call[Any]], statements: Mapping[str, Sequence[Statement]]) -> int:
-    """How many of the calls go in the first request when some database's part of their
-    gathered batch passes the statements bound (in proportion, so the parts fit as they
-    would spread evenly; a part still past it is cut again), or 0: all of them fit."""
+    """How many of the calls go in each request when some database's part of their gathered
+    batch passes the statements bound (in proportion, so the parts fit as they would spread
+    evenly; a part still past it is cut again), or 0: all of them fit."""
     most = max((len(s) for s in statements.values()), default=0)
     if len(calls) < 2 or most <= MAX_STATEMENTS:
         return 0

@@ -131,6 +131,40 @@ def test_gathered_batch_past_the_statements_bound_is_split(memory: Memory) -> No
     _run(main())
 
 
+def test_a_gathered_batch_cut_into_parts_plans_each_call_at_most_twice(memory: Memory) -> None:
+    """A batch past the bound is planned once whole, then in parts of the size the cut gives;
+    it planned the whole tail again after each part, so its time and memory grew with the
+    square of the calls (LangGraph's test_large_batches_async: 70,000 calls did not end)."""
+    async def main() -> None:
+        store, cache = memory.store(), memory.cache()
+        await store.asetup()
+        await cache.asetup()
+        for target, put, get in (
+                (store, lambda i: store.aput(("a",), "same", {"v": i}),
+                 lambda i: store.aget(("a",), "same")),
+                (cache, lambda i: cache.aset({(("a",), "same"): (i, None)}),
+                 lambda i: cache.aget([(("a",), "same")]))):
+            planned: list[int] = []
+            send = target._asend_chunk
+
+            async def counted(chunk: Any, send: Any = send, planned: list[int] = planned) -> None:
+                planned.append(len(chunk))
+                await send(chunk)
+
+            target._asend_chunk = counted
+            calls = [f(i) for i in range(1500) for f in (put, get)]
+            before = len(memory.events)
+            got = await asyncio.gather(*calls)
+            sent = memory.events[before:]
+            assert all(len(e.statements) <= MAX_STATEMENTS for e in sent)
+            assert planned[0] == 3000 and sum(planned) <= 2 * 3000 + len(sent)
+            answers = got[1::2]
+            assert [g.value["v"] if target is store else g[(("a",), "same")]
+                    for g in answers] == list(range(1500))
+
+    _run(main())
+
+
 # --- each call its own outcome ------------------------------------------------------------------
 
 
