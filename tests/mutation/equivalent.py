@@ -54,6 +54,32 @@ RULES: list[tuple[str, ...]] = [
     ("SELECT_PAGE_*", "drop-where", "WHERE NOT substr(k.owner,1,2)='f/'",
      "cost only: frozen pieces are read by no value of the page (bytes, not results)"),
 
+    # The pages of one thread (or one namespace) hold one thread: the DeltaChannel walk's
+    # `visited` and the 'h' rows' groups (GROUP BY thread_id, part) need no thread_id.
+    ("SELECT_PAGE_*THREAD*", "drop-group-term", "thread_id,",
+     "the page holds one thread (thread_id = :thread_id): grouping by it splits nothing"),
+    ("SELECT_PAGE_DELTA_*THREAD_NS*", "drop-group-term", ",checkpoint_ns",
+     "the page holds one namespace (checkpoint_ns = :checkpoint_ns): grouping by it splits "
+     "nothing"),
+    # DELTA_HISTORY reads one thread: its chunks ('h', through vals of :thread_id) are of it.
+    ("DELTA_HISTORY", "drop-group-term", "thread_id,",
+     "the history is of one thread (:thread_id): grouping its chunks by it splits nothing"),
+    # The walk's rows whose sought channels are empty add rows only to `chain`: `ancestors`
+    # (and through it `holders` and every row returned) keeps only those still seeking.
+    ("DELTA_HISTORY", "drop-and", "json_array_length(chain.sought)>0",
+     "cost only: a walk on with nothing sought yields chain rows `ancestors` drops "
+     "(it keeps json_array_length(chain.sought) > 0); depth still bounds it",
+     "chain.depth<20000"),
+    # The one-thread raw pages' pieces are keyed by the piece's own (thread, namespace, id)
+    # and attached only to a row of the page (d1saver/ops/reseal.py: raw_checkpoints,
+    # raw_writes, raw_frozen): a piece of another thread's row is met and dropped.
+    ("RAW_*_THREAD", "drop-and", "k.thread_id=p.thread_id",
+     "cost only: a piece of another thread is keyed to a row the one-thread page does not "
+     "hold, and dropped by the reader"),
+    ("RAW_FROZEN_THREAD", "drop-and", "k.thread_id=h.thread_id",
+     "cost only: a piece of another thread is keyed to a row the one-thread page does not "
+     "hold, and dropped by the reader"),
+
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
     # retried after a lost response would differ only in started_at, by the retry's delay.
@@ -109,11 +135,83 @@ EQUIVALENT: dict[str, str] = {
 }
 
 
+# Text no call ever runs, per statement (a glob): a mutant whose whole edit lies in it, or
+# that drops one of its optional clauses whole, is equivalent. The one-thread raw pages are
+# read by copies only (d1saver/ops/rewrites.py: _copy_thread; d1saver/ops/reseal.py:
+# copy_sealed), always with :heads NULL and :content 0 (rekey reads every thread: ..._ALL):
+# in `AND (:heads IS NULL OR <stale>)` the <stale> test never runs (the clause is true), and
+# with `vals` empty (its WHERE :content = 1) the chunk walk `refs` and the 'h' arm have no
+# rows. Edits of `:heads IS NULL` or of `vals` are not in these regions.
+DEAD: list[tuple[str, str]] = [
+    ("RAW_*_THREAD",
+     "one-thread raw pages are read by copies only, with :heads NULL (every row) and "
+     ":content 0 (no chunks): the head test and the chunk walk never run"),
+]
+
+
+def _balanced(sql: str, open_at: int) -> int:
+    """The index after the parenthesis that closes the one at `open_at`."""
+    depth = 0
+    for k in range(open_at, len(sql)):
+        depth += {"(": 1, ")": -1}.get(sql[k], 0)
+        if depth == 0:
+            return k + 1
+    return len(sql)
+
+
+def _dead_regions(sql: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(regions no call runs, optional clauses droppable whole) of a one-thread raw page."""
+    inside, whole = [], []
+    heads = sql.find(" IS NULL OR")
+    if heads >= 0:
+        clause = sql.rfind("AND(", 0, heads)
+        end = _balanced(sql, clause + 3)
+        inside.append((heads + len(" IS NULL OR"), end - 1))
+        whole.append((clause, end))
+    refs = sql.find("refs(thread_id,id)AS(")
+    if refs >= 0:
+        inside.append((refs, _balanced(sql, refs + len("refs(thread_id,id)AS"))))
+    arm = sql.find("UNION ALL SELECT 'h',")
+    if arm >= 0:
+        inside.append((arm, len(sql)))
+    return inside, whole
+
+
+def _dead(mutant: Any) -> str | None:
+    """The reason, if the mutant edits only text no call runs (DEAD)."""
+    name, text = getattr(mutant, "statement", None), getattr(mutant, "sql", None)
+    if not name or text is None:
+        return None
+    for pattern, why in DEAD:
+        if not fnmatch.fnmatchcase(name, pattern):
+            continue
+        from tests.mutation.sql import by_name, numbered
+
+        base = numbered(by_name()[name].sql)
+        head = 0
+        while head < min(len(base), len(text)) and base[head] == text[head]:
+            head += 1
+        tail = 0
+        while (tail < min(len(base), len(text)) - head
+               and base[-1 - tail] == text[-1 - tail]):
+            tail += 1
+        lo, hi = head, len(base) - tail
+        inside, whole = _dead_regions(base)
+        if any(s <= lo and hi <= e for s, e in inside):
+            return why
+        if any(text.replace(" ", "") == (base[:s] + base[e:]).replace(" ", "")
+               for s, e in whole):
+            return why
+    return None
+
+
 def reason(mutant: Any) -> str | None:
     """Why the mutant is equivalent, or None."""
     stable = getattr(mutant, "stable", "")
     if stable in EQUIVALENT:
         return EQUIVALENT[stable]
+    if dead := _dead(mutant):
+        return dead
     name = getattr(mutant, "statement", None) or (
         f"{getattr(mutant, 'module', '')}:{getattr(mutant, 'function', '')}")
     old, new = getattr(mutant, "old", ""), getattr(mutant, "new", "")
