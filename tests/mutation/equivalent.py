@@ -79,6 +79,14 @@ RULES: list[tuple[str, ...]] = [
     ("RAW_FROZEN_THREAD", "drop-and", "k.thread_id=h.thread_id",
      "cost only: a piece of another thread is keyed to a row the one-thread page does not "
      "hold, and dropped by the reader"),
+    # A frozen 'c' row (the history goes on at the holder's parent) holds no value: FREEZE
+    # writes its type, value, metadata and channels NULL, and copies keep them (ops/reseal.py:
+    # copy_frozen). Where `kind <> 'c'` stands beside `value IS NOT NULL`, the latter decides.
+    *((name, "drop-and", text,
+       "a 'c' row's value is NULL: `value IS NOT NULL` beside it already leaves it out",
+       "value IS NOT NULL")
+      for name in ("STAGED_VALUES", "KEY_CENSUS", "RAW_FROZEN_*")
+      for text in ("kind<>'c'", "f.kind<>'c'")),
 
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
@@ -118,14 +126,15 @@ EQUIVALENT: dict[str, str] = {
     # its own piece 0 (owner '') exists, and the lookup by primary key (thread, ns, id,
     # owner, seq) meets it first ('' sorts before ':metadata', 'f/...' and 'task/idx'); the
     # metadata is sealed with its checkpoint anyway, under the same key.
-    "sql:KEY_CENSUS:c22aca62eb":
-        "a chunked checkpoint's own piece 0 (owner '') exists and comes first in key order; "
-        "its other pieces are sealed under the same key",
+    **{stable: "a chunked checkpoint's own piece 0 (owner '') exists and comes first in key "
+               "order; its other pieces are sealed under the same key"
+       for stable in ("sql:KEY_CENSUS:c22aca62eb", "sql:RAW_CHECKPOINTS_ALL:dd4e90fe5f")},
     # Staged thread ids are a staging prefix (char(31) 'd1saver-' and more) plus the
     # target's id: none equals the bare char(31) || 'd1saver-', the only id >= and > tell
     # apart.
-    "sql:STAGED_VALUES:eac523004f":
-        "no thread id equals the bare prefix char(31)||'d1saver-': staged ids extend it",
+    **{f"sql:STAGED_VALUES:{digest}":
+       "no thread id equals the bare prefix char(31)||'d1saver-': staged ids extend it"
+       for digest in ("eac523004f", "ac4a186552", "66e6466fd7")},
     # Rows of one key but kind are an 's' (or 'w' with task '') and a 'c' row at one depth
     # of one holder and channel; FREEZE_DONE, in the batch that freezes, deletes a 'c' row
     # whenever another row of that holder and channel lies at its depth or deeper.

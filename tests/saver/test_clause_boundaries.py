@@ -23,6 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from d1saver import D1Saver, Statement, admin
 from d1saver.compaction.rekey import rekey
 from d1saver.ops import transfer
+from d1saver.sql import catalogue as _sql
 from d1saver.storage.crypto import key_id
 from tests.conftest import Backend
 from tests.saver import mirror
@@ -353,3 +354,26 @@ def test_a_page_of_threads_holds_its_size(local: Backend) -> None:
         pages.append([row[0] for row in page.rows])
         after = pages[-1][-1]
     assert pages == [["a", "b"], ["c", "d"], ["e"]]
+
+
+def test_the_census_skips_staged_rows_and_only_those(local: Backend) -> None:
+    """KEY_CENSUS and STAGED_VALUES: rows staged under a hidden id (a copy of TIE) are counted
+    as skipped, every value once; a thread whose id is the staging range's upper bound (a
+    user's id like any other) is counted with the rest."""
+    saver = local.saver(encryption_keys=[K1])
+    grid(saver)
+    staged, beyond = "\x1fd1saver-copying\x1fx", "\x1fd1saver."
+    saver.client.execute([*Statement.bind_each(_sql.COPY_THREAD, {"source": TIE,
+                                                                  "target": staged}),
+                          *Statement.bind_each(_sql.COPY_THREAD, {"source": THREAD,
+                                                                  "target": beyond})])
+    (counted,) = saver.client.execute([Statement(
+        "SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?1)"
+        " + (SELECT COUNT(*) FROM writes WHERE thread_id = ?1 AND value IS NOT NULL)"
+        " + (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = ?1 AND kind <> 'c'"
+        " AND value IS NOT NULL)", [TIE])])
+    rows = rows_per_table(saver)  # every thread's, the staged copy's too
+    census = saver.key_census()
+    assert census["staged"] == {"skipped": counted.rows[0][0]} and counted.rows[0][0] > 20
+    assert sum(n for t, per in census.items() if t != "staged" for n in per.values()) == (
+        sum(rows.values()) - counted.rows[0][0])
