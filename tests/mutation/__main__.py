@@ -78,7 +78,7 @@ PRIORITY: list[tuple[str, str]] = [
     ("d1saver.ops.rows:*", "tests/saver/test_read_variants.py::"),
     *((target, "tests/saver/test_clause_boundaries.py::") for target in (
         "SELECT_PAGE_*", "DELTA_HISTORY", "RAW_*", "REKEY_*", "KEY_CENSUS", "THREADS_*",
-        "LEFTOVERS")),
+        "LEFTOVERS", "TRANSFER_PAGE_*", "STAGED_VALUES")),
 ]
 
 

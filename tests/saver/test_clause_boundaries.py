@@ -4,9 +4,10 @@ Reads: a namespace holding the root's checkpoints again under the same ids, besi
 DeltaChannel histories frozen by a prune (records that end a history, and 'c' records that go
 on at a kept ancestor), compared with InMemorySaver through DELTA_HISTORY and every page
 variant's prefetch (get_tuple, and pages that end inside a walk). Maintenance: rekey and
-seal-plaintext in pages of 3 rows, and keyed copies in pages of 2, over threads and namespaces
-sharing ids, frozen rows and pieces; threads in a range and leftovers at the range's bounds,
-per table; pages of threads. `./dev mutate` checks that dropping or changing a clause of these
+seal-plaintext in pages of 3 rows, keyed copies in pages of 2, and a thread read out in
+keyset pages of rows and bytes, over threads and namespaces sharing ids, frozen rows and
+pieces; the key census beside staged rows; threads in a range and leftovers at the range's
+bounds, per table; pages of threads. `./dev mutate` checks that dropping or changing a clause of these
 statements fails here (tests/mutation/equivalent.py names the changes nothing can tell apart).
 """
 
@@ -377,3 +378,50 @@ def test_the_census_skips_staged_rows_and_only_those(local: Backend) -> None:
     assert census["staged"] == {"skipped": counted.rows[0][0]} and counted.rows[0][0] > 20
     assert sum(n for t, per in census.items() if t != "staged" for n in per.values()) == (
         sum(rows.values()) - counted.rows[0][0])
+
+
+# --- a thread's rows read out in keyset pages (moves and copies between databases) ----------
+
+
+def test_a_thread_read_in_small_pages_is_every_row_once_each_page_full(local: Backend) -> None:
+    """read_thread (TRANSFER_PAGE_*) in pages of 3 rows and about 1,000 to 4,000 bytes: every
+    row of every table once, in key order; each page holds its rows up to the byte budget (the
+    rows before its last start under it) and stops short of the row limit only where the next
+    row would start over it."""
+    saver = local.saver(encryption_keys=[K1])  # one write per row: several idx per task
+    grid(saver)
+    limit = 3
+    pages: dict[str, list[list[tuple[Any, ...]]]] = {t: [] for t in transfer.TABLES}
+
+    def exchange(stmts: list[Statement]) -> Any:
+        results = saver.client.execute(stmts)
+        for stmt, result in zip(stmts, results):
+            table = next(t for t, q in _sql.TRANSFER_PAGE.items() if q.name == stmt.name)
+            pages[table].append([tuple(r[:-1]) for r in result.rows])
+        yield from ()
+        return results
+
+    for thread_id, budget in [(THREAD, 2_000), (TIE, 2_000), *(
+            (THREAD, b) for b in range(1_000, 4_000, 173))]:
+        for table in pages:
+            pages[table].clear()
+        read = transfer.read_thread(exchange, thread_id, page_rows=limit, page_bytes=budget)
+        try:
+            next(read)
+        except StopIteration as done:
+            got = done.value
+        for table, (keys, rest) in _sql.TRANSFER_TABLES.items():
+            (want,) = saver.client.execute([Statement(
+                f"SELECT {', '.join(keys + rest)} FROM {table} WHERE thread_id = ?1 "
+                f"ORDER BY {', '.join(keys)}", [thread_id])])
+            assert got.tables[table] == [tuple(r) for r in want.rows], (thread_id, table)
+            sizes = [sum(len(str(v)) for v in row[len(keys):] if v is not None)
+                     for row in got.tables[table]]
+            at = 0
+            for page in pages[table]:
+                n = len(page)
+                assert sum(sizes[at:at + n - 1]) < budget, (thread_id, table)
+                if 0 < n < limit and at + n < len(sizes):
+                    assert sum(sizes[at:at + n]) >= budget, (thread_id, table)
+                at += n
+        assert sum(len(rows) for rows in got.tables.values()) > 30
