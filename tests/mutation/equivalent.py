@@ -61,6 +61,16 @@ RULES: list[tuple[str, ...]] = [
     ("SELECT_PAGE_DELTA_*THREAD_NS*", "drop-group-term", ",checkpoint_ns",
      "the page holds one namespace (checkpoint_ns = :checkpoint_ns): grouping by it splits "
      "nothing"),
+    # The prefetch's walk step joined by namespace alone reaches every checkpoint of the
+    # namespace from every walk row: the true walk's rows are among them (the join keeps
+    # c = the walk row's checkpoint), and readers follow parent links from the page's
+    # checkpoints, so the rows off those paths, and the extra channels sought at a checkpoint
+    # on one (its seeds' values, more writes), are read and left. (Not so the page's own
+    # writes, `page_out`: there a wider join hides chunks the page never sent.)
+    ("SELECT_PAGE_DELTA_*", "drop-using", "checkpoint_id",
+     "cost only: the walk joined by namespace reads a superset of the true walk's rows; "
+     "readers follow parent links from the page's checkpoints",
+     "[-,checkpoint_id-])WHERE json_array_length("),
     # DELTA_HISTORY reads one thread: its chunks ('h', through vals of :thread_id) are of it.
     ("DELTA_HISTORY", "drop-group-term", "thread_id,",
      "the history is of one thread (:thread_id): grouping its chunks by it splits nothing"),

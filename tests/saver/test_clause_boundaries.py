@@ -17,11 +17,12 @@ import base64
 import copy
 import random
 from functools import cache
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from d1saver import D1Saver, Statement, admin
+from d1saver import D1Saver, Result, Statement, admin
 from d1saver.compaction.rekey import rekey
 from d1saver.ops import transfer
 from d1saver.sql import catalogue as _sql
@@ -393,7 +394,7 @@ def test_a_thread_read_in_small_pages_is_every_row_once_each_page_full(local: Ba
     limit = 3
     pages: dict[str, list[list[tuple[Any, ...]]]] = {t: [] for t in transfer.TABLES}
 
-    def exchange(stmts: list[Statement]) -> Any:
+    def exchange(stmts: Sequence[Statement]) -> Generator[Any, Any, list[Result]]:
         results = saver.client.execute(stmts)
         for stmt, result in zip(stmts, results):
             table = next(t for t, q in _sql.TRANSFER_PAGE.items() if q.name == stmt.name)
