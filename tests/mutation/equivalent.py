@@ -71,6 +71,12 @@ RULES: list[tuple[str, ...]] = [
      "cost only: the walk joined by namespace reads a superset of the true walk's rows; "
      "readers follow parent links from the page's checkpoints",
      "[-,checkpoint_id-])WHERE json_array_length("),
+    # DELTA_HISTORY's pieces come keyed by their own checkpoint, owner and seq, and a value
+    # is joined from them by seq (d1saver/storage/values.py: _join): joined to every holder
+    # of the namespace, a piece comes more than once and means the same.
+    ("DELTA_HISTORY", "drop-and", "k.checkpoint_id=h.checkpoint_id",
+     "cost only: pieces are keyed by their own checkpoint, owner and seq; one met twice "
+     "is joined once (by seq)"),
     # DELTA_HISTORY reads one thread: its chunks ('h', through vals of :thread_id) are of it.
     ("DELTA_HISTORY", "drop-group-term", "thread_id,",
      "the history is of one thread (:thread_id): grouping its chunks by it splits nothing"),

@@ -21,6 +21,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
 
 from d1saver import D1Saver, Result, Statement, admin
 from d1saver.compaction.rekey import rekey
@@ -426,3 +427,33 @@ def test_a_thread_read_in_small_pages_is_every_row_once_each_page_full(local: Ba
                     assert sum(sizes[at:at + n]) >= budget, (thread_id, table)
                 at += n
         assert sum(len(rows) for rows in got.tables.values()) > 30
+
+
+def test_a_history_through_a_value_stored_in_pieces(local: Backend) -> None:
+    """DELTA_HISTORY from a checkpoint whose walk passes two ancestors, the farther a seed
+    whose value is stored in pieces: each piece comes once, with its own checkpoint."""
+    memory, saver = InMemorySaver(), local.saver(encryption_keys=[K1])
+    for target in (memory, saver):
+        parent: RunnableConfig = {"configurable": {"thread_id": "h", "checkpoint_ns": ""}}
+        for i in range(4):
+            cp = mirror.empty_checkpoint()
+            cp.update(id=f"1f0aaaaa-0000-6000-8000-{i:012d}", ts="2026-11-27T00:00:00+00:00",
+                      channel_versions={"messages": f"{i + 1:032}.0"})
+            metadata: Any = {"source": "loop", "step": i, "parents": {}}
+            if i < 2:  # over a row's limit: the checkpoint row holds a marker, its pieces
+                metadata["big"] = BIG
+            if i == 0:
+                cp["channel_values"] = {"messages": [BIG]}
+            else:
+                metadata["counters_since_delta_snapshot"] = {"messages": [i, i]}
+            parent = target.put(parent, cp, metadata, {"messages": f"{i + 1:032}.0"})
+            target.put_writes(parent, [("messages", f"m{i}")], task_id=f"task-{i}")
+    (pieces,) = saver.client.execute([Statement(
+        "SELECT COUNT(*) FROM chunks WHERE thread_id = 'h'")])
+    assert pieces.rows[0][0] > 1
+    fresh = local.saver(encryption_keys=[K1])
+    for i in range(1, 4):
+        config: RunnableConfig = {"configurable": {
+            "thread_id": "h", "checkpoint_ns": "", "checkpoint_id": f"1f0aaaaa-0000-6000-8000-{i:012d}"}}
+        assert fresh.get_delta_channel_history(config=config, channels=["messages"]) == (
+            memory.get_delta_channel_history(config=config, channels=["messages"])), i
