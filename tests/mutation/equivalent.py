@@ -95,6 +95,16 @@ RULES: list[tuple[str, ...]] = [
     ("RAW_FROZEN_THREAD", "drop-and", "k.thread_id=h.thread_id",
      "cost only: a piece of another thread is keyed to a row the one-thread page does not "
      "hold, and dropped by the reader"),
+    # Nor does a copy care whose pieces come with a row of its page: each piece comes keyed by
+    # its own row, and a value is joined from its owner's pieces by seq (d1saver/storage/
+    # values.py: _join), so a piece met twice is joined once. (Rekey's pages, ..._ALL, are
+    # not so: its guard fingerprints the pieces read.)
+    *((name, "drop-and", f"k.{column}={alias}.{column}",
+       "cost only: pieces come keyed by their own row and are joined by seq: a copy joins a "
+       "piece met twice once")
+      for name, alias in (("RAW_CHECKPOINTS_THREAD", "p"), ("RAW_WRITES_THREAD", "p"),
+                          ("RAW_FROZEN_THREAD", "h"))
+      for column in ("checkpoint_ns", "checkpoint_id")),
     # A frozen 'c' row (the history goes on at the holder's parent) holds no value: FREEZE
     # writes its type, value, metadata and channels NULL, and copies keep them (ops/reseal.py:
     # copy_frozen). Where `kind <> 'c'` stands beside `value IS NOT NULL`, the latter decides.
@@ -197,8 +207,8 @@ def _dead_regions(sql: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]
     if refs >= 0:
         inside.append((refs, _balanced(sql, refs + len("refs(thread_id,id)AS"))))
     arm = sql.find("UNION ALL SELECT 'h',")
-    if arm >= 0:
-        inside.append((arm, len(sql)))
+    if arm >= 0:  # with the space before it, which a dropped arm takes along
+        inside.append((arm - (sql[arm - 1:arm] == " "), len(sql)))
     return inside, whole
 
 

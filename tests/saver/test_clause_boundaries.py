@@ -193,7 +193,7 @@ BIG = base64.b64encode(random.Random(26).randbytes(2_400_000)).decode()  # THREA
 def grid(saver: D1Saver) -> None:
     """THREAD as `pruned_beside_twin` leaves it (frozen rows, TWIN), TIE (THREAD's first
     turns, pruned alike: the same checkpoint ids), and in TIE a checkpoint whose metadata is
-    stored in pieces."""
+    stored in pieces, and its child likewise."""
     memory, first = recorded()
     for method, args in memory.calls[:first]:
         getattr(saver, method)(*copy.deepcopy(args))
@@ -209,7 +209,10 @@ def grid(saver: D1Saver) -> None:
     big = mirror.empty_checkpoint()
     big["id"] = mirror.BIG_ID
     metadata: Any = {"source": "update", "step": 0, "parents": {}, "big": BIG}
-    saver.put({"configurable": {"thread_id": TIE, "checkpoint_ns": "big"}}, big, metadata, {})
+    config = saver.put({"configurable": {"thread_id": TIE, "checkpoint_ns": "big"}}, big,
+                       metadata, {})
+    big["id"] = mirror.BIG_ID[:-1] + "2"  # a second one, its child, in the same page
+    saver.put(config, big, {**metadata, "step": 1, "big": BIG[::-1]}, {})
 
 
 def everything(saver: D1Saver) -> list[tuple[Any, ...]]:
