@@ -13,6 +13,8 @@ import fnmatch
 import re
 from typing import Any
 
+from d1saver.sql.transfers import TRANSFER_TABLES
+
 # (statements, or module:function, as a glob; the operator; for a drop, the text dropped
 # (separators aside), else a text of the change as printed (`where`); the reason; and, if
 # given, a text the change's context as printed must hold)
@@ -113,6 +115,14 @@ RULES: list[tuple[str, ...]] = [
        "value IS NOT NULL")
       for name in ("STAGED_VALUES", "KEY_CENSUS", "RAW_FROZEN_*")
       for text in ("kind<>'c'", "f.kind<>'c'")),
+
+    # LEAVE_UNLESS_SAME_<table> compares both ways after LEAVE_SCOPE found the read row count
+    # in both (see EQUIVALENT below): any one column comparison dropped weakens one direction
+    # only, and the other, with equal counts of rows distinct by key, proves the sets equal.
+    *(("LEAVE_UNLESS_SAME_*", "drop-and", f"b.{c} IS a.{c}",
+       "one direction of a two-way comparison, weakened: the other, with equal row counts, "
+       "is exact (rows are distinct by key)")
+      for c in sorted({c for keys, rest in TRANSFER_TABLES.values() for c in keys + rest})),
 
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
