@@ -20,10 +20,12 @@ from functools import cache
 from collections.abc import Generator, Sequence
 from typing import Any
 
+import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
 from d1saver import D1Saver, Result, Statement, admin
+from d1saver.compaction import lease
 from d1saver.compaction.rekey import rekey
 from d1saver.ops import transfer
 from d1saver.sql import catalogue as _sql
@@ -241,11 +243,29 @@ def test_rekey_in_small_pages_reseals_every_row(local: Backend) -> None:
     before = everything(rotated)
     rows = rows_per_table(rotated)
     assert rotated.key_census() == {t: {key_id(K1).hex(): n} for t, n in rows.items()}
+
+    class Stop(Exception):
+        pass
+
+    def stop_in_frozen(table: str, counts: Any) -> None:
+        if table == "delta_frozen" and counts.pages == 1:
+            raise Stop
+
+    with pytest.raises(Stop):  # stopped after one page of frozen rows: both keys in the census
+        rekey(rotated, batch_rows=3, progress=stop_in_frozen)
+    old, new = key_id(K1).hex(), key_id(K2).hex()
+    assert rotated.key_census() == {"checkpoints": {new: rows["checkpoints"]},
+                                    "writes": {new: rows["writes"]},
+                                    "delta_frozen": {new: 3, old: rows["delta_frozen"] - 3}}
+    lease.break_lease(rotated)  # the stopped run could not release it
     summary = rekey(rotated, batch_rows=3)
-    assert rotated.key_census() == {t: {key_id(K2).hex(): n} for t, n in rows.items()}
-    assert summary.rewritten == sum(rows.values())
-    assert summary.tables == {t: {"rewritten": n, "plaintext_left": 0, "pages": n // 3 + 1}
-                              for t, n in rows.items()}
+    assert rotated.key_census() == {t: {new: n} for t, n in rows.items()}
+    left = rows["delta_frozen"] - 3
+    assert summary.rewritten == left
+    assert summary.tables == {"checkpoints": {"rewritten": 0, "plaintext_left": 0, "pages": 1},
+                              "writes": {"rewritten": 0, "plaintext_left": 0, "pages": 1},
+                              "delta_frozen": {"rewritten": left, "plaintext_left": 0,
+                                               "pages": left // 3 + 1}}
     assert everything(local.saver(encryption_keys=[K2])) == before
 
 
