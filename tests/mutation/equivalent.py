@@ -124,6 +124,15 @@ RULES: list[tuple[str, ...]] = [
        "is exact (rows are distinct by key)")
       for c in sorted({c for keys, rest in TRANSFER_TABLES.values() for c in keys + rest})),
 
+    # A chunk walk (parts.tree_walk) whose arms are joined by UNION ALL returns a chunk once per
+    # way it is reached (content ids admit no cycle, so the walk still ends): the readers keep
+    # chunks by id (d1saver/storage/manifest.py: Chunks; ops/reseal.py: content), so only the
+    # bytes sent grow.
+    *((name, "union-all", "[UNION->UNION ALL] SELECT",
+       "cost only: a chunk reached twice comes twice; readers keep chunks by id",
+       "nstr(j.value,':')=0 [UNION->UNION ALL] SELECT")
+      for name in ("SELECT_PAGE_*", "DELTA_HISTORY", "RAW_*_ALL")),
+
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
     # retried after a lost response would differ only in started_at, by the retry's delay.
