@@ -76,6 +76,9 @@ PRIORITY: list[tuple[str, str]] = [
     ("SELECT_PAGE_*", "tests/saver/test_read_variants.py::"),
     ("DELTA_HISTORY", "tests/saver/test_read_variants.py::"),
     ("d1saver.ops.rows:*", "tests/saver/test_read_variants.py::"),
+    *((target, "tests/saver/test_clause_boundaries.py::") for target in (
+        "SELECT_PAGE_*", "DELTA_HISTORY", "RAW_*", "REKEY_*", "KEY_CENSUS", "THREADS_*",
+        "LEFTOVERS", "TRANSFER_PAGE_*", "STAGED_VALUES")),
 ]
 
 

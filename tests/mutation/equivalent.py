@@ -13,6 +13,8 @@ import fnmatch
 import re
 from typing import Any
 
+from d1saver.sql.transfers import TRANSFER_TABLES
+
 # (statements, or module:function, as a glob; the operator; for a drop, the text dropped
 # (separators aside), else a text of the change as printed (`where`); the reason; and, if
 # given, a text the change's context as printed must hold)
@@ -54,6 +56,83 @@ RULES: list[tuple[str, ...]] = [
     ("SELECT_PAGE_*", "drop-where", "WHERE NOT substr(k.owner,1,2)='f/'",
      "cost only: frozen pieces are read by no value of the page (bytes, not results)"),
 
+    # The pages of one thread (or one namespace) hold one thread: the DeltaChannel walk's
+    # `visited` and the 'h' rows' groups (GROUP BY thread_id, part) need no thread_id.
+    ("SELECT_PAGE_*THREAD*", "drop-group-term", "thread_id,",
+     "the page holds one thread (thread_id = :thread_id): grouping by it splits nothing"),
+    ("SELECT_PAGE_DELTA_*THREAD_NS*", "drop-group-term", ",checkpoint_ns",
+     "the page holds one namespace (checkpoint_ns = :checkpoint_ns): grouping by it splits "
+     "nothing"),
+    # The prefetch's walk step joined by namespace alone reaches every checkpoint of the
+    # namespace from every walk row: the true walk's rows are among them (the join keeps
+    # c = the walk row's checkpoint), and readers follow parent links from the page's
+    # checkpoints, so the rows off those paths, and the extra channels sought at a checkpoint
+    # on one (its seeds' values, more writes), are read and left. (Not so the page's own
+    # writes, `page_out`: there a wider join hides chunks the page never sent.)
+    ("SELECT_PAGE_DELTA_*", "drop-using", "checkpoint_id",
+     "cost only: the walk joined by namespace reads a superset of the true walk's rows; "
+     "readers follow parent links from the page's checkpoints",
+     "[-,checkpoint_id-])WHERE json_array_length("),
+    # DELTA_HISTORY's pieces come keyed by their own checkpoint, owner and seq, and a value
+    # is joined from them by seq (d1saver/storage/values.py: _join): joined to every holder
+    # of the namespace, a piece comes more than once and means the same.
+    ("DELTA_HISTORY", "drop-and", "k.checkpoint_id=h.checkpoint_id",
+     "cost only: pieces are keyed by their own checkpoint, owner and seq; one met twice "
+     "is joined once (by seq)"),
+    # DELTA_HISTORY reads one thread: its chunks ('h', through vals of :thread_id) are of it.
+    ("DELTA_HISTORY", "drop-group-term", "thread_id,",
+     "the history is of one thread (:thread_id): grouping its chunks by it splits nothing"),
+    # The walk's rows whose sought channels are empty add rows only to `chain`: `ancestors`
+    # (and through it `holders` and every row returned) keeps only those still seeking.
+    ("DELTA_HISTORY", "drop-and", "json_array_length(chain.sought)>0",
+     "cost only: a walk on with nothing sought yields chain rows `ancestors` drops "
+     "(it keeps json_array_length(chain.sought) > 0); depth still bounds it",
+     "chain.depth<20000"),
+    # The one-thread raw pages' pieces are keyed by the piece's own (thread, namespace, id)
+    # and attached only to a row of the page (d1saver/ops/reseal.py: raw_checkpoints,
+    # raw_writes, raw_frozen): a piece of another thread's row is met and dropped.
+    ("RAW_*_THREAD", "drop-and", "k.thread_id=p.thread_id",
+     "cost only: a piece of another thread is keyed to a row the one-thread page does not "
+     "hold, and dropped by the reader"),
+    ("RAW_FROZEN_THREAD", "drop-and", "k.thread_id=h.thread_id",
+     "cost only: a piece of another thread is keyed to a row the one-thread page does not "
+     "hold, and dropped by the reader"),
+    # Nor does a copy care whose pieces come with a row of its page: each piece comes keyed by
+    # its own row, and a value is joined from its owner's pieces by seq (d1saver/storage/
+    # values.py: _join), so a piece met twice is joined once. (Rekey's pages, ..._ALL, are
+    # not so: its guard fingerprints the pieces read.)
+    *((name, "drop-and", f"k.{column}={alias}.{column}",
+       "cost only: pieces come keyed by their own row and are joined by seq: a copy joins a "
+       "piece met twice once")
+      for name, alias in (("RAW_CHECKPOINTS_THREAD", "p"), ("RAW_WRITES_THREAD", "p"),
+                          ("RAW_FROZEN_THREAD", "h"))
+      for column in ("checkpoint_ns", "checkpoint_id")),
+    # A frozen 'c' row (the history goes on at the holder's parent) holds no value: FREEZE
+    # writes its type, value, metadata and channels NULL, and copies keep them (ops/reseal.py:
+    # copy_frozen). Where `kind <> 'c'` stands beside `value IS NOT NULL`, the latter decides.
+    *((name, "drop-and", text,
+       "a 'c' row's value is NULL: `value IS NOT NULL` beside it already leaves it out",
+       "value IS NOT NULL")
+      for name in ("STAGED_VALUES", "KEY_CENSUS", "RAW_FROZEN_*")
+      for text in ("kind<>'c'", "f.kind<>'c'")),
+
+    # LEAVE_UNLESS_SAME_<table> compares both ways after LEAVE_SCOPE found the read row count
+    # in both (see EQUIVALENT below): any one column comparison dropped weakens one direction
+    # only, and the other, with equal counts of rows distinct by key, proves the sets equal.
+    *(("LEAVE_UNLESS_SAME_*", "drop-and", f"b.{c} IS a.{c}",
+       "one direction of a two-way comparison, weakened: the other, with equal row counts, "
+       "is exact (rows are distinct by key)")
+      for c in sorted({c for keys, rest in TRANSFER_TABLES.values() for c in keys + rest})),
+
+    # A chunk walk (parts.tree_walk) whose arms are joined by UNION ALL returns a chunk once per
+    # way it is reached (content ids admit no cycle, so the walk still ends): the readers keep
+    # chunks by id (d1saver/storage/manifest.py: Chunks; ops/reseal.py: content), so only the
+    # bytes sent grow.
+    *((name, "union-all", "[UNION->UNION ALL] SELECT",
+       "cost only: a chunk reached twice comes twice; readers keep chunks by id",
+       "nstr(j.value,':')=0 [UNION->UNION ALL] SELECT")
+      for name in ("SELECT_PAGE_*", "DELTA_HISTORY", "RAW_*_ALL")),
+
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
     # retried after a lost response would differ only in started_at, by the retry's delay.
@@ -92,14 +171,15 @@ EQUIVALENT: dict[str, str] = {
     # its own piece 0 (owner '') exists, and the lookup by primary key (thread, ns, id,
     # owner, seq) meets it first ('' sorts before ':metadata', 'f/...' and 'task/idx'); the
     # metadata is sealed with its checkpoint anyway, under the same key.
-    "sql:KEY_CENSUS:c22aca62eb":
-        "a chunked checkpoint's own piece 0 (owner '') exists and comes first in key order; "
-        "its other pieces are sealed under the same key",
+    **{stable: "a chunked checkpoint's own piece 0 (owner '') exists and comes first in key "
+               "order; its other pieces are sealed under the same key"
+       for stable in ("sql:KEY_CENSUS:c22aca62eb", "sql:RAW_CHECKPOINTS_ALL:dd4e90fe5f")},
     # Staged thread ids are a staging prefix (char(31) 'd1saver-' and more) plus the
     # target's id: none equals the bare char(31) || 'd1saver-', the only id >= and > tell
     # apart.
-    "sql:STAGED_VALUES:eac523004f":
-        "no thread id equals the bare prefix char(31)||'d1saver-': staged ids extend it",
+    **{f"sql:STAGED_VALUES:{digest}":
+       "no thread id equals the bare prefix char(31)||'d1saver-': staged ids extend it"
+       for digest in ("eac523004f", "ac4a186552", "66e6466fd7")},
     # Rows of one key but kind are an 's' (or 'w' with task '') and a 'c' row at one depth
     # of one holder and channel; FREEZE_DONE, in the batch that freezes, deletes a 'c' row
     # whenever another row of that holder and channel lies at its depth or deeper.
@@ -109,11 +189,83 @@ EQUIVALENT: dict[str, str] = {
 }
 
 
+# Text no call ever runs, per statement (a glob): a mutant whose whole edit lies in it, or
+# that drops one of its optional clauses whole, is equivalent. The one-thread raw pages are
+# read by copies only (d1saver/ops/rewrites.py: _copy_thread; d1saver/ops/reseal.py:
+# copy_sealed), always with :heads NULL and :content 0 (rekey reads every thread: ..._ALL):
+# in `AND (:heads IS NULL OR <stale>)` the <stale> test never runs (the clause is true), and
+# with `vals` empty (its WHERE :content = 1) the chunk walk `refs` and the 'h' arm have no
+# rows. Edits of `:heads IS NULL` or of `vals` are not in these regions.
+DEAD: list[tuple[str, str]] = [
+    ("RAW_*_THREAD",
+     "one-thread raw pages are read by copies only, with :heads NULL (every row) and "
+     ":content 0 (no chunks): the head test and the chunk walk never run"),
+]
+
+
+def _balanced(sql: str, open_at: int) -> int:
+    """The index after the parenthesis that closes the one at `open_at`."""
+    depth = 0
+    for k in range(open_at, len(sql)):
+        depth += {"(": 1, ")": -1}.get(sql[k], 0)
+        if depth == 0:
+            return k + 1
+    return len(sql)
+
+
+def _dead_regions(sql: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(regions no call runs, optional clauses droppable whole) of a one-thread raw page."""
+    inside, whole = [], []
+    heads = sql.find(" IS NULL OR")
+    if heads >= 0:
+        clause = sql.rfind("AND(", 0, heads)
+        end = _balanced(sql, clause + 3)
+        inside.append((heads + len(" IS NULL OR"), end - 1))
+        whole.append((clause, end))
+    refs = sql.find("refs(thread_id,id)AS(")
+    if refs >= 0:
+        inside.append((refs, _balanced(sql, refs + len("refs(thread_id,id)AS"))))
+    arm = sql.find("UNION ALL SELECT 'h',")
+    if arm >= 0:  # with the space before it, which a dropped arm takes along
+        inside.append((arm - (sql[arm - 1:arm] == " "), len(sql)))
+    return inside, whole
+
+
+def _dead(mutant: Any) -> str | None:
+    """The reason, if the mutant edits only text no call runs (DEAD)."""
+    name, text = getattr(mutant, "statement", None), getattr(mutant, "sql", None)
+    if not name or text is None:
+        return None
+    for pattern, why in DEAD:
+        if not fnmatch.fnmatchcase(name, pattern):
+            continue
+        from tests.mutation.sql import by_name, numbered
+
+        base = numbered(by_name()[name].sql)
+        head = 0
+        while head < min(len(base), len(text)) and base[head] == text[head]:
+            head += 1
+        tail = 0
+        while (tail < min(len(base), len(text)) - head
+               and base[-1 - tail] == text[-1 - tail]):
+            tail += 1
+        lo, hi = head, len(base) - tail
+        inside, whole = _dead_regions(base)
+        if any(s <= lo and hi <= e for s, e in inside):
+            return why
+        if any(text.replace(" ", "") == (base[:s] + base[e:]).replace(" ", "")
+               for s, e in whole):
+            return why
+    return None
+
+
 def reason(mutant: Any) -> str | None:
     """Why the mutant is equivalent, or None."""
     stable = getattr(mutant, "stable", "")
     if stable in EQUIVALENT:
         return EQUIVALENT[stable]
+    if dead := _dead(mutant):
+        return dead
     name = getattr(mutant, "statement", None) or (
         f"{getattr(mutant, 'module', '')}:{getattr(mutant, 'function', '')}")
     old, new = getattr(mutant, "old", ""), getattr(mutant, "new", "")

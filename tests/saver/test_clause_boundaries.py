@@ -1,0 +1,482 @@
+"""Data where only one clause of a statement tells rows apart, read back exactly.
+
+Reads: a namespace holding the root's checkpoints again under the same ids, beside the root's
+DeltaChannel histories frozen by a prune (records that end a history, and 'c' records that go
+on at a kept ancestor), compared with InMemorySaver through DELTA_HISTORY and every page
+variant's prefetch (get_tuple, and pages that end inside a walk). Maintenance: rekey and
+seal-plaintext in pages of 3 rows, keyed copies in pages of 2, and a thread read out in
+keyset pages of rows and bytes, over threads and namespaces sharing ids, frozen rows and
+pieces; the key census beside staged rows; threads in a range and leftovers at the range's
+bounds, per table; pages of threads. `./dev mutate` checks that dropping or changing a clause of these
+statements fails here (tests/mutation/equivalent.py names the changes nothing can tell apart).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import random
+from functools import cache
+from collections.abc import Generator, Sequence
+from typing import Any
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+
+from d1saver import D1Saver, Result, Statement, admin
+from d1saver.compaction import lease
+from d1saver.compaction.rekey import rekey
+from d1saver.ops import transfer
+from d1saver.sql import catalogue as _sql
+from d1saver.storage.crypto import key_id
+from tests.conftest import Backend
+from tests.saver import mirror
+from tests.saver.mirror import Recording
+
+THREAD = "g"
+TWIN = "zz"  # a namespace of THREAD holding the root's checkpoints again, under their ids
+
+
+@cache
+def recorded() -> tuple[Recording, int]:
+    """THREAD's runs of the corpus graph (4 turns, the second interrupted and resumed), and
+    how many of its calls the first 3 turns made."""
+    memory = Recording()
+    graph = mirror.corpus_graph(memory)
+    first = 0
+    for turn in range(4):
+        if turn == 3:
+            first = len(memory.calls)
+        config: RunnableConfig = {"configurable": {"thread_id": THREAD},
+                                  "metadata": {"user": "u0", "turn": turn}}
+        graph.invoke({"messages": [f"says {turn}"], "turn": turn}, config, durability="sync")
+        if turn == 1:
+            graph.invoke(mirror.Command(resume="yes"), config, durability="sync")
+    return memory, first
+
+
+def twin_calls(memory: Recording) -> list[tuple[str, tuple[Any, ...]]]:
+    """The root namespace's calls again, in namespace TWIN."""
+    out = []
+    for method, args in memory.calls:
+        if not args[0]["configurable"].get("checkpoint_ns"):
+            again = copy.deepcopy(args)
+            again[0]["configurable"]["checkpoint_ns"] = TWIN
+            out.append((method, again))
+    return out
+
+
+def tagged(memory: Recording, first: int) -> list[RunnableConfig]:
+    """Root checkpoints of the third turn which a prune keeps (tagged): T1 (-4) and T2 (-6),
+    two steps apart (T1's frozen history of `notes` continues at T2: a 'c' row), and T1's
+    child (-3), whose walks go through T1's record on to T2."""
+    roots = [args for method, args in memory.calls[:first]
+             if method == "put" and not args[0]["configurable"].get("checkpoint_ns")]
+    return [{"configurable": {"thread_id": THREAD, "checkpoint_ns": "",
+                              "checkpoint_id": roots[n][1]["id"]}} for n in (-3, -4, -6)]
+
+
+def pruned_beside_twin(backend: Backend) -> tuple[D1Saver, Recording]:
+    """D1Saver: THREAD's first 3 turns, pruned (keep_latest: the kept checkpoint's histories
+    frozen), then the root's checkpoints of all 4 turns put again in TWIN, whole (the 4th
+    turn's walk through an id the root holds frozen). InMemorySaver: everything, unpruned."""
+    memory, first = recorded()
+    saver = backend.saver()
+    for method, args in memory.calls[:first]:
+        getattr(saver, method)(*copy.deepcopy(args))
+    for n, config in enumerate(tagged(memory, first)):
+        saver.tag(config, f"kept{n}")
+    saver.prune([THREAD], strategy="keep_latest")
+    (frozen,) = saver.client.execute([Statement(
+        "SELECT kind, COUNT(*) FROM delta_frozen WHERE thread_id = ? AND checkpoint_ns = ''"
+        " GROUP BY kind", [THREAD])])
+    assert {kind for kind, _ in frozen.rows} >= {"c", "w"}, frozen.rows
+    reference = Recording()
+    for method, args in [*memory.calls, *twin_calls(memory)]:
+        getattr(reference, method)(*copy.deepcopy(args))
+    for method, args in twin_calls(memory):
+        getattr(saver, method)(*copy.deepcopy(args))
+    return saver, reference
+
+
+def test_a_frozen_history_ends_only_its_own_namespace(local: Backend) -> None:
+    """The root namespace's latest checkpoint has its histories frozen; TWIN holds the same
+    checkpoint ids with their histories whole: every read of TWIN (DELTA_HISTORY, and the
+    prefetch of each page variant) walks TWIN's ancestors, and the root's reads its record."""
+    saver, memory = pruned_beside_twin(local)
+    twin: RunnableConfig = {"configurable": {"thread_id": THREAD, "checkpoint_ns": TWIN}}
+    listed = list(memory.list(twin))
+    asked = 0
+    fresh = local.saver()  # nothing cached: DELTA_HISTORY
+    for t in listed:
+        if channels := mirror.sought(t):
+            asked += 1
+            assert fresh.get_delta_channel_history(config=t.config, channels=channels) == (
+                memory.get_delta_channel_history(config=t.config, channels=channels)), t.config
+    assert asked > 3
+    root = list(saver.list({"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}))
+    assert len(root) >= 2
+    for t in root:
+        if channels := mirror.sought(t):
+            assert fresh.get_delta_channel_history(config=t.config, channels=channels) == (
+                memory.get_delta_channel_history(config=t.config, channels=channels))
+    scopes: list[tuple[RunnableConfig | None, dict[str, Any] | None]] = [
+        (twin, None), (twin, {"user": "u0"}),
+        ({"configurable": {"thread_id": THREAD}}, None),
+        ({"configurable": {"thread_id": THREAD}}, {"user": "u0"}),
+        (None, None), (None, {"user": "u0"})]
+    for scope, f in scopes:
+        reader = local.saver()
+        got = list(reader.list(scope, filter=f))
+        mine = [t.config for t in got if t.config["configurable"]["checkpoint_ns"] == TWIN]
+        assert mine == [t.config for t in mirror.in_order(list(memory.list(twin, filter=f)))]
+        kept = [t.config for t in got if t.config["configurable"]["checkpoint_ns"] != TWIN]
+        assert scope is not twin or not kept
+        assert scope is twin or f is not None or len(kept) >= len(root), (scope, f)
+        before = local.requests
+        for t in got:
+            want = memory.get_tuple(t.config)
+            assert want is not None
+            if (channels := mirror.sought(t)):
+                assert reader.get_delta_channel_history(config=t.config, channels=channels) == (
+                    memory.get_delta_channel_history(config=t.config, channels=channels)), (
+                    scope, f, t.config)
+        assert local.requests == before, (scope, f)
+    for t in [*listed, *root]:  # get_tuple of each checkpoint, and its prefetch
+        reader = local.saver()
+        got_t = reader.get_tuple(t.config)
+        assert got_t is not None
+        served_alone(local, reader, memory, got_t)
+    for t in root:  # pages of the checkpoint and its twin, in each scope: walks leave them
+        conf = t.config["configurable"]
+        wide: list[RunnableConfig | None] = [{"configurable": {"thread_id": THREAD}}, None]
+        for scope in wide:
+            for f in (None, {"user": "u0"}):
+                reader = local.saver()
+                two = list(reader.list(scope, filter=f, limit=2, before={
+                    "configurable": {**conf, "checkpoint_id": next_id(conf["checkpoint_id"])}}))
+                assert [x.config for x in two] == [
+                    {"configurable": {**conf, "checkpoint_ns": TWIN}}, t.config], (scope, f)
+                for x in two:
+                    served_alone(local, reader, memory, x)
+        for f in (None, {"user": "u0"}):  # one namespace: the page is the checkpoint alone
+            reader = local.saver()
+            (one,) = reader.list({"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}},
+                                 filter=f, limit=1, before={"configurable": {
+                                     **conf, "checkpoint_id": next_id(conf["checkpoint_id"])}})
+            assert one.config == t.config, f
+            served_alone(local, reader, memory, one)
+
+
+def next_id(checkpoint_id: str) -> str:
+    """An id just above `checkpoint_id` (for `before`)."""
+    return checkpoint_id + "0"
+
+
+def served_alone(backend: Backend, reader: D1Saver, memory: Recording, t: Any) -> None:
+    """The DeltaChannel histories of `t`, read by `reader` just after it, are InMemorySaver's
+    and come from its prefetch (no request)."""
+    if channels := mirror.sought(t):
+        before = backend.requests
+        assert reader.get_delta_channel_history(config=t.config, channels=channels) == (
+            memory.get_delta_channel_history(config=t.config, channels=channels)), t.config
+        assert backend.requests == before, t.config
+
+
+# --- rekey and copies: raw pages in key order, across namespaces and threads ---------------
+
+K1, K2 = bytes([31]) * 32, bytes([32]) * 32
+TIE = "g-tie"
+# Over D1's row limit even compressed: stored in pieces.
+BIG = base64.b64encode(random.Random(26).randbytes(2_400_000)).decode()  # THREAD's first turns again, under the same checkpoint ids
+
+
+def grid(saver: D1Saver) -> None:
+    """THREAD as `pruned_beside_twin` leaves it (frozen rows, TWIN), TIE (THREAD's first
+    turns, pruned alike: the same checkpoint ids), and in TIE a checkpoint whose metadata is
+    stored in pieces, and its child likewise."""
+    memory, first = recorded()
+    for method, args in memory.calls[:first]:
+        getattr(saver, method)(*copy.deepcopy(args))
+        again = copy.deepcopy(args)
+        again[0]["configurable"]["thread_id"] = TIE
+        getattr(saver, method)(*again)
+    for n, config in enumerate(tagged(memory, first)):
+        saver.tag(config, f"kept{n}")
+        saver.tag({"configurable": {**config["configurable"], "thread_id": TIE}}, f"kept{n}")
+    saver.prune([THREAD, TIE], strategy="keep_latest")
+    for method, args in twin_calls(memory):
+        getattr(saver, method)(*copy.deepcopy(args))
+    big = mirror.empty_checkpoint()
+    big["id"] = mirror.BIG_ID
+    metadata: Any = {"source": "update", "step": 0, "parents": {}, "big": BIG}
+    config = saver.put({"configurable": {"thread_id": TIE, "checkpoint_ns": "big"}}, big,
+                       metadata, {})
+    big["id"] = mirror.BIG_ID[:-1] + "2"  # a second one, its child, in the same page
+    saver.put(config, big, {**metadata, "step": 1, "big": BIG[::-1]}, {})
+
+
+def everything(saver: D1Saver) -> list[tuple[Any, ...]]:
+    """Every checkpoint listed, its values, metadata and writes, and its DeltaChannel
+    histories."""
+    out: list[tuple[Any, ...]] = []
+    for t in saver.list(None):
+        channels = mirror.sought(t)
+        out.append((t.config, t.checkpoint["channel_values"], t.metadata, t.pending_writes,
+                    channels and saver.get_delta_channel_history(config=t.config,
+                                                                 channels=channels)))
+    return out
+
+
+def rows_per_table(saver: D1Saver) -> dict[str, int]:
+    (c, w, f) = saver.client.execute([Statement(f"SELECT COUNT(*) FROM {t}") for t in (
+        "checkpoints", "writes", "delta_frozen WHERE kind <> 'c' AND value IS NOT NULL")])
+    return {"checkpoints": c.rows[0][0], "writes": w.rows[0][0], "delta_frozen": f.rows[0][0]}
+
+
+def test_rekey_in_small_pages_reseals_every_row(local: Backend) -> None:
+    """rekey in pages of 3 rows (RAW_*_ALL with :heads): every value of every table, in
+    every thread and namespace, under the new key; everything reads back the same."""
+    grid(local.saver(encryption_keys=[K1]))
+    rotated = local.saver(encryption_keys=[K2, K1])
+    before = everything(rotated)
+    rows = rows_per_table(rotated)
+    assert rotated.key_census() == {t: {key_id(K1).hex(): n} for t, n in rows.items()}
+
+    class Stop(Exception):
+        pass
+
+    def stop_in_frozen(table: str, counts: Any) -> None:
+        if table == "delta_frozen" and counts.pages == 1:
+            raise Stop
+
+    with pytest.raises(Stop):  # stopped after one page of frozen rows: both keys in the census
+        rekey(rotated, batch_rows=3, progress=stop_in_frozen)
+    old, new = key_id(K1).hex(), key_id(K2).hex()
+    assert rotated.key_census() == {"checkpoints": {new: rows["checkpoints"]},
+                                    "writes": {new: rows["writes"]},
+                                    "delta_frozen": {new: 3, old: rows["delta_frozen"] - 3}}
+    lease.break_lease(rotated)  # the stopped run could not release it
+    summary = rekey(rotated, batch_rows=3)
+    assert rotated.key_census() == {t: {new: n} for t, n in rows.items()}
+    left = rows["delta_frozen"] - 3
+    assert summary.rewritten == left
+    assert summary.tables == {"checkpoints": {"rewritten": 0, "plaintext_left": 0, "pages": 1},
+                              "writes": {"rewritten": 0, "plaintext_left": 0, "pages": 1},
+                              "delta_frozen": {"rewritten": left, "plaintext_left": 0,
+                                               "pages": left // 3 + 1}}
+    assert everything(local.saver(encryption_keys=[K2])) == before
+
+
+def test_seal_plaintext_in_small_pages_seals_content_whole(local: Backend) -> None:
+    """rekey --seal-plaintext in pages of 3 rows (RAW_*_ALL with :content: the chunks of
+    values stored by content come with their rows): every value sealed; everything reads
+    back the same under the key alone."""
+    plain = local.saver()
+    grid(plain)
+    before = everything(plain)
+    rows = rows_per_table(plain)
+    keyed = local.saver(encryption_keys=[K2])
+    assert keyed.key_census() == {t: {"plaintext": n} for t, n in rows.items()}
+    summary = rekey(keyed, batch_rows=3, seal_plaintext=True)
+    after = rows_per_table(keyed)  # a plaintext pack is sealed as one row per write
+    assert after == {**rows, "writes": after["writes"]} and after["writes"] > rows["writes"]
+    assert summary.rewritten == sum(after.values()) and summary.plaintext_left == 0
+    assert keyed.key_census() == {t: {key_id(K2).hex(): n} for t, n in after.items()}
+    assert everything(keyed) == before
+
+
+def thread_view(saver: D1Saver, thread_id: str) -> list[tuple[Any, ...]]:
+    """Everything `everything` reads of one thread, with the thread's id left out."""
+    def bare(config: RunnableConfig | None) -> Any:
+        return config and {k: v for k, v in config["configurable"].items() if k != "thread_id"}
+
+    out = []
+    for t in saver.list({"configurable": {"thread_id": thread_id}}):
+        channels = mirror.sought(t)
+        out.append((bare(t.config), bare(t.parent_config), t.checkpoint["channel_values"],
+                    t.metadata, t.pending_writes,
+                    channels and saver.get_delta_channel_history(config=t.config,
+                                                                 channels=channels)))
+    return out
+
+
+def test_a_keyed_copy_in_pages_of_two_rows_is_the_thread_again(local: Backend) -> None:
+    """copy_thread with keys, in pages of 2 rows (RAW_*_THREAD, each row re-sealed for the
+    target): every checkpoint, write (several per task), frozen row and piece of THREAD and
+    TIE comes over, and each copy reads as its source."""
+    saver = local.saver(encryption_keys=[K1], page_size=2)
+    grid(saver)
+    for source in (THREAD, TIE):
+        saver.copy_thread(source, f"{source}-copy")
+        assert thread_view(saver, f"{source}-copy") == thread_view(saver, source)
+    (counts,) = saver.client.execute([Statement(
+        "SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?1),"
+        " (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?2),"
+        " (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = ?3),"
+        " (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = ?4),"
+        " (SELECT COUNT(*) FROM chunks WHERE thread_id = ?3),"
+        " (SELECT COUNT(*) FROM chunks WHERE thread_id = ?4)",
+        [THREAD, f"{THREAD}-copy", TIE, f"{TIE}-copy"])])
+    c1, c2, f1, f2, k1, k2 = counts.rows[0]
+    assert (c1, f1, k1) == (c2, f2, k2) and f1 > 3 and k1 > 1
+
+
+# --- threads in a range, leftovers, pages of threads ----------------------------------------
+
+ROWS = {  # a row of each table, for a thread id put first
+    "checkpoints": "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+                   "checkpoint, metadata) VALUES (?1, '', 'c1', 'x', '{}')",
+    "writes": "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, "
+              "channel, value) VALUES (?1, '', 'c1', 't', 0, 'ch', 'x')",
+    "chunks": "INSERT INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data) "
+              "VALUES (?1, '', 'c1', '', 0, 'x')",
+    "tags": "INSERT INTO tags (thread_id, checkpoint_ns, checkpoint_id, name, created_at) "
+            "VALUES (?1, '', 'c1', 'n', 'now')",
+    "d1saver_chunks": "INSERT INTO d1saver_chunks (thread_id, id, level, data) "
+                      "VALUES (?1, 'id', 0, 'x')",
+    "delta_unwritten": "INSERT INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, "
+                       "channels) VALUES (?1, '', 'c1', '[]')",
+    "delta_frozen": "INSERT INTO delta_frozen (thread_id, checkpoint_ns, checkpoint_id, "
+                    "channel, kind, depth, task_id, idx, src_checkpoint_id) "
+                    "VALUES (?1, '', 'c1', 'ch', 'w', 1, 't', 0, 'c0')",
+}
+
+
+def test_threads_in_a_range_are_those_of_every_table_and_no_other(local: Backend) -> None:
+    """THREADS_IN_RANGE and LEFTOVERS over [prefix, prefix's successor): per table (a prefix
+    of its own, so no other table answers for it) the id equal to the prefix and one above
+    it count; the one just below and the successor itself do not. LEFTOVERS gives each with
+    its registration (expired unless registered for later)."""
+    saver = local.saver()
+    saver.setup()
+    stmts = []
+    for n, insert in enumerate(ROWS.values()):
+        for thread_id in (f"p{n}-", f"p{n}-x", f"p{n},", f"p{n}."):
+            stmts.append(Statement(insert, [thread_id]))
+    stmts.append(Statement(
+        "INSERT INTO d1saver_staged (staging_id, thread_id, source_id, created_at, expires_at)"
+        " VALUES ('p0-x', 'target', 'source', 0, 4102444800)"))
+    saver.client.execute(stmts)
+    for n, table in enumerate(ROWS):
+        (inside, left) = saver.client.execute([transfer.staged_threads(f"p{n}-"),
+                                               transfer.leftovers(f"p{n}-")])
+        assert inside.rows == [[f"p{n}-"], [f"p{n}-x"]], table
+        assert left.rows == [[f"p{n}-", None, None, 1], [
+            f"p{n}-x", *(["target", "source", 0] if n == 0 else [None, None, 1])]], table
+
+
+def test_a_page_of_threads_holds_its_size(local: Backend) -> None:
+    """THREADS_PAGE: keyset pages of `size` threads in order, after the cursor."""
+    saver = local.saver()
+    saver.setup()
+    saver.client.execute([Statement(ROWS["checkpoints"], [t]) for t in "edcba"])
+    pages, after = [], ""
+    while True:
+        (page,) = saver.client.execute([admin.threads_page(after, 2)])
+        if not page.rows:
+            break
+        pages.append([row[0] for row in page.rows])
+        after = pages[-1][-1]
+    assert pages == [["a", "b"], ["c", "d"], ["e"]]
+
+
+def test_the_census_skips_staged_rows_and_only_those(local: Backend) -> None:
+    """KEY_CENSUS and STAGED_VALUES: rows staged under a hidden id (a copy of TIE) are counted
+    as skipped, every value once; a thread whose id is the staging range's upper bound (a
+    user's id like any other) is counted with the rest."""
+    saver = local.saver(encryption_keys=[K1])
+    grid(saver)
+    staged, beyond = "\x1fd1saver-copying\x1fx", "\x1fd1saver."
+    saver.client.execute([*Statement.bind_each(_sql.COPY_THREAD, {"source": TIE,
+                                                                  "target": staged}),
+                          *Statement.bind_each(_sql.COPY_THREAD, {"source": THREAD,
+                                                                  "target": beyond})])
+    (counted,) = saver.client.execute([Statement(
+        "SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?1)"
+        " + (SELECT COUNT(*) FROM writes WHERE thread_id = ?1 AND value IS NOT NULL)"
+        " + (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = ?1 AND kind <> 'c'"
+        " AND value IS NOT NULL)", [TIE])])
+    rows = rows_per_table(saver)  # every thread's, the staged copy's too
+    census = saver.key_census()
+    assert census["staged"] == {"skipped": counted.rows[0][0]} and counted.rows[0][0] > 20
+    assert sum(n for t, per in census.items() if t != "staged" for n in per.values()) == (
+        sum(rows.values()) - counted.rows[0][0])
+
+
+# --- a thread's rows read out in keyset pages (moves and copies between databases) ----------
+
+
+def test_a_thread_read_in_small_pages_is_every_row_once_each_page_full(local: Backend) -> None:
+    """read_thread (TRANSFER_PAGE_*) in pages of 3 rows and about 1,000 to 4,000 bytes: every
+    row of every table once, in key order; each page holds its rows up to the byte budget (the
+    rows before its last start under it) and stops short of the row limit only where the next
+    row would start over it."""
+    saver = local.saver(encryption_keys=[K1])  # one write per row: several idx per task
+    grid(saver)
+    limit = 3
+    pages: dict[str, list[list[tuple[Any, ...]]]] = {t: [] for t in transfer.TABLES}
+
+    def exchange(stmts: Sequence[Statement]) -> Generator[Any, Any, list[Result]]:
+        results = saver.client.execute(stmts)
+        for stmt, result in zip(stmts, results):
+            table = next(t for t, q in _sql.TRANSFER_PAGE.items() if q.name == stmt.name)
+            pages[table].append([tuple(r[:-1]) for r in result.rows])
+        yield from ()
+        return results
+
+    for thread_id, budget in [(THREAD, 2_000), (TIE, 2_000), *(
+            (THREAD, b) for b in range(1_000, 4_000, 173))]:
+        for table in pages:
+            pages[table].clear()
+        read = transfer.read_thread(exchange, thread_id, page_rows=limit, page_bytes=budget)
+        try:
+            next(read)
+        except StopIteration as done:
+            got = done.value
+        for table, (keys, rest) in _sql.TRANSFER_TABLES.items():
+            (want,) = saver.client.execute([Statement(
+                f"SELECT {', '.join(keys + rest)} FROM {table} WHERE thread_id = ?1 "
+                f"ORDER BY {', '.join(keys)}", [thread_id])])
+            assert got.tables[table] == [tuple(r) for r in want.rows], (thread_id, table)
+            sizes = [sum(len(str(v)) for v in row[len(keys):] if v is not None)
+                     for row in got.tables[table]]
+            at = 0
+            for page in pages[table]:
+                n = len(page)
+                assert sum(sizes[at:at + n - 1]) < budget, (thread_id, table)
+                if 0 < n < limit and at + n < len(sizes):
+                    assert sum(sizes[at:at + n]) >= budget, (thread_id, table)
+                at += n
+        assert sum(len(rows) for rows in got.tables.values()) > 30
+
+
+def test_a_history_through_a_value_stored_in_pieces(local: Backend) -> None:
+    """DELTA_HISTORY from a checkpoint whose walk passes two ancestors, the farther a seed
+    whose value is stored in pieces: each piece comes once, with its own checkpoint."""
+    memory, saver = InMemorySaver(), local.saver(encryption_keys=[K1])
+    for target in (memory, saver):
+        parent: RunnableConfig = {"configurable": {"thread_id": "h", "checkpoint_ns": ""}}
+        for i in range(4):
+            cp = mirror.empty_checkpoint()
+            cp.update(id=f"1f0aaaaa-0000-6000-8000-{i:012d}", ts="2026-11-27T00:00:00+00:00",
+                      channel_versions={"messages": f"{i + 1:032}.0"})
+            metadata: Any = {"source": "loop", "step": i, "parents": {}}
+            if i < 2:  # over a row's limit: the checkpoint row holds a marker, its pieces
+                metadata["big"] = BIG
+            if i == 0:
+                cp["channel_values"] = {"messages": [BIG]}
+            else:
+                metadata["counters_since_delta_snapshot"] = {"messages": [i, i]}
+            parent = target.put(parent, cp, metadata, {"messages": f"{i + 1:032}.0"})
+            target.put_writes(parent, [("messages", f"m{i}")], task_id=f"task-{i}")
+    (pieces,) = saver.client.execute([Statement(
+        "SELECT COUNT(*) FROM chunks WHERE thread_id = 'h'")])
+    assert pieces.rows[0][0] > 1
+    fresh = local.saver(encryption_keys=[K1])
+    for i in range(1, 4):
+        config: RunnableConfig = {"configurable": {
+            "thread_id": "h", "checkpoint_ns": "", "checkpoint_id": f"1f0aaaaa-0000-6000-8000-{i:012d}"}}
+        assert fresh.get_delta_channel_history(config=config, channels=["messages"]) == (
+            memory.get_delta_channel_history(config=config, channels=["messages"])), i
