@@ -54,6 +54,21 @@ RULES: list[tuple[str, ...]] = [
     ("SELECT_PAGE_*", "drop-where", "WHERE NOT substr(k.owner,1,2)='f/'",
      "cost only: frozen pieces are read by no value of the page (bytes, not results)"),
 
+    # GROWTH's first-reached chunks are joined with d1saver_chunks by id before they count
+    # (and before the walk opens them): an inline piece (it holds ':') let through joins
+    # nothing. (Not so in CHUNK_CHECK, which counts reached ids that are not stored.)
+    ("GROWTH", "drop-and", "instr(j.value,':')=0",
+     "an inline piece (it holds ':') never names a chunk: the join finds nothing for it"),
+    ("GC_CHUNKS", "drop-and", "instr(j.value,':')=0",
+     "an inline piece (it holds ':') never names a chunk: NOT IN never meets it"),
+    # GROWTH reads `reached` only grouped by id (the first checkpoint to reach each).
+    ("GROWTH", "union-all", "[UNION->UNION ALL]",
+     "`reached` is only read grouped by id: duplicates change nothing"),
+    # GC_CHUNKS deletes the chunks of the scope NOT IN `reached`: a duplicate row in it
+    # changes nothing (ids name their content, so no tree node lists itself: the walk ends).
+    ("GC_CHUNKS", "union-all", "[UNION->UNION ALL]",
+     "`reached` is only read by NOT IN: duplicates change nothing"),
+
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
     # retried after a lost response would differ only in started_at, by the retry's delay.
@@ -103,6 +118,22 @@ EQUIVALENT: dict[str, str] = {
     # Rows of one key but kind are an 's' (or 'w' with task '') and a 'c' row at one depth
     # of one holder and channel; FREEZE_DONE, in the batch that freezes, deletes a 'c' row
     # whenever another row of that holder and channel lies at its depth or deeper.
+    # CHUNK_CHECK lists what each branch of `reached` reads (checkpoints, writes, packed
+    # writes, frozen histories) for the threads "of checkpoints (:thread_id NULL or the
+    # thread) UNION of writes (likewise)". A branch's row belongs to a thread that its own
+    # part of that union always selects (a checkpoint's thread is a thread of checkpoints, a
+    # write's a thread of writes, a frozen row's a thread of checkpoints: delta_frozen rows
+    # go with their checkpoints), so weakening the other part changes nothing.
+    "sql:CHUNK_CHECK:a494460ba2": "a checkpoint's thread is selected by the checkpoints part",
+    "sql:CHUNK_CHECK:6044500e3b": "a checkpoint's thread is selected by the checkpoints part",
+    "sql:CHUNK_CHECK:5a395e1d17": "a write's thread is selected by the writes part",
+    "sql:CHUNK_CHECK:9d163e1e98": "a write's thread is selected by the writes part",
+    "sql:CHUNK_CHECK:8ead353320": "a packed write's thread is selected by the writes part",
+    "sql:CHUNK_CHECK:478c9cfb82": "a packed write's thread is selected by the writes part",
+    "sql:CHUNK_CHECK:00f158656f":
+        "a frozen row's thread has checkpoints: the checkpoints part selects it",
+    "sql:CHUNK_CHECK:e15a7ee226":
+        "a frozen row's thread has checkpoints: the checkpoints part selects it",
     "sql:REKEY_FROZEN:66242db464":
         "no 'c' row shares the rest of its key with a row holding a value: FREEZE_DONE "
         "deletes it in the batch that freezes",
