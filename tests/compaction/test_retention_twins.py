@@ -319,3 +319,20 @@ def test_growth_counts_each_checkpoint_of_its_own_thread_and_namespace(local: Ba
                    twin)[0][0]
     assert sum(r["chunk_bytes"] for r in got) == stored > 0
     assert [r["chunk_bytes"] for r in growth(saver, other)] == [r["chunk_bytes"] for r in got]
+
+
+def test_a_subgraph_is_reached_through_its_own_threads_parent(local: Backend) -> None:
+    """A subgraph namespace is judged running by its own thread's parent namespace: another
+    thread in the batch whose root head has the id of one of this thread's kept checkpoints
+    keeps nothing here. keep=2: the twin compacted alone and the one beside it end alike."""
+    saver = local.saver()
+    alone, beside, short = "s-alone", "s-beside", "s-short"
+    for tid in (alone, beside):
+        chain(saver, tid, "", 4)
+        chain(saver, tid, "child:task-Q", 4)  # newest 3: not newer than the root's head 3
+    chain(saver, short, "", 3)  # its head has the id of the twins' kept 2
+    compact(saver, [alone], 2)
+    compact(saver, [beside, short], 2)
+    for tid in (alone, beside):
+        assert by_namespace(saver, tid) == {"": [checkpoint_id(2), checkpoint_id(3)]}
+    assert rows(saver, alone) == rows(saver, beside)

@@ -69,6 +69,23 @@ RULES: list[tuple[str, ...]] = [
     ("GC_CHUNKS", "union-all", "[UNION->UNION ALL]",
      "`reached` is only read by NOT IN: duplicates change nothing"),
 
+    # PLAN_RELINK's walk starting from every checkpoint of a namespace that keeps one, not
+    # from the kept ones only, also relinks checkpoints that are not kept: the same batch
+    # deletes them (DELETE_UNKEPT_CHECKPOINTS spares none, and their frozen rows go with
+    # them), after the summary and the freeze have read the parents. Rows of kept ones are
+    # the same (the walk's UNION drops the duplicates).
+    ("PLAN_RELINK", "drop-and", "c.checkpoint_id=k.checkpoint_id",
+     "cost only: the extra relinked checkpoints are not kept, and the batch deletes them"),
+    # d1saver_relink is emptied before the walk fills it (CLEAR_SCRATCH), and its GROUP BY
+    # gives one row per key: there is never a row to replace.
+    ("PLAN_RELINK", "conflict", "[REPLACE->IGNORE]",
+     "one row per key, into a table emptied first: nothing to replace"),
+    # PLAN_THREADS names its threads (no LIMIT): the order of `listed` is not read; each
+    # thread's n comes from ROW_NUMBER() OVER (ORDER BY c.thread_id), and the plan's rows
+    # are ordered by n.
+    ("PLAN_THREADS", "swap-dir", "ORDER BY c.thread_id[-> DESC]),judged",
+     "the page of named threads has no LIMIT: n is numbered by its own window order"),
+
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
     # retried after a lost response would differ only in started_at, by the retry's delay.
