@@ -86,6 +86,11 @@ RULES: list[tuple[str, ...]] = [
     ("PLAN_THREADS", "swap-dir", "ORDER BY c.thread_id[-> DESC]),judged",
      "the page of named threads has no LIMIT: n is numbered by its own window order"),
 
+    # A sweep deletes rows whose expires_at is at most a time: for a row without a TTL
+    # (expires_at NULL) `expires_at <= t` is NULL, never true, with or without the NULL test.
+    ("SWEEP_*", "drop-and", "expires_at IS NOT NULL",
+     "NULL <= t is never true: a row without a TTL is never swept either way"),
+
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
     # retried after a lost response would differ only in started_at, by the retry's delay.
