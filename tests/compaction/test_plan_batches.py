@@ -16,7 +16,7 @@ KEEP, CUTOFF, BATCH_CHECKPOINTS, BATCH_THREADS = 1, "2024-01-01", 5, 3
 STAGED = "\x1fd1saver-staged"
 # thread: (checkpoints, idle since long ago, marked for garbage collection)
 THREADS = {"p-a": (4, False, False), "p-b": (4, False, False), "p-c": (2, False, False),
-           "p-d": (1, False, False), "p-e": (3, True, False), "p-f": (2, True, False),
+           "p-cc": (2, False, False), "p-d": (1, False, False), "p-e": (3, True, False), "p-f": (2, True, False),
            "p-g": (2, True, False), "p-h": (1, False, True), "p-i": (2, False, False),
            "p-j": (2, False, False), "p-k": (2, False, False), "p-l": (1, True, False)}
 
@@ -63,12 +63,12 @@ def test_the_plan_packs_threads_as_the_policy_says(local: Backend) -> None:
     bounds = {"batch_checkpoints": BATCH_CHECKPOINTS, "batch_threads": BATCH_THREADS}
     every = sorted([*THREADS, STAGED])
     want = policy(every)
-    assert [b for *_, b in want] == [None, 0, 1, 1, None, 2, 2, 3, 4, 4, 4, 5, 6]
+    assert [b for *_, b in want] == [None, 0, 1, 1, 1, None, 2, 2, 3, 4, 4, 4, 5, 6]
     assert planned(saver, admin.retention_plan("", 100, KEEP, CUTOFF, **bounds)) == want
     assert planned(saver, admin.retention_plan_threads(
         list(reversed(every)), KEEP, CUTOFF, **bounds)) == want
     # A page after a cursor, of a limited size, packs its own threads from batch 0.
-    assert planned(saver, admin.retention_plan("p-c", 4, KEEP, CUTOFF, **bounds)) == policy(
+    assert planned(saver, admin.retention_plan("p-cc", 4, KEEP, CUTOFF, **bounds)) == policy(
         ["p-d", "p-e", "p-f", "p-g"])
     assert planned(saver, admin.retention_plan_threads(
         ["p-g", "p-e", "nobody"], KEEP, CUTOFF, **bounds)) == policy(["p-e", "p-g"])
