@@ -336,3 +336,22 @@ def test_a_subgraph_is_reached_through_its_own_threads_parent(local: Backend) ->
     for tid in (alone, beside):
         assert by_namespace(saver, tid) == {"": [checkpoint_id(2), checkpoint_id(3)]}
     assert rows(saver, alone) == rows(saver, beside)
+
+
+def test_a_history_served_by_a_listing_is_the_one_read_alone(local: Backend) -> None:
+    """A kept checkpoint whose frozen record ends at its seed (4: it walked 3 to the seed 2)
+    and whose parent is now the tagged 0, a seed too: the history of the head 5 stops at 4's
+    record, read alone or served from a listing's prefetch, as before compaction."""
+    saver = local.saver()
+    tid = "h-tagged"
+    chain(saver, tid, "", 6, delta=True, seeds=(0, 2))
+    saver.tag(cfg(tid, "", checkpoint_id(0)), "old")
+    head = cfg(tid, "", checkpoint_id(5))
+    before = saver.get_delta_channel_history(config=head, channels=["messages"])
+    compact(saver, [tid], 2)
+    assert by_namespace(saver, tid) == {"": [checkpoint_id(i) for i in (0, 4, 5)]}
+    alone = local.saver().get_delta_channel_history(config=head, channels=["messages"])
+    listing = local.saver()
+    assert len(list(listing.list(cfg(tid)))) == 3
+    served = listing.get_delta_channel_history(config=head, channels=["messages"])
+    assert alone == served == before
