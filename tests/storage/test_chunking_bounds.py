@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ormsgpack
 
-from d1saver.storage.chunking import (LONG_ARRAY, LONG_ELEMENT_MIN, PIECE_MAX, STORED_MIN,
+from d1saver.storage.chunking import (CDC_MAX, LONG_ARRAY, LONG_ELEMENT_MIN, PIECE_MAX, STORED_MIN,
                                       WALK_MAX, Piece, chunk_id, join, split)
 
 
@@ -77,3 +77,13 @@ def test_items_past_the_end_are_not_msgpack() -> None:
     assert cut(runs_past) == [stored(runs_past)]
     too_few = b"\x93" + text
     assert cut(too_few) == [stored(too_few)]
+
+
+def test_framing_of_small_items_over_piece_max_is_cut_by_fastcdc() -> None:
+    """An array of 4,000 items under the smallest piece (each inline) whose framing, merged,
+    is over PIECE_MAX: FastCDC cuts it, so no row holds more than CDC_MAX of it."""
+    data = ormsgpack.packb([f"{i:08d}" for i in range(4000)])
+    assert len(data) > PIECE_MAX
+    pieces = cut(data)
+    assert len(pieces) > 1 and all(len(p.data) <= CDC_MAX for p in pieces)
+    assert any(p.id is not None for p in pieces)

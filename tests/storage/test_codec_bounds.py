@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from d1saver.storage import codec as _codec
 from d1saver.storage import values as _values
 
@@ -36,3 +38,13 @@ def test_a_resealed_text_of_chunk_size_stays_in_its_row() -> None:
     assert row == _codec.chunk_marker(len(parts))
     row, parts = _values._resplit("short", True)  # a value in chunks stays in chunks
     assert parts == ["short"] and row == _codec.chunk_marker(1)
+
+
+def test_a_damaged_d_value_is_a_value_error() -> None:
+    """0.1.0's "d:" values (zlib with DICT_V1) read back; a damaged one is refused as such."""
+    import base64
+
+    good = _codec.decode("d:" + base64.b85encode(_codec._deflate(b"hello " * 20)).decode())
+    assert good == b"hello " * 20
+    with pytest.raises(ValueError, match='a "d:" value is damaged'):
+        _codec.decode("d:" + base64.b85encode(b"\x00not zlib at all").decode())
