@@ -167,10 +167,6 @@ EQUIVALENT: dict[str, str] = {
     # raises past the data's end; so an item never ends past its container.
     "py:d1saver.storage.chunking:_cut_value:b632dba933":
         "no item ends past its container: _skip reads the same headers and refuses the data's end",
-    # A first byte of exactly 0x80 is a map of 0 items: one byte with nothing in it, cut and
-    # skipped as a one-byte scalar would be (under any smallest piece, it stays inline).
-    "py:d1saver.storage.chunking:_header:2af4a33805":
-        "0x80 is an empty map: one byte, nothing to open, the same as a one-byte scalar",
     "sql:REKEY_FROZEN:66242db464":
         "no 'c' row shares the rest of its key with a row holding a value: FREEZE_DONE "
         "deletes it in the batch that freezes",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ormsgpack
 
-from d1saver.storage.chunking import (CDC_MAX, LONG_ARRAY, LONG_ELEMENT_MIN, PIECE_MAX, STORED_MIN,
+from d1saver.storage.chunking import (CDC_MAX, CDC_MIN, LONG_ARRAY, LONG_ELEMENT_MIN, PIECE_MAX, STORED_MIN,
                                       WALK_MAX, Piece, chunk_id, join, split)
 
 
@@ -87,3 +87,15 @@ def test_framing_of_small_items_over_piece_max_is_cut_by_fastcdc() -> None:
     pieces = cut(data)
     assert len(pieces) > 1 and all(len(p.data) <= CDC_MAX for p in pieces)
     assert any(p.id is not None for p in pieces)
+
+
+def test_an_empty_container_or_string_followed_by_more_bytes() -> None:
+    """Pinned boundaries (ids are stored forever): 0x80 (a map of no items) then 50 KB more
+    is not one msgpack value, so FastCDC cuts the whole from its first byte; 0xa0 (a string
+    of no characters) then the same bytes is read as a string whose payload runs on: its
+    one-byte header inline, FastCDC after it."""
+    rest = bytes(range(256)) * 200
+    as_map = cut(b"\x80" + rest)
+    assert len(as_map[0].data) >= CDC_MIN and as_map[0].id is not None
+    as_text = cut(b"\xa0" + rest)
+    assert as_text[0] == Piece(b"\xa0", None) and len(as_text[1].data) >= CDC_MIN
