@@ -355,3 +355,43 @@ def test_a_history_served_by_a_listing_is_the_one_read_alone(local: Backend) -> 
     assert len(list(listing.list(cfg(tid)))) == 3
     served = listing.get_delta_channel_history(config=head, channels=["messages"])
     assert alone == served == before
+
+
+def test_a_second_run_freezes_on_from_the_first_runs_records(local: Backend) -> None:
+    """Twin DeltaChannel threads, one compacted twice, one never: the histories of what the
+    twice-compacted one keeps read as its twin's. The first run leaves records that continue
+    at a tagged ancestor ('c' rows, at different depths) and records that end at a seed
+    whose holder keeps a parent; the second, after two more checkpoints and tags removed,
+    walks on through them (from each record's own depth), starts no walk from a holder
+    whose record ends, and stops at a former holder whose record ends."""
+    saver = local.saver()
+    cases = {  # name: (seeds, tags, tags removed before the second run, keep of the second)
+        "p": ((0,), (2, 6, 8), (2, 6, 8), 1),
+        "q": ((0, 4), (2, 6), (2,), 2),
+        "r": ((0, 4), (2, 6), (2, 6), 2),
+    }
+    for name, (seeds, tags, _, _) in cases.items():
+        for tid in (f"{name}-twice", f"{name}-never"):
+            chain(saver, tid, "", 10, delta=True, seeds=seeds)
+        for i in tags:
+            saver.tag(cfg(f"{name}-twice", "", checkpoint_id(i)), f"t{i}")
+    for name in cases:
+        compact(saver, [f"{name}-twice"], 2)
+    for name, (seeds, _, untag, _) in cases.items():
+        for tid in (f"{name}-twice", f"{name}-never"):
+            chain(saver, tid, "", 12, delta=True, seeds=seeds, first=10)
+        for i in untag:
+            assert saver.untag(cfg(f"{name}-twice", "", checkpoint_id(i)), f"t{i}")
+    for name, (_, _, _, keep) in cases.items():
+        compact(saver, [f"{name}-twice"], keep)
+    kept = {name: by_namespace(saver, f"{name}-twice")[""] for name in cases}
+    assert kept == {"p": [checkpoint_id(11)],
+                    "q": [checkpoint_id(i) for i in (6, 10, 11)],
+                    "r": [checkpoint_id(10), checkpoint_id(11)]}
+    for name, ids in kept.items():
+        for cid in ids:
+            got, want = (saver.get_delta_channel_history(
+                config=cfg(f"{name}-{k}", "", cid), channels=["messages"])
+                for k in ("twice", "never"))
+            assert got == want, (name, cid)
+    assert inexact(saver) == []

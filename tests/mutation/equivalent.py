@@ -167,6 +167,11 @@ EQUIVALENT: dict[str, str] = {
     # raises past the data's end; so an item never ends past its container.
     "py:d1saver.storage.chunking:_cut_value:b632dba933":
         "no item ends past its container: _skip reads the same headers and refuses the data's end",
+    # FREEZE's walk from a kept checkpoint without a parent (parent_checkpoint_id NULL) finds
+    # nothing: every branch joins or tests its row at `cur` (NULL), which matches no row and
+    # no d1saver_keep entry, and the recursive step joins the parent at NULL too.
+    "sql:FREEZE:2b2c6949b7":
+        "a walk row at a NULL parent joins nothing: no write, seed, record or 'c' row comes of it",
     "sql:REKEY_FROZEN:66242db464":
         "no 'c' row shares the rest of its key with a row holding a value: FREEZE_DONE "
         "deletes it in the batch that freezes",
