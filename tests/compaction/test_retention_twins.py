@@ -201,12 +201,13 @@ def test_a_plan_counts_the_parts_of_its_own_threads_that_go(local: Backend) -> N
     """With keys, values over D1's row limit live in parts (the chunks table). A plan's bytes
     count the parts of what goes in its own threads only (another thread's parts beside them
     are not counted), and not the parts of a write whose checkpoint is not stored yet in its
-    namespace, though a newer checkpoint of another namespace of the thread is."""
+    namespace, though a newer checkpoint of another namespace of the thread is (or of the
+    same namespace in another thread)."""
     saver = local.saver(encryption_keys=[bytes([5]) * 32])
     tid, other = (f"{k}-{uuid.uuid4().hex[:8]}" for k in ("k", "o"))
     for t in (tid, other):
         chain(saver, t, "", 3, extra={2: "task-S"})
-        chain(saver, t, SUB, 2)
+        chain(saver, t, SUB, 3 if t == other else 2)  # the other's SUB reaches id 2
     saver.put_writes(cfg(tid, SUB, checkpoint_id(2)), [("x", os.urandom(BIG))], task_id="late")
     saver.put_writes(cfg(other, "", checkpoint_id(0)), [("x", os.urandom(BIG))], task_id="old")
     assert query(saver, "SELECT thread_id, checkpoint_ns, checkpoint_id, COUNT(*) > 1 FROM chunks "
