@@ -61,6 +61,19 @@ RULES: list[tuple[str, ...]] = [
      "an inline piece (it holds ':') never names a chunk: the join finds nothing for it"),
     ("GC_CHUNKS", "drop-and", "instr(j.value,':')=0",
      "an inline piece (it holds ':') never names a chunk: NOT IN never meets it"),
+    # GC_CHUNKS deletes chunks of the scope's threads whose (thread_id, id) is not reached:
+    # reaching the rows of threads outside the scope too adds pairs of those threads only.
+    ("GC_CHUNKS", "drop-and", "c.thread_id IN(SELECT thread_id FROM d1saver_scope)",
+     "cost only: `reached` pairs each id with its thread; other threads' pairs match no chunk "
+     "of the scope"),
+    ("GC_CHUNKS", "drop-and", "w.thread_id IN(SELECT thread_id FROM d1saver_scope)",
+     "cost only: `reached` pairs each id with its thread; other threads' pairs match no chunk "
+     "of the scope"),
+    ("GC_CHUNKS", "drop-and", "f.thread_id IN(SELECT thread_id FROM d1saver_scope)",
+     "cost only: `reached` pairs each id with its thread; other threads' pairs match no chunk "
+     "of the scope"),
+    ("GC_CHUNKS", "drop-and", "n.level>0",
+     "a leaf's data read as a node's list is one entry holding ':': NOT IN never meets it"),
     # GROWTH reads `reached` only grouped by id (the first checkpoint to reach each).
     ("GROWTH", "union-all", "[UNION->UNION ALL]",
      "`reached` is only read grouped by id: duplicates change nothing"),
