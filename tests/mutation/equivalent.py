@@ -132,6 +132,55 @@ RULES: list[tuple[str, ...]] = [
        "cost only: a chunk reached twice comes twice; readers keep chunks by id",
        "nstr(j.value,':')=0 [UNION->UNION ALL] SELECT")
       for name in ("SELECT_PAGE_*", "DELTA_HISTORY", "RAW_*_ALL")),
+    # GROWTH's first-reached chunks are joined with d1saver_chunks by id before they count
+    # (and before the walk opens them): an inline piece (it holds ':') let through joins
+    # nothing. (Not so in CHUNK_CHECK, which counts reached ids that are not stored.)
+    ("GROWTH", "drop-and", "instr(j.value,':')=0",
+     "an inline piece (it holds ':') never names a chunk: the join finds nothing for it"),
+    ("GC_CHUNKS", "drop-and", "instr(j.value,':')=0",
+     "an inline piece (it holds ':') never names a chunk: NOT IN never meets it"),
+    # GC_CHUNKS deletes chunks of the scope's threads whose (thread_id, id) is not reached:
+    # reaching the rows of threads outside the scope too adds pairs of those threads only.
+    ("GC_CHUNKS", "drop-and", "c.thread_id IN(SELECT thread_id FROM d1saver_scope)",
+     "cost only: `reached` pairs each id with its thread; other threads' pairs match no chunk "
+     "of the scope"),
+    ("GC_CHUNKS", "drop-and", "w.thread_id IN(SELECT thread_id FROM d1saver_scope)",
+     "cost only: `reached` pairs each id with its thread; other threads' pairs match no chunk "
+     "of the scope"),
+    ("GC_CHUNKS", "drop-and", "f.thread_id IN(SELECT thread_id FROM d1saver_scope)",
+     "cost only: `reached` pairs each id with its thread; other threads' pairs match no chunk "
+     "of the scope"),
+    ("GC_CHUNKS", "drop-and", "n.level>0",
+     "a leaf's data read as a node's list is one entry holding ':': NOT IN never meets it"),
+    # GROWTH reads `reached` only grouped by id (the first checkpoint to reach each).
+    ("GROWTH", "union-all", "[UNION->UNION ALL]",
+     "`reached` is only read grouped by id: duplicates change nothing"),
+    # GC_CHUNKS deletes the chunks of the scope NOT IN `reached`: a duplicate row in it
+    # changes nothing (ids name their content, so no tree node lists itself: the walk ends).
+    ("GC_CHUNKS", "union-all", "[UNION->UNION ALL]",
+     "`reached` is only read by NOT IN: duplicates change nothing"),
+
+    # PLAN_RELINK's walk starting from every checkpoint of a namespace that keeps one, not
+    # from the kept ones only, also relinks checkpoints that are not kept: the same batch
+    # deletes them (DELETE_UNKEPT_CHECKPOINTS spares none, and their frozen rows go with
+    # them), after the summary and the freeze have read the parents. Rows of kept ones are
+    # the same (the walk's UNION drops the duplicates).
+    ("PLAN_RELINK", "drop-and", "c.checkpoint_id=k.checkpoint_id",
+     "cost only: the extra relinked checkpoints are not kept, and the batch deletes them"),
+    # d1saver_relink is emptied before the walk fills it (CLEAR_SCRATCH), and its GROUP BY
+    # gives one row per key: there is never a row to replace.
+    ("PLAN_RELINK", "conflict", "[REPLACE->IGNORE]",
+     "one row per key, into a table emptied first: nothing to replace"),
+    # PLAN_THREADS names its threads (no LIMIT): the order of `listed` is not read; each
+    # thread's n comes from ROW_NUMBER() OVER (ORDER BY c.thread_id), and the plan's rows
+    # are ordered by n.
+    ("PLAN_THREADS", "swap-dir", "ORDER BY c.thread_id[-> DESC]),judged",
+     "the page of named threads has no LIMIT: n is numbered by its own window order"),
+
+    # A sweep deletes rows whose expires_at is at most a time: for a row without a TTL
+    # (expires_at NULL) `expires_at <= t` is NULL, never true, with or without the NULL test.
+    ("SWEEP_*", "drop-and", "expires_at IS NOT NULL",
+     "NULL <= t is never true: a row without a TTL is never swept either way"),
 
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
@@ -183,6 +232,38 @@ EQUIVALENT: dict[str, str] = {
     # Rows of one key but kind are an 's' (or 'w' with task '') and a 'c' row at one depth
     # of one holder and channel; FREEZE_DONE, in the batch that freezes, deletes a 'c' row
     # whenever another row of that holder and channel lies at its depth or deeper.
+    # CHUNK_CHECK lists what each branch of `reached` reads (checkpoints, writes, packed
+    # writes, frozen histories) for the threads "of checkpoints (:thread_id NULL or the
+    # thread) UNION of writes (likewise)". A branch's row belongs to a thread that its own
+    # part of that union always selects (a checkpoint's thread is a thread of checkpoints, a
+    # write's a thread of writes, a frozen row's a thread of checkpoints: delta_frozen rows
+    # go with their checkpoints), so weakening the other part changes nothing.
+    "sql:CHUNK_CHECK:a494460ba2": "a checkpoint's thread is selected by the checkpoints part",
+    "sql:CHUNK_CHECK:6044500e3b": "a checkpoint's thread is selected by the checkpoints part",
+    "sql:CHUNK_CHECK:5a395e1d17": "a write's thread is selected by the writes part",
+    "sql:CHUNK_CHECK:9d163e1e98": "a write's thread is selected by the writes part",
+    "sql:CHUNK_CHECK:8ead353320": "a packed write's thread is selected by the writes part",
+    "sql:CHUNK_CHECK:478c9cfb82": "a packed write's thread is selected by the writes part",
+    "sql:CHUNK_CHECK:00f158656f":
+        "a frozen row's thread has checkpoints: the checkpoints part selects it",
+    "sql:CHUNK_CHECK:e15a7ee226":
+        "a frozen row's thread has checkpoints: the checkpoints part selects it",
+    # encode keeps deflate only when it saves a tenth, from R_MIN (16) bytes: its unpadded
+    # base64 (at most ceil(1.2 n) characters) is then always shorter than the raw padded
+    # base64 (4 ceil(n / 3) >= 1.33 n), so `len(packed) < len(raw)` and `<=` never differ.
+    "py:d1saver.storage.codec:encode:5ded4e76d1":
+        "after a tenth saved from 16 bytes on, the deflated text is always strictly shorter",
+    # _cut_value's `if item_end > end: raise _NotMsgpack` is defensive: a container's end is
+    # the data's end (at the top) or where _skip found it, from the same headers its items
+    # are skipped by (or its parent's end, when it is the last item), and _skip itself
+    # raises past the data's end; so an item never ends past its container.
+    "py:d1saver.storage.chunking:_cut_value:b632dba933":
+        "no item ends past its container: _skip reads the same headers and refuses the data's end",
+    # FREEZE's walk from a kept checkpoint without a parent (parent_checkpoint_id NULL) finds
+    # nothing: every branch joins or tests its row at `cur` (NULL), which matches no row and
+    # no d1saver_keep entry, and the recursive step joins the parent at NULL too.
+    "sql:FREEZE:2b2c6949b7":
+        "a walk row at a NULL parent joins nothing: no write, seed, record or 'c' row comes of it",
     "sql:REKEY_FROZEN:66242db464":
         "no 'c' row shares the rest of its key with a row holding a value: FREEZE_DONE "
         "deletes it in the batch that freezes",
