@@ -54,6 +54,17 @@ RULES: list[tuple[str, ...]] = [
     ("SELECT_PAGE_*", "drop-where", "WHERE NOT substr(k.owner,1,2)='f/'",
      "cost only: frozen pieces are read by no value of the page (bytes, not results)"),
 
+    # D1Store lists namespaces as a set, sorted and paged in Python (memory/store.py, _list):
+    # the order SQL returns them in is never read.
+    ("LIST_NAMESPACES", "swap-dir", "ORDER BY ns[-> DESC]",
+     "the store sorts the namespaces itself (a set, sorted, then paged in Python)"),
+    # json_each(NULL) is an empty table and `x NOT IN (empty)` is true, NULL x included: with
+    # :heads NULL the head test keeps every row with or without `:heads IS NULL OR`.
+    ("RAW_ITEMS", "drop-or", "?3 IS NULL",
+     "with :heads NULL, NOT IN (SELECT value FROM json_each(NULL)) is true for every row"),
+    ("RAW_ENTRIES", "drop-or", "?3 IS NULL",
+     "with :heads NULL, NOT IN (SELECT value FROM json_each(NULL)) is true for every row"),
+
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
     # retried after a lost response would differ only in started_at, by the retry's delay.
