@@ -59,7 +59,8 @@ class Grid:
             ns = ("g", f"v{i:03d}")
             self.values[_ns.encode(ns)] = value
             ops.append(PutOp(ns, "k", value, ttl=TTL_MINUTES))
-        ops += [PutOp(("h",), "k", {"n": 1}),          # another namespace
+        ops += [PutOp(("a",), "k", {"n": 1}),          # namespaces before and after
+                PutOp(("h",), "k", {"n": 1}),
                 PutOp(("gh",), "k", {"n": 1})]         # a sibling whose text extends "g"
         self.store.batch(ops)
         self.database = self.store._database(("g",))

@@ -65,6 +65,13 @@ RULES: list[tuple[str, ...]] = [
     ("RAW_ENTRIES", "drop-or", "?3 IS NULL",
      "with :heads NULL, NOT IN (SELECT value FROM json_each(NULL)) is true for every row"),
 
+    # A filter's verdict (memory.py, _VERDICT): where the path is absent, json_type, the value
+    # and its text are all NULL, so every later arm of "num" and "cmp" is NULL and the CASE
+    # falls to ELSE 0, the verdict `d.type IS NULL OR` gives at once.
+    ("*", "drop-or", "d.type IS NULL",
+     "an absent path's NULL type, value and text make every later arm NULL: ELSE 0, as before",
+     "-]d.type NOT IN("),
+
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
     # retried after a lost response would differ only in started_at, by the retry's delay.
