@@ -24,6 +24,7 @@ from langgraph.store.base import PutOp
 from d1saver import Statement
 from d1saver.memory import filters as _filters
 from d1saver.memory import namespaces as _ns
+from d1saver.memory import plan as _plan
 from d1saver.memory.plan import scope_params
 from d1saver.sql import memory as _sql
 from d1saver.sql.query import q
@@ -230,9 +231,9 @@ def test_a_sweep_deletes_what_expires_by_now_with_its_vectors_only() -> None:
         d1.close()
 
 
-def test_listing_reads_each_namespace_once() -> None:
+def test_listing_reads_each_namespace_once_while_it_is_live() -> None:
     """LIST_NAMESPACES returns a namespace once however many items it holds (the store names
-    each once anyway: this is the bytes of the answer)."""
+    each once anyway: this is the bytes of the answer), and none whose items expire now."""
     d1 = local_subject("local")
     try:
         store = d1.store()
@@ -241,5 +242,42 @@ def test_listing_reads_each_namespace_once() -> None:
         (result,) = store._exchange(store._database(("a",)), [
             Statement.bind(_sql.LIST_NAMESPACES, scope_params((), None))])
         assert sorted(r[0] for r in result.rows) == ['["a","b"]', '["a"]']
+        store.put(("b",), "k", {}, ttl=1.0)
+        store.put(("c",), "k", {}, ttl=2.0)
+        d1.clock.advance(60)  # ("b",) expires exactly now: a listing no longer sees it
+        assert store.list_namespaces() == [("a",), ("a", "b"), ("c",)]
+        assert store.list_namespaces(prefix=("a",), max_depth=1) == [("a",)]
+    finally:
+        d1.close()
+
+
+@pytest.mark.parametrize("whole", [_plan.WHOLE_MAX, 0], ids=["whole", "codes"])
+def test_expired_items_stay_visible_until_swept_when_reads_keep_them(
+        whole: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `omit_expired` False every read path sees an expired item until a sweep deletes
+    it: the plain search, filtered or not, the search by meaning read whole or as codes then
+    candidates, with a filter or without, and the listing."""
+    monkeypatch.setattr(_plan, "WHOLE_MAX", whole)
+    d1 = local_subject("local")
+    try:
+        def embed(texts: list[str]) -> list[list[float]]:
+            return [[1.0, float(len(t)), 0.0] for t in texts]
+
+        store = d1.store(index={"dims": 3, "embed": embed, "fields": ["text"]},
+                         ttl={"default_ttl": 1.0, "omit_expired": False})
+        store.put(("e",), "old", {"text": "a", "n": 1})
+        store.put(("e",), "kept", {"text": "bb", "n": 1}, ttl=None)
+        store.put(("f",), "old", {"text": "a", "n": 1})
+        d1.clock.advance(120)
+        both = ["kept", "old"]
+        for query in (None, "a"):
+            for flt in (None, {"n": 1}, {"n": {"$gte": 1}}):
+                found = store.search(("e",), query=query, filter=flt, refresh_ttl=False)
+                assert sorted(it.key for it in found) == both, (query, flt)
+        _, requests = d1.count(lambda: store.search(("e",), query="a", refresh_ttl=False))
+        assert requests == (1 if whole else 2)  # read whole, or codes then candidates
+        assert store.list_namespaces() == [("e",), ("f",)]
+        assert store.sweep_ttl() == 2
+        assert [it.key for it in store.search(("e",), query="a", filter={"n": 1})] == ["kept"]
     finally:
         d1.close()

@@ -72,6 +72,24 @@ RULES: list[tuple[str, ...]] = [
      "an absent path's NULL type, value and text make every later arm NULL: ELSE 0, as before",
      "-]d.type NOT IN("),
 
+    # A TTL sweep's `expires_at IS NOT NULL AND expires_at <= :now`: NULL <= :now is NULL,
+    # never true, so the first test only lets SQLite use the partial index on expires_at.
+    ("SWEEP_STORE*", "drop-and", "expires_at IS NOT NULL",
+     "cost only: NULL <= :now is never true (the test lets SQLite use the partial index)"),
+    ("SWEEP_CACHE", "drop-and", "expires_at IS NOT NULL",
+     "cost only: NULL <= :now is never true (the test lets SQLite use the partial index)"),
+
+    # The "num" arm's first test is a shortcut: the arms after it give 0 to every other JSON
+    # type as well (a string's, an object's, a list's or null's JSON text is never one of the
+    # operand's number texts "|1|1.0|true|", and only a real has the margin).
+    ("*", "drop-when", "WHEN d.type IS NULL OR d.type NOT IN('integer','real','true','false')"
+     "THEN 0", "the later arms of \"num\" give every JSON type but a number or bool 0 too",
+     "WHEN 'num' THEN CASE [-WHEN d.type IS NULL"),
+    # The prefilter's first statement is always sent with :whole (memory/plan.py binds
+    # WHOLE_MAX, for the gateway Worker's ranked searches too): `:whole IS NULL OR` never holds.
+    ("RANK_ROWS", "drop-or", "?6 IS NULL",
+     "d1saver binds :whole (WHOLE_MAX) on every path: `:whole IS NULL` never holds"),
+
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
     # retried after a lost response would differ only in started_at, by the retry's delay.
