@@ -65,8 +65,9 @@ class Grid:
                 PutOp(("gh",), "k", {"n": 1})]         # a sibling whose text extends "g"
         self.store.batch(ops)
         self.database = self.store._database(("g",))
-        # A value SQL cannot read (stored compressed, as a large one is): 1 whatever the filter.
-        opaque = ("g", "opaque")
+        # A value SQL cannot read (stored compressed, as a large one is): 1 whatever the filter;
+        # last in the page's order, so that it hides no row from the refresh of a page.
+        opaque = ("g", "zopaque")
         self.values[_ns.encode(opaque)] = {"n": 1}
         text = _codec.encode(json.dumps({"n": 1}).encode())
         self.store._exchange(self.database, [Statement.bind(_sql.PUT_ITEMS, {
@@ -109,7 +110,7 @@ def test_every_statement_gives_the_same_sound_verdict(grid: Grid) -> None:
     checked = decided = 0
     scoped = set(grid.values)
     by_item = {item: ns for ns, item in grid.rowid.items()}
-    opaque = _ns.encode(("g", "opaque"))
+    opaque = _ns.encode(("g", "zopaque"))
     everything = json.dumps(list(grid.rowid.values()))
     scopes = []
     for flt in filters():
@@ -163,7 +164,7 @@ def test_every_statement_gives_the_same_sound_verdict(grid: Grid) -> None:
 def test_the_refresh_of_a_filtered_page_is_the_rows_sql_knows_match(grid: Grid) -> None:
     """REFRESH_SEARCH_FILTERED, asked of each row alone (its namespace), starts the TTL again
     of exactly the rows whose verdict is 2, and of none past the page's end."""
-    names = [ns for ns in grid.values if ns != _ns.encode(("g", "opaque"))]
+    names = [ns for ns in grid.values if ns != _ns.encode(("g", "zopaque"))]
     for n, flt in enumerate(filters()):
         if n % 6:  # a sixth of the grid's filters: each is one request of a statement a row
             continue
@@ -182,6 +183,36 @@ def test_the_refresh_of_a_filtered_page_is_the_rows_sql_knows_match(grid: Grid) 
                      if r["expires_at"] == now + TTL_MINUTES * 60}
         sure = {ns for ns, v in _verdicts(counted).items() if v == 2}
         assert refreshed == sure, flt
+
+
+def test_the_refresh_of_a_filtered_page_stops_where_sql_cannot_tell(grid: Grid) -> None:
+    """REFRESH_SEARCH_FILTERED over the whole grid, for every filter, starts the TTL again of
+    the rows of the page [skip, need) that SQL knows match with no row it cannot tell before
+    them, as SEARCH_ITEMS_FILTERED counts them (sure_before, unsure_upto)."""
+    pages = [(-1, 0), (4, 1)]
+    total = 0
+    for chunk in _chunks(list(enumerate(filters())), 25):
+        statements = []
+        for n, flt in chunk:
+            need, skip = pages[n % 2]
+            scope = grid.scope(("g",), flt)
+            statements += [
+                Statement.bind(_sql.SEARCH_ITEMS_FILTERED, {**scope, "need": -1, "skip": 0}),
+                Statement.bind(_sql.REFRESH_SEARCH_FILTERED, {
+                    **scope, "need": need, "skip": skip, "now": grid.at + 5000 + n}),
+                Statement.bind(_ROWS, {})]
+        results = grid.store._exchange(grid.database, statements)
+        for at, (n, flt) in enumerate(chunk):
+            need, skip = pages[n % 2]
+            counted, _, rows = results[3 * at: 3 * at + 3]
+            want = {r["ns"] for r in counted.dicts() if r["verdict"] == 2
+                    and r["unsure_upto"] == 0 and r["sure_before"] >= skip
+                    and (need < 0 or r["sure_before"] < need)}
+            refreshed = {r["ns"] for r in rows.dicts()
+                         if r["expires_at"] == grid.at + 5000 + n + TTL_MINUTES * 60}
+            assert refreshed == want, (flt, need, skip)
+            total += len(want)
+    assert total > 2000  # (2,485 on this grid)
 
 
 def test_a_filtered_page_refreshes_the_ttl_of_its_own_items_only() -> None:
@@ -251,31 +282,35 @@ def test_listing_reads_each_namespace_once_while_it_is_live() -> None:
         d1.close()
 
 
-@pytest.mark.parametrize("whole", [_plan.WHOLE_MAX, 0], ids=["whole", "codes"])
+@pytest.mark.parametrize("path", ["whole", "codes", "exact"])
 def test_expired_items_stay_visible_until_swept_when_reads_keep_them(
-        whole: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With `omit_expired` False every read path sees an expired item until a sweep deletes
-    it: the plain search, filtered or not, the search by meaning read whole or as codes then
-    candidates, with a filter or without, and the listing."""
-    monkeypatch.setattr(_plan, "WHOLE_MAX", whole)
+    it: the plain search, filtered or not, the search by meaning read whole, as codes then
+    candidates, or as the exact scan, with a filter or without, in a namespace and in every
+    namespace (the empty prefix), and the listing."""
+    monkeypatch.setattr(_plan, "WHOLE_MAX", 0 if path == "codes" else _plan.WHOLE_MAX)
     d1 = local_subject("local")
     try:
         def embed(texts: list[str]) -> list[list[float]]:
             return [[1.0, float(len(t)), 0.0] for t in texts]
 
-        store = d1.store(index={"dims": 3, "embed": embed, "fields": ["text"]},
+        store = d1.store(index={"dims": 3, "embed": embed, "fields": ["text"],
+                                "exact": path == "exact"},
                          ttl={"default_ttl": 1.0, "omit_expired": False})
         store.put(("e",), "old", {"text": "a", "n": 1})
         store.put(("e",), "kept", {"text": "bb", "n": 1}, ttl=None)
         store.put(("f",), "old", {"text": "a", "n": 1})
         d1.clock.advance(120)
-        both = ["kept", "old"]
         for query in (None, "a"):
             for flt in (None, {"n": 1}, {"n": {"$gte": 1}}):
                 found = store.search(("e",), query=query, filter=flt, refresh_ttl=False)
-                assert sorted(it.key for it in found) == both, (query, flt)
+                assert sorted(it.key for it in found) == ["kept", "old"], (query, flt)
+                found = store.search((), query=query, filter=flt, refresh_ttl=False)
+                assert sorted((it.namespace, it.key) for it in found) == [
+                    (("e",), "kept"), (("e",), "old"), (("f",), "old")], (query, flt)
         _, requests = d1.count(lambda: store.search(("e",), query="a", refresh_ttl=False))
-        assert requests == (1 if whole else 2)  # read whole, or codes then candidates
+        assert requests == (2 if path == "codes" else 1)  # codes, then candidates
         assert store.list_namespaces() == [("e",), ("f",)]
         assert store.sweep_ttl() == 2
         assert [it.key for it in store.search(("e",), query="a", filter={"n": 1})] == ["kept"]

@@ -85,6 +85,9 @@ RULES: list[tuple[str, ...]] = [
     ("*", "drop-when", "WHEN d.type IS NULL OR d.type NOT IN('integer','real','true','false')"
      "THEN 0", "the later arms of \"num\" give every JSON type but a number or bool 0 too",
      "WHEN 'num' THEN CASE [-WHEN d.type IS NULL"),
+    ("*", "drop-or", "d.type NOT IN('integer','real','true','false')",
+     "the later arms of \"num\" give every JSON type but a number or bool 0 too",
+     "-]THEN 0 WHEN instr(d.a,"),
     # The prefilter's first statement is always sent with :whole (memory/plan.py binds
     # WHOLE_MAX, for the gateway Worker's ranked searches too): `:whole IS NULL OR` never holds.
     ("RANK_ROWS", "drop-or", "?6 IS NULL",
