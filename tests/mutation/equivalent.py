@@ -88,6 +88,8 @@ RULES: list[tuple[str, ...]] = [
     ("*", "drop-or", "d.type NOT IN('integer','real','true','false')",
      "the later arms of \"num\" give every JSON type but a number or bool 0 too",
      "-]THEN 0 WHEN instr(d.a,"),
+    # A condition SQL cannot tell is 1 by the CASE's own ELSE 1.
+    ("*", "drop-when", "WHEN 'unknown' THEN 1", "the CASE's ELSE gives 1 as well"),
     # The prefilter's first statement is always sent with :whole (memory/plan.py binds
     # WHOLE_MAX, for the gateway Worker's ranked searches too): `:whole IS NULL OR` never holds.
     ("RANK_ROWS", "drop-or", "?6 IS NULL",
@@ -145,6 +147,19 @@ EQUIVALENT: dict[str, str] = {
     "sql:REKEY_FROZEN:66242db464":
         "no 'c' row shares the rest of its key with a row holding a value: FREEZE_DONE "
         "deletes it in the batch that freezes",
+    # Where a filter's verdict is only tested `> 0` (CANDIDATE_ITEMS's WHERE, its second copy;
+    # SEARCH_VECTORS_FILTERED's only one), a condition that says 1 for 2 changes no row: the
+    # verdict is the least of its conditions', and 'true' and 'notcontainer' are never
+    # negated. (Their copies whose verdict is returned are killed by
+    # tests/memory/test_filter_grid.py.)
+    "sql:CANDIDATE_ITEMS:c11b89b620":
+        "the WHERE's copy of the verdict is only tested > 0: 'true' giving 1 for 2 keeps it",
+    "sql:CANDIDATE_ITEMS:1154567019":
+        "the WHERE's copy of the verdict is only tested > 0: 'notcontainer' giving 1 for 2 keeps it",
+    "sql:SEARCH_VECTORS_FILTERED:364acd00a3":
+        "the verdict is only tested > 0: 'true' giving 1 for 2 keeps every row",
+    "sql:SEARCH_VECTORS_FILTERED:e296ecfa17":
+        "the verdict is only tested > 0: 'notcontainer' giving 1 for 2 keeps every row",
 }
 
 
