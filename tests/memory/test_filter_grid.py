@@ -288,7 +288,8 @@ def test_expired_items_stay_visible_until_swept_when_reads_keep_them(
     """With `omit_expired` False every read path sees an expired item until a sweep deletes
     it: the plain search, filtered or not, the search by meaning read whole, as codes then
     candidates, or as the exact scan, with a filter or without, in a namespace and in every
-    namespace (the empty prefix), and the listing."""
+    namespace (the empty prefix), and the listing; a filtered read that refreshes starts its
+    TTL again."""
     monkeypatch.setattr(_plan, "WHOLE_MAX", 0 if path == "codes" else _plan.WHOLE_MAX)
     d1 = local_subject("local")
     try:
@@ -312,7 +313,10 @@ def test_expired_items_stay_visible_until_swept_when_reads_keep_them(
         _, requests = d1.count(lambda: store.search(("e",), query="a", refresh_ttl=False))
         assert requests == (2 if path == "codes" else 1)  # codes, then candidates
         assert store.list_namespaces() == [("e",), ("f",)]
-        assert store.sweep_ttl() == 2
+        # A read that refreshes starts an expired item's TTL again (docs/STORE.md).
+        assert [it.key for it in store.search(("f",), filter={"n": 1})] == ["old"]
+        assert store.sweep_ttl() == 1
         assert [it.key for it in store.search(("e",), query="a", filter={"n": 1})] == ["kept"]
+        assert store.list_namespaces() == [("e",), ("f",)]
     finally:
         d1.close()
