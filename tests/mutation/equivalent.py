@@ -88,6 +88,14 @@ RULES: list[tuple[str, ...]] = [
     ("*", "drop-or", "d.type NOT IN('integer','real','true','false')",
      "the later arms of \"num\" give every JSON type but a number or bool 0 too",
      "-]THEN 0 WHEN instr(d.a,"),
+    # A memory scope's range (sql/memory.py, _SCOPE): :low is the prefix's text up to
+    # `,"` and :high up to `,#` (memory/namespaces.scope), neither of them a namespace's text
+    # (always a whole JSON array, closed by `]`), so no ns equals a bound: >= and >, < and <=
+    # select the same rows.
+    ("*", "flip-cmp", "OR(ns[>=->>]?", "no namespace's text equals :low (an unclosed array)"),
+    ("*", "flip-cmp", "OR(s.ns[>=->>]?", "no namespace's text equals :low (an unclosed array)"),
+    ("*", "flip-cmp", " AND ns[<-><=]?", "no namespace's text equals :high (an unclosed array)"),
+    ("*", "flip-cmp", " AND s.ns[<-><=]?", "no namespace's text equals :high (an unclosed array)"),
     # A condition SQL cannot tell is 1 by the CASE's own ELSE 1.
     ("*", "drop-when", "WHEN 'unknown' THEN 1", "the CASE's ELSE gives 1 as well"),
     # The prefilter's first statement is always sent with :whole (memory/plan.py binds
