@@ -96,6 +96,16 @@ RULES: list[tuple[str, ...]] = [
     ("*", "flip-cmp", "OR(s.ns[>=->>]?", "no namespace's text equals :low (an unclosed array)"),
     ("*", "flip-cmp", " AND ns[<-><=]?", "no namespace's text equals :high (an unclosed array)"),
     ("*", "flip-cmp", " AND s.ns[<-><=]?", "no namespace's text equals :high (an unclosed array)"),
+    # The refresh of a filtered page: `counted` holds rows of verdict 1 or 2 only, and a row
+    # of verdict 1 counts itself in unsure_upto, so `unsure_upto = 0` holds only where the
+    # verdict is 2.
+    ("REFRESH_SEARCH_FILTERED", "drop-and", "verdict=2",
+     "unsure_upto = 0 implies verdict 2: a row of verdict 1 counts itself in unsure_upto"),
+    # "cmp": an operand's texts ("a") are float reprs (a '.', an 'e'); an integer's or a
+    # bool's JSON text is never one of them, and a string is decided by the arm before.
+    ("*", "drop-and", "d.type='real'",
+     "no integer's or bool's JSON text is a float repr: only a real's can be in \"a\"",
+     "[-d.type='real' AND -]instr(d.a,"),
     # A condition SQL cannot tell is 1 by the CASE's own ELSE 1.
     ("*", "drop-when", "WHEN 'unknown' THEN 1", "the CASE's ELSE gives 1 as well"),
     # The prefilter's first statement is always sent with :whole (memory/plan.py binds
