@@ -270,7 +270,8 @@ def test_a_sweep_deletes_what_expires_by_now_with_its_vectors_only() -> None:
 
 def test_listing_reads_each_namespace_once_while_it_is_live() -> None:
     """LIST_NAMESPACES returns a namespace once however many items it holds (the store names
-    each once anyway: this is the bytes of the answer), and none whose items expire now."""
+    each once anyway: this is the bytes of the answer), only those under the listing's
+    prefix (the store checks the prefix again), and none whose items expire now."""
     d1 = local_subject("local")
     try:
         store = d1.store()
@@ -281,8 +282,12 @@ def test_listing_reads_each_namespace_once_while_it_is_live() -> None:
         assert sorted(r[0] for r in result.rows) == ['["a","b"]', '["a"]']
         store.put(("b",), "k", {}, ttl=1.0)
         store.put(("c",), "k", {}, ttl=2.0)
+        store.put(("0",), "k", {})  # sorts before ("a",)
+        (result,) = store._exchange(store._database(("a",)), [
+            Statement.bind(_sql.LIST_NAMESPACES, scope_params(("a",), None))])
+        assert sorted(r[0] for r in result.rows) == ['["a","b"]', '["a"]']  # the prefix's only
         d1.clock.advance(60)  # ("b",) expires exactly now: a listing no longer sees it
-        assert store.list_namespaces() == [("a",), ("a", "b"), ("c",)]
+        assert store.list_namespaces() == [("0",), ("a",), ("a", "b"), ("c",)]
         assert store.list_namespaces(prefix=("a",), max_depth=1) == [("a",)]
     finally:
         d1.close()
