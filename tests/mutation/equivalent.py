@@ -181,6 +181,60 @@ RULES: list[tuple[str, ...]] = [
     # (expires_at NULL) `expires_at <= t` is NULL, never true, with or without the NULL test.
     ("SWEEP_*", "drop-and", "expires_at IS NOT NULL",
      "NULL <= t is never true: a row without a TTL is never swept either way"),
+    # D1Store lists namespaces as a set, sorted and paged in Python (memory/store.py, _list):
+    # the order SQL returns them in is never read.
+    ("LIST_NAMESPACES", "swap-dir", "ORDER BY ns[-> DESC]",
+     "the store sorts the namespaces itself (a set, sorted, then paged in Python)"),
+    # json_each(NULL) is an empty table and `x NOT IN (empty)` is true, NULL x included: with
+    # :heads NULL the head test keeps every row with or without `:heads IS NULL OR`.
+    ("RAW_ITEMS", "drop-or", "?3 IS NULL",
+     "with :heads NULL, NOT IN (SELECT value FROM json_each(NULL)) is true for every row"),
+    ("RAW_ENTRIES", "drop-or", "?3 IS NULL",
+     "with :heads NULL, NOT IN (SELECT value FROM json_each(NULL)) is true for every row"),
+
+    # A filter's verdict (memory.py, _VERDICT): where the path is absent, json_type, the value
+    # and its text are all NULL, so every later arm of "num" and "cmp" is NULL and the CASE
+    # falls to ELSE 0, the verdict `d.type IS NULL OR` gives at once.
+    ("*", "drop-or", "d.type IS NULL",
+     "an absent path's NULL type, value and text make every later arm NULL: ELSE 0, as before",
+     "-]d.type NOT IN("),
+
+    # The "num" arm's first test is a shortcut: the arms after it give 0 to every other JSON
+    # type as well (a string's, an object's, a list's or null's JSON text is never one of the
+    # operand's number texts "|1|1.0|true|", and only a real has the margin).
+    ("*", "drop-when", "WHEN d.type IS NULL OR d.type NOT IN('integer','real','true','false')"
+     "THEN 0", "the later arms of \"num\" give every JSON type but a number or bool 0 too",
+     "WHEN 'num' THEN CASE [-WHEN d.type IS NULL"),
+    ("*", "drop-or", "d.type NOT IN('integer','real','true','false')",
+     "the later arms of \"num\" give every JSON type but a number or bool 0 too",
+     "-]THEN 0 WHEN instr(d.a,"),
+    # A memory scope's range (sql/memory.py, _SCOPE): :low is the prefix's text up to
+    # `,"` and :high up to `,#` (memory/namespaces.scope), neither of them a namespace's text
+    # (always a whole JSON array, closed by `]`), so no ns equals a bound: >= and >, < and <=
+    # select the same rows.
+    ("*", "flip-cmp", "OR(ns[>=->>]?", "no namespace's text equals :low (an unclosed array)"),
+    ("*", "flip-cmp", "OR(s.ns[>=->>]?", "no namespace's text equals :low (an unclosed array)"),
+    ("*", "flip-cmp", " AND ns[<-><=]?", "no namespace's text equals :high (an unclosed array)"),
+    ("*", "flip-cmp", " AND s.ns[<-><=]?", "no namespace's text equals :high (an unclosed array)"),
+    # The refresh of a filtered page: `counted` holds rows of verdict 1 or 2 only, and a row
+    # of verdict 1 counts itself in unsure_upto, so `unsure_upto = 0` holds only where the
+    # verdict is 2.
+    ("REFRESH_SEARCH_FILTERED", "drop-and", "verdict=2",
+     "unsure_upto = 0 implies verdict 2: a row of verdict 1 counts itself in unsure_upto"),
+    # "cmp": an operand's texts ("a") are float reprs (a '.', an 'e'); an integer's or a
+    # bool's JSON text is never one of them, and a string is decided by the arm before.
+    ("*", "drop-and", "d.type='real'",
+     "no integer's or bool's JSON text is a float repr: only a real's can be in \"a\"",
+     "[-d.type='real' AND -]instr(d.a,"),
+    # LIMIT -1 is no limit: it only keeps SQLite from flattening the verdict's subqueries into
+    # the CASE (each condition then reads the row's JSON once); the rows are the same.
+    ("*", "drop-limit", "LIMIT -1", "speed only: LIMIT -1 is no limit (it stops the flattening)"),
+    # A condition SQL cannot tell is 1 by the CASE's own ELSE 1.
+    ("*", "drop-when", "WHEN 'unknown' THEN 1", "the CASE's ELSE gives 1 as well"),
+    # The prefilter's first statement is always sent with :whole (memory/plan.py binds
+    # WHOLE_MAX, for the gateway Worker's ranked searches too): `:whole IS NULL OR` never holds.
+    ("RANK_ROWS", "drop-or", "?6 IS NULL",
+     "d1saver binds :whole (WHOLE_MAX) on every path: `:whole IS NULL` never holds"),
 
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
@@ -267,6 +321,19 @@ EQUIVALENT: dict[str, str] = {
     "sql:REKEY_FROZEN:66242db464":
         "no 'c' row shares the rest of its key with a row holding a value: FREEZE_DONE "
         "deletes it in the batch that freezes",
+    # Where a filter's verdict is only tested `> 0` (CANDIDATE_ITEMS's WHERE, its second copy;
+    # SEARCH_VECTORS_FILTERED's only one), a condition that says 1 for 2 changes no row: the
+    # verdict is the least of its conditions', and 'true' and 'notcontainer' are never
+    # negated. (Their copies whose verdict is returned are killed by
+    # tests/memory/test_filter_grid.py.)
+    "sql:CANDIDATE_ITEMS:c11b89b620":
+        "the WHERE's copy of the verdict is only tested > 0: 'true' giving 1 for 2 keeps it",
+    "sql:CANDIDATE_ITEMS:1154567019":
+        "the WHERE's copy of the verdict is only tested > 0: 'notcontainer' giving 1 for 2 keeps it",
+    "sql:SEARCH_VECTORS_FILTERED:364acd00a3":
+        "the verdict is only tested > 0: 'true' giving 1 for 2 keeps every row",
+    "sql:SEARCH_VECTORS_FILTERED:e296ecfa17":
+        "the verdict is only tested > 0: 'notcontainer' giving 1 for 2 keeps every row",
 }
 
 
