@@ -179,7 +179,7 @@ def unpack_vectors(texts: Sequence[str]) -> Any:
     (the same values as `unpack_vector`'s), else a list of lists."""
     np = _numpy()
     raws = [base64.b64decode(t) for t in texts]
-    if np is None or not raws or len({len(r) for r in raws}) != 1:
+    if np is None or not raws or not raws[0] or len({len(r) for r in raws}) != 1:
         return [list(struct.unpack(f"<{len(r) // 4}f", r)) for r in raws]
     return np.frombuffer(b"".join(raws), dtype="<f4").reshape(len(raws), -1).astype(np.float64)
 

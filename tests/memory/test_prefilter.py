@@ -398,6 +398,7 @@ def test_vectors_unpacked_at_once_score_as_those_unpacked_one_by_one(
     query = [rng.gauss(0, 1) for _ in range(48)]
     assert isinstance(_encoding.unpack_vectors(mixed), list)
     assert not isinstance(_encoding.unpack_vectors(same), list)
+    assert _encoding.unpack_vectors([_encoding.pack_vector([])] * 2) == [[], []]
     for packed in (same, mixed[:3], []):
         one_by_one = [_encoding.unpack_vector(p) for p in packed]
         at_once = _encoding.unpack_vectors(packed)
