@@ -106,6 +106,12 @@ class Statement:
         return replace(self, params=tuple(named[n] for n in self.names), chunks=kept)
 
 
+# JSON as d1saver sends it (a request's body, a list parameter): compact, non-ASCII kept.
+# One encoder, made once: json.dumps with arguments makes a new one a call.
+compact_json: Callable[[Any], str] = json.JSONEncoder(ensure_ascii=False,
+                                                      separators=(",", ":")).encode
+
+
 def chunks_param(rows: Sequence[ChunkRow]) -> str | None:
     """Chunk rows as the :chunks parameter takes them: JSON [[id, level, data], ...], children
     before nodes; NULL for none (json_each(NULL) is empty)."""

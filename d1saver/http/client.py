@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
+import http.cookiejar
 import logging
 import ssl
 import threading
@@ -26,7 +26,8 @@ import httpx
 
 from d1saver.http.envelope import map_transport_error, parse_response, rate_limit_reset, retry_after
 from d1saver.core.errors import ConfigError, D1Error, RateLimitError, SerializationError
-from d1saver.core.protocol import Action, Result, Send, Sleep, Statement, TraceEvent, Tracer
+from d1saver.core.protocol import (Action, Result, Send, Sleep, Statement, TraceEvent, Tracer,
+                                   compact_json)
 from d1saver.core.ids import check_api_base_url, validate_account_id, validate_database_id
 from d1saver.http import telemetry
 from d1saver.http.retry import RetryPolicy
@@ -45,6 +46,15 @@ def _tls() -> ssl.SSLContext:
     the CA bundle for each new client, about 20 ms of CPU that a new saver's first request
     spent (benchmarks/RESULTS.md, "Client CPU"). Contexts are safe to share between threads."""
     return httpx.create_ssl_context()
+
+
+class _NoCookies(http.cookiejar.CookieJar):
+    """The clients' cookie jar, which keeps none: requests are built here, never from the
+    jar, and D1's API authenticates by token, so a Set-Cookie (Cloudflare's edge may send
+    one) is not parsed on every response."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
 
 
 def _verify(transport: object) -> ssl.SSLContext | bool:
@@ -82,15 +92,15 @@ class D1Client:
             f"{api_base_url.rstrip('/')}/accounts/{account_id}/d1/database/{database_id}/raw"
         )
         try:
-            httpx.URL(self.url)
+            self._url = httpx.URL(self.url)  # parsed once: every request reuses it
         except (httpx.InvalidURL, TypeError, ValueError):
             raise ConfigError(f"invalid D1 API URL {self.url!r}: check D1_API_BASE_URL and the "
                               "account and database ids") from None
-        self._headers = {
+        self._headers = httpx.Headers({  # built once (httpx copies them per request)
             "Authorization": f"Bearer {api_token}",
             "Content-Type": "application/json",
             "User-Agent": "d1saver",
-        }
+        })
         self.timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
         self.retry = retry or RetryPolicy()
         self.tracer = tracer
@@ -127,12 +137,12 @@ class D1Client:
         items = [{"sql": s.sql, "params": list(s.params)} for s in statements]
         body = items[0] if len(items) == 1 else {"batch": items}
         try:
-            content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            content = compact_json(body).encode("utf-8")
         except UnicodeEncodeError as exc:
             raise SerializationError(
                 f"a value is not valid Unicode ({exc.reason}, e.g. a lone surrogate from a bad "
                 "decode): nothing was sent") from None
-        return httpx.Request("POST", self.url, headers=self._headers, content=content)
+        return httpx.Request("POST", self._url, headers=self._headers, content=content)
 
     def exchange(self, statements: Sequence[Statement]) -> Exchange:
         """Send with retries; yields Send/Sleep, receives responses, returns the results."""
@@ -259,7 +269,8 @@ class D1Client:
         with self._lock:
             if self._sync is None:
                 self._sync = httpx.Client(transport=self._sync_transport, timeout=self.timeout,
-                                          verify=_verify(self._sync_transport))
+                                          verify=_verify(self._sync_transport),
+                                          cookies=_NoCookies())
                 # A script that never closes its saver still closes its sockets at exit.
                 self._sync_finalizer = weakref.finalize(self, self._sync.close)
             return self._sync
@@ -275,7 +286,8 @@ class D1Client:
             if client is not None:
                 return client
             client = httpx.AsyncClient(transport=self._async_transport, timeout=self.timeout,
-                                       verify=_verify(self._async_transport))
+                                       verify=_verify(self._async_transport),
+                                       cookies=_NoCookies())
             self._async[loop] = client
         # Closed with its loop: asyncio.run() closes the async generators a loop started before
         # it closes, so a script that never calls aclose() leaves no socket open.

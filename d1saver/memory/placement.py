@@ -17,9 +17,9 @@ Pure: no I/O. Used by D1Store and D1Cache (d1saver/memory/) and by `d1saver reba
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
+from d1saver.core.protocol import compact_json
 from d1saver.fleet.routing import Route, Router, rendezvous
 
 __all__ = ["Layout", "cache_route_key", "item_route_key", "legacy_cache_route_key"]
@@ -32,7 +32,7 @@ def item_route_key(namespace: Sequence[str]) -> str:
 
 def cache_route_key(namespace: Sequence[str], key: str) -> str:
     """What a cache entry is routed by (without a `route`): its namespace and key, whole."""
-    return json.dumps([*namespace, key], ensure_ascii=False, separators=(",", ":"))
+    return compact_json([*namespace, key])
 
 
 def legacy_cache_route_key(namespace: Sequence[str]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.store.base import GetOp, Item, ListNamespacesOp, PutOp, SearchOp
 
 from d1saver.core.errors import ValueTooLargeError
-from d1saver.core.protocol import Result, Statement
+from d1saver.core.protocol import Result, Statement, compact_json
 from d1saver.memory import filters as _filters
 from d1saver.memory import namespaces as _ns
 from d1saver.memory import encoding as _encoding
@@ -113,7 +113,7 @@ def scope_params(prefix: Sequence[str], live_at: float | None) -> dict[str, Any]
 
 def row_size(row: Sequence[Any]) -> int:
     """The bytes a row takes in a JSON list parameter, as sent."""
-    text = json.dumps(list(row), ensure_ascii=False, separators=(",", ":"))
+    text = compact_json(list(row))
     return len(text.encode("utf-8", "surrogatepass")) + 1
 
 
@@ -122,14 +122,14 @@ def json_lists(rows: Sequence[Sequence[Any]], what: str = "a row") -> list[str]:
     fits no parameter is ValueTooLargeError (raised before anything is sent)."""
     if not rows:
         return []
-    whole = json.dumps([list(row) for row in rows], ensure_ascii=False, separators=(",", ":"))
+    whole = compact_json([list(row) for row in rows])
     if len(whole) * 4 < PARAM_MAX or _sent(whole) < PARAM_MAX:  # the common case: one
         return [whole]  # parameter (as the loop below counts it), the same text, in one call
     out: list[str] = []
     current: list[str] = []
     size = 2
     for row in rows:
-        text = json.dumps(list(row), ensure_ascii=False, separators=(",", ":"))
+        text = compact_json(list(row))
         n = _sent(text) + 1
         if n + 2 > PARAM_MAX:
             raise ValueTooLargeError(

@@ -158,6 +158,29 @@ def test_clients_share_one_tls_context(raw_route: respx.Route,
         saver.close()
 
 
+def test_cookies_are_neither_kept_nor_sent(api: respx.MockRouter) -> None:
+    """A Set-Cookie from the API (Cloudflare's edge may send one) is not kept, and no request
+    carries a Cookie header, sync or async: the token alone authenticates."""
+    import asyncio
+
+    def with_cookie(request: httpx.Request) -> httpx.Response:
+        response = echo_ok(request)
+        response.headers["Set-Cookie"] = "__cf_bm=abc; Path=/; HttpOnly"
+        return response
+
+    route = api.post(RAW_PATH).mock(side_effect=with_cookie)
+    saver = make_saver()
+    saver.get_tuple(CONFIG)
+    saver.get_tuple(CONFIG)
+    asyncio.run(saver.aget_tuple(CONFIG))
+    asyncio.run(saver.aget_tuple(CONFIG))
+    assert route.call_count == 4
+    assert all("cookie" not in call.request.headers for call in route.calls)
+    client = saver._fleet.databases["db"].client
+    assert not list(client._sync_client().cookies.jar)
+    saver.close()
+
+
 def test_request_carries_bearer_token(raw_route: respx.Route) -> None:
     """The token goes in Authorization: Bearer <token>."""
     make_saver().get_tuple(CONFIG)
