@@ -28,10 +28,21 @@ from d1saver.storage.crypto import Sealer
 PARAM_MAX = 1_950_000
 
 # (ns, key) -> [(field, packed vector, its code)]
-# A prefiltered search reads a scope of at most this many items (of those its filter's plain
-# equalities keep) whole in its first request (one request, as the exact scan), and a larger
-# one as codes, then its candidates (two).
-WHOLE_MAX = 500
+# A prefiltered search reads a scope of at most `whole_items` items (of those its filter's
+# plain equalities keep) whole in its first request (one request, as the exact scan), and a
+# larger one as codes, then its candidates (two requests, about a quarter of the bytes): at
+# most WHOLE_MAX items, and fewer where their vectors would take more than WHOLE_BYTES as read
+# (packed). One more round trip (50-300 ms on D1's REST API) costs more than the bytes it saves
+# below that bound on a link of 100 Mbit/s or more.
+WHOLE_MAX = 1_000
+WHOLE_BYTES = 2_000_000
+
+
+def whole_items(dims: int, fields: int) -> int:
+    """The most items a prefiltered search's scope may hold to be read whole, for vectors of
+    `dims` dimensions in `fields` fields an item (the index's)."""
+    packed = 4 * -(-4 * dims // 3)  # base64 of `dims` float32s
+    return min(WHOLE_MAX, WHOLE_BYTES // max(1, fields * packed))
 
 Vectors = Mapping[tuple[str, str], Sequence[tuple[str, str, str]]]
 
@@ -155,6 +166,7 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
           live_at: float | None, single: set[int], ranked: set[int],
           expires: Mapping[int, tuple[float, float] | None] | None = None,
           refresh_filtered: bool = True, prefiltered: set[int] | None = None,
+          whole: int = WHOLE_MAX,
           ranks: Mapping[int, Mapping[str, Any]] | None = None) -> Plan:
     """The statements of one database: `ops` its reads (index, op); `puts` its writes (deduped,
     last wins) with `stored` their value texts and `expires` their (expires_at, ttl_minutes) by
@@ -166,7 +178,8 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
     statement repeats the filter's: worth it when items have TTLs, the store's default); else
     the store refreshes the page's items with a TTL by a second request, only if there are any.
     `prefiltered`: the ranked searches that read codes first (SEARCH_CODES), then their
-    candidates in a second request (`candidates`). `ranks`: the ranked searches sent for the
+    candidates in a second request (`candidates`), unless their scope holds at most `whole`
+    items (`whole_items`): then it is read whole (RANK_ROWS). `ranks`: the ranked searches sent for the
     gateway Worker to rank: as prefiltered, then RANK_MARK with each one's spec, to which the
     candidates' statements are added (the Worker runs them itself, worker/rank.js)."""
     plan = Plan()
@@ -184,9 +197,8 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
         if isinstance(op, SearchOp) and i in (ranks or {}):
             where = _filters.compile_filter(op.filter)
             scope = {**scope_params(op.namespace_prefix, live_at), "filter": where}
-            plan.ranks[i] = plan.add(Statement.bind(_sql.RANK_ROWS, {**scope, "whole": WHOLE_MAX}))
-            plan.codes[i] = plan.add(Statement.bind(_sql.SEARCH_CODES, {**scope,
-                                                                        "whole": WHOLE_MAX}))
+            plan.ranks[i] = plan.add(Statement.bind(_sql.RANK_ROWS, {**scope, "whole": whole}))
+            plan.codes[i] = plan.add(Statement.bind(_sql.SEARCH_CODES, {**scope, "whole": whole}))
             then = [Statement.bind(_sql.CANDIDATE_ITEMS, {**scope, "items": None}),
                     Statement.bind(_sql.CANDIDATE_VECTORS, {"items": None})]
             spec = {**(ranks or {})[i],
@@ -198,7 +210,7 @@ def build(ops: Sequence[tuple[int, Any]], puts: Sequence[PutOp], stored: Mapping
         elif isinstance(op, SearchOp) and i in (prefiltered or ()):
             where = _filters.compile_filter(op.filter)
             scope = {**scope_params(op.namespace_prefix, live_at), "filter": where,
-                     "whole": WHOLE_MAX}
+                     "whole": whole}
             plan.ranks[i] = plan.add(Statement.bind(_sql.RANK_ROWS, scope))
             plan.codes[i] = plan.add(Statement.bind(_sql.SEARCH_CODES, scope))
         elif isinstance(op, SearchOp):

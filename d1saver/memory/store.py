@@ -504,6 +504,8 @@ class D1Store(Memory, BaseStore):
         plans = {}
         prefiltered = self._prefiltered(batch)
         distance = (self.index_config or {}).get("distance_type", "cosine")
+        whole = _plan.whole_items(self._dims() or 0,
+                                  len((self.index_config or {}).get("__tokenized_fields", ())))
         for db in dict.fromkeys([*reads, *writes, *deletes]):
             mine = writes.get(db, [])
             puts = [batch.puts[n] for n in mine] + deletes.get(db, [])
@@ -527,7 +529,8 @@ class D1Store(Memory, BaseStore):
                                     refresh_filtered=bool((self.ttl_config or {}).get(
                                         "default_ttl")),
                                     single=single, ranked=batch.ranked,
-                                    prefiltered=prefiltered - set(ranks), ranks=ranks)
+                                    prefiltered=prefiltered - set(ranks), ranks=ranks,
+                                    whole=whole)
         return plans
 
     def _prefiltered(self, batch: _Batch) -> set[int]:

@@ -240,9 +240,10 @@ _SCOPE_COUNT = (f"(SELECT count(*) FROM store_items WHERE {_SCOPE.format(t='')} 
 
 # Every item in scope a read sees that may pass :filter (NULL: no filter), with its value, the
 # verdict, and one row per vector (`vector` NULL: the item has none), newest first; when :whole
-# is not NULL, only if the scope holds at most :whole items the equalities keep (else no row). As a prefiltered
-# search's first statement it reads a small scope whole, as the exact scan (one request).
-# Through d1saver's gateway Worker it is followed by RANK_MARK (:whole NULL): the Worker
+# is not NULL, only if the scope holds at most :whole items the equalities keep (else no row;
+# d1saver binds memory/plan.py's `whole_items` on every path). As a prefiltered search's first
+# statement it reads a small scope whole, as the exact scan (one request).
+# Through d1saver's gateway Worker it is followed by RANK_MARK: the Worker
 # scores the rows next to the data and returns only those of the items that can be in the
 # page; D1 (or another gateway) returns them all.
 RANK_COLUMNS = (*ITEM_COLUMNS, "verdict", "vector")

@@ -16,6 +16,7 @@ import pytest
 from langgraph.store.base import PutOp
 from langgraph.store.memory import InMemoryStore
 
+from d1saver.memory import plan as _plan
 from d1saver.sql import memory as _sql
 from tests.memory.conftest import Memory
 from tests.memory.test_prefilter import DIMS, Lookup, _same, dataset
@@ -23,7 +24,7 @@ from tests.realengine import RealD1
 
 pytestmark = pytest.mark.realengine
 
-N = 600
+N = _plan.WHOLE_MAX + 100  # past the whole-read threshold (48 dimensions: WHOLE_MAX items)
 
 
 @pytest.fixture

@@ -168,6 +168,44 @@ def test_a_selective_equality_over_a_large_namespace_is_read_whole(memory: Memor
         _same(got, _pages(reference, queries, limit=6, filter=flt))
 
 
+@pytest.mark.parametrize("dims,fields,n,requests", [
+    (256, 1, 1000, 1),   # 1,000 items of 256 dimensions: read whole (1.4 MB of vectors)
+    (1536, 1, 200, 1),
+    (1536, 1, 300, 2),   # 300 of 1,536: 2.5 MB whole, so codes, then candidates
+    (256, 2, 800, 2),    # two fields an item: 800 items hold 1,600 vectors
+])
+def test_the_whole_read_is_bounded_by_items_and_by_the_vectors_bytes(
+        memory: Memory, dims: int, fields: int, n: int, requests: int) -> None:
+    """A scope of up to WHOLE_MAX items is read whole in one request, unless its vectors would
+    take more than WHOLE_BYTES as read: larger embeddings go to codes sooner. Either way the
+    page is InMemoryStore's."""
+    rng = random.Random(dims + n)
+    texts = [f"t{i}" for i in range(2 * n + 5)]
+    vectors = {t: _unit([rng.gauss(0, 1) for _ in range(dims)]) for t in texts}
+    names = ["a", "b"][:fields]
+    index = {"dims": dims, "embed": Lookup(vectors), "fields": names}
+    fast = memory.store(index=index)
+    reference = InMemoryStore(index=index)  # type: ignore[arg-type]
+    ops = [PutOp(("docs",), f"k{i}", {name: f"t{i + j * n}" for j, name in enumerate(names)})
+           for i in range(n)]
+    for store in (fast, reference):
+        for start in range(0, n, 250):
+            store.batch(ops[start: start + 250])
+    assert (n <= _plan.whole_items(dims, fields)) == (requests == 1)
+    queries = [f"t{2 * n + j}" for j in range(3)]
+    got, events = memory.sent(lambda: _pages(fast, queries, limit=5))
+    assert len(events) == requests * len(queries)
+    _same(got, _pages(reference, queries, limit=5))
+
+
+def test_whole_items_follow_the_vectors_size() -> None:
+    assert _plan.whole_items(48, 1) == _plan.WHOLE_MAX == 1_000
+    assert _plan.whole_items(256, 1) == 1_000           # 1,368 characters a vector
+    assert _plan.whole_items(1536, 1) == 2_000_000 // 8_192 == 244
+    assert _plan.whole_items(3072, 2) == 2_000_000 // (2 * 16_384) == 61
+    assert _plan.whole_items(0, 0) == 1_000
+
+
 def test_vectors_without_codes_and_several_databases(memory: Memory) -> None:
     vectors = dataset("clustered", N, seed=9)
     index = {"dims": DIMS, "embed": Lookup(vectors), "fields": ["text"]}

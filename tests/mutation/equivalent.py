@@ -232,9 +232,10 @@ RULES: list[tuple[str, ...]] = [
     # A condition SQL cannot tell is 1 by the CASE's own ELSE 1.
     ("*", "drop-when", "WHEN 'unknown' THEN 1", "the CASE's ELSE gives 1 as well"),
     # The prefilter's first statement is always sent with :whole (memory/plan.py binds
-    # WHOLE_MAX, for the gateway Worker's ranked searches too): `:whole IS NULL OR` never holds.
+    # `whole_items`, for the gateway Worker's ranked searches too): `:whole IS NULL OR` never
+    # holds.
     ("RANK_ROWS", "drop-or", "?6 IS NULL",
-     "d1saver binds :whole (WHOLE_MAX) on every path: `:whole IS NULL` never holds"),
+     "d1saver binds :whole (whole_items) on every path: `:whole IS NULL` never holds"),
 
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
