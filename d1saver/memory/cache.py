@@ -127,10 +127,10 @@ class D1Cache(Memory, BaseCache[ValueT], Generic[ValueT]):
                 for c in group:
                     if c.work.kind == "clear":
                         mine.extend(c.work.clear[0].get(db, []))
-        first = _coalesce.cut(chunk, statements)
-        if first:  # parts of `first` calls, each planned once more (not the tail again and again)
-            for at in range(0, len(chunk), first):
-                await self._asend_chunk(chunk[at: at + first])
+        parts = _coalesce.cut(chunk, statements)
+        if parts:  # each planned once more (not the tail again and again)
+            for calls in parts:
+                await self._asend_chunk(calls)
             return
         outcomes = await _coalesce.send_each(self._fleet, statements, self._aexchange)
         alone = _coalesce.failures(self._fleet, "cache", chunk, outcomes)

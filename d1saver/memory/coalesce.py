@@ -32,6 +32,7 @@ from d1saver.fleet.fleet import Fleet
 from d1saver.http.group_commit import MAX_STATEMENTS, caused_by_one
 
 W = TypeVar("W")
+C = TypeVar("C", bound="Call[Any]")
 
 # A gathered request carries at most this many bytes of stored text: past it, the calls
 # after go in the next request (a call alone may carry more, as it always could).
@@ -131,14 +132,15 @@ def chunks(calls: Sequence[Call[W]], limit: int = REQUEST_BYTES) -> list[list[Ca
     return out
 
 
-def cut(calls: Sequence[Call[Any]], statements: Mapping[str, Sequence[Statement]]) -> int:
-    """How many of the calls go in each request when some database's part of their gathered
-    batch passes the statements bound (in proportion, so the parts fit as they would spread
-    evenly; a part still past it is cut again), or 0: all of them fit."""
+def cut(calls: list[C], statements: Mapping[str, Sequence[Statement]]) -> list[list[C]]:
+    """The calls in parts, each to be planned and sent once more, when some database's part
+    of their gathered batch passes the statements bound (in proportion, so the parts fit as
+    they would spread evenly; a part still past it is cut again), or none: all of them fit."""
     most = max((len(s) for s in statements.values()), default=0)
     if len(calls) < 2 or most <= MAX_STATEMENTS:
-        return 0
-    return max(1, min(len(calls) - 1, len(calls) * MAX_STATEMENTS // most))
+        return []
+    first = max(1, min(len(calls) - 1, len(calls) * MAX_STATEMENTS // most))
+    return [calls[at: at + first] for at in range(0, len(calls), first)]
 
 
 async def send_each(fleet: Fleet, statements: Mapping[str, Sequence[Statement]],

@@ -258,10 +258,10 @@ class D1Store(Memory, BaseStore):
                 mine = statements.setdefault(db, [])
                 starts[-1][db] = len(mine)
                 mine.extend(plan.statements)
-        first = _coalesce.cut(chunk, statements)
-        if first:  # parts of `first` calls, each planned once more (not the tail again and again)
-            for at in range(0, len(chunk), first):
-                await self._asend_chunk(chunk[at: at + first])
+        parts = _coalesce.cut(chunk, statements)
+        if parts:  # each planned once more (not the tail again and again)
+            for calls in parts:
+                await self._asend_chunk(calls)
             return
         outcomes = await _coalesce.send_each(self._fleet, statements, self._aexchange)
         alone = _coalesce.failures(self._fleet, "store batch", chunk, outcomes)
