@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> list[tuple[Any, ...]]:
                    help="also through the gateway Worker under `wrangler dev` (needs Node)")
     args = p.parse_args(argv)
     if args.quick:
-        args.sizes, args.dims, args.queries = "60,700", 16, 3
+        args.sizes, args.dims, args.queries = "60,1100", 16, 3
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = run(sizes, args.kinds.split(","), args.dims, args.queries, args.k)
     if args.gateway:

@@ -36,12 +36,15 @@ def test_store_benchmark_runs() -> None:
 def test_search_benchmark_runs() -> None:
     from benchmarks import search_bench
 
-    rows = search_bench.main(["--quick"])
+    from d1saver.memory import plan as _plan
+
+    rows = search_bench.main(["--quick"])  # 60 and 1,100 items of 16 dimensions, one field
     assert {r[0] for r in rows} == {"InMemoryStore", "D1Store exact", "D1Store prefilter"}
     for name, n, _, _, requests, _, recall in rows:
         assert recall == 1.0  # the prefilter is exact by construction
         if name == "D1Store prefilter":
-            assert requests == (1 if n <= 500 else 2)
+            assert requests == (1 if n <= _plan.whole_items(16, 1) else 2)
+    assert {n for _, n, *_ in rows} == {60, 1100} and _plan.whole_items(16, 1) == 1000
 
 
 def test_ui_benchmark_runs() -> None:
