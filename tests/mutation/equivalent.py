@@ -313,6 +313,16 @@ EQUIVALENT: dict[str, str] = {
     # raises past the data's end; so an item never ends past its container.
     "py:d1saver.storage.chunking:_cut_value:b632dba933":
         "no item ends past its container: _skip reads the same headers and refuses the data's end",
+    # _header's `if len(field) != width: raise _NotMsgpack`: a length field is cut short only
+    # by the data's end (_cut_value reads its own header with at least LONG_ELEMENT_MIN bytes
+    # before `end`). Read short, the value's end is then past the data: _skip raises (a raw
+    # value's end, or pending items whose next header starts at the data's end).
+    "py:d1saver.storage.chunking:_header:e2040b210d":
+        "a length field cut by the data's end puts the value's end past it: _skip refuses that",
+    # 0x90 is an array of 0 items; read as a map of 0 items (0x90 & 0x0F) it has one header
+    # byte and nothing to open or skip either: walked, cut and skipped alike.
+    "py:d1saver.storage.chunking:_header:9a7d3cf90f":
+        "0x90 read as a map (0x90 & 0x0F = 0 items) is empty too: same header, no items",
     # FREEZE's walk from a kept checkpoint without a parent (parent_checkpoint_id NULL) finds
     # nothing: every branch joins or tests its row at `cur` (NULL), which matches no row and
     # no d1saver_keep entry, and the recursive step joins the parent at NULL too.
