@@ -323,6 +323,12 @@ EQUIVALENT: dict[str, str] = {
     # byte and nothing to open or skip either: walked, cut and skipped alike.
     "py:d1saver.storage.chunking:_header:9a7d3cf90f":
         "0x90 read as a map (0x90 & 0x0F = 0 items) is empty too: same header, no items",
+    # load_checkpoint with keys: `if text is None: raise refuse_plaintext(binding)`. Without
+    # it a NULL value is neither "c:" nor "m:" and goes to Sealer.open_flagged, whose
+    # open_packed refuses any text that is not "e:" (None too) with the same
+    # refuse_plaintext(binding): the same error, the same message.
+    "py:d1saver.storage.values:Values.load_checkpoint:69452dac4f":
+        "a NULL value reaches open_packed, which raises the same refuse_plaintext(binding)",
     # FREEZE's walk from a kept checkpoint without a parent (parent_checkpoint_id NULL) finds
     # nothing: every branch joins or tests its row at `cur` (NULL), which matches no row and
     # no d1saver_keep entry, and the recursive step joins the parent at NULL too.
