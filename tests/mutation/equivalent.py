@@ -329,6 +329,17 @@ EQUIVALENT: dict[str, str] = {
     # refuse_plaintext(binding): the same error, the same message.
     "py:d1saver.storage.values:Values.load_checkpoint:69452dac4f":
         "a NULL value reaches open_packed, which raises the same refuse_plaintext(binding)",
+    # codec.split's only caller is values._parts, `split(text) or [text]`: a text of exactly
+    # CHUNK_SIZE gives None there, and [text] (one part, the whole) under `<`: [text] both ways.
+    "py:d1saver.storage.codec:split:f67afaabb6":
+        "its only caller reads None as [text]; a text of CHUNK_SIZE split is [text] too",
+    # Values.reseal's `if text is None: return None`: rekey's pages read only rows holding a
+    # value (d1saver/sql/reseal.py SEALED: `w.value IS NOT NULL`, `f.value IS NOT NULL` under
+    # :heads), and the writes of a "p:" pack are texts d1saver wrote; copies send :heads NULL
+    # but re-seal with plaintext=False, where a None text falls to `return None` all the same
+    # (tests/compaction/test_rekey.py: a NULL write value is left, the rest sealed).
+    "py:d1saver.storage.values:Values.reseal:5409e6a5c8":
+        "None reaches reseal only from copies (plaintext=False), where it returns None anyway",
     # FREEZE's walk from a kept checkpoint without a parent (parent_checkpoint_id NULL) finds
     # nothing: every branch joins or tests its row at `cur` (NULL), which matches no row and
     # no d1saver_keep entry, and the recursive step joins the parent at NULL too.

@@ -5,6 +5,7 @@ encodes alike."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
@@ -80,3 +81,21 @@ def test_re_sealing_without_keys_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="encryption_keys"):
         values.reseal_checkpoint("msgpack", text, None, "{}", None, lambda *_: old,
                                  lambda *_: new, plaintext=True)
+
+
+class _Refusing(JsonPlusSerializer):
+    """A serde with its own policy, refusing to load with a d1saver error of its choice."""
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        raise ConfigError("this serde loads nothing today")
+
+
+def test_a_serdes_own_d1_error_reaches_the_caller_unchanged(local: Backend) -> None:
+    """A serde that refuses with a d1saver error (its own policy: a setting, a key) is heard
+    as it said it, not wrapped as a StoredValueError."""
+    saver = local.saver(serde=_Refusing())
+    config = {"configurable": {"thread_id": f"serde-{uuid.uuid4().hex[:8]}", "checkpoint_ns": ""}}
+    stored = saver.put(config, empty_checkpoint(), {"step": 0}, {})
+    with pytest.raises(ConfigError, match="loads nothing today") as info:
+        saver.get_tuple(stored)
+    assert not isinstance(info.value, StoredValueError)
