@@ -309,6 +309,9 @@ def test_a_value_stored_by_content_without_a_seal_is_refused(backend: Backend) -
                             "checkpoint_id = ?1", head["configurable"]["checkpoint_id"]) == [["m:"]]
     assert_refused(scene.saver, scene.thread, head["configurable"]["checkpoint_id"],
                    PlaintextValueError)
+    for conf in (head, scene.conf):  # the refusal says why: stored by content, no seal
+        with pytest.raises(PlaintextValueError, match="stored by content without a seal"):
+            scene.saver.get_tuple(conf)
 
 
 # --- keys: a wrong one, one dropped too early ----------------------------------------------------------

@@ -71,12 +71,15 @@ def test_bytes_that_are_not_msgpack_are_cut_by_fastcdc_stored_from_stored_min() 
 
 def test_items_past_the_end_are_not_msgpack() -> None:
     """An array whose first item runs past the data, or that counts more items than the data
-    holds: not one msgpack value, so FastCDC cuts the bytes whole (one stored piece)."""
+    holds (two more, or only its last missing): not one msgpack value, so FastCDC cuts the
+    bytes whole (one stored piece)."""
     text = ormsgpack.packb("a" * 300)
     runs_past = b"\x92" + text[:-10]
     assert cut(runs_past) == [stored(runs_past)]
     too_few = b"\x93" + text
     assert cut(too_few) == [stored(too_few)]
+    last_missing = b"\x92" + text
+    assert cut(last_missing) == [stored(last_missing)]
 
 
 def test_framing_of_small_items_over_piece_max_is_cut_by_fastcdc() -> None:
