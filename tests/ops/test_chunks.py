@@ -256,11 +256,13 @@ def test_metadata_over_2mb_round_trips_and_filters(backend: Backend) -> None:
 
 def test_oversized_metadata_keeps_what_sql_reads_in_its_column(local: Backend) -> None:
     """The DeltaChannel walk, compaction and `d1saver history` read counters, step and source
-    in SQL: chunked metadata keeps them in its column."""
+    in SQL: chunked metadata keeps them in its column, first, even when the user's keys
+    alone would fill the column's 64 KB."""
     saver = local.saver()
     thread = new_thread("md")
     metadata = {"big": "b" * 2_100_000, "source": "loop", "step": 7,
-                "counters_since_delta_snapshot": {"messages": 3}}
+                "counters_since_delta_snapshot": {"messages": 3},
+                **{f"k{i:02d}": "a" * 4_087 for i in range(16)}}  # 4,096 bytes each, key and all
     saver.put(generate_config(thread), generate_checkpoint(), metadata, {})
     (res,) = saver.execute([Statement(
         "SELECT json_extract(metadata, '$.counters_since_delta_snapshot.messages'), "
