@@ -292,6 +292,14 @@ def test_a_planted_plaintext_value_is_refused(backend: Backend, case: str) -> No
     assert_refused(scene.saver, scene.thread, scene.c2, PlaintextValueError)
 
 
+def test_a_null_write_value_is_refused_as_missing(backend: Backend) -> None:
+    """A sealed value is never NULL: a write row whose value is, is refused saying so."""
+    scene = Scene(backend)
+    PLANTS["NULL write value"](scene)
+    with pytest.raises(PlaintextValueError, match=r"is missing \(NULL\): nothing was returned"):
+        scene.saver.get_tuple(cfg(scene.thread))
+
+
 def test_a_value_stored_by_content_without_a_seal_is_refused(backend: Backend) -> None:
     """A saver without keys stores long values by content ("m:" manifests over the thread's
     chunks: nothing authenticates them); one writing into a sealed thread leaves values a
