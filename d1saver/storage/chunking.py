@@ -250,7 +250,7 @@ def _header(data: bytes, pos: int) -> tuple[int, int, int]:
 
 
 def _skip(data: bytes, pos: int) -> int:
-    """The end of the msgpack value starting at `pos`."""
+    """The end of the msgpack value starting at `pos`, an item that more items follow."""
     pending = 1
     while pending:
         pending -= 1
@@ -262,6 +262,6 @@ def _skip(data: bytes, pos: int) -> int:
             pending += n
         elif kind == _MAP:
             pending += 2 * n
-    if pos > len(data):
+    if pos >= len(data):  # never a container's last item (_cut_value): another must follow
         raise _NotMsgpack
     return pos

@@ -32,7 +32,7 @@ SEP = ","
 # (docs/STORAGE_DESIGN.md; benchmarks/RESULTS.md, "Design figures").
 FANOUT = 4
 
-__all__ = ["FANOUT", "MARKER", "NODE", "SEP", "Chunk", "Chunks", "Packed", "is_manifest", "pack", "refs",
+__all__ = ["FANOUT", "MARKER", "NODE", "SEP", "Chunk", "Chunks", "Packed", "is_manifest", "pack",
            "unpack"]
 
 
@@ -138,11 +138,6 @@ def _fold(run: list[str], held: Container[str], out: Packed) -> list[str]:
 def _check(chunk: str, content: bytes, domain: bytes = LEAF) -> None:
     if not names(chunk, content, domain):
         raise ValueError(f"chunk {chunk!r} does not hold what its id names: damaged")
-
-
-def refs(text: str) -> list[str]:
-    """The ids a manifest lists itself (nodes without their "^")."""
-    return [e.lstrip(NODE) for e in text[len(MARKER):].split(SEP) if ":" not in e[:2]]
 
 
 def unpack(text: str, chunks: Mapping[str, str], decode: Callable[[str], bytes]) -> bytes:

@@ -182,6 +182,26 @@ def test_plaintext_rows_are_sealed_only_when_asked(local: Backend) -> None:
     assert tup.metadata == {"step": 1, "who": "me"}
 
 
+def test_seal_plaintext_leaves_a_null_write_value_and_seals_the_rest(local: Backend) -> None:
+    """A write row whose value is NULL (nothing d1saver writes: planted, or damaged; here the
+    row packing task-0's writes) has nothing to seal: --seal-plaintext leaves it as it is and
+    seals every other row; a keyed read of its checkpoint still refuses it, the other
+    checkpoint reads."""
+    plain = local.saver()
+    put_chain(plain, "null", 2)
+    plain.execute([Statement("UPDATE writes SET value = NULL WHERE thread_id = 'null' "
+                             "AND task_id = 'task-0' AND idx = 0", ())])
+    keyed = local.saver(encryption_keys=[K1])
+    sealed = rekey(keyed, seal_plaintext=True)
+    assert (sealed.rewritten_rows, sealed.rewritten) == (3, 4)  # 2 checkpoints, task-1's pack
+    assert sealed.plaintext_left == 0 and sealed.skipped == 0
+    assert census(keyed) == {"checkpoints": {OLD: 2}, "writes": {OLD: 2}}
+    tup = keyed.get_tuple(cfg("null"))
+    assert tup.pending_writes == [("task-1", "i", 1), ("task-1", "note", "write 1")]
+    with pytest.raises(PlaintextValueError):
+        keyed.get_tuple(tup.parent_config)
+
+
 def test_a_row_under_a_key_not_given_stops_the_rekey_by_name(local: Backend) -> None:
     put_chain(local.saver(encryption_keys=[K3]), "k3", 1)
     with pytest.raises(UnknownKeyError) as info:

@@ -314,6 +314,33 @@ EQUIVALENT: dict[str, str] = {
     # raises past the data's end; so an item never ends past its container.
     "py:d1saver.storage.chunking:_cut_value:b632dba933":
         "no item ends past its container: _skip reads the same headers and refuses the data's end",
+    # _header's `if len(field) != width: raise _NotMsgpack`: a length field is cut short only
+    # by the data's end (_cut_value reads its own header with at least LONG_ELEMENT_MIN bytes
+    # before `end`). Read short, the value's end is then past the data: _skip raises (a raw
+    # value's end, or pending items whose next header starts at the data's end).
+    "py:d1saver.storage.chunking:_header:e2040b210d":
+        "a length field cut by the data's end puts the value's end past it: _skip refuses that",
+    # 0x90 is an array of 0 items; read as a map of 0 items (0x90 & 0x0F) it has one header
+    # byte and nothing to open or skip either: walked, cut and skipped alike.
+    "py:d1saver.storage.chunking:_header:9a7d3cf90f":
+        "0x90 read as a map (0x90 & 0x0F = 0 items) is empty too: same header, no items",
+    # load_checkpoint with keys: `if text is None: raise refuse_plaintext(binding)`. Without
+    # it a NULL value is neither "c:" nor "m:" and goes to Sealer.open_flagged, whose
+    # open_packed refuses any text that is not "e:" (None too) with the same
+    # refuse_plaintext(binding): the same error, the same message.
+    "py:d1saver.storage.values:Values.load_checkpoint:69452dac4f":
+        "a NULL value reaches open_packed, which raises the same refuse_plaintext(binding)",
+    # codec.split's only caller is values._parts, `split(text) or [text]`: a text of exactly
+    # CHUNK_SIZE gives None there, and [text] (one part, the whole) under `<`: [text] both ways.
+    "py:d1saver.storage.codec:split:f67afaabb6":
+        "its only caller reads None as [text]; a text of CHUNK_SIZE split is [text] too",
+    # Values.reseal's `if text is None: return None`: rekey's pages read only rows holding a
+    # value (d1saver/sql/reseal.py SEALED: `w.value IS NOT NULL`, `f.value IS NOT NULL` under
+    # :heads), and the writes of a "p:" pack are texts d1saver wrote; copies send :heads NULL
+    # but re-seal with plaintext=False, where a None text falls to `return None` all the same
+    # (tests/compaction/test_rekey.py: a NULL write value is left, the rest sealed).
+    "py:d1saver.storage.values:Values.reseal:5409e6a5c8":
+        "None reaches reseal only from copies (plaintext=False), where it returns None anyway",
     # FREEZE's walk from a kept checkpoint without a parent (parent_checkpoint_id NULL) finds
     # nothing: every branch joins or tests its row at `cur` (NULL), which matches no row and
     # no d1saver_keep entry, and the recursive step joins the parent at NULL too.

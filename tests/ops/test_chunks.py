@@ -7,9 +7,13 @@ rewrites happen, an owner keeps exactly the pieces its row names, and reads neve
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import uuid
-from typing import Any
+from typing import Any, cast
+
+import ormsgpack
 
 import pytest
 from langchain_core.runnables import RunnableConfig
@@ -19,6 +23,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from d1saver import D1Saver, Statement
 from d1saver.storage import codec as _codec
+from d1saver.storage.values import METADATA_KEY, ROW_MAX
 from tests.conftest import Backend
 
 # Random bytes do not compress; base64 makes them 4/3 longer, and pieces are 1.8 MB of text.
@@ -251,11 +256,13 @@ def test_metadata_over_2mb_round_trips_and_filters(backend: Backend) -> None:
 
 def test_oversized_metadata_keeps_what_sql_reads_in_its_column(local: Backend) -> None:
     """The DeltaChannel walk, compaction and `d1saver history` read counters, step and source
-    in SQL: chunked metadata keeps them in its column."""
+    in SQL: chunked metadata keeps them in its column, first, even when the user's keys
+    alone would fill the column's 64 KB."""
     saver = local.saver()
     thread = new_thread("md")
     metadata = {"big": "b" * 2_100_000, "source": "loop", "step": 7,
-                "counters_since_delta_snapshot": {"messages": 3}}
+                "counters_since_delta_snapshot": {"messages": 3},
+                **{f"k{i:02d}": "a" * 4_087 for i in range(16)}}  # 4,096 bytes each, key and all
     saver.put(generate_config(thread), generate_checkpoint(), metadata, {})
     (res,) = saver.execute([Statement(
         "SELECT json_extract(metadata, '$.counters_since_delta_snapshot.messages'), "
@@ -264,6 +271,53 @@ def test_oversized_metadata_keeps_what_sql_reads_in_its_column(local: Backend) -
         (thread,))])
     counters, step, source, big, length = res.rows[0]
     assert (counters, step, source, big) == (3, 7, "loop", None) and length < 70_000
+
+
+def _column(saver: D1Saver, config: RunnableConfig) -> dict[str, Any]:
+    """The metadata column of a checkpoint row as stored."""
+    (res,) = saver.execute([Statement(
+        "SELECT metadata FROM checkpoints WHERE checkpoint_id = ?1",
+        (config["configurable"]["checkpoint_id"],))])
+    return cast(dict[str, Any], json.loads(res.rows[0][0]))
+
+
+def test_chunked_metadata_keeps_values_up_to_4096_bytes_and_64_kb_in_its_column(
+        local: Backend) -> None:
+    """Metadata in chunks keeps in its column (where SQL filters) each top-level value of at
+    most 4,096 bytes of JSON, while the kept keys cost at most 64 KB (a value's JSON, its key
+    and 4): a value of exactly 4,096 bytes stays, one of 4,097 does not; sixteen keys
+    costing exactly 64 KB all stay. Filters answer alike either way."""
+    saver = local.saver()
+    thread = new_thread("md")
+    big = "b" * 2_100_000
+    edge = {"big": big, "edge": "e" * 4_094, "over": "o" * 4_095}  # JSON: 4,096 and 4,097
+    stored = _round_trip(saver, thread, {"note": "small"}, edge)
+    assert set(_column(saver, stored)) == {"edge", METADATA_KEY}
+    full = {"big": big, **{f"k{i:02d}": "a" * 4_087 for i in range(16)}}  # 4,089 + 3 + 4 each
+    stored = _round_trip(saver, thread, {"note": "small"}, full)
+    assert set(_column(saver, stored)) == {*full, METADATA_KEY} - {"big"}
+    assert [t.config for t in saver.list(None, filter={"k15": "a" * 4_087})] == [stored]
+
+
+def test_a_value_beside_metadata_that_nearly_fills_its_row_moves_to_chunks(
+        local: Backend) -> None:
+    """Metadata that fits its row only beside a chunk marker stays in its column (SQL filters
+    on it); the value, stored whole (no part worth storing by content), moves to chunks, so
+    the row keeps within ROW_MAX."""
+    saver = local.saver()
+    thread = new_thread("fit")
+    rng = random.Random(15)
+    values = {"notes": [f"{rng.getrandbits(400):0100x}" for _ in range(100)]}  # inline items
+    assert len(_codec.encode(ormsgpack.packb(values))) > 5_000  # more than the row has left
+    metadata = {"user": thread, "step": 1, "notes": "n" * (ROW_MAX - 3_000)}
+    stored = _round_trip(saver, thread, values, metadata)
+    (res,) = saver.execute([Statement(
+        "SELECT substr(checkpoint, 1, 2), length(checkpoint) + length(metadata), "
+        "json_extract(metadata, '$.user') FROM checkpoints WHERE thread_id = ?1", (thread,))])
+    (kind, size, user), = res.rows
+    assert (kind, user) == ("c:", thread) and size <= ROW_MAX
+    assert {owner for _, owner, _ in chunk_rows(saver, thread)} == {""}
+    assert [t.config for t in saver.list(None, filter={"user": thread})] == [stored]
 
 
 def test_metadata_holding_the_reserved_key_round_trips(local: Backend) -> None:

@@ -292,6 +292,36 @@ def test_a_planted_plaintext_value_is_refused(backend: Backend, case: str) -> No
     assert_refused(scene.saver, scene.thread, scene.c2, PlaintextValueError)
 
 
+def test_a_null_write_value_is_refused_as_missing(backend: Backend) -> None:
+    """A sealed value is never NULL: a write row whose value is, is refused saying so."""
+    scene = Scene(backend)
+    PLANTS["NULL write value"](scene)
+    with pytest.raises(PlaintextValueError, match=r"is missing \(NULL\): nothing was returned"):
+        scene.saver.get_tuple(cfg(scene.thread))
+
+
+def test_a_value_stored_by_content_without_a_seal_is_refused(backend: Backend) -> None:
+    """A saver without keys stores long values by content ("m:" manifests over the thread's
+    chunks: nothing authenticates them); one writing into a sealed thread leaves values a
+    saver with keys refuses: a pending write of c2, then a new head checkpoint."""
+    scene = Scene(backend)
+    plain = backend.saver()
+    plain.put_writes(scene.conf, [("x", "planted " * 200)], "task-p")
+    assert sql(scene.saver, "SELECT substr(value, 1, 2) FROM writes WHERE thread_id = ?1 "
+                            "AND task_id = 'task-p'", scene.thread) == [["m:"]]
+    assert_refused(scene.saver, scene.thread, scene.c2, PlaintextValueError)
+    ck = empty_checkpoint()
+    ck["channel_values"] = {"x": [f"planted message {i} " * 40 for i in range(3)]}
+    head = plain.put(scene.conf, ck, {"step": 2, "source": "loop", "user": "u-1"}, {})
+    assert sql(scene.saver, "SELECT substr(checkpoint, 1, 2) FROM checkpoints WHERE "
+                            "checkpoint_id = ?1", head["configurable"]["checkpoint_id"]) == [["m:"]]
+    assert_refused(scene.saver, scene.thread, head["configurable"]["checkpoint_id"],
+                   PlaintextValueError)
+    for conf in (head, scene.conf):  # the refusal says why: stored by content, no seal
+        with pytest.raises(PlaintextValueError, match="stored by content without a seal"):
+            scene.saver.get_tuple(conf)
+
+
 # --- keys: a wrong one, one dropped too early ----------------------------------------------------------
 
 

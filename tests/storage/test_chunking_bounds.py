@@ -71,12 +71,15 @@ def test_bytes_that_are_not_msgpack_are_cut_by_fastcdc_stored_from_stored_min() 
 
 def test_items_past_the_end_are_not_msgpack() -> None:
     """An array whose first item runs past the data, or that counts more items than the data
-    holds: not one msgpack value, so FastCDC cuts the bytes whole (one stored piece)."""
+    holds (two more, or only its last missing): not one msgpack value, so FastCDC cuts the
+    bytes whole (one stored piece)."""
     text = ormsgpack.packb("a" * 300)
     runs_past = b"\x92" + text[:-10]
     assert cut(runs_past) == [stored(runs_past)]
     too_few = b"\x93" + text
     assert cut(too_few) == [stored(too_few)]
+    last_missing = b"\x92" + text
+    assert cut(last_missing) == [stored(last_missing)]
 
 
 def test_framing_of_small_items_over_piece_max_is_cut_by_fastcdc() -> None:
@@ -99,3 +102,29 @@ def test_an_empty_container_or_string_followed_by_more_bytes() -> None:
     assert len(as_map[0].data) >= CDC_MIN and as_map[0].id is not None
     as_text = cut(b"\xa0" + rest)
     assert as_text[0] == Piece(b"\xa0", None) and len(as_text[1].data) >= CDC_MIN
+
+
+def _walked_items(total: int) -> bytes:
+    """An array of 4,000 short strings (few enough to walk, each inline), `total` bytes."""
+    n, head = 4000, 3
+    nines = total - head - 8 * n  # items of 9 bytes (8 characters); the rest of 8
+    data = ormsgpack.packb(["a" * 8] * nines + ["b" * 7] * (n - nines))
+    assert len(data) == total
+    return data
+
+
+def test_merged_framing_of_piece_max_bytes_is_one_inline_piece() -> None:
+    """A walked array whose items all stay inline merges them with its header: of exactly
+    PIECE_MAX bytes, one inline piece; one byte more and FastCDC cuts the merged bytes
+    (finding no cut point in them under CDC_MAX: one stored piece)."""
+    at = _walked_items(PIECE_MAX)
+    assert cut(at) == [Piece(at, None)]
+    over = _walked_items(PIECE_MAX + 1)
+    assert cut(over) == [stored(over)]
+
+
+def test_an_empty_container_followed_by_a_few_bytes_is_cut_by_fastcdc() -> None:
+    """0x80 (a map of no items) then 300 bytes: not one msgpack value, so FastCDC cuts it
+    from its first byte: one stored piece (not framing kept inline)."""
+    data = b"\x80" + bytes(range(256)) + bytes(44)
+    assert cut(data) == [stored(data)]

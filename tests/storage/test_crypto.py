@@ -134,7 +134,7 @@ def test_a_flip_in_the_stored_text_is_refused() -> None:
                 sealer.open_text(stored[:i] + other + stored[i + 1:], CK)
 
 
-@pytest.mark.parametrize("cut", [0, 1, 16, OVERHEAD - 1])
+@pytest.mark.parametrize("cut", [0, 1, 10, 16, OVERHEAD - 1])  # 10: inside the nonce
 def test_truncated_values_are_refused(cut: int) -> None:
     sealer = Sealer([K1])
     blob = unb64(sealer.seal_text(b"", CK))
@@ -389,6 +389,8 @@ def test_bad_environment_keys_name_the_variable_and_position(value: str,
     assert ENV_KEYS in msg
     if position is not None:
         assert f"{ENV_KEYS} key {position}" in msg
+    if "" in [item.strip() for item in value.split(",")]:  # said so, not "base64 of 0 bytes"
+        assert f"key {position} is empty (a stray comma?)" in msg
     assert_no_key_material(info.value, K1, "bm90IGEga2V5")
 
 

@@ -158,3 +158,25 @@ def test_ids_of_schema_v8_are_checked_too() -> None:
     assert _chunking.names(node, text.encode(), _chunking.NODE)
     assert not _chunking.names(node, text.encode())  # a node's id never names a leaf
     assert _chunking.chunk_id(a) != v8(a)
+
+
+def _nested(levels: int) -> tuple[str, dict[str, str]]:
+    """A manifest over `levels` nodes, each the only child of the one above, over one leaf."""
+    leaf = b"the leaf's bytes"
+    ref = chunk_id(leaf)
+    chunks = {ref: _codec.encode(leaf)}
+    for _ in range(levels):
+        nid = _chunking.node_id(ref)
+        chunks[nid] = ref
+        ref = _manifest.NODE + nid
+    return _manifest.MARKER + ref, chunks
+
+
+def test_a_tree_deeper_than_65_nodes_is_refused() -> None:
+    """A real tree is a few levels deep (FANOUT children a node); the reader follows 65 nested
+    nodes and refuses a 66th as damaged, never recursing without end."""
+    text, chunks = _nested(65)
+    assert _manifest.unpack(text, chunks, _codec.decode) == b"the leaf's bytes"
+    text, chunks = _nested(66)
+    with pytest.raises(ValueError, match="too deep"):
+        _manifest.unpack(text, chunks, _codec.decode)
