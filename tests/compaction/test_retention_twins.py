@@ -396,3 +396,42 @@ def test_a_second_run_freezes_on_from_the_first_runs_records(local: Backend) -> 
                 for k in ("twice", "never"))
             assert got == want, (name, cid)
     assert inexact(saver) == []
+
+
+def test_compacting_in_several_runs_ends_as_compacting_once(local: Backend) -> None:
+    """Compaction is path-independent: a DeltaChannel thread compacted twice (the first run
+    keeping tagged ancestors, its records continuing at them or ending at a seed; the second,
+    after two more checkpoints and the tags removed, walking on through those records) holds
+    the same rows, table by table and frozen depths included, as its twin compacted once at
+    the end. The second run also compacts a third twin that still keeps, by its tags, the
+    very ids of the first twin's former holders: another thread's kept checkpoints change
+    nothing here."""
+    saver = local.saver()
+    cases = {  # name: (seeds, tags, tags removed before the second run, keep of each run)
+        "p": ((0,), (2, 6, 8), (2, 6, 8), (2, 1)),
+        "q": ((0, 4), (2, 6), (2,), (2, 2)),
+        "r": ((0, 4), (2, 6), (2, 6), (2, 2)),
+        "s": ((0, 3), (5,), (), (3, 1)),
+    }
+    for name, (seeds, tags, untag, (first, second)) in cases.items():
+        twice, once, beside = (f"{name}-{k}-{uuid.uuid4().hex[:6]}"
+                               for k in ("twice", "once", "beside"))
+        for tid in (twice, once, beside):
+            chain(saver, tid, "", 10, delta=True, seeds=seeds)
+        for i in tags:
+            for tid in (twice, beside):
+                saver.tag(cfg(tid, "", checkpoint_id(i)), f"t{i}")
+            if i not in untag:
+                saver.tag(cfg(once, "", checkpoint_id(i)), f"t{i}")
+        compact(saver, [twice], first)
+        for tid in (twice, once):
+            chain(saver, tid, "", 12, delta=True, seeds=seeds, first=10)
+        for i in untag:
+            assert saver.untag(cfg(twice, "", checkpoint_id(i)), f"t{i}")
+        want = histories(saver, once)
+        compact(saver, [twice, beside], second)
+        compact(saver, [once], second)
+        assert rows(saver, twice) == rows(saver, once), name
+        assert histories(saver, twice) == {k: v for k, v in want.items()
+                                           if k in histories(saver, once)}, name
+    assert inexact(saver) == []
