@@ -119,6 +119,27 @@ def test_staged_copies_carry_every_table_and_replace_as_inserts_do(local: Backen
     assert [view(x) for x in saver.list(cfg("big"))] == [view(x) for x in saver.list(cfg("small"))]
 
 
+def test_copies_staged_at_once_land_apart(local: Backend) -> None:
+    """Two copies staged in one database at the same time, their batches interleaved: the
+    one that publishes first drops its own registration and staged rows only; the other's
+    staged rows stay registered and land whole when it publishes."""
+    saver = local.saver()
+    for t in ("src-a", "src-b"):
+        chain(saver, t, 3)
+    (a, b) = (copy_batches(read(saver, t)[0], f"dst-{t[-1]}", staging_prefix=COPYING_PREFIX,
+                           max_bytes=1) for t in ("src-a", "src-b"))
+    assert len(a) > 2 and len(b) > 2
+    for batch in [*a[:-1], *b[:-1], a[-1]]:
+        saver.execute(batch)
+    staged = saver.execute([admin.staged_threads(COPYING_PREFIX)])[0].rows
+    assert [r[0] for r in staged] == [COPYING_PREFIX + "dst-b"]
+    saver.execute(b[-1])
+    for t in ("a", "b"):
+        assert ([view(x) for x in saver.list(cfg(f"dst-{t}"))]
+                == [view(x) for x in saver.list(cfg(f"src-{t}"))])
+    assert saver.execute([admin.staged_threads(COPYING_PREFIX)])[0].rows == []
+
+
 def synthetic_rows(saver: D1Saver, thread_id: str, n: int) -> None:
     """n rows in every transfer table, every column a text of digits and letters (integer
     columns take the digits), keys distinct: any table listed in TRANSFER_TABLES is covered."""
