@@ -435,3 +435,31 @@ def test_compacting_in_several_runs_ends_as_compacting_once(local: Backend) -> N
         assert histories(saver, twice) == {k: v for k, v in want.items()
                                            if k in histories(saver, once)}, name
     assert inexact(saver) == []
+
+
+def test_a_run_deleted_takes_the_tags_of_its_checkpoints_only(local: Backend) -> None:
+    """delete_for_runs deletes a tagged checkpoint of the run: its tag goes with it, though
+    checkpoints of other runs stay in its namespace (their tags stay), in a subgraph's
+    namespace under the same id, and in a twin thread, in the same batch, that keeps the
+    same ids."""
+    saver = local.saver()
+    tid, twin = (f"{k}-{uuid.uuid4().hex[:8]}" for k in ("runs", "twin"))
+    for t in (tid, twin):
+        runs = ("keep", "gone", "keep", "gone") if t == tid else ("keep", "keep", "keep", "gone")
+        for i, run in enumerate(runs):
+            cp = empty_checkpoint()
+            cp.update(id=checkpoint_id(i), ts=NOW)
+            saver.put(cfg(t, "", checkpoint_id(i - 1) if i else None), cp,
+                      {"source": "loop", "step": i, "parents": {},
+                       "run_id": run}, {})
+        sub = empty_checkpoint()  # a subgraph's checkpoint under the same id, of another run
+        sub.update(id=checkpoint_id(1), ts=NOW)
+        saver.put(cfg(t, SUB), sub, {"source": "loop", "step": 1, "parents": {},
+                                     "run_id": "keep"}, {})
+        saver.tag(cfg(t, "", checkpoint_id(0)), "first")
+        saver.tag(cfg(t, "", checkpoint_id(1)), "second")
+    saver.delete_for_runs(["gone"])
+    assert by_namespace(saver, tid) == {"": [checkpoint_id(0), checkpoint_id(2)],
+                                        SUB: [checkpoint_id(1)]}
+    assert saver.tags(cfg(tid)) == {"first": checkpoint_id(0)}
+    assert saver.tags(cfg(twin)) == {"first": checkpoint_id(0), "second": checkpoint_id(1)}
