@@ -167,6 +167,13 @@ RULES: list[tuple[str, ...]] = [
     # the same (the walk's UNION drops the duplicates).
     ("PLAN_RELINK", "drop-and", "c.checkpoint_id=k.checkpoint_id",
      "cost only: the extra relinked checkpoints are not kept, and the batch deletes them"),
+    # Joined without the namespace, a kept checkpoint also starts a walk from the checkpoints
+    # of its thread under the same id in other namespaces: those that are kept start their
+    # own walk anyway (the same rows: UNION), and the others are not kept, so the same batch
+    # deletes them (their thread is in scope: d1saver_keep holds only threads in scope).
+    ("PLAN_RELINK", "drop-and", "c.checkpoint_ns=k.checkpoint_ns",
+     "cost only: a checkpoint of another namespace under a kept id is kept (its own walk) or "
+     "deleted by the batch"),
     # d1saver_relink is emptied before the walk fills it (CLEAR_SCRATCH), and its GROUP BY
     # gives one row per key: there is never a row to replace.
     ("PLAN_RELINK", "conflict", "[REPLACE->IGNORE]",
