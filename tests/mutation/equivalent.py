@@ -184,6 +184,14 @@ RULES: list[tuple[str, ...]] = [
     ("PLAN_THREADS", "swap-dir", "ORDER BY c.thread_id[-> DESC]),judged",
      "the page of named threads has no LIMIT: n is numbered by its own window order"),
 
+    # The plan's packing walk (_PLAN): p.cur < 0 until the first thread that needs work, which
+    # always opens batch 0 (cur 0); before it, load and size are still 0. So where a new
+    # batch sets load to w.weight and size to 1, and an old one adds them to p.load and
+    # p.size, `p.cur < 0` picks between equal values.
+    *((name, "drop-or", "p.cur<0",
+       "before the first thread with work, load and size are 0: a new batch and an added one "
+       "give the same", f"THEN p.{column} WHEN([-p.cur<0 OR -]")
+      for name in ("PLAN_THREADS", "PLAN_PAGE") for column in ("load", "size")),
     # A sweep deletes rows whose expires_at is at most a time: for a row without a TTL
     # (expires_at NULL) `expires_at <= t` is NULL, never true, with or without the NULL test.
     ("SWEEP_*", "drop-and", "expires_at IS NOT NULL",
