@@ -463,3 +463,23 @@ def test_a_run_deleted_takes_the_tags_of_its_checkpoints_only(local: Backend) ->
                                         SUB: [checkpoint_id(1)]}
     assert saver.tags(cfg(tid)) == {"first": checkpoint_id(0)}
     assert saver.tags(cfg(twin)) == {"first": checkpoint_id(0), "second": checkpoint_id(1)}
+
+
+def test_writes_under_a_parent_never_stored_are_no_history(local: Backend) -> None:
+    """A kept checkpoint's parent id was never stored in its thread, though writes were
+    stored under it (a subgraph of the thread and a twin thread store a checkpoint of that
+    id): its DeltaChannel history stops there, before compaction and after, as LangGraph's
+    walk does."""
+    saver = local.saver()
+    tid, twin = (f"{k}-{uuid.uuid4().hex[:8]}" for k in ("gap", "twin"))
+    chain(saver, twin, "", 4, delta=True)
+    chain(saver, tid, "", 2, delta=True)
+    chain(saver, tid, SUB, 3)
+    saver.put_writes(cfg(tid, "", checkpoint_id(2)), [("messages", [text("lost")])],
+                     task_id="task-lost")
+    chain(saver, tid, "", 4, delta=True, first=3)  # 3, child of 2, which is not stored
+    head = cfg(tid, "", checkpoint_id(3))
+    before = saver.get_delta_channel_history(config=head, channels=["messages"])
+    compact(saver, [tid], 1)
+    assert by_namespace(saver, tid) == {"": [checkpoint_id(3)]}
+    assert local.saver().get_delta_channel_history(config=head, channels=["messages"]) == before
