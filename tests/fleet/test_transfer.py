@@ -16,6 +16,7 @@ from d1saver.ops.transfer import (STAGE_SECONDS, ThreadRows, copy_batches,
                                delete_if_unchanged,
                                deleted, read_thread)
 from tests.compaction import BIG, cfg
+from tests.compaction.test_retention_twins import build_x, compact
 from tests.conftest import Backend
 from tests.fleet.test_saver import chain, view
 from tests.saver import graphs
@@ -42,6 +43,25 @@ def test_pages_are_bounded_and_add_up_to_the_thread(backend: Backend) -> None:
     by_bytes, requests = read(saver, t, page_bytes=1)  # one row per page: the first always fits
     assert by_bytes.tables == whole.tables and requests == 10
     assert paged.digest() == whole.digest() and whole.holds(paged) and paged.holds(whole)
+
+
+def test_pages_of_frozen_records_add_up_to_the_thread(local: Backend) -> None:
+    """A compacted DeltaChannel thread's frozen records (in two namespaces, over several
+    holders, channels, kinds, depths and tasks) read in pages of any size are the rows read
+    at once, each once, in key order."""
+    saver = local.saver()
+    t = f"fr-{os.urandom(5).hex()}"
+    build_x(saver, t)
+    compact(saver, [t], 1)
+    whole, _ = read(saver, t)
+    frozen = whole.tables["delta_frozen"]
+    assert len(frozen) > 10 and len({r[0] for r in frozen}) == 2
+    assert frozen == sorted(frozen, key=lambda r: r[:7])
+    for rows in (1, 2, 3, 5):
+        paged, _ = read(saver, t, page_rows=rows)
+        assert paged.tables == whole.tables, rows
+    by_bytes, _ = read(saver, t, page_bytes=1)
+    assert by_bytes.tables == whole.tables
 
 
 def test_digests_and_holds_tell_rows_apart() -> None:
