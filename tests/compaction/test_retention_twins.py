@@ -483,3 +483,37 @@ def test_writes_under_a_parent_never_stored_are_no_history(local: Backend) -> No
     compact(saver, [tid], 1)
     assert by_namespace(saver, tid) == {"": [checkpoint_id(3)]}
     assert local.saver().get_delta_channel_history(config=head, channels=["messages"]) == before
+
+
+def test_a_record_holds_the_parts_of_its_own_values_only(local: Backend) -> None:
+    """With keys, values over D1's row limit live in parts. A frozen history holds the parts
+    of the values it copied (a write of its channel, the seed's), and no part of a value it
+    did not copy (another channel's write, a task's, at the same checkpoints): those go with
+    their rows. Every part left belongs to a row or a record of its thread."""
+    saver = local.saver(encryption_keys=[bytes([5]) * 32])
+    tid = f"parts-{uuid.uuid4().hex[:8]}"
+    chain(saver, tid, "", 4, delta=True)
+    at = cfg(tid, "", checkpoint_id(1))
+    saver.put_writes(at, [("messages", [os.urandom(BIG)])], task_id="task-big")
+    saver.put_writes(at, [("other", os.urandom(BIG))], task_id="task-other")
+    head = cfg(tid, "", checkpoint_id(3))
+    before = saver.get_delta_channel_history(config=head, channels=["messages"])
+    compact(saver, [tid], 1)
+    assert saver.get_delta_channel_history(config=head, channels=["messages"]) == before
+    parts = {tuple(r) for r in query(saver, "SELECT DISTINCT checkpoint_ns, checkpoint_id, owner "
+                                     "FROM chunks WHERE thread_id = ?1", tid)}
+    owners: set[tuple[Any, ...]] = set()
+    for ns, cid, kind, src, task, idx in query(
+            saver, "SELECT checkpoint_ns, checkpoint_id, kind, src_checkpoint_id, task_id, idx "
+            "FROM delta_frozen WHERE thread_id = ?1", tid):
+        names = [f"{task}/{idx}"] if kind == "w" else ["", ":metadata"] if kind == "s" else []
+        owners |= {(ns, cid, f"f/{src}/{name}") for name in names}
+    for ns, cid, task, idx in query(saver, "SELECT checkpoint_ns, checkpoint_id, task_id, idx "
+                                    "FROM writes WHERE thread_id = ?1", tid):
+        owners.add((ns, cid, f"{task}/{idx}"))
+    for ns, cid in query(saver, "SELECT checkpoint_ns, checkpoint_id FROM checkpoints "
+                         "WHERE thread_id = ?1", tid):
+        owners |= {(ns, cid, ""), (ns, cid, ":metadata")}
+    frozen_parts = {p for p in parts if p[2].startswith("f/")}
+    assert frozen_parts == {("", checkpoint_id(3), f"f/{checkpoint_id(1)}/task-big/0")}
+    assert parts <= owners
