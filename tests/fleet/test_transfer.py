@@ -15,7 +15,7 @@ from d1saver.sql.catalogue import (COLLECT_THREAD, DELETE_THREADS, RENAME_THREAD
 from d1saver.ops.transfer import (STAGE_SECONDS, ThreadRows, copy_batches,
                                delete_if_unchanged,
                                deleted, read_thread)
-from tests.compaction import BIG, cfg
+from tests.compaction import BIG, cfg, checkpoint_id
 from tests.compaction.test_retention_twins import build_x, compact
 from tests.conftest import Backend
 from tests.fleet.test_saver import chain, view
@@ -46,16 +46,20 @@ def test_pages_are_bounded_and_add_up_to_the_thread(backend: Backend) -> None:
 
 
 def test_pages_of_frozen_records_add_up_to_the_thread(local: Backend) -> None:
-    """A compacted DeltaChannel thread's frozen records (in two namespaces, over several
-    holders, channels, kinds, depths and tasks) read in pages of any size are the rows read
+    """A compacted DeltaChannel thread's frozen records (in two namespaces, two holders in
+    one, over several kinds, depths, tasks and values of a task) read in pages of any size are the rows read
     at once, each once, in key order."""
     saver = local.saver()
     t = f"fr-{os.urandom(5).hex()}"
     build_x(saver, t)
+    saver.tag(cfg(t, "", checkpoint_id(3)), "mid")  # a second holder in the root namespace
+    saver.put_writes(cfg(t, "", checkpoint_id(4)), [("messages", ["i0"]), ("messages", ["i1"])],
+                     task_id="task-two")  # two values of one task and channel
     compact(saver, [t], 1)
     whole, _ = read(saver, t)
     frozen = whole.tables["delta_frozen"]
     assert len(frozen) > 10 and len({r[0] for r in frozen}) == 2
+    assert len({r[:2] for r in frozen}) == 3 and len({r[6] for r in frozen}) == 2
     assert frozen == sorted(frozen, key=lambda r: r[:7])
     for rows in (1, 2, 3, 5):
         paged, _ = read(saver, t, page_rows=rows)
