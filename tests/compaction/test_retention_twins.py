@@ -412,6 +412,7 @@ def test_compacting_in_several_runs_ends_as_compacting_once(local: Backend) -> N
         "q": ((0, 4), (2, 6), (2,), (2, 2)),
         "r": ((0, 4), (2, 6), (2, 6), (2, 2)),
         "s": ((0, 3), (5,), (), (3, 1)),
+        "t": ((0, 6), (2, 6, 8), (6,), (1, 1)),  # 8 walks on from 6, a seed, and stops there
     }
     for name, (seeds, tags, untag, (first, second)) in cases.items():
         twice, once, beside = (f"{name}-{k}-{uuid.uuid4().hex[:6]}"
