@@ -178,6 +178,13 @@ RULES: list[tuple[str, ...]] = [
     # gives one row per key: there is never a row to replace.
     ("PLAN_RELINK", "conflict", "[REPLACE->IGNORE]",
      "one row per key, into a table emptied first: nothing to replace"),
+    # Every column of the scratch tables d1saver_scope (thread_id) and d1saver_keep (thread,
+    # namespace, checkpoint id) is its primary key, and no trigger is on them: a row that
+    # conflicts is the very row already there, so replacing it and keeping it leave the same.
+    *(("*", "conflict", "[IGNORE->REPLACE]",
+       f"every column of {table} is its key: a conflicting row is the row already there",
+       f"[IGNORE->REPLACE] INTO {table}(")
+      for table in ("d1saver_scope", "d1saver_keep")),
     # PLAN_THREADS names its threads (no LIMIT): the order of `listed` is not read; each
     # thread's n comes from ROW_NUMBER() OVER (ORDER BY c.thread_id), and the plan's rows
     # are ordered by n.
