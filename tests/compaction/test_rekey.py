@@ -202,6 +202,20 @@ def test_seal_plaintext_leaves_a_null_write_value_and_seals_the_rest(local: Back
         keyed.get_tuple(tup.parent_config)
 
 
+def test_sealing_plaintext_packs_of_writes_stored_by_content(local: Backend) -> None:
+    """One put_writes call's writes are stored packed in one row; a long list among them is
+    stored by content (a tree of chunks). --seal-plaintext seals the pack with every value
+    whole: a saver with the key reads the same pending writes."""
+    plain = local.saver()
+    conf = plain.put(cfg("pc"), empty_checkpoint(), {"step": 0}, {})
+    big = [f"{j}: " + "lorem ipsum dolor sit amet " * 12 for j in range(40)]
+    plain.put_writes(conf, [("messages", big), ("note", "small")], "task-0")
+    before = plain.get_tuple(cfg("pc")).pending_writes
+    keyed = local.saver(encryption_keys=[K1])
+    assert rekey(keyed, seal_plaintext=True).plaintext_left == 0
+    assert keyed.get_tuple(cfg("pc")).pending_writes == before
+
+
 def test_a_row_under_a_key_not_given_stops_the_rekey_by_name(local: Backend) -> None:
     put_chain(local.saver(encryption_keys=[K3]), "k3", 1)
     with pytest.raises(UnknownKeyError) as info:

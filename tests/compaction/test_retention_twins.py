@@ -396,3 +396,125 @@ def test_a_second_run_freezes_on_from_the_first_runs_records(local: Backend) -> 
                 for k in ("twice", "never"))
             assert got == want, (name, cid)
     assert inexact(saver) == []
+
+
+def test_compacting_in_several_runs_ends_as_compacting_once(local: Backend) -> None:
+    """Compaction is path-independent: a DeltaChannel thread compacted twice (the first run
+    keeping tagged ancestors, its records continuing at them or ending at a seed; the second,
+    after two more checkpoints and the tags removed, walking on through those records) holds
+    the same rows, table by table and frozen depths included, as its twin compacted once at
+    the end. The second run also compacts a third twin that still keeps, by its tags, the
+    very ids of the first twin's former holders: another thread's kept checkpoints change
+    nothing here."""
+    saver = local.saver()
+    cases = {  # name: (seeds, tags, tags removed before the second run, keep of each run)
+        "p": ((0,), (2, 6, 8), (2, 6, 8), (2, 1)),
+        "q": ((0, 4), (2, 6), (2,), (2, 2)),
+        "r": ((0, 4), (2, 6), (2, 6), (2, 2)),
+        "s": ((0, 3), (5,), (), (3, 1)),
+        "t": ((0, 6), (2, 6, 8), (6,), (1, 1)),  # 8 walks on from 6, a seed, and stops there
+    }
+    for name, (seeds, tags, untag, (first, second)) in cases.items():
+        twice, once, beside = (f"{name}-{k}-{uuid.uuid4().hex[:6]}"
+                               for k in ("twice", "once", "beside"))
+        for tid in (twice, once, beside):
+            chain(saver, tid, "", 10, delta=True, seeds=seeds)
+        for i in tags:
+            for tid in (twice, beside):
+                saver.tag(cfg(tid, "", checkpoint_id(i)), f"t{i}")
+            if i not in untag:
+                saver.tag(cfg(once, "", checkpoint_id(i)), f"t{i}")
+        compact(saver, [twice], first)
+        for tid in (twice, once):
+            chain(saver, tid, "", 12, delta=True, seeds=seeds, first=10)
+        for i in untag:
+            assert saver.untag(cfg(twice, "", checkpoint_id(i)), f"t{i}")
+        want = histories(saver, once)
+        compact(saver, [twice, beside], second)
+        compact(saver, [once], second)
+        assert rows(saver, twice) == rows(saver, once), name
+        assert histories(saver, twice) == {k: v for k, v in want.items()
+                                           if k in histories(saver, once)}, name
+    assert inexact(saver) == []
+
+
+def test_a_run_deleted_takes_the_tags_of_its_checkpoints_only(local: Backend) -> None:
+    """delete_for_runs deletes a tagged checkpoint of the run: its tag goes with it, though
+    checkpoints of other runs stay in its namespace (their tags stay), in a subgraph's
+    namespace under the same id, and in a twin thread, in the same batch, that keeps the
+    same ids."""
+    saver = local.saver()
+    tid, twin = (f"{k}-{uuid.uuid4().hex[:8]}" for k in ("runs", "twin"))
+    for t in (tid, twin):
+        runs = ("keep", "gone", "keep", "gone") if t == tid else ("keep", "keep", "keep", "gone")
+        for i, run in enumerate(runs):
+            cp = empty_checkpoint()
+            cp.update(id=checkpoint_id(i), ts=NOW)
+            saver.put(cfg(t, "", checkpoint_id(i - 1) if i else None), cp,
+                      {"source": "loop", "step": i, "parents": {},
+                       "run_id": run}, {})
+        sub = empty_checkpoint()  # a subgraph's checkpoint under the same id, of another run
+        sub.update(id=checkpoint_id(1), ts=NOW)
+        saver.put(cfg(t, SUB), sub, {"source": "loop", "step": 1, "parents": {},
+                                     "run_id": "keep"}, {})
+        saver.tag(cfg(t, "", checkpoint_id(0)), "first")
+        saver.tag(cfg(t, "", checkpoint_id(1)), "second")
+    saver.delete_for_runs(["gone"])
+    assert by_namespace(saver, tid) == {"": [checkpoint_id(0), checkpoint_id(2)],
+                                        SUB: [checkpoint_id(1)]}
+    assert saver.tags(cfg(tid)) == {"first": checkpoint_id(0)}
+    assert saver.tags(cfg(twin)) == {"first": checkpoint_id(0), "second": checkpoint_id(1)}
+
+
+def test_writes_under_a_parent_never_stored_are_no_history(local: Backend) -> None:
+    """A kept checkpoint's parent id was never stored in its thread, though writes were
+    stored under it (a subgraph of the thread and a twin thread store a checkpoint of that
+    id): its DeltaChannel history stops there, before compaction and after, as LangGraph's
+    walk does."""
+    saver = local.saver()
+    tid, twin = (f"{k}-{uuid.uuid4().hex[:8]}" for k in ("gap", "twin"))
+    chain(saver, twin, "", 4, delta=True)
+    chain(saver, tid, "", 2, delta=True)
+    chain(saver, tid, SUB, 3)
+    saver.put_writes(cfg(tid, "", checkpoint_id(2)), [("messages", [text("lost")])],
+                     task_id="task-lost")
+    chain(saver, tid, "", 4, delta=True, first=3)  # 3, child of 2, which is not stored
+    head = cfg(tid, "", checkpoint_id(3))
+    before = saver.get_delta_channel_history(config=head, channels=["messages"])
+    compact(saver, [tid], 1)
+    assert by_namespace(saver, tid) == {"": [checkpoint_id(3)]}
+    assert local.saver().get_delta_channel_history(config=head, channels=["messages"]) == before
+
+
+def test_a_record_holds_the_parts_of_its_own_values_only(local: Backend) -> None:
+    """With keys, values over D1's row limit live in parts. A frozen history holds the parts
+    of the values it copied (a write of its channel, the seed's), and no part of a value it
+    did not copy (another channel's write, a task's, at the same checkpoints): those go with
+    their rows. Every part left belongs to a row or a record of its thread."""
+    saver = local.saver(encryption_keys=[bytes([5]) * 32])
+    tid = f"parts-{uuid.uuid4().hex[:8]}"
+    chain(saver, tid, "", 4, delta=True)
+    at = cfg(tid, "", checkpoint_id(1))
+    saver.put_writes(at, [("messages", [os.urandom(BIG)])], task_id="task-big")
+    saver.put_writes(at, [("other", os.urandom(BIG))], task_id="task-other")
+    head = cfg(tid, "", checkpoint_id(3))
+    before = saver.get_delta_channel_history(config=head, channels=["messages"])
+    compact(saver, [tid], 1)
+    assert saver.get_delta_channel_history(config=head, channels=["messages"]) == before
+    parts = {tuple(r) for r in query(saver, "SELECT DISTINCT checkpoint_ns, checkpoint_id, owner "
+                                     "FROM chunks WHERE thread_id = ?1", tid)}
+    owners: set[tuple[Any, ...]] = set()
+    for ns, cid, kind, src, task, idx in query(
+            saver, "SELECT checkpoint_ns, checkpoint_id, kind, src_checkpoint_id, task_id, idx "
+            "FROM delta_frozen WHERE thread_id = ?1", tid):
+        names = [f"{task}/{idx}"] if kind == "w" else ["", ":metadata"] if kind == "s" else []
+        owners |= {(ns, cid, f"f/{src}/{name}") for name in names}
+    for ns, cid, task, idx in query(saver, "SELECT checkpoint_ns, checkpoint_id, task_id, idx "
+                                    "FROM writes WHERE thread_id = ?1", tid):
+        owners.add((ns, cid, f"{task}/{idx}"))
+    for ns, cid in query(saver, "SELECT checkpoint_ns, checkpoint_id FROM checkpoints "
+                         "WHERE thread_id = ?1", tid):
+        owners |= {(ns, cid, ""), (ns, cid, ":metadata")}
+    frozen_parts = {p for p in parts if p[2].startswith("f/")}
+    assert frozen_parts == {("", checkpoint_id(3), f"f/{checkpoint_id(1)}/task-big/0")}
+    assert parts <= owners

@@ -415,3 +415,17 @@ def test_threads_and_check_list_a_killed_copy(local4: FleetBackend, dies: str) -
         assert "expired" in checked.output
         assert cli(env, "rebalance").exit_code == 0
         assert cli(env, "check").exit_code == 0 and "leftover" not in cli(env, "threads").output
+
+
+def test_a_second_copy_of_the_source_leaves_the_killed_ones_cleanup(local4: FleetBackend) -> None:
+    """A killed copy's staged rows sit in the target's database, and the source's names them.
+    Another copy of the same source into that database, finished, drops its own mention
+    only: delete_thread of the source still removes the killed copy's staged rows."""
+    saver, source, target = killed_copy(local4, unique("cp2"))
+    second = next(t for t in (f"{target}-again{i}" for i in range(1000))
+                  if saver.home(t) == saver.home(target))
+    saver.copy_thread(source, second)
+    assert len(list(saver.list(cfg(second)))) == 2
+    assert staged_anywhere(local4) == [COPYING_PREFIX + target]
+    saver.delete_thread(source)
+    assert staged_anywhere(local4) == []

@@ -15,7 +15,8 @@ from d1saver.sql.catalogue import (COLLECT_THREAD, DELETE_THREADS, RENAME_THREAD
 from d1saver.ops.transfer import (STAGE_SECONDS, ThreadRows, copy_batches,
                                delete_if_unchanged,
                                deleted, read_thread)
-from tests.compaction import BIG, cfg
+from tests.compaction import BIG, cfg, checkpoint_id
+from tests.compaction.test_retention_twins import build_x, compact
 from tests.conftest import Backend
 from tests.fleet.test_saver import chain, view
 from tests.saver import graphs
@@ -42,6 +43,29 @@ def test_pages_are_bounded_and_add_up_to_the_thread(backend: Backend) -> None:
     by_bytes, requests = read(saver, t, page_bytes=1)  # one row per page: the first always fits
     assert by_bytes.tables == whole.tables and requests == 10
     assert paged.digest() == whole.digest() and whole.holds(paged) and paged.holds(whole)
+
+
+def test_pages_of_frozen_records_add_up_to_the_thread(local: Backend) -> None:
+    """A compacted DeltaChannel thread's frozen records (in two namespaces, two holders in
+    one, over several kinds, depths, tasks and values of a task) read in pages of any size are the rows read
+    at once, each once, in key order."""
+    saver = local.saver()
+    t = f"fr-{os.urandom(5).hex()}"
+    build_x(saver, t)
+    saver.tag(cfg(t, "", checkpoint_id(3)), "mid")  # a second holder in the root namespace
+    saver.put_writes(cfg(t, "", checkpoint_id(4)), [("messages", ["i0"]), ("messages", ["i1"])],
+                     task_id="task-two")  # two values of one task and channel
+    compact(saver, [t], 1)
+    whole, _ = read(saver, t)
+    frozen = whole.tables["delta_frozen"]
+    assert len(frozen) > 10 and len({r[0] for r in frozen}) == 2
+    assert len({r[:2] for r in frozen}) == 3 and len({r[6] for r in frozen}) == 2
+    assert frozen == sorted(frozen, key=lambda r: r[:7])
+    for rows in (1, 2, 3, 5):
+        paged, _ = read(saver, t, page_rows=rows)
+        assert paged.tables == whole.tables, rows
+    by_bytes, _ = read(saver, t, page_bytes=1)
+    assert by_bytes.tables == whole.tables
 
 
 def test_digests_and_holds_tell_rows_apart() -> None:
@@ -117,6 +141,27 @@ def test_staged_copies_carry_every_table_and_replace_as_inserts_do(local: Backen
         saver.execute(batch)
     assert read(saver, "big")[0].tables == small.tables
     assert [view(x) for x in saver.list(cfg("big"))] == [view(x) for x in saver.list(cfg("small"))]
+
+
+def test_copies_staged_at_once_land_apart(local: Backend) -> None:
+    """Two copies staged in one database at the same time, their batches interleaved: the
+    one that publishes first drops its own registration and staged rows only; the other's
+    staged rows stay registered and land whole when it publishes."""
+    saver = local.saver()
+    for t in ("src-a", "src-b"):
+        chain(saver, t, 3)
+    (a, b) = (copy_batches(read(saver, t)[0], f"dst-{t[-1]}", staging_prefix=COPYING_PREFIX,
+                           max_bytes=1) for t in ("src-a", "src-b"))
+    assert len(a) > 2 and len(b) > 2
+    for batch in [*a[:-1], *b[:-1], a[-1]]:
+        saver.execute(batch)
+    staged = saver.execute([admin.staged_threads(COPYING_PREFIX)])[0].rows
+    assert [r[0] for r in staged] == [COPYING_PREFIX + "dst-b"]
+    saver.execute(b[-1])
+    for t in ("a", "b"):
+        assert ([view(x) for x in saver.list(cfg(f"dst-{t}"))]
+                == [view(x) for x in saver.list(cfg(f"src-{t}"))])
+    assert saver.execute([admin.staged_threads(COPYING_PREFIX)])[0].rows == []
 
 
 def synthetic_rows(saver: D1Saver, thread_id: str, n: int) -> None:

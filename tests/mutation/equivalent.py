@@ -167,16 +167,38 @@ RULES: list[tuple[str, ...]] = [
     # the same (the walk's UNION drops the duplicates).
     ("PLAN_RELINK", "drop-and", "c.checkpoint_id=k.checkpoint_id",
      "cost only: the extra relinked checkpoints are not kept, and the batch deletes them"),
+    # Joined without the namespace, a kept checkpoint also starts a walk from the checkpoints
+    # of its thread under the same id in other namespaces: those that are kept start their
+    # own walk anyway (the same rows: UNION), and the others are not kept, so the same batch
+    # deletes them (their thread is in scope: d1saver_keep holds only threads in scope).
+    ("PLAN_RELINK", "drop-and", "c.checkpoint_ns=k.checkpoint_ns",
+     "cost only: a checkpoint of another namespace under a kept id is kept (its own walk) or "
+     "deleted by the batch"),
     # d1saver_relink is emptied before the walk fills it (CLEAR_SCRATCH), and its GROUP BY
     # gives one row per key: there is never a row to replace.
     ("PLAN_RELINK", "conflict", "[REPLACE->IGNORE]",
      "one row per key, into a table emptied first: nothing to replace"),
+    # Every column of the scratch tables d1saver_scope (thread_id) and d1saver_keep (thread,
+    # namespace, checkpoint id) is its primary key, and no trigger is on them: a row that
+    # conflicts is the very row already there, so replacing it and keeping it leave the same.
+    *(("*", "conflict", "[IGNORE->REPLACE]",
+       f"every column of {table} is its key: a conflicting row is the row already there",
+       f"[IGNORE->REPLACE] INTO {table}(")
+      for table in ("d1saver_scope", "d1saver_keep")),
     # PLAN_THREADS names its threads (no LIMIT): the order of `listed` is not read; each
     # thread's n comes from ROW_NUMBER() OVER (ORDER BY c.thread_id), and the plan's rows
     # are ordered by n.
     ("PLAN_THREADS", "swap-dir", "ORDER BY c.thread_id[-> DESC]),judged",
      "the page of named threads has no LIMIT: n is numbered by its own window order"),
 
+    # The plan's packing walk (_PLAN): p.cur < 0 until the first thread that needs work, which
+    # always opens batch 0 (cur 0); before it, load and size are still 0. So where a new
+    # batch sets load to w.weight and size to 1, and an old one adds them to p.load and
+    # p.size, `p.cur < 0` picks between equal values.
+    *((name, "drop-or", "p.cur<0",
+       "before the first thread with work, load and size are 0: a new batch and an added one "
+       "give the same", f"THEN p.{column} WHEN([-p.cur<0 OR -]")
+      for name in ("PLAN_THREADS", "PLAN_PAGE") for column in ("load", "size")),
     # A sweep deletes rows whose expires_at is at most a time: for a row without a TTL
     # (expires_at NULL) `expires_at <= t` is NULL, never true, with or without the NULL test.
     ("SWEEP_*", "drop-and", "expires_at IS NOT NULL",
