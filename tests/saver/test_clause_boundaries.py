@@ -382,6 +382,41 @@ def test_a_page_of_threads_holds_its_size(local: Backend) -> None:
     assert pages == [["a", "b"], ["c", "d"], ["e"]]
 
 
+def test_the_figures_of_a_thread_count_its_namespaces_and_every_stored_byte(local: Backend
+                                                                          ) -> None:
+    """THREADS_PAGE and THREADS_INFO (`d1saver threads`, admin.thread_infos): per thread its
+    checkpoints, its namespaces (each once, however many checkpoints it holds), its newest ts,
+    and the length of every value it stores: checkpoints and their metadata, writes, pieces,
+    content-addressed chunks, frozen histories and their metadata. Threads and namespaces
+    share checkpoint ids; an id that does not exist gives no row."""
+    saver = local.saver()
+    grid(saver)
+    figures: dict[str, list[Any]] = {}
+    (rows,) = saver.client.execute([Statement(
+        "SELECT thread_id, checkpoint_ns, ts, checkpoint, metadata FROM checkpoints")])
+    for thread_id, ns, ts, value, metadata in rows.rows:
+        f = figures.setdefault(thread_id, [0, set(), "", 0])
+        f[0] += 1
+        f[1].add(ns)
+        f[2] = max(f[2], ts or "")
+        f[3] += len(value) + len(metadata)
+    tables = [("writes", "value", None), ("chunks", "data", None),
+              ("d1saver_chunks", "data", None), ("delta_frozen", "value", "metadata")]
+    with_metadata = 0
+    for table, column, extra in tables:
+        (stored,) = saver.client.execute([Statement(
+            f"SELECT thread_id, {column}, {extra or 'NULL'} FROM {table}")])
+        for thread_id, value, more in stored.rows:
+            if value is not None and thread_id in figures:
+                figures[thread_id][3] += len(value) + len(more or "")
+                with_metadata += bool(more)
+    assert with_metadata > 0 and all(len(f[1]) > 1 < f[0] for f in figures.values())
+    want = [[t, n, len(nss), ts, size] for t, (n, nss, ts, size) in sorted(figures.items())]
+    (page, infos) = saver.client.execute([admin.threads_page("", 100), admin.thread_infos(
+        [TIE, "absent", THREAD])])
+    assert page.rows == want
+    assert infos.rows == want
+
 def test_the_census_skips_staged_rows_and_only_those(local: Backend) -> None:
     """KEY_CENSUS and STAGED_VALUES: rows staged under a hidden id (a copy of TIE) are counted
     as skipped, every value once; a thread whose id is the staging range's upper bound (a

@@ -15,6 +15,8 @@ from tests.conftest import Backend
 
 def test_a_checkpoint_with_metadata_in_pieces_has_its_history_prefetched(local: Backend
                                                                          ) -> None:
+    """In each scope of list (one namespace, one thread, every thread) a checkpoint found by a
+    metadata key kept only in its pieces comes with its DeltaChannel history."""
     saver = local.saver()
     note = base64.b64encode(os.urandom(1_600_000)).decode()
     ref = "r" * 5_000  # too long to stay in the column: the filter on it is decided in Python
@@ -32,12 +34,16 @@ def test_a_checkpoint_with_metadata_in_pieces_has_its_history_prefetched(local: 
             metadata.update(note=note, ref=ref)
         parent = saver.put(parent, cp, metadata, {})
         saver.put_writes(parent, [("messages", f"m{i}")], task_id=f"task-{i}")
-    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-    (found,) = saver.list(config, filter={"ref": ref})
-    assert found.config["configurable"]["checkpoint_id"] == checkpoint_id(2)
-    before = local.requests
-    served = saver.get_delta_channel_history(config=found.config, channels=["messages"])
-    assert local.requests == before  # prefetched with the page
-    assert served == local.saver().get_delta_channel_history(config=found.config,
-                                                             channels=["messages"])
-    assert "m1" in str(served)
+    want = local.saver().get_delta_channel_history(config=cfg("t", "", checkpoint_id(2)),
+                                                   channels=["messages"])
+    assert "m1" in str(want)
+    scopes: list[Any] = [{"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+                         {"configurable": {"thread_id": "t"}}, None]
+    for config in scopes:  # one namespace, every namespace of the thread, every thread
+        reader = local.saver()
+        (found,) = reader.list(config, filter={"ref": ref})
+        assert found.config["configurable"]["checkpoint_id"] == checkpoint_id(2), config
+        before = local.requests
+        served = reader.get_delta_channel_history(config=found.config, channels=["messages"])
+        assert local.requests == before, config  # prefetched with the page
+        assert served == want, config
