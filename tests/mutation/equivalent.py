@@ -41,6 +41,11 @@ RULES: list[tuple[str, ...]] = [
     # as a list of children it is one entry holding ':', which names no chunk.
     ("*", "drop-where", "WHERE n.level>0",
      "a leaf's data read as a node's list is one entry holding ':': it names no chunk"),
+    # Levels count up from 0 (a leaf): level >= 0 lets every node through, as dropping the
+    # WHERE does.
+    ("*", "flip-cmp", "n.level[>->>=]0",
+     "no level is below 0: >= 0 lets leaves in as dropping the WHERE does; a leaf's data "
+     "read as a node's list is one entry holding ':': it names no chunk"),
     # Chunk ids name their content (and their kind) whatever the thread, so a node looked up
     # by id alone, in another thread, lists the same children: the same rows come out, but
     # the lookup no longer uses the key (thread_id, id) and reads other threads' rows.
