@@ -225,6 +225,39 @@ def test_delta_channel_history(local: Backend, recording: Recording) -> None:
     assert asked > 100
 
 
+def test_a_checkpoint_that_is_its_own_parent_reads_back(local: Backend) -> None:
+    """A checkpoint put with its own id as parent (its DeltaChannel written, never seeded):
+    every read ends, get_tuple and each list (plain and filtered, in each scope) with its
+    prefetched history, which is the one DELTA_HISTORY walks alone: the checkpoint's own
+    writes, once. (InMemorySaver walks such a chain forever.)"""
+    saver = local.saver()
+    cid = "1f0aaaaa-0000-6000-8000-000000000005"
+    cp = mirror.empty_checkpoint()
+    cp.update(id=cid, channel_versions={"messages": "2.0"})
+    config: RunnableConfig = {"configurable": {"thread_id": "loop", "checkpoint_ns": "",
+                                               "checkpoint_id": cid}}
+    saver.put(config, cp, {"step": 1, "parents": {}, "user": "u",
+                           "counters_since_delta_snapshot": {"messages": [1, 1]}},
+              {"messages": "2.0"})
+    saver.put_writes(config, [("messages", "m1")], "task-1")
+    want = local.saver().get_delta_channel_history(config=config, channels=["messages"])
+    assert want == {"messages": {"writes": [("task-1", "messages", "m1")]}}
+    scopes: list[RunnableConfig | None] = [
+        config, {"configurable": {"thread_id": "loop"}}, None]
+    for scope in scopes:
+        for f in (None, {"user": "u"}):
+            reader = local.saver()
+            if scope is config and f is None:
+                got = [reader.get_tuple(config)]
+            else:
+                got = list(reader.list(scope, filter=f))
+            assert [t and t.config for t in got] == [config], (scope, f)
+            assert got[0] is not None and got[0].parent_config == config
+            before = local.requests
+            assert reader.get_delta_channel_history(config=config, channels=["messages"]) == (
+                want), (scope, f)
+            assert local.requests == before, (scope, f)  # prefetched with the page
+
 # --- what each page statement itself returns --------------------------------------------------
 
 
