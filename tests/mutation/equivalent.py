@@ -78,6 +78,14 @@ RULES: list[tuple[str, ...]] = [
      "cost only: the walk joined by namespace reads a superset of the true walk's rows; "
      "readers follow parent links from the page's checkpoints",
      "[-,checkpoint_id-])WHERE json_array_length("),
+    # The page's walk on with nothing sought (to the root) adds only rows `visited` drops:
+    # it reads each walk row's channels through json_each(walk.sought), which yields no row
+    # for []; the UNION still ends it (a parent loop repeats the same row).
+    *((("SELECT_PAGE_DELTA_*", kind, text,
+        "cost only: a walk on with nothing sought adds rows `visited` drops (json_each of [] "
+        "yields none); the UNION still ends it")
+       for kind, text in (("flip-cmp", "(w.sought)[>->>=]0"),
+                          ("drop-where", "WHERE json_array_length(w.sought)>0")))),
     # DELTA_HISTORY's pieces come keyed by their own checkpoint, owner and seq, and a value
     # is joined from them by seq (d1saver/storage/values.py: _join): joined to every holder
     # of the namespace, a piece comes more than once and means the same.
