@@ -488,8 +488,9 @@ def test_a_thread_read_in_small_pages_is_every_row_once_each_page_full(local: Ba
 
 
 def test_a_history_through_a_value_stored_in_pieces(local: Backend) -> None:
-    """DELTA_HISTORY from a checkpoint whose walk passes two ancestors, the farther a seed
-    whose value is stored in pieces: each piece comes once, with its own checkpoint."""
+    """DELTA_HISTORY, and the prefetch of each page variant, from a checkpoint whose walk
+    passes two ancestors, the farther a seed whose value is stored in pieces: each piece comes
+    once, with its own checkpoint."""
     memory, saver = InMemorySaver(), local.saver(encryption_keys=[K1])
     for target in (memory, saver):
         parent: RunnableConfig = {"configurable": {"thread_id": "h", "checkpoint_ns": ""}}
@@ -513,5 +514,13 @@ def test_a_history_through_a_value_stored_in_pieces(local: Backend) -> None:
     for i in range(1, 4):
         config: RunnableConfig = {"configurable": {
             "thread_id": "h", "checkpoint_ns": "", "checkpoint_id": f"1f0aaaaa-0000-6000-8000-{i:012d}"}}
+        want = memory.get_delta_channel_history(config=config, channels=["messages"])
         assert fresh.get_delta_channel_history(config=config, channels=["messages"]) == (
-            memory.get_delta_channel_history(config=config, channels=["messages"])), i
+            want), i
+        # and prefetched by each page variant: the seed's pieces come with the walk
+        for reader, t, read in mirror.every_read(lambda: local.saver(encryption_keys=[K1]),
+                                                 config, {"step": i}):
+            before = local.requests
+            assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
+                want), (i, read)
+            assert local.requests == before, (i, read)
