@@ -416,6 +416,49 @@ def test_the_figures_of_a_thread_count_its_namespaces_and_every_stored_byte(loca
         [TIE, "absent", THREAD])])
     assert page.rows == want
     assert infos.rows == want
+    totals = {t: [0, 0] for t in ("checkpoints", "writes", "chunks", "tags", "delta_frozen",
+                                  "d1saver_chunks")}
+    for table, column, extra in [("checkpoints", "checkpoint", "metadata"), *tables,
+                                 ("tags", "NULL", None)]:
+        (stored,) = saver.client.execute([Statement(
+            f"SELECT {column}, {extra or 'NULL'} FROM {table}")])
+        totals[table][0] = len(stored.rows)
+        totals[table][1] = sum(len(v) + len(m or "") for v, m in stored.rows if v is not None)
+    (summary,) = saver.client.execute([admin.storage_summary()])
+    assert {t: [n, size] for t, n, size in summary.rows} == totals
+
+
+def test_the_history_of_a_thread_is_each_checkpoint_with_its_writes_and_tags(local: Backend
+                                                                            ) -> None:
+    """HISTORY (`d1saver history`): a thread's checkpoints of every namespace, newest first
+    (namespaces sharing an id in name order), each with its parent, step, source, ts, stored
+    bytes, how many writes it holds (packed or not) and its tags; no other thread's, though
+    TIE holds the same ids, tags and writes."""
+    saver = local.saver()
+    grid(saver)
+    memory, first = recorded()
+    tags = {c["configurable"]["checkpoint_id"]: f"kept{n}"
+            for n, c in enumerate(tagged(memory, first))}
+    (rows,) = saver.client.execute([Statement(
+        "SELECT checkpoint_ns, checkpoint_id, LENGTH(checkpoint) + LENGTH(metadata)"
+        " FROM checkpoints WHERE thread_id = ?1", [THREAD])])
+    size = {(ns, cid): n for ns, cid, n in rows.rows}
+    want = []
+    for t in saver.list({"configurable": {"thread_id": THREAD}}):
+        conf = t.config["configurable"]
+        ns, cid = conf["checkpoint_ns"], conf["checkpoint_id"]
+        want.append({
+            "checkpoint_ns": ns, "checkpoint_id": cid,
+            "parent_checkpoint_id": t.parent_config and t.parent_config["configurable"][
+                "checkpoint_id"],
+            "step": t.metadata["step"], "source": t.metadata["source"],
+            "ts": t.checkpoint["ts"], "bytes": size[ns, cid], "writes": len(t.pending_writes),
+            "tags": tags.get(cid) if ns == "" else None})
+    want.sort(key=lambda r: r["checkpoint_ns"])
+    want.sort(key=lambda r: r["checkpoint_id"], reverse=True)
+    assert sum(r["writes"] for r in want) > len(want) and sum(bool(r["tags"]) for r in want) == 3
+    assert admin.thread_history(saver, THREAD, 1000) == want
+    assert admin.thread_history(saver, THREAD, 5) == want[:5]
 
 def test_the_census_skips_staged_rows_and_only_those(local: Backend) -> None:
     """KEY_CENSUS and STAGED_VALUES: rows staged under a hidden id (a copy of TIE) are counted
