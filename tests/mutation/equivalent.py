@@ -86,6 +86,21 @@ RULES: list[tuple[str, ...]] = [
         "yields none); the UNION still ends it")
        for kind, text in (("flip-cmp", "(w.sought)[>->>=]0"),
                           ("drop-where", "WHERE json_array_length(w.sought)>0")))),
+    # CHECKPOINT_IDS: the range [:prefix, :upper) (:upper the prefix with its last character's
+    # successor, surrogates skipped: inspection.checkpoint_ids) holds exactly the ids that
+    # start with :prefix, as text compares by code point (UTF-8 bytes); the substr states
+    # the same rule. Each alone decides (so :upper itself may pass the range: substr stops
+    # it); the range lets the primary key seek. And
+    # checkpoint_ids sorts what it reads and keeps `limit` itself.
+    *(("CHECKPOINT_IDS", kind, text,
+       "the range [:prefix, :upper) and substr(...) = :prefix each select exactly the ids "
+       "starting with :prefix (UTF-8 sorts by code point; :upper is the last character's "
+       "successor)")
+      for kind, text in (("drop-and", "checkpoint_id>=?3"), ("drop-and", "checkpoint_id<?4"),
+                         ("drop-and", "substr(checkpoint_id,1,length(?3))=?3"),
+                         ("flip-cmp", "checkpoint_id[<-><=]?4"))),
+    ("CHECKPOINT_IDS", "drop-limit", "LIMIT ?5",
+     "inspection.checkpoint_ids, its one reader, sorts the ids read and keeps `limit` itself"),
     # DELTA_HISTORY's pieces come keyed by their own checkpoint, owner and seq, and a value
     # is joined from them by seq (d1saver/storage/values.py: _join): joined to every holder
     # of the namespace, a piece comes more than once and means the same.

@@ -24,7 +24,7 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
-from d1saver import D1Saver, Result, Statement, admin
+from d1saver import D1Saver, Result, Statement, admin, inspection
 from d1saver.compaction import lease
 from d1saver.compaction.rekey import rekey
 from d1saver.ops import transfer
@@ -459,6 +459,25 @@ def test_the_history_of_a_thread_is_each_checkpoint_with_its_writes_and_tags(loc
     assert sum(r["writes"] for r in want) > len(want) and sum(bool(r["tags"]) for r in want) == 3
     assert admin.thread_history(saver, THREAD, 1000) == want
     assert admin.thread_history(saver, THREAD, 5) == want[:5]
+
+def test_a_checkpoint_id_prefix_names_ids_of_one_namespace_of_one_thread(local: Backend
+                                                                        ) -> None:
+    """CHECKPOINT_IDS (a shortened id given to the CLI): the ids of the thread's namespace
+    that start with the prefix, in id order (the prefix itself first), `limit` of them; the
+    same ids in another namespace or thread, and ids just outside the prefix, are not."""
+    saver = local.saver()
+    saver.setup()
+    insert = ("INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint,"
+              " metadata) VALUES (?1, ?2, ?3, 'x', '{}')")
+    mine = ["ab", "ab0", "abz", "ab\U0010ffff"]
+    rows = [("p", "", cid) for cid in [*mine, "aa\U0010ffff", "ac", "a"]]
+    rows += [(t, ns, cid) for t, ns in (("p", "x"), ("q", "")) for cid in ("ab1", "ab2")]
+    saver.client.execute([Statement(insert, list(r)) for r in rows])
+    assert inspection.checkpoint_ids(saver, "p", "ab") == sorted(mine)
+    assert inspection.checkpoint_ids(saver, "p", "ab", limit=2) == sorted(mine)[:2]
+    assert inspection.checkpoint_ids(saver, "p", "ab", "x") == ["ab1", "ab2"]
+    assert inspection.checkpoint_ids(saver, "q", "ab") == ["ab1", "ab2"]
+    assert inspection.checkpoint_ids(saver, "q", "ab", "x") == []
 
 def test_the_census_skips_staged_rows_and_only_those(local: Backend) -> None:
     """KEY_CENSUS and STAGED_VALUES: rows staged under a hidden id (a copy of TIE) are counted
