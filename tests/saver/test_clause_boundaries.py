@@ -384,7 +384,7 @@ def test_a_page_of_threads_holds_its_size(local: Backend) -> None:
 
 def test_the_figures_of_a_thread_count_its_namespaces_and_every_stored_byte(local: Backend
                                                                           ) -> None:
-    """THREADS_PAGE and THREADS_INFO (`d1saver threads`, admin.thread_infos): per thread its
+    """THREADS_PAGE, THREADS_INFO and THREADS_LIST (`d1saver threads`): per thread its
     checkpoints, its namespaces (each once, however many checkpoints it holds), its newest ts,
     and the length of every value it stores: checkpoints and their metadata, writes, pieces,
     content-addressed chunks, frozen histories and their metadata. Threads and namespaces
@@ -416,6 +416,10 @@ def test_the_figures_of_a_thread_count_its_namespaces_and_every_stored_byte(loca
         [TIE, "absent", THREAD])])
     assert page.rows == want
     assert infos.rows == want
+    for sort in ("bytes", "checkpoints", "id"):  # `d1saver threads` (THREADS_LIST)
+        listed = inspection.threads(saver, sort=sort, limit=100).threads
+        assert sorted([r["thread_id"], r["checkpoints"], r["namespaces"], r["updated"],
+                       r["bytes"]] for r in listed) == want, sort
     totals = {t: [0, 0] for t in ("checkpoints", "writes", "chunks", "tags", "delta_frozen",
                                   "d1saver_chunks")}
     for table, column, extra in [("checkpoints", "checkpoint", "metadata"), *tables,
