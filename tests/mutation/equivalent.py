@@ -86,6 +86,13 @@ RULES: list[tuple[str, ...]] = [
         "yields none); the UNION still ends it")
        for kind, text in (("flip-cmp", "(w.sought)[>->>=]0"),
                           ("drop-where", "WHERE json_array_length(w.sought)>0")))),
+    # The prefetch's ancestors ('a' rows) carry their checkpoint and metadata only when they
+    # hold a channel sought there: the reader (ops/rows.py: histories_from_walk) opens an
+    # ancestor's value only for a channel in its `channels` that its walk still seeks, which
+    # is then in `visited.sought`; a value sent for any other ancestor is never opened.
+    ("SELECT_PAGE_DELTA_*", "drop-where", "WHERE s.value IN(SELECT value FROM json_each(c.channels))",
+     "cost only: the reader opens an ancestor's value only for a sought channel it holds, "
+     "where the CASE sends it anyway"),
     # CHECKPOINT_IDS: the range [:prefix, :upper) (:upper the prefix with its last character's
     # successor, surrogates skipped: inspection.checkpoint_ids) holds exactly the ids that
     # start with :prefix, as text compares by code point (UTF-8 bytes); the substr states

@@ -47,3 +47,41 @@ def test_a_checkpoint_with_metadata_in_pieces_has_its_history_prefetched(local: 
         served = reader.get_delta_channel_history(config=found.config, channels=["messages"])
         assert local.requests == before, config  # prefetched with the page
         assert served == want, config
+
+
+def test_metadata_in_pieces_that_its_column_rejects_takes_no_place_in_a_page(local: Backend
+                                                                            ) -> None:
+    """The newest checkpoint's metadata lives in pieces, but the key filtered on stays in its
+    column with another value: SQL rejects it, so in pages of 2 every listed checkpoint, in
+    each scope, comes with its DeltaChannel history."""
+    saver = local.saver()
+    note = base64.b64encode(os.urandom(1_600_000)).decode()
+    parent = cfg("t")
+    for i in range(5):
+        cp = empty_checkpoint()
+        cp.update(id=checkpoint_id(i), ts="2026-11-01T00:00:00+00:00",
+                  channel_versions={"messages": f"{i + 1:010}.0"})
+        metadata: dict[str, Any] = {"source": "loop", "step": i, "parents": {}, "user": "u"}
+        if i == 0:
+            cp["channel_values"] = {"messages": ["seed"]}
+        else:
+            metadata["counters_since_delta_snapshot"] = {"messages": [i, i]}
+        if i == 4:
+            metadata.update(note=note, user="other")
+        parent = saver.put(parent, cp, metadata, {})
+        saver.put_writes(parent, [("messages", f"m{i}")], task_id=f"task-{i}")
+    want = {i: local.saver().get_delta_channel_history(config=cfg("t", "", checkpoint_id(i)),
+                                                       channels=["messages"])
+            for i in range(1, 4)}
+    scopes: list[Any] = [{"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+                         {"configurable": {"thread_id": "t"}}, None]
+    for config in scopes:
+        reader = local.saver(page_size=2)
+        found = list(reader.list(config, filter={"user": "u"}))
+        assert [t.config["configurable"]["checkpoint_id"] for t in found] == [
+            checkpoint_id(i) for i in (3, 2, 1, 0)], config
+        before = local.requests
+        for t in found[:3]:
+            assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
+                want[3 - found.index(t)]), config
+        assert local.requests == before, config  # prefetched with the pages
