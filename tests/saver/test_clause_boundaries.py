@@ -365,6 +365,13 @@ def test_threads_in_a_range_are_those_of_every_table_and_no_other(local: Backend
         assert inside.rows == [[f"p{n}-"], [f"p{n}-x"]], table
         assert left.rows == [[f"p{n}-", None, None, 1], [
             f"p{n}-x", *(["target", "source", 0] if n == 0 else [None, None, 1])]], table
+    # a thread with rows in every table, two in each, is one thread
+    saver.client.execute([Statement(insert.replace("'c1'", "?2").replace("'n'", "?2").replace(
+        "'id'", "?2"), ["q-", cid]) for insert in ROWS.values() for cid in ("c1", "c2")])
+    (inside, left) = saver.client.execute([transfer.staged_threads("q-"),
+                                           transfer.leftovers("q-")])
+    assert inside.rows == [["q-"]]
+    assert left.rows == [["q-", None, None, 1]]
 
 
 def test_a_page_of_threads_holds_its_size(local: Backend) -> None:
