@@ -52,8 +52,8 @@ def test_a_checkpoint_with_metadata_in_pieces_has_its_history_prefetched(local: 
 def test_metadata_in_pieces_that_its_column_rejects_takes_no_place_in_a_page(local: Backend
                                                                             ) -> None:
     """The newest checkpoint's metadata lives in pieces, but the key filtered on stays in its
-    column with another value: SQL rejects it, so in pages of 2 every listed checkpoint, in
-    each scope, comes with its DeltaChannel history."""
+    column with another value: SQL rejects it, so in pages of 2 (and a list of 2) every
+    listed checkpoint, in each scope, comes with its DeltaChannel history."""
     saver = local.saver()
     note = base64.b64encode(os.urandom(1_600_000)).decode()
     parent = cfg("t")
@@ -76,12 +76,13 @@ def test_metadata_in_pieces_that_its_column_rejects_takes_no_place_in_a_page(loc
     scopes: list[Any] = [{"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
                          {"configurable": {"thread_id": "t"}}, None]
     for config in scopes:
-        reader = local.saver(page_size=2)
-        found = list(reader.list(config, filter={"user": "u"}))
-        assert [t.config["configurable"]["checkpoint_id"] for t in found] == [
-            checkpoint_id(i) for i in (3, 2, 1, 0)], config
-        before = local.requests
-        for t in found[:3]:
-            assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
-                want[3 - found.index(t)]), config
-        assert local.requests == before, config  # prefetched with the pages
+        for limit in (None, 2):
+            reader = local.saver(page_size=2)
+            found = list(reader.list(config, filter={"user": "u"}, limit=limit))
+            assert [t.config["configurable"]["checkpoint_id"] for t in found] == [
+                checkpoint_id(i) for i in (3, 2, 1, 0)][:limit], config
+            before = local.requests
+            for t in found[:3]:
+                assert reader.get_delta_channel_history(
+                    config=t.config, channels=["messages"]) == want[3 - found.index(t)], config
+            assert local.requests == before, config  # prefetched with the pages
