@@ -364,7 +364,8 @@ def test_each_page_statement_returns_what_it_can_decide_once(
     scopes: list[RunnableConfig | None] = [
         None, {"configurable": {"thread_id": "t1"}},
         {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}},
-        {"configurable": {"thread_id": mirror.BIG_THREAD, "checkpoint_ns": ""}}]
+        {"configurable": {"thread_id": mirror.BIG_THREAD, "checkpoint_ns": ""}},
+        {"configurable": {"thread_id": mirror.BIG_THREAD}}]
     for config in scopes:
         conf = (config or {}).get("configurable", {})
         before = middle(recording, config)
