@@ -322,6 +322,34 @@ def test_growth_counts_each_checkpoint_of_its_own_thread_and_namespace(local: Ba
     assert [r["chunk_bytes"] for r in growth(saver, other)] == [r["chunk_bytes"] for r in got]
 
 
+def test_growth_counts_a_chunk_where_its_own_thread_first_reached_it(local: Backend) -> None:
+    """`d1saver growth`: two namespaces share a checkpoint id, each reaching content of its
+    own; another thread reached both contents at an earlier id. Each namespace's row counts
+    the chunks it reached (no other thread's checkpoint takes them), all of the thread's
+    chunks are counted once, and `limit` keeps the oldest rows."""
+    from d1saver.inspection import growth
+
+    saver = local.saver()
+    p, q = (os.urandom(30_000).hex() for _ in range(2))
+    puts = [("g-late", "", checkpoint_id(5), [p]), ("g-late", SUB, checkpoint_id(5), [q]),
+            ("g-late", "", checkpoint_id(6), [p, "more"]),
+            ("g-early", "", checkpoint_id(1), [p, q])]
+    for tid, ns, cid, messages in puts:
+        cp = empty_checkpoint()
+        cp.update(id=cid, ts=NOW, channel_values={"messages": messages},
+                  channel_versions={"messages": "1.0"})
+        saver.put(cfg(tid, ns), cp, {"source": "loop", "step": 0, "parents": {}},
+                  {"messages": "1.0"})
+    got = growth(saver, "g-late")
+    assert [(r["checkpoint_ns"], r["checkpoint_id"]) for r in got] == [
+        ("", checkpoint_id(5)), (SUB, checkpoint_id(5)), ("", checkpoint_id(6))]
+    first = [r["chunk_bytes"] for r in got]
+    assert first[0] > 10_000 and first[1] > 10_000, first
+    stored = query(saver, "SELECT SUM(LENGTH(data)) FROM d1saver_chunks WHERE thread_id = ?1",
+                   "g-late")[0][0]
+    assert sum(first) == stored
+    assert growth(saver, "g-late", limit=2) == got[:2]
+
 def test_a_subgraph_is_reached_through_its_own_threads_parent(local: Backend) -> None:
     """A subgraph namespace is judged running by its own thread's parent namespace: another
     thread in the batch whose root head has the id of one of this thread's kept checkpoints

@@ -41,6 +41,11 @@ RULES: list[tuple[str, ...]] = [
     # as a list of children it is one entry holding ':', which names no chunk.
     ("*", "drop-where", "WHERE n.level>0",
      "a leaf's data read as a node's list is one entry holding ':': it names no chunk"),
+    # Levels count up from 0 (a leaf): level >= 0 lets every node through, as dropping the
+    # WHERE does.
+    ("*", "flip-cmp", "n.level[>->>=]0",
+     "no level is below 0: >= 0 lets leaves in as dropping the WHERE does; a leaf's data "
+     "read as a node's list is one entry holding ':': it names no chunk"),
     # Chunk ids name their content (and their kind) whatever the thread, so a node looked up
     # by id alone, in another thread, lists the same children: the same rows come out, but
     # the lookup no longer uses the key (thread_id, id) and reads other threads' rows.
@@ -73,6 +78,36 @@ RULES: list[tuple[str, ...]] = [
      "cost only: the walk joined by namespace reads a superset of the true walk's rows; "
      "readers follow parent links from the page's checkpoints",
      "[-,checkpoint_id-])WHERE json_array_length("),
+    # The page's walk on with nothing sought (to the root) adds only rows `visited` drops:
+    # it reads each walk row's channels through json_each(walk.sought), which yields no row
+    # for []; the UNION still ends it (a parent loop repeats the same row).
+    *((("SELECT_PAGE_DELTA_*", kind, text,
+        "cost only: a walk on with nothing sought adds rows `visited` drops (json_each of [] "
+        "yields none); the UNION still ends it")
+       for kind, text in (("flip-cmp", "(w.sought)[>->>=]0"),
+                          ("drop-where", "WHERE json_array_length(w.sought)>0")))),
+    # The prefetch's ancestors ('a' rows) carry their checkpoint and metadata only when they
+    # hold a channel sought there: the reader (ops/rows.py: histories_from_walk) opens an
+    # ancestor's value only for a channel in its `channels` that its walk still seeks, which
+    # is then in `visited.sought`; a value sent for any other ancestor is never opened.
+    ("SELECT_PAGE_DELTA_*", "drop-where", "WHERE s.value IN(SELECT value FROM json_each(c.channels))",
+     "cost only: the reader opens an ancestor's value only for a sought channel it holds, "
+     "where the CASE sends it anyway"),
+    # CHECKPOINT_IDS: the range [:prefix, :upper) (:upper the prefix with its last character's
+    # successor, surrogates skipped: inspection.checkpoint_ids) holds exactly the ids that
+    # start with :prefix, as text compares by code point (UTF-8 bytes); the substr states
+    # the same rule. Each alone decides (so :upper itself may pass the range: substr stops
+    # it); the range lets the primary key seek. And
+    # checkpoint_ids sorts what it reads and keeps `limit` itself.
+    *(("CHECKPOINT_IDS", kind, text,
+       "the range [:prefix, :upper) and substr(...) = :prefix each select exactly the ids "
+       "starting with :prefix (UTF-8 sorts by code point; :upper is the last character's "
+       "successor)")
+      for kind, text in (("drop-and", "checkpoint_id>=?3"), ("drop-and", "checkpoint_id<?4"),
+                         ("drop-and", "substr(checkpoint_id,1,length(?3))=?3"),
+                         ("flip-cmp", "checkpoint_id[<-><=]?4"))),
+    ("CHECKPOINT_IDS", "drop-limit", "LIMIT ?5",
+     "inspection.checkpoint_ids, its one reader, sorts the ids read and keeps `limit` itself"),
     # DELTA_HISTORY's pieces come keyed by their own checkpoint, owner and seq, and a value
     # is joined from them by seq (d1saver/storage/values.py: _join): joined to every holder
     # of the namespace, a piece comes more than once and means the same.
@@ -267,6 +302,20 @@ RULES: list[tuple[str, ...]] = [
 ]
 
 EQUIVALENT: dict[str, str] = {
+    # THREADS_IN_RANGE is a compound ((((A UNION B) UNION C) UNION D) UNION (E UNION F UNION
+    # G)) read left to right: a UNION ALL anywhere but the last outer UNION is followed by a
+    # UNION that removes the duplicates it lets in. (The last one is killed in
+    # tests/saver/test_clause_boundaries.py: a thread with rows in every table.)
+    "sql:THREADS_IN_RANGE:4ef31bf3f8":
+        "a later UNION of the same compound drops the duplicates (compound operators apply left to right)",
+    "sql:THREADS_IN_RANGE:2f1829f6e0":
+        "a later UNION of the same compound drops the duplicates (compound operators apply left to right)",
+    "sql:THREADS_IN_RANGE:7edfd3e241":
+        "a later UNION of the same compound drops the duplicates (compound operators apply left to right)",
+    "sql:THREADS_IN_RANGE:8e427fea93":
+        "a later UNION of the same compound drops the duplicates (compound operators apply left to right)",
+    "sql:THREADS_IN_RANGE:3e299a0d25":
+        "a later UNION of the same compound drops the duplicates (compound operators apply left to right)",
     # An entry's age against its TTL on the monotonic clock: `age > ttl` and `age >= ttl`
     # differ only when the age is the TTL to the clock's last digit; no test, and no user,
     # can place a read there.

@@ -199,3 +199,28 @@ def comparable(tup: CheckpointTuple, other: CheckpointTuple) -> CheckpointTuple:
     values = {k: v for k, v in mine.items()
               if k in theirs or type(v).__name__ != "_DeltaSnapshot"}
     return tup._replace(checkpoint={**tup.checkpoint, "channel_values": values})
+
+
+def every_read(make_reader: Any, config: RunnableConfig, metadata_filter: dict[str, Any]
+               ) -> list[tuple[Any, CheckpointTuple, str]]:
+    """The checkpoint `config` names, read by each page variant, each by a fresh reader
+    (make_reader()): get_tuple, and the list of its namespace, of its thread and of every
+    thread, plain and with `metadata_filter` (which it must match). Each as (the reader, the
+    tuple, the read), the read last, so that what it prefetched is what the reader holds."""
+    conf = config["configurable"]
+    scopes: list[tuple[str, RunnableConfig | None]] = [
+        ("namespace", {"configurable": {k: conf[k] for k in ("thread_id", "checkpoint_ns")}}),
+        ("thread", {"configurable": {"thread_id": conf["thread_id"]}}), ("every thread", None)]
+    out = []
+    reader = make_reader()
+    got = reader.get_tuple(config)
+    assert got is not None and got.config == config
+    out.append((reader, got, "get_tuple"))
+    for name, scope in scopes:
+        for f in (None, metadata_filter):
+            reader = make_reader()
+            found = [t for t in reader.list(scope, filter=f)
+                     if t.config["configurable"] == conf]
+            assert len(found) == 1, (name, f)
+            out.append((reader, found[0], f"list of {name}, filter {f}"))
+    return out

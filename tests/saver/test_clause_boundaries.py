@@ -24,7 +24,7 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
-from d1saver import D1Saver, Result, Statement, admin
+from d1saver import D1Saver, Result, Statement, admin, inspection
 from d1saver.compaction import lease
 from d1saver.compaction.rekey import rekey
 from d1saver.ops import transfer
@@ -365,6 +365,13 @@ def test_threads_in_a_range_are_those_of_every_table_and_no_other(local: Backend
         assert inside.rows == [[f"p{n}-"], [f"p{n}-x"]], table
         assert left.rows == [[f"p{n}-", None, None, 1], [
             f"p{n}-x", *(["target", "source", 0] if n == 0 else [None, None, 1])]], table
+    # a thread with rows in every table, two in each, is one thread
+    saver.client.execute([Statement(insert.replace("'c1'", "?2").replace("'n'", "?2").replace(
+        "'id'", "?2"), ["q-", cid]) for insert in ROWS.values() for cid in ("c1", "c2")])
+    (inside, left) = saver.client.execute([transfer.staged_threads("q-"),
+                                           transfer.leftovers("q-")])
+    assert inside.rows == [["q-"]]
+    assert left.rows == [["q-", None, None, 1]]
 
 
 def test_a_page_of_threads_holds_its_size(local: Backend) -> None:
@@ -381,6 +388,107 @@ def test_a_page_of_threads_holds_its_size(local: Backend) -> None:
         after = pages[-1][-1]
     assert pages == [["a", "b"], ["c", "d"], ["e"]]
 
+
+def test_the_figures_of_a_thread_count_its_namespaces_and_every_stored_byte(local: Backend
+                                                                          ) -> None:
+    """THREADS_PAGE, THREADS_INFO and THREADS_LIST (`d1saver threads`): per thread its
+    checkpoints, its namespaces (each once, however many checkpoints it holds), its newest ts,
+    and the length of every value it stores: checkpoints and their metadata, writes, pieces,
+    content-addressed chunks, frozen histories and their metadata. Threads and namespaces
+    share checkpoint ids; an id that does not exist gives no row."""
+    saver = local.saver()
+    grid(saver)
+    figures: dict[str, list[Any]] = {}
+    (rows,) = saver.client.execute([Statement(
+        "SELECT thread_id, checkpoint_ns, ts, checkpoint, metadata FROM checkpoints")])
+    for thread_id, ns, ts, value, metadata in rows.rows:
+        f = figures.setdefault(thread_id, [0, set(), "", 0])
+        f[0] += 1
+        f[1].add(ns)
+        f[2] = max(f[2], ts or "")
+        f[3] += len(value) + len(metadata)
+    tables = [("writes", "value", None), ("chunks", "data", None),
+              ("d1saver_chunks", "data", None), ("delta_frozen", "value", "metadata")]
+    with_metadata = 0
+    for table, column, extra in tables:
+        (stored,) = saver.client.execute([Statement(
+            f"SELECT thread_id, {column}, {extra or 'NULL'} FROM {table}")])
+        for thread_id, value, more in stored.rows:
+            if value is not None and thread_id in figures:
+                figures[thread_id][3] += len(value) + len(more or "")
+                with_metadata += bool(more)
+    assert with_metadata > 0 and all(len(f[1]) > 1 < f[0] for f in figures.values())
+    want = [[t, n, len(nss), ts, size] for t, (n, nss, ts, size) in sorted(figures.items())]
+    (page, infos) = saver.client.execute([admin.threads_page("", 100), admin.thread_infos(
+        [TIE, "absent", THREAD])])
+    assert page.rows == want
+    assert infos.rows == want
+    for sort in ("bytes", "checkpoints", "id"):  # `d1saver threads` (THREADS_LIST)
+        listed = inspection.threads(saver, sort=sort, limit=100).threads
+        assert sorted([r["thread_id"], r["checkpoints"], r["namespaces"], r["updated"],
+                       r["bytes"]] for r in listed) == want, sort
+    totals = {t: [0, 0] for t in ("checkpoints", "writes", "chunks", "tags", "delta_frozen",
+                                  "d1saver_chunks")}
+    for table, column, extra in [("checkpoints", "checkpoint", "metadata"), *tables,
+                                 ("tags", "NULL", None)]:
+        (stored,) = saver.client.execute([Statement(
+            f"SELECT {column}, {extra or 'NULL'} FROM {table}")])
+        totals[table][0] = len(stored.rows)
+        totals[table][1] = sum(len(v) + len(m or "") for v, m in stored.rows if v is not None)
+    (summary,) = saver.client.execute([admin.storage_summary()])
+    assert {t: [n, size] for t, n, size in summary.rows} == totals
+
+
+def test_the_history_of_a_thread_is_each_checkpoint_with_its_writes_and_tags(local: Backend
+                                                                            ) -> None:
+    """HISTORY (`d1saver history`): a thread's checkpoints of every namespace, newest first
+    (namespaces sharing an id in name order), each with its parent, step, source, ts, stored
+    bytes, how many writes it holds (packed or not) and its tags; no other thread's, though
+    TIE holds the same ids, tags and writes."""
+    saver = local.saver()
+    grid(saver)
+    memory, first = recorded()
+    tags = {c["configurable"]["checkpoint_id"]: f"kept{n}"
+            for n, c in enumerate(tagged(memory, first))}
+    (rows,) = saver.client.execute([Statement(
+        "SELECT checkpoint_ns, checkpoint_id, LENGTH(checkpoint) + LENGTH(metadata)"
+        " FROM checkpoints WHERE thread_id = ?1", [THREAD])])
+    size = {(ns, cid): n for ns, cid, n in rows.rows}
+    want = []
+    for t in saver.list({"configurable": {"thread_id": THREAD}}):
+        conf = t.config["configurable"]
+        ns, cid = conf["checkpoint_ns"], conf["checkpoint_id"]
+        want.append({
+            "checkpoint_ns": ns, "checkpoint_id": cid,
+            "parent_checkpoint_id": t.parent_config and t.parent_config["configurable"][
+                "checkpoint_id"],
+            "step": t.metadata["step"], "source": t.metadata["source"],
+            "ts": t.checkpoint["ts"], "bytes": size[ns, cid], "writes": len(t.pending_writes),
+            "tags": tags.get(cid) if ns == "" else None})
+    want.sort(key=lambda r: r["checkpoint_ns"])
+    want.sort(key=lambda r: r["checkpoint_id"], reverse=True)
+    assert sum(r["writes"] for r in want) > len(want) and sum(bool(r["tags"]) for r in want) == 3
+    assert admin.thread_history(saver, THREAD, 1000) == want
+    assert admin.thread_history(saver, THREAD, 5) == want[:5]
+
+def test_a_checkpoint_id_prefix_names_ids_of_one_namespace_of_one_thread(local: Backend
+                                                                        ) -> None:
+    """CHECKPOINT_IDS (a shortened id given to the CLI): the ids of the thread's namespace
+    that start with the prefix, in id order (the prefix itself first), `limit` of them; the
+    same ids in another namespace or thread, and ids just outside the prefix, are not."""
+    saver = local.saver()
+    saver.setup()
+    insert = ("INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint,"
+              " metadata) VALUES (?1, ?2, ?3, 'x', '{}')")
+    mine = ["ab", "ab0", "abz", "ab\U0010ffff"]
+    rows = [("p", "", cid) for cid in [*mine, "aa\U0010ffff", "ac", "a"]]
+    rows += [(t, ns, cid) for t, ns in (("p", "x"), ("q", "")) for cid in ("ab1", "ab2")]
+    saver.client.execute([Statement(insert, list(r)) for r in rows])
+    assert inspection.checkpoint_ids(saver, "p", "ab") == sorted(mine)
+    assert inspection.checkpoint_ids(saver, "p", "ab", limit=2) == sorted(mine)[:2]
+    assert inspection.checkpoint_ids(saver, "p", "ab", "x") == ["ab1", "ab2"]
+    assert inspection.checkpoint_ids(saver, "q", "ab") == ["ab1", "ab2"]
+    assert inspection.checkpoint_ids(saver, "q", "ab", "x") == []
 
 def test_the_census_skips_staged_rows_and_only_those(local: Backend) -> None:
     """KEY_CENSUS and STAGED_VALUES: rows staged under a hidden id (a copy of TIE) are counted
@@ -453,8 +561,9 @@ def test_a_thread_read_in_small_pages_is_every_row_once_each_page_full(local: Ba
 
 
 def test_a_history_through_a_value_stored_in_pieces(local: Backend) -> None:
-    """DELTA_HISTORY from a checkpoint whose walk passes two ancestors, the farther a seed
-    whose value is stored in pieces: each piece comes once, with its own checkpoint."""
+    """DELTA_HISTORY, and the prefetch of each page variant, from a checkpoint whose walk
+    passes two ancestors, the farther a seed whose value is stored in pieces: each piece comes
+    once, with its own checkpoint."""
     memory, saver = InMemorySaver(), local.saver(encryption_keys=[K1])
     for target in (memory, saver):
         parent: RunnableConfig = {"configurable": {"thread_id": "h", "checkpoint_ns": ""}}
@@ -478,5 +587,13 @@ def test_a_history_through_a_value_stored_in_pieces(local: Backend) -> None:
     for i in range(1, 4):
         config: RunnableConfig = {"configurable": {
             "thread_id": "h", "checkpoint_ns": "", "checkpoint_id": f"1f0aaaaa-0000-6000-8000-{i:012d}"}}
+        want = memory.get_delta_channel_history(config=config, channels=["messages"])
         assert fresh.get_delta_channel_history(config=config, channels=["messages"]) == (
-            memory.get_delta_channel_history(config=config, channels=["messages"])), i
+            want), i
+        # and prefetched by each page variant: the seed's pieces come with the walk
+        for reader, t, read in mirror.every_read(lambda: local.saver(encryption_keys=[K1]),
+                                                 config, {"step": i}):
+            before = local.requests
+            assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
+                want), (i, read)
+            assert local.requests == before, (i, read)

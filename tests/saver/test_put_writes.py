@@ -4,6 +4,8 @@ regular writes are inserted or ignored, the first winning. Still one request per
 
 from __future__ import annotations
 
+import base64
+import random
 import uuid
 from typing import Any
 
@@ -43,3 +45,24 @@ def test_mixed_special_and_regular_writes_match_inmemory(backend: Backend) -> No
     assert got == want
     assert ("task-1", "__error__", "second error") in got and ("task-1", "a", 1) in got
     assert backend.requests - before == 1 + len(CALLS) + 1  # put, one per put_writes, get_tuple
+
+
+
+def test_a_task_packed_once_then_written_row_by_row_keeps_the_first_of_each_index(
+        local: Backend) -> None:
+    """A task's writes packed in one row, then put again with a DeltaChannel's write over a
+    row's limit (stored whole, in parts: one row per write) and one more: an index the pack
+    holds keeps its first value, the new indexes are stored; as InMemorySaver."""
+    thread = f"pw-{uuid.uuid4().hex[:12]}"
+    big = base64.b64encode(random.Random(5).randbytes(1_800_000)).decode()
+    got = []
+    for saver in (InMemorySaver(), local.saver()):
+        config = saver.put(generate_config(thread), generate_checkpoint(), {
+            "step": 0, "counters_since_delta_snapshot": {"d": [1, 1]}}, {})
+        saver.put_writes(config, [("a", 1)], "task-1")
+        saver.put_writes(config, [("a", 2), ("d", big)], "task-1")
+        saver.put_writes(config, [("a", 3), ("d", "small"), ("c", 4)], "task-1")
+        tup = saver.get_tuple(config)
+        assert tup is not None
+        got.append(tup.pending_writes)
+    assert got[1] == got[0] == [("task-1", "a", 1), ("task-1", "d", big), ("task-1", "c", 4)]

@@ -13,7 +13,9 @@ changing any clause of these statements fails one of these tests.
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 from typing import Any
 
 import pytest
@@ -225,6 +227,93 @@ def test_delta_channel_history(local: Backend, recording: Recording) -> None:
     assert asked > 100
 
 
+def test_a_checkpoint_that_is_its_own_parent_reads_back(local: Backend) -> None:
+    """A checkpoint put with its own id as parent (its DeltaChannel written, never seeded):
+    every read ends, get_tuple and each list (plain and filtered, in each scope) with its
+    prefetched history, which is the one DELTA_HISTORY walks alone: the checkpoint's own
+    writes, once. (InMemorySaver walks such a chain forever.)"""
+    saver = local.saver()
+    cid = "1f0aaaaa-0000-6000-8000-000000000005"
+    cp = mirror.empty_checkpoint()
+    cp.update(id=cid, channel_versions={"messages": "2.0"})
+    config: RunnableConfig = {"configurable": {"thread_id": "loop", "checkpoint_ns": "",
+                                               "checkpoint_id": cid}}
+    saver.put(config, cp, {"step": 1, "parents": {}, "user": "u",
+                           "counters_since_delta_snapshot": {"messages": [1, 1]}},
+              {"messages": "2.0"})
+    saver.put_writes(config, [("messages", "m1")], "task-1")
+    want = local.saver().get_delta_channel_history(config=config, channels=["messages"])
+    assert want == {"messages": {"writes": [("task-1", "messages", "m1")]}}
+    scopes: list[RunnableConfig | None] = [
+        config, {"configurable": {"thread_id": "loop"}}, None]
+    for scope in scopes:
+        for f in (None, {"user": "u"}):
+            reader = local.saver()
+            if scope is config and f is None:
+                got = [reader.get_tuple(config)]
+            else:
+                got = list(reader.list(scope, filter=f))
+            assert [t and t.config for t in got] == [config], (scope, f)
+            assert got[0] is not None and got[0].parent_config == config
+            before = local.requests
+            assert reader.get_delta_channel_history(config=config, channels=["messages"]) == (
+                want), (scope, f)
+            assert local.requests == before, (scope, f)  # prefetched with the page
+
+def test_a_channel_never_written_in_one_namespace_is_sought_in_its_twin(local: Backend) -> None:
+    """Two namespaces of a thread hold the same checkpoint ids: in one the checkpoint declares
+    its DeltaChannel but never wrote it (nothing to seek), in the other it wrote it (a history
+    from the seed). Each page variant prefetches the second's history, as InMemorySaver gives
+    it; the first's declared channel stays unsought."""
+    memory, saver = Recording(), local.saver()
+    ids = [f"1f0aaaaa-0000-6000-8000-00000000000{i}" for i in range(2)]
+    for target in (memory, saver):
+        for ns, written in (("", False), ("b", True)):
+            parent: RunnableConfig = {"configurable": {"thread_id": "u", "checkpoint_ns": ns}}
+            for i, cid in enumerate(ids):
+                cp = mirror.empty_checkpoint()
+                cp["id"] = cid
+                metadata: Any = {"source": "loop", "step": i, "parents": {}, "user": "u"}
+                versions = {"messages": f"{i + 1}.0"} if written else {}
+                if i == 0:
+                    cp["channel_values"] = {"messages": ["seed"]} if written else {}
+                else:
+                    metadata["counters_since_delta_snapshot"] = {"messages": [1, 1]}
+                cp["channel_versions"] = versions
+                parent = target.put(parent, cp, metadata, versions)
+                target.put_writes(parent, [("messages", f"{ns}{i}")], task_id=f"task-{i}")
+    twin: RunnableConfig = {"configurable": {"thread_id": "u", "checkpoint_ns": "b",
+                                             "checkpoint_id": ids[1]}}
+    want = memory.get_delta_channel_history(config=twin, channels=["messages"])
+    assert "seed" in str(want)
+    for reader, t, read in mirror.every_read(local.saver, twin, {"user": "u"}):
+        assert mirror.sought(t) == ["messages"], read
+        before = local.requests
+        assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
+            want), read
+        assert local.requests == before, read  # prefetched with the page
+
+
+def test_values_stored_by_content_over_a_value_limit_read_back_in_every_variant(
+        local: Backend) -> None:
+    """A checkpoint whose messages, stored by content, add up to more than one value may hold
+    (D1's 2 MB): each page variant returns their chunks in groups under the limit, and the
+    checkpoint reads back whole."""
+    rng = random.Random(7)
+    messages = [base64.b64encode(rng.randbytes(90_000)).decode() for _ in range(30)]
+    saver = local.saver()
+    cp = mirror.empty_checkpoint()
+    cp.update(id="1f0aaaaa-0000-6000-8000-000000000001", channel_values={"messages": messages},
+              channel_versions={"messages": "1.0"})
+    config = saver.put({"configurable": {"thread_id": "big", "checkpoint_ns": ""}}, cp,
+                       {"source": "loop", "step": 0, "parents": {}, "user": "u"},
+                       {"messages": "1.0"})
+    (stored,) = saver.client.execute([Statement(
+        "SELECT COUNT(*), SUM(LENGTH(data)) FROM d1saver_chunks WHERE thread_id = 'big'")])
+    assert stored.rows[0][0] >= 30 and stored.rows[0][1] > 3_000_000
+    for _, t, read in mirror.every_read(local.saver, config, {"user": "u"}):
+        assert t.checkpoint["channel_values"] == {"messages": messages}, read
+
 # --- what each page statement itself returns --------------------------------------------------
 
 
@@ -275,7 +364,8 @@ def test_each_page_statement_returns_what_it_can_decide_once(
     scopes: list[RunnableConfig | None] = [
         None, {"configurable": {"thread_id": "t1"}},
         {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}},
-        {"configurable": {"thread_id": mirror.BIG_THREAD, "checkpoint_ns": ""}}]
+        {"configurable": {"thread_id": mirror.BIG_THREAD, "checkpoint_ns": ""}},
+        {"configurable": {"thread_id": mirror.BIG_THREAD}}]
     for config in scopes:
         conf = (config or {}).get("configurable", {})
         before = middle(recording, config)
