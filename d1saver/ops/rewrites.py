@@ -38,8 +38,8 @@ class Rewrites:
         raise NotImplementedError  # Operations._changing
 
     def copy_thread(self, source: str, target: str, page_size: int) -> Op[None]:
-        if str(source) == str(target):  # a copy onto itself: nothing to do, nothing to re-insert
-            return None
+        """`source`'s rows copied onto another thread (Fleet.copy_thread leaves a thread copied
+        onto itself alone before it gets here: re-inserting its rows would drop derived rows)."""
         return (yield from self._changing([str(target)], self._copy_thread(source, target,
                                                                            page_size),
                                           deletes=True))

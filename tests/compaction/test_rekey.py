@@ -216,14 +216,16 @@ def test_a_job_refused_while_a_rekey_runs_is_told_a_rekey_holds_the_lease(local:
 
 
 class RacingTransport(LocalD1Transport):
-    """Before the first rekey batch reaches D1, another writer replaces a special write."""
+    """Before the first rekey batch of writes reaches D1 (its guards read the writes table),
+    another writer replaces a special write."""
 
     def __init__(self, engine: Any, race: Callable[[], None]) -> None:
         super().__init__(engine)
         self.race, self.raced = race, 0
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if b"head_moved" in request.read() and not self.raced:
+        body = request.read()
+        if b"head_moved" in body and b"FROM writes WHERE" in body and not self.raced:
             self.raced += 1
             self.race()
         return super().handle_request(request)

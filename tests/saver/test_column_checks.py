@@ -22,10 +22,14 @@ def swapped(columns: Sequence[str], width: int) -> Result:
     return Result(columns=names, rows=[["x"] * width])
 
 
-def test_raw_frozen_refuses_columns_it_does_not_expect() -> None:
-    cols = reseal_sql.RAW_FROZEN_COLUMNS
+@pytest.mark.parametrize("read, cols", [
+    (reseal.raw_frozen, reseal_sql.RAW_FROZEN_COLUMNS),
+    (reseal.raw_checkpoints, reseal_sql.RAW_CHECKPOINT_COLUMNS),
+    (reseal.raw_writes, reseal_sql.RAW_WRITE_COLUMNS)], ids=["frozen", "checkpoints", "writes"])
+def test_raw_pages_refuse_columns_they_do_not_expect(read: Any, cols: Sequence[str]) -> None:
+    """The pages copies and rekeying read (every row of a thread, to re-seal)."""
     with pytest.raises(ResponseError, match="columns"):
-        reseal.raw_frozen(swapped(cols, len(cols)))
+        read(swapped(cols, len(cols)))
 
 
 def test_staged_elsewhere_refuses_columns_it_does_not_expect() -> None:
