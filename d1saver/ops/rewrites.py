@@ -5,6 +5,7 @@ because it is the one place that reads raw rows and writes them back.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -25,17 +26,19 @@ Build = Callable[[list[Any], _reseal.RekeyCounts], list[Statement]]
 _RACE_RETRIES = 3
 
 
-class Rewrites:
+class Rewrites(ABC):
     """copy_thread, key_census and rekey, over the host's `exchange` and `values`."""
 
     values: Values
 
+    @abstractmethod
     def exchange(self, statements: Sequence[Statement]) -> Op[list[Result]]:
-        raise NotImplementedError  # Operations.exchange
+        ...  # Operations.exchange
 
+    @abstractmethod
     def _changing(self, thread_ids: Sequence[str] | None, op: Op[T], *,
                   deletes: bool = False) -> Op[T]:
-        raise NotImplementedError  # Operations._changing
+        ...  # Operations._changing
 
     def copy_thread(self, source: str, target: str, page_size: int) -> Op[None]:
         """`source`'s rows copied onto another thread (Fleet.copy_thread leaves a thread copied

@@ -182,6 +182,27 @@ def test_plaintext_rows_are_sealed_only_when_asked(local: Backend) -> None:
     assert tup.metadata == {"step": 1, "who": "me"}
 
 
+def test_sealing_moves_metadata_out_of_its_pieces(local: Backend) -> None:
+    """A plaintext checkpoint whose metadata is in pieces (over 64 KB of keys: ':metadata'
+    chunks) is sealed with its metadata in the value: the metadata pieces go, and the
+    checkpoint reads back with all of its metadata."""
+    note = base64.b64encode(os.urandom(1_600_000)).decode()
+    plain, cp = local.saver(), empty_checkpoint()
+    plain.put(cfg("m"), cp, {"note": note, "step": 0}, {})
+
+    def owners() -> list[list[Any]]:
+        (res,) = plain.execute([Statement(
+            "SELECT owner, COUNT(*) FROM chunks WHERE thread_id = 'm' GROUP BY owner")])
+        return res.rows
+
+    assert owners() == [[":metadata", 2]]
+    keyed = local.saver(encryption_keys=[K1])
+    assert rekey(keyed, seal_plaintext=True).plaintext_left == 0
+    assert [owner for owner, _ in owners()] == [""]
+    tup = local.saver(encryption_keys=[K1]).get_tuple(cfg("m"))
+    assert tup is not None and tup.metadata == {"note": note, "step": 0}
+
+
 def test_a_row_under_a_key_not_given_stops_the_rekey_by_name(local: Backend) -> None:
     put_chain(local.saver(encryption_keys=[K3]), "k3", 1)
     with pytest.raises(UnknownKeyError) as info:

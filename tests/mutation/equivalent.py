@@ -244,15 +244,6 @@ RULES: list[tuple[str, ...]] = [
 ]
 
 EQUIVALENT: dict[str, str] = {
-    # rekey_checkpoints replaces a checkpoint's pieces (owner '') with replace_old="" in
-    # row.parts. A row has pieces exactly when its value is chunked ("c:", tests/ops/
-    # test_chunks.py keeps the pieces exact), and a chunked value re-sealed stays chunked
-    # (values._resplit), so its parts are not None and parts_statements replaces them whatever
-    # replace_old says; an unchunked row has no pieces, and `not in` only adds a DELETE of
-    # none (a statement more in the batch, the same rows).
-    "py:d1saver.ops.reseal:rekey_checkpoints:bc68e68ce1":
-        "pieces exist exactly when the value is chunked, and a chunked value re-sealed is "
-        "replaced either way: the flip only deletes pieces that do not exist",
     # An entry's age against its TTL on the monotonic clock: `age > ttl` and `age >= ttl`
     # differ only when the age is the TTL to the clock's last digit; no test, and no user,
     # can place a read there.

@@ -93,3 +93,35 @@ def test_get_tuple_refuses_a_walk_under_columns_it_does_not_expect() -> None:
     with pytest.raises(ResponseError, match="columns"):
         answered(operations().get_tuple(CONFIG),
                  [page, Result(columns=[cols[1], cols[0], *cols[2:]], rows=[walk])])
+
+
+def test_tags_refuse_columns_they_do_not_expect() -> None:
+    """LIST_TAGS' (name, checkpoint_id) swapped would name each tag by its checkpoint."""
+    cols = list(_sql.LIST_TAGS_COLUMNS)
+    row = [["kept", "1"]]
+    assert answered(operations().tags(CONFIG), [Result(columns=cols, rows=row)]) == {"kept": "1"}
+    with pytest.raises(ResponseError, match="columns"):
+        answered(operations().tags(CONFIG), [Result(columns=cols[::-1], rows=row)])
+
+
+def test_a_schema_record_without_a_version_is_refused_by_name() -> None:
+    """The schema read that rides along with an instance's first request: d1saver_schema
+    without a version column is a ResponseError saying so, before any migration is chosen."""
+    ops = Operations(Values(JsonPlusSerializer()), exchange)
+    tags = Result(columns=list(_sql.LIST_TAGS_COLUMNS), rows=[])
+    with pytest.raises(ResponseError, match="no version"):
+        answered(ops.tags(CONFIG), [Result(columns=["min_reader"], rows=[[1]]), tags])
+
+
+def test_key_census_refuses_columns_it_does_not_expect() -> None:
+    """Counts under swapped names (table, key, count) would be counted under the wrong key."""
+    census = Result(columns=list(_sql.KEY_CENSUS_COLUMNS), rows=[["checkpoints", None, 2]])
+    staged = Result(columns=list(_sql.STAGED_VALUES_COLUMNS), rows=[[0]])
+    memory = Result(columns=list(_sql.KEY_CENSUS_COLUMNS), rows=[])
+    assert answered(operations().key_census(), [census, staged, memory]) == {
+        "checkpoints": {"plaintext": 2}, "writes": {}}
+    bad_census = Result(columns=["head", "tbl", "row_count"], rows=census.rows)
+    bad_staged = Result(columns=["moved"], rows=[[0]])
+    for reply in ([bad_census, staged, memory], [census, bad_staged, memory]):
+        with pytest.raises(ResponseError, match="columns"):
+            answered(operations().key_census(), reply)
