@@ -195,6 +195,22 @@ def test_rekey_reseals_the_records(local: Backend) -> None:
     assert blob_graph(dropped, "").get_state(config).values == before
 
 
+def test_copy_with_keys_carries_records_in_pieces(local: Backend) -> None:
+    """A frozen write over the row limit (its pieces held by the record's holder) is
+    re-sealed for the target with its pieces: the copy's state reads back whole."""
+    saver, config = local.saver(encryption_keys=[KEY]), cfg(new_thread())
+    tid = config["configurable"]["thread_id"]
+    graph = blob_graph(saver, os.urandom(BIG).hex())
+    graph.invoke({"messages": ["hi"], "n": 0}, config)
+    compact(saver, keep=1, threads=[tid])
+    assert query(saver, "SELECT COUNT(*) FROM chunks WHERE thread_id = ?1 AND owner LIKE 'f/%'",
+                 tid)[0][0] > 0
+    copy = cfg(new_thread())
+    saver.copy_thread(tid, copy["configurable"]["thread_id"])
+    fresh = blob_graph(local.saver(encryption_keys=[KEY]), "")
+    assert fresh.get_state(copy).values == graph.get_state(config).values
+
+
 def test_snapshot_at_the_head_needs_no_record(backend: Backend) -> None:
     """A kept checkpoint that holds a real _DeltaSnapshot of its channel replays nothing: no
     record is kept."""
