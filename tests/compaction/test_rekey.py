@@ -22,6 +22,7 @@ from d1saver import (
     D1Saver,
     LeaseHeldError,
     PlaintextValueError,
+    QueryError,
     Statement,
     UnknownKeyError,
 )
@@ -240,13 +241,13 @@ class RacingTransport(LocalD1Transport):
     """Before the first rekey batch of writes reaches D1 (its guards read the writes table),
     another writer replaces a special write."""
 
-    def __init__(self, engine: Any, race: Callable[[], None]) -> None:
+    def __init__(self, engine: Any, race: Callable[[], None], times: int = 1) -> None:
         super().__init__(engine)
-        self.race, self.raced = race, 0
+        self.race, self.raced, self.times = race, 0, times
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         body = request.read()
-        if b"head_moved" in body and b"FROM writes WHERE" in body and not self.raced:
+        if b"head_moved" in body and b"FROM writes WHERE" in body and self.raced < self.times:
             self.raced += 1
             self.race()
         return super().handle_request(request)
@@ -274,6 +275,27 @@ def test_a_row_changed_during_a_rekey_is_not_overwritten(local: Backend) -> None
     errors = [w for w in local.saver(encryption_keys=[K2]).get_tuple(conf).pending_writes
               if w[1] == "__error__"]
     assert errors == [("task-x", "__error__", "newest")]
+
+
+def test_a_row_that_keeps_changing_stops_the_rekey_after_three_retries(local: Backend) -> None:
+    """A row changed before every rekey batch of it: the page is read again three times, then
+    the rekey stops with D1's head_moved error (the run can be resumed), never loops."""
+    conf = put_chain(local.saver(encryption_keys=[K1]), "busy-row", 1)
+    writer = local.saver(encryption_keys=[K2, K1])
+    writer.put_writes(conf, [("__error__", "first")], "task-x")
+    old_only = local.saver(encryption_keys=[K1])
+    old_only.put_writes(conf, [("__error__", "older key")], "task-x")
+
+    def race() -> None:
+        old_only.put_writes(conf, [("__error__", f"older key {racing.raced}")], "task-x")
+
+    racing = RacingTransport(local.engine, race, times=10)
+    rotated = D1Saver(account_id=local.account_id, database_id=local.database_id,
+                      api_token=local.api_token, api_base_url=local.base_url,
+                      transport=racing, encryption_keys=[K2, K1])
+    with pytest.raises(QueryError, match="head_moved"):
+        rotated.rekey("writes")
+    assert racing.raced == 1 + 3
 
 
 # --- the command ----------------------------------------------------------------------------------

@@ -244,6 +244,16 @@ RULES: list[tuple[str, ...]] = [
 ]
 
 EQUIVALENT: dict[str, str] = {
+    # rows.delta_history's take(): DELTA_HISTORY returns frozen rows ('f') only of channels
+    # still sought at their depth: asked for (:channels), not seeded by a nearer ancestor
+    # (still_sought drops a channel at the checkpoint whose `channels` column lists it, and a
+    # holder's own listed channels get no 'f' rows) and not ended by a nearer record
+    # (unended). So `ch in collected` always holds and `ch not in seeds` never fails there,
+    # given that a checkpoint's `channels` column lists the channels its value holds (PUT
+    # writes both from the same checkpoint): `and` -> `or` changes nothing.
+    "py:d1saver.ops.rows:delta_history:5b5f32e263":
+        "the statement returns frozen rows only of channels asked for and not yet seeded or "
+        "ended at a nearer depth: both conditions always hold",
     # An entry's age against its TTL on the monotonic clock: `age > ttl` and `age >= ttl`
     # differ only when the age is the TTL to the clock's last digit; no test, and no user,
     # can place a read there.
