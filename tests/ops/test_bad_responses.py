@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from d1saver.core.errors import ResponseError
+from d1saver.core.errors import ConfigError, ResponseError
 from d1saver.core.protocol import Commit, Result, Statement
 from d1saver.ops.operations import Operations
 from d1saver.sql import catalogue as _sql
@@ -125,3 +125,17 @@ def test_key_census_refuses_columns_it_does_not_expect() -> None:
     for reply in ([bad_census, staged, memory], [census, bad_staged, memory]):
         with pytest.raises(ResponseError, match="columns"):
             answered(operations().key_census(), reply)
+
+
+def test_a_database_that_needs_a_newer_d1saver_is_refused() -> None:
+    """The schema record names the oldest d1saver that may use the database (min_reader):
+    above this one's schema version, the first request's answer is a ConfigError saying to
+    upgrade, whatever the statement found."""
+    newer = _sql.SCHEMA_VERSION + 1
+    tags = Result(columns=list(_sql.LIST_TAGS_COLUMNS), rows=[])
+    schema = Result(columns=["version", "min_reader"], rows=[[newer, newer]])
+    with pytest.raises(ConfigError, match="upgrade d1saver"):
+        answered(Operations(Values(JsonPlusSerializer()), exchange).tags(CONFIG), [schema, tags])
+    usable = Result(columns=["version", "min_reader"], rows=[[newer, _sql.SCHEMA_VERSION]])
+    assert answered(Operations(Values(JsonPlusSerializer()), exchange).tags(CONFIG),
+                    [usable, tags]) == {}
