@@ -204,6 +204,22 @@ def test_sealing_moves_metadata_out_of_its_pieces(local: Backend) -> None:
     assert tup is not None and tup.metadata == {"note": note, "step": 0}
 
 
+def test_sealing_a_pack_stores_a_big_write_in_pieces(local: Backend) -> None:
+    """A plaintext pack of a put_writes call (its 1.5 MB value stored by content) is sealed as
+    one row per write, the big one sealed whole over several rows: both read back."""
+    plain, cp = local.saver(), empty_checkpoint()
+    conf = plain.put(cfg("pack"), cp, {"step": 0}, {})
+    big = os.urandom(1_500_000)
+    plain.put_writes(conf, [("a", big), ("b", 1)], "task")
+    keyed = local.saver(encryption_keys=[K1])
+    assert rekey(keyed, seal_plaintext=True).plaintext_left == 0
+    (res,) = plain.execute([Statement(
+        "SELECT channel, substr(value, 1, 2) FROM writes WHERE thread_id = 'pack' ORDER BY idx")])
+    assert res.rows == [["a", "c:"], ["b", "e:"]]
+    tup = local.saver(encryption_keys=[K1]).get_tuple(conf)
+    assert tup is not None and tup.pending_writes == [("task", "a", big), ("task", "b", 1)]
+
+
 def test_a_row_under_a_key_not_given_stops_the_rekey_by_name(local: Backend) -> None:
     put_chain(local.saver(encryption_keys=[K3]), "k3", 1)
     with pytest.raises(UnknownKeyError) as info:
