@@ -232,6 +232,17 @@ def test_writes_over_d1s_parameter_cap_go_in_as_few_statements_as_fit(local: Bac
     assert got is not None and got.pending_writes == [("task", c, v) for c, v in writes]
 
 
+def test_a_special_write_over_the_row_limit_is_sealed_in_pieces(local: Backend) -> None:
+    """A special write (an error, upserted by its index) of 1.5 MB is sealed over several
+    rows and reads back whole."""
+    saver = local.saver(encryption_keys=[K1])
+    conf = put_one(saver, "big-error", {}, {"step": 0})
+    big = os.urandom(1_500_000)
+    saver.put_writes(conf, [("__error__", big)], "task")
+    got = local.saver(encryption_keys=[K1]).get_tuple(conf)
+    assert got is not None and got.pending_writes == [("task", "__error__", big)]
+
+
 def test_copy_thread_re_seals_for_the_target(local: Backend) -> None:
     """The copies are bound to the new thread: each value is opened and sealed again, so a
     copy costs requests in proportion to the rows (one per page each way, pipelined)."""
