@@ -5,6 +5,7 @@ because it is the one place that reads raw rows and writes them back.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -25,21 +26,23 @@ Build = Callable[[list[Any], _reseal.RekeyCounts], list[Statement]]
 _RACE_RETRIES = 3
 
 
-class Rewrites:
+class Rewrites(ABC):
     """copy_thread, key_census and rekey, over the host's `exchange` and `values`."""
 
     values: Values
 
+    @abstractmethod
     def exchange(self, statements: Sequence[Statement]) -> Op[list[Result]]:
-        raise NotImplementedError  # Operations.exchange
+        ...  # Operations.exchange
 
+    @abstractmethod
     def _changing(self, thread_ids: Sequence[str] | None, op: Op[T], *,
                   deletes: bool = False) -> Op[T]:
-        raise NotImplementedError  # Operations._changing
+        ...  # Operations._changing
 
     def copy_thread(self, source: str, target: str, page_size: int) -> Op[None]:
-        if str(source) == str(target):  # a copy onto itself: nothing to do, nothing to re-insert
-            return None
+        """`source`'s rows copied onto another thread (Fleet.copy_thread leaves a thread copied
+        onto itself alone before it gets here: re-inserting its rows would drop derived rows)."""
         return (yield from self._changing([str(target)], self._copy_thread(source, target,
                                                                            page_size),
                                           deletes=True))

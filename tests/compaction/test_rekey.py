@@ -22,6 +22,7 @@ from d1saver import (
     D1Saver,
     LeaseHeldError,
     PlaintextValueError,
+    QueryError,
     Statement,
     UnknownKeyError,
 )
@@ -216,6 +217,43 @@ def test_sealing_plaintext_packs_of_writes_stored_by_content(local: Backend) -> 
     assert keyed.get_tuple(cfg("pc")).pending_writes == before
 
 
+def test_sealing_moves_metadata_out_of_its_pieces(local: Backend) -> None:
+    """A plaintext checkpoint whose metadata is in pieces (over 64 KB of keys: ':metadata'
+    chunks) is sealed with its metadata in the value: the metadata pieces go, and the
+    checkpoint reads back with all of its metadata."""
+    note = base64.b64encode(os.urandom(1_600_000)).decode()
+    plain, cp = local.saver(), empty_checkpoint()
+    plain.put(cfg("m"), cp, {"note": note, "step": 0}, {})
+
+    def owners() -> list[list[Any]]:
+        (res,) = plain.execute([Statement(
+            "SELECT owner, COUNT(*) FROM chunks WHERE thread_id = 'm' GROUP BY owner")])
+        return res.rows
+
+    assert owners() == [[":metadata", 2]]
+    keyed = local.saver(encryption_keys=[K1])
+    assert rekey(keyed, seal_plaintext=True).plaintext_left == 0
+    assert [owner for owner, _ in owners()] == [""]
+    tup = local.saver(encryption_keys=[K1]).get_tuple(cfg("m"))
+    assert tup is not None and tup.metadata == {"note": note, "step": 0}
+
+
+def test_sealing_a_pack_stores_a_big_write_in_pieces(local: Backend) -> None:
+    """A plaintext pack of a put_writes call (its 1.5 MB value stored by content) is sealed as
+    one row per write, the big one sealed whole over several rows: both read back."""
+    plain, cp = local.saver(), empty_checkpoint()
+    conf = plain.put(cfg("pack"), cp, {"step": 0}, {})
+    big = os.urandom(1_500_000)
+    plain.put_writes(conf, [("a", big), ("b", 1)], "task")
+    keyed = local.saver(encryption_keys=[K1])
+    assert rekey(keyed, seal_plaintext=True).plaintext_left == 0
+    (res,) = plain.execute([Statement(
+        "SELECT channel, substr(value, 1, 2) FROM writes WHERE thread_id = 'pack' ORDER BY idx")])
+    assert res.rows == [["a", "c:"], ["b", "e:"]]
+    tup = local.saver(encryption_keys=[K1]).get_tuple(conf)
+    assert tup is not None and tup.pending_writes == [("task", "a", big), ("task", "b", 1)]
+
+
 def test_a_row_under_a_key_not_given_stops_the_rekey_by_name(local: Backend) -> None:
     put_chain(local.saver(encryption_keys=[K3]), "k3", 1)
     with pytest.raises(UnknownKeyError) as info:
@@ -250,14 +288,16 @@ def test_a_job_refused_while_a_rekey_runs_is_told_a_rekey_holds_the_lease(local:
 
 
 class RacingTransport(LocalD1Transport):
-    """Before the first rekey batch reaches D1, another writer replaces a special write."""
+    """Before the first rekey batch of writes reaches D1 (its guards read the writes table),
+    another writer replaces a special write."""
 
-    def __init__(self, engine: Any, race: Callable[[], None]) -> None:
+    def __init__(self, engine: Any, race: Callable[[], None], times: int = 1) -> None:
         super().__init__(engine)
-        self.race, self.raced = race, 0
+        self.race, self.raced, self.times = race, 0, times
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if b"head_moved" in request.read() and not self.raced:
+        body = request.read()
+        if b"head_moved" in body and b"FROM writes WHERE" in body and self.raced < self.times:
             self.raced += 1
             self.race()
         return super().handle_request(request)
@@ -285,6 +325,27 @@ def test_a_row_changed_during_a_rekey_is_not_overwritten(local: Backend) -> None
     errors = [w for w in local.saver(encryption_keys=[K2]).get_tuple(conf).pending_writes
               if w[1] == "__error__"]
     assert errors == [("task-x", "__error__", "newest")]
+
+
+def test_a_row_that_keeps_changing_stops_the_rekey_after_three_retries(local: Backend) -> None:
+    """A row changed before every rekey batch of it: the page is read again three times, then
+    the rekey stops with D1's head_moved error (the run can be resumed), never loops."""
+    conf = put_chain(local.saver(encryption_keys=[K1]), "busy-row", 1)
+    writer = local.saver(encryption_keys=[K2, K1])
+    writer.put_writes(conf, [("__error__", "first")], "task-x")
+    old_only = local.saver(encryption_keys=[K1])
+    old_only.put_writes(conf, [("__error__", "older key")], "task-x")
+
+    def race() -> None:
+        old_only.put_writes(conf, [("__error__", f"older key {racing.raced}")], "task-x")
+
+    racing = RacingTransport(local.engine, race, times=10)
+    rotated = D1Saver(account_id=local.account_id, database_id=local.database_id,
+                      api_token=local.api_token, api_base_url=local.base_url,
+                      transport=racing, encryption_keys=[K2, K1])
+    with pytest.raises(QueryError, match="head_moved"):
+        rotated.rekey("writes")
+    assert racing.raced == 1 + 3
 
 
 # --- the command ----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ The threads are named, so the tests run on both backends (local D1 and Wrangler'
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import Annotated, Any
 
 import pytest
@@ -28,6 +29,7 @@ from d1saver import D1Saver
 from d1saver.storage.crypto import key_id
 from tests.compaction import BIG, cfg, ids_in, new_thread, query
 from tests.conftest import Backend
+from tests.saver import graphs
 
 KEY = bytes(range(32))
 STEPS = 21  # the benchmark agent's checkpoints for 10 turns: input, then agent and tools
@@ -193,6 +195,44 @@ def test_rekey_reseals_the_records(local: Backend) -> None:
     assert set(summary.after["delta_frozen"]) == {key_id(new_key).hex()}
     dropped = local.saver(encryption_keys=[new_key])
     assert blob_graph(dropped, "").get_state(config).values == before
+
+
+def test_copy_with_keys_carries_records_in_pieces(local: Backend) -> None:
+    """A frozen write over the row limit (its pieces held by the record's holder) is
+    re-sealed for the target with its pieces: the copy's state reads back whole."""
+    saver, config = local.saver(encryption_keys=[KEY]), cfg(new_thread())
+    tid = config["configurable"]["thread_id"]
+    graph = blob_graph(saver, os.urandom(BIG).hex())
+    graph.invoke({"messages": ["hi"], "n": 0}, config)
+    compact(saver, keep=1, threads=[tid])
+    assert query(saver, "SELECT COUNT(*) FROM chunks WHERE thread_id = ?1 AND owner LIKE 'f/%'",
+                 tid)[0][0] > 0
+    copy = cfg(new_thread())
+    saver.copy_thread(tid, copy["configurable"]["thread_id"])
+    fresh = blob_graph(local.saver(encryption_keys=[KEY]), "")
+    assert fresh.get_state(copy).values == graph.get_state(config).values
+
+
+def test_a_record_that_ends_a_history_stops_the_walk_before_a_kept_ancestor(
+        local: Backend) -> None:
+    """Compaction keeping the head, its parent (the records' holder) and an older tagged
+    checkpoint: `messages` ends at the holder's record (it holds a seed), while `notes`,
+    written once before the tag, goes on to the tagged checkpoint. Each kept checkpoint
+    reads back as before, in one request for the whole history."""
+    saver, config = local.saver(), cfg(new_thread())
+    graph = graphs.chat_graph(saver, Counter())
+    for turn in range(7):
+        graph.invoke({"messages": [f"user{turn}"], **({"notes": ["a note"]} if turn == 1 else {})},
+                     config)
+        if turn == 2:
+            saver.tag(graph.get_state(config).config, "early")
+    before = {s.config["configurable"]["checkpoint_id"]: s.values
+              for s in graph.get_state_history(config)}
+    compact(saver, keep=2, threads=[config["configurable"]["thread_id"]])
+    fresh = graphs.chat_graph(local.saver(), Counter())
+    after, requests = local.count(lambda: list(fresh.get_state_history(config)))
+    assert len(after) == 3 and requests == 1
+    assert all(s.values == before[s.config["configurable"]["checkpoint_id"]] for s in after)
 
 
 def test_snapshot_at_the_head_needs_no_record(backend: Backend) -> None:

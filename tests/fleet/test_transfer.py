@@ -209,3 +209,17 @@ def test_a_thread_leaves_only_if_every_row_and_column_is_unchanged(backend: Back
     assert deleted(results)
     assert read(saver, t)[0].total == 0
     assert saver.execute([admin.staged_threads(LEAVING_PREFIX)])[0].rows == []
+
+
+@pytest.mark.parametrize("max_statements", [40, 60])
+def test_copy_batches_hold_at_most_max_statements(max_statements: int) -> None:
+    """Each write request of a copy is at most `max_statements` statements (D1 bounds a
+    batch), staging included, and every row is written once."""
+    rows = ThreadRows("src")
+    rows.tables["checkpoints"] = [("", f"{i:04}", None, "msgpack", "b:AA", "{}", "[]", None, None)
+                                  for i in range(60)]
+    batches = copy_batches(rows, "dst", staging_prefix=COPYING_PREFIX,
+                           max_statements=max_statements)
+    assert len(batches) > 2 and max(len(b) for b in batches) <= max_statements
+    inserted = [s for b in batches for s in b if s.name == TRANSFER_INSERT["checkpoints"].name]
+    assert len(inserted) == 60

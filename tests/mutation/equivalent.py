@@ -316,6 +316,23 @@ EQUIVALENT: dict[str, str] = {
         "a later UNION of the same compound drops the duplicates (compound operators apply left to right)",
     "sql:THREADS_IN_RANGE:3e299a0d25":
         "a later UNION of the same compound drops the duplicates (compound operators apply left to right)",
+    # transfer._pack's statement budget is what its callers leave after their own statements
+    # with slack (copy_batches: `fixed` counts the last batch's rename and collect and 3 more;
+    # delete_if_unchanged: 2 more), so one insert more per batch (`>=` -> `>`) still keeps
+    # every batch within max_statements: the same rows written, in as many or fewer requests.
+    "py:d1saver.ops.transfer:_pack:c6acd9fa71":
+        "one row more per batch stays within the callers' max_statements (their budgets keep "
+        "slack): the same rows, no more requests",
+    # rows.delta_history's take(): DELTA_HISTORY returns frozen rows ('f') only of channels
+    # still sought at their depth: asked for (:channels), not seeded by a nearer ancestor
+    # (still_sought drops a channel at the checkpoint whose `channels` column lists it, and a
+    # holder's own listed channels get no 'f' rows) and not ended by a nearer record
+    # (unended). So `ch in collected` always holds and `ch not in seeds` never fails there,
+    # given that a checkpoint's `channels` column lists the channels its value holds (PUT
+    # writes both from the same checkpoint): `and` -> `or` changes nothing.
+    "py:d1saver.ops.rows:delta_history:5b5f32e263":
+        "the statement returns frozen rows only of channels asked for and not yet seeded or "
+        "ended at a nearer depth: both conditions always hold",
     # An entry's age against its TTL on the monotonic clock: `age > ttl` and `age >= ttl`
     # differ only when the age is the TTL to the clock's last digit; no test, and no user,
     # can place a read there.

@@ -249,3 +249,12 @@ def test_cache_invalidate_all() -> None:
     cache_.put(("a", "", "1"), entry, cache_.mark())
     cache_.invalidate_all()
     assert cache_.take(("a", "", "1"), CHANNELS) is None
+
+
+def test_history_of_a_chain_that_loops_holds_each_write_once(local: Backend) -> None:
+    """A corrupt parent chain that loops (1's parent is 2, 2's is 1) ends the walk where it
+    comes back: each ancestor's writes once, oldest first, not once per lap."""
+    saver, tid = local.saver(), new_thread()
+    build(saver, tid, [(1, 2, "m1"), (2, 1, "m2"), (3, 2, "m3")], seeds=())
+    assert history(local.saver(), tid, 3) == {
+        "messages": {"writes": [("task-1", "messages", "m1"), ("task-2", "messages", "m2")]}}

@@ -9,6 +9,7 @@ Compaction and rebalance: tests/compaction/test_content_gc.py, tests/fleet/test_
 
 from __future__ import annotations
 
+import os
 import random
 from collections import Counter
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from benchmarks.workload import build_graph, first_input, prose
@@ -23,6 +25,7 @@ from d1saver.storage import chunking as _chunking
 from d1saver.storage import manifest as _manifest
 from d1saver.ops import rows as _rows
 from d1saver.ops import statements as st
+from tests.compaction import cfg, checkpoint_id
 from tests.conftest import Backend
 from tests.saver.content import (assert_exact, chunk_ids, chunk_levels, conversation_head,
                                  converse, copy_setup, delete_a_written_piece, fork, inexact,
@@ -308,6 +311,33 @@ def test_delta_channel_history_is_one_request_each_chunk_once(backend: Backend) 
     (result,) = reader.client.execute([st.delta_history_statement(at, ["messages"])])
     ids = h_ids(result.rows)
     assert ids and len(ids) == len(set(ids))
+
+
+def test_a_history_read_teaches_the_saver_its_chunks(local: Backend) -> None:
+    """The chunks a history read returns (its seed's checkpoint, stored by content) are known
+    stored afterwards: a fresh saver that only read the history puts the next checkpoint,
+    holding the same 60 KB value, without sending its chunks again."""
+    writer, doc = local.saver(), os.urandom(60_000)
+
+    def put(saver: Any, i: int, seed: bool) -> None:
+        cp = empty_checkpoint()
+        cp.update(id=checkpoint_id(i), channel_versions={"messages": f"{i + 1:010}.0", "doc": "1"})
+        cp["channel_values"] = {"doc": doc, **({"messages": ["seed"]} if seed else {})}
+        metadata: dict[str, Any] = {"source": "loop", "step": i, "parents": {}}
+        if not seed:
+            metadata["counters_since_delta_snapshot"] = {"messages": [i, i]}
+        saver.put(cfg("t", checkpoint_id=checkpoint_id(i - 1) if i else None), cp, metadata,
+                  {"messages": cp["channel_versions"]["messages"]})
+
+    put(writer, 0, seed=True)
+    put(writer, 1, seed=False)
+    reader = local.saver()
+    assert reader.get_delta_channel_history(config=cfg("t", checkpoint_id=checkpoint_id(1)),
+                                            channels=["messages"]) == {
+        "messages": {"writes": [], "seed": ["seed"]}}
+    before = len(local.events)
+    put(reader, 2, seed=False)
+    assert sum(e.bytes_sent for e in local.events[before:]) < 5_000
 
 
 # --- packed writes keep InMemorySaver's semantics -------------------------------------------

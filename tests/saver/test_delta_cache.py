@@ -26,3 +26,24 @@ def test_an_entry_lacking_a_channel_asked_for_is_a_miss() -> None:
     assert cache.hits == 0
     cache.put(KEY, {"messages": {"writes": []}, "notes": {"writes": []}}, cache.mark())
     assert cache.take(KEY, ["notes"]) == {"notes": {"writes": []}} and cache.hits == 1
+
+
+def test_a_read_begun_after_its_thread_changed_is_kept() -> None:
+    """The tick taken after an invalidation is not 'before' it: that read's entry is stored."""
+    cache, entry = DeltaCache(), {"messages": {"writes": []}}
+    cache.invalidate(["a"])
+    cache.put(KEY, entry, cache.mark())
+    assert cache.take(KEY, ["messages"]) == entry and cache.hits == 1
+
+
+def test_the_entries_put_last_are_kept() -> None:
+    """Past max_entries the entry put longest ago goes; putting an entry again renews it."""
+    cache = DeltaCache(max_entries=2)
+    entries = {cid: {"messages": {"writes": [("t", "messages", cid)]}} for cid in "123"}
+    cache.put(("a", "", "1"), entries["1"], cache.mark())
+    cache.put(("a", "", "2"), entries["2"], cache.mark())
+    cache.put(("a", "", "1"), entries["1"], cache.mark())  # read again: now the newest
+    cache.put(("a", "", "3"), entries["3"], cache.mark())
+    assert cache.take(("a", "", "2"), ["messages"]) is None
+    assert cache.take(("a", "", "1"), ["messages"]) == entries["1"]
+    assert cache.take(("a", "", "3"), ["messages"]) == entries["3"]

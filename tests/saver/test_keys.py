@@ -18,7 +18,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from benchmarks.workload import build_graph, first_input
 from d1saver.compaction import compact
-from d1saver import ConfigError, D1Saver, Statement, StoredValueError
+from d1saver import ConfigError, D1Saver, PlaintextValueError, Statement, StoredValueError
 from d1saver.storage import codec as _codec
 from d1saver.storage.crypto import ENV_KEYS, Sealer, aad_for_checkpoint, aad_for_write
 from d1saver.storage.values import bound_columns
@@ -218,6 +218,31 @@ def test_list_filters_on_sealed_metadata_with_an_exact_limit(local: Backend) -> 
     assert list(saver.list(cfg("f"), filter={"team": "green"})) == []
 
 
+def test_writes_over_d1s_parameter_cap_go_in_as_few_statements_as_fit(local: Backend) -> None:
+    """A put_writes of 3.3 MB of sealed values (one row each) binds its rows as JSON
+    parameters of at most 1.5 MB (D1 caps a bound string at 2 MB): 4 writes of 670 KB and a
+    small one fill 2 statements, in one request, and read back."""
+    saver = local.saver(encryption_keys=[K1])
+    conf = put_one(saver, "big", {}, {"step": 0})
+    writes = [*((f"x{i}", os.urandom(500_000)) for i in range(4)), ("y", b"small")]
+    before = len(local.events)
+    saver.put_writes(conf, writes, "task")
+    assert [len(e.statements) for e in local.events[before:]] == [2]
+    got = local.saver(encryption_keys=[K1]).get_tuple(conf)
+    assert got is not None and got.pending_writes == [("task", c, v) for c, v in writes]
+
+
+def test_a_special_write_over_the_row_limit_is_sealed_in_pieces(local: Backend) -> None:
+    """A special write (an error, upserted by its index) of 1.5 MB is sealed over several
+    rows and reads back whole."""
+    saver = local.saver(encryption_keys=[K1])
+    conf = put_one(saver, "big-error", {}, {"step": 0})
+    big = os.urandom(1_500_000)
+    saver.put_writes(conf, [("__error__", big)], "task")
+    got = local.saver(encryption_keys=[K1]).get_tuple(conf)
+    assert got is not None and got.pending_writes == [("task", "__error__", big)]
+
+
 def test_copy_thread_re_seals_for_the_target(local: Backend) -> None:
     """The copies are bound to the new thread: each value is opened and sealed again, so a
     copy costs requests in proportion to the rows (one per page each way, pipelined)."""
@@ -244,6 +269,32 @@ def test_copy_thread_re_seals_for_the_target(local: Backend) -> None:
     plain = local.saver()
     put_one(plain, "p-src", {"i": 1}, {"step": 0})
     assert local.count(lambda: plain.copy_thread("p-src", "p-dst"))[1] == 1
+
+
+def test_copy_thread_with_keys_carries_values_in_pieces(local: Backend) -> None:
+    """A value too big for one row (its pieces in chunks) is re-sealed for the target and
+    stored whole there: the copy's pending write reads back as the source's."""
+    saver = local.saver(encryption_keys=[K1])
+    conf = put_one(saver, "big-src", {"i": 1}, {"step": 0})
+    saver.put_writes(conf, [("blob", os.urandom(1_500_000))], "task")
+    saver.copy_thread("big-src", "big-dst")
+    (src,), (dst,) = list(saver.list(cfg("big-src"))), list(saver.list(cfg("big-dst")))
+    assert dst.pending_writes == src.pending_writes and len(dst.pending_writes) == 1
+
+
+@pytest.mark.parametrize("plain_part", ["checkpoint", "write"])
+def test_copy_thread_with_keys_refuses_a_plaintext_row(local: Backend, plain_part: str) -> None:
+    """A copy never launders what a read would refuse: a row written without keys (a
+    checkpoint, or a write on a sealed checkpoint) fails the copy with PlaintextValueError,
+    and the target gets none of that table's rows (each page of a table is its own batch)."""
+    keyed, plain = local.saver(encryption_keys=[K1]), local.saver()
+    conf = put_one(plain if plain_part == "checkpoint" else keyed, "p-src", {"i": 1}, {"step": 0})
+    (plain if plain_part == "write" else keyed).put_writes(conf, [("i", 2)], "task")
+    with pytest.raises(PlaintextValueError, match="not encrypted"):
+        keyed.copy_thread("p-src", "p-dst")
+    if plain_part == "checkpoint":
+        assert rows(keyed, "SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'p-dst'") == [[0]]
+    assert rows(keyed, "SELECT COUNT(*) FROM writes WHERE thread_id = 'p-dst'") == [[0]]
 
 
 def test_copy_thread_with_keys_carries_never_written_delta_channels(local: Backend) -> None:
