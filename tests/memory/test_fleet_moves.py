@@ -297,3 +297,22 @@ def test_a_put_beside_a_move_is_kept(memory: Memory, when: bytes) -> None:
     assert beside.done
     assert memory.store(ids).get((u, "memories"), "m0").value == {"text": "new"}  # type: ignore[union-attr]
     assert copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 1
+
+
+def test_a_namespace_met_at_its_new_home_still_gets_its_moved_vectors(memory: Memory) -> None:
+    """An item put at its new home while migrating stops only its own key's copy: the other
+    items of its namespace that rebalance moves there land with their vectors (each item's
+    held-or-not is by its full key (ns, key)), so a search by meaning scores every one."""
+    from d1saver.compaction.rebalance import rebalance
+    index = {"dims": 64, "embed": TrigramEmbeddings()}
+    _fill(memory.store(memory.database_ids[:1], index=index))
+    ids, previous = memory.database_ids[:2], memory.database_ids[:1]
+    u = moved(memory)[0]
+    grown(memory, index=index).put((u, "memories"), "new", {"text": f"{u} fact new"})
+    rebalance(_saver(memory, ids, previous))
+    vectors = rows(memory, "store_vectors")
+    home = memory.store(ids).home((u,))
+    assert sorted(k for ns, k in vectors[home] if ns == f'["{u}","memories"]') == [
+        "m0", "m1", "new"]
+    hits = memory.store(ids, index=index).search((u, "memories"), query=f"{u} fact 1")
+    assert {h.key: h.score is not None for h in hits} == {"m0": True, "m1": True, "new": True}

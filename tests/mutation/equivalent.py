@@ -226,11 +226,26 @@ RULES: list[tuple[str, ...]] = [
     ("*", "drop-and", "d.type='real'",
      "no integer's or bool's JSON text is a float repr: only a real's can be in \"a\"",
      "[-d.type='real' AND -]instr(d.a,"),
+    # "numtype": json_extract gives an SQL integer only for a JSON integer of 64 bits and for
+    # true and false (1, 0), which the arm's first test takes already: `typeof(d.x) =
+    # 'integer'` alone implies `d.type = 'integer'` wherever the test is reached.
+    ("*", "drop-and", "d.type='integer'",
+     "json_extract is an SQL integer only for a JSON integer or a bool (taken before)",
+     "OR([-d.type='integer' AND -]typeof(d.x)='integer')"),
     # LIMIT -1 is no limit: it only keeps SQLite from flattening the verdict's subqueries into
     # the CASE (each condition then reads the row's JSON once); the rows are the same.
     ("*", "drop-limit", "LIMIT -1", "speed only: LIMIT -1 is no limit (it stops the flattening)"),
     # A condition SQL cannot tell is 1 by the CASE's own ELSE 1.
     ("*", "drop-when", "WHEN 'unknown' THEN 1", "the CASE's ELSE gives 1 as well"),
+    # The filtered statements of a plain search (and the exact scan's vectors) are sent only
+    # for a search with a filter (memory/plan.py: `where is None` sends SEARCH_ITEMS and
+    # SEARCH_VECTORS instead; compile_filter gives None for no or an empty filter), so their
+    # :filter is never NULL and the verdict's first arm never runs.
+    *((name, "drop-when", f"WHEN ?{n} IS NULL THEN 2",
+       "sent only with a filter (plan.py sends the unfiltered statement without one): "
+       ":filter IS NULL never holds")
+      for name, n in (("SEARCH_ITEMS_FILTERED", 1), ("REFRESH_SEARCH_FILTERED", 2),
+                      ("SEARCH_VECTORS_FILTERED", 1))),
     # The prefilter's first statement is always sent with :whole (memory/plan.py binds
     # WHOLE_MAX, for the gateway Worker's ranked searches too): `:whole IS NULL OR` never holds.
     ("RANK_ROWS", "drop-or", "?6 IS NULL",
