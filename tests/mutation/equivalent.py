@@ -15,6 +15,12 @@ from typing import Any
 
 from d1saver.sql.transfers import TRANSFER_TABLES
 
+# sql/memory.py's _KEPT as sent (minified), for {t} the table's prefix.
+_KEPT = ("(CASE WHEN substr({t}value,1,1)<>'{{' THEN 1 ELSE NOT EXISTS(SELECT 1 FROM equals e "
+         "WHERE CASE e.k WHEN 'text' THEN json_extract({t}value,e.p)IS NOT e.a ELSE "
+         "coalesce(instr(e.a,'|'||({t}value ->e.p)||'|'),0)=0 AND json_type({t}value,e.p)"
+         "IS NOT 'real' END)END)")
+
 # (statements, or module:function, as a glob; the operator; for a drop, the text dropped
 # (separators aside), else a text of the change as printed (`where`); the reason; and, if
 # given, a text the change's context as printed must hold)
@@ -246,6 +252,23 @@ RULES: list[tuple[str, ...]] = [
        ":filter IS NULL never holds")
       for name, n in (("SEARCH_ITEMS_FILTERED", 1), ("REFRESH_SEARCH_FILTERED", 2),
                       ("SEARCH_VECTORS_FILTERED", 1))),
+    # The cheap equalities (`_KEPT`) leave out before the verdict only rows whose verdict is
+    # 0 by the same expressions (sql/memory.py); each statement then keeps `verdict > 0`
+    # only, so without them the same rows come out. (Not so in the whole-read count,
+    # `_SCOPE_COUNT`, written with bare columns: there they decide the threshold.)
+    *(("*", "drop-and", _KEPT.format(t=t),
+       "speed only: the rows the equalities leave out have verdict 0, which `verdict > 0` "
+       "leaves out anyway") for t in ("s.", "store_items.")),
+    # RANK_ROWS's order is never read: the store sorts a search's rows itself (store.py,
+    # _search: newest first, then ns, key) and ranks them by score; the gateway Worker keeps
+    # rows by score alone (worker/rank.js, keepBest); the page skips nothing (skipped 0).
+    *(("RANK_ROWS", "swap-dir", change,
+       "the store sorts the rows itself (newest, ns, key) and the gateway keeps them by score")
+      for change in ("c.updated_at [DESC->ASC]", "c.ns[-> DESC]", "c.key[-> DESC]")),
+    # A memory move registers under MEMORY_MOVE_PREFIX + its move id (compaction/rebalance.py:
+    # a uuid4's hex, never empty): no thread id equals :low, the bare prefix.
+    ("VOID_MEMORY_MOVES", "flip-cmp", "thread_id[>=->>]?",
+     "a memory move's thread id is the prefix and a uuid4's hex: none equals :low, the prefix"),
     # The prefilter's first statement is always sent with :whole (memory/plan.py binds
     # WHOLE_MAX, for the gateway Worker's ranked searches too): `:whole IS NULL OR` never holds.
     ("RANK_ROWS", "drop-or", "?6 IS NULL",
