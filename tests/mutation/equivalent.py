@@ -265,6 +265,12 @@ RULES: list[tuple[str, ...]] = [
     *(("RANK_ROWS", "swap-dir", change,
        "the store sorts the rows itself (newest, ns, key) and the gateway keeps them by score")
       for change in ("c.updated_at [DESC->ASC]", "c.ns[-> DESC]", "c.key[-> DESC]")),
+    # A filter's "false" condition (nan, a tuple, a range no item compares with) is never
+    # negated: no row of such a filter has verdict 2, with the arm (0) or without it (1), and
+    # the refresh of a filtered page writes only rows of verdict 2.
+    ("REFRESH_SEARCH_FILTERED", "drop-when", "WHEN 'false' THEN 0",
+     "\"false\" is never negated: no row of its filter has verdict 2 either way, and only "
+     "rows of verdict 2 are refreshed"),
     # A memory move registers under MEMORY_MOVE_PREFIX + its move id (compaction/rebalance.py:
     # a uuid4's hex, never empty): no thread id equals :low, the bare prefix.
     ("VOID_MEMORY_MOVES", "flip-cmp", "thread_id[>=->>]?",
@@ -368,6 +374,14 @@ EQUIVALENT: dict[str, str] = {
         "the WHERE's copy of the verdict is only tested > 0: 'true' giving 1 for 2 keeps it",
     "sql:CANDIDATE_ITEMS:1154567019":
         "the WHERE's copy of the verdict is only tested > 0: 'notcontainer' giving 1 for 2 keeps it",
+    # CANDIDATE_ITEMS's returned verdict is read only for rows its WHERE's copy keeps
+    # (verdict > 0). A strict "cmp" made loose ('gt' >, 'lt' <) differs only where the item
+    # equals the operand exactly (an integer or bool read exactly: reals and unsafe operands
+    # are 1 at equality by the arm before), where the condition, never negated, gives 0: the
+    # WHERE's copy leaves the row out either way.
+    **{f"sql:CANDIDATE_ITEMS:{digest}":
+       "the returned copy differs only where the WHERE's copy gives 0 (the row is left out)"
+       for digest in ("2fb3e921ca", "6cbebfd5ad")},
     "sql:SEARCH_VECTORS_FILTERED:364acd00a3":
         "the verdict is only tested > 0: 'true' giving 1 for 2 keeps every row",
     "sql:SEARCH_VECTORS_FILTERED:e296ecfa17":
