@@ -266,6 +266,27 @@ def test_a_filtered_page_refreshes_the_ttl_of_its_own_items_only(
         d1.close()
 
 
+@pytest.mark.parametrize("flt", [None, {"n": 1}])
+def test_a_page_of_items_put_at_once_refreshes_the_items_it_returns(
+        flt: dict[str, Any] | None) -> None:
+    """Items put in one batch share their updated_at: a page of them is cut in (namespace,
+    key) order, as SqliteStore orders ties, and the TTLs started again are those of the items
+    the page returns."""
+    d1 = local_subject("local")
+    try:
+        store = d1.store(ttl={"default_ttl": 1.0})
+        store.batch([PutOp(ns, key, {"n": 1}, ttl=1.0)
+                     for ns, key in ((("p", "a"), "k2"), (("p", "b"), "k1"), (("p", "a"), "k1"))])
+        d1.clock.advance(30)
+        page = store.search(("p",), filter=flt, limit=1)
+        assert [(it.namespace, it.key) for it in page] == [(("p", "a"), "k1")]
+        d1.clock.advance(40)  # every TTL not started again has run out
+        assert [(it.namespace, it.key) for it in store.search(("p",), refresh_ttl=False)] == [
+            (("p", "a"), "k1")]
+    finally:
+        d1.close()
+
+
 def test_a_sweep_deletes_what_expires_by_now_with_its_vectors_only() -> None:
     """sweep_ttl deletes the items that expire at the store's now or before (SqliteStore's
     `expires_at <= now`), and their vectors; the vectors of the items still live stay."""

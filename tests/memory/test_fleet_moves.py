@@ -301,14 +301,18 @@ def test_a_put_beside_a_move_is_kept(memory: Memory, when: bytes) -> None:
 
 def test_a_namespace_met_at_its_new_home_still_gets_its_moved_vectors(memory: Memory) -> None:
     """An item put at its new home while migrating stops only its own key's copy: the other
-    items of its namespace that rebalance moves there land with their vectors (each item's
-    held-or-not is by its full key (ns, key)), so a search by meaning scores every one."""
+    items of its namespace (and those of a key the new home holds in another namespace) that
+    rebalance moves there land with their vectors (each item's held-or-not is by its full key
+    (ns, key)), so a search by meaning scores every one."""
     from d1saver.compaction.rebalance import rebalance
     index = {"dims": 64, "embed": TrigramEmbeddings()}
     _fill(memory.store(memory.database_ids[:1], index=index))
     ids, previous = memory.database_ids[:2], memory.database_ids[:1]
     u = moved(memory)[0]
-    grown(memory, index=index).put((u, "memories"), "new", {"text": f"{u} fact new"})
+    # At the new home: an item of the namespace, and one of the same key in another one.
+    grown(memory, index=index).batch([
+        PutOp((u, "memories"), "new", {"text": f"{u} fact new"}),
+        PutOp((u, "elsewhere"), "m0", {"text": "elsewhere"})])
     rebalance(_saver(memory, ids, previous))
     vectors = rows(memory, "store_vectors")
     home = memory.store(ids).home((u,))
