@@ -270,13 +270,14 @@ def test_a_filtered_page_refreshes_the_ttl_of_its_own_items_only(
 def test_a_page_of_items_put_at_once_refreshes_the_items_it_returns(
         flt: dict[str, Any] | None) -> None:
     """Items put in one batch share their updated_at: a page of them is cut in (namespace,
-    key) order, as SqliteStore orders ties, and the TTLs started again are those of the items
-    the page returns."""
+    key) order, as SqliteStore orders ties, of the prefix's namespaces only, and the TTLs
+    started again are those of the items the page returns."""
     d1 = local_subject("local")
     try:
         store = d1.store(ttl={"default_ttl": 1.0})
         store.batch([PutOp(ns, key, {"n": 1}, ttl=1.0)
-                     for ns, key in ((("p", "a"), "k2"), (("p", "b"), "k1"), (("p", "a"), "k1"))])
+                     for ns, key in ((("p", "a"), "k2"), (("p", "b"), "k1"), (("p", "a"), "k1"),
+                                     (("o",), "k1"))])  # before the prefix, out of it
         d1.clock.advance(30)
         page = store.search(("p",), filter=flt, limit=1)
         assert [(it.namespace, it.key) for it in page] == [(("p", "a"), "k1")]
