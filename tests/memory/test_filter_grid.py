@@ -165,6 +165,27 @@ def test_every_statement_gives_the_same_sound_verdict(grid: Grid) -> None:
     assert decided > 0.75 * checked
 
 
+def test_the_whole_read_threshold_counts_the_scope_itself_and_every_namespace(grid: Grid
+                                                                            ) -> None:
+    """The count that chooses between the whole read and codes takes the items of the prefix's
+    own namespace, not only its descendants', and, for the empty prefix, of every namespace:
+    at the threshold exactly one of RANK_ROWS and SEARCH_CODES returns rows."""
+    # every live item: the grid's, and the three beside it (not the one expiring now)
+    for prefix, flt, want in [((), None, len(grid.values) + 3), ((), {"n": 1}, None),
+                              (("a",), None, 1), (("a",), {"n": 1}, 1), (("g",), None, None)]:
+        scope = {**scope_params(prefix, grid.at), "filter": _filters.compile_filter(flt)}
+        (count,) = grid.store._exchange(grid.database, [Statement.bind(_KEPT_COUNT, scope)])
+        n = int(count.rows[0][0])
+        assert n == want if want is not None else n > 1, (prefix, flt)
+        whole, no_codes, not_whole, codes = grid.store._exchange(grid.database, [
+            Statement.bind(_sql.RANK_ROWS, {**scope, "whole": n}),
+            Statement.bind(_sql.SEARCH_CODES, {**scope, "whole": n}),
+            Statement.bind(_sql.RANK_ROWS, {**scope, "whole": n - 1}),
+            Statement.bind(_sql.SEARCH_CODES, {**scope, "whole": n - 1})])
+        assert whole.rows and codes.rows, (prefix, flt)
+        assert not no_codes.rows and not not_whole.rows, (prefix, flt)
+
+
 def test_the_refresh_of_a_filtered_page_is_the_rows_sql_knows_match(grid: Grid) -> None:
     """REFRESH_SEARCH_FILTERED, asked of each row alone (its namespace), starts the TTL again
     of exactly the rows whose verdict is 2, and of none past the page's end."""
@@ -221,10 +242,12 @@ def test_the_refresh_of_a_filtered_page_stops_where_sql_cannot_tell(grid: Grid) 
     assert total > 2000  # (2,485 on this grid)
 
 
-def test_a_filtered_page_refreshes_the_ttl_of_its_own_items_only() -> None:
-    """The page [offset, offset + limit) of a filtered search has its TTL started again in the
-    search's own request; the matches before and after it, and the items the filter leaves
-    out, keep theirs."""
+@pytest.mark.parametrize(("flt", "want"), [({"n": 1}, ["k2", "k3"]), (None, ["k3", "k4"])])
+def test_a_filtered_page_refreshes_the_ttl_of_its_own_items_only(
+        flt: dict[str, Any] | None, want: list[str]) -> None:
+    """The page [offset, offset + limit) of a search, filtered or not, has its TTL started
+    again in the search's own request; the matches before and after it, and the items the
+    filter leaves out, keep theirs."""
     d1 = local_subject("local")
     try:
         store = d1.store(ttl={"default_ttl": 1.0})
@@ -234,12 +257,33 @@ def test_a_filtered_page_refreshes_the_ttl_of_its_own_items_only() -> None:
             d1.clock.advance(1)
         store.put(ns, "other", {"n": 2})
         d1.clock.advance(30)
-        page, requests = d1.count(lambda: store.search(ns, filter={"n": 1}, limit=2, offset=1))
-        assert [it.key for it in page] == ["k3", "k2"]
+        page, requests = d1.count(lambda: store.search(ns, filter=flt, limit=2, offset=1))
+        assert sorted(it.key for it in page) == want
         assert requests == 1  # refreshed in SQL, beside the read
         d1.clock.advance(40)  # every TTL not started again has run out
-        assert sorted(it.key for it in store.search(ns, limit=10, refresh_ttl=False)) == [
-            "k2", "k3"]
+        assert sorted(it.key for it in store.search(ns, limit=10, refresh_ttl=False)) == want
+    finally:
+        d1.close()
+
+
+@pytest.mark.parametrize("flt", [None, {"n": 1}])
+def test_a_page_of_items_put_at_once_refreshes_the_items_it_returns(
+        flt: dict[str, Any] | None) -> None:
+    """Items put in one batch share their updated_at: a page of them is cut in (namespace,
+    key) order, as SqliteStore orders ties, of the prefix's namespaces only, and the TTLs
+    started again are those of the items the page returns."""
+    d1 = local_subject("local")
+    try:
+        store = d1.store(ttl={"default_ttl": 1.0})
+        store.batch([PutOp(ns, key, {"n": 1}, ttl=1.0)
+                     for ns, key in ((("p", "a"), "k2"), (("p", "b"), "k1"), (("p", "a"), "k1"),
+                                     (("o",), "k1"))])  # before the prefix, out of it
+        d1.clock.advance(30)
+        page = store.search(("p",), filter=flt, limit=1)
+        assert [(it.namespace, it.key) for it in page] == [(("p", "a"), "k1")]
+        d1.clock.advance(40)  # every TTL not started again has run out
+        assert [(it.namespace, it.key) for it in store.search(("p",), refresh_ttl=False)] == [
+            (("p", "a"), "k1")]
     finally:
         d1.close()
 

@@ -297,3 +297,65 @@ def test_a_put_beside_a_move_is_kept(memory: Memory, when: bytes) -> None:
     assert beside.done
     assert memory.store(ids).get((u, "memories"), "m0").value == {"text": "new"}  # type: ignore[union-attr]
     assert copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 1
+
+
+def test_a_namespace_met_at_its_new_home_still_gets_its_moved_vectors(memory: Memory) -> None:
+    """An item put at its new home while migrating stops only its own key's copy: the other
+    items of its namespace (and those of a key the new home holds in another namespace) that
+    rebalance moves there land with their vectors (each item's held-or-not is by its full key
+    (ns, key)), so a search by meaning scores every one."""
+    from d1saver.compaction.rebalance import rebalance
+    index = {"dims": 64, "embed": TrigramEmbeddings()}
+    _fill(memory.store(memory.database_ids[:1], index=index))
+    ids, previous = memory.database_ids[:2], memory.database_ids[:1]
+    u = moved(memory)[0]
+    # At the new home: an item of the namespace, and one of the same key in another one.
+    grown(memory, index=index).batch([
+        PutOp((u, "memories"), "new", {"text": f"{u} fact new"}),
+        PutOp((u, "elsewhere"), "m0", {"text": "elsewhere"})])
+    rebalance(_saver(memory, ids, previous))
+    vectors = rows(memory, "store_vectors")
+    home = memory.store(ids).home((u,))
+    assert sorted(k for ns, k in vectors[home] if ns == f'["{u}","memories"]') == [
+        "m0", "m1", "new"]
+    hits = memory.store(ids, index=index).search((u, "memories"), query=f"{u} fact 1")
+    assert {h.key: h.score is not None for h in hits} == {"m0": True, "m1": True, "new": True}
+
+
+def test_memory_keys_come_in_pages_each_once_with_the_bytes_a_move_carries(memory: Memory
+                                                                          ) -> None:
+    """The scan rebalance plans with (admin.memory_keys_page, page after page) lists every item
+    and cache entry of a database once, in key order, however the pages cut them; each with
+    the bytes its move carries (the value, and an item's own vectors only)."""
+    from d1saver import admin
+    index = {"dims": 64, "embed": TrigramEmbeddings()}
+    store = memory.store(memory.database_ids[:1], index=index)
+    store.batch([PutOp((u, sub), f"m{j}", {"text": f"{u} fact {j}" * (j + 1)})
+                 for u in USERS[:3] for sub in ("a", "b") for j in range(3)])
+    store.put((USERS[0], "a"), "plain", {"text": "no vector"}, index=False)
+    memory.cache(memory.database_ids[:1]).set(
+        {(node, f"input-{i}"): ("x" * i, None)
+         for node in (NODE, ("__pregel_ns_writes", "other")) for i in range(4)})
+    view = _saver(memory, memory.database_ids[:1])
+    (items, vectors, entries) = view.execute([
+        Statement("SELECT ns, key, length(value) FROM store_items"),
+        Statement("SELECT ns, key, length(vector) FROM store_vectors"),
+        Statement("SELECT ns, key, length(value) FROM cache_entries")])
+    want = {"store_items": {(ns, k): n for ns, k, n in items.rows},
+            "cache_entries": {(ns, k): n for ns, k, n in entries.rows}}
+    for ns, k, n in vectors.rows:
+        want["store_items"][(ns, k)] += n
+    assert len(want["store_items"]) == 19 and len(vectors.rows) == 18
+    for table, size in [("store_items", 4), ("store_items", 19), ("cache_entries", 3)]:
+        found: list[Any] = []
+        after = None
+        for _ in range(10):  # (the most a page of 3 needs is 3: a scan that loops fails)
+            (res,) = view.execute([admin.memory_keys_page(table, after, size)])
+            keys = admin.read_memory_keys(table, res)
+            assert len(keys) <= size
+            found += keys
+            if len(keys) < size:
+                break
+            after = keys[-1]
+        assert [(k.ns, k.key) for k in found] == sorted(want[table]), (table, size)
+        assert {(k.ns, k.key): k.bytes for k in found} == want[table], (table, size)

@@ -375,6 +375,28 @@ def test_equality_filters_run_in_sql_and_read_only_what_matches(memory: Memory) 
     assert events[0].bytes_received < 12_000  # 12 rows and the opaque one
 
 
+def test_a_get_reads_only_the_items_and_entries_it_names(memory: Memory) -> None:
+    """Frugal: a get of one key of a namespace of many (an item, a cache entry) reads that
+    row alone, by its full key (namespace and key), not the namespace's other rows nor the
+    same key's row in another namespace."""
+    import random
+    text = {i: random.Random(i).randbytes(600).hex() for i in range(80)}  # ~1 KB stored each
+    large = random.Random(-1).randbytes(20_000).hex()
+    store = memory.store()
+    store.batch([PutOp(("docs",), f"k{i}", {"text": text[i]}, ttl=60) for i in range(80)]
+                + [PutOp(("more",), "k7", {"text": large})])
+    found, events = memory.sent(lambda: store.get(("docs",), "k7"))
+    assert found is not None and found.value == {"text": text[7]}
+    assert len(events) == 1 and events[0].bytes_received < 6_000  # 80 rows: ~80 KB
+    node = ("__pregel_ns_writes", "node")
+    cache = memory.cache()
+    cache.set({(node, f"k{i}"): (text[i], None) for i in range(80)})
+    cache.set({(("__pregel_ns_writes", "other"), "k7"): (large, None)})
+    got, events = memory.sent(lambda: cache.get([(node, "k7")]))
+    assert got == {(node, "k7"): text[7]}
+    assert len(events) == 1 and events[0].bytes_received < 6_000
+
+
 def test_compile_filter_says_what_sql_decides() -> None:
     """Each part of a filter becomes a condition SQL decides, or one it leaves to Python."""
     import json as _json

@@ -15,6 +15,12 @@ from typing import Any
 
 from d1saver.sql.transfers import TRANSFER_TABLES
 
+# sql/memory.py's _KEPT as sent (minified), for {t} the table's prefix.
+_KEPT = ("(CASE WHEN substr({t}value,1,1)<>'{{' THEN 1 ELSE NOT EXISTS(SELECT 1 FROM equals e "
+         "WHERE CASE e.k WHEN 'text' THEN json_extract({t}value,e.p)IS NOT e.a ELSE "
+         "coalesce(instr(e.a,'|'||({t}value ->e.p)||'|'),0)=0 AND json_type({t}value,e.p)"
+         "IS NOT 'real' END)END)")
+
 # (statements, or module:function, as a glob; the operator; for a drop, the text dropped
 # (separators aside), else a text of the change as printed (`where`); the reason; and, if
 # given, a text the change's context as printed must hold)
@@ -283,11 +289,49 @@ RULES: list[tuple[str, ...]] = [
     ("*", "drop-and", "d.type='real'",
      "no integer's or bool's JSON text is a float repr: only a real's can be in \"a\"",
      "[-d.type='real' AND -]instr(d.a,"),
+    # "numtype": json_extract gives an SQL integer only for a JSON integer of 64 bits and for
+    # true and false (1, 0), which the arm's first test takes already: `typeof(d.x) =
+    # 'integer'` alone implies `d.type = 'integer'` wherever the test is reached.
+    ("*", "drop-and", "d.type='integer'",
+     "json_extract is an SQL integer only for a JSON integer or a bool (taken before)",
+     "OR([-d.type='integer' AND -]typeof(d.x)='integer')"),
     # LIMIT -1 is no limit: it only keeps SQLite from flattening the verdict's subqueries into
     # the CASE (each condition then reads the row's JSON once); the rows are the same.
     ("*", "drop-limit", "LIMIT -1", "speed only: LIMIT -1 is no limit (it stops the flattening)"),
     # A condition SQL cannot tell is 1 by the CASE's own ELSE 1.
     ("*", "drop-when", "WHEN 'unknown' THEN 1", "the CASE's ELSE gives 1 as well"),
+    # The filtered statements of a plain search (and the exact scan's vectors) are sent only
+    # for a search with a filter (memory/plan.py: `where is None` sends SEARCH_ITEMS and
+    # SEARCH_VECTORS instead; compile_filter gives None for no or an empty filter), so their
+    # :filter is never NULL and the verdict's first arm never runs.
+    *((name, "drop-when", f"WHEN ?{n} IS NULL THEN 2",
+       "sent only with a filter (plan.py sends the unfiltered statement without one): "
+       ":filter IS NULL never holds")
+      for name, n in (("SEARCH_ITEMS_FILTERED", 1), ("REFRESH_SEARCH_FILTERED", 2),
+                      ("SEARCH_VECTORS_FILTERED", 1))),
+    # The cheap equalities (`_KEPT`) leave out before the verdict only rows whose verdict is
+    # 0 by the same expressions (sql/memory.py); each statement then keeps `verdict > 0`
+    # only, so without them the same rows come out. (Not so in the whole-read count,
+    # `_SCOPE_COUNT`, written with bare columns: there they decide the threshold.)
+    *(("*", "drop-and", _KEPT.format(t=t),
+       "speed only: the rows the equalities leave out have verdict 0, which `verdict > 0` "
+       "leaves out anyway") for t in ("s.", "store_items.")),
+    # RANK_ROWS's order is never read: the store sorts a search's rows itself (store.py,
+    # _search: newest first, then ns, key) and ranks them by score; the gateway Worker keeps
+    # rows by score alone (worker/rank.js, keepBest); the page skips nothing (skipped 0).
+    *(("RANK_ROWS", "swap-dir", change,
+       "the store sorts the rows itself (newest, ns, key) and the gateway keeps them by score")
+      for change in ("c.updated_at [DESC->ASC]", "c.ns[-> DESC]", "c.key[-> DESC]")),
+    # A filter's "false" condition (nan, a tuple, a range no item compares with) is never
+    # negated: no row of such a filter has verdict 2, with the arm (0) or without it (1), and
+    # the refresh of a filtered page writes only rows of verdict 2.
+    ("REFRESH_SEARCH_FILTERED", "drop-when", "WHEN 'false' THEN 0",
+     "\"false\" is never negated: no row of its filter has verdict 2 either way, and only "
+     "rows of verdict 2 are refreshed"),
+    # A memory move registers under MEMORY_MOVE_PREFIX + its move id (compaction/rebalance.py:
+    # a uuid4's hex, never empty): no thread id equals :low, the bare prefix.
+    ("VOID_MEMORY_MOVES", "flip-cmp", "thread_id[>=->>]?",
+     "a memory move's thread id is the prefix and a uuid4's hex: none equals :low, the prefix"),
     # The prefilter's first statement is always sent with :whole (memory/plan.py binds
     # `whole_items`, for the gateway Worker's ranked searches too): `:whole IS NULL OR` never
     # holds.
@@ -446,6 +490,14 @@ EQUIVALENT: dict[str, str] = {
         "the WHERE's copy of the verdict is only tested > 0: 'true' giving 1 for 2 keeps it",
     "sql:CANDIDATE_ITEMS:1154567019":
         "the WHERE's copy of the verdict is only tested > 0: 'notcontainer' giving 1 for 2 keeps it",
+    # CANDIDATE_ITEMS's returned verdict is read only for rows its WHERE's copy keeps
+    # (verdict > 0). A strict "cmp" made loose ('gt' >, 'lt' <) differs only where the item
+    # equals the operand exactly (an integer or bool read exactly: reals and unsafe operands
+    # are 1 at equality by the arm before), where the condition, never negated, gives 0: the
+    # WHERE's copy leaves the row out either way.
+    **{f"sql:CANDIDATE_ITEMS:{digest}":
+       "the returned copy differs only where the WHERE's copy gives 0 (the row is left out)"
+       for digest in ("2fb3e921ca", "6cbebfd5ad")},
     "sql:SEARCH_VECTORS_FILTERED:364acd00a3":
         "the verdict is only tested > 0: 'true' giving 1 for 2 keeps every row",
     "sql:SEARCH_VECTORS_FILTERED:e296ecfa17":
