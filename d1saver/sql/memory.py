@@ -94,9 +94,11 @@ WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(:keys))
 # After a batch's writes, for an item one of its searches returned to refresh in a second
 # request (a ranked page, or rows SQL could not tell) and its put wrote again: the created_at
 # the item had when read (:created_at). The refresh belongs before the put (reads come first in
-# a batch), so the put did not meet an expired item; only the put's own row (:put_at) changes.
+# a batch), so the put did not meet an expired item; only the row the put created (created_at
+# :put_at) changes, whether or not another put of the item has come since (it kept that
+# created_at, as it would have kept the first one after the whole batch).
 RESTORE_CREATED = q("""UPDATE store_items SET created_at = :created_at
-WHERE ns = :ns AND key = :key AND updated_at = :put_at AND created_at = :put_at""")
+WHERE ns = :ns AND key = :key AND created_at = :put_at""")
 
 # A search filter's verdict on a row: 2 it holds, 0 it does not, 1 SQL cannot tell (Python
 # decides). :filter is the JSON array of conditions d1saver/memory/filters.py compiles (each an

@@ -288,6 +288,43 @@ def test_a_read_refreshes_before_the_put_of_its_batch(memory: Memory, read: str)
     memory.clock.advance(3600)  # the put's TTL (none) stands; "other" was refreshed an hour ago
     assert store.sweep_ttl() == 1 and store.get(("e",), "k") is not None
 
+def test_a_put_beside_the_restore_of_created_at_keeps_the_first_created_at(memory: Memory
+                                                                          ) -> None:
+    """A ranked page refreshes its expired item in a second request; the batch's put of it,
+    which met it expired, has its created_at restored there. Another writer's put landing
+    between the two requests, as if it came after the whole batch (refresh, put, put), leaves
+    the item's first created_at, and its own value."""
+    import httpx
+
+    class Beside(httpx.BaseTransport):
+        def __init__(self, inner: Any, act: Callable[[], None]) -> None:
+            self.inner, self.act, self.done = inner, act, False
+
+        def handle_request(self, request: Any) -> Any:
+            if not self.done and b"SET created_at" in request.content:
+                self.done = True
+                self.act()
+            return self.inner.handle_request(request)
+
+    index = {"dims": 16, "embed": TrigramEmbeddings(16)}
+    ttl = {"omit_expired": False, "refresh_on_read": True}
+    other = memory.store(ttl=ttl, index=index)
+    def put_beside() -> None:
+        memory.clock.advance(5)  # a moment after the batch
+        other.put(("e",), "k", {"text": "other"})
+
+    beside = Beside(memory.transport, put_beside)
+    store = memory.store(ttl=ttl, index=index, transport=beside)
+    store.put(("e",), "k", {"text": "lisbon is sunny"}, ttl=1)
+    first = store.get(("e",), "k", refresh_ttl=False)
+    memory.clock.advance(120)
+    store.batch([SearchOp(("e",), limit=10, query="lisbon"), PutOp(("e",), "k", {"v": 2})])
+    assert beside.done
+    again = store.get(("e",), "k", refresh_ttl=False)
+    assert first is not None and again is not None and again.value == {"text": "other"}
+    assert again.created_at == first.created_at
+
+
 BAD: list[Any] = [
     [PutOp(("",), "k", {})], [PutOp(("a.b",), "k", {})], [PutOp((), "k", {})],
     [PutOp(("a", 1), "k", {})],  # type: ignore[arg-type]

@@ -888,7 +888,7 @@ UPDATE store_items SET expires_at=? + ttl_minutes * 60 WHERE(ns,key)IN(SELECT va
 
 -- name: RESTORE_CREATED
 -- params: ?1 created_at, ?2 ns, ?3 key, ?4 put_at
-UPDATE store_items SET created_at=? WHERE ns=? AND key=? AND updated_at=? AND created_at=?4
+UPDATE store_items SET created_at=? WHERE ns=? AND key=? AND created_at=?
 
 -- name: SEARCH_ITEMS
 -- params: ?1 exact, ?2 low, ?3 high, ?4 live_at, ?5 limit, ?6 offset
