@@ -27,7 +27,6 @@ from d1saver.storage.crypto import Sealer
 # 2,000,000 bytes): a list longer than that travels as several statements of the same batch.
 PARAM_MAX = 1_950_000
 
-# (ns, key) -> [(field, packed vector, its code)]
 # A prefiltered search reads a scope of at most `whole_items` items (of those its filter's
 # plain equalities keep) whole in its first request (one request, as the exact scan), and a
 # larger one as codes, then its candidates (two requests, about a quarter of the bytes): at
@@ -44,6 +43,8 @@ def whole_items(dims: int, fields: int) -> int:
     packed = 4 * -(-4 * dims // 3)  # base64 of `dims` float32s
     return min(WHOLE_MAX, WHOLE_BYTES // max(1, fields * packed))
 
+
+# (ns, key) -> [(field, packed vector, its code)]
 Vectors = Mapping[tuple[str, str], Sequence[tuple[str, str, str]]]
 
 
