@@ -206,15 +206,23 @@ def test_seal_plaintext_leaves_a_null_write_value_and_seals_the_rest(local: Back
 def test_sealing_plaintext_packs_of_writes_stored_by_content(local: Backend) -> None:
     """One put_writes call's writes are stored packed in one row; a long list among them is
     stored by content (a tree of chunks). --seal-plaintext seals the pack with every value
-    whole: a saver with the key reads the same pending writes."""
+    whole: a saver with the key reads the same pending writes, and the chunks the pack
+    reached, reached by no row any more, go in the same batch."""
     plain = local.saver()
     conf = plain.put(cfg("pc"), empty_checkpoint(), {"step": 0}, {})
     big = [f"{j}: " + "lorem ipsum dolor sit amet " * 12 for j in range(40)]
     plain.put_writes(conf, [("messages", big), ("note", "small")], "task-0")
     before = plain.get_tuple(cfg("pc")).pending_writes
+
+    def chunks() -> int:
+        (res,) = plain.execute([Statement("SELECT COUNT(*) FROM d1saver_chunks")])
+        return int(res.rows[0][0])
+
+    assert chunks() > 0
     keyed = local.saver(encryption_keys=[K1])
     assert rekey(keyed, seal_plaintext=True).plaintext_left == 0
     assert keyed.get_tuple(cfg("pc")).pending_writes == before
+    assert chunks() == 0
 
 
 def test_sealing_moves_metadata_out_of_its_pieces(local: Backend) -> None:
