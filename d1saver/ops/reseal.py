@@ -206,8 +206,9 @@ def copy_checkpoints(values: Values, rows: list[RawCheckpoint], target: str) -> 
             **key_params(key), "parent_checkpoint_id": row.parent, "type": row.type,
             "checkpoint": text, "metadata": metadata, "channels": row.channels,
             "run_id": row.run_id, "ts": row.ts}))
+        # The row replaced takes its pieces with it (the insert trigger checkpoints_own_chunks,
+        # migration 2); a re-sealed row keeps its metadata in the value, never in pieces.
         stmts += parts_statements(key, "", parts, replace_old=True)
-        stmts += parts_statements(key, METADATA_OWNER, None, replace_old=True)
     return stmts
 
 

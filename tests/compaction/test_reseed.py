@@ -25,7 +25,7 @@ from typing_extensions import TypedDict
 from benchmarks.workload import append_batches, build_graph, first_input
 from d1saver.compaction import compact
 from d1saver.compaction.rekey import rekey
-from d1saver import D1Saver
+from d1saver import D1Saver, PlaintextValueError
 from d1saver.storage.crypto import key_id
 from tests.compaction import BIG, cfg, ids_in, new_thread, query
 from tests.conftest import Backend
@@ -211,6 +211,25 @@ def test_copy_with_keys_carries_records_in_pieces(local: Backend) -> None:
     saver.copy_thread(tid, copy["configurable"]["thread_id"])
     fresh = blob_graph(local.saver(encryption_keys=[KEY]), "")
     assert fresh.get_state(copy).values == graph.get_state(config).values
+
+
+def test_copy_with_keys_refuses_a_plaintext_record_naming_its_write(local: Backend) -> None:
+    """Records frozen before keys were set stay plaintext when only the checkpoints and
+    writes are sealed; a keyed copy then refuses the first record as a read would: a
+    PlaintextValueError naming the write it holds (its source checkpoint), nothing copied."""
+    run = Run(local.saver())
+    compact(run.saver, keep=1, threads=[run.tid])
+    keyed = local.saver(encryption_keys=[KEY])
+    for table in ("checkpoints", "writes"):
+        keyed.rekey(table, seal_plaintext=True)
+    ((src,),) = query(keyed, "SELECT src_checkpoint_id FROM delta_frozen WHERE thread_id = ?1"
+                             " AND kind <> 'c' ORDER BY checkpoint_ns, checkpoint_id, channel,"
+                             " kind, depth, task_id, idx LIMIT 1", run.tid)
+    copy = new_thread()
+    with pytest.raises(PlaintextValueError, match="^stored write of thread") as info:
+        keyed.copy_thread(run.tid, copy)
+    assert (info.value.thread_id, info.value.checkpoint_id) == (run.tid, src)
+    assert frozen_rows(keyed, copy) == 0
 
 
 def test_a_record_that_ends_a_history_stops_the_walk_before_a_kept_ancestor(

@@ -478,6 +478,12 @@ EQUIVALENT: dict[str, str] = {
     # no d1saver_keep entry, and the recursive step joins the parent at NULL too.
     "sql:FREEZE:2b2c6949b7":
         "a walk row at a NULL parent joins nothing: no write, seed, record or 'c' row comes of it",
+    # collect_content's `if not threads: return []`: without it a page holding nothing stored
+    # by content sends GC_CHUNKS and CLEAR_SCOPE with no thread scoped. d1saver_scope is empty
+    # at every request boundary (each batch that fills it ends with CLEAR_SCOPE), and GC_CHUNKS
+    # deletes only in scoped threads: the two statements change no row.
+    "py:d1saver.ops.reseal:collect_content:31698b87ae":
+        "with no thread scoped (d1saver_scope is empty between batches) GC_CHUNKS deletes nothing",
     "sql:REKEY_FROZEN:66242db464":
         "no 'c' row shares the rest of its key with a row holding a value: FREEZE_DONE "
         "deletes it in the batch that freezes",

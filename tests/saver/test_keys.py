@@ -282,6 +282,27 @@ def test_copy_thread_with_keys_carries_values_in_pieces(local: Backend) -> None:
     assert dst.pending_writes == src.pending_writes and len(dst.pending_writes) == 1
 
 
+def test_copy_thread_with_keys_onto_the_same_rows_replaces_their_pieces(local: Backend) -> None:
+    """A keyed copy onto a thread already holding rows under the source's keys replaces
+    them whole, pieces included: a checkpoint whose metadata was in pieces (written before
+    keys were set) and a write in pieces. The target then reads as the source and holds the
+    pieces of the source's values, none of the rows replaced."""
+    keyed, plain = local.saver(encryption_keys=[K1]), local.saver()
+    ck = empty_checkpoint()
+    note = base64.b64encode(os.urandom(1_600_000)).decode()  # metadata over a row: in pieces
+    old = plain.put(cfg("same-dst"), {**ck, "channel_values": {"i": 0}}, {"note": note}, {})
+    keyed.put_writes(old, [("blob", os.urandom(1_500_000))], "task")
+    new = keyed.put(cfg("same-src"), {**ck, "channel_values": {"i": 1}}, {"step": 1}, {})
+    keyed.put_writes(new, [("blob", os.urandom(1_400_000))], "task")
+    pieces = "SELECT owner, COUNT(*) FROM chunks WHERE thread_id = ?1 GROUP BY owner"
+    assert [owner for owner, _ in rows(keyed, pieces, "same-dst")] == [":metadata", "task/0"]
+    keyed.copy_thread("same-src", "same-dst")
+    (src,), (dst,) = list(keyed.list(cfg("same-src"))), list(keyed.list(cfg("same-dst")))
+    assert (dst.checkpoint, dst.metadata, dst.pending_writes) == (
+        src.checkpoint, src.metadata, src.pending_writes)
+    assert rows(keyed, pieces, "same-dst") == rows(keyed, pieces, "same-src")
+
+
 @pytest.mark.parametrize("plain_part", ["checkpoint", "write"])
 def test_copy_thread_with_keys_refuses_a_plaintext_row(local: Backend, plain_part: str) -> None:
     """A copy never launders what a read would refuse: a row written without keys (a

@@ -121,6 +121,17 @@ def test_put_writes_with_big_value_is_one_request(backend: Backend, saver: D1Sav
     assert n == 1
 
 
+def test_put_writes_of_no_writes_sends_nothing(local: Backend) -> None:
+    """put_writes of an empty list (a task that wrote nothing) sends no request and stores
+    no row: the checkpoint reads back without pending writes."""
+    saver = local.saver()
+    config = put_one(saver, cfg(new_thread()), 0)
+    _, n = local.count(lambda: saver.put_writes(config, [], task_id="t"))
+    assert n == 0
+    tup = saver.get_tuple(config)
+    assert tup is not None and tup.pending_writes == []
+
+
 # --- reads ----------------------------------------------------------------------------------
 
 
