@@ -128,7 +128,6 @@ def test_rekey_requests(local: Backend) -> None:
     then a census and the lease, before and after."""
     put_chain(local.saver(encryption_keys=[K1]), "q", 10)
     rotated = local.saver(encryption_keys=[K2, K1])
-    rotated.setup()
     summary = rekey(rotated, batch_rows=4)
     # checkpoints, 10 rows: 3 reads + 1; writes, 20 rows: 6 reads (the last one empty)
     assert summary.requests == 2 + (3 + 1) + 6 + 2
@@ -246,6 +245,24 @@ def test_sealing_moves_metadata_out_of_its_pieces(local: Backend) -> None:
     assert tup is not None and tup.metadata == {"note": note, "step": 0}
 
 
+def test_rekey_drops_pieces_no_value_reaches(local: Backend) -> None:
+    """Pieces left beside values stored whole (no piece 0: no value reaches them; planted,
+    or left by a bug) do not stop a rekey: the checkpoint and the write are re-sealed, the
+    stray pieces dropped with their rows' old pieces, and everything reads as before."""
+    keyed = local.saver(encryption_keys=[K1])
+    conf = put_chain(keyed, "stray", 1)
+    stray = ("INSERT INTO chunks (thread_id, checkpoint_ns, checkpoint_id, owner, seq, data)"
+             " VALUES ('stray', '', ?1, ?2, 1, 'stray')")
+    keyed.execute([Statement(stray, [conf["configurable"]["checkpoint_id"], owner])
+                   for owner in ("", "task-0/0")])
+    before = snapshot(keyed)
+    summary = rekey(local.saver(encryption_keys=[K2, K1]))
+    assert summary.after == {"checkpoints": {NEW: 1}, "writes": {NEW: 2}}
+    (res,) = keyed.execute([Statement("SELECT COUNT(*) FROM chunks")])
+    assert res.rows == [[0]]
+    assert snapshot(local.saver(encryption_keys=[K2])) == before
+
+
 def test_sealing_a_pack_stores_a_big_write_in_pieces(local: Backend) -> None:
     """A plaintext pack of a put_writes call (its 1.5 MB value stored by content) is sealed as
     one row per write, the big one sealed whole over several rows: both read back."""
@@ -333,6 +350,23 @@ def test_a_row_changed_during_a_rekey_is_not_overwritten(local: Backend) -> None
     errors = [w for w in local.saver(encryption_keys=[K2]).get_tuple(conf).pending_writes
               if w[1] == "__error__"]
     assert errors == [("task-x", "__error__", "newest")]
+
+
+def test_a_rekey_counts_the_requests_a_race_costs(local: Backend) -> None:
+    """The requests a table's rekey reports are those it sent: a batch failed by a row that
+    moved on, and the page read again, count as well."""
+    conf = put_chain(local.saver(encryption_keys=[K1]), "race", 1)
+    writer = local.saver(encryption_keys=[K2, K1])
+    local.saver(encryption_keys=[K1]).put_writes(conf, [("__error__", "older key")], "task-x")
+    racing = RacingTransport(local.engine, lambda: writer.put_writes(
+        conf, [("__error__", "newest")], "task-x"))
+    rotated = D1Saver(account_id=local.account_id, database_id=local.database_id,
+                      api_token=local.api_token, api_base_url=local.base_url,
+                      transport=racing, encryption_keys=[K2, K1])
+    sent = rotated.client.requests
+    counts = rotated.rekey("writes")
+    assert racing.raced == 1 and counts.rewritten == 2
+    assert counts.requests == rotated.client.requests - sent == 4  # read, fail, read again, write
 
 
 def test_a_row_that_keeps_changing_stops_the_rekey_after_three_retries(local: Backend) -> None:
