@@ -16,6 +16,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -195,6 +196,38 @@ def test_rekey_reseals_the_records(local: Backend) -> None:
     assert set(summary.after["delta_frozen"]) == {key_id(new_key).hex()}
     dropped = local.saver(encryption_keys=[new_key])
     assert blob_graph(dropped, "").get_state(config).values == before
+
+
+def test_rekey_of_a_thread_and_its_copy_guards_each_row_by_its_own_pieces(local: Backend
+                                                                           ) -> None:
+    """A keyed copy holds pieces under its source's checkpoint ids and owners, in another
+    thread (a frozen write and a checkpoint over the row limit). A rekey compares each row
+    read with its own pieces only: one pass re-seals every value of both, and both read back
+    under the new key alone."""
+    old_key, new_key = bytes([3]) * 32, bytes([4]) * 32
+    saver, config = local.saver(encryption_keys=[old_key]), cfg(new_thread())
+    tid, copy = config["configurable"]["thread_id"], new_thread()
+    graph = blob_graph(saver, os.urandom(BIG).hex())
+    graph.invoke({"messages": ["hi"], "n": 0}, config)
+    compact(saver, keep=1, threads=[tid])
+    big = {"configurable": {"thread_id": tid, "checkpoint_ns": "big"}}
+    big = saver.put(big, {**empty_checkpoint(), "channel_values": {"b": os.urandom(BIG)}},
+                    {"step": 0}, {})
+    saver.copy_thread(tid, copy)
+    pieces = "SELECT COUNT(*) FROM chunks WHERE thread_id = ?1 AND owner = ?2"
+    for owner in ("f/%", ""):
+        assert query(saver, pieces.replace("owner =", "owner LIKE"), copy, owner)[0][0] > 1
+    fresh = blob_graph(local.saver(encryption_keys=[new_key]), "")
+    before = [graph.get_state(cfg(t)).values for t in (tid, copy)]
+    summary = rekey(local.saver(encryption_keys=[new_key, old_key]))
+    assert summary.skipped == 0 and summary.after is not None
+    assert {t: set(per) for t, per in summary.after.items() if per} == {
+        t: {key_id(new_key).hex()} for t in ("checkpoints", "delta_frozen")}
+    assert [fresh.get_state(cfg(t)).values for t in (tid, copy)] == before
+    keyed = local.saver(encryption_keys=[new_key])
+    for t in (tid, copy):
+        got = keyed.get_tuple({"configurable": {**big["configurable"], "thread_id": t}})
+        assert got is not None and len(got.checkpoint["channel_values"]["b"]) == BIG
 
 
 def test_copy_with_keys_carries_records_in_pieces(local: Backend) -> None:
