@@ -313,16 +313,18 @@ def test_a_job_refused_while_a_rekey_runs_is_told_a_rekey_holds_the_lease(local:
 
 
 class RacingTransport(LocalD1Transport):
-    """Before the first rekey batch of writes reaches D1 (its guards read the writes table),
-    another writer replaces a special write."""
+    """Before the first rekey batch of `table` reaches D1 (its guards read that table),
+    another writer changes a row (`race`): by default, replaces a special write."""
 
-    def __init__(self, engine: Any, race: Callable[[], None], times: int = 1) -> None:
+    def __init__(self, engine: Any, race: Callable[[], None], times: int = 1,
+                 table: str = "writes") -> None:
         super().__init__(engine)
         self.race, self.raced, self.times = race, 0, times
+        self.marker = f"FROM {table} WHERE".encode()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         body = request.read()
-        if b"head_moved" in body and b"FROM writes WHERE" in body and self.raced < self.times:
+        if b"head_moved" in body and self.marker in body and self.raced < self.times:
             self.raced += 1
             self.race()
         return super().handle_request(request)

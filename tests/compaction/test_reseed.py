@@ -26,9 +26,10 @@ from typing_extensions import TypedDict
 from benchmarks.workload import append_batches, build_graph, first_input
 from d1saver.compaction import compact
 from d1saver.compaction.rekey import rekey
-from d1saver import D1Saver, PlaintextValueError
+from d1saver import D1Saver, PlaintextValueError, Statement
 from d1saver.storage.crypto import key_id
 from tests.compaction import BIG, cfg, ids_in, new_thread, query
+from tests.compaction.test_rekey import RacingTransport
 from tests.conftest import Backend
 from tests.saver import graphs
 
@@ -228,6 +229,42 @@ def test_rekey_of_a_thread_and_its_copy_guards_each_row_by_its_own_pieces(local:
     for t in (tid, copy):
         got = keyed.get_tuple({"configurable": {**big["configurable"], "thread_id": t}})
         assert got is not None and len(got.checkpoint["channel_values"]["b"]) == BIG
+
+
+def test_a_record_changed_during_a_rekey_is_not_overwritten(local: Backend) -> None:
+    """A frozen record changed by another writer while `rekey --seal-plaintext` seals it is
+    not overwritten with what was read, even where a plaintext copy of its thread still
+    holds that very record: the page is read again and the newer value sealed."""
+    plain, config = local.saver(), cfg(new_thread())
+    tid = config["configurable"]["thread_id"]
+    graph = blob_graph(plain, "blob")
+    graph.invoke({"messages": ["hi"], "n": 0}, config)
+    compact(plain, keep=1, threads=[tid])
+    plain.copy_thread(tid, new_thread())  # the same records, their values as stored
+    (first, *_, last) = query(plain, "SELECT checkpoint_id, channel, kind, depth, task_id, idx,"
+                                     " value FROM delta_frozen WHERE thread_id = ?1"
+                                     " AND kind = 'w' ORDER BY depth", tid)
+    assert first[-1] != last[-1]
+
+    def change(thread_id: str) -> None:  # the first record now holds the last one's write
+        plain.execute([Statement(
+            "UPDATE delta_frozen SET value = ?1 WHERE thread_id = ?2 AND checkpoint_ns = ''"
+            " AND checkpoint_id = ?3 AND channel = ?4 AND kind = ?5 AND depth = ?6"
+            " AND task_id = ?7 AND idx = ?8", [last[-1], thread_id, *first[:-1]])])
+
+    expected = cfg(new_thread())  # what the thread reads once changed, seen on another copy
+    plain.copy_thread(tid, expected["configurable"]["thread_id"])
+    change(expected["configurable"]["thread_id"])
+    changed = [graph.get_state(expected).values]
+    racing = RacingTransport(local.engine, lambda: change(tid), table="delta_frozen")
+    keyed = D1Saver(account_id=local.account_id, database_id=local.database_id,
+                    api_token=local.api_token, api_base_url=local.base_url,
+                    transport=racing, encryption_keys=[KEY])
+    before = graph.get_state(config).values
+    for table in ("checkpoints", "writes", "delta_frozen"):
+        keyed.rekey(table, seal_plaintext=True)
+    assert racing.raced == 1 and changed[0] != before
+    assert blob_graph(local.saver(encryption_keys=[KEY]), "").get_state(config).values == changed[0]
 
 
 def test_copy_with_keys_carries_records_in_pieces(local: Backend) -> None:
