@@ -371,6 +371,54 @@ def test_a_rekey_counts_the_requests_a_race_costs(local: Backend) -> None:
     assert counts.requests == rotated.client.requests - sent == 4  # read, fail, read again, write
 
 
+def test_a_write_changed_during_a_rekey_is_not_overwritten_beside_its_twins(local: Backend
+                                                                            ) -> None:
+    """`rekey --seal-plaintext` while another writer changes a plaintext write: rows holding
+    the very value read (another task's write at that index, the same task's in another
+    namespace under the same checkpoint id) do not stand in for it; the page is read again
+    and the newer value sealed."""
+    plain, ck = local.saver(), empty_checkpoint()
+    confs = {ns: plain.put({"configurable": {"thread_id": "twins", "checkpoint_ns": ns}}, ck,
+                           {"step": 0}, {}) for ns in ("", "b")}
+    for ns, task in (("", "a"), ("", "b"), ("b", "a")):
+        plain.put_writes(confs[ns], [("__error__", "boom")], task)
+    plain.put_writes(confs[""], [("__error__", "later")], "c")
+
+    def race() -> None:  # task a's error is now the value task c's holds
+        plain.execute([Statement(
+            "UPDATE writes SET value = (SELECT value FROM writes WHERE thread_id = 'twins'"
+            " AND task_id = 'c') WHERE thread_id = 'twins' AND checkpoint_ns = ''"
+            " AND task_id = 'a'")])
+
+    racing = RacingTransport(local.engine, race)
+    keyed = D1Saver(account_id=local.account_id, database_id=local.database_id,
+                    api_token=local.api_token, api_base_url=local.base_url,
+                    transport=racing, encryption_keys=[K1])
+    for table in ("checkpoints", "writes"):
+        keyed.rekey(table, seal_plaintext=True)
+    assert racing.raced == 1
+    reader = local.saver(encryption_keys=[K1])
+    assert sorted(reader.get_tuple(confs[""]).pending_writes) == [
+        ("a", "__error__", "later"), ("b", "__error__", "boom"), ("c", "__error__", "later")]
+    assert reader.get_tuple(confs["b"]).pending_writes == [("a", "__error__", "boom")]
+
+
+def test_rekey_rewrites_only_the_row_it_read(local: Backend) -> None:
+    """A task id written at two checkpoints of a thread, under the old key at the first and
+    the new one at the second: the rekey re-seals the first write only, and each checkpoint
+    reads its own write."""
+    old = local.saver(encryption_keys=[K1])
+    first = old.put(cfg("reused"), empty_checkpoint(), {"step": 0}, {})
+    old.put_writes(first, [("x", "first")], "task")
+    rotated = local.saver(encryption_keys=[K2, K1])
+    second = rotated.put(first, empty_checkpoint(), {"step": 1}, {})
+    rotated.put_writes(second, [("x", "second")], "task")
+    assert rekey(rotated).after == {"checkpoints": {NEW: 2}, "writes": {NEW: 2}}
+    reader = local.saver(encryption_keys=[K2])
+    assert [reader.get_tuple(c).pending_writes for c in (first, second)] == [
+        [("task", "x", "first")], [("task", "x", "second")]]
+
+
 def test_a_row_that_keeps_changing_stops_the_rekey_after_three_retries(local: Backend) -> None:
     """A row changed before every rekey batch of it: the page is read again three times, then
     the rekey stops with D1's head_moved error (the run can be resumed), never loops."""
