@@ -310,3 +310,26 @@ def test_views_of_one_database(local4: FleetBackend) -> None:
         r[0] for r in db.execute([Statement("SELECT thread_id FROM checkpoints")])[0].rows))
     assert got == {db: sorted(t for t in threads if saver.home(t) == db)
                    for db in local4.database_ids}
+
+
+def test_a_copy_onto_a_compacted_thread_in_another_database_keeps_its_records(
+        local4: FleetBackend) -> None:
+    """The target, homed in another database, holds a compacted history of its own (frozen
+    records at a checkpoint the source does not have): a copy onto it keeps those records,
+    so the target's own checkpoint reads as before, beside the source's."""
+    from d1saver.compaction import compact
+    from tests.compaction.test_reseed import blob_graph
+
+    saver = local4.saver()
+    saver.setup()
+    source = unique()
+    target = next(f"{source}-to-{i}" for i in range(1000)
+                  if saver.home(f"{source}-to-{i}") != saver.home(source))
+    graph = blob_graph(saver, "blob")
+    graph.invoke({"messages": ["hi"], "n": 0}, cfg(target))
+    compact(saver, keep=1, threads=[target])
+    own = graph.get_state(cfg(target))
+    graph.invoke({"messages": ["other"], "n": 0}, cfg(source))
+    saver.copy_thread(source, target)
+    assert graph.get_state(own.config).values == own.values
+    assert graph.get_state(cfg(target)).values == graph.get_state(cfg(source)).values
