@@ -11,6 +11,7 @@ import pytest
 from collections import Counter
 from typing import Any
 
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from d1saver.compaction.rekey import rekey
@@ -218,6 +219,13 @@ def packed_writes(saver: Any, source: str, target: str) -> None:
     saver.put_writes(s, [("a", 10), ("b", 20)], task_id="t2")  # a pack of 2
     saver.put_writes(c, [("__error__", "old")], task_id="t3")
     saver.put_writes(s, [("__error__", "new")], task_id="t3")
+    saver.put_writes(c, [("a", 4), ("b", 4)], task_id="t4")  # a task the source lacks
+    # A task the source has only in another namespace, under the same checkpoint id.
+    twin = empty_checkpoint()
+    twin["id"] = s["configurable"]["checkpoint_id"]
+    x = saver.put({"configurable": {"thread_id": source, "checkpoint_ns": "x"}}, twin, {}, {})
+    saver.put_writes(x, [("a", 50)], task_id="t5")
+    saver.put_writes(c, [("a", 5), ("b", 5)], task_id="t5")
 
 
 def memory_copy(memory: InMemorySaver, source: str, target: str) -> None:
