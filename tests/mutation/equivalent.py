@@ -25,6 +25,14 @@ _KEPT = ("(CASE WHEN substr({t}value,1,1)<>'{{' THEN 1 ELSE NOT EXISTS(SELECT 1 
 # (separators aside), else a text of the change as printed (`where`); the reason; and, if
 # given, a text the change's context as printed must hold)
 RULES: list[tuple[str, ...]] = [
+    # UNPACK_TARGET_DROP (and the rename's copy): a pack row sits at its first write's idx
+    # (d1saver_put_writes: json_extract(regular, '$[0][0]')), so a target pack of a task the
+    # source has is, after UNPACK_TARGET_PACKS, either replaced by its first write unpacked
+    # (INSERT OR REPLACE at that idx) or at an idx the source has, which has_write(t.idx)
+    # deletes: the 'p:' arm never finds a row the other arm leaves.
+    *((name, "drop-or", "substr(t.value,1,2)='p:'",
+       "a pack left after the unpacking sits at an idx the source has: the other arm deletes it")
+      for name in ("UNPACK_TARGET_DROP", "RENAME_UNPACK_DROP")),
     # The page of one thread (or one namespace) orders by (checkpoint_id, thread_id,
     # checkpoint_ns) as the page of every thread does, for one cursor shape; its WHERE fixes
     # the thread (and the namespace) by equality.

@@ -244,7 +244,8 @@ def sorted_writes(saver: Any, thread_id: str) -> list[Any]:
 
 def test_copy_thread_of_packed_writes_is_per_task_and_idx(backend: Backend) -> None:
     """After copy_thread(B, T) a write keyed (task, idx) is B's if B has it, else T's, once:
-    packed rows replaced by row key gave a write twice or lost T's others."""
+    packed rows replaced by row key gave a write twice or lost T's others. T's packs of tasks
+    B has no write of at that checkpoint (and namespace) stay packed: one row each."""
     for keys in (None, [K1]):
         saver, memory = backend.saver(encryption_keys=keys), InMemorySaver()
         source, target = new_thread(), new_thread()
@@ -255,6 +256,12 @@ def test_copy_thread_of_packed_writes_is_per_task_and_idx(backend: Backend) -> N
         assert sorted_writes(saver, target) == sorted_writes(memory, target), keys
         assert sorted_writes(backend.saver(encryption_keys=keys), source) == sorted_writes(
             memory, source)
+        if keys is None:
+            (res,) = saver.execute([Statement(
+                "SELECT task_id, COUNT(*) FROM writes WHERE thread_id = ?1"
+                " AND checkpoint_ns = '' AND task_id IN ('t4', 't5') GROUP BY task_id",
+                [target])])
+            assert res.rows == [["t4", 1], ["t5", 1]]
 
 
 # --- defect 4: rekey --seal-plaintext seals a thread stored by content whole ------------------
