@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from d1saver import Statement
 from tests.compaction import new_thread
 from tests.fleet.conftest import FleetBackend
 from tests.saver.test_format_bindings import K1, memory_copy, packed_writes, sorted_writes
@@ -24,5 +25,10 @@ def test_copy_thread_of_packed_writes_between_databases(fleet: FleetBackend, key
     saver.copy_thread(source, target)
     assert sorted_writes(saver, target) == sorted_writes(memory, target)
     assert sorted_writes(saver, source) == sorted_writes(memory, source)
+    if keys is None:  # the target's packs of tasks the source lacks there stay one row each
+        (res,) = fleet.single(saver.home(target)).execute([Statement(
+            "SELECT task_id, COUNT(*) FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ''"
+            " AND task_id IN ('t4', 't5') GROUP BY task_id", [target])])
+        assert res.rows == [["t4", 1], ["t5", 1]]
     for thread in (source, target):  # the real engine's databases are shared with later tests
         saver.delete_thread(thread)
