@@ -1,6 +1,6 @@
 """What the test folders share: databases of one engine with every HTTP attempt they make
-recorded, fresh local ones, the two engines a test runs on, a clock the test moves, and rows
-loaded in batches."""
+recorded, fresh local ones, the two engines a test runs on, a clock the test moves, rows
+loaded in batches, and a transport that runs another operation just before a chosen request."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
 from d1saver import D1Saver, Statement, TraceEvent
@@ -106,3 +107,28 @@ def execute_in_batches(saver: D1Saver, statements: Iterable[Statement], *, max_s
         size += weight
     if batch:
         saver.execute(batch)
+
+
+class Before(httpx.BaseTransport):
+    """Runs `action` once, just before the `nth` request (0 first) that `picks(path, body)`:
+    one operation's requests stepped against another's at a chosen point, no timing."""
+
+    def __init__(self, inner: Any, picks: Callable[[str, bytes], bool],
+                 action: Callable[[], Any], nth: int = 0) -> None:
+        self.inner, self.picks, self.action, self.nth = inner, picks, action, nth
+        self.seen = 0
+        self.fired = False
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        if not self.fired and self.picks(request.url.path, body):
+            if self.seen == self.nth:
+                self.fired = True
+                self.action()
+            self.seen += 1
+        return self.inner.handle_request(request)
+
+
+def body_has(marker: bytes) -> Callable[[str, bytes], bool]:
+    """Picks the requests whose body holds `marker` (for `Before`)."""
+    return lambda path, body: marker in body

@@ -32,6 +32,7 @@ from d1saver.local import LocalD1Transport
 from tests.compaction import one_step_behind
 from tests.compaction.test_cli import cli, env_for
 from tests.conftest import Backend
+from tests.support import Before, body_has
 
 K1, K2, K3 = (bytes([n]) * 32 for n in (21, 22, 23))
 OLD, NEW = key_id(K1).hex(), key_id(K2).hex()
@@ -659,18 +660,9 @@ def test_rekey_of_memory_keeps_a_live_writers_newer_value(local: Backend) -> Non
     _fill_memory(local, [K1])
     rotated = local.saver(encryption_keys=[K2, K1])
     writer = _memory(local, D1Store, [K2, K1])
-
-    class Racing(httpx.BaseTransport):
-        def __init__(self, inner: Any) -> None:
-            self.inner, self.done = inner, False
-
-        def handle_request(self, request: httpx.Request) -> httpx.Response:
-            if not self.done and b"UPDATE store_items SET value" in request.content:
-                self.done = True
-                writer.put(("users", "u1"), "profile", {"name": "renamed"})
-            return self.inner.handle_request(request)
-
-    racing = local.saver(encryption_keys=[K2, K1], transport=Racing(local.transport))
+    racing = local.saver(encryption_keys=[K2, K1], transport=Before(
+        local.transport, body_has(b"UPDATE store_items SET value"),
+        lambda: writer.put(("users", "u1"), "profile", {"name": "renamed"})))
     summary = rekey(racing)
     assert summary.skipped == 0  # the writer's value is under the newest key already
     assert writer.get(("users", "u1"), "profile").value == {"name": "renamed"}  # type: ignore[union-attr]

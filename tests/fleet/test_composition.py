@@ -24,6 +24,7 @@ from d1saver.sql.transfers import TRANSFER_TABLES
 from tests.compaction import BIG, cfg
 from tests.fleet.conftest import FleetBackend, unique
 from tests.fleet.test_saver import chain
+from tests.support import Before
 
 KEY, OLD = os.urandom(32), os.urandom(32)
 
@@ -115,26 +116,6 @@ def test_rekey_skips_staged_rows_and_finishes(local4: FleetBackend) -> None:
 
 
 # --- defect 1: delete wins over a move ------------------------------------------------------
-
-
-class Before(httpx.BaseTransport):
-    """Runs `action` once, just before the `nth` request (0 first) that `picks(path, body)`:
-    one operation's requests stepped against another's at a chosen point, no timing."""
-
-    def __init__(self, inner: Any, picks: Callable[[str, bytes], bool],
-                 action: Callable[[], Any], nth: int = 0) -> None:
-        self.inner, self.picks, self.action, self.nth = inner, picks, action, nth
-        self.seen = 0
-        self.fired = False
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        body = request.read()
-        if not self.fired and self.picks(request.url.path, body):
-            if self.seen == self.nth:
-                self.fired = True
-                self.action()
-            self.seen += 1
-        return self.inner.handle_request(request)
 
 
 def moving(fleet: FleetBackend, prefix: str) -> tuple[list[str], str]:

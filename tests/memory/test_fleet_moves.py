@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import httpx
 import pytest
 from langgraph.store.base import GetOp, PutOp, SearchOp
 
@@ -16,6 +15,7 @@ from d1saver import D1Saver, Statement
 from d1saver.fleet.routing import rendezvous
 from tests.memory.conftest import Memory
 from tests.memory.embeddings import TrigramEmbeddings
+from tests.support import Before, body_has
 
 USERS = [f"user-{i}" for i in range(16)]
 
@@ -244,20 +244,6 @@ def test_a_shrinking_fleet_moves_memory_home(memory: Memory) -> None:
 # --- what runs beside a move (delete wins, a put is kept, a read misses nothing) ----------------
 
 
-class Beside(httpx.BaseTransport):
-    """A transport that runs `act` once, just before the first request whose body holds
-    `marker` (a step of the rebalance's memory move) reaches the database."""
-
-    def __init__(self, inner: Any, marker: bytes, act: Any) -> None:
-        self.inner, self.marker, self.act, self.done = inner, marker, act, False
-
-    def handle_request(self, request: Any) -> Any:
-        if not self.done and self.marker in request.content:
-            self.done = True
-            self.act()
-        return self.inner.handle_request(request)
-
-
 MOVE_IN = b"DO NOTHING"          # the move's write at the target
 MOVE_OUT = b"DELETE FROM store_items WHERE(ns,key)IN"  # its delete at the source
 
@@ -270,12 +256,12 @@ def test_a_delete_beside_a_move_is_not_undone(memory: Memory, when: bytes) -> No
     ids, previous = memory.database_ids[:2], memory.database_ids[:1]
     store = grown(memory)
     u = moved(memory)[0]
-    beside = Beside(memory.transport, when, lambda: store.delete((u, "memories"), "m0"))
+    beside = Before(memory.transport, body_has(when), lambda: store.delete((u, "memories"), "m0"))
     saver = D1Saver(account_id=memory.account_id, api_token=memory.api_token,
                     api_base_url=memory.base_url, transport=beside, database_ids=ids,
                     previous_database_ids=previous)
     rebalance(saver)
-    assert beside.done
+    assert beside.fired
     assert store.get((u, "memories"), "m0") is None
     assert memory.store(ids).get((u, "memories"), "m0") is None
     assert copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 0
@@ -289,12 +275,12 @@ def test_a_put_beside_a_move_is_kept(memory: Memory, when: bytes) -> None:
     ids, previous = memory.database_ids[:2], memory.database_ids[:1]
     store = grown(memory)
     u = moved(memory)[0]
-    beside = Beside(memory.transport, when,
+    beside = Before(memory.transport, body_has(when),
                     lambda: store.put((u, "memories"), "m0", {"text": "new"}))
     rebalance(D1Saver(account_id=memory.account_id, api_token=memory.api_token,
                       api_base_url=memory.base_url, transport=beside, database_ids=ids,
                       previous_database_ids=previous))
-    assert beside.done
+    assert beside.fired
     assert memory.store(ids).get((u, "memories"), "m0").value == {"text": "new"}  # type: ignore[union-attr]
     assert copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 1
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from d1saver import InvalidInputError, ValueTooLargeError
 from d1saver.memory import namespaces as _ns
 from tests.memory.conftest import Memory
 from tests.memory.embeddings import TrigramEmbeddings
+from tests.support import Before, body_has
 
 
 def test_put_get_delete_round_trip(memory: Memory) -> None:
@@ -295,18 +295,6 @@ def test_a_put_beside_the_restore_of_created_at_keeps_the_first_created_at(memor
     which met it expired, has its created_at restored there. Another writer's put landing
     between the two requests, as if it came after the whole batch (refresh, put, put), leaves
     the item's first created_at, and its own value."""
-    import httpx
-
-    class Beside(httpx.BaseTransport):
-        def __init__(self, inner: Any, act: Callable[[], None]) -> None:
-            self.inner, self.act, self.done = inner, act, False
-
-        def handle_request(self, request: Any) -> Any:
-            if not self.done and b"SET created_at" in request.content:
-                self.done = True
-                self.act()
-            return self.inner.handle_request(request)
-
     index = {"dims": 16, "embed": TrigramEmbeddings(16)}
     ttl = {"omit_expired": False, "refresh_on_read": True}
     other = memory.store(ttl=ttl, index=index)
@@ -314,13 +302,13 @@ def test_a_put_beside_the_restore_of_created_at_keeps_the_first_created_at(memor
         memory.clock.advance(5)  # a moment after the batch
         other.put(("e",), "k", {"text": "other"})
 
-    beside = Beside(memory.transport, put_beside)
+    beside = Before(memory.transport, body_has(b"SET created_at"), put_beside)
     store = memory.store(ttl=ttl, index=index, transport=beside)
     store.put(("e",), "k", {"text": "lisbon is sunny"}, ttl=1)
     first = store.get(("e",), "k", refresh_ttl=False)
     memory.clock.advance(120)
     store.batch([SearchOp(("e",), limit=10, query="lisbon"), PutOp(("e",), "k", {"v": 2})])
-    assert beside.done
+    assert beside.fired
     again = store.get(("e",), "k", refresh_ttl=False)
     assert first is not None and again is not None and again.value == {"text": "other"}
     assert again.created_at == first.created_at
