@@ -56,10 +56,11 @@ def recorded() -> tuple[Recording, int]:
     return memory, first
 
 
-def twin_calls(memory: Recording) -> list[tuple[str, tuple[Any, ...]]]:
-    """The root namespace's calls again, in namespace TWIN."""
+def twin_calls(memory: Recording, upto: int | None = None) -> list[tuple[str, tuple[Any, ...]]]:
+    """The root namespace's calls again (the first `upto` calls' only, if given), in namespace
+    TWIN."""
     out = []
-    for method, args in memory.calls:
+    for method, args in memory.calls[:upto]:
         if not args[0]["configurable"].get("checkpoint_ns"):
             again = copy.deepcopy(args)
             again[0]["configurable"]["checkpoint_ns"] = TWIN
@@ -321,6 +322,42 @@ def test_a_keyed_copy_in_pages_of_two_rows_is_the_thread_again(local: Backend) -
         [THREAD, f"{THREAD}-copy", TIE, f"{TIE}-copy"])])
     c1, c2, f1, f2, k1, k2 = counts.rows[0]
     assert (c1, f1, k1) == (c2, f2, k2) and f1 > 3 and k1 > 1
+
+
+def frozen_per_namespace(saver: D1Saver, thread_id: str) -> list[list[Any]]:
+    (rows,) = saver.client.execute([Statement(
+        "SELECT checkpoint_ns, kind, COUNT(*) FROM delta_frozen WHERE thread_id = ?"
+        " GROUP BY checkpoint_ns, kind ORDER BY checkpoint_ns, kind", [thread_id])])
+    return rows.rows
+
+
+def test_frozen_histories_of_two_namespaces_copy_and_rekey_in_small_pages(local: Backend
+                                                                          ) -> None:
+    """THREAD's first turns in the root namespace and again in TWIN, both tagged and pruned:
+    each namespace holds frozen histories. A keyed copy in pages of 2 rows (RAW_FROZEN_THREAD)
+    brings every frozen row of both namespaces, and the copy reads as its source; a rekey in
+    pages of 3 (RAW_FROZEN_ALL) re-seals every one of them."""
+    memory, first = recorded()
+    saver = local.saver(encryption_keys=[K1], page_size=2)
+    for method, args in [*memory.calls[:first], *twin_calls(memory, first)]:
+        getattr(saver, method)(*copy.deepcopy(args))
+    for n, config in enumerate(tagged(memory, first)):
+        saver.tag(config, f"kept{n}")
+        saver.tag({"configurable": {**config["configurable"], "checkpoint_ns": TWIN}},
+                  f"twin{n}")
+    saver.prune([THREAD], strategy="keep_latest")
+    frozen = frozen_per_namespace(saver, THREAD)
+    assert {ns for ns, _, _ in frozen} == {"", TWIN}
+    assert sum(n for _, kind, n in frozen if kind != "c") > 6
+    saver.copy_thread(THREAD, f"{THREAD}-copy")
+    assert frozen_per_namespace(saver, f"{THREAD}-copy") == frozen
+    assert thread_view(saver, f"{THREAD}-copy") == thread_view(saver, THREAD)
+    before = everything(saver)
+    rotated = local.saver(encryption_keys=[K2, K1])
+    rekey(rotated, batch_rows=3)
+    rows = rows_per_table(rotated)
+    assert rotated.key_census() == {t: {key_id(K2).hex(): n} for t, n in rows.items()}
+    assert everything(local.saver(encryption_keys=[K2])) == before
 
 
 # --- threads in a range, leftovers, pages of threads ----------------------------------------
