@@ -16,12 +16,16 @@ from __future__ import annotations
 import base64
 import json
 import random
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
 
+from benchmarks.workload import append_batches
 from d1saver import D1Saver, Statement
 from d1saver.ops import statements as st
 from d1saver.ops.rows import chunks_of
@@ -313,6 +317,55 @@ def test_values_stored_by_content_over_a_value_limit_read_back_in_every_variant(
     assert stored.rows[0][0] >= 30 and stored.rows[0][1] > 3_000_000
     for _, t, read in mirror.every_read(local.saver, config, {"user": "u"}):
         assert t.checkpoint["channel_values"] == {"messages": messages}, read
+
+
+class BigDelta(TypedDict):
+    messages: Annotated[list, DeltaChannel(append_batches, snapshot_frequency=4)]
+    n: int
+
+
+def test_a_delta_seed_over_a_value_limit_is_prefetched_by_every_variant(local: Backend) -> None:
+    """A DeltaChannel of ten 400 KB messages, snapshotted every 4 steps: the head replays from
+    a seed whose chunks (stored by content) add up to more than one value may hold (D1's
+    2 MB). Each page variant's prefetch, for a page of the head alone (the seed is not in it:
+    the page would return its chunks), returns them in groups under the limit, and the head's
+    history, read after it without a request, is InMemorySaver's."""
+    rng = random.Random(3)
+    texts = [base64.b64encode(rng.randbytes(300_000)).decode() for _ in range(10)]
+
+    def step(state: BigDelta) -> dict[str, Any]:
+        return {"messages": [texts[state["n"]]], "n": state["n"] + 1}
+
+    g = StateGraph(BigDelta)
+    g.add_node("step", step)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: END if s["n"] >= 10 else "step", ["step", END])
+    memory = Recording()
+    g.compile(checkpointer=memory).invoke(
+        {"messages": [], "n": 0}, {"configurable": {"thread_id": "big"},
+                                   "metadata": {"user": "u"}})
+    saver = local.saver()
+    mirror.replay(memory, saver)
+    head = memory.get_tuple({"configurable": {"thread_id": "big"}})
+    assert head is not None and mirror.sought(head) == ["messages"]
+    (stored,) = saver.client.execute([Statement(
+        "SELECT SUM(LENGTH(data)) FROM d1saver_chunks WHERE thread_id = 'big'")])
+    assert stored.rows[0][0] > 3_000_000
+    want = memory.get_delta_channel_history(config=head.config, channels=["messages"])
+    scopes: list[RunnableConfig | None] = [
+        {"configurable": {"thread_id": "big", "checkpoint_ns": ""}},
+        {"configurable": {"thread_id": "big"}}, None]
+    reads = [(f"list of {scope}, filter {f}", lambda r, s=scope, f=f: r.list(s, filter=f, limit=1))
+             for scope in scopes for f in (None, {"user": "u"})]
+    reads.append(("get_tuple", lambda r: [r.get_tuple(head.config)]))
+    for read, page in reads:  # each a page of the head alone: the seed is not in it
+        reader = local.saver()
+        (t,) = page(reader)
+        assert t is not None and t.config == head.config, read
+        before = local.requests
+        assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
+            want), read
+        assert local.requests == before, read
 
 # --- what each page statement itself returns --------------------------------------------------
 
