@@ -355,12 +355,13 @@ def test_a_delta_seed_over_a_value_limit_is_prefetched_by_every_variant(local: B
     scopes: list[RunnableConfig | None] = [
         {"configurable": {"thread_id": "big", "checkpoint_ns": ""}},
         {"configurable": {"thread_id": "big"}}, None]
-    reads = [(f"list of {scope}, filter {f}", lambda r, s=scope, f=f: r.list(s, filter=f, limit=1))
-             for scope in scopes for f in (None, {"user": "u"})]
-    reads.append(("get_tuple", lambda r: [r.get_tuple(head.config)]))
-    for read, page in reads:  # each a page of the head alone: the seed is not in it
+    filters: list[dict[str, Any] | None] = [None, {"user": "u"}]
+    reads: list[tuple[RunnableConfig | None, dict[str, Any] | None] | None] = [
+        (scope, f) for scope in scopes for f in filters]
+    for read in [*reads, None]:  # each a page of the head alone (None: get_tuple), not the seed
         reader = local.saver()
-        (t,) = page(reader)
+        (t,) = ([reader.get_tuple(head.config)] if read is None
+                else list(reader.list(read[0], filter=read[1], limit=1)))
         assert t is not None and t.config == head.config, read
         before = local.requests
         assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
