@@ -147,6 +147,33 @@ def test_put_recovers_from_a_chunk_deleted_behind_its_back(backend: Backend) -> 
     assert_exact(saver, tid)
 
 
+def test_the_check_of_a_damaged_thread_counts_its_own_chunks_only(local: Backend) -> None:
+    """`d1saver check` (admin.chunk_check) on a thread that lost chunks behind the saver's
+    back, beside a copy holding the same chunk ids: a lost leaf is 1 missing; a lost tree
+    node is 1 missing, and the chunks only it reached are unreferenced, whether or not
+    another thread holds that node (the thread cannot open it). The copy stays exact."""
+    saver = local.saver()
+    tid, twin = new_thread(), new_thread()
+    converse(saver, tid)
+    saver.copy_thread(tid, twin)
+    assert chunk_ids(saver, twin) == chunk_ids(saver, tid) and chunk_levels(saver, tid)[1] > 0
+    ((leaf,),) = query(saver, "SELECT id FROM d1saver_chunks WHERE thread_id = ?1 AND level = 0"
+                              " ORDER BY id LIMIT 1", tid)
+    query(saver, "DELETE FROM d1saver_chunks WHERE thread_id = ?1 AND id = ?2", tid, leaf)
+    assert [(i.thread_id, i.missing, i.unreferenced) for i in inexact(saver, None)] == [
+        (tid, 1, 0)]
+    ((node, level),) = query(saver, "SELECT id, level FROM d1saver_chunks WHERE thread_id = ?1"
+                                    " ORDER BY level DESC, id LIMIT 1", tid)
+    assert level > 0
+    query(saver, "DELETE FROM d1saver_chunks WHERE thread_id = ?1 AND id = ?2", tid, node)
+    beside_twin = [(i.missing, i.unreferenced) for i in inexact(saver, tid)]
+    saver.delete_thread(twin)
+    alone = [(i.missing, i.unreferenced) for i in inexact(saver, tid)]
+    # missing: the node, and the leaf if another path still reaches it
+    assert beside_twin == alone and alone[0][0] in (1, 2) and alone[0][1] > 0, (beside_twin,
+                                                                                  alone)
+
+
 @pytest.mark.anyio
 async def test_aput_recovers_from_a_chunk_deleted_behind_its_back(backend: Backend) -> None:
     """The async path: the same single resend."""
