@@ -319,9 +319,28 @@ def test_values_stored_by_content_over_a_value_limit_read_back_in_every_variant(
         assert t.checkpoint["channel_values"] == {"messages": messages}, read
 
 
-class BigDelta(TypedDict):
+class Steps(TypedDict):
     messages: Annotated[list, DeltaChannel(append_batches, snapshot_frequency=4)]
     n: int
+
+
+def delta_run(texts: list[str]) -> Recording:
+    """Thread "big" on InMemorySaver: a step per text, each appending it to a DeltaChannel
+    snapshotted every 4 steps (the head replays from the seed 2 steps back); metadata
+    {"user": "u"}."""
+    def step(state: Steps) -> dict[str, Any]:
+        return {"messages": [texts[state["n"]]], "n": state["n"] + 1}
+
+    g = StateGraph(Steps)
+    g.add_node("step", step)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: END if s["n"] >= len(texts) else "step",
+                            ["step", END])
+    memory = Recording()
+    g.compile(checkpointer=memory).invoke(
+        {"messages": [], "n": 0}, {"configurable": {"thread_id": "big"},
+                                   "metadata": {"user": "u"}})
+    return memory
 
 
 def test_a_delta_seed_over_a_value_limit_is_prefetched_by_every_variant(local: Backend) -> None:
@@ -331,19 +350,7 @@ def test_a_delta_seed_over_a_value_limit_is_prefetched_by_every_variant(local: B
     the page would return its chunks), returns them in groups under the limit, and the head's
     history, read after it without a request, is InMemorySaver's."""
     rng = random.Random(3)
-    texts = [base64.b64encode(rng.randbytes(300_000)).decode() for _ in range(10)]
-
-    def step(state: BigDelta) -> dict[str, Any]:
-        return {"messages": [texts[state["n"]]], "n": state["n"] + 1}
-
-    g = StateGraph(BigDelta)
-    g.add_node("step", step)
-    g.add_edge(START, "step")
-    g.add_conditional_edges("step", lambda s: END if s["n"] >= 10 else "step", ["step", END])
-    memory = Recording()
-    g.compile(checkpointer=memory).invoke(
-        {"messages": [], "n": 0}, {"configurable": {"thread_id": "big"},
-                                   "metadata": {"user": "u"}})
+    memory = delta_run([base64.b64encode(rng.randbytes(300_000)).decode() for _ in range(10)])
     saver = local.saver()
     mirror.replay(memory, saver)
     head = memory.get_tuple({"configurable": {"thread_id": "big"}})
@@ -367,6 +374,38 @@ def test_a_delta_seed_over_a_value_limit_is_prefetched_by_every_variant(local: B
         assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
             want), read
         assert local.requests == before, read
+
+def test_a_head_with_metadata_in_pieces_is_prefetched_by_every_filtered_variant(
+        local: Backend) -> None:
+    """The head of a DeltaChannel thread holds metadata too big for its row (in pieces: the
+    column keeps only small keys): a list filtered on a key the column lacks returns it
+    (decided in Python), and each filtered variant's prefetch carried its history: read
+    after the list without a request, it is InMemorySaver's."""
+    memory = delta_run([f"m{n}" for n in range(10)])
+    method, head_put = memory.calls[-1]
+    assert method == "put"
+    head_put[2].update(note=mirror.NOTE, big="b" * 2_000_000)
+    saver = local.saver()
+    mirror.replay(memory, saver)
+    head = memory.get_tuple({"configurable": {"thread_id": "big"}})
+    assert head is not None and mirror.sought(head) == ["messages"]
+    (column,) = saver.client.execute([Statement(
+        "SELECT metadata FROM checkpoints WHERE thread_id = 'big' AND checkpoint_id = ?",
+        [head.config["configurable"]["checkpoint_id"]])])
+    assert "note" not in json.loads(column.rows[0][0])
+    want = memory.get_delta_channel_history(config=head.config, channels=["messages"])
+    scopes: list[RunnableConfig | None] = [
+        {"configurable": {"thread_id": "big", "checkpoint_ns": ""}},
+        {"configurable": {"thread_id": "big"}}, None]
+    for scope in scopes:
+        reader = local.saver()
+        (t,) = reader.list(scope, filter={"note": mirror.NOTE})
+        assert t.config == head.config, scope
+        before = local.requests
+        assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
+            want), scope
+        assert local.requests == before, scope
+
 
 # --- what each page statement itself returns --------------------------------------------------
 
