@@ -310,7 +310,8 @@ def test_a_state_of_many_small_chunks_comes_in_groups_of_the_group_size(local: B
     rng = random.Random(5)
     messages = [rng.randbytes(225).hex() for _ in range(4000)]
     checkpoint = generate_checkpoint(channel_values={"messages": messages})
-    config = saver.put(generate_config(thread), checkpoint, {"step": 1, "user": "u"}, {})
+    metadata: Any = {"step": 1, "user": "u"}
+    config = saver.put(generate_config(thread), checkpoint, metadata, {})
     biggest = query(saver, "SELECT MAX(LENGTH(data)), COUNT(*) FROM d1saver_chunks"
                            " WHERE thread_id = ?1", thread)[0]
     assert biggest[1] >= 4000
