@@ -527,6 +527,23 @@ def test_a_checkpoint_id_prefix_names_ids_of_one_namespace_of_one_thread(local: 
     assert inspection.checkpoint_ids(saver, "q", "ab") == ["ab1", "ab2"]
     assert inspection.checkpoint_ids(saver, "q", "ab", "x") == []
 
+
+def test_the_stored_sample_of_a_thread_is_its_own_newest_row(local: Backend) -> None:
+    """STORED_SAMPLE (the demo's "what is stored"): the newest checkpoint row of the thread
+    named, as stored (its value's head and length, its metadata column), not the newer one
+    of another thread."""
+    saver = local.saver()
+    saver.setup()
+    insert = ("INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint,"
+              " metadata) VALUES (?1, '', ?2, ?3, ?4)")
+    saver.client.execute([Statement(insert, list(r)) for r in (
+        ("p", "c1", "b:old value", '{"n":1}'), ("p", "c2", "b:newest of p", '{"n":2}'),
+        ("q", "c3", "b:newest of q", '{"n":3}'))])
+    for thread_id, row in (("p", ["c2", "b:newest", 13, '{"n":2}']),
+                           ("q", ["c3", "b:newest", 13, '{"n":3}'])):
+        (sample,) = saver.client.execute([admin.stored_sample(thread_id, chars=8)])
+        assert sample.rows == [row], thread_id
+
 def test_the_census_skips_staged_rows_and_only_those(local: Backend) -> None:
     """KEY_CENSUS and STAGED_VALUES: rows staged under a hidden id (a copy of TIE) are counted
     as skipped, every value once; a thread whose id is the staging range's upper bound (a
