@@ -324,6 +324,32 @@ def test_a_keyed_copy_in_pages_of_two_rows_is_the_thread_again(local: Backend) -
     assert (c1, f1, k1) == (c2, f2, k2) and f1 > 3 and k1 > 1
 
 
+def test_rekey_of_one_id_in_pieces_in_two_namespaces(local: Backend) -> None:
+    """One checkpoint id in two namespaces of a thread, and another id beside it in the
+    first, each checkpoint's metadata in pieces (its own text), in one rekey page
+    (RAW_CHECKPOINTS_ALL): each row is re-sealed from its own pieces, and all read back
+    under the new key alone."""
+    saver = local.saver(encryption_keys=[K1])
+    stored = []
+    bigs = (BIG, BIG[::-1], BIG[1:])
+    for ns, cid, big in zip("aba", (mirror.BIG_ID, mirror.BIG_ID, mirror.BIG_ID[:-1] + "2"),
+                            bigs):
+        checkpoint = mirror.empty_checkpoint()
+        checkpoint["id"] = cid
+        metadata: Any = {"source": "update", "step": 0, "parents": {}, "big": big}
+        stored.append(saver.put({"configurable": {"thread_id": TIE, "checkpoint_ns": ns}},
+                                checkpoint, metadata, {}))
+    (pieces,) = saver.client.execute([Statement(
+        "SELECT checkpoint_ns, COUNT(*) FROM chunks WHERE thread_id = ? GROUP BY checkpoint_ns",
+        [TIE])])
+    assert [ns for ns, n in pieces.rows if n > 1] == ["a", "b"]
+    rekey(local.saver(encryption_keys=[K2, K1]), batch_rows=3)
+    fresh = local.saver(encryption_keys=[K2])
+    for config, big in zip(stored, bigs):
+        got = fresh.get_tuple(config)
+        assert got is not None and got.metadata["big"] == big  # type: ignore[typeddict-item]
+
+
 def frozen_per_namespace(saver: D1Saver, thread_id: str) -> list[list[Any]]:
     (rows,) = saver.client.execute([Statement(
         "SELECT checkpoint_ns, kind, COUNT(*) FROM delta_frozen WHERE thread_id = ?"
