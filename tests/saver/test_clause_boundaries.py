@@ -327,8 +327,9 @@ def test_a_keyed_copy_in_pages_of_two_rows_is_the_thread_again(local: Backend) -
 def test_rekey_of_one_id_in_pieces_in_two_namespaces(local: Backend) -> None:
     """One checkpoint id in two namespaces of a thread, and another id beside it in the
     first, each checkpoint's metadata in pieces (its own text), in one rekey page
-    (RAW_CHECKPOINTS_ALL): each row is re-sealed from its own pieces, and all read back
-    under the new key alone."""
+    (RAW_CHECKPOINTS_ALL), and a write in pieces under one task id at both ids of the first
+    (RAW_WRITES_ALL): each row is re-sealed from its own pieces, and all read back under the
+    new key alone."""
     saver = local.saver(encryption_keys=[K1])
     stored = []
     bigs = (BIG, BIG[::-1], BIG[1:])
@@ -339,15 +340,18 @@ def test_rekey_of_one_id_in_pieces_in_two_namespaces(local: Backend) -> None:
         metadata: Any = {"source": "update", "step": 0, "parents": {}, "big": big}
         stored.append(saver.put({"configurable": {"thread_id": TIE, "checkpoint_ns": ns}},
                                 checkpoint, metadata, {}))
+    for config, big in zip(stored[::2], bigs[::2]):  # one task id at both ids of "a"
+        saver.put_writes(config, [("big", big[::-1])], "task")
     (pieces,) = saver.client.execute([Statement(
         "SELECT checkpoint_ns, COUNT(*) FROM chunks WHERE thread_id = ? GROUP BY checkpoint_ns",
         [TIE])])
     assert [ns for ns, n in pieces.rows if n > 1] == ["a", "b"]
     rekey(local.saver(encryption_keys=[K2, K1]), batch_rows=3)
     fresh = local.saver(encryption_keys=[K2])
-    for config, big in zip(stored, bigs):
+    for n, (config, big) in enumerate(zip(stored, bigs)):
         got = fresh.get_tuple(config)
         assert got is not None and got.metadata["big"] == big  # type: ignore[typeddict-item]
+        assert got.pending_writes == ([("task", "big", big[::-1])] if n != 1 else [])
 
 
 def frozen_per_namespace(saver: D1Saver, thread_id: str) -> list[list[Any]]:
