@@ -264,16 +264,19 @@ def test_a_checkpoint_that_is_its_own_parent_reads_back(local: Backend) -> None:
                 want), (scope, f)
             assert local.requests == before, (scope, f)  # prefetched with the page
 
-def test_a_channel_never_written_in_one_namespace_is_sought_in_its_twin(local: Backend) -> None:
-    """Two namespaces of a thread hold the same checkpoint ids: in one the checkpoint declares
-    its DeltaChannel but never wrote it (nothing to seek), in the other it wrote it (a history
-    from the seed). Each page variant prefetches the second's history, as InMemorySaver gives
-    it; the first's declared channel stays unsought."""
+@pytest.mark.parametrize("other", [("u", "b"), ("v", "")], ids=["namespace", "thread"])
+def test_a_channel_never_written_in_one_namespace_is_sought_in_its_twin(
+        local: Backend, other: tuple[str, str]) -> None:
+    """Two namespaces of a thread (or two threads) hold the same checkpoint ids: in one the
+    checkpoint declares its DeltaChannel but never wrote it (nothing to seek), in the other
+    it wrote it (a history from the seed). Each page variant prefetches the second's history,
+    as InMemorySaver gives it; the first's declared channel stays unsought."""
     memory, saver = Recording(), local.saver()
     ids = [f"1f0aaaaa-0000-6000-8000-00000000000{i}" for i in range(2)]
     for target in (memory, saver):
-        for ns, written in (("", False), ("b", True)):
-            parent: RunnableConfig = {"configurable": {"thread_id": "u", "checkpoint_ns": ns}}
+        for (thread_id, ns), written in ((("u", ""), False), (other, True)):
+            parent: RunnableConfig = {"configurable": {"thread_id": thread_id,
+                                                       "checkpoint_ns": ns}}
             for i, cid in enumerate(ids):
                 cp = mirror.empty_checkpoint()
                 cp["id"] = cid
@@ -286,7 +289,7 @@ def test_a_channel_never_written_in_one_namespace_is_sought_in_its_twin(local: B
                 cp["channel_versions"] = versions
                 parent = target.put(parent, cp, metadata, versions)
                 target.put_writes(parent, [("messages", f"{ns}{i}")], task_id=f"task-{i}")
-    twin: RunnableConfig = {"configurable": {"thread_id": "u", "checkpoint_ns": "b",
+    twin: RunnableConfig = {"configurable": {"thread_id": other[0], "checkpoint_ns": other[1],
                                              "checkpoint_id": ids[1]}}
     want = memory.get_delta_channel_history(config=twin, channels=["messages"])
     assert "seed" in str(want)
