@@ -410,6 +410,35 @@ def test_a_head_with_metadata_in_pieces_is_prefetched_by_every_filtered_variant(
         assert local.requests == before, scope
 
 
+def test_a_filter_on_a_nested_object_matches_its_keys_not_only_its_values(
+        local: Backend) -> None:
+    """A filter on a nested object, as InMemorySaver's `==`: metadata holding the same values
+    under other keys (or the values swapped between the keys) does not match, in every
+    filtered variant; SQL decides it, so the first match alone (limit=1) is one request,
+    newer checkpoints that do not match notwithstanding."""
+    memory, saver = Recording(), local.saver()
+    teams = [{"id": 0}, {"key": 0}, {"id": 0, "key": 1}, {"id": 1, "key": 0}]
+    for target in (memory, saver):
+        for i, team in enumerate(teams):
+            cp = mirror.empty_checkpoint()
+            cp["id"] = f"1f0aaaaa-0000-6000-8000-00000000000{i}"
+            metadata: Any = {"source": "loop", "step": i, "parents": {}, "team": team}
+            target.put({"configurable": {"thread_id": "f", "checkpoint_ns": ""}}, cp, metadata,
+                       {})
+    scopes: list[RunnableConfig | None] = [
+        {"configurable": {"thread_id": "f", "checkpoint_ns": ""}},
+        {"configurable": {"thread_id": "f"}}, None]
+    for f in ({"team": {"id": 0}}, {"team": {"id": 0, "key": 1}}, {"team": {"key": 0}}):
+        want = [t.config for t in mirror.in_order(list(memory.list(None, filter=f)))]
+        assert len(want) == 1, f
+        for scope in scopes:
+            assert [t.config for t in saver.list(scope, filter=f)] == want, (scope, f)
+            before = local.requests
+            got = [t.config for t in saver.list(scope, filter=f, limit=1)]
+            requests = local.requests - before
+            assert (got, requests) == (want, 1), (scope, f)
+
+
 # --- what each page statement itself returns --------------------------------------------------
 
 
