@@ -549,7 +549,8 @@ def _balanced(sql: str, open_at: int) -> int:
 
 
 def _dead_regions(sql: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(regions no call runs, optional clauses droppable whole) of a one-thread raw page."""
+    """(regions no call runs, optional clauses droppable whole: the heads clause, or its
+    never-run `OR <stale>` arm) of a one-thread raw page."""
     inside, whole = [], []
     heads = sql.find(" IS NULL OR")
     if heads >= 0:
@@ -557,6 +558,7 @@ def _dead_regions(sql: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]
         end = _balanced(sql, clause + 3)
         inside.append((heads + len(" IS NULL OR"), end - 1))
         whole.append((clause, end))
+        whole.append((heads + len(" IS NULL"), end - 1))  # `OR <stale>` dropped
     refs = sql.find("refs(thread_id,id)AS(")
     if refs >= 0:
         inside.append((refs, _balanced(sql, refs + len("refs(thread_id,id)AS"))))
