@@ -8,7 +8,9 @@ The threads are named, so the tests run on both backends (local D1 and Wrangler'
 
 from __future__ import annotations
 
+import copy
 import os
+import uuid
 from collections import Counter
 from typing import Annotated, Any
 
@@ -32,6 +34,7 @@ from tests.compaction import BIG, cfg, ids_in, new_thread, query
 from tests.compaction.test_rekey import RacingTransport
 from tests.conftest import Backend
 from tests.saver import graphs
+from tests.saver.mirror import Recording
 
 KEY = bytes(range(32))
 STEPS = 21  # the benchmark agent's checkpoints for 10 turns: input, then agent and tools
@@ -265,6 +268,36 @@ def test_a_record_changed_during_a_rekey_is_not_overwritten(local: Backend) -> N
         keyed.rekey(table, seal_plaintext=True)
     assert racing.raced == 1 and changed[0] != before
     assert blob_graph(local.saver(encryption_keys=[KEY]), "").get_state(config).values == changed[0]
+
+
+def test_rekey_reseals_the_pieces_of_each_holder_of_one_write(local: Backend) -> None:
+    """Two children of one checkpoint (the head put again under the next id), the older
+    tagged: compaction gives each its own record of the same writes, the big one in pieces
+    under the same owner at both holders. A rekey one row a page re-seals both holders' pieces
+    (each row's key is read from its own holder's pieces), so the old key can go."""
+    old_key, new_key = bytes([1]) * 32, bytes([2]) * 32
+    memory, config = Recording(), cfg(new_thread())
+    tid = config["configurable"]["thread_id"]
+    blob_graph(memory, os.urandom(BIG).hex()).invoke({"messages": ["hi"], "n": 0}, config)
+    _, head = memory.calls[-1]
+    sibling = copy.deepcopy(head)
+    sibling[1]["id"] = str(uuid.UUID(int=uuid.UUID(head[1]["id"]).int + 1))
+    saver = local.saver(encryption_keys=[old_key])
+    for method, args in [*memory.calls, ("put", sibling)]:
+        getattr(saver, method)(*copy.deepcopy(args))
+    older = cfg(tid, checkpoint_id=head[1]["id"])
+    saver.tag(older, "older")
+    before = [blob_graph(saver, "").get_state(c).values for c in (older, config)]
+    compact(saver, keep=1, threads=[tid])
+    owners = query(saver, "SELECT owner, COUNT(DISTINCT checkpoint_id) FROM chunks"
+                          " WHERE thread_id = ?1 AND substr(owner, 1, 2) = 'f/' GROUP BY owner",
+                   tid)
+    assert len(owners) == 1 and owners[0][1] == 2, owners
+    rotated = local.saver(encryption_keys=[new_key, old_key])
+    rekey(rotated, batch_rows=1)
+    assert set(rotated.key_census()["delta_frozen"]) == {key_id(new_key).hex()}
+    dropped = blob_graph(local.saver(encryption_keys=[new_key]), "")
+    assert [dropped.get_state(c).values for c in (older, config)] == before
 
 
 def test_copy_with_keys_carries_records_in_pieces(local: Backend) -> None:

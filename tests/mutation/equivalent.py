@@ -137,6 +137,25 @@ RULES: list[tuple[str, ...]] = [
      "cost only: a walk on with nothing sought yields chain rows `ancestors` drops "
      "(it keeps json_array_length(chain.sought) > 0); depth still bounds it",
      "chain.depth<20000"),
+    # A walk goes past depth 20000 only round a corrupt parent loop: LangGraph snapshots a
+    # DeltaChannel within DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT super-steps (5000 by default),
+    # so a true chain meets a seed first. Round a loop, the one step more repeats a
+    # checkpoint already walked, where rows.delta_history stops (`if cid in seen: break`).
+    ("DELTA_HISTORY", "flip-cmp", "chain.depth[<-><=]20000",
+     "one walk step more only round a corrupt parent loop (a seed comes within 5000 steps): "
+     "it repeats a checkpoint walked already, where the reader stops"),
+    # The target's own pieces (depth 0, owners '', ':metadata', a write's) are read by
+    # nothing: at depth 0 the reader loads only the target's frozen records, from their 'f/'
+    # pieces (rows.delta_history: take(0)); the target is no ancestor of itself.
+    ("DELTA_HISTORY", "flip-cmp", "h.depth[>->>=]0",
+     "cost only: the target's own pieces are read by no row of its history (at depth 0 only "
+     "its frozen records' 'f/' pieces are)"),
+    # `visited` without `checkpoint_id IS NOT NULL` holds the walk's step past the root
+    # (parent NULL) too: joined USING (..., checkpoint_id), NULL matches no checkpoint,
+    # write, piece nor frozen row, so no row comes of it.
+    ("SELECT_PAGE_DELTA_*", "drop-where", "WHERE checkpoint_id IS NOT NULL",
+     "the walk's step past the root (checkpoint_id NULL) joins no row: USING compares with "
+     "=, which NULL never meets"),
     # The one-thread raw pages' pieces are keyed by the piece's own (thread, namespace, id)
     # and attached only to a row of the page (d1saver/ops/reseal.py: raw_checkpoints,
     # raw_writes, raw_frozen): a piece of another thread's row is met and dropped.
@@ -544,7 +563,8 @@ def _balanced(sql: str, open_at: int) -> int:
 
 
 def _dead_regions(sql: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(regions no call runs, optional clauses droppable whole) of a one-thread raw page."""
+    """(regions no call runs, optional clauses droppable whole: the heads clause, or its
+    never-run `OR <stale>` arm) of a one-thread raw page."""
     inside, whole = [], []
     heads = sql.find(" IS NULL OR")
     if heads >= 0:
@@ -552,6 +572,7 @@ def _dead_regions(sql: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]
         end = _balanced(sql, clause + 3)
         inside.append((heads + len(" IS NULL OR"), end - 1))
         whole.append((clause, end))
+        whole.append((heads + len(" IS NULL"), end - 1))  # `OR <stale>` dropped
     refs = sql.find("refs(thread_id,id)AS(")
     if refs >= 0:
         inside.append((refs, _balanced(sql, refs + len("refs(thread_id,id)AS"))))

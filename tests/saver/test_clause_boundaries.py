@@ -56,10 +56,11 @@ def recorded() -> tuple[Recording, int]:
     return memory, first
 
 
-def twin_calls(memory: Recording) -> list[tuple[str, tuple[Any, ...]]]:
-    """The root namespace's calls again, in namespace TWIN."""
+def twin_calls(memory: Recording, upto: int | None = None) -> list[tuple[str, tuple[Any, ...]]]:
+    """The root namespace's calls again (the first `upto` calls' only, if given), in namespace
+    TWIN."""
     out = []
-    for method, args in memory.calls:
+    for method, args in memory.calls[:upto]:
         if not args[0]["configurable"].get("checkpoint_ns"):
             again = copy.deepcopy(args)
             again[0]["configurable"]["checkpoint_ns"] = TWIN
@@ -323,6 +324,72 @@ def test_a_keyed_copy_in_pages_of_two_rows_is_the_thread_again(local: Backend) -
     assert (c1, f1, k1) == (c2, f2, k2) and f1 > 3 and k1 > 1
 
 
+def test_rekey_of_one_id_in_pieces_in_two_namespaces(local: Backend) -> None:
+    """One checkpoint id in two namespaces of a thread, and another id beside it in the
+    first, each checkpoint's metadata in pieces (its own text), in one rekey page
+    (RAW_CHECKPOINTS_ALL), and a write in pieces under one task id at both ids of the first
+    (RAW_WRITES_ALL): each row is re-sealed from its own pieces, and all read back under the
+    new key alone."""
+    saver = local.saver(encryption_keys=[K1])
+    stored = []
+    bigs = (BIG, BIG[::-1], BIG[1:])
+    for ns, cid, big in zip("aba", (mirror.BIG_ID, mirror.BIG_ID, mirror.BIG_ID[:-1] + "2"),
+                            bigs):
+        checkpoint = mirror.empty_checkpoint()
+        checkpoint["id"] = cid
+        metadata: Any = {"source": "update", "step": 0, "parents": {}, "big": big}
+        stored.append(saver.put({"configurable": {"thread_id": TIE, "checkpoint_ns": ns}},
+                                checkpoint, metadata, {}))
+    for config, big in zip(stored[::2], bigs[::2]):  # one task id at both ids of "a"
+        saver.put_writes(config, [("big", big[::-1])], "task")
+    (pieces,) = saver.client.execute([Statement(
+        "SELECT checkpoint_ns, COUNT(*) FROM chunks WHERE thread_id = ? GROUP BY checkpoint_ns",
+        [TIE])])
+    assert [ns for ns, n in pieces.rows if n > 1] == ["a", "b"]
+    rekey(local.saver(encryption_keys=[K2, K1]), batch_rows=3)
+    fresh = local.saver(encryption_keys=[K2])
+    for n, (config, big) in enumerate(zip(stored, bigs)):
+        got = fresh.get_tuple(config)
+        assert got is not None and got.metadata["big"] == big  # type: ignore[typeddict-item]
+        assert got.pending_writes == ([("task", "big", big[::-1])] if n != 1 else [])
+
+
+def frozen_per_namespace(saver: D1Saver, thread_id: str) -> list[list[Any]]:
+    (rows,) = saver.client.execute([Statement(
+        "SELECT checkpoint_ns, kind, COUNT(*) FROM delta_frozen WHERE thread_id = ?"
+        " GROUP BY checkpoint_ns, kind ORDER BY checkpoint_ns, kind", [thread_id])])
+    return rows.rows
+
+
+def test_frozen_histories_of_two_namespaces_copy_and_rekey_in_small_pages(local: Backend
+                                                                          ) -> None:
+    """THREAD's first turns in the root namespace and again in TWIN, both tagged and pruned:
+    each namespace holds frozen histories. A keyed copy in pages of 2 rows (RAW_FROZEN_THREAD)
+    brings every frozen row of both namespaces, and the copy reads as its source; a rekey in
+    pages of 3 (RAW_FROZEN_ALL) re-seals every one of them."""
+    memory, first = recorded()
+    saver = local.saver(encryption_keys=[K1], page_size=2)
+    for method, args in [*memory.calls[:first], *twin_calls(memory, first)]:
+        getattr(saver, method)(*copy.deepcopy(args))
+    for n, config in enumerate(tagged(memory, first)):
+        saver.tag(config, f"kept{n}")
+        saver.tag({"configurable": {**config["configurable"], "checkpoint_ns": TWIN}},
+                  f"twin{n}")
+    saver.prune([THREAD], strategy="keep_latest")
+    frozen = frozen_per_namespace(saver, THREAD)
+    assert {ns for ns, _, _ in frozen} == {"", TWIN}
+    assert sum(n for _, kind, n in frozen if kind != "c") > 6
+    saver.copy_thread(THREAD, f"{THREAD}-copy")
+    assert frozen_per_namespace(saver, f"{THREAD}-copy") == frozen
+    assert thread_view(saver, f"{THREAD}-copy") == thread_view(saver, THREAD)
+    before = everything(saver)
+    rotated = local.saver(encryption_keys=[K2, K1])
+    rekey(rotated, batch_rows=3)
+    rows = rows_per_table(rotated)
+    assert rotated.key_census() == {t: {key_id(K2).hex(): n} for t, n in rows.items()}
+    assert everything(local.saver(encryption_keys=[K2])) == before
+
+
 # --- threads in a range, leftovers, pages of threads ----------------------------------------
 
 ROWS = {  # a row of each table, for a thread id put first
@@ -489,6 +556,23 @@ def test_a_checkpoint_id_prefix_names_ids_of_one_namespace_of_one_thread(local: 
     assert inspection.checkpoint_ids(saver, "p", "ab", "x") == ["ab1", "ab2"]
     assert inspection.checkpoint_ids(saver, "q", "ab") == ["ab1", "ab2"]
     assert inspection.checkpoint_ids(saver, "q", "ab", "x") == []
+
+
+def test_the_stored_sample_of_a_thread_is_its_own_newest_row(local: Backend) -> None:
+    """STORED_SAMPLE (the demo's "what is stored"): the newest checkpoint row of the thread
+    named, as stored (its value's head and length, its metadata column), not the newer one
+    of another thread."""
+    saver = local.saver()
+    saver.setup()
+    insert = ("INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint,"
+              " metadata) VALUES (?1, '', ?2, ?3, ?4)")
+    saver.client.execute([Statement(insert, list(r)) for r in (
+        ("p", "c1", "b:old value", '{"n":1}'), ("p", "c2", "b:newest of p", '{"n":2}'),
+        ("q", "c3", "b:newest of q", '{"n":3}'))])
+    for thread_id, row in (("p", ["c2", "b:newest", 13, '{"n":2}']),
+                           ("q", ["c3", "b:newest", 13, '{"n":3}'])):
+        (sample,) = saver.client.execute([admin.stored_sample(thread_id, chars=8)])
+        assert sample.rows == [row], thread_id
 
 def test_the_census_skips_staged_rows_and_only_those(local: Backend) -> None:
     """KEY_CENSUS and STAGED_VALUES: rows staged under a hidden id (a copy of TIE) are counted

@@ -9,6 +9,7 @@ Compaction and rebalance: tests/compaction/test_content_gc.py, tests/fleet/test_
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from collections import Counter
@@ -25,6 +26,7 @@ from d1saver.storage import chunking as _chunking
 from d1saver.storage import manifest as _manifest
 from d1saver.ops import rows as _rows
 from d1saver.ops import statements as st
+from d1saver.sql.reads import CHUNK_GROUP
 from tests.compaction import cfg, checkpoint_id
 from tests.conftest import Backend
 from tests.saver.content import (assert_exact, chunk_ids, chunk_levels, conversation_head,
@@ -145,6 +147,33 @@ def test_put_recovers_from_a_chunk_deleted_behind_its_back(backend: Backend) -> 
     assert got.checkpoint["channel_values"] == head.checkpoint["channel_values"]
     assert victim in chunk_ids(saver, tid)
     assert_exact(saver, tid)
+
+
+def test_the_check_of_a_damaged_thread_counts_its_own_chunks_only(local: Backend) -> None:
+    """`d1saver check` (admin.chunk_check) on a thread that lost chunks behind the saver's
+    back, beside a copy holding the same chunk ids: a lost leaf is 1 missing; a lost tree
+    node is 1 missing, and the chunks only it reached are unreferenced, whether or not
+    another thread holds that node (the thread cannot open it). The copy stays exact."""
+    saver = local.saver()
+    tid, twin = new_thread(), new_thread()
+    converse(saver, tid)
+    saver.copy_thread(tid, twin)
+    assert chunk_ids(saver, twin) == chunk_ids(saver, tid) and chunk_levels(saver, tid)[1] > 0
+    ((leaf,),) = query(saver, "SELECT id FROM d1saver_chunks WHERE thread_id = ?1 AND level = 0"
+                              " ORDER BY id LIMIT 1", tid)
+    query(saver, "DELETE FROM d1saver_chunks WHERE thread_id = ?1 AND id = ?2", tid, leaf)
+    assert [(i.thread_id, i.missing, i.unreferenced) for i in inexact(saver, None)] == [
+        (tid, 1, 0)]
+    ((node, level),) = query(saver, "SELECT id, level FROM d1saver_chunks WHERE thread_id = ?1"
+                                    " ORDER BY level DESC, id LIMIT 1", tid)
+    assert level > 0
+    query(saver, "DELETE FROM d1saver_chunks WHERE thread_id = ?1 AND id = ?2", tid, node)
+    beside_twin = [(i.missing, i.unreferenced) for i in inexact(saver, tid)]
+    saver.delete_thread(twin)
+    alone = [(i.missing, i.unreferenced) for i in inexact(saver, tid)]
+    # missing: the node, and the leaf if another path still reaches it
+    assert beside_twin == alone and alone[0][0] in (1, 2) and alone[0][1] > 0, (beside_twin,
+                                                                                  alone)
 
 
 @pytest.mark.anyio
@@ -269,6 +298,34 @@ def test_a_state_of_many_large_chunks_reads_back_in_rows_under_the_limit(backend
     assert len(groups) >= 3 and max(groups) < 1_200_000, groups
     assert len(h_ids(rows.rows)) == len(set(h_ids(rows.rows))) >= 60
     got = backend.saver().get_tuple(config)
+    assert got is not None and got.checkpoint["channel_values"]["messages"] == messages
+
+
+def test_a_state_of_many_small_chunks_comes_in_groups_of_the_group_size(local: Backend
+                                                                         ) -> None:
+    """A state of 4,000 messages of 300 bytes (one chunk each, 1.6 MB stored): every page
+    variant returns them in 'h' rows of at most the group size and one chunk (each chunk
+    counted with room for its id and spaces), every chunk once, and the state reads back."""
+    saver, thread = local.saver(), new_thread("small")
+    rng = random.Random(5)
+    messages = [rng.randbytes(225).hex() for _ in range(4000)]
+    checkpoint = generate_checkpoint(channel_values={"messages": messages})
+    metadata: Any = {"step": 1, "user": "u"}
+    config = saver.put(generate_config(thread), checkpoint, metadata, {})
+    biggest = query(saver, "SELECT MAX(LENGTH(data)), COUNT(*) FROM d1saver_chunks"
+                           " WHERE thread_id = ?1", thread)[0]
+    assert biggest[1] >= 4000
+    only = json.dumps([["$.user", json.dumps({"user": "u"})]])
+    for thread_id, ns in ((thread, ""), (thread, None), (None, None)):
+        for f in (None, only):
+            page = st.page_statement(thread_id=thread_id, ns=ns, checkpoint_id=None,
+                                     before=None, filter_json=f, cursor=None, size=1)
+            (rows,) = saver.client.execute([page])
+            groups = [len(r[10]) for r in rows.rows if r[0] == "h"]
+            assert len(groups) >= 2, (page.name, groups)
+            assert max(groups) <= CHUNK_GROUP + biggest[0] + 30, (page.name, groups)
+            assert len(h_ids(rows.rows)) == len(set(h_ids(rows.rows))) == biggest[1]
+    got = local.saver().get_tuple(config)
     assert got is not None and got.checkpoint["channel_values"]["messages"] == messages
 
 

@@ -16,12 +16,16 @@ from __future__ import annotations
 import base64
 import json
 import random
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
 
+from benchmarks.workload import append_batches
 from d1saver import D1Saver, Statement
 from d1saver.ops import statements as st
 from d1saver.ops.rows import chunks_of
@@ -260,16 +264,19 @@ def test_a_checkpoint_that_is_its_own_parent_reads_back(local: Backend) -> None:
                 want), (scope, f)
             assert local.requests == before, (scope, f)  # prefetched with the page
 
-def test_a_channel_never_written_in_one_namespace_is_sought_in_its_twin(local: Backend) -> None:
-    """Two namespaces of a thread hold the same checkpoint ids: in one the checkpoint declares
-    its DeltaChannel but never wrote it (nothing to seek), in the other it wrote it (a history
-    from the seed). Each page variant prefetches the second's history, as InMemorySaver gives
-    it; the first's declared channel stays unsought."""
+@pytest.mark.parametrize("other", [("u", "b"), ("v", "")], ids=["namespace", "thread"])
+def test_a_channel_never_written_in_one_namespace_is_sought_in_its_twin(
+        local: Backend, other: tuple[str, str]) -> None:
+    """Two namespaces of a thread (or two threads) hold the same checkpoint ids: in one the
+    checkpoint declares its DeltaChannel but never wrote it (nothing to seek), in the other
+    it wrote it (a history from the seed). Each page variant prefetches the second's history,
+    as InMemorySaver gives it; the first's declared channel stays unsought."""
     memory, saver = Recording(), local.saver()
     ids = [f"1f0aaaaa-0000-6000-8000-00000000000{i}" for i in range(2)]
     for target in (memory, saver):
-        for ns, written in (("", False), ("b", True)):
-            parent: RunnableConfig = {"configurable": {"thread_id": "u", "checkpoint_ns": ns}}
+        for (thread_id, ns), written in ((("u", ""), False), (other, True)):
+            parent: RunnableConfig = {"configurable": {"thread_id": thread_id,
+                                                       "checkpoint_ns": ns}}
             for i, cid in enumerate(ids):
                 cp = mirror.empty_checkpoint()
                 cp["id"] = cid
@@ -282,7 +289,7 @@ def test_a_channel_never_written_in_one_namespace_is_sought_in_its_twin(local: B
                 cp["channel_versions"] = versions
                 parent = target.put(parent, cp, metadata, versions)
                 target.put_writes(parent, [("messages", f"{ns}{i}")], task_id=f"task-{i}")
-    twin: RunnableConfig = {"configurable": {"thread_id": "u", "checkpoint_ns": "b",
+    twin: RunnableConfig = {"configurable": {"thread_id": other[0], "checkpoint_ns": other[1],
                                              "checkpoint_id": ids[1]}}
     want = memory.get_delta_channel_history(config=twin, channels=["messages"])
     assert "seed" in str(want)
@@ -313,6 +320,124 @@ def test_values_stored_by_content_over_a_value_limit_read_back_in_every_variant(
     assert stored.rows[0][0] >= 30 and stored.rows[0][1] > 3_000_000
     for _, t, read in mirror.every_read(local.saver, config, {"user": "u"}):
         assert t.checkpoint["channel_values"] == {"messages": messages}, read
+
+
+class Steps(TypedDict):
+    messages: Annotated[list, DeltaChannel(append_batches, snapshot_frequency=4)]
+    n: int
+
+
+def delta_run(texts: list[str]) -> Recording:
+    """Thread "big" on InMemorySaver: a step per text, each appending it to a DeltaChannel
+    snapshotted every 4 steps (the head replays from the seed 2 steps back); metadata
+    {"user": "u"}."""
+    def step(state: Steps) -> dict[str, Any]:
+        return {"messages": [texts[state["n"]]], "n": state["n"] + 1}
+
+    g = StateGraph(Steps)
+    g.add_node("step", step)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: END if s["n"] >= len(texts) else "step",
+                            ["step", END])
+    memory = Recording()
+    g.compile(checkpointer=memory).invoke(
+        {"messages": [], "n": 0}, {"configurable": {"thread_id": "big"},
+                                   "metadata": {"user": "u"}})
+    return memory
+
+
+def test_a_delta_seed_over_a_value_limit_is_prefetched_by_every_variant(local: Backend) -> None:
+    """A DeltaChannel of ten 400 KB messages, snapshotted every 4 steps: the head replays from
+    a seed whose chunks (stored by content) add up to more than one value may hold (D1's
+    2 MB). Each page variant's prefetch, for a page of the head alone (the seed is not in it:
+    the page would return its chunks), returns them in groups under the limit, and the head's
+    history, read after it without a request, is InMemorySaver's."""
+    rng = random.Random(3)
+    memory = delta_run([base64.b64encode(rng.randbytes(300_000)).decode() for _ in range(10)])
+    saver = local.saver()
+    mirror.replay(memory, saver)
+    head = memory.get_tuple({"configurable": {"thread_id": "big"}})
+    assert head is not None and mirror.sought(head) == ["messages"]
+    (stored,) = saver.client.execute([Statement(
+        "SELECT SUM(LENGTH(data)) FROM d1saver_chunks WHERE thread_id = 'big'")])
+    assert stored.rows[0][0] > 3_000_000
+    want = memory.get_delta_channel_history(config=head.config, channels=["messages"])
+    scopes: list[RunnableConfig | None] = [
+        {"configurable": {"thread_id": "big", "checkpoint_ns": ""}},
+        {"configurable": {"thread_id": "big"}}, None]
+    filters: list[dict[str, Any] | None] = [None, {"user": "u"}]
+    reads: list[tuple[RunnableConfig | None, dict[str, Any] | None] | None] = [
+        (scope, f) for scope in scopes for f in filters]
+    for read in [*reads, None]:  # each a page of the head alone (None: get_tuple), not the seed
+        reader = local.saver()
+        (t,) = ([reader.get_tuple(head.config)] if read is None
+                else list(reader.list(read[0], filter=read[1], limit=1)))
+        assert t is not None and t.config == head.config, read
+        before = local.requests
+        assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
+            want), read
+        assert local.requests == before, read
+
+def test_a_head_with_metadata_in_pieces_is_prefetched_by_every_filtered_variant(
+        local: Backend) -> None:
+    """The head of a DeltaChannel thread holds metadata too big for its row (in pieces: the
+    column keeps only small keys): a list filtered on a key the column lacks returns it
+    (decided in Python), and each filtered variant's prefetch carried its history: read
+    after the list without a request, it is InMemorySaver's."""
+    memory = delta_run([f"m{n}" for n in range(10)])
+    method, head_put = memory.calls[-1]
+    assert method == "put"
+    head_put[2].update(note=mirror.NOTE, big="b" * 2_000_000)
+    saver = local.saver()
+    mirror.replay(memory, saver)
+    head = memory.get_tuple({"configurable": {"thread_id": "big"}})
+    assert head is not None and mirror.sought(head) == ["messages"]
+    (column,) = saver.client.execute([Statement(
+        "SELECT metadata FROM checkpoints WHERE thread_id = 'big' AND checkpoint_id = ?",
+        [head.config["configurable"]["checkpoint_id"]])])
+    assert "note" not in json.loads(column.rows[0][0])
+    want = memory.get_delta_channel_history(config=head.config, channels=["messages"])
+    scopes: list[RunnableConfig | None] = [
+        {"configurable": {"thread_id": "big", "checkpoint_ns": ""}},
+        {"configurable": {"thread_id": "big"}}, None]
+    for scope in scopes:
+        reader = local.saver()
+        (t,) = reader.list(scope, filter={"note": mirror.NOTE})
+        assert t.config == head.config, scope
+        before = local.requests
+        assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
+            want), scope
+        assert local.requests == before, scope
+
+
+def test_a_filter_on_a_nested_object_matches_its_keys_not_only_its_values(
+        local: Backend) -> None:
+    """A filter on a nested object, as InMemorySaver's `==`: metadata holding the same values
+    under other keys (or the values swapped between the keys) does not match, in every
+    filtered variant; SQL decides it, so the first match alone (limit=1) is one request,
+    newer checkpoints that do not match notwithstanding."""
+    memory, saver = Recording(), local.saver()
+    teams = [{"id": 0}, {"key": 0}, {"id": 0, "key": 1}, {"id": 1, "key": 0}]
+    for target in (memory, saver):
+        for i, team in enumerate(teams):
+            cp = mirror.empty_checkpoint()
+            cp["id"] = f"1f0aaaaa-0000-6000-8000-00000000000{i}"
+            metadata: Any = {"source": "loop", "step": i, "parents": {}, "team": team}
+            target.put({"configurable": {"thread_id": "f", "checkpoint_ns": ""}}, cp, metadata,
+                       {})
+    scopes: list[RunnableConfig | None] = [
+        {"configurable": {"thread_id": "f", "checkpoint_ns": ""}},
+        {"configurable": {"thread_id": "f"}}, None]
+    for f in ({"team": {"id": 0}}, {"team": {"id": 0, "key": 1}}, {"team": {"key": 0}}):
+        want = [t.config for t in mirror.in_order(list(memory.list(None, filter=f)))]
+        assert len(want) == 1, f
+        for scope in scopes:
+            assert [t.config for t in saver.list(scope, filter=f)] == want, (scope, f)
+            before = local.requests
+            got = [t.config for t in saver.list(scope, filter=f, limit=1)]
+            requests = local.requests - before
+            assert (got, requests) == (want, 1), (scope, f)
+
 
 # --- what each page statement itself returns --------------------------------------------------
 
