@@ -452,10 +452,20 @@ EQUIVALENT: dict[str, str] = {
     # value's end, or pending items whose next header starts at the data's end).
     "py:d1saver.storage.chunking:_header:e2040b210d":
         "a length field cut by the data's end puts the value's end past it: _skip refuses that",
-    # 0x90 is an array of 0 items; read as a map of 0 items (0x90 & 0x0F) it has one header
-    # byte and nothing to open or skip either: walked, cut and skipped alike.
-    "py:d1saver.storage.chunking:_header:9a7d3cf90f":
+    # _header's `b < 0x90` made `<=`: 0x90 is an array of 0 items; read as a map of 0 items
+    # (0x90 & 0x0F) it has one header byte and nothing to open or skip either: walked, cut
+    # and skipped alike (an array's kind only matters to its items).
+    "py:d1saver.storage.chunking:_header:d638dd07ab":
         "0x90 read as a map (0x90 & 0x0F = 0 items) is empty too: same header, no items",
+    # _header's `b < 0xC0` made `<=`: 0xC0 (nil) read as a raw value of 0xC0 & 0x1F = 0
+    # bytes: one header byte and no payload, neither a container: cut and skipped alike.
+    "py:d1saver.storage.chunking:_header:9a7d3cf90f":
+        "0xC0 (nil) read as a raw value of 0 bytes: one byte either way, neither a container",
+    # _header's `if kind == _SCALAR: return _SCALAR, before, 0` dropped: every scalar entry
+    # of _TABLE has a length field of 0 bytes, so the general path reads an empty field
+    # (len 0 == width 0) and returns (kind, before + 0, int.from_bytes(b"")) = the same.
+    "py:d1saver.storage.chunking:_header:b77a13dc82":
+        "a scalar's entry has a 0-byte length field: the general path returns the same triple",
     # load_checkpoint with keys: `if text is None: raise refuse_plaintext(binding)`. Without
     # it a NULL value is neither "c:" nor "m:" and goes to Sealer.open_flagged, whose
     # open_packed refuses any text that is not "e:" (None too) with the same
