@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from d1saver import D1Saver, Result, Statement, admin, inspection
@@ -597,3 +598,16 @@ def test_a_history_through_a_value_stored_in_pieces(local: Backend) -> None:
             assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
                 want), (i, read)
             assert local.requests == before, (i, read)
+
+
+def test_tagging_the_newest_names_the_newest_of_its_own_namespace(local: Backend) -> None:
+    """TAG without a checkpoint id tags the newest checkpoint of the config's namespace,
+    though a subgraph's namespace of the thread holds a newer one (a greater id)."""
+    saver = local.saver()
+    ids = [f"1f000000-0000-6000-8000-00000000000{n}" for n in (1, 2, 3)]
+    for ns, cid in (("", ids[0]), ("", ids[1]), ("sub:1", ids[2])):
+        saver.put({"configurable": {"thread_id": "tagged", "checkpoint_ns": ns}},
+                  {**empty_checkpoint(), "id": cid}, {}, {})
+    root: RunnableConfig = {"configurable": {"thread_id": "tagged", "checkpoint_ns": ""}}
+    saver.tag(root, "newest")
+    assert saver.tags(root) == {"newest": ids[1]}

@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
 from langgraph.checkpoint.memory import InMemorySaver
 
+from tests.compaction import query
 from tests.conftest import Backend
 
 CALLS: list[tuple[str, list[tuple[str, Any]]]] = [
@@ -66,3 +67,25 @@ def test_a_task_packed_once_then_written_row_by_row_keeps_the_first_of_each_inde
         assert tup is not None
         got.append(tup.pending_writes)
     assert got[1] == got[0] == [("task-1", "a", 1), ("task-1", "d", big), ("task-1", "c", 4)]
+
+
+def test_a_replayed_write_in_parts_adds_no_piece_when_another_thread_holds_its_marker(
+        local: Backend) -> None:
+    """Two threads with the same checkpoint id, task and index: one stores a DeltaChannel's
+    write in parts; the other, whose write of that index is already stored (packed), replays
+    it with the same value: its row is kept and no piece is added to it (the pieces of a
+    write follow its own row, not a row of another thread)."""
+    big = base64.b64encode(random.Random(7).randbytes(1_800_000)).decode()
+    saver = local.saver()
+    meta = {"step": 0, "counters_since_delta_snapshot": {"d": [1, 1]}}
+    checkpoint = generate_checkpoint()
+    configs = {t: saver.put(generate_config(f"pw-{t}-{uuid.uuid4().hex[:8]}"), checkpoint, meta,
+                            {}) for t in ("held", "replayed")}
+    saver.put_writes(configs["held"], [("d", big)], "task-1")
+    saver.put_writes(configs["replayed"], [("d", "small")], "task-1")
+    saver.put_writes(configs["replayed"], [("d", big)], "task-1")
+    pieces = {t: query(saver, "SELECT count(*) FROM chunks WHERE thread_id = '"
+                       + c["configurable"]["thread_id"] + "'")[0][0] for t, c in configs.items()}
+    assert pieces["held"] > 0 and pieces["replayed"] == 0
+    tup = saver.get_tuple(configs["replayed"])
+    assert tup is not None and tup.pending_writes == [("task-1", "d", "small")]
