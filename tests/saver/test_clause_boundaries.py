@@ -493,15 +493,16 @@ def test_a_checkpoint_id_prefix_names_ids_of_one_namespace_of_one_thread(local: 
 
 def test_the_census_skips_staged_rows_and_only_those(local: Backend) -> None:
     """KEY_CENSUS and STAGED_VALUES: rows staged under a hidden id (a copy of TIE) are counted
-    as skipped, every value once; a thread whose id is the staging range's upper bound (a
-    user's id like any other) is counted with the rest."""
+    as skipped, every value once; threads whose ids lie just outside the staging range, at
+    its upper bound or just below its lower one (users' ids like any other), are counted with
+    the rest."""
     saver = local.saver(encryption_keys=[K1])
     grid(saver)
-    staged, beyond = "\x1fd1saver-copying\x1fx", "\x1fd1saver."
+    staged, beyond, below = "\x1fd1saver-copying\x1fx", "\x1fd1saver.", "\x1fd1saver,"
     saver.client.execute([*Statement.bind_each(_sql.COPY_THREAD, {"source": TIE,
                                                                   "target": staged}),
-                          *Statement.bind_each(_sql.COPY_THREAD, {"source": THREAD,
-                                                                  "target": beyond})])
+                          *(s for other in (beyond, below) for s in Statement.bind_each(
+                              _sql.COPY_THREAD, {"source": THREAD, "target": other}))])
     (counted,) = saver.client.execute([Statement(
         "SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?1)"
         " + (SELECT COUNT(*) FROM writes WHERE thread_id = ?1 AND value IS NOT NULL)"
