@@ -416,6 +416,14 @@ EQUIVALENT: dict[str, str] = {
     **{f"sql:STAGED_VALUES:{digest}":
        "no thread id equals the bare prefix char(31)||'d1saver-': staged ids extend it"
        for digest in ("eac523004f", "ac4a186552", "66e6466fd7")},
+    # PUT_UNWRITTEN is sent only right after its checkpoint's PUT, in the same batch
+    # (ops/statements.py: put_statements); PUT's view trigger INSERTs OR REPLACEs the
+    # checkpoint's row, which fires delta_unwritten_on_put (AFTER INSERT, schema.sql): the
+    # checkpoint's delta_unwritten row is gone before PUT_UNWRITTEN inserts one row for it, so
+    # no conflict is met and OR IGNORE inserts what OR REPLACE does.
+    "sql:PUT_UNWRITTEN:28f0573c20":
+        "sent right after its checkpoint's PUT, whose insert trigger has deleted the row: no "
+        "conflict is ever met",
     # Rows of one key but kind are an 's' (or 'w' with task '') and a 'c' row at one depth
     # of one holder and channel; FREEZE_DONE, in the batch that freezes, deletes a 'c' row
     # whenever another row of that holder and channel lies at its depth or deeper.
