@@ -484,6 +484,10 @@ EQUIVALENT: dict[str, str] = {
     # CHUNK_SIZE gives None there, and [text] (one part, the whole) under `<`: [text] both ways.
     "py:d1saver.storage.codec:split:f67afaabb6":
         "its only caller reads None as [text]; a text of CHUNK_SIZE split is [text] too",
+    # Its `if len(text) <= CHUNK_SIZE: return None` dropped: a text that fits is then split
+    # into [text] (or [] when empty), which that caller's `or [text]` makes [text] as None.
+    "py:d1saver.storage.codec:split:d301b9af55":
+        "its only caller reads None as [text]; a text that fits split is [text] (or [])",
     # Values.reseal's `if text is None: return None`: rekey's pages read only rows holding a
     # value (d1saver/sql/reseal.py SEALED: `w.value IS NOT NULL`, `f.value IS NOT NULL` under
     # :heads), and the writes of a "p:" pack are texts d1saver wrote; copies send :heads NULL

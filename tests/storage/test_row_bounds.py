@@ -89,3 +89,11 @@ def test_metadata_in_pieces_that_is_not_unicode_is_a_serialization_error() -> No
     before anything is sent."""
     with pytest.raises(SerializationError, match="not valid Unicode"):
         fit_row(VALUE, {**note(ROW_MAX), "bad": "\ud800"}, 0)
+
+
+def test_a_value_already_in_parts_stays_as_it_is_however_full_the_row() -> None:
+    """A value in parts leaves only its marker in the row: other columns that fill the row
+    (a run id, the channels) move the metadata to pieces, never the value's parts again."""
+    value = StoredValue("msgpack", "c:2", ["b:AAAA", "BBBB"])
+    moved, stored = fit_row(value, {"step": 1}, ROW_MAX - 10)
+    assert moved == value and stored.parts is not None
