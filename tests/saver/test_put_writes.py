@@ -89,3 +89,25 @@ def test_a_replayed_write_in_parts_adds_no_piece_when_another_thread_holds_its_m
     assert pieces["held"] > 0 and pieces["replayed"] == 0
     tup = saver.get_tuple(configs["replayed"])
     assert tup is not None and tup.pending_writes == [("task-1", "d", "small")]
+
+
+def test_a_single_write_is_stored_beside_packs_that_differ_only_in_one_key(
+        local: Backend) -> None:
+    """One task's writes packed in one row (two or more); then a single write of index 0 in
+    another thread, namespace, checkpoint or task, each sharing every other key with the pack:
+    each is stored and read back, as InMemorySaver does (a pack holds only its own task's
+    indexes)."""
+    first, second = generate_checkpoint(), generate_checkpoint()
+    base = f"pw-{uuid.uuid4().hex[:8]}"
+    slots = [(base, "", first, "task-1"), (base + "-twin", "", first, "task-1"),
+             (base, "sub:1", first, "task-1"), (base, "", second, "task-1"),
+             (base, "", first, "task-2")]
+    got = []
+    for saver in (InMemorySaver(), local.saver()):
+        configs = [saver.put({"configurable": {"thread_id": t, "checkpoint_ns": ns}}, cp,
+                             {"step": 0}, {}) for t, ns, cp, _ in slots]
+        saver.put_writes(configs[0], [("a", 1), ("b", 2)], "task-1")
+        for config, (*_, task) in zip(configs[1:], slots[1:], strict=True):
+            saver.put_writes(config, [("a", 5)], task)
+        got.append([tup.pending_writes for tup in map(saver.get_tuple, configs) if tup])
+    assert got[1] == got[0] and len(got[0]) == 5 and got[0][1] == [("task-1", "a", 5)]
