@@ -1,8 +1,9 @@
-"""A checkpoint's row at its bounds (d1saver/storage/values.py, fit_row): metadata moves to
-pieces only past ROW_MAX, a value stored whole moves to pieces only past ROW_MAX beside its
-metadata, and metadata in pieces keeps in its column the keys whose JSON is at most 4,096
-bytes, smallest first, up to 65,536 bytes in all. Each exactly at its bound one way, one
-byte more the other way."""
+"""A checkpoint's row at its bounds (d1saver/storage/values.py, fit_row), without a database:
+metadata moves to pieces only past ROW_MAX, a value stored whole moves to pieces only past
+ROW_MAX beside its metadata (a value in parts never moves again), and metadata in pieces
+keeps in its column LangGraph's keys first, then the smallest, up to 65,536 bytes in all.
+Each exactly at its bound one way, one byte more the other way. (Through a saver, and a
+value of exactly 4,096 bytes of JSON: tests/ops/test_chunks.py.)"""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ from d1saver.storage.values import METADATA_KEY, ROW_MAX, StoredValue, fit_row
 # A value stored whole, as a row's text; and what a chunk marker takes beside it at most.
 VALUE = StoredValue("msgpack", "b:AAAA", None)
 MARKER_MAX = 64
-KEPT_VALUE_MAX = 4_096
-KEPT_MAX = 65_536
 
 
 def column(metadata: dict[str, Any], fixed: int = 0) -> tuple[dict[str, Any], bool]:
@@ -54,14 +53,6 @@ def test_a_value_that_fills_the_row_beside_its_metadata_stays_whole() -> None:
     over = StoredValue("msgpack", at.text + "A", None)
     value, stored = fit_row(over, metadata, 0)
     assert value.parts == [over.text] and stored.parts is None
-
-
-def test_a_key_of_4096_bytes_of_json_stays_filterable_one_byte_more_does_not() -> None:
-    big = note(ROW_MAX)
-    at = {"a": "x" * (KEPT_VALUE_MAX - 2)}  # its JSON: the characters and two quotes
-    over = {"b": "x" * (KEPT_VALUE_MAX - 1)}
-    kept, chunked = column({**big, **at, **over})
-    assert chunked and kept == {**at, METADATA_KEY: kept[METADATA_KEY]}
 
 
 def test_the_filterable_part_takes_up_to_65536_bytes_smallest_first() -> None:
