@@ -10,9 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
-from d1saver.core.errors import SerializationError
 from d1saver.storage.values import METADATA_KEY, ROW_MAX, StoredValue, fit_row
 
 # A value stored whole, as a row's text; and what a chunk marker takes beside it at most.
@@ -73,13 +70,6 @@ def test_the_filterable_part_takes_up_to_65536_bytes_smallest_first() -> None:
     # fifteen of the sixteen.
     kept, _ = column({**note(ROW_MAX), **keys(0), "source": "s" * 4_000})
     assert set(kept) == {*keys(0), "source", METADATA_KEY} - {"k15"}
-
-
-def test_metadata_in_pieces_that_is_not_unicode_is_a_serialization_error() -> None:
-    """A lone surrogate in metadata bound for pieces is refused with a clear typed error
-    before anything is sent."""
-    with pytest.raises(SerializationError, match="not valid Unicode"):
-        fit_row(VALUE, {**note(ROW_MAX), "bad": "\ud800"}, 0)
 
 
 def test_a_value_already_in_parts_stays_as_it_is_however_full_the_row() -> None:
