@@ -69,26 +69,32 @@ def test_a_task_packed_once_then_written_row_by_row_keeps_the_first_of_each_inde
     assert got[1] == got[0] == [("task-1", "a", 1), ("task-1", "d", big), ("task-1", "c", 4)]
 
 
-def test_a_replayed_write_in_parts_adds_no_piece_when_another_thread_holds_its_marker(
+def test_a_replayed_write_in_parts_adds_no_piece_when_another_row_holds_its_marker(
         local: Backend) -> None:
-    """Two threads with the same checkpoint id, task and index: one stores a DeltaChannel's
-    write in parts; the other, whose write of that index is already stored (packed), replays
-    it with the same value: its row is kept and no piece is added to it (the pieces of a
-    write follow its own row, not a row of another thread)."""
+    """A DeltaChannel's write stored in parts at one checkpoint; the same write (task, index,
+    value) replayed where that index is already stored (packed) in another thread, namespace
+    or checkpoint sharing the rest of the key: the stored row is kept and no piece is added
+    beside it (a write's pieces follow its own row, not another's)."""
     big = base64.b64encode(random.Random(7).randbytes(1_800_000)).decode()
     saver = local.saver()
     meta = {"step": 0, "counters_since_delta_snapshot": {"d": [1, 1]}}
-    checkpoint = generate_checkpoint()
-    configs = {t: saver.put(generate_config(f"pw-{t}-{uuid.uuid4().hex[:8]}"), checkpoint, meta,
-                            {}) for t in ("held", "replayed")}
-    saver.put_writes(configs["held"], [("d", big)], "task-1")
-    saver.put_writes(configs["replayed"], [("d", "small")], "task-1")
-    saver.put_writes(configs["replayed"], [("d", big)], "task-1")
-    pieces = {t: query(saver, "SELECT count(*) FROM chunks WHERE thread_id = '"
-                       + c["configurable"]["thread_id"] + "'")[0][0] for t, c in configs.items()}
-    assert pieces["held"] > 0 and pieces["replayed"] == 0
-    tup = saver.get_tuple(configs["replayed"])
-    assert tup is not None and tup.pending_writes == [("task-1", "d", "small")]
+    first, second = generate_checkpoint(), generate_checkpoint()
+    base = f"pw-{uuid.uuid4().hex[:8]}"
+    slots = [(base, "", first), (base + "-twin", "", first), (base, "sub:1", first),
+             (base, "", second)]
+    configs = [saver.put({"configurable": {"thread_id": t, "checkpoint_ns": ns}}, cp, meta, {})
+               for t, ns, cp in slots]
+    saver.put_writes(configs[0], [("d", big)], "task-1")
+    for config in configs[1:]:
+        saver.put_writes(config, [("d", "small")], "task-1")
+        saver.put_writes(config, [("d", big)], "task-1")
+    pieces = [query(saver, "SELECT count(*) FROM chunks WHERE thread_id = ?1 AND "
+                           "checkpoint_ns = ?2 AND checkpoint_id = ?3", t, ns, cp["id"])[0][0]
+              for t, ns, cp in slots]
+    assert pieces[0] > 0 and pieces[1:] == [0, 0, 0]
+    for config in configs[1:]:
+        tup = saver.get_tuple(config)
+        assert tup is not None and tup.pending_writes == [("task-1", "d", "small")]
 
 
 def test_a_single_write_is_stored_beside_packs_that_differ_only_in_one_key(
