@@ -72,9 +72,9 @@ def test_a_task_packed_once_then_written_row_by_row_keeps_the_first_of_each_inde
 def test_a_replayed_write_in_parts_adds_no_piece_when_another_row_holds_its_marker(
         local: Backend) -> None:
     """A DeltaChannel's write stored in parts at one checkpoint; the same write (task, index,
-    value) replayed where that index is already stored (packed) in another thread, namespace
-    or checkpoint sharing the rest of the key: the stored row is kept and no piece is added
-    beside it (a write's pieces follow its own row, not another's)."""
+    value) replayed where that index is already stored (packed) in another thread, namespace,
+    checkpoint or task sharing the rest of the key: the stored row is kept and no piece is
+    added beside it (a write's pieces follow its own row, not another's)."""
     big = base64.b64encode(random.Random(7).randbytes(1_800_000)).decode()
     saver = local.saver()
     meta = {"step": 0, "counters_since_delta_snapshot": {"d": [1, 1]}}
@@ -95,6 +95,11 @@ def test_a_replayed_write_in_parts_adds_no_piece_when_another_row_holds_its_mark
     for config in configs[1:]:
         tup = saver.get_tuple(config)
         assert tup is not None and tup.pending_writes == [("task-1", "d", "small")]
+    # Another task of the held write's checkpoint, likewise.
+    saver.put_writes(configs[0], [("d", "small")], "task-2")
+    saver.put_writes(configs[0], [("d", big)], "task-2")
+    assert query(saver, "SELECT count(*) FROM chunks WHERE thread_id = ?1 AND owner = ?2",
+                 base, "task-2/0") == [[0]]
 
 
 def test_a_single_write_is_stored_beside_packs_that_differ_only_in_one_key(
