@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "mutation"
 MAP = BUILD / "map.json"
 RESULTS = BUILD / "results.jsonl"
+MAPPER = "tests/mutation/plugin.py"  # how the map is made: a map made otherwise is made again
 AREAS = ("sql", "ops", "storage")
 
 # Tests that read a statement's text rather than what it does: they would kill every SQL
@@ -195,6 +196,7 @@ def make_map(files: Sequence[str], jobs: int, target: Path = MAP) -> None:
         data = _merge(old, data, files)
     data["files"] = {**(old or {}).get("files", {}), **{f: file_digest(f) for f in files}}
     data["measured"] = {f: file_digest(f) for f in data["lines"]}
+    data["mapper"] = file_digest(MAPPER)
     target.write_text(json.dumps(data), encoding="utf-8")
 
 
@@ -236,7 +238,8 @@ def stale_files(data: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 def update_map(jobs: int, remap: bool, target: Path = MAP) -> dict[str, Any]:
     """The map, made or brought up to date first."""
-    if remap and target.exists():
+    if target.exists() and (remap or json.loads(target.read_text(encoding="utf-8")).get(
+            "mapper") != file_digest(MAPPER)):  # mapped another way: all of it again
         target.unlink()
     if not target.exists():
         make_map(test_files(), jobs, target)

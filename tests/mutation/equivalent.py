@@ -443,6 +443,14 @@ EQUIVALENT: dict[str, str] = {
     **{f"sql:STAGED_VALUES:{digest}":
        "no thread id equals the bare prefix char(31)||'d1saver-': staged ids extend it"
        for digest in ("eac523004f", "ac4a186552", "66e6466fd7")},
+    # PUT_UNWRITTEN is sent only right after its checkpoint's PUT, in the same batch
+    # (ops/statements.py: put_statements); PUT's view trigger INSERTs OR REPLACEs the
+    # checkpoint's row, which fires delta_unwritten_on_put (AFTER INSERT, schema.sql): the
+    # checkpoint's delta_unwritten row is gone before PUT_UNWRITTEN inserts one row for it, so
+    # no conflict is met and OR IGNORE inserts what OR REPLACE does.
+    "sql:PUT_UNWRITTEN:28f0573c20":
+        "sent right after its checkpoint's PUT, whose insert trigger has deleted the row: no "
+        "conflict is ever met",
     # Rows of one key but kind are an 's' (or 'w' with task '') and a 'c' row at one depth
     # of one holder and channel; FREEZE_DONE, in the batch that freezes, deletes a 'c' row
     # whenever another row of that holder and channel lies at its depth or deeper.
@@ -479,10 +487,20 @@ EQUIVALENT: dict[str, str] = {
     # value's end, or pending items whose next header starts at the data's end).
     "py:d1saver.storage.chunking:_header:e2040b210d":
         "a length field cut by the data's end puts the value's end past it: _skip refuses that",
-    # 0x90 is an array of 0 items; read as a map of 0 items (0x90 & 0x0F) it has one header
-    # byte and nothing to open or skip either: walked, cut and skipped alike.
-    "py:d1saver.storage.chunking:_header:9a7d3cf90f":
+    # _header's `b < 0x90` made `<=`: 0x90 is an array of 0 items; read as a map of 0 items
+    # (0x90 & 0x0F) it has one header byte and nothing to open or skip either: walked, cut
+    # and skipped alike (an array's kind only matters to its items).
+    "py:d1saver.storage.chunking:_header:d638dd07ab":
         "0x90 read as a map (0x90 & 0x0F = 0 items) is empty too: same header, no items",
+    # _header's `b < 0xC0` made `<=`: 0xC0 (nil) read as a raw value of 0xC0 & 0x1F = 0
+    # bytes: one header byte and no payload, neither a container: cut and skipped alike.
+    "py:d1saver.storage.chunking:_header:9a7d3cf90f":
+        "0xC0 (nil) read as a raw value of 0 bytes: one byte either way, neither a container",
+    # _header's `if kind == _SCALAR: return _SCALAR, before, 0` dropped: every scalar entry
+    # of _TABLE has a length field of 0 bytes, so the general path reads an empty field
+    # (len 0 == width 0) and returns (kind, before + 0, int.from_bytes(b"")) = the same.
+    "py:d1saver.storage.chunking:_header:b77a13dc82":
+        "a scalar's entry has a 0-byte length field: the general path returns the same triple",
     # load_checkpoint with keys: `if text is None: raise refuse_plaintext(binding)`. Without
     # it a NULL value is neither "c:" nor "m:" and goes to Sealer.open_flagged, whose
     # open_packed refuses any text that is not "e:" (None too) with the same
@@ -493,6 +511,10 @@ EQUIVALENT: dict[str, str] = {
     # CHUNK_SIZE gives None there, and [text] (one part, the whole) under `<`: [text] both ways.
     "py:d1saver.storage.codec:split:f67afaabb6":
         "its only caller reads None as [text]; a text of CHUNK_SIZE split is [text] too",
+    # Its `if len(text) <= CHUNK_SIZE: return None` dropped: a text that fits is then split
+    # into [text] (or [] when empty), which that caller's `or [text]` makes [text] as None.
+    "py:d1saver.storage.codec:split:d301b9af55":
+        "its only caller reads None as [text]; a text that fits split is [text] (or [])",
     # Values.reseal's `if text is None: return None`: rekey's pages read only rows holding a
     # value (d1saver/sql/reseal.py SEALED: `w.value IS NOT NULL`, `f.value IS NOT NULL` under
     # :heads), and the writes of a "p:" pack are texts d1saver wrote; copies send :heads NULL

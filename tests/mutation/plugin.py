@@ -5,7 +5,8 @@
   replays one by hand.
 - D1SAVER_MUTATION_MAP=<file> records, per test, the statements it binds, the lines of ops/
   and storage/ it runs (coverage.py, one dynamic context per test) and its duration, and
-  writes them to <file> as JSON: which tests cover each mutant.
+  writes them to <file> as JSON: which tests cover each mutant. The functions' caches are
+  cleared before each test, so a test is mapped to the lines of a cached function it calls.
 """
 
 from __future__ import annotations
@@ -99,6 +100,9 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
     if _recorder is None:
         yield
         return
+    from tests.mutation import python
+
+    python.clear_caches()  # a call answered from an earlier test's cache runs no line
     _recorder.current = item.nodeid
     _recorder.cov.switch_context(item.nodeid)
     start = time.perf_counter()

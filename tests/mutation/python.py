@@ -13,6 +13,8 @@ constants), with these operators (the `kind` of a mutant):
 A mutant is applied in the test process, in memory: the module's source is parsed, the one
 node changed, the module compiled again, and the code of the function that holds the node set
 as that function's `__code__` (every reference to the function sees it; nothing is written).
+The results the mutated modules' functions cached (functools.cache, lru_cache) are dropped with
+it: a cached function must run its new code, not answer from results of the old.
 """
 
 from __future__ import annotations
@@ -332,6 +334,25 @@ def apply(mutant: Mutant) -> None:
     code, targets = _compiled(mutant)
     for f in targets:
         f.__code__ = code
+    clear_caches()
 
 
-__all__ = ["MODULES", "Mutant", "apply", "find", "generate", "mutants_of"]
+def clear_caches() -> None:
+    """Drop what the mutated modules' cached functions remember (functools.cache, lru_cache):
+    a call answered from a cache runs no line, so neither a mutant of the function nor the map
+    of the tests that run it (tests/mutation/plugin.py) would see it."""
+    import sys
+
+    for name in [m for area in MODULES.values() for m in area]:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        for value in vars(module).values():
+            items = vars(value).values() if inspect.isclass(value) else [value]
+            for item in items:
+                clear = getattr(item, "cache_clear", None)
+                if callable(clear):
+                    clear()
+
+
+__all__ = ["MODULES", "Mutant", "apply", "clear_caches", "find", "generate", "mutants_of"]

@@ -91,3 +91,21 @@ def test_a_python_mutant_is_placed_in_memory_only() -> None:
                    env={**os.environ, "PYTHONPATH": str(ROOT)})
     source = python.module_path("d1saver.ops.rows").read_text(encoding="utf-8")
     assert "isinstance(value, str) and value.startswith(\"p:\")" in source  # nothing written
+
+
+def test_a_mutant_of_a_cached_function_answers_from_its_new_code() -> None:
+    """manifest._closes is cached (lru_cache): a mutant placed after a call must not answer
+    from the old code's results, and the map must see each test run its lines (the cache is
+    cleared before each test mapped)."""
+    (mutant,) = [m for m in python.mutants_of("d1saver.storage.manifest")
+                 if m.function == "_closes" and m.kind == "flip-cmp" and "==" in m.where]
+    check = (
+        "from tests.mutation import python\n"
+        "from d1saver.storage import manifest\n"
+        "from d1saver.storage.chunking import chunk_id\n"
+        "ref = chunk_id(b'a message')\n"
+        "before = manifest._closes(ref)\n"
+        f"python.apply(python.find({mutant.id!r}))\n"
+        "assert manifest._closes(ref) is not before\n")
+    subprocess.run([sys.executable, "-c", check], cwd=ROOT, check=True,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -415,6 +415,17 @@ def test_guard_compares_with_the_greatest_id_not_the_last_put(local: Backend) ->
     assert len(children(list(plain.list(cfg(tid))), p["configurable"]["checkpoint_id"])) == 2
 
 
+def test_guard_compares_with_the_head_of_its_own_thread(local: Backend) -> None:
+    """Another thread's newer checkpoint (same namespace, a greater id) is not this thread's
+    head: building on this thread's head is no conflict."""
+    saver = local.saver(guard_head=True)
+    mine, other = (f"g-{uuid.uuid4().hex}" for _ in range(2))
+    p = saver.put(cfg(mine), checkpoint("1f000000-0000-6000-8000-000000000001"), {}, {})
+    saver.put(cfg(other), checkpoint("1f000000-0000-6000-8000-000000000009"), {}, {})
+    child = saver.put(p, checkpoint("1f000000-0000-6000-8000-000000000002"), {}, {})
+    assert saver.get_tuple(cfg(mine)).config == child
+
+
 def test_without_guard_two_children_of_one_parent_are_both_stored(backend: Backend) -> None:
     saver = backend.saver()
     tid = f"g-{uuid.uuid4().hex}"

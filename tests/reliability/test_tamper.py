@@ -159,6 +159,19 @@ def test_metadata_that_is_not_json_fails_in_sql(backend: Backend) -> None:
         scene.saver.delete_thread(scene.thread)
 
 
+def test_metadata_that_is_json_but_not_an_object_is_named_as_altered(backend: Backend) -> None:
+    """A metadata column replaced by JSON that is not an object (an array): every read that
+    meets the row refuses it with an IntegrityError saying the metadata was altered."""
+    scene = Scene(backend)
+    scene.set("checkpoints", "metadata", "[1]", "checkpoint_id = ?2", scene.c2)
+    for name, read in reads(scene.saver, scene.thread, scene.c2).items():
+        if name == "list with a filter":  # the filter, in SQL, finds no "user" in an array
+            continue
+        with pytest.raises(IntegrityError, match="metadata that is not a JSON object") as info:
+            read()
+        assert (info.value.thread_id, info.value.checkpoint_id) == (scene.thread, scene.c2)
+
+
 def test_a_chunk_piece_altered_lost_or_swapped_is_refused(backend: Backend) -> None:
     scene = Scene(backend)
     big = os.urandom(4_000_000)  # random bytes: over 2 MB as stored, so in chunks

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from d1saver import D1Saver, Result, Statement, admin, inspection
@@ -576,25 +577,32 @@ def test_the_stored_sample_of_a_thread_is_its_own_newest_row(local: Backend) -> 
 
 def test_the_census_skips_staged_rows_and_only_those(local: Backend) -> None:
     """KEY_CENSUS and STAGED_VALUES: rows staged under a hidden id (a copy of TIE) are counted
-    as skipped, every value once; a thread whose id is the staging range's upper bound (a
-    user's id like any other) is counted with the rest."""
+    as skipped, every value once; threads whose ids lie just outside the staging range, at
+    its upper bound or just below its lower one (users' ids like any other), are counted with
+    the rest."""
     saver = local.saver(encryption_keys=[K1])
     grid(saver)
-    staged, beyond = "\x1fd1saver-copying\x1fx", "\x1fd1saver."
+    staged, beyond, below = "\x1fd1saver-copying\x1fx", "\x1fd1saver.", "\x1fd1saver,"
     saver.client.execute([*Statement.bind_each(_sql.COPY_THREAD, {"source": TIE,
                                                                   "target": staged}),
-                          *Statement.bind_each(_sql.COPY_THREAD, {"source": THREAD,
-                                                                  "target": beyond})])
+                          *(s for other in (beyond, below) for s in Statement.bind_each(
+                              _sql.COPY_THREAD, {"source": THREAD, "target": other}))])
+    # A staged write and frozen record without a value (cleared rows) are no values to skip.
+    saver.client.execute([Statement(
+        f"UPDATE {t} SET value = NULL WHERE rowid = (SELECT MIN(rowid) FROM {t}"
+        f" WHERE thread_id = ?1{extra})", [staged])
+        for t, extra in (("writes", ""), ("delta_frozen", " AND kind <> 'c'"))])
     (counted,) = saver.client.execute([Statement(
         "SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?1)"
         " + (SELECT COUNT(*) FROM writes WHERE thread_id = ?1 AND value IS NOT NULL)"
         " + (SELECT COUNT(*) FROM delta_frozen WHERE thread_id = ?1 AND kind <> 'c'"
         " AND value IS NOT NULL)", [TIE])])
+    skipped = counted.rows[0][0] - 2  # TIE's values, less the two cleared staged rows
     rows = rows_per_table(saver)  # every thread's, the staged copy's too
     census = saver.key_census()
-    assert census["staged"] == {"skipped": counted.rows[0][0]} and counted.rows[0][0] > 20
+    assert census["staged"] == {"skipped": skipped} and skipped > 20
     assert sum(n for t, per in census.items() if t != "staged" for n in per.values()) == (
-        sum(rows.values()) - counted.rows[0][0])
+        sum(rows.values()) - skipped - 1)  # every row but the staged ones (the cleared write)
 
 
 # --- a thread's rows read out in keyset pages (moves and copies between databases) ----------
@@ -681,3 +689,16 @@ def test_a_history_through_a_value_stored_in_pieces(local: Backend) -> None:
             assert reader.get_delta_channel_history(config=t.config, channels=["messages"]) == (
                 want), (i, read)
             assert local.requests == before, (i, read)
+
+
+def test_tagging_the_newest_names_the_newest_of_its_own_namespace(local: Backend) -> None:
+    """TAG without a checkpoint id tags the newest checkpoint of the config's namespace,
+    though a subgraph's namespace of the thread holds a newer one (a greater id)."""
+    saver = local.saver()
+    ids = [f"1f000000-0000-6000-8000-00000000000{n}" for n in (1, 2, 3)]
+    for ns, cid in (("", ids[0]), ("", ids[1]), ("sub:1", ids[2])):
+        saver.put({"configurable": {"thread_id": "tagged", "checkpoint_ns": ns}},
+                  {**empty_checkpoint(), "id": cid}, {}, {})
+    root: RunnableConfig = {"configurable": {"thread_id": "tagged", "checkpoint_ns": ""}}
+    saver.tag(root, "newest")
+    assert saver.tags(root) == {"newest": ids[1]}

@@ -4,6 +4,7 @@ encodes alike."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -14,8 +15,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from d1saver import Statement
 from d1saver.core.errors import ConfigError, SerializationError, StoredValueError
 from d1saver.storage import codec
-from d1saver.storage.crypto import Binding
-from d1saver.storage.values import Values
+from d1saver.storage.crypto import Binding, Sealer, checkpoint_binder
+from d1saver.storage.values import Values, bound_columns
 from tests.conftest import Backend
 
 
@@ -53,6 +54,20 @@ def test_keyed_metadata_that_is_not_unicode_fails_before_anything_is_sent(
     _, requests = local.count(lambda: pytest.raises(
         SerializationError, saver.put, config, empty_checkpoint(), {"step": 0, "note": "\ud800"}, {}))
     assert requests == 0
+
+
+def test_sealed_metadata_that_is_authentic_but_not_json_is_a_stored_value_error() -> None:
+    """With keys, the metadata beyond LangGraph's fields is sealed with the checkpoint: sealed
+    under the right key and binding (a newer d1saver's framing, say) but not JSON, the read
+    fails with StoredValueError, never with the checkpoint and other metadata."""
+    values = Values(JsonPlusSerializer(), Sealer([bytes([7]) * 32]))
+    type_, data = values.serialize(empty_checkpoint())
+    bind, plain = checkpoint_binder("t", "", "c1"), {"step": 1}
+    assert values.sealer is not None
+    text = values.sealer.seal_text(b"{not json\x00" + data,
+                                   bind(type_, bound_columns(plain, None)), flag=True)
+    with pytest.raises(StoredValueError, match="stored metadata cannot be read"):
+        values.load_checkpoint(type_, text, None, json.dumps(plain), None, bind)
 
 
 def test_metadata_whose_chunks_are_damaged_is_a_stored_value_error(local: Backend) -> None:

@@ -71,8 +71,8 @@ def test_bytes_that_are_not_msgpack_are_cut_by_fastcdc_stored_from_stored_min() 
 
 def test_items_past_the_end_are_not_msgpack() -> None:
     """An array whose first item runs past the data, or that counts more items than the data
-    holds (two more, or only its last missing): not one msgpack value, so FastCDC cuts the
-    bytes whole (one stored piece)."""
+    holds (two more, or only its last missing, or its first item's own items): not one
+    msgpack value, so FastCDC cuts the bytes whole (one stored piece)."""
     text = ormsgpack.packb("a" * 300)
     runs_past = b"\x92" + text[:-10]
     assert cut(runs_past) == [stored(runs_past)]
@@ -80,6 +80,9 @@ def test_items_past_the_end_are_not_msgpack() -> None:
     assert cut(too_few) == [stored(too_few)]
     last_missing = b"\x92" + text
     assert cut(last_missing) == [stored(last_missing)]
+    # An item holding an array whose items run out exactly at the data's end.
+    inner_short = b"\x92\x92" + text
+    assert cut(inner_short) == [stored(inner_short)]
 
 
 def test_framing_of_small_items_over_piece_max_is_cut_by_fastcdc() -> None:
@@ -128,3 +131,46 @@ def test_an_empty_container_followed_by_a_few_bytes_is_cut_by_fastcdc() -> None:
     from its first byte: one stored piece (not framing kept inline)."""
     data = b"\x80" + bytes(range(256)) + bytes(44)
     assert cut(data) == [stored(data)]
+
+
+def test_a_string_of_piece_max_bytes_is_one_piece_one_byte_more_is_cut_inside() -> None:
+    """A string of exactly PIECE_MAX bytes (its header counted) is one stored piece, a row of
+    its own; one byte more and its 3-byte header stays inline and FastCDC cuts the rest."""
+    at = ormsgpack.packb("z" * (PIECE_MAX - 3))  # 0xda and a 2-byte length
+    assert len(at) == PIECE_MAX
+    assert cut(at) == [stored(at)]
+    over = ormsgpack.packb("z" * (PIECE_MAX - 2))
+    pieces = cut(over)
+    assert pieces[0] == Piece(over[:3], None)
+    assert len(pieces) > 1 and all(p.id is not None for p in pieces[1:])
+
+
+def test_an_element_of_piece_max_bytes_is_one_piece_whatever_its_type() -> None:
+    """A record in an array, of exactly PIECE_MAX bytes, is one stored piece (a message is
+    stored whole); one byte more and it is opened: its header and keys inline, its large
+    value a piece of its own."""
+    def record(total: int) -> bytes:
+        # {"k": text}: 0x81, the key (2 bytes), the text (0xda, a 2-byte length, characters)
+        return ormsgpack.packb({"k": "r" * (total - 6)})
+
+    at, over = record(PIECE_MAX), record(PIECE_MAX + 1)
+    assert (len(at), len(over)) == (PIECE_MAX, PIECE_MAX + 1)
+    assert cut(b"\x91" + at) == [Piece(b"\x91", None), stored(at)]
+    assert cut(b"\x91" + over) == [Piece(b"\x91" + over[:3], None), stored(over[3:])]
+
+
+def test_a_container_of_walk_max_items_is_walked_one_item_more_is_not() -> None:
+    """An array (or a map: keys and values count alike) of exactly WALK_MAX items is walked:
+    its one large element is a piece of its own, the small items inline around it. One item
+    more and it is kept whole, inline (under PIECE_MAX), never walked item by item."""
+    big = "L" * 1000
+    packed_big = ormsgpack.packb(big)
+    for n in (WALK_MAX, WALK_MAX + 1):
+        array = ormsgpack.packb([big] + ["s"] * (n - 1))
+        mapping = ormsgpack.packb({"big": big} | {f"{i:x}": 0 for i in range((n + 1) // 2 - 1)})
+        for data in (array, mapping):
+            pieces = cut(data)
+            if n == WALK_MAX:
+                assert stored(packed_big) in pieces and len(pieces) == 3
+            else:
+                assert pieces == [Piece(data, None)]

@@ -93,6 +93,15 @@ def test_compressible_values_are_compressed_before_sealing() -> None:
 # --- refused: a flipped byte ------------------------------------------------------------------
 
 
+def test_an_authentic_value_of_an_unknown_codec_is_refused_as_newer() -> None:
+    """A value sealed under the right key and binding with a codec byte this release does not
+    know (a newer d1saver's) is refused with a ValueError saying so, never opened as bytes."""
+    sealer = Sealer([K1])
+    text = sealer._text(sealer.seal(b"payload", CK, b"q"))
+    with pytest.raises(ValueError, match="unknown packed codec"):
+        sealer.open_text(text, CK)
+
+
 def test_every_one_byte_flip_is_refused() -> None:
     sealer = Sealer([K1])
     blob = sealer.seal(b"a small stored value", CK)

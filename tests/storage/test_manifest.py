@@ -127,6 +127,26 @@ def test_a_lone_chunk_gets_no_node() -> None:
     assert "^" not in packed.text
 
 
+def test_two_chunks_whose_first_closes_a_node_are_folded() -> None:
+    """A write of two messages whose first id closes a node lists that node and the second
+    message: from two refs on, a run is folded as in a checkpoint (the node is the one a
+    longer list starting with these messages lists too)."""
+    for i in range(200):
+        msgs = [AIMessage(content=f"reply {i}.{k} " + "y" * 300, id=f"a{i}.{k}") for k in (0, 1)]
+        value = SERDE.dumps_typed(msgs)[1]
+        packed = _manifest.pack(value, set(), _codec.encode)
+        assert packed is not None
+        leaves = [c.id for c in packed.new if c.level == 0]
+        if _manifest._closes(leaves[0]):
+            break
+    else:
+        pytest.fail("no pair of 200 has a first id that closes a node")
+    assert [c.level for c in packed.new][:3] == [0, 0, 1] and "^" in packed.text
+    chunks: dict[str, str] = {}
+    store(packed, chunks)
+    assert _manifest.unpack(packed.text, chunks, _codec.decode) == value
+
+
 def test_a_damaged_chunk_is_refused_not_read_as_other_bytes() -> None:
     """"r:" has no checksum: a chunk whose stored text decodes to other bytes (or to nothing) is
     a typed error when read, never a value that silently differs."""
