@@ -548,13 +548,18 @@ def test_rekey_reseals_memory_so_the_old_key_can_go(local: Backend) -> None:
 
 
 def test_rekey_seals_plaintext_memory_only_when_asked(local: Backend) -> None:
+    """In pages of two rows, each plaintext row left is counted once (a page starts after the
+    last row of the one before)."""
     _fill_memory(local, None)
     plain = _read_memory(local, None)
     keyed = local.saver(encryption_keys=[K1])
     with pytest.raises(PlaintextValueError):
         _read_memory(local, [K1])
-    kept = rekey(keyed)
+    kept = rekey(keyed, batch_rows=2)
     assert kept.rewritten == 0 and kept.plaintext_left == 6 + 3
+    assert (kept.tables["store_items"], kept.tables["cache_entries"]) == (
+        {"rewritten": 0, "plaintext_left": 6, "pages": 4},  # 2 + 2 + 2 + 0 rows
+        {"rewritten": 0, "plaintext_left": 3, "pages": 2})  # 2 + 1
     sealed = rekey(keyed, seal_plaintext=True)
     assert sealed.rewritten == 9 and sealed.plaintext_left == 0
     assert census(keyed)["store_items"] == {OLD: 6}

@@ -343,8 +343,8 @@ def test_expired_items_stay_visible_until_swept_when_reads_keep_them(
     """With `omit_expired` False every read path sees an expired item until a sweep deletes
     it: the plain search, filtered or not, the search by meaning read whole, as codes then
     candidates, or as the exact scan, with a filter or without, in a namespace and in every
-    namespace (the empty prefix), and the listing; a filtered read that refreshes starts its
-    TTL again."""
+    namespace (the empty prefix), in a namespace whose every item expired, and the listing; a
+    filtered read that refreshes starts its TTL again."""
     monkeypatch.setattr(_plan, "WHOLE_MAX", 0 if path == "codes" else _plan.WHOLE_MAX)
     d1 = local_subject("local")
     try:
@@ -365,6 +365,8 @@ def test_expired_items_stay_visible_until_swept_when_reads_keep_them(
                 found = store.search((), query=query, filter=flt, refresh_ttl=False)
                 assert sorted((it.namespace, it.key) for it in found) == [
                     (("e",), "kept"), (("e",), "old"), (("f",), "old")], (query, flt)
+                found = store.search(("f",), query=query, filter=flt, refresh_ttl=False)
+                assert [it.key for it in found] == ["old"], (query, flt)  # all expired
         _, requests = d1.count(lambda: store.search(("e",), query="a", refresh_ttl=False))
         assert requests == (2 if path == "codes" else 1)  # codes, then candidates
         assert store.list_namespaces() == [("e",), ("f",)]
