@@ -14,6 +14,7 @@ boundary, on the local D1, each filter in one request.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -168,22 +169,27 @@ def test_every_statement_gives_the_same_sound_verdict(grid: Grid) -> None:
 def test_the_whole_read_threshold_counts_the_scope_itself_and_every_namespace(grid: Grid
                                                                             ) -> None:
     """The count that chooses between the whole read and codes takes the items of the prefix's
-    own namespace, not only its descendants', and, for the empty prefix, of every namespace:
-    at the threshold exactly one of RANK_ROWS and SEARCH_CODES returns rows."""
-    # every live item: the grid's, and the three beside it (not the one expiring now)
-    for prefix, flt, want in [((), None, len(grid.values) + 3), ((), {"n": 1}, None),
-                              (("a",), None, 1), (("a",), {"n": 1}, 1), (("g",), None, None)]:
-        scope = {**scope_params(prefix, grid.at), "filter": _filters.compile_filter(flt)}
+    own namespace, not only its descendants', and, for the empty prefix, of every namespace,
+    as a read sees them (with `omit_expired` False, :live_at NULL, expired items too): at the
+    threshold exactly one of RANK_ROWS and SEARCH_CODES returns rows."""
+    # every live item: the grid's, and the three beside it (not the one expiring now, unless
+    # the read sees expired items)
+    for (prefix, flt, want), live_at in itertools.product(
+            [((), None, len(grid.values) + 3), ((), {"n": 1}, None), (("a",), None, 1),
+             (("a",), {"n": 1}, 1), (("g",), None, None)], (grid.at, None)):
+        if want is not None and prefix == () and live_at is None:
+            want += 1
+        scope = {**scope_params(prefix, live_at), "filter": _filters.compile_filter(flt)}
         (count,) = grid.store._exchange(grid.database, [Statement.bind(_KEPT_COUNT, scope)])
         n = int(count.rows[0][0])
-        assert n == want if want is not None else n > 1, (prefix, flt)
+        assert n == want if want is not None else n > 1, (prefix, flt, live_at)
         whole, no_codes, not_whole, codes = grid.store._exchange(grid.database, [
             Statement.bind(_sql.RANK_ROWS, {**scope, "whole": n}),
             Statement.bind(_sql.SEARCH_CODES, {**scope, "whole": n}),
             Statement.bind(_sql.RANK_ROWS, {**scope, "whole": n - 1}),
             Statement.bind(_sql.SEARCH_CODES, {**scope, "whole": n - 1})])
-        assert whole.rows and codes.rows, (prefix, flt)
-        assert not no_codes.rows and not not_whole.rows, (prefix, flt)
+        assert whole.rows and codes.rows, (prefix, flt, live_at)
+        assert not no_codes.rows and not not_whole.rows, (prefix, flt, live_at)
 
 
 def test_the_refresh_of_a_filtered_page_is_the_rows_sql_knows_match(grid: Grid) -> None:
