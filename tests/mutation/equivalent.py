@@ -338,6 +338,14 @@ RULES: list[tuple[str, ...]] = [
     ("RANK_ROWS", "drop-or", "?6 IS NULL",
      "d1saver binds :whole (whole_items) on every path: `:whole IS NULL` never holds"),
 
+    # A move's vectors land only for items the target does not hold (MOVE_IN_VECTORS's WHERE
+    # NOT EXISTS), and no database holds a vector of an item it does not hold: every put and
+    # delete of an item deletes its vectors in the same batch (memory/store.py: `reindexed`
+    # takes every key put or deleted), and sweeps, scope deletes and moves out delete an
+    # item's vectors with it. So no row is there for OR REPLACE to replace or OR IGNORE to keep.
+    ("MOVE_IN_VECTORS", "conflict", "[REPLACE->IGNORE]",
+     "no database holds a vector of an item it does not hold: nothing to replace or keep"),
+
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
     # retried after a lost response would differ only in started_at, by the retry's delay.
