@@ -566,6 +566,27 @@ def test_rekey_seals_plaintext_memory_only_when_asked(local: Backend) -> None:
     assert _read_memory(local, [K1]) == plain
 
 
+def test_rekey_seals_equal_plaintext_values_each_for_its_own_item(local: Backend) -> None:
+    """Items (cache entries) holding the same plaintext under the same key in two namespaces,
+    or under two keys of one namespace, are each sealed for their own (namespace, key): every
+    one reads back under the key."""
+    from d1saver import D1Cache, D1Store
+    same = {"text": "the same value"}
+    items = [(("a",), "k"), (("b",), "k"), (("a",), "j")]
+    entries = [(("n", "a"), "k"), (("n", "b"), "k"), (("n", "a"), "j")]
+    with _memory(local, D1Store, None) as store:
+        for ns, key in items:
+            store.put(ns, key, same)
+    with _memory(local, D1Cache, None) as cache:
+        cache.set({where: (same, None) for where in entries})
+    keyed = local.saver(encryption_keys=[K1])
+    summary = rekey(keyed, seal_plaintext=True)
+    assert summary.rewritten == 6 and summary.plaintext_left == 0
+    with _memory(local, D1Store, [K1]) as store, _memory(local, D1Cache, [K1]) as cache:
+        assert [store.get(ns, key).value for ns, key in items] == [same] * 3  # type: ignore[union-attr]
+        assert cache.get(entries) == {where: same for where in entries}
+
+
 def test_rekey_of_memory_keeps_a_live_writers_newer_value(local: Backend) -> None:
     """A value rewritten between the page's read and its rewrite stays the writer's."""
     from d1saver import D1Store
