@@ -284,6 +284,11 @@ RULES: list[tuple[str, ...]] = [
     # verdict is 2.
     ("REFRESH_SEARCH_FILTERED", "drop-and", "verdict=2",
      "unsure_upto = 0 implies verdict 2: a row of verdict 1 counts itself in unsure_upto"),
+    # The refresh of a filtered page writes rows of verdict 2 only, and rows of verdict 0 count
+    # in neither sure_before (verdict 2) nor unsure_upto (verdict 1): letting them into
+    # `counted` changes no row written.
+    ("REFRESH_SEARCH_FILTERED", "drop-where", "WHERE verdict>0",
+     "rows of verdict 0 count in neither window count and the refresh writes verdict 2 only"),
     # "cmp": an operand's texts ("a") are float reprs (a '.', an 'e'); an integer's or a
     # bool's JSON text is never one of them, and a string is decided by the arm before.
     ("*", "drop-and", "d.type='real'",
