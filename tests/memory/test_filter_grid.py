@@ -262,8 +262,8 @@ def test_the_refresh_of_a_filtered_page_stops_where_sql_cannot_tell(grid: Grid) 
 def test_a_filtered_page_refreshes_the_ttl_of_its_own_items_only(
         flt: dict[str, Any] | None, want: list[str]) -> None:
     """The page [offset, offset + limit) of a search, filtered or not, has its TTL started
-    again in the search's own request; the matches before and after it, and the items the
-    filter leaves out, keep theirs."""
+    again in the search's own request; the matches before and after it, the items the
+    filter leaves out, and a newer item of a namespace after the prefix's, keep theirs."""
     d1 = local_subject("local")
     try:
         store = d1.store(ttl={"default_ttl": 1.0})
@@ -272,12 +272,15 @@ def test_a_filtered_page_refreshes_the_ttl_of_its_own_items_only(
             store.put(ns, f"k{i}", {"n": 1})
             d1.clock.advance(1)
         store.put(ns, "other", {"n": 2})
+        d1.clock.advance(1)
+        store.put(("q",), "later", {"n": 1})  # newer than the page, out of the prefix
         d1.clock.advance(30)
         page, requests = d1.count(lambda: store.search(ns, filter=flt, limit=2, offset=1))
         assert sorted(it.key for it in page) == want
         assert requests == 1  # refreshed in SQL, beside the read
         d1.clock.advance(40)  # every TTL not started again has run out
         assert sorted(it.key for it in store.search(ns, limit=10, refresh_ttl=False)) == want
+        assert store.search(("q",), refresh_ttl=False) == []
     finally:
         d1.close()
 

@@ -343,17 +343,6 @@ RULES: list[tuple[str, ...]] = [
     ("RANK_ROWS", "drop-or", "?6 IS NULL",
      "d1saver binds :whole (whole_items) on every path: `:whole IS NULL` never holds"),
 
-    # The inspection pages (d1saver/inspection.py: store_namespaces, store_items) ask each
-    # database for the first limit + offset rows in the page's order, then merge, sort in that
-    # same order and cut the page in Python: every row past a database's first limit + offset
-    # comes after the page, so without the LIMIT the same page is cut (more rows read only).
-    ("STORE_NAMESPACES", "drop-limit", "LIMIT ?5 OFFSET ?6",
-     "cost only: Python sorts the merged rows and cuts the page; rows past limit + offset "
-     "come after it"),
-    ("STORE_ITEMS", "drop-limit", "LIMIT ?3 OFFSET ?4",
-     "cost only: Python sorts the merged rows and cuts the page; rows past limit + offset "
-     "come after it"),
-
     # A move's vectors land only for items the target does not hold (MOVE_IN_VECTORS's WHERE
     # NOT EXISTS), and no database holds a vector of an item it does not hold: every put and
     # delete of an item deletes its vectors in the same batch (memory/store.py: `reindexed`
