@@ -583,7 +583,7 @@ def test_rekey_seals_equal_plaintext_values_each_for_its_own_item(local: Backend
     summary = rekey(keyed, seal_plaintext=True)
     assert summary.rewritten == 6 and summary.plaintext_left == 0
     with _memory(local, D1Store, [K1]) as store, _memory(local, D1Cache, [K1]) as cache:
-        assert [store.get(ns, key).value for ns, key in items] == [same] * 3  # type: ignore[union-attr]
+        assert [store.get(ns, key).value for ns, key in items] == [same] * 3
         assert cache.get(entries) == {where: same for where in entries}
 
 
