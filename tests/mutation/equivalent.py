@@ -244,6 +244,10 @@ RULES: list[tuple[str, ...]] = [
     # (expires_at NULL) `expires_at <= t` is NULL, never true, with or without the NULL test.
     ("SWEEP_*", "drop-and", "expires_at IS NOT NULL",
      "NULL <= t is never true: a row without a TTL is never swept either way"),
+    # The cache summary counts as expired the entries whose expires_at is at most :now, by the
+    # same test: an entry without a TTL is counted 0 either way (CASE's ELSE).
+    ("CACHE_SUMMARY", "drop-and", "expires_at IS NOT NULL",
+     "NULL <= :now is never true: an entry without a TTL is counted 0 either way"),
     # D1Store lists namespaces as a set, sorted and paged in Python (memory/store.py, _list):
     # the order SQL returns them in is never read.
     ("LIST_NAMESPACES", "swap-dir", "ORDER BY ns[-> DESC]",
