@@ -641,17 +641,43 @@ def test_rekey_reseals_memory_so_the_old_key_can_go(local: Backend) -> None:
 
 
 def test_rekey_seals_plaintext_memory_only_when_asked(local: Backend) -> None:
+    """In pages of two rows, each plaintext row left is counted once (a page starts after the
+    last row of the one before)."""
     _fill_memory(local, None)
     plain = _read_memory(local, None)
     keyed = local.saver(encryption_keys=[K1])
     with pytest.raises(PlaintextValueError):
         _read_memory(local, [K1])
-    kept = rekey(keyed)
+    kept = rekey(keyed, batch_rows=2)
     assert kept.rewritten == 0 and kept.plaintext_left == 6 + 3
+    assert (kept.tables["store_items"], kept.tables["cache_entries"]) == (
+        {"rewritten": 0, "plaintext_left": 6, "pages": 4},  # 2 + 2 + 2 + 0 rows
+        {"rewritten": 0, "plaintext_left": 3, "pages": 2})  # 2 + 1
     sealed = rekey(keyed, seal_plaintext=True)
     assert sealed.rewritten == 9 and sealed.plaintext_left == 0
     assert census(keyed)["store_items"] == {OLD: 6}
     assert _read_memory(local, [K1]) == plain
+
+
+def test_rekey_seals_equal_plaintext_values_each_for_its_own_item(local: Backend) -> None:
+    """Items (cache entries) holding the same plaintext under the same key in two namespaces,
+    or under two keys of one namespace, are each sealed for their own (namespace, key): every
+    one reads back under the key."""
+    from d1saver import D1Cache, D1Store
+    same = {"text": "the same value"}
+    items = [(("a",), "k"), (("b",), "k"), (("a",), "j")]
+    entries = [(("n", "a"), "k"), (("n", "b"), "k"), (("n", "a"), "j")]
+    with _memory(local, D1Store, None) as store:
+        for ns, key in items:
+            store.put(ns, key, same)
+    with _memory(local, D1Cache, None) as cache:
+        cache.set({where: (same, None) for where in entries})
+    keyed = local.saver(encryption_keys=[K1])
+    summary = rekey(keyed, seal_plaintext=True)
+    assert summary.rewritten == 6 and summary.plaintext_left == 0
+    with _memory(local, D1Store, [K1]) as store, _memory(local, D1Cache, [K1]) as cache:
+        assert [store.get(ns, key).value for ns, key in items] == [same] * 3
+        assert cache.get(entries) == {where: same for where in entries}
 
 
 def test_rekey_of_memory_keeps_a_live_writers_newer_value(local: Backend) -> None:

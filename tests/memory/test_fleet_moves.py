@@ -285,6 +285,27 @@ def test_a_put_beside_a_move_is_kept(memory: Memory, when: bytes) -> None:
     assert copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 1
 
 
+def test_a_put_beside_a_move_keeps_its_own_vectors(memory: Memory) -> None:
+    """An item put at its new home just before the move's copy lands keeps the vectors of its
+    new value: the copy's older vectors of that item do not land over them, so a search by
+    meaning scores the item by what it holds now."""
+    from d1saver.compaction.rebalance import rebalance
+    index = {"dims": 64, "embed": TrigramEmbeddings(), "fields": ["text"]}
+    _fill(memory.store(memory.database_ids[:1], index=index))
+    ids, previous = memory.database_ids[:2], memory.database_ids[:1]
+    store = grown(memory, index=index)
+    u = moved(memory)[0]
+    beside = Before(memory.transport, body_has(MOVE_IN),
+                    lambda: store.put((u, "memories"), "m0", {"text": "a brand new text"}))
+    rebalance(D1Saver(account_id=memory.account_id, api_token=memory.api_token,
+                      api_base_url=memory.base_url, transport=beside, database_ids=ids,
+                      previous_database_ids=previous))
+    assert beside.fired
+    hits = memory.store(ids, index=index).search((u, "memories"), query="a brand new text")
+    assert [h.key for h in hits][0] == "m0"
+    assert hits[0].score == pytest.approx(1.0, abs=1e-6)  # the new text's own vector
+
+
 def test_a_namespace_met_at_its_new_home_still_gets_its_moved_vectors(memory: Memory) -> None:
     """An item put at its new home while migrating stops only its own key's copy: the other
     items of its namespace (and those of a key the new home holds in another namespace) that

@@ -271,6 +271,10 @@ RULES: list[tuple[str, ...]] = [
     # (expires_at NULL) `expires_at <= t` is NULL, never true, with or without the NULL test.
     ("SWEEP_*", "drop-and", "expires_at IS NOT NULL",
      "NULL <= t is never true: a row without a TTL is never swept either way"),
+    # The cache summary counts as expired the entries whose expires_at is at most :now, by the
+    # same test: an entry without a TTL is counted 0 either way (CASE's ELSE).
+    ("CACHE_SUMMARY", "drop-and", "expires_at IS NOT NULL",
+     "NULL <= :now is never true: an entry without a TTL is counted 0 either way"),
     # D1Store lists namespaces as a set, sorted and paged in Python (memory/store.py, _list):
     # the order SQL returns them in is never read.
     ("LIST_NAMESPACES", "swap-dir", "ORDER BY ns[-> DESC]",
@@ -311,6 +315,11 @@ RULES: list[tuple[str, ...]] = [
     # verdict is 2.
     ("REFRESH_SEARCH_FILTERED", "drop-and", "verdict=2",
      "unsure_upto = 0 implies verdict 2: a row of verdict 1 counts itself in unsure_upto"),
+    # The refresh of a filtered page writes rows of verdict 2 only, and rows of verdict 0 count
+    # in neither sure_before (verdict 2) nor unsure_upto (verdict 1): letting them into
+    # `counted` changes no row written.
+    ("REFRESH_SEARCH_FILTERED", "drop-where", "WHERE verdict>0",
+     "rows of verdict 0 count in neither window count and the refresh writes verdict 2 only"),
     # "cmp": an operand's texts ("a") are float reprs (a '.', an 'e'); an integer's or a
     # bool's JSON text is never one of them, and a string is decided by the arm before.
     ("*", "drop-and", "d.type='real'",
@@ -364,6 +373,14 @@ RULES: list[tuple[str, ...]] = [
     # holds.
     ("RANK_ROWS", "drop-or", "?6 IS NULL",
      "d1saver binds :whole (whole_items) on every path: `:whole IS NULL` never holds"),
+
+    # A move's vectors land only for items the target does not hold (MOVE_IN_VECTORS's WHERE
+    # NOT EXISTS), and no database holds a vector of an item it does not hold: every put and
+    # delete of an item deletes its vectors in the same batch (memory/store.py: `reindexed`
+    # takes every key put or deleted), and sweeps, scope deletes and moves out delete an
+    # item's vectors with it. So no row is there for OR REPLACE to replace or OR IGNORE to keep.
+    ("MOVE_IN_VECTORS", "conflict", "[REPLACE->IGNORE]",
+     "no database holds a vector of an item it does not hold: nothing to replace or keep"),
 
     # The gateway Worker begins a run's record once per database, under a run id drawn for
     # the run (worker/compaction.js): there is never a record to replace or to keep; a batch
