@@ -87,3 +87,28 @@ def test_frozen_values_in_pieces_of_threads_with_the_same_ids_are_resealed(local
         history = dropped.get_delta_channel_history(config=cfg(thread_id), channels=["messages"])
         assert history == histories[thread_id]
         assert ("task-big", "messages", value) in history["messages"]["writes"]
+
+
+def test_the_census_reads_values_in_pieces_from_their_own_namespace(local: Backend) -> None:
+    """Two namespaces of a thread with the same checkpoint ids, each with DeltaChannel writes
+    over the row limit (in pieces, under the same owners): one frozen by compaction, one
+    pending at the kept head. One namespace was written under a key, the other before keys
+    were set: the census counts each value under the key of its own namespace's pieces."""
+    keyed = local.saver(encryption_keys=[K1])
+    for saver, ns in ((keyed, ""), (local.saver(), "sub")):
+        delta_chain(saver, "t", ns, 4, (0,))
+        for i in (1, 3):
+            saver.put_writes(cfg("t", ns, checkpoint_id(i)), [("messages", os.urandom(1_500_000))],
+                             task_id="task-big")
+    compact(keyed, keep=1, threads=["t"])
+    pieces = query(keyed, "SELECT checkpoint_ns, substr(owner, 1, 2) = 'f/', COUNT(DISTINCT owner)"
+                          " FROM chunks GROUP BY 1, 2 ORDER BY 1, 2")
+    assert pieces == [["", 0, 1], ["", 1, 1], ["sub", 0, 1], ["sub", 1, 1]]
+
+    def rows(table: str, ns: str) -> int:
+        return int(query(keyed, f"SELECT COUNT(*) FROM {table} WHERE checkpoint_ns = ?1"
+                                " AND value IS NOT NULL", ns)[0][0])
+
+    got = census(keyed)
+    for table in ("writes", "delta_frozen"):
+        assert got[table] == {OLD: rows(table, ""), "plaintext": rows(table, "sub")}, table

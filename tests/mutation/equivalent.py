@@ -193,6 +193,10 @@ RULES: list[tuple[str, ...]] = [
      "of the scope"),
     ("GC_CHUNKS", "drop-and", "n.level>0",
      "a leaf's data read as a node's list is one entry holding ':': NOT IN never meets it"),
+    # GROWTH's walk from a leaf reaches that one entry, and only rows joined with
+    # d1saver_chunks by id count (or are opened): an id holding ':' joins nothing.
+    ("GROWTH", "drop-and", "n.level>0",
+     "a leaf's data read as a node's list is one entry holding ':': it names no chunk"),
     # GROWTH reads `reached` only grouped by id (the first checkpoint to reach each).
     ("GROWTH", "union-all", "[UNION->UNION ALL]",
      "`reached` is only read grouped by id: duplicates change nothing"),
