@@ -402,6 +402,17 @@ EQUIVALENT: dict[str, str] = {
     "sql:LEAVE_UNLESS_SAME_WRITES:5a22292696":
         "one direction of a two-way comparison, weakened: the other, with equal row counts, "
         "is exact (rows are distinct by key)",
+    # LEAVE_SCOPE asks, per table, that the thread and its scratch copy both hold the row
+    # count read; LEAVE_UNLESS_SAME_<table> then empties the scope unless every row of either
+    # has an identical row (key and all) in the other. Rows of one thread are distinct by key,
+    # so when both directions hold the two hold equal sets, hence equal counts: either count
+    # alone, dropping the other, still lets the thread go only when both hold the count read.
+    **{f"sql:LEAVE_SCOPE:{digest}":
+       "one of a table's two row counts dropped: the two-way comparison that follows proves "
+       "the thread and its copy equal sets of rows distinct by key, so their counts are equal"
+       for digest in ("46bebfdab2", "bf8b205730", "d661c7126f", "9cfc8f6693", "10f342930d",
+                      "6ef0e05d09", "c6454a0191", "182e7b5e67", "776823fdcd", "196c8def82",
+                      "78b9479380", "f6fe752da6", "d8d45702b3", "79b5afac5e")},
     # The one-thread raw pages are read by copies only (ops/reseal.copy_sealed, ops/rewrites),
     # always with :heads NULL (every row): `:heads IS NULL OR <stale>` never reads the head.
     "sql:RAW_WRITES_THREAD:fcdba63663":
