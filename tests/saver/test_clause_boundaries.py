@@ -560,6 +560,42 @@ def test_a_thread_read_in_small_pages_is_every_row_once_each_page_full(local: Ba
         assert sum(len(rows) for rows in got.tables.values()) > 30
 
 
+def test_a_page_ends_at_the_byte_budget_to_the_byte(local: Backend) -> None:
+    """TRANSFER_PAGE_*'s byte budget counts each row's non-key columns exactly: for every
+    row of every table, a first page whose budget is the bytes of the rows before it ends
+    just before it, and one byte more takes it in (with a run id, every column holds bytes
+    in some row)."""
+    saver = local.saver(encryption_keys=[K1])
+    grid(saver)
+    run = mirror.empty_checkpoint()
+    run["id"] = mirror.BIG_ID[:-1] + "9"
+    saver.put({"configurable": {"thread_id": TIE, "checkpoint_ns": "run"}}, run,
+              {"source": "loop", "step": 0, "parents": {}, "run_id": "run-1"}, {})
+    stored = mirror.empty_checkpoint()  # without keys, messages are stored by content
+    stored["id"] = mirror.BIG_ID
+    stored["channel_values"] = {"messages": [f"{n}: " + "lorem ipsum " * 40 for n in range(9)]}
+    local.saver().put({"configurable": {"thread_id": "g-plain", "checkpoint_ns": ""}}, stored,
+                      {"source": "loop", "step": 0, "parents": {}}, {})
+    for thread_id in (THREAD, TIE, "g-plain"):
+        stmts, want = [], []
+        for table, (keys, rest) in _sql.TRANSFER_TABLES.items():
+            (got,) = saver.client.execute([Statement(
+                f"SELECT {', '.join(rest)} FROM {table} WHERE thread_id = ?1 "
+                f"ORDER BY {', '.join(keys)}", [thread_id])])
+            sizes = [sum(len(str(v)) for v in row if v is not None) for row in got.rows]
+            before = [sum(sizes[:j]) for j in range(len(sizes))]
+            for budget in sorted({b for j in before[1:] for b in (j, j + 1)}):
+                stmts.append(Statement.bind(_sql.TRANSFER_PAGE[table], {
+                    "thread_id": thread_id, **dict.fromkeys((f"after_{k}" for k in keys)),
+                    "limit": len(sizes), "budget": budget}))
+                want.append((table, budget, sum(b < budget for b in before)))
+        assert {t for t, _, _ in want} >= ({"d1saver_chunks"} if thread_id == "g-plain" else
+                                           {"checkpoints", "writes", "tags", "delta_frozen"})
+        got_rows = [len(r.rows) for at in range(0, len(stmts), 40)
+                    for r in saver.client.execute(stmts[at:at + 40])]
+        assert [(t, b, n) for (t, b, _), n in zip(want, got_rows)] == want, thread_id
+
+
 def test_a_history_through_a_value_stored_in_pieces(local: Backend) -> None:
     """DELTA_HISTORY, and the prefetch of each page variant, from a checkpoint whose walk
     passes two ancestors, the farther a seed whose value is stored in pieces: each piece comes
