@@ -560,11 +560,12 @@ def test_a_thread_read_in_small_pages_is_every_row_once_each_page_full(local: Ba
         assert sum(len(rows) for rows in got.tables.values()) > 30
 
 
-def test_a_page_ends_at_the_byte_budget_to_the_byte(local: Backend) -> None:
+def test_a_first_page_ends_at_the_byte_budget_to_the_byte_or_at_the_row_limit(local: Backend) -> None:
     """TRANSFER_PAGE_*'s byte budget counts each row's non-key columns exactly: for every
     row of every table, a first page whose budget is the bytes of the rows before it ends
     just before it, and one byte more takes it in (with a run id, every column holds bytes
-    in some row)."""
+    in some row); under a large budget a first page is the first rows up to the row limit,
+    in key order."""
     saver = local.saver(encryption_keys=[K1])
     grid(saver)
     run = mirror.empty_checkpoint()
@@ -580,20 +581,29 @@ def test_a_page_ends_at_the_byte_budget_to_the_byte(local: Backend) -> None:
         stmts, want = [], []
         for table, (keys, rest) in _sql.TRANSFER_TABLES.items():
             (got,) = saver.client.execute([Statement(
-                f"SELECT {', '.join(rest)} FROM {table} WHERE thread_id = ?1 "
+                f"SELECT {', '.join(keys + rest)} FROM {table} WHERE thread_id = ?1 "
                 f"ORDER BY {', '.join(keys)}", [thread_id])])
-            sizes = [sum(len(str(v)) for v in row if v is not None) for row in got.rows]
+            ids = [tuple(row[:len(keys)]) for row in got.rows]
+            sizes = [sum(len(str(v)) for v in row[len(keys):] if v is not None)
+                     for row in got.rows]
             before = [sum(sizes[:j]) for j in range(len(sizes))]
-            for budget in sorted({b for j in before[1:] for b in (j, j + 1)}):
+            pages = [(len(ids), budget) for budget in sorted(
+                {b for j in before[1:] for b in (j, j + 1)})]
+            pages += [(limit, 10**9) for limit in range(1, len(ids))]  # the row limit alone
+            for limit, budget in pages:
                 stmts.append(Statement.bind(_sql.TRANSFER_PAGE[table], {
                     "thread_id": thread_id, **dict.fromkeys((f"after_{k}" for k in keys)),
-                    "limit": len(sizes), "budget": budget}))
-                want.append((table, budget, sum(b < budget for b in before)))
-        assert {t for t, _, _ in want} >= ({"d1saver_chunks"} if thread_id == "g-plain" else
-                                           {"checkpoints", "writes", "tags", "delta_frozen"})
-        got_rows = [len(r.rows) for at in range(0, len(stmts), 40)
-                    for r in saver.client.execute(stmts[at:at + 40])]
-        assert [(t, b, n) for (t, b, _), n in zip(want, got_rows)] == want, thread_id
+                    "limit": limit, "budget": budget}))
+                n = min(limit, sum(b < budget for b in before))
+                want.append((table, limit, budget, ids[:n]))
+        assert {t for t, *_ in want} >= ({"d1saver_chunks"} if thread_id == "g-plain" else
+                                         {"checkpoints", "writes", "chunks", "tags",
+                                          "delta_frozen"} - ({"chunks"} if thread_id == THREAD
+                                                             else set()))
+        keyed = [[tuple(row[:len(_sql.TRANSFER_TABLES[w[0]][0])]) for row in r.rows]
+                 for w, r in zip(want, [r for at in range(0, len(stmts), 40)
+                                        for r in saver.client.execute(stmts[at:at + 40])])]
+        assert [(t, lim, b, k) for (t, lim, b, _), k in zip(want, keyed)] == want, thread_id
 
 
 def test_a_history_through_a_value_stored_in_pieces(local: Backend) -> None:
