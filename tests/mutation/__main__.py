@@ -79,6 +79,10 @@ PRIORITY: list[tuple[str, str]] = [
     *((target, "tests/saver/test_clause_boundaries.py::") for target in (
         "SELECT_PAGE_*", "DELTA_HISTORY", "RAW_*", "REKEY_*", "KEY_CENSUS", "THREADS_*",
         "LEFTOVERS", "TRANSFER_PAGE_*", "STAGED_VALUES")),
+    # Retention's statements: twin threads compacted apart and together, every table compared.
+    *((target, "tests/compaction/test_retention_twins.py::") for target in (
+        "FREEZE*", "PLAN_KEEP", "PLAN_RELINK", "APPLY_RELINK", "REBIND_FROZEN", "DELETE_UNKEPT_*",
+        "RECORD_PLAN", "SUMMARIZE_PLAN", "GC_CHUNKS", "GROWTH")),
 ]
 
 

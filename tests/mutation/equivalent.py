@@ -413,6 +413,17 @@ EQUIVALENT: dict[str, str] = {
        for digest in ("46bebfdab2", "bf8b205730", "d661c7126f", "9cfc8f6693", "10f342930d",
                       "6ef0e05d09", "c6454a0191", "182e7b5e67", "776823fdcd", "196c8def82",
                       "78b9479380", "f6fe752da6", "d8d45702b3", "79b5afac5e")},
+    # The plan's packing walk (_PLAN), the `kind` column: a thread with work that joins the
+    # open batch has the batch's kind (a kind that differs always opens one: w.expired <>
+    # p.kind, both 0 or 1 once the first batch is open), so setting `kind` to the thread's
+    # whenever it has work, or on a condition weakened beside that term, changes nothing.
+    **{f"sql:{stable}":
+       "the batch's kind: a thread that joins a batch has its kind, so taking the thread's "
+       "kind changes nothing (a kind that differs still opens a batch)"
+       for stable in ("PLAN_THREADS:53abe64677", "PLAN_THREADS:6b450b1829",
+                      "PLAN_THREADS:37c8e1b95b", "PLAN_THREADS:abaf2a86fe",
+                      "PLAN_PAGE:4f718a81e7", "PLAN_PAGE:651cdbf278", "PLAN_PAGE:d1bcd0d9c3",
+                      "PLAN_PAGE:29e068ce21")},
     # The one-thread raw pages are read by copies only (ops/reseal.copy_sealed, ops/rewrites),
     # always with :heads NULL (every row): `:heads IS NULL OR <stale>` never reads the head.
     "sql:RAW_WRITES_THREAD:fcdba63663":
