@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from d1saver.sql.query import q
 from tests.mutation import python, sql
@@ -91,3 +92,16 @@ def test_a_python_mutant_is_placed_in_memory_only() -> None:
                    env={**os.environ, "PYTHONPATH": str(ROOT)})
     source = python.module_path("d1saver.ops.rows").read_text(encoding="utf-8")
     assert "isinstance(value, str) and value.startswith(\"p:\")" in source  # nothing written
+
+
+def test_a_mutant_child_gives_its_tests_a_tmp_path(tmp_path: Path, pytestconfig: Any) -> None:
+    """A forked child's tests get their tmp_path under a base directory of the child's own:
+    it must exist, or every test using tmp_path fails in set-up and kills any mutant."""
+    from _pytest.tmpdir import TempPathFactory
+
+    from tests.mutation.__main__ import own_basetemp
+
+    factory = TempPathFactory.from_config(pytestconfig, _ispytest=True)
+    own_basetemp(factory, tmp_path / "mutate-x" / "0.tmp")
+    made = factory.mktemp("test_something", numbered=True)
+    assert made.is_dir() and made.parent == tmp_path / "mutate-x" / "0.tmp"
