@@ -165,6 +165,14 @@ RULES: list[tuple[str, ...]] = [
        "is exact (rows are distinct by key)")
       for c in sorted({c for keys, rest in TRANSFER_TABLES.values() for c in keys + rest})),
 
+    # The same for the thread of the rows sought (b.thread_id) in one direction: rows of any
+    # thread found identical weaken that direction only; the other, exact, with equal counts
+    # of rows distinct by key, still proves the two threads' rows equal. (The outer
+    # a.thread_id is another matter: see EQUIVALENT below.)
+    *(("LEAVE_UNLESS_SAME_*", "drop-and", f"b.thread_id=?{n}",
+       "one direction of a two-way comparison, weakened: the other, with equal row counts, "
+       "is exact (rows are distinct by key)") for n in (1, 2)),
+
     # A chunk walk (parts.tree_walk) whose arms are joined by UNION ALL returns a chunk once per
     # way it is reached (content ids admit no cycle, so the walk still ends): the readers keep
     # chunks by id (d1saver/storage/manifest.py: Chunks; ops/reseal.py: content), so only the
