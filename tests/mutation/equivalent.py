@@ -173,6 +173,13 @@ RULES: list[tuple[str, ...]] = [
        "one direction of a two-way comparison, weakened: the other, with equal row counts, "
        "is exact (rows are distinct by key)") for n in (1, 2)),
 
+    # FREEZE_PIECES' second arm copies pieces held by another holder; let through, a piece
+    # of the holder itself is the very row it would insert (same thread, namespace,
+    # checkpoint, owner and seq), which INSERT OR IGNORE leaves as it is.
+    ("FREEZE_PIECES", "drop-and", "k.checkpoint_id<>f.checkpoint_id",
+     "cost only: a piece of the holder itself would be inserted onto itself: OR IGNORE "
+     "leaves it"),
+
     # A chunk walk (parts.tree_walk) whose arms are joined by UNION ALL returns a chunk once per
     # way it is reached (content ids admit no cycle, so the walk still ends): the readers keep
     # chunks by id (d1saver/storage/manifest.py: Chunks; ops/reseal.py: content), so only the
