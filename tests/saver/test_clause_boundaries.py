@@ -374,6 +374,43 @@ def test_threads_in_a_range_are_those_of_every_table_and_no_other(local: Backend
     assert left.rows == [["q-", None, None, 1]]
 
 
+def test_a_run_removes_the_leftovers_its_dry_run_counts(local: Backend) -> None:
+    """A whole-database run's end (admin.finish) removes staged rows killed copies and moves
+    left, in whichever table they are, and its dry run (admin.finish_counts) counts the same:
+    a copy's once unregistered or expired, a move's and a comparison's always, the id equal
+    to the staging prefix too; a copy still registered, and the ids just below and at the
+    end of the staging range (no staged rows), stay."""
+    saver = local.saver()
+    saver.setup()
+    low = admin.STAGING_PREFIX
+    high, below = low[:-1] + chr(ord(low[-1]) + 1), low[:-1] + chr(ord(low[-1]) - 1)
+    copying, moving, leaving = admin.COPYING_PREFIX, admin.MOVING_PREFIX, admin.LEAVING_PREFIX
+    register = ("INSERT INTO d1saver_staged (staging_id, thread_id, source_id, created_at, "
+                "expires_at) VALUES (?1, 'target', 'source', 0, ?2)")
+    saver.client.execute([Statement(register, [staging_id, expires]) for staging_id, expires in (
+        (copying + "live", 4102444800), (copying + "expired", 0), (moving + "live", 4102444800),
+        (leaving + "live", 4102444800))])
+    saver.client.execute([admin.acquire_lease("run", "me", 600)])
+    for n, (table, insert) in enumerate(ROWS.items()):
+        removable = [low, copying + f"gone{n}"]
+        if n == 0:
+            removable += [copying + "expired", moving + "live", leaving + "live"]
+        ids = [*removable, high, below, *([copying + "live"] if n == 0 else [])]
+        saver.client.execute([Statement(insert, [thread_id]) for thread_id in ids])
+        dry = admin.finish_counts(sweep=False)
+        assert admin.finished(dry, saver.client.execute(dry)).staged_removed == len(
+            removable), table
+        run = admin.finish("run", "me", sweep=False)[:-1]  # the lease kept for the next
+        assert admin.finished(run, saver.client.execute(run)).staged_removed == len(
+            removable), table
+        (left,) = saver.client.execute([transfer.staged_threads(low)])
+        assert left.rows == [[copying + "live"]], table
+        (kept,) = saver.client.execute([Statement(
+            f"SELECT COUNT(DISTINCT thread_id) FROM {table} WHERE thread_id IN (?1, ?2)",
+            [high, below])])
+        assert kept.rows == [[2]], table
+
+
 def test_a_page_of_threads_holds_its_size(local: Backend) -> None:
     """THREADS_PAGE: keyset pages of `size` threads in order, after the cursor."""
     saver = local.saver()
