@@ -378,8 +378,9 @@ def test_a_run_removes_the_leftovers_its_dry_run_counts(local: Backend) -> None:
     """A whole-database run's end (admin.finish) removes staged rows killed copies and moves
     left, in whichever table they are, and its dry run (admin.finish_counts) counts the same:
     a copy's once unregistered or expired, a move's and a comparison's always, the id equal
-    to the staging prefix too; a copy still registered, and the ids just below and at the
-    end of the staging range (no staged rows), stay."""
+    to the staging prefix too, a copy's rows in every table as one; a copy still registered,
+    and the ids just below and at the end of the staging range (no staged rows), stay. A run
+    that no longer holds its lease removes nothing."""
     saver = local.saver()
     saver.setup()
     low = admin.STAGING_PREFIX
@@ -409,6 +410,19 @@ def test_a_run_removes_the_leftovers_its_dry_run_counts(local: Backend) -> None:
             f"SELECT COUNT(DISTINCT thread_id) FROM {table} WHERE thread_id IN (?1, ?2)",
             [high, below])])
         assert kept.rows == [[2]], table
+    # A copy's rows in every table are one leftover; a run whose lease is gone, or another's,
+    # removes nothing.
+    everywhere = copying + "everywhere"
+    saver.client.execute([Statement(insert, [everywhere]) for insert in ROWS.values()])
+    for name, holder in (("run", "another"), ("another", "me")):
+        run = admin.finish(name, holder, sweep=False)[:-1]
+        assert admin.finished(run, saver.client.execute(run)).staged_removed == 0
+    dry = admin.finish_counts(sweep=False)
+    assert admin.finished(dry, saver.client.execute(dry)).staged_removed == 1
+    run = admin.finish("run", "me", sweep=False)
+    assert admin.finished(run, saver.client.execute(run)).staged_removed == 1
+    (left,) = saver.client.execute([transfer.staged_threads(low)])
+    assert left.rows == [[copying + "live"]]
 
 
 def test_a_page_of_threads_holds_its_size(local: Backend) -> None:
