@@ -439,6 +439,19 @@ EQUIVALENT: dict[str, str] = {
                       "PLAN_THREADS:37c8e1b95b", "PLAN_THREADS:abaf2a86fe",
                       "PLAN_PAGE:4f718a81e7", "PLAN_PAGE:651cdbf278", "PLAN_PAGE:d1bcd0d9c3",
                       "PLAN_PAGE:29e068ce21")},
+    # _REMOVABLE's thread ids: one compound of UNIONs whose last term is itself a compound
+    # of UNIONs. SQLite applies compound operators left to right, so a UNION ALL before the
+    # last UNION of the outer chain, or anywhere in the inner one (the outer chain's last
+    # UNION takes it whole), is followed by a UNION that removes the duplicates.
+    **{f"sql:{name}:{digest}":
+       "a later UNION of the same compound (or of the one enclosing it) removes the "
+       "duplicates: compound operators apply left to right"
+       for name, digests in (
+           ("COUNT_LEFTOVERS_REMOVABLE", ("9f7410628f", "f4d0d5743f", "a40c07d332",
+                                          "19081b70c9", "a4c3d74ca8")),
+           ("SCOPE_LEFTOVERS_REMOVABLE", ("71a2916bbd", "d8275c1d98", "cdfb48fd3a",
+                                          "bac01d7321", "5facc4b6cb")))
+       for digest in digests},
     # The one-thread raw pages are read by copies only (ops/reseal.copy_sealed, ops/rewrites),
     # always with :heads NULL (every row): `:heads IS NULL OR <stale>` never reads the head.
     "sql:RAW_WRITES_THREAD:fcdba63663":
