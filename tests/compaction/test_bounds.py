@@ -181,11 +181,13 @@ def test_interrupted_subgraph_thread_stays_bounded_and_resumes(backend: Backend)
 def test_nested_and_repeated_subgraph_namespaces(backend: Backend) -> None:
     """Namespaces as LangGraph nests them: a subgraph's own subgraph ('<ns>|<node>:<task>')
     is reached through the subgraph's kept checkpoints, and a second call of a subgraph by
-    one task ('<ns>|1') through that task. What no kept checkpoint reaches goes."""
+    one task ('<ns>|1') through that task. What no kept checkpoint reaches goes, a second
+    call of a subgraph by a task of a checkpoint that goes too."""
     saver, tid = backend.saver(), new_thread()
     root = "child:task-5"
     spaces = {"": 6, root: 5, f"{root}|1": 2, f"{root}|grand:task-4": 3,
-              f"{root}|grand:task-0": 3, "child:task-0": 2, "child:task-0|grand:task-1": 2}
+              f"{root}|grand:task-0": 3, "child:task-0": 2, "child:task-0|1": 2,
+              "child:task-0|grand:task-1": 2}
     for ns, n in spaces.items():
         put_writes_chain(saver, tid, n, ns)
 

@@ -75,3 +75,20 @@ def test_the_plan_packs_threads_as_the_policy_says(local: Backend) -> None:
     # No cutoff: nothing is idle.
     (result,) = saver.execute([admin.retention_plan("", 100, KEEP, None, **bounds)])
     assert not any(p.expired for p in admin.read_plan(result))
+
+
+def test_a_thread_last_updated_at_the_cutoff_is_not_idle(local: Backend) -> None:
+    """Idle means last updated before the cutoff: a thread whose newest checkpoint is
+    stamped the cutoff itself is not expired (both plans); a moment later it is."""
+    saver = local.saver()
+    put_chain(saver, "q-edge", 1, ts=CUTOFF, writes=0)
+    bounds = {"batch_checkpoints": BATCH_CHECKPOINTS, "batch_threads": BATCH_THREADS}
+    for cutoff, expired in ((CUTOFF, False), (CUTOFF + "T00:00:00.001Z", True)):
+        for statement in (admin.retention_plan("q-", 10, KEEP, cutoff, **bounds),
+                          admin.retention_plan_threads(["q-edge"], KEEP, cutoff, **bounds)):
+            assert [p.expired for p in planned_all(saver, statement)] == [expired], cutoff
+
+
+def planned_all(saver: D1Saver, statement: Any) -> list[Any]:
+    (result,) = saver.execute([statement])
+    return admin.read_plan(result)

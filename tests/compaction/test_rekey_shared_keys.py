@@ -87,3 +87,39 @@ def test_frozen_values_in_pieces_of_threads_with_the_same_ids_are_resealed(local
         history = dropped.get_delta_channel_history(config=cfg(thread_id), channels=["messages"])
         assert history == histories[thread_id]
         assert ("task-big", "messages", value) in history["messages"]["writes"]
+
+
+def test_the_census_reads_values_in_pieces_from_their_own_thread_and_namespace(
+        local: Backend) -> None:
+    """Two namespaces of a thread, and another thread, with the same checkpoint ids, each
+    with DeltaChannel writes over the row limit (in pieces, under the same owners): one
+    frozen by compaction, one pending at the kept head; and a checkpoint over the row limit.
+    One namespace was written under the old key, the other and the other thread after a
+    rotation: the census counts each value under the key of its own pieces, as rekey's
+    figures need."""
+    keyed, rotated = local.saver(encryption_keys=[K1]), local.saver(encryption_keys=[K2, K1])
+    places = ((keyed, "t", ""), (rotated, "t", "sub"), (rotated, "u", ""))
+    for saver, tid, ns in places:
+        delta_chain(saver, tid, ns, 4, (0,))
+        for i in (1, 3):
+            saver.put_writes(cfg(tid, ns, checkpoint_id(i)), [("messages", os.urandom(1_500_000))],
+                             task_id="task-big")
+    compact(keyed, keep=1, threads=["t", "u"])
+    for saver, tid, ns in places:  # a checkpoint in pieces too
+        cp = empty_checkpoint()
+        cp.update(id=checkpoint_id(9), channel_values={"x": os.urandom(1_500_000)})
+        saver.put(cfg(tid, ns), cp, {"step": 9}, {})
+    pieces = query(keyed, "SELECT thread_id, checkpoint_ns, owner = '', substr(owner, 1, 2) = 'f/',"
+                          " COUNT(DISTINCT owner) FROM chunks GROUP BY 1, 2, 3, 4")
+    assert sorted(map(tuple, pieces)) == [(tid, ns, *kind, 1) for _, tid, ns in sorted(
+        places, key=lambda p: p[1:]) for kind in ((0, 0), (0, 1), (1, 0))]
+
+    def rows(table: str, tid: str, ns: str) -> int:
+        value = "checkpoint" if table == "checkpoints" else "value"
+        return int(query(keyed, f"SELECT COUNT(*) FROM {table} WHERE thread_id = ?1"
+                                f" AND checkpoint_ns = ?2 AND {value} IS NOT NULL", tid, ns)[0][0])
+
+    got = census(keyed)
+    for table in ("checkpoints", "writes", "delta_frozen"):
+        assert got[table] == {OLD: rows(table, "t", ""),
+                              NEW: rows(table, "t", "sub") + rows(table, "u", "")}, table

@@ -282,6 +282,19 @@ def test_the_chunk_check_counts_each_thread_by_its_own_chunks(local: Backend) ->
     assert check(saver) == want
     for tid in (node_lost, orphan, leaf_lost, no_writes, exact, writes_only, frozen_only, stray):
         assert check(saver, tid) == [w for w in want if w[0] == tid]
+    # `d1saver growth` counts the chunks the thread's own rows reach: not those only its
+    # lost node listed (the twin's copy of the node lists them for the twin only).
+    from d1saver.inspection import growth
+
+    def stored(tid: str, ids: list[str] | None = None) -> int:
+        return int(query(saver, "SELECT COALESCE(SUM(LENGTH(data)), 0) FROM d1saver_chunks"
+                                " WHERE thread_id = ?1 AND (?2 IS NULL OR id IN (SELECT value"
+                                " FROM json_each(?2)))", tid,
+                         None if ids is None else json.dumps(ids))[0][0])
+
+    under = [entry for entry in data.split(",") if ":" not in entry]
+    assert sum(r["chunk_bytes"] for r in growth(saver, node_lost)) == (
+        stored(node_lost) - stored(node_lost, under)) and stored(node_lost, under) > 0
 
     compact(saver, [node_lost, orphan], 1)  # one checkpoint each: only chunks go
     assert check(saver) == [(node_lost, 1, 0), (leaf_lost, 1, 0), (stray, 0, 1)]
@@ -319,7 +332,44 @@ def test_growth_counts_each_checkpoint_of_its_own_thread_and_namespace(local: Ba
     stored = query(saver, "SELECT SUM(LENGTH(data)) FROM d1saver_chunks WHERE thread_id = ?1",
                    twin)[0][0]
     assert sum(r["chunk_bytes"] for r in got) == stored > 0
-    assert [r["chunk_bytes"] for r in growth(saver, other)] == [r["chunk_bytes"] for r in got]
+    theirs = growth(saver, other)  # the same chunks; no parts (those are the twin's)
+    assert [r["chunk_bytes"] for r in theirs] == [r["chunk_bytes"] for r in got]
+    assert [r["parts_bytes"] for r in theirs] == [0] * len(got)
+
+
+def test_growth_counts_the_frozen_histories_of_its_own_thread_and_namespace(
+        local: Backend) -> None:
+    """`d1saver growth` after compaction: two namespaces hold frozen DeltaChannel histories
+    at the same checkpoint id, beside a kept checkpoint that holds none; a twin thread froze
+    the same rows under the same ids, and another thread the same messages under an earlier
+    id. Each row counts its own frozen rows (values
+    and metadata), and the chunks only frozen rows reach now count once in all, where this
+    thread first reached them."""
+    from d1saver.inspection import growth
+
+    saver = local.saver()
+    chain(saver, "f-late", "", 5, delta=True, extra={4: "task-S"})  # the head calls SUB
+    chain(saver, "f-late", SUB, 5, delta=True)
+    chain(saver, "f-twin", "", 5, delta=True)  # frozen at the same ids
+    chain(saver, "f-early", "", 3, delta=True)
+    compact(saver, ["f-late", "f-twin", "f-early"], 2)
+    got = growth(saver, "f-late")
+
+    def frozen(ns: str, cid: str) -> int:
+        return int(query(saver, "SELECT COALESCE(SUM(LENGTH(value) + COALESCE(LENGTH(metadata),"
+                                " 0)), 0) FROM delta_frozen WHERE thread_id = ?1"
+                                " AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+                         "f-late", ns, cid)[0][0])
+
+    want = [(ns, checkpoint_id(i), frozen(ns, checkpoint_id(i))) for i in (3, 4)
+            for ns in ("", SUB)]
+    assert [(r["checkpoint_ns"], r["checkpoint_id"], r["frozen_bytes"]) for r in got] == want
+    assert [w[2] > 0 for w in want] == [True, True, False, False]
+    assert query(saver, "SELECT COUNT(*) FROM delta_frozen WHERE thread_id = ?1"
+                        " AND metadata IS NOT NULL", "f-late")[0][0] > 0
+    stored = query(saver, "SELECT SUM(LENGTH(data)) FROM d1saver_chunks WHERE thread_id = ?1",
+                   "f-late")[0][0]
+    assert sum(r["chunk_bytes"] for r in got) == stored > 0
 
 
 def test_growth_counts_a_chunk_where_its_own_thread_first_reached_it(local: Backend) -> None:
@@ -349,6 +399,42 @@ def test_growth_counts_a_chunk_where_its_own_thread_first_reached_it(local: Back
                    "g-late")[0][0]
     assert sum(first) == stored
     assert growth(saver, "g-late", limit=2) == got[:2]
+
+
+def test_growth_counts_a_chunk_its_writes_reach_where_its_own_thread_first_reached_it(
+        local: Backend) -> None:
+    """`d1saver growth`: a thread's writes reach content, one write of a task in its own row
+    and two of another task packed in one; another thread's writes, the same way, reached
+    both contents at an earlier checkpoint id. Each chunk counts at the checkpoint of this
+    thread whose writes first reached it (no other thread's checkpoint takes it), and the
+    rows add up to every chunk the thread stores."""
+    from d1saver.inspection import growth
+
+    saver = local.saver()
+    r, s = (os.urandom(30_000).hex() for _ in range(2))
+    many = [os.urandom(300).hex() for _ in range(40)]  # enough pieces to be folded into nodes
+    writes = [("w-late", 5, "one", [("messages", [r])]),
+              ("w-late", 6, "packed", [("messages", [s]), ("other", [r])]),
+              ("w-late", 7, "one", [("messages", many)]),
+              ("w-early", 1, "one", [("messages", [r])]),
+              ("w-early", 1, "packed", [("messages", [s]), ("other", [r])])]
+    for tid, i, task, values in writes:
+        cp = empty_checkpoint()
+        cp.update(id=checkpoint_id(i), ts=NOW)
+        config = saver.put(cfg(tid), cp, {"source": "loop", "step": i, "parents": {}}, {})
+        saver.put_writes(config, values, task_id=task)
+    packed = query(saver, "SELECT COUNT(*) FROM writes WHERE substr(value, 1, 2) = 'p:'")
+    assert packed == [[2]]  # the two-write tasks: one packed row each
+    assert query(saver, "SELECT COUNT(*) > 0 FROM d1saver_chunks WHERE thread_id = ?1"
+                        " AND level > 0", "w-late") == [[1]]
+    got = growth(saver, "w-late")
+    assert [r["checkpoint_id"] for r in got] == [checkpoint_id(i) for i in (5, 6, 7)]
+    stored = query(saver, "SELECT SUM(LENGTH(data)) FROM d1saver_chunks WHERE thread_id = ?1",
+                   "w-late")[0][0]
+    chunks = [r["chunk_bytes"] for r in got]
+    assert chunks[0] > 20_000 and chunks[1] > 20_000, chunks
+    assert chunks[2] > 10_000, chunks
+    assert sum(chunks) == stored
 
 def test_a_subgraph_is_reached_through_its_own_threads_parent(local: Backend) -> None:
     """A subgraph namespace is judged running by its own thread's parent namespace: another

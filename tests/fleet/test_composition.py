@@ -118,6 +118,20 @@ def test_rekey_skips_staged_rows_and_finishes(local4: FleetBackend) -> None:
 # --- defect 1: delete wins over a move ------------------------------------------------------
 
 
+class Seen(httpx.BaseTransport):
+    """Passes every request on, keeping the bodies of those `picks(path, body)` chooses."""
+
+    def __init__(self, inner: Any, picks: Callable[[str, bytes], bool]) -> None:
+        self.inner, self.picks = inner, picks
+        self.bodies: list[bytes] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        if self.picks(request.url.path, body):
+            self.bodies.append(body)
+        return self.inner.handle_request(request)
+
+
 def moving(fleet: FleetBackend, prefix: str) -> tuple[list[str], str]:
     """The first two databases (the old layout) and a thread that moves out of them."""
     ids = fleet.database_ids[:2]
@@ -193,6 +207,27 @@ def test_prune_during_a_move_is_not_undone(fleet: FleetBackend) -> None:
     assert hook.fired and not summary.errors
     assert len(list(app.list(cfg(t)))) == 1
     assert fleet.holding(t) == [app.home(t)]
+
+
+def test_prune_of_another_thread_during_a_move_lets_the_move_publish(fleet: FleetBackend
+                                                                   ) -> None:
+    """A prune of another thread, in the database the thread moves into, just before the
+    move publishes voids the moves of its own threads only: this one lands, whole, at its
+    first attempt (the move is registered once)."""
+    ids, t = moving(fleet, unique("prx"))
+    app = fleet.saver(previous_database_ids=ids)
+    other = next(o for o in (f"{t}-o{i}" for i in range(1000)) if app.home(o) == app.home(t))
+    chain(fleet.saver(ids), t, 4)
+    chain(fleet.saver(), other, 4)  # already home: it does not move
+    hook = Before(fleet.transport or httpx.HTTPTransport(), publishing(app.home(t), t, False),
+                  lambda: app.prune([other]))
+    registered = Seen(hook, lambda path, body: b"INTO d1saver_moves" in body
+                      and json.dumps(t).encode() in body)
+    summary = rebalance(fleet.saver(transport=registered))
+    assert hook.fired and not summary.errors
+    assert len(registered.bodies) == 1
+    assert fleet.holding(t) == [app.home(t)] and len(list(app.list(cfg(t)))) == 4
+    assert len(list(app.list(cfg(other)))) == 1
 
 
 @pytest.mark.parametrize("nth", [0, 1])

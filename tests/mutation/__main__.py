@@ -80,6 +80,10 @@ PRIORITY: list[tuple[str, str]] = [
     *((target, "tests/saver/test_clause_boundaries.py::") for target in (
         "SELECT_PAGE_*", "DELTA_HISTORY", "RAW_*", "REKEY_*", "KEY_CENSUS", "THREADS_*",
         "LEFTOVERS", "TRANSFER_PAGE_*", "STAGED_VALUES")),
+    # Retention's statements: twin threads compacted apart and together, every table compared.
+    *((target, "tests/compaction/test_retention_twins.py::") for target in (
+        "FREEZE*", "PLAN_KEEP", "PLAN_RELINK", "APPLY_RELINK", "REBIND_FROZEN", "DELETE_UNKEPT_*",
+        "RECORD_PLAN", "SUMMARIZE_PLAN", "GC_CHUNKS", "GROWTH")),
 ]
 
 
@@ -416,6 +420,15 @@ class Job:
     checked: float = 0.0
 
 
+def own_basetemp(factory: Any, basetemp: Path) -> None:
+    """tmp_path under a directory of this child's own, made first: pytest makes no directory
+    it is given, and a test whose tmp_path cannot be made fails in set-up, which would count
+    as a kill whatever the mutant."""
+    if factory is not None:
+        basetemp.mkdir(parents=True, exist_ok=True)
+        factory._basetemp = basetemp
+
+
 def _child(entry: Entry, items: list[Any], max_seconds: float, out: Path,
            basetemp: Path) -> None:
     """In the forked child: apply the mutant, run the items in order until one fails."""
@@ -429,9 +442,7 @@ def _child(entry: Entry, items: list[Any], max_seconds: float, out: Path,
         os.dup2(null, 1)
         os.dup2(null, 2)
         os.environ["D1SAVER_MUTANT"] = entry.id
-        factory = getattr(items[0].config, "_tmp_path_factory", None)
-        if factory is not None:  # tmp_path under a directory of this child's own
-            factory._basetemp = basetemp
+        own_basetemp(getattr(items[0].config, "_tmp_path_factory", None), basetemp)
         plugin.apply(entry.id)
         start = time.monotonic()
         with out.open("w", encoding="utf-8") as log:

@@ -192,6 +192,21 @@ RULES: list[tuple[str, ...]] = [
        "is exact (rows are distinct by key)")
       for c in sorted({c for keys, rest in TRANSFER_TABLES.values() for c in keys + rest})),
 
+    # The same for the thread of the rows sought (b.thread_id) in one direction: rows of any
+    # thread found identical weaken that direction only; the other, exact, with equal counts
+    # of rows distinct by key, still proves the two threads' rows equal. (The outer
+    # a.thread_id is another matter: see EQUIVALENT below.)
+    *(("LEAVE_UNLESS_SAME_*", "drop-and", f"b.thread_id=?{n}",
+       "one direction of a two-way comparison, weakened: the other, with equal row counts, "
+       "is exact (rows are distinct by key)") for n in (1, 2)),
+
+    # FREEZE_PIECES' second arm copies pieces held by another holder; let through, a piece
+    # of the holder itself is the very row it would insert (same thread, namespace,
+    # checkpoint, owner and seq), which INSERT OR IGNORE leaves as it is.
+    ("FREEZE_PIECES", "drop-and", "k.checkpoint_id<>f.checkpoint_id",
+     "cost only: a piece of the holder itself would be inserted onto itself: OR IGNORE "
+     "leaves it"),
+
     # A chunk walk (parts.tree_walk) whose arms are joined by UNION ALL returns a chunk once per
     # way it is reached (content ids admit no cycle, so the walk still ends): the readers keep
     # chunks by id (d1saver/storage/manifest.py: Chunks; ops/reseal.py: content), so only the
@@ -220,6 +235,10 @@ RULES: list[tuple[str, ...]] = [
      "of the scope"),
     ("GC_CHUNKS", "drop-and", "n.level>0",
      "a leaf's data read as a node's list is one entry holding ':': NOT IN never meets it"),
+    # GROWTH's walk from a leaf reaches that one entry, and only rows joined with
+    # d1saver_chunks by id count (or are opened): an id holding ':' joins nothing.
+    ("GROWTH", "drop-and", "n.level>0",
+     "a leaf's data read as a node's list is one entry holding ':': it names no chunk"),
     # GROWTH reads `reached` only grouped by id (the first checkpoint to reach each).
     ("GROWTH", "union-all", "[UNION->UNION ALL]",
      "`reached` is only read grouped by id: duplicates change nothing"),
@@ -442,6 +461,41 @@ EQUIVALENT: dict[str, str] = {
     "sql:LEAVE_UNLESS_SAME_WRITES:5a22292696":
         "one direction of a two-way comparison, weakened: the other, with equal row counts, "
         "is exact (rows are distinct by key)",
+    # LEAVE_SCOPE asks, per table, that the thread and its scratch copy both hold the row
+    # count read; LEAVE_UNLESS_SAME_<table> then empties the scope unless every row of either
+    # has an identical row (key and all) in the other. Rows of one thread are distinct by key,
+    # so when both directions hold the two hold equal sets, hence equal counts: either count
+    # alone, dropping the other, still lets the thread go only when both hold the count read.
+    **{f"sql:LEAVE_SCOPE:{digest}":
+       "one of a table's two row counts dropped: the two-way comparison that follows proves "
+       "the thread and its copy equal sets of rows distinct by key, so their counts are equal"
+       for digest in ("46bebfdab2", "bf8b205730", "d661c7126f", "9cfc8f6693", "10f342930d",
+                      "6ef0e05d09", "c6454a0191", "182e7b5e67", "776823fdcd", "196c8def82",
+                      "78b9479380", "f6fe752da6", "d8d45702b3", "79b5afac5e")},
+    # The plan's packing walk (_PLAN), the `kind` column: a thread with work that joins the
+    # open batch has the batch's kind (a kind that differs always opens one: w.expired <>
+    # p.kind, both 0 or 1 once the first batch is open), so setting `kind` to the thread's
+    # whenever it has work, or on a condition weakened beside that term, changes nothing.
+    **{f"sql:{stable}":
+       "the batch's kind: a thread that joins a batch has its kind, so taking the thread's "
+       "kind changes nothing (a kind that differs still opens a batch)"
+       for stable in ("PLAN_THREADS:53abe64677", "PLAN_THREADS:6b450b1829",
+                      "PLAN_THREADS:37c8e1b95b", "PLAN_THREADS:abaf2a86fe",
+                      "PLAN_PAGE:4f718a81e7", "PLAN_PAGE:651cdbf278", "PLAN_PAGE:d1bcd0d9c3",
+                      "PLAN_PAGE:29e068ce21")},
+    # _REMOVABLE's thread ids: one compound of UNIONs whose last term is itself a compound
+    # of UNIONs. SQLite applies compound operators left to right, so a UNION ALL before the
+    # last UNION of the outer chain, or anywhere in the inner one (the outer chain's last
+    # UNION takes it whole), is followed by a UNION that removes the duplicates.
+    **{f"sql:{name}:{digest}":
+       "a later UNION of the same compound (or of the one enclosing it) removes the "
+       "duplicates: compound operators apply left to right"
+       for name, digests in (
+           ("COUNT_LEFTOVERS_REMOVABLE", ("9f7410628f", "f4d0d5743f", "a40c07d332",
+                                          "19081b70c9", "a4c3d74ca8")),
+           ("SCOPE_LEFTOVERS_REMOVABLE", ("71a2916bbd", "d8275c1d98", "cdfb48fd3a",
+                                          "bac01d7321", "5facc4b6cb")))
+       for digest in digests},
     # The one-thread raw pages are read by copies only (ops/reseal.copy_sealed, ops/rewrites),
     # always with :heads NULL (every row): `:heads IS NULL OR <stale>` never reads the head.
     "sql:RAW_WRITES_THREAD:fcdba63663":

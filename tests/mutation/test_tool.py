@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from d1saver.sql.query import q
 from tests.mutation import python, sql
@@ -109,3 +110,16 @@ def test_a_mutant_of_a_cached_function_answers_from_its_new_code() -> None:
         "assert manifest._closes(ref) is not before\n")
     subprocess.run([sys.executable, "-c", check], cwd=ROOT, check=True,
                    env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_a_mutant_child_gives_its_tests_a_tmp_path(tmp_path: Path, pytestconfig: Any) -> None:
+    """A forked child's tests get their tmp_path under a base directory of the child's own:
+    it must exist, or every test using tmp_path fails in set-up and kills any mutant."""
+    from _pytest.tmpdir import TempPathFactory
+
+    from tests.mutation.__main__ import own_basetemp
+
+    factory = TempPathFactory.from_config(pytestconfig, _ispytest=True)
+    own_basetemp(factory, tmp_path / "mutate-x" / "0.tmp")
+    made = factory.mktemp("test_something", numbered=True)
+    assert made.is_dir() and made.parent == tmp_path / "mutate-x" / "0.tmp"

@@ -442,6 +442,57 @@ def test_threads_in_a_range_are_those_of_every_table_and_no_other(local: Backend
     assert left.rows == [["q-", None, None, 1]]
 
 
+def test_a_run_removes_the_leftovers_its_dry_run_counts(local: Backend) -> None:
+    """A whole-database run's end (admin.finish) removes staged rows killed copies and moves
+    left, in whichever table they are, and its dry run (admin.finish_counts) counts the same:
+    a copy's once unregistered or expired, a move's and a comparison's always, the id equal
+    to the staging prefix too, a copy's rows in every table as one; a copy still registered,
+    and the ids just below and at the end of the staging range (no staged rows), stay. A run
+    that no longer holds its lease removes nothing."""
+    saver = local.saver()
+    saver.setup()
+    low = admin.STAGING_PREFIX
+    high, below = low[:-1] + chr(ord(low[-1]) + 1), low[:-1] + chr(ord(low[-1]) - 1)
+    copying, moving, leaving = admin.COPYING_PREFIX, admin.MOVING_PREFIX, admin.LEAVING_PREFIX
+    register = ("INSERT INTO d1saver_staged (staging_id, thread_id, source_id, created_at, "
+                "expires_at) VALUES (?1, 'target', 'source', 0, ?2)")
+    saver.client.execute([Statement(register, [staging_id, expires]) for staging_id, expires in (
+        (copying + "live", 4102444800), (copying + "expired", 0), (moving + "live", 4102444800),
+        (leaving + "live", 4102444800))])
+    saver.client.execute([admin.acquire_lease("run", "me", 600)])
+    for n, (table, insert) in enumerate(ROWS.items()):
+        removable = [low, copying + f"gone{n}"]
+        if n == 0:
+            removable += [copying + "expired", moving + "live", leaving + "live"]
+        ids = [*removable, high, below, *([copying + "live"] if n == 0 else [])]
+        saver.client.execute([Statement(insert, [thread_id]) for thread_id in ids])
+        dry = admin.finish_counts(sweep=False)
+        assert admin.finished(dry, saver.client.execute(dry)).staged_removed == len(
+            removable), table
+        run = admin.finish("run", "me", sweep=False)[:-1]  # the lease kept for the next
+        assert admin.finished(run, saver.client.execute(run)).staged_removed == len(
+            removable), table
+        (left,) = saver.client.execute([transfer.staged_threads(low)])
+        assert left.rows == [[copying + "live"]], table
+        (kept,) = saver.client.execute([Statement(
+            f"SELECT COUNT(DISTINCT thread_id) FROM {table} WHERE thread_id IN (?1, ?2)",
+            [high, below])])
+        assert kept.rows == [[2]], table
+    # A copy's rows in every table are one leftover; a run whose lease is gone, or another's,
+    # removes nothing.
+    everywhere = copying + "everywhere"
+    saver.client.execute([Statement(insert, [everywhere]) for insert in ROWS.values()])
+    for name, holder in (("run", "another"), ("another", "me")):
+        run = admin.finish(name, holder, sweep=False)[:-1]
+        assert admin.finished(run, saver.client.execute(run)).staged_removed == 0
+    dry = admin.finish_counts(sweep=False)
+    assert admin.finished(dry, saver.client.execute(dry)).staged_removed == 1
+    run = admin.finish("run", "me", sweep=False)
+    assert admin.finished(run, saver.client.execute(run)).staged_removed == 1
+    (left,) = saver.client.execute([transfer.staged_threads(low)])
+    assert left.rows == [[copying + "live"]]
+
+
 def test_a_page_of_threads_holds_its_size(local: Backend) -> None:
     """THREADS_PAGE: keyset pages of `size` threads in order, after the cursor."""
     saver = local.saver()
@@ -650,6 +701,52 @@ def test_a_thread_read_in_small_pages_is_every_row_once_each_page_full(local: Ba
                     assert sum(sizes[at:at + n]) >= budget, (thread_id, table)
                 at += n
         assert sum(len(rows) for rows in got.tables.values()) > 30
+
+
+def test_a_first_page_ends_at_the_byte_budget_to_the_byte_or_at_the_row_limit(local: Backend) -> None:
+    """TRANSFER_PAGE_*'s byte budget counts each row's non-key columns exactly: for every
+    row of every table, a first page whose budget is the bytes of the rows before it ends
+    just before it, and one byte more takes it in (with a run id, every column holds bytes
+    in some row); under a large budget a first page is the first rows up to the row limit,
+    in key order."""
+    saver = local.saver(encryption_keys=[K1])
+    grid(saver)
+    run = mirror.empty_checkpoint()
+    run["id"] = mirror.BIG_ID[:-1] + "9"
+    saver.put({"configurable": {"thread_id": TIE, "checkpoint_ns": "run"}}, run,
+              {"source": "loop", "step": 0, "parents": {}, "run_id": "run-1"}, {})
+    stored = mirror.empty_checkpoint()  # without keys, messages are stored by content
+    stored["id"] = mirror.BIG_ID
+    stored["channel_values"] = {"messages": [f"{n}: " + "lorem ipsum " * 40 for n in range(9)]}
+    local.saver().put({"configurable": {"thread_id": "g-plain", "checkpoint_ns": ""}}, stored,
+                      {"source": "loop", "step": 0, "parents": {}}, {})
+    for thread_id in (THREAD, TIE, "g-plain"):
+        stmts, want = [], []
+        for table, (keys, rest) in _sql.TRANSFER_TABLES.items():
+            (got,) = saver.client.execute([Statement(
+                f"SELECT {', '.join(keys + rest)} FROM {table} WHERE thread_id = ?1 "
+                f"ORDER BY {', '.join(keys)}", [thread_id])])
+            ids = [tuple(row[:len(keys)]) for row in got.rows]
+            sizes = [sum(len(str(v)) for v in row[len(keys):] if v is not None)
+                     for row in got.rows]
+            before = [sum(sizes[:j]) for j in range(len(sizes))]
+            pages = [(len(ids), budget) for budget in sorted(
+                {b for j in before[1:] for b in (j, j + 1)})]
+            pages += [(limit, 10**9) for limit in range(1, len(ids))]  # the row limit alone
+            for limit, budget in pages:
+                stmts.append(Statement.bind(_sql.TRANSFER_PAGE[table], {
+                    "thread_id": thread_id, **dict.fromkeys((f"after_{k}" for k in keys)),
+                    "limit": limit, "budget": budget}))
+                n = min(limit, sum(b < budget for b in before))
+                want.append((table, limit, budget, ids[:n]))
+        assert {t for t, *_ in want} >= ({"d1saver_chunks"} if thread_id == "g-plain" else
+                                         {"checkpoints", "writes", "chunks", "tags",
+                                          "delta_frozen"} - ({"chunks"} if thread_id == THREAD
+                                                             else set()))
+        keyed = [[tuple(row[:len(_sql.TRANSFER_TABLES[w[0]][0])]) for row in r.rows]
+                 for w, r in zip(want, [r for at in range(0, len(stmts), 40)
+                                        for r in saver.client.execute(stmts[at:at + 40])])]
+        assert [(t, lim, b, k) for (t, lim, b, _), k in zip(want, keyed)] == want, thread_id
 
 
 def test_a_history_through_a_value_stored_in_pieces(local: Backend) -> None:

@@ -334,6 +334,30 @@ def test_copy_thread_with_keys_carries_never_written_delta_channels(local: Backe
         s.values for s in fresh.get_state_history(cfg("chat-src"))]
 
 
+def test_copy_thread_with_keys_onto_a_compacted_thread_replaces_its_frozen_histories(
+        local: Backend) -> None:
+    """Copied onto a thread whose frozen DeltaChannel histories have the same keys (both
+    compacted, under the same checkpoint ids, with other messages), the target's frozen rows
+    are the source's, re-sealed: every history then reads as the source's, as without keys."""
+    from tests.compaction import cfg as at, checkpoint_id
+    from tests.compaction.test_shared_keys import delta_chain
+
+    saver = local.saver(encryption_keys=[K1])
+    for tid in ("f-src", "f-dst"):
+        delta_chain(saver, tid, "", 5, (0,), label=tid)
+    compact(saver, keep=2, threads=["f-src", "f-dst"])
+    assert rows(saver, "SELECT COUNT(*) > 0 FROM delta_frozen WHERE thread_id = 'f-dst'") == [[1]]
+
+    def histories(tid: str) -> list[Any]:
+        return [saver.get_delta_channel_history(config=at(tid, "", checkpoint_id(i)),
+                                                channels=["messages"]) for i in (3, 4)]
+
+    want = histories("f-src")
+    assert want != histories("f-dst")
+    saver.copy_thread("f-src", "f-dst")
+    assert histories("f-dst") == want
+
+
 def test_compaction_with_keys_keeps_what_delta_channels_replay_from(local: Backend) -> None:
     """Retention reads the plaintext counters, so it plans as without keys; the kept
     checkpoints still rebuild their DeltaChannel from the kept ancestors."""
