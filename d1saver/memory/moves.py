@@ -9,7 +9,9 @@ A page of misplaced rows moves from its source to its target in four requests:
 3. at the target, the rows are written (`move_in`: in batches within D1's limits, each
    failing with "move_voided" unless the registration is still there, the last ending it);
    what the target holds already wins (a put there since is newer; a killed move's copy is
-   the same), vectors come with their items;
+   the same) unless it is older than the row read (a lower updated_at: an earlier move's copy
+   that a writer on the old layout changed since at the source), vectors come with their
+   items;
 4. at the source, each row is deleted only if it still holds what was read (`move_out`).
 
 So a delete that reaches the source and then the target (a store's delete while migrating)
@@ -156,8 +158,12 @@ def move_in(found: MemoryRows, move_id: str) -> list[list[Statement]]:
     for param in json_lists(found.rows):
         keys = {(r[0], r[1]) for r in json.loads(param)}
         vectors = [v for v in found.vectors if (v[0], v[1]) in keys]
-        batches.append([check, *(Statement.bind(_sql.MOVE_IN_VECTORS, {"rows": p})
-                                 for p in json_lists(vectors, "a vector")),
+        older = Statement.bind_each([_sql.MOVE_IN_OLDER_VECTORS, _sql.MOVE_IN_OLDER_ITEMS], {
+            "keys": json.dumps([[r[0], r[1], r[4]] for r in json.loads(param)],
+                               ensure_ascii=False, separators=(",", ":"))}
+        ) if found.table == "store_items" else []
+        batches.append([check, *older, *(Statement.bind(_sql.MOVE_IN_VECTORS, {"rows": p})
+                                         for p in json_lists(vectors, "a vector")),
                         Statement.bind(query, {"rows": param})])
     if not batches:
         batches = [[check]]

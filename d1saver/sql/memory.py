@@ -387,8 +387,17 @@ MOVED_ENTRY_COLUMNS = ("ns", "key", "value", "expires_at", "fp")
 READ_ENTRIES_TO_MOVE = q(f"""SELECT ns, key, value, expires_at, {_ENTRY_FP} AS fp
 FROM cache_entries WHERE (ns, key) IN (SELECT value->>0, value->>1 FROM json_each(:keys))""")
 
-# At the target: what it holds already wins (a put there since is newer; a killed move's copy
-# is the same). Vectors first, for items it does not hold yet. :rows as read.
+# At the target, first: an item it holds older than the page's (a lower updated_at) is an
+# earlier move's copy that a writer on the old layout has changed since at the source, or a
+# put there older than that writer's; it goes, with its vectors, and the page's row lands.
+# :keys JSON [[ns, key, updated_at], ...] as read.
+_OLDER_AT_TARGET = """SELECT s.ns, s.key FROM store_items AS s JOIN json_each(:keys) AS j
+    ON s.ns = j.value->>0 AND s.key = j.value->>1 WHERE s.updated_at < j.value->>2"""
+MOVE_IN_OLDER_VECTORS = q(f"DELETE FROM store_vectors WHERE (ns, key) IN ({_OLDER_AT_TARGET})")
+MOVE_IN_OLDER_ITEMS = q(f"DELETE FROM store_items WHERE (ns, key) IN ({_OLDER_AT_TARGET})")
+
+# Then what it holds wins (a put there since is newer; a killed move's copy is the same).
+# Vectors first, for items it does not hold. :rows as read.
 MOVE_IN_VECTORS = q("""INSERT OR REPLACE INTO store_vectors (ns, key, field, vector)
 SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3 FROM json_each(:rows) AS j
 WHERE NOT EXISTS (SELECT 1 FROM store_items AS s

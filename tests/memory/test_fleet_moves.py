@@ -306,6 +306,37 @@ def test_a_put_beside_a_move_keeps_its_own_vectors(memory: Memory) -> None:
     assert hits[0].score == pytest.approx(1.0, abs=1e-6)  # the new text's own vector
 
 
+def test_a_put_on_the_old_layout_beside_a_move_moves_on_the_next_rebalance(memory: Memory
+                                                                           ) -> None:
+    """A writer still on the old database list changes an item at its source after the move's
+    copy landed, before its delete there: the item stays at the source, and the next rebalance
+    moves the newer value (a later updated_at) over that earlier copy, with its vectors, where
+    it would have kept the copy and deleted the newer value."""
+    from d1saver.compaction.rebalance import rebalance
+    index = {"dims": 64, "embed": TrigramEmbeddings(), "fields": ["text"]}
+    _fill(memory.store(memory.database_ids[:1], index=index))
+    ids, previous = memory.database_ids[:2], memory.database_ids[:1]
+    old = memory.store(previous, index=index)  # a process not yet given the new list
+    u = moved(memory)[0]
+
+    def put_on_the_old_layout() -> None:
+        memory.clock.advance(1)
+        old.put((u, "memories"), "m0", {"text": "a brand new text"})
+
+    beside = Before(memory.transport, body_has(MOVE_OUT), put_on_the_old_layout)
+    rebalance(D1Saver(account_id=memory.account_id, api_token=memory.api_token,
+                      api_base_url=memory.base_url, transport=beside, database_ids=ids,
+                      previous_database_ids=previous))
+    assert beside.fired and copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 2
+    rebalance(_saver(memory, ids, previous))
+    assert copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 1
+    after = memory.store(ids, index=index)
+    assert after.get((u, "memories"), "m0").value == {"text": "a brand new text"}  # type: ignore[union-attr]
+    hits = after.search((u, "memories"), query="a brand new text")
+    assert [h.key for h in hits][0] == "m0"
+    assert hits[0].score == pytest.approx(1.0, abs=1e-6)  # the newer value's own vector
+
+
 def test_a_namespace_met_at_its_new_home_still_gets_its_moved_vectors(memory: Memory) -> None:
     """An item put at its new home while migrating stops only its own key's copy: the other
     items of its namespace (and those of a key the new home holds in another namespace) that

@@ -1010,6 +1010,14 @@ SELECT ns,key,field,vector FROM store_vectors WHERE(ns,key)IN(SELECT value->>0,v
 -- params: ?1 keys
 SELECT ns,key,value,expires_at,length(value)||':'||substr(value,1,40)||substr(value,-40)||':'||COALESCE(expires_at,'-')fp FROM cache_entries WHERE(ns,key)IN(SELECT value->>0,value->>1 FROM json_each(?))
 
+-- name: MOVE_IN_OLDER_VECTORS
+-- params: ?1 keys
+DELETE FROM store_vectors WHERE(ns,key)IN(SELECT s.ns,s.key FROM store_items s JOIN json_each(?)j ON s.ns=j.value->>0 AND s.key=j.value->>1 WHERE s.updated_at<j.value->>2)
+
+-- name: MOVE_IN_OLDER_ITEMS
+-- params: ?1 keys
+DELETE FROM store_items WHERE(ns,key)IN(SELECT s.ns,s.key FROM store_items s JOIN json_each(?)j ON s.ns=j.value->>0 AND s.key=j.value->>1 WHERE s.updated_at<j.value->>2)
+
 -- name: MOVE_IN_VECTORS
 -- params: ?1 rows
 INSERT OR REPLACE INTO store_vectors(ns,key,field,vector)SELECT j.value->>0,j.value->>1,j.value->>2,j.value->>3 FROM json_each(?)j WHERE NOT EXISTS(SELECT 1 FROM store_items s WHERE s.ns=j.value->>0 AND s.key=j.value->>1)
