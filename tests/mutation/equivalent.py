@@ -296,6 +296,13 @@ RULES: list[tuple[str, ...]] = [
      "NULL <= :now is never true: an entry without a TTL is counted 0 either way"),
     # D1Store lists namespaces as a set, sorted and paged in Python (memory/store.py, _list):
     # the order SQL returns them in is never read.
+    # RECORD_PLAN stores the plan's summary as a JSON array; its readers are RECORDED_PLAN,
+    # which sorts the rows by their thread_id (unique: d1saver_scope's primary key; the name
+    # can only be its own alias, json_each and d1saver_ops having no such column), and
+    # RUN_ADD_BATCH, which counts and sums them: the array's order is never seen.
+    ("RECORD_PLAN", "swap-dir", "ORDER BY s.thread_id[-> DESC]",
+     "the record is read back sorted by thread_id (RECORDED_PLAN) or counted and summed "
+     "(RUN_ADD_BATCH): the array's order is never seen"),
     ("LIST_NAMESPACES", "swap-dir", "ORDER BY ns[-> DESC]",
      "the store sorts the namespaces itself (a set, sorted, then paged in Python)"),
     # json_each(NULL) is an empty table and `x NOT IN (empty)` is true, NULL x included: with
