@@ -489,7 +489,10 @@ EQUIVALENT: dict[str, str] = {
        for stable in ("PLAN_THREADS:53abe64677", "PLAN_THREADS:6b450b1829",
                       "PLAN_THREADS:37c8e1b95b", "PLAN_THREADS:abaf2a86fe",
                       "PLAN_PAGE:4f718a81e7", "PLAN_PAGE:651cdbf278", "PLAN_PAGE:d1bcd0d9c3",
-                      "PLAN_PAGE:29e068ce21")},
+                      "PLAN_PAGE:29e068ce21",
+                      # the load term compared with >= or its weight subtracted
+                      "PLAN_THREADS:25962f8071", "PLAN_PAGE:b638c3c811",
+                      "PLAN_THREADS:438f30e230", "PLAN_PAGE:da6ae35224")},
     # _REMOVABLE's thread ids: one compound of UNIONs whose last term is itself a compound
     # of UNIONs. SQLite applies compound operators left to right, so a UNION ALL before the
     # last UNION of the outer chain, or anywhere in the inner one (the outer chain's last
