@@ -92,3 +92,17 @@ def test_a_thread_last_updated_at_the_cutoff_is_not_idle(local: Backend) -> None
 def planned_all(saver: D1Saver, statement: Any) -> list[Any]:
     (result,) = saver.execute([statement])
     return admin.read_plan(result)
+
+
+def test_a_batch_closed_by_its_thread_count_leaves_no_load_behind(local: Backend) -> None:
+    """A batch full by its thread count opens the next with the new thread's deletions only:
+    four threads losing one checkpoint each, two threads and three deletions a batch, pack
+    two and two (both plans), not a third batch for the carried-over load."""
+    saver = local.saver()
+    threads = [f"r-{n}" for n in range(4)]
+    for tid in threads:
+        put_chain(saver, tid, 2, ts=NOW, writes=0)
+    bounds = {"batch_checkpoints": 3, "batch_threads": 2}
+    for statement in (admin.retention_plan("r-", 10, 1, None, **bounds),
+                      admin.retention_plan_threads(threads, 1, None, **bounds)):
+        assert [p.batch for p in planned_all(saver, statement)] == [0, 0, 1, 1]

@@ -223,3 +223,22 @@ def test_copy_batches_hold_at_most_max_statements(max_statements: int) -> None:
     assert len(batches) > 2 and max(len(b) for b in batches) <= max_statements
     inserted = [s for b in batches for s in b if s.name == TRANSFER_INSERT["checkpoints"].name]
     assert len(inserted) == 60
+
+
+def test_pages_of_unwritten_records_add_up_to_the_thread(local: Backend) -> None:
+    """A thread's unwritten DeltaChannel records (several checkpoints in two namespaces, the
+    same ids in both) read in pages of any size are the rows read at once, each once, in key
+    order."""
+    saver = local.saver()
+    saver.setup()
+    t = f"du-{os.urandom(5).hex()}"
+    keys = [(ns, f"c{n}") for ns in ("", "child:1") for n in range(3)]
+    saver.client.execute([Statement(
+        "INSERT INTO delta_unwritten (thread_id, checkpoint_ns, checkpoint_id, channels)"
+        " VALUES (?1, ?2, ?3, ?4)", [t, ns, cid, f'["{ns}{cid}"]']) for ns, cid in keys])
+    whole, _ = read(saver, t)
+    assert [r[:2] for r in whole.tables["delta_unwritten"]] == keys
+    for rows in (1, 2, 4):
+        paged, requests = read(saver, t, page_rows=rows)
+        assert paged.tables == whole.tables, rows
+        assert requests == len(keys) // rows + 1, rows  # the last page short: done

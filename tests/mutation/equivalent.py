@@ -296,6 +296,13 @@ RULES: list[tuple[str, ...]] = [
      "NULL <= :now is never true: an entry without a TTL is counted 0 either way"),
     # D1Store lists namespaces as a set, sorted and paged in Python (memory/store.py, _list):
     # the order SQL returns them in is never read.
+    # RECORD_PLAN stores the plan's summary as a JSON array; its readers are RECORDED_PLAN,
+    # which sorts the rows by their thread_id (unique: d1saver_scope's primary key; the name
+    # can only be its own alias, json_each and d1saver_ops having no such column), and
+    # RUN_ADD_BATCH, which counts and sums them: the array's order is never seen.
+    ("RECORD_PLAN", "swap-dir", "ORDER BY s.thread_id[-> DESC]",
+     "the record is read back sorted by thread_id (RECORDED_PLAN) or counted and summed "
+     "(RUN_ADD_BATCH): the array's order is never seen"),
     ("LIST_NAMESPACES", "swap-dir", "ORDER BY ns[-> DESC]",
      "the store sorts the namespaces itself (a set, sorted, then paged in Python)"),
     # json_each(NULL) is an empty table and `x NOT IN (empty)` is true, NULL x included: with
@@ -482,7 +489,10 @@ EQUIVALENT: dict[str, str] = {
        for stable in ("PLAN_THREADS:53abe64677", "PLAN_THREADS:6b450b1829",
                       "PLAN_THREADS:37c8e1b95b", "PLAN_THREADS:abaf2a86fe",
                       "PLAN_PAGE:4f718a81e7", "PLAN_PAGE:651cdbf278", "PLAN_PAGE:d1bcd0d9c3",
-                      "PLAN_PAGE:29e068ce21")},
+                      "PLAN_PAGE:29e068ce21",
+                      # the load term compared with >= or its weight subtracted
+                      "PLAN_THREADS:25962f8071", "PLAN_PAGE:b638c3c811",
+                      "PLAN_THREADS:438f30e230", "PLAN_PAGE:da6ae35224")},
     # _REMOVABLE's thread ids: one compound of UNIONs whose last term is itself a compound
     # of UNIONs. SQLite applies compound operators left to right, so a UNION ALL before the
     # last UNION of the outer chain, or anywhere in the inner one (the outer chain's last

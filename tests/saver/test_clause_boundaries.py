@@ -493,6 +493,37 @@ def test_a_run_removes_the_leftovers_its_dry_run_counts(local: Backend) -> None:
     assert left.rows == [[copying + "live"]]
 
 
+def test_a_copy_expiring_this_very_second_is_not_yet_a_leftover(local: Backend) -> None:
+    """A copy's registration lasts up to and including its expiry second: while the
+    database's clock reads that second, LEFTOVERS shows it live, a dry run's count
+    (admin.finish_counts) leaves it out and a run's end (admin.finish) keeps its rows. One
+    request registers, counts, removes and reads the clock before and after; it is retried
+    until the clock stayed on one second throughout."""
+    saver = local.saver()
+    saver.setup()
+    low, live = admin.STAGING_PREFIX, admin.COPYING_PREFIX + "expiring"
+    clock = Statement("SELECT CAST(strftime('%s', 'now') AS INTEGER)")
+    saver.client.execute([Statement(ROWS["checkpoints"], [live]),
+                          admin.acquire_lease("run", "me", 600)])
+    for _ in range(20):
+        dry = admin.finish_counts(sweep=False)
+        run = admin.finish("run", "me", sweep=False)[:-1]  # the lease kept for a retry
+        batch = [clock, Statement(
+            "INSERT OR REPLACE INTO d1saver_staged (staging_id, thread_id, source_id, "
+            "created_at, expires_at) VALUES (?1, 'target', 'source', 0, "
+            "CAST(strftime('%s', 'now') AS INTEGER))", [live]),
+            transfer.leftovers(low), *dry, *run, transfer.staged_threads(low), clock]
+        results = saver.client.execute(batch)
+        if results[0].rows != results[-1].rows:
+            continue  # the second changed within the request: the expiry may be past
+        assert results[2].rows == [[live, "target", "source", 0]]
+        assert admin.finished(dry, results[3:3 + len(dry)]).staged_removed == 0
+        assert admin.finished(run, results[3 + len(dry):-2]).staged_removed == 0
+        assert results[-2].rows == [[live]]
+        return
+    pytest.fail("the clock never stayed on one second for a request")
+
+
 def test_a_page_of_threads_holds_its_size(local: Backend) -> None:
     """THREADS_PAGE: keyset pages of `size` threads in order, after the cursor."""
     saver = local.saver()
