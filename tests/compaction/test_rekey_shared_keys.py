@@ -9,6 +9,7 @@ import os
 
 from langgraph.checkpoint.base import empty_checkpoint
 
+from d1saver import Statement
 from d1saver.compaction import compact
 from d1saver.compaction.rekey import rekey
 from tests.compaction import cfg, checkpoint_id, put_chain, query
@@ -149,3 +150,22 @@ def test_frozen_values_in_pieces_are_judged_by_their_own_threads_pieces(local: B
         history = dropped.get_delta_channel_history(config=cfg(thread_id), channels=["messages"])
         assert history == histories[thread_id]
         assert ("task-big", "messages", value) in history["messages"]["writes"]
+
+
+def test_a_frozen_write_row_holding_no_value_is_left_as_it_is(local: Backend) -> None:
+    """A frozen write row whose value is NULL (nothing d1saver writes: planted, or damaged)
+    has nothing to seal: --seal-plaintext leaves it out of its pages and counts, and seals
+    every other frozen row."""
+    plain = local.saver()
+    delta_chain(plain, "t", "", 4, (0,))
+    compact(plain, keep=1, threads=["t"])
+    assert query(plain, "SELECT kind, COUNT(*) FROM delta_frozen GROUP BY 1") == [
+        ["s", 1], ["w", 3]]
+    plain.execute([Statement(
+        "UPDATE delta_frozen SET value = NULL WHERE rowid = (SELECT MIN(rowid) FROM"
+        " delta_frozen WHERE kind = 'w')", ())])
+    keyed = local.saver(encryption_keys=[K1])
+    sealed = rekey(keyed, seal_plaintext=True)
+    assert sealed.tables["delta_frozen"] == {"rewritten": 3, "plaintext_left": 0, "pages": 1}
+    assert sealed.plaintext_left == 0 and sealed.skipped == 0
+    assert census(keyed)["delta_frozen"] == {OLD: 3}  # the NULL row holds no value to count
