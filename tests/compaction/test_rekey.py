@@ -659,6 +659,24 @@ def test_rekey_seals_plaintext_memory_only_when_asked(local: Backend) -> None:
     assert _read_memory(local, [K1]) == plain
 
 
+def test_rekey_pages_through_the_keys_of_one_namespace(local: Backend) -> None:
+    """Five items of one namespace, in pages of two: each is re-sealed once (a page starts
+    after the last key of the one before, whichever namespace holds them), and everything
+    reads back under the new key alone."""
+    from d1saver import D1Store
+    with _memory(local, D1Store, [K1]) as store:
+        for i in range(5):
+            store.put(("team",), f"k{i}", {"n": i})
+    rotated = local.saver(encryption_keys=[K2, K1])
+    summary = rekey(rotated, batch_rows=2)
+    assert summary.tables["store_items"] == {"rewritten": 5, "plaintext_left": 0,
+                                              "pages": 3}  # 2 + 2 + 1 rows
+    assert census(rotated)["store_items"] == {NEW: 5}
+    with _memory(local, D1Store, [K2]) as store:
+        assert [store.get(("team",), f"k{i}").value for i in range(5)] == [  # type: ignore[union-attr]
+            {"n": i} for i in range(5)]
+
+
 def test_rekey_seals_equal_plaintext_values_each_for_its_own_item(local: Backend) -> None:
     """Items (cache entries) holding the same plaintext under the same key in two namespaces,
     or under two keys of one namespace, are each sealed for their own (namespace, key): every

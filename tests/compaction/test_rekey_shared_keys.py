@@ -9,6 +9,7 @@ import os
 
 from langgraph.checkpoint.base import empty_checkpoint
 
+from d1saver import Statement
 from d1saver.compaction import compact
 from d1saver.compaction.rekey import rekey
 from tests.compaction import cfg, checkpoint_id, put_chain, query
@@ -123,3 +124,48 @@ def test_the_census_reads_values_in_pieces_from_their_own_thread_and_namespace(
     for table in ("checkpoints", "writes", "delta_frozen"):
         assert got[table] == {OLD: rows(table, "t", ""),
                               NEW: rows(table, "t", "sub") + rows(table, "u", "")}, table
+
+
+def test_frozen_values_in_pieces_are_judged_by_their_own_threads_pieces(local: Backend
+                                                                        ) -> None:
+    """Two compacted threads with the same checkpoint ids, each with a DeltaChannel write over
+    the row limit frozen in pieces under the same holder id, one written before a rotation
+    and one after: rekey re-seals exactly the old one's frozen rows (each row judged by its
+    own thread's pieces), and the old key can go."""
+    old, rotated = local.saver(encryption_keys=[K1]), local.saver(encryption_keys=[K2, K1])
+    big = {t: os.urandom(1_500_000) for t in ("a", "b")}
+    for saver, thread_id in ((rotated, "a"), (old, "b")):
+        delta_chain(saver, thread_id, "", 4, (0,), label=thread_id)
+        saver.put_writes(cfg(thread_id, checkpoint_id=checkpoint_id(1)),
+                         [("messages", big[thread_id])], task_id="task-big")
+        compact(saver, keep=1, threads=[thread_id])
+    assert census(rotated)["delta_frozen"] == {OLD: 5, NEW: 5}
+    histories = {t: rotated.get_delta_channel_history(config=cfg(t), channels=["messages"])
+                 for t in big}
+    summary = rekey(rotated)
+    assert summary.tables["delta_frozen"]["rewritten"] == 5  # thread b's alone
+    assert census(rotated)["delta_frozen"] == {NEW: 10}
+    dropped = local.saver(encryption_keys=[K2])
+    for thread_id, value in big.items():
+        history = dropped.get_delta_channel_history(config=cfg(thread_id), channels=["messages"])
+        assert history == histories[thread_id]
+        assert ("task-big", "messages", value) in history["messages"]["writes"]
+
+
+def test_a_frozen_write_row_holding_no_value_is_left_as_it_is(local: Backend) -> None:
+    """A frozen write row whose value is NULL (nothing d1saver writes: planted, or damaged)
+    has nothing to seal: --seal-plaintext leaves it out of its pages and counts, and seals
+    every other frozen row."""
+    plain = local.saver()
+    delta_chain(plain, "t", "", 4, (0,))
+    compact(plain, keep=1, threads=["t"])
+    assert query(plain, "SELECT kind, COUNT(*) FROM delta_frozen GROUP BY 1") == [
+        ["s", 1], ["w", 3]]
+    plain.execute([Statement(
+        "UPDATE delta_frozen SET value = NULL WHERE rowid = (SELECT MIN(rowid) FROM"
+        " delta_frozen WHERE kind = 'w')", ())])
+    keyed = local.saver(encryption_keys=[K1])
+    sealed = rekey(keyed, seal_plaintext=True)
+    assert sealed.tables["delta_frozen"] == {"rewritten": 3, "plaintext_left": 0, "pages": 1}
+    assert sealed.plaintext_left == 0 and sealed.skipped == 0
+    assert census(keyed)["delta_frozen"] == {OLD: 3}  # the NULL row holds no value to count

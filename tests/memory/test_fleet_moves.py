@@ -285,6 +285,27 @@ def test_a_put_beside_a_move_is_kept(memory: Memory, when: bytes) -> None:
     assert copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 1
 
 
+def test_a_cache_entry_set_on_the_old_layout_beside_a_move_stays_at_the_source(
+        memory: Memory) -> None:
+    """A cache on the old database list that sets entries just before the move deletes them at
+    the source keeps them: the source deletes only rows that still hold what the move read, so
+    the old layout still reads its own writes, and the rows are counted as changed, not moved."""
+    from d1saver.compaction.rebalance import rebalance
+    ids, previous = memory.database_ids[:2], memory.database_ids[:1]
+    old = memory.cache(previous)
+    keys = [(NODE, f"input-{i}") for i in range(30)]
+    old.set({k: (i, None) for i, k in enumerate(keys)})
+    beside = Before(memory.transport, body_has(b"DELETE FROM cache_entries WHERE"),
+                    lambda: old.set({k: (-1 - i, None) for i, k in enumerate(keys)}))
+    summary = rebalance(D1Saver(account_id=memory.account_id, api_token=memory.api_token,
+                                api_base_url=memory.base_url, transport=beside,
+                                database_ids=ids, previous_database_ids=previous))
+    assert beside.fired
+    assert summary.cache_entries_moved == 0
+    assert summary.memory_changed == summary.memory_misplaced > 0
+    assert old.get(keys) == {k: -1 - i for i, k in enumerate(keys)}
+
+
 def test_a_put_beside_a_move_keeps_its_own_vectors(memory: Memory) -> None:
     """An item put at its new home just before the move's copy lands keeps the vectors of its
     new value: the copy's older vectors of that item do not land over them, so a search by

@@ -69,6 +69,15 @@ RULES: list[tuple[str, ...]] = [
     ("*", "drop-using", "thread_id",
      "cost only: a chunk id names the same content in every thread (rows read, not results)",
      "d1saver_chunks k USING([-thread_id,-]id)"),
+    # A rekey's raw page walks chunks (with :content 1) only to hand each value of the page a
+    # lookup by id within its thread (ops/reseal.py: content[thread][id]; collect_content
+    # goes by thread, not by the ids returned). The walk's step joined by thread alone opens
+    # every node of the thread, not only the reached ones: a superset of the reached chunks,
+    # of the same thread, with the same data per id, so every lookup finds what it found.
+    ("RAW_*_ALL", "drop-using", "id",
+     "cost only: the rekey's chunk walk joined by thread alone reaches a superset of the "
+     "thread's chunks; they serve only a lookup by id within the thread",
+     "_chunks n USING(thread_id[-,id-])"),
     # The page's pieces of frozen histories ('f/' owners) are read by no value of the page
     # (its owners are '', ':metadata' and 'task/idx'): results equal; only bytes differ, on a
     # compacted thread whose frozen values are over 1.8 MB.
