@@ -129,6 +129,14 @@ RULES: list[tuple[str, ...]] = [
       for kind, text in (("drop-and", "checkpoint_id>=?3"), ("drop-and", "checkpoint_id<?4"),
                          ("drop-and", "substr(checkpoint_id,1,length(?3))=?3"),
                          ("flip-cmp", "checkpoint_id[<-><=]?4"))),
+    # The trigger delta_frozen_bound (migration 9) sets a checkpoint's parent to a scalar
+    # subquery's value: SQLite takes a subquery used as an expression to its first row by
+    # giving it LIMIT 1 itself (sqlite.org/lang_expr.html, "Subquery Expressions"), so the
+    # LIMIT 1 written there changes neither the scan nor the row taken (EXPLAIN of both: one
+    # counter set to 1, the same loop, left after its first row).
+    ("SCHEMA*", "drop-limit", "LIMIT 1",
+     "a scalar subquery (parent_checkpoint_id = (SELECT f.parent ...)) is its first row: "
+     "SQLite limits it to one row itself", "-LIMIT 1-])WHERE thread_id=NEW.thre"),
     ("CHECKPOINT_IDS", "drop-limit", "LIMIT ?5",
      "inspection.checkpoint_ids, its one reader, sorts the ids read and keeps `limit` itself"),
     # DELTA_HISTORY's pieces come keyed by their own checkpoint, owner and seq, and a value
