@@ -156,10 +156,11 @@ def move_in(found: MemoryRows, move_id: str) -> list[list[Statement]]:
     query = _sql.MOVE_IN_ITEMS if found.table == "store_items" else _sql.MOVE_IN_ENTRIES
     batches: list[list[Statement]] = []
     for param in json_lists(found.rows):
-        keys = {(r[0], r[1]) for r in json.loads(param)}
+        page = json.loads(param)
+        keys = {(r[0], r[1]) for r in page}
         vectors = [v for v in found.vectors if (v[0], v[1]) in keys]
         older = Statement.bind_each([_sql.MOVE_IN_OLDER_VECTORS, _sql.MOVE_IN_OLDER_ITEMS], {
-            "keys": json.dumps([[r[0], r[1], r[4]] for r in json.loads(param)],
+            "keys": json.dumps([[r[0], r[1], r[4]] for r in page],
                                ensure_ascii=False, separators=(",", ":"))}
         ) if found.table == "store_items" else []
         batches.append([check, *older, *(Statement.bind(_sql.MOVE_IN_VECTORS, {"rows": p})

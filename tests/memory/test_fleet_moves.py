@@ -188,12 +188,14 @@ async def test_async_while_migrating(memory: Memory) -> None:
 # --- rebalance moves memory -----------------------------------------------------------------------
 
 
-def _saver(memory: Memory, ids: list[str], previous: list[str] | None = None) -> D1Saver:
+def _saver(memory: Memory, ids: list[str], previous: list[str] | None = None,
+           transport: Any = None) -> D1Saver:
     where: dict[str, Any] = {"database_ids": ids}
     if previous is not None:
         where["previous_database_ids"] = previous
     return D1Saver(account_id=memory.account_id, api_token=memory.api_token,
-                   api_base_url=memory.base_url, transport=memory.transport, **where)
+                   api_base_url=memory.base_url, transport=transport or memory.transport,
+                   **where)
 
 
 def test_rebalance_moves_items_and_entries_to_their_homes(memory: Memory) -> None:
@@ -257,9 +259,7 @@ def test_a_delete_beside_a_move_is_not_undone(memory: Memory, when: bytes) -> No
     store = grown(memory)
     u = moved(memory)[0]
     beside = Before(memory.transport, body_has(when), lambda: store.delete((u, "memories"), "m0"))
-    saver = D1Saver(account_id=memory.account_id, api_token=memory.api_token,
-                    api_base_url=memory.base_url, transport=beside, database_ids=ids,
-                    previous_database_ids=previous)
+    saver = _saver(memory, ids, previous, transport=beside)
     rebalance(saver)
     assert beside.fired
     assert store.get((u, "memories"), "m0") is None
@@ -277,9 +277,7 @@ def test_a_put_beside_a_move_is_kept(memory: Memory, when: bytes) -> None:
     u = moved(memory)[0]
     beside = Before(memory.transport, body_has(when),
                     lambda: store.put((u, "memories"), "m0", {"text": "new"}))
-    rebalance(D1Saver(account_id=memory.account_id, api_token=memory.api_token,
-                      api_base_url=memory.base_url, transport=beside, database_ids=ids,
-                      previous_database_ids=previous))
+    rebalance(_saver(memory, ids, previous, transport=beside))
     assert beside.fired
     assert memory.store(ids).get((u, "memories"), "m0").value == {"text": "new"}  # type: ignore[union-attr]
     assert copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 1
@@ -318,9 +316,7 @@ def test_a_put_beside_a_move_keeps_its_own_vectors(memory: Memory) -> None:
     u = moved(memory)[0]
     beside = Before(memory.transport, body_has(MOVE_IN),
                     lambda: store.put((u, "memories"), "m0", {"text": "a brand new text"}))
-    rebalance(D1Saver(account_id=memory.account_id, api_token=memory.api_token,
-                      api_base_url=memory.base_url, transport=beside, database_ids=ids,
-                      previous_database_ids=previous))
+    rebalance(_saver(memory, ids, previous, transport=beside))
     assert beside.fired
     hits = memory.store(ids, index=index).search((u, "memories"), query="a brand new text")
     assert [h.key for h in hits][0] == "m0"
@@ -345,9 +341,7 @@ def test_a_put_on_the_old_layout_beside_a_move_moves_on_the_next_rebalance(memor
         old.put((u, "memories"), "m0", {"text": "a brand new text"})
 
     beside = Before(memory.transport, body_has(MOVE_OUT), put_on_the_old_layout)
-    rebalance(D1Saver(account_id=memory.account_id, api_token=memory.api_token,
-                      api_base_url=memory.base_url, transport=beside, database_ids=ids,
-                      previous_database_ids=previous))
+    rebalance(_saver(memory, ids, previous, transport=beside))
     assert beside.fired and copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 2
     rebalance(_saver(memory, ids, previous))
     assert copies(memory, "store_items")[(f'["{u}","memories"]', "m0")] == 1
